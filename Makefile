@@ -1,0 +1,28 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   - create .venv, then a 2-worker launch of the bundled example
+#   make test   - create .venv, then the whole test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test docs bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[tf,test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf demo-run
+	$(BIN)/tpuctl launch examples/train_keras.py --workers 2 --model-dir demo-run/model --log-dir demo-run/logs
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+docs: $(STAMP)
+	$(BIN)/python -m tpuctl.cli.reference > docs/cli-reference.md
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/launch_overhead.py

@@ -1,0 +1,111 @@
+"""`tpuctl launch` input handling: one-line errors, exit 2, option placement, dry runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import ROOT, run_tpuctl
+from tpuctl.cli.launch import parse_env
+from tpuctl.errors import TpuctlError
+
+EXAMPLE = str(ROOT / "examples" / "train_keras.py")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["launch", "missing.py"], "script not found: missing.py"),
+        (["launch", EXAMPLE, "--workers", "0"], "'--workers': 0 is not in the range x>=1"),
+        (["launch", EXAMPLE, "--workers", "two"], "'two' is not a valid integer"),
+        (["launch", EXAMPLE, "--env", "NOEQUALS"], "--env 'NOEQUALS' is not NAME=VALUE"),
+        (["launch", EXAMPLE, "--env", "1BAD=x"], "is not NAME=VALUE"),
+        (["launch", EXAMPLE, "--env", "TF_CONFIG={}"], "--env cannot set TF_CONFIG"),
+        (["launch", EXAMPLE, "--strategy", "bogus"], "'bogus' is not one of"),
+        (["launch", EXAMPLE, "--start-timeout", "0"], "--start-timeout"),
+        (["launch", EXAMPLE, "--python", "/no/such/python"], "no such interpreter"),
+        (["launch"], "Missing argument 'SCRIPT'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = run_tpuctl(*args, "--dry-run")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("Error: ")
+
+
+def test_bad_tf_config_in_a_worker_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("print('never')\n")
+    env = {**os.environ, "TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}'}
+    result = subprocess.run(
+        [sys.executable, "-m", "tpuctl.runtime", str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "never" not in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tpuctl: error:") and "index" in lines[0]
+
+
+def _dry_run(*args: str) -> dict:
+    result = run_tpuctl("launch", "--dry-run", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_options_may_come_before_or_after_the_script() -> None:
+    before = _dry_run("--workers", "2", EXAMPLE, "--epochs", "1")
+    after = _dry_run(EXAMPLE, "--epochs", "1", "--workers", "2")
+    for plan in (before, after):
+        assert [w["argv"][4:] for w in plan["workers"]] == [["--epochs", "1"]] * 2
+
+
+def test_everything_after_double_dash_goes_to_the_script() -> None:
+    plan = _dry_run(EXAMPLE, "--workers", "2", "--", "--workers", "5", "--", "-x")
+    assert plan["workers"][0]["argv"][4:] == ["--workers", "5", "--", "-x"]
+    assert len(plan["workers"]) == 2
+
+
+def test_dry_run_prints_each_worker_command_and_environment() -> None:
+    result = run_tpuctl("launch", EXAMPLE, "--workers", "2", "--model-dir", "gs://b/run", "--dry-run")
+    assert result.returncode == 0
+    out = result.stdout
+    assert "worker:0 (chief) on localhost" in out and "worker:1 on localhost" in out
+    assert out.count("env: TF_CONFIG=") == 2
+    assert "TPUCTL_MODEL_DIR=gs://b/run" in out
+    assert "-m tpuctl.runtime" in out
+
+
+def test_the_cli_never_imports_tensorflow_or_rich() -> None:
+    probe = (
+        "import sys\n"
+        "from tpuctl.cli import main\n"
+        "try:\n"
+        f"    main(['launch', {EXAMPLE!r}, '--workers', '2', '--dry-run'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras', 'rich', 'google')]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+@given(st.lists(st.text(max_size=30), max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_parse_env_accepts_or_rejects_cleanly(values: list[str]) -> None:
+    try:
+        pairs = parse_env(tuple(values))
+    except TpuctlError as err:
+        assert "\n" not in err.message.replace("\\n", "")
+        return
+    for (name, value), raw in zip(pairs, values):
+        assert f"{name}={value}" == raw

@@ -1,0 +1,40 @@
+"""Plans are pure data: argv, TF_CONFIG and TPUCTL_* variables for every worker."""
+
+from __future__ import annotations
+
+import json
+
+from tpuctl.launch.plan import Job, build_plan
+
+
+def test_every_worker_gets_its_own_task_and_the_same_cluster() -> None:
+    job = Job(script="train.py", args=("--epochs", "3"), workers=3, model_dir="/m", env=(("A", "1"),), python="/py")
+    plan = build_plan(job, ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], run_id="r", attempt=2)
+    assert [w.name for w in plan.workers] == ["worker:0", "worker:1", "worker:2"]
+    assert [w.chief for w in plan.workers] == [True, False, False]
+    for index, worker in enumerate(plan.workers):
+        assert worker.argv == ("/py", "-m", "tpuctl.runtime", "train.py", "--epochs", "3")
+        config = json.loads(worker.env["TF_CONFIG"])
+        assert config == {
+            "cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]},
+            "task": {"type": "worker", "index": index},
+        }
+        assert worker.env["TPUCTL_WORKER_INDEX"] == str(index)
+        assert worker.env["TPUCTL_NUM_WORKERS"] == "3"
+        assert worker.env["TPUCTL_ATTEMPT"] == "2"
+        assert worker.env["TPUCTL_MODEL_DIR"] == "/m"
+        assert worker.env["A"] == "1"
+        assert worker.address == f"127.0.0.1:{index + 1}"
+
+
+def test_plan_serialises_for_dry_run() -> None:
+    plan = build_plan(Job(script="s.py", workers=1), ["127.0.0.1:9"], run_id="r", attempt=1)
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["workers"][0]["argv"][-1] == "s.py"
+    assert data["attempts"] == 1
+    assert "TPUCTL_MODEL_DIR" not in data["workers"][0]["env"]
+
+
+def test_command_line_is_shell_quoted() -> None:
+    plan = build_plan(Job(script="s.py", args=("a b", "$X"), python="py"), ["h:1"], run_id="r", attempt=1)
+    assert plan.workers[0].command_line() == "py -m tpuctl.runtime s.py 'a b' '$X'"

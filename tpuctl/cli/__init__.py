@@ -1,0 +1,81 @@
+"""The `tpuctl` entry point.
+
+Subcommands are imported only when invoked, so `tpuctl --help` stays as fast as
+a bare click program and never pulls in rich, google.cloud or TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from tpuctl import __version__
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+
+# command name -> (module, attribute, one-line help shown in `tpuctl --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "launch": ("tpuctl.cli.launch", "launch", "Run a training script as N workers under a distribution strategy."),
+    "tf-config": ("tpuctl.cli.tf_config", "tf_config", "Print or check TF_CONFIG for every task of a cluster."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tpuctl")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """tpuctl: take a TensorFlow training script from a laptop to a Cloud TPU slice or GPU hosts."""
+    ctx.obj = {"debug": debug}
+
+
+def _print_error(message: str, hint: str | None = None) -> None:
+    red = sys.stderr.isatty() and "NO_COLOR" not in os.environ
+    label = "\x1b[31mError:\x1b[0m" if red else "Error:"
+    line = f"{label} {message}"
+    if hint:
+        line += f" ({hint})"
+    click.echo(line, err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; every expected failure ends as one line on stderr and an exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
+    try:
+        code = cli.main(args=args, prog_name="tpuctl", standalone_mode=False)
+    except TpuctlError as err:
+        if debug:
+            raise
+        _print_error(err.message, err.hint)
+        sys.exit(err.exit_code)
+    except click.exceptions.Abort:
+        _print_error("aborted")
+        sys.exit(130)
+    except click.ClickException as err:
+        if debug:
+            raise
+        _print_error(err.format_message())
+        sys.exit(USAGE if isinstance(err, click.UsageError) else FAILED)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,207 @@
+"""`tpuctl launch`: parse, build the Job, then dry-run it or hand it to the Supervisor."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from tpuctl.errors import TpuctlError
+from tpuctl.launch import logs
+from tpuctl.launch.plan import KERAS_CHOICES, STRATEGIES, Job, Plan, build_plan
+from tpuctl.launch.supervisor import Outcome
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Variables tpuctl writes per worker; letting --env set them would silently lose one of the two.
+_RESERVED_ENV = ("TF_CONFIG", "TPUCTL_")
+DEFAULT_START_TIMEOUT_S = 300.0
+
+
+def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not _ENV_NAME.match(name):
+            raise TpuctlError(f"--env {value!r} is not NAME=VALUE", hint="e.g. --env TF_CPP_MIN_LOG_LEVEL=2")
+        if name == "TF_CONFIG" or name.startswith("TPUCTL_"):
+            raise TpuctlError(f"--env cannot set {name}: tpuctl writes it for every worker")
+        pairs.append((name, text))
+    return tuple(pairs)
+
+
+def _run_id(script: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(script).stem) or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-{secrets.token_hex(2)}"
+
+
+def _default_log_dir(run_id: str) -> Path:
+    from platformdirs import user_state_path
+
+    return user_state_path("tpuctl") / "runs" / run_id
+
+
+def _print_plan(plan: Plan, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(plan.to_dict(), indent=2))
+        return
+    job = plan.job
+    click.echo(f"plan {plan.run_id}: {job.workers} worker(s), strategy {job.strategy}, up to {job.attempts} attempt(s)")
+    for worker in plan.workers:
+        role = " (chief)" if worker.chief else ""
+        click.echo(f"{worker.name}{role} on {worker.host}")
+        click.echo(f"  command: {worker.command_line()}")
+        for name, value in worker.env.items():
+            click.echo(f"  env: {name}={shlex.quote(value)}")
+    click.echo("(dry run: nothing started; ports are chosen afresh at launch)")
+
+
+def _summarise(outcome: Outcome, log_dir: Path, workers: int, as_json: bool) -> None:
+    failure = outcome.failure
+    if as_json:
+        record = {
+            "exit_code": outcome.exit_code,
+            "attempts": outcome.attempts,
+            "elapsed_s": round(outcome.elapsed_s, 3),
+            "interrupted": outcome.interrupted,
+            "log_dir": str(log_dir),
+            "failure": None
+            if failure is None
+            else {
+                "worker": failure.worker,
+                "host": failure.host,
+                "status": failure.status,
+                "runtime_s": round(failure.runtime_s, 3),
+                "tail": failure.tail,
+                "log": str(failure.log),
+            },
+        }
+        click.echo(json.dumps(record))
+        return
+    say = lambda line: click.echo(f"tpuctl: {line}", err=True)  # noqa: E731
+    if outcome.interrupted:
+        say(f"interrupted; all workers stopped (exit {outcome.exit_code}); logs: {log_dir}")
+    elif failure is None:
+        say(f"{workers} worker(s) finished in {outcome.elapsed_s:.1f}s (attempt {outcome.attempts}); logs: {log_dir}")
+    else:
+        say(
+            f"{failure.worker} on {failure.host} failed: {failure.status} after {failure.runtime_s:.1f}s "
+            f"(attempt {outcome.attempts}); all workers stopped"
+        )
+        if failure.tail:
+            say(f"last lines of {failure.worker}:")
+            for line in failure.tail:
+                click.echo(f"    {line}", err=True)
+        say(f"full log: {failure.log}")
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
+    short_help="Run a training script as N workers under a distribution strategy.",
+)
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default="auto",
+    show_default=True,
+    help="Distribution strategy each worker builds; auto: TPU if present, else multi-worker when --workers > 1.",
+)
+@click.option("--model-dir", help="Where the script keeps checkpoints and summaries (TPUCTL_MODEL_DIR).")
+@click.option("--max-restarts", type=click.IntRange(min=0), default=0, show_default=True, help="Restart all workers this many times after a failure.")
+@click.option("--log-dir", type=click.Path(file_okay=False), help="Per-worker log files, one folder per attempt.  [default: tpuctl's state dir]")
+@click.option("--env", "env_values", multiple=True, metavar="NAME=VALUE", help="Extra environment for every worker (repeatable).")
+@click.option("--python", "python", metavar="PATH", help="Interpreter for the workers.  [default: this one]")
+@click.option("--start-timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_START_TIMEOUT_S, show_default=True, help="Seconds every worker has to build its strategy.")
+@click.option("--scope/--no-scope", default=True, show_default=True, help="Run the script inside strategy.scope().")
+@click.option("--keras", type=click.Choice(KERAS_CHOICES), default="auto", show_default=True, help="auto: tf-keras for multi-worker runs, where Keras 3 fit is broken.")
+@click.option("--dry-run", is_flag=True, help="Print every worker's command and environment; start nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable plan (with --dry-run) or outcome.")
+def launch(
+    script: str,
+    script_args: tuple[str, ...],
+    workers: int,
+    strategy: str,
+    model_dir: str | None,
+    max_restarts: int,
+    log_dir: str | None,
+    env_values: tuple[str, ...],
+    python: str | None,
+    start_timeout: float,
+    scope: bool,
+    keras: str,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Run SCRIPT as N workers, each with its own TF_CONFIG, under a distribution strategy.
+
+    tpuctl's options may come before or after SCRIPT; everything after `--` goes
+    to the script untouched. The launch exits with the status of the first
+    worker that failed, or 130 when interrupted.
+    """
+    if not os.path.isfile(script):
+        raise TpuctlError(f"script not found: {script}")
+    interpreter = python or sys.executable
+    if python and not (os.path.isfile(python) or _on_path(python)):
+        raise TpuctlError(f"--python {python}: no such interpreter")
+    if model_dir and "://" not in model_dir:
+        model_dir = os.path.abspath(model_dir)
+    job = Job(
+        script=script,
+        args=script_args,
+        workers=workers,
+        strategy=strategy,
+        model_dir=model_dir,
+        env=parse_env(env_values),
+        python=interpreter,
+        scope=scope,
+        keras=keras,
+        max_restarts=max_restarts,
+        start_timeout=start_timeout,
+    )
+    run_id = _run_id(script)
+    if dry_run:
+        from tpuctl.launch import ports
+
+        held = ports.reserve(workers)
+        try:
+            plan = build_plan(job, held.addresses, run_id=run_id, attempt=1)
+        finally:
+            held.release()
+        _print_plan(plan, as_json)
+        return
+    sys.exit(_launch(job, run_id, Path(log_dir) if log_dir else _default_log_dir(run_id), as_json))
+
+
+def _on_path(name: str) -> bool:
+    import shutil
+
+    return shutil.which(name) is not None
+
+
+def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool) -> int:
+    from tpuctl.launch.local import LocalBackend
+    from tpuctl.launch.supervisor import Supervisor
+
+    log_stream = sys.stderr if as_json else sys.stdout
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if not as_json:
+        click.echo(f"tpuctl: launching {job.workers} worker(s) of {job.script}; logs: {log_dir}", err=True)
+    supervisor = Supervisor(
+        LocalBackend(log_dir),
+        writer=logs.LineWriter(log_stream),
+        notice=lambda line: click.echo(f"tpuctl: {line}", err=True),
+        log_dir=log_dir,
+        colour=logs.use_colour(log_stream),
+    )
+    outcome = supervisor.run(job, run_id)
+    _summarise(outcome, log_dir, job.workers, as_json)
+    return outcome.exit_code

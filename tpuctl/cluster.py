@@ -1,0 +1,316 @@
+"""Cluster shapes and TF_CONFIG: the single source of truth for task roles.
+
+Semantics follow TensorFlow's TFConfigClusterResolver: the `chief` task, or
+worker 0 when there is none, is the chief; the evaluator runs beside the
+cluster and is never listed in `cluster`. Pure functions, no I/O, no TF.
+
+Validation is at least as strict as TensorFlow's own (multi_worker_util.
+_validate_cluster_spec) and stricter where TF accepts a TF_CONFIG that can only
+hang or misbehave later: duplicate or malformed addresses, negative indices,
+an evaluator inside `cluster`. Errors name the offending field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tpuctl.errors import TpuctlError
+from tpuctl.hosts import HostEntry, expand_addresses, parse_host
+
+# Order in which tasks are numbered, addressed and started.
+CLUSTER_ROLES = ("chief", "worker", "ps")
+ROLES = (*CLUSTER_ROLES, "evaluator")
+
+# The port TensorFlow's own multi-worker examples use.
+DEFAULT_PORT = 2222
+
+
+@dataclass(frozen=True, order=True)
+class Task:
+    type: str
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.type}:{self.index}"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Addresses per cluster role, plus whether an evaluator runs beside them."""
+
+    jobs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    evaluator: bool = False
+
+    def tasks(self) -> list[Task]:
+        found = [Task(role, i) for role in CLUSTER_ROLES for i in range(len(self.jobs.get(role, ())))]
+        if self.evaluator:
+            found.append(Task("evaluator", 0))
+        return found
+
+    def address(self, task: Task) -> str | None:
+        if task.type == "evaluator":
+            return None
+        return self.jobs[task.type][task.index]
+
+    def chief(self) -> Task:
+        return Task("chief", 0) if self.jobs.get("chief") else Task("worker", 0)
+
+    def is_chief(self, task: Task) -> bool:
+        return task == self.chief()
+
+    @property
+    def num_workers(self) -> int:
+        """Workers that run training steps: chief plus workers (what MWMS counts)."""
+        return len(self.jobs.get("chief", ())) + len(self.jobs.get("worker", ()))
+
+    def tf_config(self, task: Task) -> dict[str, object]:
+        cluster = {role: list(addrs) for role, addrs in self.jobs.items() if addrs}
+        return {"cluster": cluster, "task": {"type": task.type, "index": task.index}}
+
+    def tf_config_json(self, task: Task) -> str:
+        return json.dumps(self.tf_config(task), separators=(",", ":"))
+
+    def describe(self) -> str:
+        """The cluster's tasks as ranges, e.g. `chief:0, worker:0-1, ps:0`."""
+        return describe_counts(_counts(self.jobs))
+
+
+def role_counts(workers: int, *, chief: bool = False, ps: int = 0) -> dict[str, int]:
+    """How many addresses each cluster role needs."""
+    return {"chief": 1 if chief else 0, "worker": workers, "ps": ps}
+
+
+def make_cluster(
+    workers: int,
+    addresses: Iterable[str],
+    *,
+    chief: bool = False,
+    ps: int = 0,
+    evaluator: bool = False,
+) -> ClusterSpec:
+    """Assign addresses to chief, workers and ps, in that order.
+
+    Raises ValueError when there are too few addresses; callers own the message.
+    """
+    supply: Iterator[str] = iter(addresses)
+    jobs: dict[str, tuple[str, ...]] = {}
+    for role, count in role_counts(workers, chief=chief, ps=ps).items():
+        taken = tuple(next(supply, "") for _ in range(count))
+        if "" in taken:
+            raise ValueError(f"not enough addresses for {count} {role} task(s)")
+        if taken:
+            jobs[role] = taken
+    return ClusterSpec(jobs=jobs, evaluator=evaluator)
+
+
+def local_addresses(base_port: int, host: str = "localhost") -> Iterator[str]:
+    port = base_port
+    while True:
+        yield f"{host}:{port}"
+        port += 1
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """Task ranges per role in cluster order, e.g. `chief:0, worker:0-2`; empty roles left out."""
+    parts = []
+    for role in CLUSTER_ROLES:
+        count = counts.get(role, 0)
+        if count:
+            parts.append(f"{role}:0" if count == 1 else f"{role}:0-{count - 1}")
+    return ", ".join(parts)
+
+
+def parse_task(text: str) -> Task:
+    """Parse `TYPE:INDEX` such as `worker:1`.
+
+    Raises ValueError naming the problem; callers add where the text came from.
+    """
+    role, colon, index = text.partition(":")
+    if not colon or not re.fullmatch(r"[0-9]{1,9}", index):
+        raise ValueError(f"{text!r}: expected TYPE:INDEX, e.g. worker:1")
+    if role not in ROLES:
+        raise ValueError(f"{text!r}: unknown task type {role!r} (expected one of {', '.join(ROLES)})")
+    return Task(role, int(index))
+
+
+def cluster_from_hosts(
+    workers: int,
+    hosts: Sequence[HostEntry] | None = None,
+    *,
+    chief: bool = False,
+    ps: int = 0,
+    evaluator: bool = False,
+    base_port: int = DEFAULT_PORT,
+    source: str = "the host list",
+) -> ClusterSpec:
+    """A validated cluster with one address per task: chief, then workers, then ps.
+
+    Without hosts, every task runs on localhost on consecutive ports from base_port.
+    The address count must match exactly: a surplus host is as likely a typo as a
+    missing one, and either way some machine would not do what its owner expects.
+    The evaluator needs no address; it runs beside the cluster.
+    """
+    if workers < 0 or ps < 0 or workers + chief < 1:
+        raise TpuctlError(f"no cluster with {workers} worker(s), {ps} ps: it needs a chief or a worker")
+    counts = role_counts(workers, chief=chief, ps=ps)
+    needed = sum(counts.values())
+    if hosts is None:
+        hosts = [HostEntry("localhost", slots=needed)]
+    addresses = expand_addresses(hosts, base_port)
+    if len(addresses) != needed:
+        raise TpuctlError(
+            f"{source} gives {len(addresses)} address(es) but the cluster has {needed} task(s): {describe_counts(counts)}",
+            hint="one address per task, in the order chief, workers, ps",
+        )
+    spec = make_cluster(workers, addresses, chief=chief, ps=ps, evaluator=evaluator)
+    check_addresses(spec.jobs)
+    return spec
+
+
+def check_addresses(jobs: Mapping[str, Sequence[str]]) -> None:
+    """Every address is `host:port` and used once.
+
+    TF accepts duplicates and garbage here and then hangs waiting for a task that
+    can never bind its port, so they are caught before anything starts.
+    """
+    seen: dict[tuple[str, int | None], str] = {}
+    for role, addresses in jobs.items():
+        for index, address in enumerate(addresses):
+            where = f"cluster.{role}[{index}]"
+            try:
+                entry = parse_host(address)
+            except ValueError as err:
+                raise _invalid(where, f"malformed address {address!r}: {err}") from None
+            if entry.port is None:
+                raise _invalid(where, f"malformed address {address!r}: missing :port", hint="e.g. localhost:2222")
+            first = seen.setdefault(entry.key(), where)
+            if first != where:
+                raise _invalid(where, f"duplicate address {address} (also {first})")
+
+
+_MISSING = object()
+
+
+def parse_tf_config(text: str) -> tuple[ClusterSpec, Task]:
+    """Parse and validate a TF_CONFIG value.
+
+    Only the evaluator's own TF_CONFIG reveals that an evaluator exists, so the
+    returned ClusterSpec has `evaluator` set exactly when the task is the evaluator.
+    Keys other than `cluster` and `task` (rpc_layer, environment, ...) are left to TF.
+    """
+    config = _load_json(text)
+    if not isinstance(config, dict):
+        raise _invalid("TF_CONFIG", f"expected a JSON object, got {_kind(config)}")
+    jobs = _parse_cluster(config.get("cluster", _MISSING))
+    task = _parse_task_field(config.get("task", _MISSING), jobs)
+    return ClusterSpec(jobs=jobs, evaluator=task.type == "evaluator"), task
+
+
+def _load_json(text: str) -> object:
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as err:
+        raise _invalid("TF_CONFIG", f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+    except ValueError as err:  # e.g. an integer longer than Python will convert
+        raise _invalid("TF_CONFIG", f"invalid JSON: {err}") from None
+    except RecursionError:
+        raise _invalid("TF_CONFIG", "invalid JSON: nested too deeply") from None
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json keeps the last of two equal keys; a duplicated `worker` list is a mistake to report."""
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _invalid("TF_CONFIG", f"duplicate key {key!r}")
+        found[key] = value
+    return found
+
+
+def _parse_cluster(cluster: object) -> dict[str, tuple[str, ...]]:
+    if cluster is _MISSING:
+        raise _invalid("cluster", "missing", hint='TF_CONFIG is {"cluster": {...}, "task": {...}}')
+    if not isinstance(cluster, dict):
+        raise _invalid("cluster", f"expected an object mapping task types to address lists, got {_kind(cluster)}")
+    if not cluster:
+        raise _invalid("cluster", "empty", hint="list at least one chief or worker address")
+    for role, addresses in cluster.items():
+        _check_job(role, addresses)
+    jobs = {role: tuple(cluster[role]) for role in CLUSTER_ROLES if role in cluster}
+    check_addresses(jobs)
+    if "chief" not in jobs and "worker" not in jobs:
+        raise _invalid("cluster", "no chief or worker task", hint="TF needs one of them to lead the cluster")
+    return jobs
+
+
+def _check_job(role: str, addresses: object) -> None:
+    if role == "evaluator":
+        raise _invalid(
+            "cluster.evaluator",
+            "the evaluator must not be listed in cluster",
+            hint="it runs beside the cluster; only its own task names it",
+        )
+    if role not in CLUSTER_ROLES:
+        raise _invalid("cluster", f"unknown task type {role!r} (expected one of {', '.join(CLUSTER_ROLES)})")
+    where = f"cluster.{role}"
+    if not isinstance(addresses, list):
+        raise _invalid(where, f"expected a list of addresses, got {_kind(addresses)}")
+    if not addresses:
+        raise _invalid(where, "empty list", hint="leave the task type out instead")
+    if role == "chief" and len(addresses) > 1:
+        raise _invalid(where, f"more than one chief ({len(addresses)} addresses)")
+    for index, address in enumerate(addresses):
+        if not isinstance(address, str):
+            raise _invalid(f"{where}[{index}]", f"expected an address string, got {_kind(address)}")
+
+
+def _parse_task_field(task: object, jobs: Mapping[str, Sequence[str]]) -> Task:
+    if task is _MISSING:
+        raise _invalid("task", "missing", hint='each task needs its own, e.g. "task": {"type": "worker", "index": 0}')
+    if not isinstance(task, dict):
+        raise _invalid("task", f"expected an object with type and index, got {_kind(task)}")
+    role = task.get("type", _MISSING)
+    index = task.get("index", _MISSING)
+    if role is _MISSING:
+        raise _invalid("task.type", "missing")
+    if not isinstance(role, str):
+        raise _invalid("task.type", f"expected a string, got {_kind(role)}")
+    if role not in ROLES:
+        raise _invalid("task.type", f"unknown task type {role!r} (expected one of {', '.join(ROLES)})")
+    if index is _MISSING:
+        raise _invalid("task.index", "missing")
+    if type(index) is not int:  # bool is an int to Python, not to TF_CONFIG's readers
+        raise _invalid("task.index", f"expected an integer, got {_kind(index)}")
+    if role == "evaluator":
+        if index != 0:
+            raise _invalid("task.index", f"{index} out of range: there is only one evaluator (index 0)")
+    elif role not in jobs:
+        raise _invalid("task.type", f"{role} is not in cluster", hint=f"the cluster has {describe_counts(_counts(jobs))}")
+    elif not 0 <= index < len(jobs[role]):
+        raise _invalid("task.index", f"{index} out of range: cluster.{role} has {len(jobs[role])} task(s)")
+    return Task(role, index)
+
+
+def _counts(jobs: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    return {role: len(addresses) for role, addresses in jobs.items()}
+
+
+def _kind(value: object) -> str:
+    """JSON's name for a value's type, as the user wrote it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _invalid(where: str, problem: str, *, hint: str | None = None) -> TpuctlError:
+    return TpuctlError(f"{where}: {problem}", hint=hint)

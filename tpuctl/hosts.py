@@ -1,0 +1,197 @@
+"""Host lists: `--hosts h1:p1,h2` values and DeepSpeed/horovod-style hostfiles.
+
+A hostfile has one `host[:port] [slots=N]` entry per line; `#` starts a comment.
+Parsing is strict because a silently skipped or merged line means a worker that
+never starts, and TensorFlow then waits forever for it (see FIELD-NOTES.md).
+Every problem is reported with the entry or line it came from.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tpuctl.errors import TpuctlError
+
+MAX_PORT = 65535
+
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+_PORT = re.compile(r"[0-9]{1,5}")
+_SLOTS = re.compile(r"[0-9]{1,9}")
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One host of a host list: `port` None means "use the base port"; `slots` tasks run there."""
+
+    host: str
+    port: int | None = None
+    slots: int = 1
+
+    def key(self) -> tuple[str, int | None]:
+        """Identity for duplicate detection: `LOCALHOST` is `localhost`, `[0::1]` is `[::1]`."""
+        return host_key(self.host), self.port
+
+    def addresses(self, base_port: int) -> list[str]:
+        """One `host:port` per slot, on consecutive ports from the entry's port (or base_port)."""
+        first = base_port if self.port is None else self.port
+        last = first + self.slots - 1
+        if last > MAX_PORT:
+            raise TpuctlError(
+                f"{self.host}: {self.slots} slot(s) from port {first} need ports up to {last}, past {MAX_PORT}",
+                hint="use a lower port",
+            )
+        return [format_address(self.host, port) for port in range(first, last + 1)]
+
+
+def format_address(host: str, port: int) -> str:
+    """`host:port`, with IPv6 hosts in brackets as gRPC (and so TF_CONFIG) expects."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def host_key(host: str) -> str:
+    """Normalised host: IP addresses in canonical form, names lower-cased."""
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        return host.lower()
+
+
+def parse_host(text: str) -> HostEntry:
+    """Parse `host`, `host:port`, `[v6]` or `[v6]:port`.
+
+    Raises ValueError naming the problem only; callers add where it came from.
+    """
+    if not text:
+        raise ValueError("empty host")
+    if text.startswith("["):
+        return _parse_bracketed(text)
+    if text.count(":") > 1:
+        raise ValueError("IPv6 addresses go in brackets, e.g. [::1]:2222")
+    host, colon, port = text.partition(":")
+    _check_hostname(host)
+    return HostEntry(host, _parse_port(port) if colon else None)
+
+
+def _parse_bracketed(text: str) -> HostEntry:
+    end = text.find("]")
+    if end < 0:
+        raise ValueError("missing ']' after the IPv6 address")
+    host, rest = text[1:end], text[end + 1 :]
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        raise ValueError(f"{host!r} is not an IPv6 address") from None
+    if not rest:
+        return HostEntry(host)
+    if not rest.startswith(":"):
+        raise ValueError("expected ':port' after ']'")
+    return HostEntry(host, _parse_port(rest[1:]))
+
+
+def _check_hostname(host: str) -> None:
+    if not host:
+        raise ValueError("empty host name")
+    if not _HOSTNAME.fullmatch(host):
+        raise ValueError(f"invalid host name {host!r}")
+    if all(label.isdigit() for label in host.split(".")):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f"invalid IPv4 address {host!r}") from None
+
+
+def _parse_port(text: str) -> int:
+    if not text:
+        raise ValueError("empty port")
+    if not _PORT.fullmatch(text):
+        raise ValueError(f"port {text!r} is not a number 1-{MAX_PORT}")
+    port = int(text)
+    if not 1 <= port <= MAX_PORT:
+        raise ValueError(f"port {port} out of range 1-{MAX_PORT}")
+    return port
+
+
+def _parse_slots(text: str) -> int:
+    if not _SLOTS.fullmatch(text) or int(text) < 1:
+        raise ValueError(f"slots={text!r} is not a positive integer")
+    return int(text)
+
+
+def parse_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
+    """Parse a comma-separated `host[:port]` list (one slot each), e.g. a `--hosts` value."""
+    if not value.strip():
+        raise TpuctlError(f"{source}: no hosts given", hint="e.g. host1:2222,host2:2222")
+    entries = []
+    for number, item in enumerate((part.strip() for part in value.split(",")), start=1):
+        try:
+            entries.append(parse_host(item))
+        except ValueError as err:
+            raise TpuctlError(f"{source} entry {number} {item!r}: {err}") from None
+    _reject_duplicates(entries, f"{source} entry", range(1, len(entries) + 1))
+    return entries
+
+
+def parse_hostfile(text: str, *, source: str = "hostfile") -> list[HostEntry]:
+    """Parse hostfile text: `host[:port] [slots=N]` lines, `#` comments, blank lines."""
+    entries: list[HostEntry] = []
+    numbers: list[int] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        try:
+            entries.append(_parse_hostfile_line(fields))
+        except ValueError as err:
+            raise TpuctlError(f"{source} line {number}: {err}") from None
+        numbers.append(number)
+    if not entries:
+        raise TpuctlError(f"{source}: no hosts", hint="one 'host slots=N' per line")
+    _reject_duplicates(entries, f"{source} line", numbers)
+    return entries
+
+
+def _parse_hostfile_line(fields: list[str]) -> HostEntry:
+    entry = parse_host(fields[0])
+    slots: int | None = None
+    for option in fields[1:]:
+        name, equals, value = option.partition("=")
+        if name != "slots" or not equals:
+            raise ValueError(f"unexpected {option!r} (expected slots=N)")
+        if slots is not None:
+            raise ValueError("slots given twice")
+        slots = _parse_slots(value)
+    return HostEntry(entry.host, entry.port, 1 if slots is None else slots)
+
+
+def _reject_duplicates(entries: Sequence[HostEntry], label: str, numbers: Iterable[int]) -> None:
+    """The same host (and port) twice is a typo, never two machines."""
+    seen: dict[tuple[str, int | None], int] = {}
+    for entry, number in zip(entries, numbers):
+        first = seen.setdefault(entry.key(), number)
+        if first != number:
+            raise TpuctlError(f"{label} {number}: duplicate host {_describe(entry)} (also {label} {first})")
+
+
+def _describe(entry: HostEntry) -> str:
+    return entry.host if entry.port is None else format_address(entry.host, entry.port)
+
+
+def read_hostfile(path: str | os.PathLike[str]) -> list[HostEntry]:
+    """Read and parse a hostfile; an unreadable file is bad input, not a crash."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise TpuctlError(f"cannot read hostfile {os.fspath(path)}: {reason}") from None
+    return parse_hostfile(text, source=os.fspath(path))
+
+
+def expand_addresses(entries: Iterable[HostEntry], base_port: int) -> list[str]:
+    """All task addresses of a host list, in order: each entry's slots on consecutive ports."""
+    return [address for entry in entries for address in entry.addresses(base_port)]

@@ -1,0 +1,137 @@
+"""The local backend: every worker a process group on this machine.
+
+Each worker gets a socketpair end as its control channel. The worker says
+"ready" on it once its strategy is built, and its runtime kills its own
+process group when the channel reaches EOF, which is what happens when tpuctl
+dies, even by SIGKILL. That is how no worker outlives its launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from tpuctl.launch import ports
+from tpuctl.launch.plan import WorkerSpec
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+class LocalHandle:
+    def __init__(self, spec: WorkerSpec, proc: subprocess.Popen[bytes], control: socket.socket) -> None:
+        self.spec = spec
+        self.proc = proc
+        self._control = control
+
+    @property
+    def output(self) -> IO[bytes]:
+        assert self.proc.stdout is not None
+        return self.proc.stdout
+
+    def messages(self) -> Iterator[str]:
+        """Lines the worker's runtime sends on its control channel, until EOF."""
+        with self._control.makefile("rb") as stream:
+            for raw in stream:
+                yield raw.decode("utf-8", "replace").strip()
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        """Close the control channel; a worker still running then kills its group."""
+        try:
+            self._control.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._control.close()
+
+
+class LocalBackend:
+    name = "local"
+    host = "localhost"
+
+    def __init__(self, run_dir: Path) -> None:
+        self._run_dir = run_dir
+        self._held: ports.PortReservation | None = None
+
+    def reserve(self, count: int) -> list[str]:
+        self._held = ports.reserve(count)
+        return self._held.addresses
+
+    def start(self, spec: WorkerSpec) -> LocalHandle:
+        ours, theirs = socket.socketpair()
+        fds = [theirs.fileno()]
+        env = {**os.environ, **spec.env, "TPUCTL_CONTROL_FD": str(theirs.fileno())}
+        reserved = self._reserved_socket(spec.address)
+        if reserved is not None:
+            fds.append(reserved.fileno())
+            env["TPUCTL_RESERVED_FD"] = str(reserved.fileno())
+        if not _same_interpreter(spec.argv[0]):
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self._runtime_shim()), env.get("PYTHONPATH")]))
+        try:
+            proc = subprocess.Popen(
+                spec.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=fds,
+            )
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return LocalHandle(spec, proc, ours)
+
+    def started(self) -> None:
+        """Every worker holds its port now; drop the launcher's copies."""
+        if self._held is not None:
+            self._held.close_sockets()
+
+    def release(self) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+
+    def _reserved_socket(self, address: str | None) -> socket.socket | None:
+        if self._held is None or address is None:
+            return None
+        for sock, held_address in zip(self._held.sockets, self._held.addresses):
+            if held_address == address:
+                return sock
+        return None
+
+    def _runtime_shim(self) -> Path:
+        """A directory holding only this tpuctl, for a --python from another environment.
+
+        Putting our own site-packages on its path would drag every other
+        package of this environment (a second TensorFlow) into the worker.
+        """
+        shim = self._run_dir / "pythonpath"
+        link = shim / "tpuctl"
+        if not link.exists():
+            shim.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(_PACKAGE_DIR, target_is_directory=True)
+        return shim
+
+
+def _same_interpreter(python: str) -> bool:
+    """True only for this very interpreter path; symlinks are not resolved on purpose,
+    because a venv's python resolves to its base interpreter, which lacks the venv's packages."""
+    found = shutil.which(python)
+    return found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
+

@@ -1,0 +1,134 @@
+"""What the user asked for (Job) and the exact processes that will run it (Plan).
+
+Both are plain data: `--dry-run` prints a Plan, backends only execute one, and
+tests can check every command line and environment without starting anything.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tpuctl.cluster import ClusterSpec, Task, make_cluster
+
+STRATEGIES = ("auto", "multi-worker-mirrored", "mirrored", "tpu", "one-device", "none")
+KERAS_CHOICES = ("auto", "tf-keras", "keras3")
+
+
+@dataclass(frozen=True)
+class Job:
+    script: str
+    args: tuple[str, ...] = ()
+    workers: int = 1
+    strategy: str = "auto"
+    model_dir: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    python: str = "python3"
+    scope: bool = True
+    keras: str = "auto"
+    max_restarts: int = 0
+    start_timeout: float = 300.0
+
+    @property
+    def attempts(self) -> int:
+        return self.max_restarts + 1
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One process: its task, where it runs, its argv and the variables tpuctl sets.
+
+    `env` is an overlay on the launcher's environment, not a full one, so a
+    plan stays readable and never copies the user's secrets into its output.
+    """
+
+    task: Task
+    chief: bool
+    host: str
+    address: str | None
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "task": self.name,
+            "type": self.task.type,
+            "index": self.task.index,
+            "chief": self.chief,
+            "host": self.host,
+            "address": self.address,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    job: Job
+    cluster: ClusterSpec
+    workers: tuple[WorkerSpec, ...]
+    run_id: str
+    attempt: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "attempts": self.job.attempts,
+            "script": self.job.script,
+            "args": list(self.job.args),
+            "strategy": self.job.strategy,
+            "model_dir": self.job.model_dir,
+            "workers": [w.to_dict() for w in self.workers],
+        }
+
+
+def build_plan(
+    job: Job,
+    addresses: Sequence[str],
+    *,
+    run_id: str,
+    attempt: int,
+    host: str = "localhost",
+) -> Plan:
+    """Turn a Job and one address per worker into every worker's argv and env."""
+    cluster = make_cluster(job.workers, addresses)
+    user_env = dict(job.env)
+    argv = (job.python, "-m", "tpuctl.runtime", job.script, *job.args)
+    specs = []
+    for task in cluster.tasks():
+        env = {
+            **user_env,
+            "TF_CONFIG": cluster.tf_config_json(task),
+            "TPUCTL_RUN_ID": run_id,
+            "TPUCTL_ATTEMPT": str(attempt),
+            "TPUCTL_TASK_TYPE": task.type,
+            "TPUCTL_WORKER_INDEX": str(task.index),
+            "TPUCTL_NUM_WORKERS": str(cluster.num_workers),
+            "TPUCTL_STRATEGY": job.strategy,
+            "TPUCTL_SCOPE": "1" if job.scope else "0",
+            "TPUCTL_KERAS": job.keras,
+            # Worker output must reach the terminal line by line, not in 8 KiB blocks.
+            "PYTHONUNBUFFERED": "1",
+        }
+        if job.model_dir:
+            env["TPUCTL_MODEL_DIR"] = job.model_dir
+        specs.append(
+            WorkerSpec(
+                task=task,
+                chief=cluster.is_chief(task),
+                host=host,
+                address=cluster.address(task),
+                argv=argv,
+                env=env,
+            )
+        )
+    return Plan(job=job, cluster=cluster, workers=tuple(specs), run_id=run_id, attempt=attempt)

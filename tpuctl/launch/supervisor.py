@@ -1,0 +1,251 @@
+"""Runs a Job's plan on a backend: logs, fail-fast, start-up deadline, restarts.
+
+Shared by every backend. It knows nothing about SSH or Kubernetes; a backend
+knows nothing about restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Protocol
+
+from tpuctl.launch import logs
+from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
+
+STOP_GRACE_S = 3.0
+EXIT_INTERRUPTED = 130
+EXIT_START_TIMEOUT = 1
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Handle(Protocol):
+    spec: WorkerSpec
+
+    @property
+    def output(self) -> IO[bytes]: ...
+    def messages(self) -> Iterator[str]: ...
+    def wait(self) -> int: ...
+    def signal(self, sig: int) -> None: ...
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+    host: str
+
+    def reserve(self, count: int) -> list[str]: ...
+    def start(self, spec: WorkerSpec) -> Handle: ...
+    def started(self) -> None: ...
+    def release(self) -> None: ...
+
+
+@dataclass
+class Failure:
+    worker: str
+    host: str
+    status: str
+    exit_code: int
+    runtime_s: float
+    tail: list[str]
+    log: Path | None
+
+
+@dataclass
+class Outcome:
+    exit_code: int
+    attempts: int
+    elapsed_s: float
+    failure: Failure | None = None
+    interrupted: bool = False
+
+
+def describe_returncode(returncode: int) -> tuple[str, int]:
+    """A worker's status in words, and the launch exit code it maps to (shell rule 128+N)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}", 128 - returncode
+    return f"exit status {returncode}", returncode
+
+
+@dataclass
+class _Attempt:
+    plan: Plan
+    handles: list[Handle]
+    started_at: float
+    log_dir: Path
+    tails: list[deque[str]] = field(default_factory=list)
+    ready: set[int] = field(default_factory=set)
+    exited: dict[int, tuple[int, float]] = field(default_factory=dict)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        writer: logs.LineWriter,
+        notice: Callable[[str], None],
+        log_dir: Path,
+        colour: bool,
+    ) -> None:
+        self.backend = backend
+        self.writer = writer
+        self.notice = notice
+        self.log_dir = log_dir
+        self.colour = colour
+        # (kind, attempt, worker position or signal number, value); attempt 0 is a signal.
+        self._events: queue.SimpleQueue[tuple[str, int, int, object]] = queue.SimpleQueue()
+        self._signals = 0
+
+    def run(self, job: Job, run_id: str) -> Outcome:
+        started = time.monotonic()
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED_SIGNALS}
+        try:
+            outcome = Outcome(exit_code=0, attempts=0, elapsed_s=0.0)
+            for attempt in range(1, job.attempts + 1):
+                outcome = self._run_attempt(job, run_id, attempt)
+                outcome.attempts = attempt
+                if self._signals and not outcome.interrupted:
+                    outcome = Outcome(EXIT_INTERRUPTED, attempt, 0.0, outcome.failure, interrupted=True)
+                if outcome.exit_code == 0 or outcome.interrupted or attempt == job.attempts:
+                    break
+                assert outcome.failure is not None
+                self.notice(
+                    f"{outcome.failure.worker} failed ({outcome.failure.status}); "
+                    f"restarting all workers (attempt {attempt + 1}/{job.attempts})"
+                )
+            outcome.elapsed_s = time.monotonic() - started
+            return outcome
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        self._events.put(("signal", 0, signum, self._signals))
+
+    def _run_attempt(self, job: Job, run_id: str, attempt: int) -> Outcome:
+        addresses = self.backend.reserve(job.workers)
+        plan = build_plan(job, addresses, run_id=run_id, attempt=attempt, host=self.backend.host)
+        attempt_dir = self.log_dir / f"attempt-{attempt}"
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        (attempt_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+        run = _Attempt(plan=plan, handles=[], started_at=time.monotonic(), log_dir=attempt_dir)
+        try:
+            for spec in plan.workers:
+                run.handles.append(self.backend.start(spec))
+            self.backend.started()
+            self._watch(run)
+            return self._supervise(run, job.start_timeout)
+        finally:
+            self._stop(run)
+            self.backend.release()
+
+    def _watch(self, run: _Attempt) -> None:
+        for position, handle in enumerate(run.handles):
+            tail = logs.new_tail()
+            run.tails.append(tail)
+            prefix = logs.tag(handle.spec.name, position, self.colour)
+            log_path = run.log_dir / f"{handle.spec.task.type}-{handle.spec.task.index}.log"
+            pump = threading.Thread(
+                target=logs.pump, args=(handle.output, prefix, self.writer, log_path, tail), daemon=True
+            )
+            pump.start()
+            attempt = run.plan.attempt
+            threading.Thread(target=self._read_messages, args=(attempt, position, handle), daemon=True).start()
+            threading.Thread(target=self._wait_exit, args=(attempt, position, handle, pump), daemon=True).start()
+
+    def _read_messages(self, attempt: int, position: int, handle: Handle) -> None:
+        for message in handle.messages():
+            if message == "ready":
+                self._events.put(("ready", attempt, position, None))
+
+    def _wait_exit(self, attempt: int, position: int, handle: Handle, pump: threading.Thread) -> None:
+        returncode = handle.wait()
+        # Let the last lines reach the log before anyone reads the tail; a
+        # grandchild still holding the pipe must not delay the verdict.
+        pump.join(timeout=2.0)
+        self._events.put(("exit", attempt, position, returncode))
+
+    def _supervise(self, run: _Attempt, start_timeout: float) -> Outcome:
+        count = len(run.handles)
+        deadline = run.started_at + start_timeout
+        while len(run.exited) < count:
+            waiting = len(run.ready | set(run.exited)) < count
+            try:
+                kind, attempt, position, value = self._events.get(
+                    timeout=max(0.0, deadline - time.monotonic()) if waiting else None
+                )
+            except queue.Empty:
+                return self._start_timeout(run, start_timeout)
+            if attempt not in (0, run.plan.attempt):
+                continue  # late news from a previous attempt's workers
+            if kind == "signal":
+                self.notice(f"received {signal.Signals(position).name}; stopping all workers")
+                return Outcome(exit_code=EXIT_INTERRUPTED, attempts=0, elapsed_s=0.0, interrupted=True)
+            if kind == "ready":
+                run.ready.add(position)
+            elif kind == "exit":
+                assert isinstance(value, int)
+                run.exited[position] = (value, time.monotonic())
+                if value != 0:
+                    failure = self._failure(run, position, value)
+                    return Outcome(exit_code=failure.exit_code, attempts=0, elapsed_s=0.0, failure=failure)
+        return Outcome(exit_code=0, attempts=0, elapsed_s=0.0)
+
+    def _failure(self, run: _Attempt, position: int, returncode: int) -> Failure:
+        spec = run.handles[position].spec
+        status, exit_code = describe_returncode(returncode)
+        ended = run.exited.get(position, (returncode, time.monotonic()))[1]
+        return Failure(
+            worker=spec.name,
+            host=spec.host,
+            status=status,
+            exit_code=exit_code,
+            runtime_s=ended - run.started_at,
+            tail=list(run.tails[position]),
+            log=run.log_dir / f"{spec.task.type}-{spec.task.index}.log",
+        )
+
+    def _start_timeout(self, run: _Attempt, start_timeout: float) -> Outcome:
+        late = [p for p in range(len(run.handles)) if p not in run.ready and p not in run.exited]
+        names = ", ".join(run.handles[p].spec.name for p in late)
+        failure = self._failure(run, late[0], 0)
+        failure.status = f"did not start within {start_timeout:g}s"
+        failure.exit_code = EXIT_START_TIMEOUT
+        self.notice(f"{names} did not start within {start_timeout:g}s (--start-timeout); stopping all workers")
+        return Outcome(exit_code=EXIT_START_TIMEOUT, attempts=0, elapsed_s=0.0, failure=failure)
+
+    def _stop(self, run: _Attempt) -> None:
+        """SIGINT every group still running, SIGKILL after a grace period, then
+        SIGKILL every group regardless so that no stray child survives."""
+        running = [p for p in range(len(run.handles)) if p not in run.exited]
+        for p in running:
+            run.handles[p].signal(signal.SIGINT)
+        grace_ends = time.monotonic() + STOP_GRACE_S
+        signals_before = self._signals
+        while any(p not in run.exited for p in running) and time.monotonic() < grace_ends:
+            if self._signals > signals_before:
+                break  # a second Ctrl-C: no more patience
+            try:
+                kind, attempt, position, value = self._events.get(timeout=max(0.0, grace_ends - time.monotonic()))
+            except queue.Empty:
+                break
+            if kind == "exit" and attempt == run.plan.attempt:
+                assert isinstance(value, int)
+                run.exited[position] = (value, time.monotonic())
+        for handle in run.handles:
+            handle.signal(signal.SIGKILL)
+            handle.close()

@@ -1,0 +1,55 @@
+"""What a training script can ask while it runs as a tpuctl worker.
+
+Importing this package does not import TensorFlow; only `strategy()` does, so
+`python -m tpuctl.runtime` can choose Keras before TensorFlow loads.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from tpuctl.runtime import worker_env
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+_built: Any = None
+
+
+def strategy() -> tf.distribute.Strategy:
+    """The strategy this worker trains under: the launcher's, or one built from the environment.
+
+    Under `tpuctl launch` this is the very strategy the runtime entered, so a
+    script may call it (or construct its own of the same kind) freely.
+    """
+    global _built
+    if _built is None:
+        from tpuctl.runtime import strategies
+
+        _built = strategies.build(worker_env.current().strategy_kind())
+    return _built
+
+
+def adopt(built: Any) -> None:
+    """Record the strategy the bootstrap built, so `strategy()` returns it."""
+    global _built
+    _built = built
+
+
+def is_chief() -> bool:
+    """True on the one worker that should write checkpoints and summaries."""
+    return worker_env.current().is_chief
+
+
+def worker_index() -> int:
+    return worker_env.current().task.index
+
+
+def num_workers() -> int:
+    return worker_env.current().num_workers
+
+
+def model_dir(default: str | None = None) -> str | None:
+    """`--model-dir` of the launch (TPUCTL_MODEL_DIR), else `default`."""
+    return os.environ.get("TPUCTL_MODEL_DIR") or default

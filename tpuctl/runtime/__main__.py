@@ -1,0 +1,3 @@
+from tpuctl.runtime.bootstrap import main
+
+main()

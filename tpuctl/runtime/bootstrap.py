@@ -1,0 +1,150 @@
+"""`python -m tpuctl.runtime SCRIPT [ARGS...]`: how every tpuctl worker starts.
+
+Order matters: adopt the launcher's control channel (so the worker dies with
+its launcher), choose Keras (before TensorFlow is imported), free the reserved
+port, build the strategy, say "ready", then run the script as `python SCRIPT`
+would, optionally inside the strategy's scope.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import runpy
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from tpuctl.errors import USAGE, TpuctlError
+from tpuctl.runtime import worker_env
+from tpuctl.runtime.worker_env import MULTI_WORKER, WorkerEnv
+
+TF_KERAS_NOTE = (
+    "multi-worker run: tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1), "
+    "because Keras 3 model.fit does not work under MultiWorkerMirroredStrategy"
+)
+
+
+def say(message: str) -> None:
+    print(f"tpuctl: {message}", file=sys.stderr, flush=True)
+
+
+def adopt_control_channel() -> socket.socket | None:
+    """Watch the launcher: when its end of the channel closes, kill this worker's process group."""
+    fd = os.environ.pop("TPUCTL_CONTROL_FD", None)
+    if fd is None:
+        return None
+    channel = socket.socket(fileno=int(fd))
+    channel.set_inheritable(False)
+
+    def watch() -> None:
+        try:
+            while channel.recv(64):
+                pass
+        except OSError:
+            pass
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tpuctl-launcher-watch", daemon=True).start()
+    return channel
+
+
+def release_reserved_port() -> None:
+    fd = os.environ.pop("TPUCTL_RESERVED_FD", None)
+    if fd is not None:
+        os.close(int(fd))
+
+
+def choose_keras(env: WorkerEnv, kind: str) -> None:
+    """Make tf.keras mean tf-keras where Keras 3 would break, before TensorFlow loads."""
+    if "TF_USE_LEGACY_KERAS" in os.environ or env.keras == "keras3":
+        return
+    wanted = env.keras == "tf-keras" or kind == MULTI_WORKER
+    if not wanted:
+        return
+    if importlib.util.find_spec("tf_keras") is None:
+        raise TpuctlError(
+            "tf-keras is not installed, and Keras 3 model.fit does not work under MultiWorkerMirroredStrategy",
+            hint="pip install tf-keras matching your TensorFlow version, "
+            "or pass --keras keras3 if the script uses a custom training loop",
+        )
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    if env.is_chief and env.keras == "auto":
+        say(TF_KERAS_NOTE)
+
+
+def run_script(script: str, args: list[str]) -> None:
+    """Run the script as `python SCRIPT ARGS...` would: argv intact, its directory first on sys.path."""
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    runpy.run_path(script, run_name="__main__")
+
+
+def _build(env: WorkerEnv, kind: str) -> Any:
+    from tpuctl import runtime
+    from tpuctl.runtime import strategies
+
+    built = strategies.build(kind)
+    runtime.adopt(built)
+    say(f"{env.task.name}: {strategies.describe(built)}")
+    return built
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m tpuctl.runtime SCRIPT [ARGS...]", file=sys.stderr)
+        sys.exit(USAGE)
+    script, script_args = args[0], args[1:]
+    channel = adopt_control_channel()
+    try:
+        if not os.path.isfile(script):
+            raise TpuctlError(f"script not found: {script}")
+        env = worker_env.current()
+        kind = env.strategy_kind()
+        if kind == "none":
+            release_reserved_port()
+        else:
+            choose_keras(env, kind)
+            release_reserved_port()
+            built = _build(env, kind)
+    except TpuctlError as err:
+        say(f"error: {err}")
+        sys.exit(err.exit_code)
+    if channel is not None:
+        channel.sendall(b"ready\n")
+    if kind == "none":
+        run_script(script, script_args)
+        return
+    _run_in_strategy(built, env, script, script_args)
+
+
+def _run_in_strategy(built: Any, env: WorkerEnv, script: str, script_args: list[str]) -> None:
+    import tensorflow as tf
+
+    from tpuctl.runtime import sharing
+
+    said: set[str] = set()
+
+    def note_once(message: str) -> None:
+        if message not in said:
+            said.add(message)
+            say(message)
+
+    if built is tf.distribute.get_strategy():
+        run_script(script, script_args)
+        return
+    scope = sharing.InjectedScope(built) if env.scope else None
+    sharing.share(built, scope, note_once)
+    if scope is None:
+        run_script(script, script_args)
+        return
+    scope.enter()
+    try:
+        run_script(script, script_args)
+    finally:
+        scope.leave()
