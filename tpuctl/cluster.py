@@ -289,7 +289,9 @@ def _parse_task_field(task: object, jobs: Mapping[str, Sequence[str]]) -> Task:
         if index != 0:
             raise _invalid("task.index", f"{index} out of range: there is only one evaluator (index 0)")
     elif role not in jobs:
-        raise _invalid("task.type", f"{role} is not in cluster", hint=f"the cluster has {describe_counts(_counts(jobs))}")
+        raise _invalid(
+            "task.type", f"{role} is not in cluster", hint=f"the cluster has {describe_counts(_counts(jobs))}"
+        )
     elif not 0 <= index < len(jobs[role]):
         raise _invalid("task.index", f"{index} out of range: cluster.{role} has {len(jobs[role])} task(s)")
     return Task(role, index)

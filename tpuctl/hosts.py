@@ -171,7 +171,7 @@ def _parse_hostfile_line(fields: list[str]) -> HostEntry:
 def _reject_duplicates(entries: Sequence[HostEntry], label: str, numbers: Iterable[int]) -> None:
     """The same host (and port) twice is a typo, never two machines."""
     seen: dict[tuple[str, int | None], int] = {}
-    for entry, number in zip(entries, numbers):
+    for entry, number in zip(entries, numbers, strict=True):
         first = seen.setdefault(entry.key(), number)
         if first != number:
             raise TpuctlError(f"{label} {number}: duplicate host {_describe(entry)} (also {label} {first})")

@@ -59,7 +59,7 @@ SHAPES = list(itertools.product(range(1, 4), (False, True), range(3), (False, Tr
 
 
 def _generated() -> list[tuple[ClusterSpec, Task]]:
-    found = []
+    found: list[tuple[ClusterSpec, Task]] = []
     for workers, chief, ps, evaluator in SHAPES:
         spec = cluster_from_hosts(workers, chief=chief, ps=ps, evaluator=evaluator)
         found.extend((spec, task) for task in spec.tasks())
@@ -110,7 +110,11 @@ STRICTER_THAN_TF = [
     ("string index", _config(W2, {"type": "worker", "index": "1"}), "task.index"),
     ("float index", _config(W2, {"type": "worker", "index": 1.5}), "task.index"),
     ("evaluator index 1", _config(W2, {"type": "evaluator", "index": 1}), "task.index"),
-    ("duplicate JSON key", '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}, "task": {}}', "TF_CONFIG"),
+    (
+        "duplicate JSON key",
+        '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}, "task": {}}',
+        "TF_CONFIG",
+    ),
 ]
 
 
@@ -131,7 +135,7 @@ def tensorflow_says() -> dict[str, list[Any]]:
 def test_every_generated_task_reads_the_same_in_tensorflow(tensorflow_says: dict[str, list[Any]]) -> None:
     generated = _generated()
     assert len(generated) == len(tensorflow_says["accepted"]) == 144
-    for (spec, task), seen in zip(generated, tensorflow_says["accepted"]):
+    for (spec, task), seen in zip(generated, tensorflow_says["accepted"], strict=True):
         where = spec.tf_config_json(task)
         assert (seen["task_type"], seen["task_id"]) == (task.type, task.index), where
         assert seen["cluster"] == spec.tf_config(task)["cluster"], where

@@ -127,13 +127,18 @@ GOOD = '{"cluster":{"chief":["c:1"],"worker":["w:1","w:2"],"ps":["p:1"]},"task":
 def test_check_value_summary(tpuctl: Run) -> None:
     result = tpuctl("--check", GOOD)
     assert (result.code, result.err) == (0, "")
-    assert result.out == "TF_CONFIG ok: worker:1 (not the chief); 3 training workers; cluster chief:0, worker:0-1, ps:0\n"
+    assert (
+        result.out == "TF_CONFIG ok: worker:1 (not the chief); 3 training workers; cluster chief:0, worker:0-1, ps:0\n"
+    )
 
 
 @pytest.mark.parametrize(
     ("config", "summary"),
     [
-        ('{"cluster":{"worker":["w:1"]},"task":{"type":"worker","index":0}}', "worker:0 (the chief); 1 training worker;"),
+        (
+            '{"cluster":{"worker":["w:1"]},"task":{"type":"worker","index":0}}',
+            "worker:0 (the chief); 1 training worker;",
+        ),
         ('{"cluster":{"chief":["c:1"]},"task":{"type":"chief","index":0}}', "chief:0 (the chief); 1 training worker;"),
         (
             '{"cluster":{"worker":["w:1","w:2"]},"task":{"type":"evaluator","index":0}}',
@@ -172,20 +177,44 @@ def test_generated_configs_pass_check(tpuctl: Run) -> None:
         (["--workers", "0"], "Invalid value for '--workers': 0 is not in the range x>=1."),
         (["--workers", "two"], "Invalid value for '--workers': 'two' is not a valid integer"),
         (["--workers", "1", "--ps", "-1"], "Invalid value for '--ps': -1 is not in the range x>=0."),
-        (["--workers", "1", "--base-port", "70000"], "Invalid value for '--base-port': 70000 is not in the range 1<=x<=65535."),
+        (
+            ["--workers", "1", "--base-port", "70000"],
+            "Invalid value for '--base-port': 70000 is not in the range 1<=x<=65535.",
+        ),
         (["--workers", "2", "--base-port", "65535"], "localhost: 2 slot(s) from port 65535 need ports up to 65536"),
-        (["--workers", "1", "--task", "bogus"], "Invalid value for '--task': 'bogus': expected TYPE:INDEX, e.g. worker:1"),
+        (
+            ["--workers", "1", "--task", "bogus"],
+            "Invalid value for '--task': 'bogus': expected TYPE:INDEX, e.g. worker:1",
+        ),
         (["--workers", "2", "--task", "worker:9"], "--task worker:9: not in this cluster, which has worker:0-1"),
         (["--workers", "2", "--task", "chief:0"], "--task chief:0: not in this cluster, which has worker:0-1"),
-        (["--workers", "2", "--task", "evaluator:0"], "--task evaluator:0: this cluster has no evaluator (add --evaluator)"),
-        (["--workers", "2", "--evaluator", "--task", "evaluator:1"], "--task evaluator:1: out of range, there is only evaluator:0"),
+        (
+            ["--workers", "2", "--task", "evaluator:0"],
+            "--task evaluator:0: this cluster has no evaluator (add --evaluator)",
+        ),
+        (
+            ["--workers", "2", "--evaluator", "--task", "evaluator:1"],
+            "--task evaluator:1: out of range, there is only evaluator:0",
+        ),
         (["--workers", "2", "--hosts", "a:1,b:x"], "--hosts entry 2 'b:x': port 'x' is not a number 1-65535"),
         (["--workers", "2", "--hosts", "a;b"], "--hosts entry 1 'a;b': invalid host name 'a;b'"),
-        (["--workers", "2", "--hosts", "a,b,c"], "--hosts gives 3 address(es) but the cluster has 2 task(s): worker:0-1"),
-        (["--workers", "2", "--hosts", "a:2222,a"], "cluster.worker[1]: duplicate address a:2222 (also cluster.worker[0])"),
+        (
+            ["--workers", "2", "--hosts", "a,b,c"],
+            "--hosts gives 3 address(es) but the cluster has 2 task(s): worker:0-1",
+        ),
+        (
+            ["--workers", "2", "--hosts", "a:2222,a"],
+            "cluster.worker[1]: duplicate address a:2222 (also cluster.worker[0])",
+        ),
         (["--workers", "2", "--hosts", "a", "--hostfile", "f"], "--hosts and --hostfile cannot be combined"),
-        (["--workers", "2", "--hostfile", "/nonexistent/hosts"], "cannot read hostfile /nonexistent/hosts: No such file or directory"),
-        (["--workers", "2", "--format", "yaml"], "Invalid value for '--format': 'yaml' is not one of 'json', 'env', 'dir'."),
+        (
+            ["--workers", "2", "--hostfile", "/nonexistent/hosts"],
+            "cannot read hostfile /nonexistent/hosts: No such file or directory",
+        ),
+        (
+            ["--workers", "2", "--format", "yaml"],
+            "Invalid value for '--format': 'yaml' is not one of 'json', 'env', 'dir'.",
+        ),
         (["--workers", "2", "--format", "dir"], "--format dir needs a directory"),
         (["--workers", "2", "out"], "unexpected argument 'out' (a DIR argument goes with --format dir)"),
         (["--check", GOOD, "--workers", "2"], "--check cannot be combined with '--workers'"),
@@ -194,7 +223,10 @@ def test_generated_configs_pass_check(tpuctl: Run) -> None:
         (["--check", "@/nonexistent.json"], "cannot read /nonexistent.json: No such file or directory"),
         (["--check", '{"cluster": {'], "TF_CONFIG: invalid JSON at line 1, column 14: Expecting property name"),
         (
-            ["--check", '{"cluster":{"worker":["localhost:2222","localhost:2222"]},"task":{"type":"worker","index":1}}'],
+            [
+                "--check",
+                '{"cluster":{"worker":["localhost:2222","localhost:2222"]},"task":{"type":"worker","index":1}}',
+            ],
             "cluster.worker[1]: duplicate address localhost:2222 (also cluster.worker[0])",
         ),
     ],

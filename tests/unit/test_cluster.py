@@ -81,8 +81,14 @@ def test_cluster_from_hosts_needs_a_chief_or_worker() -> None:
             [HostEntry("a", None, 4)],
             "--hosts gives 4 address(es) but the cluster has 3 task(s): chief:0, worker:0, ps:0",
         ),
-        ([HostEntry("a", 1), HostEntry("b"), HostEntry("a")], "cluster.ps[0]: duplicate address a:1 (also cluster.chief[0])"),
-        ([HostEntry("a", 1), HostEntry("a", None, 2)], "cluster.worker[0]: duplicate address a:1 (also cluster.chief[0])"),
+        (
+            [HostEntry("a", 1), HostEntry("b"), HostEntry("a")],
+            "cluster.ps[0]: duplicate address a:1 (also cluster.chief[0])",
+        ),
+        (
+            [HostEntry("a", 1), HostEntry("a", None, 2)],
+            "cluster.worker[0]: duplicate address a:1 (also cluster.chief[0])",
+        ),
         ([HostEntry("a", 65535, 3)], "a: 3 slot(s) from port 65535 need ports up to 65537, past 65535"),
     ],
 )
@@ -126,7 +132,7 @@ def _config(cluster: object, task: object = None, **extra: object) -> str:
     return json.dumps(config)
 
 
-def _task(role: str, index: object) -> dict[str, object]:
+def _task(role: object, index: object) -> dict[str, object]:
     return {"type": role, "index": index}
 
 
@@ -166,26 +172,65 @@ def test_parse_tf_config_marks_the_evaluator() -> None:
         ("null", "TF_CONFIG: expected a JSON object, got null"),
         # cluster
         (json.dumps({"task": _task("worker", 0)}), "cluster: missing"),
-        (_config("worker", _task("worker", 0)), "cluster: expected an object mapping task types to address lists, got string"),
+        (
+            _config("worker", _task("worker", 0)),
+            "cluster: expected an object mapping task types to address lists, got string",
+        ),
         (_config({}, _task("worker", 0)), "cluster: empty"),
-        (_config({"master": ["a:1"]}, _task("worker", 0)), "cluster: unknown task type 'master' (expected one of chief, worker, ps)"),
-        (_config({"worker\n": ["a:1"]}, _task("worker", 0)), "cluster: unknown task type 'worker\\n' (expected one of chief, worker, ps)"),
-        (_config({**WORKERS, "evaluator": ["e:1"]}, _task("worker", 0)), "cluster.evaluator: the evaluator must not be listed in cluster"),
+        (
+            _config({"master": ["a:1"]}, _task("worker", 0)),
+            "cluster: unknown task type 'master' (expected one of chief, worker, ps)",
+        ),
+        (
+            _config({"worker\n": ["a:1"]}, _task("worker", 0)),
+            "cluster: unknown task type 'worker\\n' (expected one of chief, worker, ps)",
+        ),
+        (
+            _config({**WORKERS, "evaluator": ["e:1"]}, _task("worker", 0)),
+            "cluster.evaluator: the evaluator must not be listed in cluster",
+        ),
         (_config({"worker": "a:1"}, _task("worker", 0)), "cluster.worker: expected a list of addresses, got string"),
-        (_config({"worker": {"0": "a:1"}}, _task("worker", 0)), "cluster.worker: expected a list of addresses, got object"),
+        (
+            _config({"worker": {"0": "a:1"}}, _task("worker", 0)),
+            "cluster.worker: expected a list of addresses, got object",
+        ),
         (_config({**WORKERS, "ps": []}, _task("worker", 0)), "cluster.ps: empty list"),
         (_config({"chief": ["a:1", "b:1"]}, _task("chief", 0)), "cluster.chief: more than one chief (2 addresses)"),
-        (_config({"worker": ["a:1", 2]}, _task("worker", 0)), "cluster.worker[1]: expected an address string, got number"),
+        (
+            _config({"worker": ["a:1", 2]}, _task("worker", 0)),
+            "cluster.worker[1]: expected an address string, got number",
+        ),
         (_config({"worker": [None]}, _task("worker", 0)), "cluster.worker[0]: expected an address string, got null"),
         (_config({"ps": ["a:1"]}, _task("ps", 0)), "cluster: no chief or worker task"),
         # addresses
-        (_config({"worker": ["localhost"]}, _task("worker", 0)), "cluster.worker[0]: malformed address 'localhost': missing :port"),
-        (_config({"worker": ["a:0"]}, _task("worker", 0)), "cluster.worker[0]: malformed address 'a:0': port 0 out of range 1-65535"),
-        (_config({"worker": ["a:65536"]}, _task("worker", 0)), "cluster.worker[0]: malformed address 'a:65536': port 65536 out of range 1-65535"),
-        (_config({"worker": ["a:b"]}, _task("worker", 0)), "cluster.worker[0]: malformed address 'a:b': port 'b' is not a number 1-65535"),
-        (_config({"worker": ["::1:2222"]}, _task("worker", 0)), "cluster.worker[0]: malformed address '::1:2222': IPv6 addresses go in brackets, e.g. [::1]:2222"),
-        (_config({"worker": ["grpc://a:1"]}, _task("worker", 0)), "cluster.worker[0]: malformed address 'grpc://a:1': IPv6 addresses go in brackets, e.g. [::1]:2222"),
-        (_config({"worker": ["a b:1"]}, _task("worker", 0)), "cluster.worker[0]: malformed address 'a b:1': invalid host name 'a b'"),
+        (
+            _config({"worker": ["localhost"]}, _task("worker", 0)),
+            "cluster.worker[0]: malformed address 'localhost': missing :port",
+        ),
+        (
+            _config({"worker": ["a:0"]}, _task("worker", 0)),
+            "cluster.worker[0]: malformed address 'a:0': port 0 out of range 1-65535",
+        ),
+        (
+            _config({"worker": ["a:65536"]}, _task("worker", 0)),
+            "cluster.worker[0]: malformed address 'a:65536': port 65536 out of range 1-65535",
+        ),
+        (
+            _config({"worker": ["a:b"]}, _task("worker", 0)),
+            "cluster.worker[0]: malformed address 'a:b': port 'b' is not a number 1-65535",
+        ),
+        (
+            _config({"worker": ["::1:2222"]}, _task("worker", 0)),
+            "cluster.worker[0]: malformed address '::1:2222': IPv6 addresses go in brackets, e.g. [::1]:2222",
+        ),
+        (
+            _config({"worker": ["grpc://a:1"]}, _task("worker", 0)),
+            "cluster.worker[0]: malformed address 'grpc://a:1': IPv6 addresses go in brackets, e.g. [::1]:2222",
+        ),
+        (
+            _config({"worker": ["a b:1"]}, _task("worker", 0)),
+            "cluster.worker[0]: malformed address 'a b:1': invalid host name 'a b'",
+        ),
         (_config({"worker": [""]}, _task("worker", 0)), "cluster.worker[0]: malformed address '': empty host"),
         (
             _config({"worker": ["localhost:2222", "localhost:2222"]}, _task("worker", 1)),
@@ -204,7 +249,10 @@ def test_parse_tf_config_marks_the_evaluator() -> None:
         (_config(WORKERS, "worker"), "task: expected an object with type and index, got string"),
         (_config(WORKERS, {"index": 0}), "task.type: missing"),
         (_config(WORKERS, _task(1, 0)), "task.type: expected a string, got number"),
-        (_config(WORKERS, _task("master", 0)), "task.type: unknown task type 'master' (expected one of chief, worker, ps, evaluator)"),
+        (
+            _config(WORKERS, _task("master", 0)),
+            "task.type: unknown task type 'master' (expected one of chief, worker, ps, evaluator)",
+        ),
         (_config(WORKERS, _task("chief", 0)), "task.type: chief is not in cluster"),
         (_config(WORKERS, {"type": "worker"}), "task.index: missing"),
         (_config(WORKERS, _task("worker", True)), "task.index: expected an integer, got boolean"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -186,7 +187,7 @@ def test_expand_addresses_fills_slots_on_consecutive_ports() -> None:
 
 
 def test_expand_addresses_refuses_ports_past_65535() -> None:
-    with pytest.raises(TpuctlError, match="^h: 3 slot\\(s\\) from port 65534 need ports up to 65536, past 65535"):
+    with pytest.raises(TpuctlError, match=r"^h: 3 slot\(s\) from port 65534 need ports up to 65536, past 65535"):
         expand_addresses([HostEntry("h", None, 3)], 65534)
     assert expand_addresses([HostEntry("h", 65534, 2)], 1) == ["h:65534", "h:65535"]
 
@@ -205,21 +206,19 @@ _entries = st.builds(HostEntry, _hosts, st.none() | st.integers(1, 65535), st.in
 
 @given(st.text())
 def test_parse_hosts_raises_only_tpuctl_errors(text: str) -> None:
-    try:
+    with contextlib.suppress(TpuctlError):
         parse_hosts(text)
-    except TpuctlError:
-        pass
 
 
 @given(st.text())
 def test_parse_hostfile_raises_only_tpuctl_errors(text: str) -> None:
-    try:
+    with contextlib.suppress(TpuctlError):
         parse_hostfile(text)
-    except TpuctlError:
-        pass
 
 
-@given(st.lists(st.sampled_from(["a", "b:1", "[::1]", " slots=", "2", "0", "#", "\n", " ", ":", "x=1", "\r"])).map("".join))
+@given(
+    st.lists(st.sampled_from(["a", "b:1", "[::1]", " slots=", "2", "0", "#", "\n", " ", ":", "x=1", "\r"])).map("".join)
+)
 def test_parse_hostfile_near_misses_raise_only_tpuctl_errors(text: str) -> None:
     try:
         parse_hostfile(text)

@@ -46,6 +46,12 @@ class LazyGroup(click.Group):
 def cli(ctx: click.Context, debug: bool) -> None:
     """tpuctl: take a TensorFlow training script from a laptop to a Cloud TPU slice or GPU hosts."""
     ctx.obj = {"debug": debug}
+    name = ctx.invoked_subcommand
+    keys = getattr(importlib.import_module(COMMANDS[name][0]), "CONFIG_KEYS", None) if name in COMMANDS else None
+    if keys:
+        from tpuctl import config
+
+        ctx.default_map = {name: config.section_defaults(name, keys)}
 
 
 def _print_error(message: str, hint: str | None = None) -> None:

@@ -22,6 +22,18 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Variables tpuctl writes per worker; letting --env set them would silently lose one of the two.
 _RESERVED_ENV = ("TF_CONFIG", "TPUCTL_")
 DEFAULT_START_TIMEOUT_S = 300.0
+# Options that tpuctl.toml / the user config file may set under [launch].
+CONFIG_KEYS: dict[str, type] = {
+    "workers": int,
+    "strategy": str,
+    "model_dir": str,
+    "max_restarts": int,
+    "log_dir": str,
+    "python": str,
+    "start_timeout": float,
+    "scope": bool,
+    "keras": str,
+}
 
 
 def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:

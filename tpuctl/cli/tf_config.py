@@ -35,14 +35,18 @@ def _task_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.command("tf-config")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N", help="Worker tasks (a --chief comes on top).")
 @click.option("--chief", is_flag=True, help="Add a chief task; without one, worker 0 is the chief.")
-@click.option("--ps", type=click.IntRange(min=0), default=0, show_default=True, metavar="K", help="Parameter-server tasks.")
+@click.option(
+    "--ps", type=click.IntRange(min=0), default=0, show_default=True, metavar="K", help="Parameter-server tasks."
+)
 @click.option("--evaluator", is_flag=True, help="Add an evaluator; it runs beside the cluster, not in it.")
 @click.option(
     "--hosts",
     metavar="HOST[:PORT],...",
     help="One address per task, in the order chief, workers, ps; a host without a port gets --base-port.",
 )
-@click.option("--hostfile", metavar="FILE", help="'host[:port] [slots=N]' lines; a host supplies N tasks on consecutive ports.")
+@click.option(
+    "--hostfile", metavar="FILE", help="'host[:port] [slots=N]' lines; a host supplies N tasks on consecutive ports."
+)
 @click.option(
     "--base-port",
     type=click.IntRange(1, 65535),
@@ -51,7 +55,9 @@ def _task_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     metavar="P",
     help="First port for tasks whose host has no port (localhost:P, P+1, ... without --hosts/--hostfile).",
 )
-@click.option("--task", "only", metavar="TYPE:INDEX", callback=_task_option, help="Print only this task, e.g. worker:1.")
+@click.option(
+    "--task", "only", metavar="TYPE:INDEX", callback=_task_option, help="Print only this task, e.g. worker:1."
+)
 @click.option(
     "--format",
     "fmt",
@@ -194,4 +200,6 @@ def _write_dir(spec: ClusterSpec, tasks: list[Task], directory: Path) -> None:
             path.write_text(spec.tf_config_json(task) + "\n", encoding="utf-8")
             click.echo(f"wrote {path}")
     except OSError as err:
-        raise TpuctlError(f"cannot write {err.filename or directory}: {err.strerror or err}", exit_code=FAILED) from None
+        raise TpuctlError(
+            f"cannot write {err.filename or directory}: {err.strerror or err}", exit_code=FAILED
+        ) from None

@@ -1,0 +1,72 @@
+"""Settings files: `./tpuctl.toml` over the user's config file, per command section.
+
+Precedence, highest first: a flag on the command line, `./tpuctl.toml`, the
+user config file (`~/.config/tpuctl/config.toml` on Linux), the built-in
+default. Values arrive as click's `default_map`, so click validates them
+exactly as it validates flags, and a bad value names its file and key.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tpuctl.errors import TpuctlError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10, as on TPU VM images
+    import tomli as tomllib
+
+PROJECT_FILE = "tpuctl.toml"
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def user_config_file() -> Path:
+    from platformdirs import user_config_path
+
+    return user_config_path("tpuctl") / "config.toml"
+
+
+def config_files() -> list[Path]:
+    """Lowest precedence first. TPUCTL_CONFIG replaces the user file (tests, CI, several setups)."""
+    user = Path(os.environ["TPUCTL_CONFIG"]) if os.environ.get("TPUCTL_CONFIG") else user_config_file()
+    return [user, Path.cwd() / PROJECT_FILE]
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as err:
+        raise TpuctlError(f"cannot read config file {path}: {err}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise TpuctlError(f"config file {path} is not valid TOML: {err}") from None
+
+
+def section_defaults(section: str, allowed: dict[str, type]) -> dict[str, Any]:
+    """Merged `[section]` values, checked against the option names and types a command takes."""
+    merged: dict[str, Any] = {}
+    for path in config_files():
+        table = read_file(path).get(section, {})
+        if not isinstance(table, dict):
+            raise TpuctlError(f"{path}: [{section}] must be a table")
+        for key, value in table.items():
+            name = key.replace("-", "_")
+            if name not in allowed:
+                raise TpuctlError(
+                    f"{path}: unknown setting {section}.{key}", hint=f"known: {', '.join(sorted(allowed))}"
+                )
+            expected = allowed[name]
+            ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                ok = True
+            if not ok:
+                raise TpuctlError(f"{path}: {section}.{key} must be {_TYPE_WORDS[expected]}, not {value!r}")
+            merged[name] = value
+    return merged
