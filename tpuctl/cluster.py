@@ -163,7 +163,8 @@ def cluster_from_hosts(
     addresses = expand_addresses(hosts, base_port)
     if len(addresses) != needed:
         raise TpuctlError(
-            f"{source} gives {len(addresses)} address(es) but the cluster has {needed} task(s): {describe_counts(counts)}",
+            f"{source} gives {len(addresses)} address(es) but the cluster has {needed} task(s): "
+            + describe_counts(counts),
             hint="one address per task, in the order chief, workers, ps",
         )
     spec = make_cluster(workers, addresses, chief=chief, ps=ps, evaluator=evaluator)

@@ -37,8 +37,9 @@ def test_script_that_builds_its_own_strategy_runs_under_default_options(tmp_path
         "launch", str(SCRIPTS / "own_strategy.py"), "--workers", "2", "--log-dir", str(tmp_path / "logs"),
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[worker:0] task 0: own strategy replicas 2" in result.stdout
-    assert "[worker:1] task 1: own strategy replicas 2" in result.stdout
+    # tpuctl.runtime.strategy() hands the explicit caller the very same strategy
+    assert "[worker:0] task 0: own strategy replicas 2, shared True" in result.stdout
+    assert "[worker:1] task 1: own strategy replicas 2, shared True" in result.stdout
     assert "Mixing different" not in result.stdout
 
 

@@ -31,6 +31,7 @@ EXAMPLE = str(ROOT / "examples" / "train_keras.py")
         (["launch", EXAMPLE, "--strategy", "bogus"], "'bogus' is not one of"),
         (["launch", EXAMPLE, "--start-timeout", "0"], "--start-timeout"),
         (["launch", EXAMPLE, "--python", "/no/such/python"], "no such interpreter"),
+        (["launch", EXAMPLE, "--python", EXAMPLE], "not executable"),
         (["launch"], "Missing argument 'SCRIPT'"),
     ],
 )

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from tests.conftest import run_tpuctl
 from tpuctl.cli import main
 
 
@@ -275,12 +276,7 @@ def test_process_imports_neither_tensorflow_nor_rich() -> None:
 
 
 def test_module_entry_point_error_is_one_line() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tpuctl", "tf-config", "--check", '{"cluster":{},"task":{}}'],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    done = run_tpuctl("tf-config", "--check", '{"cluster":{},"task":{}}', env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == "Error: cluster: empty (list at least one chief or worker address)\n"

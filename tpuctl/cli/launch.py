@@ -7,6 +7,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -162,8 +163,8 @@ def launch(
     if not os.path.isfile(script):
         raise TpuctlError(f"script not found: {script}")
     interpreter = python or sys.executable
-    if python and not (os.path.isfile(python) or _on_path(python)):
-        raise TpuctlError(f"--python {python}: no such interpreter")
+    if python and shutil.which(python) is None:
+        raise TpuctlError(f"--python {python}: no such interpreter, or not executable")
     if model_dir and "://" not in model_dir:
         model_dir = os.path.abspath(model_dir)
     job = Job(
@@ -191,12 +192,6 @@ def launch(
         _print_plan(plan, as_json)
         return
     sys.exit(_launch(job, run_id, Path(log_dir) if log_dir else _default_log_dir(run_id), as_json))
-
-
-def _on_path(name: str) -> bool:
-    import shutil
-
-    return shutil.which(name) is not None
 
 
 def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool) -> int:

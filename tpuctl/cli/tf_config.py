@@ -153,8 +153,8 @@ def _summary(spec: ClusterSpec, task: Task) -> str:
         role = "the evaluator, beside the cluster"
     else:
         role = "the chief" if spec.is_chief(task) else "not the chief"
-    workers = spec.num_workers
-    return f"TF_CONFIG ok: {task.name} ({role}); {workers} training worker{'s' * (workers != 1)}; cluster {spec.describe()}"
+    workers = f"{spec.num_workers} training worker{'s' * (spec.num_workers != 1)}"
+    return f"TF_CONFIG ok: {task.name} ({role}); {workers}; cluster {spec.describe()}"
 
 
 def _output_dir(fmt: str, directory: str | None) -> Path | None:

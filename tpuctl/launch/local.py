@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.launch import ports
 from tpuctl.launch.plan import WorkerSpec
 
@@ -67,7 +68,10 @@ class LocalBackend:
         self._held: ports.PortReservation | None = None
 
     def reserve(self, count: int) -> list[str]:
-        self._held = ports.reserve(count)
+        try:
+            self._held = ports.reserve(count)
+        except OSError as err:
+            raise TpuctlError(f"cannot reserve {count} local ports: {err}", exit_code=FAILED) from None
         return self._held.addresses
 
     def start(self, spec: WorkerSpec) -> LocalHandle:
@@ -90,9 +94,9 @@ class LocalBackend:
                 start_new_session=True,
                 pass_fds=fds,
             )
-        except OSError:
+        except OSError as err:
             ours.close()
-            raise
+            raise TpuctlError(f"cannot start {spec.name} with {spec.argv[0]}: {err.strerror}", exit_code=FAILED) from None
         finally:
             theirs.close()
         return LocalHandle(spec, proc, ours)

@@ -5,6 +5,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+import tpuctl.runtime
+
 tf_config = json.loads(os.environ["TF_CONFIG"])
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
@@ -15,4 +17,5 @@ with strategy.scope():
     model = tf.keras.Sequential([tf.keras.Input(shape=(4,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
 model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(32), epochs=1, verbose=0)
-print(f"task {tf_config['task']['index']}: own strategy replicas {strategy.num_replicas_in_sync}", flush=True)
+same = tpuctl.runtime.strategy() is strategy
+print(f"task {tf_config['task']['index']}: own strategy replicas {strategy.num_replicas_in_sync}, shared {same}", flush=True)

@@ -1,0 +1,184 @@
+"""What `tpuctl launch` costs over a hand-written shell launcher, as ratios timed in the same process.
+
+Pair 1 (target: tpuctl <= 1.10x the shell launcher):
+    tpuctl launch scripts/short_mwms.py --workers 2 --log-dir TMP
+    bash scripts/shell_launch.sh: TF_CONFIG exported for each of two workers on two
+    free loopback ports (chosen here), TF_USE_LEGACY_KERAS=1 (tpuctl sets it for
+    multi-worker runs), both `python short_mwms.py` started in the background, `wait`.
+    short_mwms.py imports TensorFlow, builds MultiWorkerMirroredStrategy itself,
+    does one strategy.reduce and exits, so both launchers do the same TF work.
+
+Pair 2 (informational, no target): pure launcher overhead, no TensorFlow:
+    tpuctl launch scripts/noop.py --workers 2 --strategy none --log-dir TMP
+    the same shell launcher running `python noop.py` twice.
+
+Runs are interleaved (subject and anchor alternate, the order flipping every
+round) and medians are reported. One untimed warm-up of each comes first.
+This is a measurement, not a test: it exits 0 even when the target is missed.
+
+    .venv/bin/python benchmarks/launch_overhead.py [--runs N] [--noop-runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = HERE / "scripts"
+TF_SCRIPT = SCRIPTS / "short_mwms.py"
+NOOP_SCRIPT = SCRIPTS / "noop.py"
+SHELL_LAUNCHER = SCRIPTS / "shell_launch.sh"
+TF_TARGET = 1.10
+TF_EXPECT = "replicas=2 sum=2.0"  # what short_mwms.py prints on each worker
+RUN_TIMEOUT_S = 180
+
+
+def tpuctl_command() -> list[str]:
+    script = Path(sys.executable).parent / "tpuctl"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "tpuctl"]
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out as free right now (bound to 0, then closed)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def run_timed(argv: list[str], run_dir: Path, env: dict[str, str]) -> float:
+    """Run one launch; its own stdout+stderr go to run_dir/launcher.out. Returns wall seconds."""
+    with open(run_dir / "launcher.out", "wb") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            status = proc.wait(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise SystemExit(f"timed out after {RUN_TIMEOUT_S}s: {' '.join(argv)} (output in {run_dir})") from None
+        elapsed = time.perf_counter() - start
+    if status != 0:
+        tail = (run_dir / "launcher.out").read_text(errors="replace").splitlines()[-15:]
+        raise SystemExit(f"launch failed with status {status}: {' '.join(argv)}\n" + "\n".join(tail))
+    return elapsed
+
+
+def check_output(run_dir: Path, expect: str | None, label: str) -> None:
+    """Both workers printed `expect` (in their log files, wherever the launcher put them)."""
+    if expect is None:
+        return
+    found = 0
+    for path in run_dir.rglob("worker-*.log"):
+        if expect in path.read_text(errors="replace"):
+            found += 1
+    if found < 2:
+        raise SystemExit(f"{label}: expected {expect!r} from both workers, found it in {found} log(s) under {run_dir}")
+
+
+Launch = Callable[[Path], list[str]]
+
+
+def pair(script: Path, tpuctl_extra: list[str]) -> tuple[Launch, Launch]:
+    tpuctl = tpuctl_command()
+
+    def subject(run_dir: Path) -> list[str]:
+        return [*tpuctl, "launch", str(script), "--workers", "2", *tpuctl_extra, "--log-dir", str(run_dir / "logs")]
+
+    def anchor(run_dir: Path) -> list[str]:
+        port0, port1 = free_ports(2)
+        return ["bash", str(SHELL_LAUNCHER), sys.executable, str(script), str(port0), str(port1), str(run_dir)]
+
+    return subject, anchor
+
+
+def measure(
+    label: str, subject: Launch, anchor: Launch, runs: int, expect: str | None, env: dict[str, str], work: Path
+) -> tuple[list[float], list[float]]:
+    sides = {"tpuctl": subject, "shell": anchor}
+    times: dict[str, list[float]] = {"tpuctl": [], "shell": []}
+    counter = 0
+
+    def once(side: str) -> float:
+        nonlocal counter
+        counter += 1
+        run_dir = work / f"{label}-{counter:03d}-{side}"
+        run_dir.mkdir()
+        elapsed = run_timed(sides[side](run_dir), run_dir, env)
+        check_output(run_dir, expect, f"{label}/{side}")
+        return elapsed
+
+    print(f"  {label}: warm-up", end="", file=sys.stderr, flush=True)
+    once("tpuctl")
+    once("shell")
+    for round_no in range(runs):
+        order = ["tpuctl", "shell"] if round_no % 2 == 0 else ["shell", "tpuctl"]
+        for side in order:
+            times[side].append(once(side))
+        print(f" {round_no + 1}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return times["tpuctl"], times["shell"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of each side of the TensorFlow pair (default 5)")
+    parser.add_argument("--noop-runs", type=int, default=15, help="timed runs of each side of the no-op pair (default 15)")
+    args = parser.parse_args()
+
+    env = dict(os.environ)
+    for name in ("TF_CONFIG", "TF_USE_LEGACY_KERAS", "PYTHONPROFILEIMPORTTIME"):
+        env.pop(name, None)
+    env["NO_COLOR"] = "1"
+
+    print(f"tpuctl launch overhead: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
+    print(f"tpuctl: {' '.join(tpuctl_command())}; anchor: bash {SHELL_LAUNCHER.relative_to(HERE.parent)}")
+    print(f"runs: {args.runs} (TensorFlow pair), {args.noop_runs} (no-op pair), interleaved, after one warm-up each")
+
+    with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as tmp:
+        work = Path(tmp)
+        tf_subject, tf_anchor = pair(TF_SCRIPT, [])
+        tf_times = measure("mwms", tf_subject, tf_anchor, max(1, args.runs), TF_EXPECT, env, work)
+        noop_subject, noop_anchor = pair(NOOP_SCRIPT, ["--strategy", "none"])
+        noop_times = measure("noop", noop_subject, noop_anchor, max(1, args.noop_runs), None, env, work)
+
+    rows = [
+        ("2 workers, MultiWorkerMirrored", tf_times, TF_TARGET),
+        ("2 workers, noop.py (no TF)", noop_times, None),
+    ]
+    print()
+    print(f"{'pair':<32} {'tpuctl s':>9} {'shell s':>9} {'extra s':>8} {'ratio':>6} {'target':>8}  result")
+    for name, (ours, theirs), target in rows:
+        mine, anchor = statistics.median(ours), statistics.median(theirs)
+        ratio = mine / anchor
+        target_text = f"<= {target:.2f}x" if target is not None else "none"
+        verdict = "info" if target is None else ("PASS" if ratio <= target else "MISS")
+        print(
+            f"{name:<32} {mine:>9.3f} {anchor:>9.3f} {mine - anchor:>+8.3f} {ratio:>5.2f}x {target_text:>8}  {verdict}"
+        )
+    print("(medians; tpuctl = `tpuctl launch ... --workers 2`, shell = benchmarks/scripts/shell_launch.sh)")
+    for name, (ours, theirs), _ in rows:
+        print(f"  {name}: tpuctl runs " + " ".join(f"{t:.2f}" for t in ours) + " | shell runs " + " ".join(f"{t:.2f}" for t in theirs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
