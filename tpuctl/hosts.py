@@ -34,7 +34,7 @@ class HostEntry:
 
     def key(self) -> tuple[str, int | None]:
         """Identity for duplicate detection: `LOCALHOST` is `localhost`, `[0::1]` is `[::1]`."""
-        return host_key(self.host), self.port
+        return _host_key(self.host), self.port
 
     def addresses(self, base_port: int) -> list[str]:
         """One `host:port` per slot, on consecutive ports from the entry's port (or base_port)."""
@@ -42,7 +42,7 @@ class HostEntry:
         last = first + self.slots - 1
         if last > MAX_PORT:
             raise TpuctlError(
-                f"{self.host}: {self.slots} slot(s) from port {first} need ports up to {last}, past {MAX_PORT}",
+                f"{self.host}: {self.slots} task(s) from port {first} need ports up to {last}, past {MAX_PORT}",
                 hint="use a lower port",
             )
         return [format_address(self.host, port) for port in range(first, last + 1)]
@@ -53,7 +53,7 @@ def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def host_key(host: str) -> str:
+def _host_key(host: str) -> str:
     """Normalised host: IP addresses in canonical form, names lower-cased."""
     try:
         return ipaddress.ip_address(host).compressed

@@ -6,6 +6,7 @@ every case; the test process itself stays TF-free like the CLI.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import subprocess
@@ -17,7 +18,10 @@ import pytest
 from tpuctl.cluster import ClusterSpec, Task, cluster_from_hosts, parse_tf_config
 from tpuctl.errors import TpuctlError
 
-pytestmark = pytest.mark.tf
+pytestmark = [
+    pytest.mark.tf,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the [tf] extra"),
+]
 
 _PROBE = r"""
 import json, os, sys

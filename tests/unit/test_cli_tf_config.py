@@ -182,7 +182,7 @@ def test_generated_configs_pass_check(tpuctl: Run) -> None:
             ["--workers", "1", "--base-port", "70000"],
             "Invalid value for '--base-port': 70000 is not in the range 1<=x<=65535.",
         ),
-        (["--workers", "2", "--base-port", "65535"], "localhost: 2 slot(s) from port 65535 need ports up to 65536"),
+        (["--workers", "2", "--base-port", "65535"], "localhost: 2 task(s) from port 65535 need ports up to 65536"),
         (
             ["--workers", "1", "--task", "bogus"],
             "Invalid value for '--task': 'bogus': expected TYPE:INDEX, e.g. worker:1",

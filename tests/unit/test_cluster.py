@@ -89,7 +89,7 @@ def test_cluster_from_hosts_needs_a_chief_or_worker() -> None:
             [HostEntry("a", 1), HostEntry("a", None, 2)],
             "cluster.worker[0]: duplicate address a:1 (also cluster.chief[0])",
         ),
-        ([HostEntry("a", 65535, 3)], "a: 3 slot(s) from port 65535 need ports up to 65537, past 65535"),
+        ([HostEntry("a", 65535, 3)], "a: 3 task(s) from port 65535 need ports up to 65537, past 65535"),
     ],
 )
 def test_cluster_from_hosts_rejects(hosts: list[HostEntry], message: str) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tpuctl.errors import TpuctlError
@@ -187,7 +187,7 @@ def test_expand_addresses_fills_slots_on_consecutive_ports() -> None:
 
 
 def test_expand_addresses_refuses_ports_past_65535() -> None:
-    with pytest.raises(TpuctlError, match=r"^h: 3 slot\(s\) from port 65534 need ports up to 65536, past 65535"):
+    with pytest.raises(TpuctlError, match=r"^h: 3 task\(s\) from port 65534 need ports up to 65536, past 65535"):
         expand_addresses([HostEntry("h", None, 3)], 65534)
     assert expand_addresses([HostEntry("h", 65534, 2)], 1) == ["h:65534", "h:65535"]
 
@@ -226,12 +226,14 @@ def test_parse_hostfile_near_misses_raise_only_tpuctl_errors(text: str) -> None:
         assert "\n" not in err.message
 
 
+@settings(max_examples=40)
 @given(st.lists(_entries, min_size=1, max_size=8, unique_by=lambda e: e.key()))
 def test_hostfile_round_trip(entries: list[HostEntry]) -> None:
     lines = [f"{_render(e)} slots={e.slots}" for e in entries]
     assert parse_hostfile("\n".join(lines)) == entries
 
 
+@settings(max_examples=40)
 @given(st.lists(_entries.map(lambda e: HostEntry(e.host, e.port)), min_size=1, max_size=8, unique_by=lambda e: e.key()))
 def test_hosts_round_trip(entries: list[HostEntry]) -> None:
     assert parse_hosts(",".join(_render(e) for e in entries)) == entries

@@ -47,7 +47,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """tpuctl: take a TensorFlow training script from a laptop to a Cloud TPU slice or GPU hosts."""
     ctx.obj = {"debug": debug}
     name = ctx.invoked_subcommand
-    keys = getattr(importlib.import_module(COMMANDS[name][0]), "CONFIG_KEYS", None) if name in COMMANDS else None
+    if name is None or name not in COMMANDS:
+        return
+    keys = getattr(importlib.import_module(COMMANDS[name][0]), "CONFIG_KEYS", None)
     if keys:
         from tpuctl import config
 

@@ -135,7 +135,7 @@ def _check_text(value: str) -> str:
     if value == "-":
         return _read(sys.stdin.read, "stdin")
     if value.startswith("@"):
-        return _read(Path(value[1:]).read_text, value[1:])
+        return _read(lambda: Path(value[1:]).read_text(encoding="utf-8"), value[1:])
     return value
 
 
