@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import statistics
@@ -41,6 +42,11 @@ SHELL_LAUNCHER = SCRIPTS / "shell_launch.sh"
 TF_TARGET = 1.10
 TF_EXPECT = "replicas=2 sum=2.0"  # what short_mwms.py prints on each worker
 RUN_TIMEOUT_S = 180
+# TensorFlow's own log lines around joining the cluster (best effort: only used for a note).
+_TF_LOG_TIME = re.compile(r"^I\d{4} [\d:]+:(\d+\.\d+)\s")
+_SERVER_STARTED = "Started server with target"
+_AGENT_CONNECTED = "Coordination agent has successfully connected"
+SLOW_JOIN_S = 0.5
 
 
 def tpuctl_command() -> list[str]:
@@ -94,6 +100,26 @@ def check_output(run_dir: Path, expect: str | None, label: str) -> None:
         raise SystemExit(f"{label}: expected {expect!r} from both workers, found it in {found} log(s) under {run_dir}")
 
 
+def join_wait(run_dir: Path) -> float | None:
+    """Longest time a worker spent between starting its gRPC server and joining the coordination
+    service. About 1 s instead of a few ms means gRPC retried: a worker dialled the chief before the
+    chief was listening, which happens to either launcher by chance. None when TF's log is not found."""
+    waits = []
+    for path in run_dir.rglob("worker-*.log"):
+        started = connected = None
+        for line in path.read_text(errors="replace").splitlines():
+            match = _TF_LOG_TIME.match(line)
+            if not match:
+                continue
+            if _SERVER_STARTED in line and started is None:
+                started = float(match.group(1))
+            elif _AGENT_CONNECTED in line and connected is None:
+                connected = float(match.group(1))
+        if started is not None and connected is not None:
+            waits.append(connected - started)
+    return max(waits) if waits else None
+
+
 Launch = Callable[[Path], list[str]]
 
 
@@ -112,30 +138,36 @@ def pair(script: Path, tpuctl_extra: list[str]) -> tuple[Launch, Launch]:
 
 def measure(
     label: str, subject: Launch, anchor: Launch, runs: int, expect: str | None, env: dict[str, str], work: Path
-) -> tuple[list[float], list[float]]:
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Timed runs per side, and for each timed run its longest cluster-join wait (when TF logged one)."""
     sides = {"tpuctl": subject, "shell": anchor}
     times: dict[str, list[float]] = {"tpuctl": [], "shell": []}
+    joins: dict[str, list[float]] = {"tpuctl": [], "shell": []}
     counter = 0
 
-    def once(side: str) -> float:
+    def once(side: str, timed: bool) -> None:
         nonlocal counter
         counter += 1
         run_dir = work / f"{label}-{counter:03d}-{side}"
         run_dir.mkdir()
         elapsed = run_timed(sides[side](run_dir), run_dir, env)
         check_output(run_dir, expect, f"{label}/{side}")
-        return elapsed
+        if timed:
+            times[side].append(elapsed)
+            wait = join_wait(run_dir)
+            if wait is not None:
+                joins[side].append(wait)
 
     print(f"  {label}: warm-up", end="", file=sys.stderr, flush=True)
-    once("tpuctl")
-    once("shell")
+    once("tpuctl", timed=False)
+    once("shell", timed=False)
     for round_no in range(runs):
         order = ["tpuctl", "shell"] if round_no % 2 == 0 else ["shell", "tpuctl"]
         for side in order:
-            times[side].append(once(side))
+            once(side, timed=True)
         print(f" {round_no + 1}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
-    return times["tpuctl"], times["shell"]
+    return times, joins
 
 
 def main() -> int:
@@ -156,13 +188,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as tmp:
         work = Path(tmp)
         tf_subject, tf_anchor = pair(TF_SCRIPT, [])
-        tf_times = measure("mwms", tf_subject, tf_anchor, max(1, args.runs), TF_EXPECT, env, work)
+        tf_times, tf_joins = measure("mwms", tf_subject, tf_anchor, max(1, args.runs), TF_EXPECT, env, work)
         noop_subject, noop_anchor = pair(NOOP_SCRIPT, ["--strategy", "none"])
-        noop_times = measure("noop", noop_subject, noop_anchor, max(1, args.noop_runs), None, env, work)
+        noop_times, _ = measure("noop", noop_subject, noop_anchor, max(1, args.noop_runs), None, env, work)
 
     rows = [
-        ("2 workers, MultiWorkerMirrored", tf_times, TF_TARGET),
-        ("2 workers, noop.py (no TF)", noop_times, None),
+        ("2 workers, MultiWorkerMirrored", (tf_times["tpuctl"], tf_times["shell"]), TF_TARGET),
+        ("2 workers, noop.py (no TF)", (noop_times["tpuctl"], noop_times["shell"]), None),
     ]
     print()
     print(f"{'pair':<32} {'tpuctl s':>9} {'shell s':>9} {'extra s':>8} {'ratio':>6} {'target':>8}  result")
@@ -177,6 +209,15 @@ def main() -> int:
     print("(medians; tpuctl = `tpuctl launch ... --workers 2`, shell = benchmarks/scripts/shell_launch.sh)")
     for name, (ours, theirs), _ in rows:
         print(f"  {name}: tpuctl runs " + " ".join(f"{t:.2f}" for t in ours) + " | shell runs " + " ".join(f"{t:.2f}" for t in theirs))
+    if tf_joins["tpuctl"] or tf_joins["shell"]:
+        print(
+            f"  cluster join (gRPC server up -> joined coordination service, slowest worker): a run over {SLOW_JOIN_S:g} s "
+            "means a worker dialled the chief before it listened and gRPC retried ~1 s later"
+        )
+        for side in ("tpuctl", "shell"):
+            waits = tf_joins[side]
+            slow = sum(1 for w in waits if w >= SLOW_JOIN_S)
+            print(f"    {side:<6} {slow} of {len(waits)} runs slow; waits " + " ".join(f"{w:.2f}" for w in waits))
     return 0
 
 

@@ -12,12 +12,15 @@ from tpuctl.cli import cli
 WIDTH = 100
 
 
-def _help(command: click.Command, path: list[str]) -> str:
-    with click.Context(command, info_name=" ".join(path), terminal_width=WIDTH, max_content_width=WIDTH) as ctx:
+def _help(command: click.Command, name: str, parent: click.Context | None) -> str:
+    """Help as a real invocation renders it: child contexts inherit the group's settings (-h)."""
+    settings = {"terminal_width": WIDTH, "max_content_width": WIDTH, **command.context_settings}
+    with click.Context(command, info_name=name, parent=parent, **settings) as ctx:
         return command.get_help(ctx)
 
 
 def render() -> str:
+    root = click.Context(cli, info_name="tpuctl", terminal_width=WIDTH, max_content_width=WIDTH, **cli.context_settings)
     parts = [
         "# CLI reference",
         "",
@@ -26,14 +29,13 @@ def render() -> str:
         "## tpuctl",
         "",
         "```text",
-        _help(cli, ["tpuctl"]),
+        cli.get_help(root),
         "```",
     ]
-    with click.Context(cli) as ctx:
-        for name in cli.list_commands(ctx):
-            command = cli.get_command(ctx, name)
-            assert command is not None
-            parts += ["", f"## tpuctl {name}", "", "```text", _help(command, ["tpuctl", name]), "```"]
+    for name in cli.list_commands(root):
+        command = cli.get_command(root, name)
+        assert command is not None
+        parts += ["", f"## tpuctl {name}", "", "```text", _help(command, name, root), "```"]
     return "\n".join(parts) + "\n"
 
 
