@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,18 +71,31 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def _kill_group(pid: int, timed_out: threading.Event) -> None:
+    timed_out.set()
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run_timed(argv: list[str], run_dir: Path, env: dict[str, str]) -> float:
     """Run one launch; its own stdout+stderr go to run_dir/launcher.out. Returns wall seconds."""
     with open(run_dir / "launcher.out", "wb") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # A plain blocking wait: Popen.wait(timeout=...) polls in sleeps of up to 50 ms,
+        # which would round every sub-second launch up to the next poll. A timer kills hangs.
+        timed_out = threading.Event()
+        watchdog = threading.Timer(RUN_TIMEOUT_S, _kill_group, args=(proc.pid, timed_out))
+        watchdog.start()
         try:
-            status = proc.wait(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise SystemExit(f"timed out after {RUN_TIMEOUT_S}s: {' '.join(argv)} (output in {run_dir})") from None
+            status = proc.wait()
+        finally:
+            watchdog.cancel()
         elapsed = time.perf_counter() - start
+    if timed_out.is_set():
+        raise SystemExit(f"timed out after {RUN_TIMEOUT_S}s: {' '.join(argv)} (output in {run_dir})")
     if status != 0:
         tail = (run_dir / "launcher.out").read_text(errors="replace").splitlines()[-15:]
         raise SystemExit(f"launch failed with status {status}: {' '.join(argv)}\n" + "\n".join(tail))

@@ -164,7 +164,7 @@ def main() -> int:
     print()
     print(f"{'command':<30} {'median s':>9} {'min s':>7} {'anchor':<26} {'ratio':>6} {'target':>8}  result")
     for name in anchors:
-        print(f"{name:<30} {medians[name]:>9.4f} {min(times[name]):>7.4f} {'(anchor)':<26}")
+        print(f"{name:<30} {medians[name]:>9.4f} {min(times[name]):>7.4f} (anchor)")
     for name in subjects:
         for anchor, (_, target) in anchors.items():
             ratio = medians[name] / medians[anchor]

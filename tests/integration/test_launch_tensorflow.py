@@ -32,6 +32,17 @@ def test_unmodified_single_device_script_trains_in_sync_on_two_workers(tmp_path:
     assert np.abs(w0).sum() > 0
 
 
+def test_one_worker_runs_under_the_default_strategy(tmp_path: Path) -> None:
+    result = run_tpuctl(
+        "launch", str(SCRIPTS / "single_device_keras.py"), "--log-dir", str(tmp_path / "logs"),
+        env={**os.environ, "WEIGHTS_OUT": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[worker:0] tpuctl: worker:0: default strategy, 1 replica(s) in sync, devices: /device:CPU:0" in result.stdout
+    assert "[worker:0] replicas in sync: 1" in result.stdout
+    assert "tf-keras" not in result.stdout  # one worker: Keras 3 fit works, nothing to switch
+
+
 def test_script_that_builds_its_own_strategy_runs_under_default_options(tmp_path: Path) -> None:
     result = run_tpuctl(
         "launch", str(SCRIPTS / "own_strategy.py"), "--workers", "2", "--log-dir", str(tmp_path / "logs"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shlex
 import shutil
 import sys
@@ -51,7 +50,7 @@ def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 
 def _run_id(script: str) -> str:
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(script).stem) or "run"
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-{secrets.token_hex(2)}"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-{os.urandom(2).hex()}"
 
 
 def _default_log_dir(run_id: str) -> Path:

@@ -66,6 +66,10 @@ _PUBLIC_NAMES = {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy", "
 
 def describe(strategy: Any) -> str:
     """One line: which strategy, how many replicas, on which devices."""
-    devices = ", ".join(strategy.extended.worker_devices)
+    if strategy is tf.distribute.get_strategy():
+        # The default strategy places ops itself and has no worker_devices of its own.
+        devices = ", ".join(d.name for d in tf.config.list_logical_devices() if d.device_type != "TPU_SYSTEM")
+    else:
+        devices = ", ".join(strategy.extended.worker_devices)
     name = type(strategy).__name__
     return f"{_PUBLIC_NAMES.get(name, name)}, {strategy.num_replicas_in_sync} replica(s) in sync, devices: {devices}"
