@@ -43,6 +43,15 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
     assert result.stderr.startswith("Error: ")
 
 
+def test_unusable_log_dir_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_tpuctl("launch", EXAMPLE, "--log-dir", str(blocker / "logs"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: cannot create log dir")
+    assert "Traceback" not in result.stderr
+
+
 def test_bad_tf_config_in_a_worker_is_one_line_and_exit_2(tmp_path: Path) -> None:
     script = tmp_path / "s.py"
     script.write_text("print('never')\n")

@@ -198,7 +198,10 @@ def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool) -> int:
     from tpuctl.launch.supervisor import Supervisor
 
     log_stream = sys.stderr if as_json else sys.stdout
-    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror}", hint="pass --log-dir") from None
     if not as_json:
         click.echo(f"tpuctl: launching {job.workers} worker(s) of {job.script}; logs: {log_dir}", err=True)
     supervisor = Supervisor(
