@@ -107,13 +107,6 @@ def make_cluster(
     return ClusterSpec(jobs=jobs, evaluator=evaluator)
 
 
-def local_addresses(base_port: int, host: str = "localhost") -> Iterator[str]:
-    port = base_port
-    while True:
-        yield f"{host}:{port}"
-        port += 1
-
-
 def describe_counts(counts: Mapping[str, int]) -> str:
     """Task ranges per role in cluster order, e.g. `chief:0, worker:0-2`; empty roles left out."""
     parts = []

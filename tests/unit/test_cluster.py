@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
@@ -14,7 +16,6 @@ from tpuctl.cluster import (
     Task,
     cluster_from_hosts,
     describe_counts,
-    local_addresses,
     make_cluster,
     parse_task,
     parse_tf_config,
@@ -25,8 +26,12 @@ from tpuctl.hosts import HostEntry, parse_hostfile
 # -- generation ---------------------------------------------------------------
 
 
+
+def _local(base_port: int) -> Iterator[str]:
+    return (f"localhost:{port}" for port in itertools.count(base_port))
+
 def test_make_cluster_assigns_chief_then_workers_then_ps() -> None:
-    spec = make_cluster(2, local_addresses(2222), chief=True, ps=1, evaluator=True)
+    spec = make_cluster(2, _local(2222), chief=True, ps=1, evaluator=True)
     assert spec.jobs == {
         "chief": ("localhost:2222",),
         "worker": ("localhost:2223", "localhost:2224"),
@@ -38,7 +43,7 @@ def test_make_cluster_assigns_chief_then_workers_then_ps() -> None:
 
 
 def test_evaluator_is_beside_the_cluster() -> None:
-    spec = make_cluster(1, local_addresses(2222), evaluator=True)
+    spec = make_cluster(1, _local(2222), evaluator=True)
     evaluator = Task("evaluator", 0)
     assert spec.address(evaluator) is None
     assert spec.tf_config(evaluator) == {
@@ -50,13 +55,13 @@ def test_evaluator_is_beside_the_cluster() -> None:
 
 @pytest.mark.parametrize(("chief", "expected"), [(False, Task("worker", 0)), (True, Task("chief", 0))])
 def test_chief_is_the_chief_task_or_worker_0(chief: bool, expected: Task) -> None:
-    spec = make_cluster(2, local_addresses(1), chief=chief)
+    spec = make_cluster(2, _local(1), chief=chief)
     assert [t for t in spec.tasks() if spec.is_chief(t)] == [expected]
 
 
 def test_cluster_from_hosts_defaults_to_localhost_ports() -> None:
     spec = cluster_from_hosts(2, chief=True, ps=2, base_port=5000)
-    assert spec == make_cluster(2, local_addresses(5000), chief=True, ps=2)
+    assert spec == make_cluster(2, _local(5000), chief=True, ps=2)
 
 
 def test_cluster_from_hosts_uses_ports_and_slots() -> None:
