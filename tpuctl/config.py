@@ -63,10 +63,16 @@ def section_defaults(section: str, allowed: dict[str, type]) -> dict[str, Any]:
                     f"{path}: unknown setting {section}.{key}", hint=f"known: {', '.join(sorted(allowed))}"
                 )
             expected = allowed[name]
-            ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                ok = True
-            if not ok:
+            if not _has_type(value, expected):
                 raise TpuctlError(f"{path}: {section}.{key} must be {_TYPE_WORDS[expected]}, not {value!r}")
             merged[name] = value
     return merged
+
+
+def _has_type(value: object, expected: type) -> bool:
+    """TOML's true is no integer here, and an integer is a fine number of seconds."""
+    if isinstance(value, bool):
+        return expected is bool
+    if expected is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, expected)

@@ -73,3 +73,14 @@ def test_any_text_gives_settings_or_a_tpuctl_error(tmp_path: Path, text: str) ->
     finally:
         del os.environ["TPUCTL_CONFIG"]
     assert set(values) <= set(CONFIG_KEYS)
+
+
+def test_documented_example_file_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "user.toml"
+    path.write_text('[launch]\nworkers = 2\nmodel-dir = "gs://b/r"\nmax-restarts = 3\nstart-timeout = 600\nscope = false\n')
+    os.environ["TPUCTL_CONFIG"] = str(path)
+    try:
+        values = config.section_defaults("launch", CONFIG_KEYS)
+    finally:
+        del os.environ["TPUCTL_CONFIG"]
+    assert values == {"workers": 2, "model_dir": "gs://b/r", "max_restarts": 3, "start_timeout": 600, "scope": False}

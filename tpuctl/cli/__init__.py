@@ -45,7 +45,7 @@ class LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """tpuctl: take a TensorFlow training script from a laptop to a Cloud TPU slice or GPU hosts."""
-    ctx.obj = {"debug": debug}
+    # --debug is read by main() itself: errors it must show raise after this context is gone.
     name = ctx.invoked_subcommand
     if name is None or name not in COMMANDS:
         return

@@ -19,8 +19,6 @@ from tpuctl.launch.plan import KERAS_CHOICES, STRATEGIES, Job, Plan, build_plan
 from tpuctl.launch.supervisor import Outcome
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# Variables tpuctl writes per worker; letting --env set them would silently lose one of the two.
-_RESERVED_ENV = ("TF_CONFIG", "TPUCTL_")
 DEFAULT_START_TIMEOUT_S = 300.0
 # Options that tpuctl.toml / the user config file may set under [launch].
 CONFIG_KEYS: dict[str, type] = {
@@ -42,6 +40,7 @@ def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
         name, sep, text = value.partition("=")
         if not sep or not _ENV_NAME.match(name):
             raise TpuctlError(f"--env {value!r} is not NAME=VALUE", hint="e.g. --env TF_CPP_MIN_LOG_LEVEL=2")
+        # tpuctl writes these per worker; letting --env set them would silently lose one of the two.
         if name == "TF_CONFIG" or name.startswith("TPUCTL_"):
             raise TpuctlError(f"--env cannot set {name}: tpuctl writes it for every worker")
         pairs.append((name, text))
