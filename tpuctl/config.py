@@ -9,6 +9,7 @@ exactly as it validates flags, and a bad value names its file and key.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,52 @@ def _has_type(value: object, expected: type) -> bool:
     if expected is float:
         return isinstance(value, (int, float))
     return isinstance(value, expected)
+
+
+_TABLE_HEADER = re.compile(r"\s*\[")
+
+
+def update_section(path: Path, section: str, values: dict[str, str]) -> bool:
+    """Set keys of one `[section]`, keeping every other line of the file as it was.
+
+    Rewriting the whole file through a TOML writer would drop the user's
+    comments and layout elsewhere; only the section's own lines are replaced.
+    False when the file already holds these values.
+    """
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    before = read_file(path) if text else {}
+    current = before.get(section, {})
+    if not isinstance(current, dict):
+        raise TpuctlError(f"{path}: [{section}] must be a table")
+    merged = {**current, **values}
+    if merged == current:
+        return False
+    import tomli_w
+
+    block = tomli_w.dumps({section: merged})
+    lines = text.splitlines(keepends=True)
+    header = re.compile(rf"\s*\[\s*{re.escape(section)}\s*\]\s*(#.*)?$")
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if start is None:
+        separator = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        updated = text + separator + block
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if _TABLE_HEADER.match(lines[i])), len(lines))
+        tail = "".join(lines[end:])
+        updated = "".join(lines[:start]) + block + ("\n" + tail if tail else "")
+    try:
+        check = tomllib.loads(updated)
+    except tomllib.TOMLDecodeError:
+        check = {}
+    others_kept = {k: v for k, v in check.items() if k != section} == {k: v for k, v in before.items() if k != section}
+    if check.get(section) != merged or not others_kept:
+        # e.g. dotted `cloud.x = ...` keys elsewhere: refuse rather than write a file that means something else.
+        raise TpuctlError(f"cannot update [{section}] in {path} safely", hint="edit the file by hand", exit_code=1)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_text(updated, encoding="utf-8")
+        partial.replace(path)
+    except OSError as err:
+        raise TpuctlError(f"cannot write {path}: {err.strerror}", exit_code=1) from None
+    return True

@@ -17,7 +17,20 @@ from tpuctl.errors import FAILED, USAGE, TpuctlError
 
 # command name -> (module, attribute, one-line help shown in `tpuctl --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "auth": ("tpuctl.cli.auth", "auth", "Check credentials; give the TPU service identity the roles a job needs."),
+    "accelerators": ("tpuctl.cli.node_info", "accelerators", "List the TPU accelerator types a zone offers."),
+    "babysit": ("tpuctl.cli.babysit", "babysit", "Watch a TPU VM; recreate it when preempted and rerun a command."),
+    "config": ("tpuctl.cli.config_cmd", "config_group", "Show every setting and where its value came from."),
+    "create": ("tpuctl.cli.node_ops", "create", "Create a TPU VM (spot, queued) and wait until it is READY."),
+    "delete": ("tpuctl.cli.node_ops", "delete", "Delete a TPU VM."),
+    "describe": ("tpuctl.cli.node_info", "describe", "Show a TPU VM: state, health, hosts and their IPs."),
+    "init": ("tpuctl.cli.init", "init", "Choose project, zone, accelerator and runtime once; checked with the API."),
     "launch": ("tpuctl.cli.launch", "launch", "Run a training script as N workers under a distribution strategy."),
+    "list": ("tpuctl.cli.node_info", "list_nodes", "List TPU VMs in a zone or in every zone."),
+    "recreate": ("tpuctl.cli.node_ops", "recreate", "Create a TPU VM again from its saved spec."),
+    "runtimes": ("tpuctl.cli.node_info", "runtimes", "List the TPU VM runtime versions a zone offers."),
+    "start": ("tpuctl.cli.node_ops", "start", "Start a stopped TPU VM."),
+    "stop": ("tpuctl.cli.node_ops", "stop", "Stop a TPU VM."),
     "tf-config": ("tpuctl.cli.tf_config", "tf_config", "Print or check TF_CONFIG for every task of a cluster."),
 }
 

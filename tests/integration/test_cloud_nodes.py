@@ -1,0 +1,227 @@
+"""The TPU VM lifecycle through the real CLI, the real google-cloud-tpu client and the TPU stand-in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_tpuctl, tpuctl_cmd
+from tests.standins.fixtures import standin_env
+from tests.standins.google_apis import GoogleStandin
+
+ZONE = "us-central2-b"
+NODE_FIELDS = {"name", "acceleratorType", "state", "health", "runtimeVersion", "networkEndpoints", "schedulingConfig", "zone"}
+
+
+class Cli:
+    """Runs tpuctl against the stand-in and keeps every output, to scan for secrets at the end."""
+
+    def __init__(self, g: GoogleStandin, tmp_path: Path) -> None:
+        self.env = {**standin_env(g, tmp_path), "TPUCTL_ZONE": ZONE}
+        self.cwd = tmp_path
+        self.outputs: list[str] = []
+
+    def __call__(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+        result = run_tpuctl(*args, env=self.env, cwd=self.cwd, timeout=120)
+        self.outputs += [result.stdout, result.stderr]
+        assert result.returncode == code, f"tpuctl {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
+        return result
+
+
+@pytest.fixture
+def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
+    return Cli(google_standin, tmp_path)
+
+
+def error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one error line; progress lines (on stderr, when piped) may come before it, a traceback never."""
+    lines = result.stderr.splitlines()
+    assert "Traceback" not in result.stderr
+    assert [line for line in lines if line.startswith("Error:")] == lines[-1:], result.stderr
+    return lines[-1]
+
+
+def creates(g: GoogleStandin, name: str) -> int:
+    """Create operations the service accepted for this node: the true count of creations."""
+    return sum(1 for op in g.tpu.operations.values() if op["metadata"]["verb"] == "create" and op["metadata"]["target"].endswith(f"/nodes/{name}"))
+
+
+def test_round_trip_and_every_rerun_is_a_no_op(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    first = cli("create", "my-tpu", "--accelerator-type", "v4-8", "--labels", "team=ml")
+    assert first.stdout.startswith("created my-tpu (v4-8, tpu-ubuntu2204-base) in us-central2-b: READY, 1 host: 10.")
+    assert "CREATING" in first.stderr  # the progress line, on stderr
+    again = cli("create", "my-tpu", "--accelerator-type", "v4-8", "--labels", "team=ml")
+    assert again.stdout.startswith("reused existing my-tpu")
+    assert creates(g, "my-tpu") == 1
+
+    different = cli("create", "my-tpu", "--accelerator-type", "v4-16", code=1)
+    assert different.stderr.count("\n") == 1
+    assert "accelerator type: 'v4-8' != 'v4-16'" in different.stderr
+
+    listed = json.loads(cli("list", "--json").stdout)
+    assert [n["name"] for n in listed] == [f"projects/{g.project}/locations/{ZONE}/nodes/my-tpu"]
+    assert NODE_FIELDS <= set(listed[0]) and listed[0]["state"] == "READY" and listed[0]["health"] == "HEALTHY"
+    assert listed[0]["zone"] == ZONE and listed[0]["labels"] == {"team": "ml"}
+    plain = cli("list").stdout.splitlines()
+    assert plain[0].split() == ["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE"]
+    assert plain[1].split()[:5] == ["my-tpu", ZONE, "v4-8", "READY", "HEALTHY"]
+
+    described = cli("describe", "my-tpu").stdout
+    ip = listed[0]["networkEndpoints"][0]["ipAddress"]
+    for line in ("state            READY", "health           HEALTHY", "topology         V4 2x2x1", f"  worker 0       {ip}"):
+        assert line in described
+
+    assert cli("stop", "my-tpu").stdout == "my-tpu is STOPPED\n"
+    assert "already STOPPED" in cli("stop", "my-tpu").stdout
+    assert cli("start", "my-tpu").stdout == "my-tpu is READY\n"
+    assert "already READY" in cli("start", "my-tpu").stdout
+
+    assert cli("delete", "my-tpu", "--yes").stdout == f"deleted my-tpu in {ZONE}\n"
+    assert "nothing to delete" in cli("delete", "my-tpu", "--yes").stdout
+    assert g.nodes(ZONE) == []
+    no_confirm = cli("delete", "other", code=0)  # nothing to delete needs no confirmation
+    assert "nothing to delete" in no_confirm.stdout
+    assert all(g.token not in text for text in cli.outputs)
+
+
+def test_thirty_percent_transient_failures(google_standin: GoogleStandin, cli: Cli) -> None:
+    """Every step still succeeds; lost create replies never make a second node."""
+    g = google_standin
+    g.faults.transient_rate = 0.3
+    for name in ("flaky-a", "flaky-b", "flaky-c"):
+        cli("create", name, "--accelerator-type", "v4-8", "--spot")
+        cli("create", name, "--accelerator-type", "v4-8", "--spot")
+    assert sorted(n["name"].rsplit("/", 1)[1] for n in json.loads(cli("list", "--json").stdout)) == ["flaky-a", "flaky-b", "flaky-c"]
+    cli("stop", "flaky-a")
+    cli("start", "flaky-a")
+    cli("describe", "flaky-b")
+    cli("delete", "flaky-c", "--yes")
+    assert {name: creates(g, name) for name in ("flaky-a", "flaky-b", "flaky-c")} == {"flaky-a": 1, "flaky-b": 1, "flaky-c": 1}
+    failed = [status for _, _, status in g.requests if status >= 500 or status == 429]
+    assert len(failed) >= 5, "the fault rate did not apply"
+    assert all(g.token not in text for text in cli.outputs)
+
+
+def test_queued_spot_request(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    done = cli(
+        "create", "queued", "--zone", "us-west4-a", "--type", "v5litepod", "--topology", "2x4",
+        "--runtime-version", "v2-alpha-tpuv5-lite", "--queued", "--spot", "--valid-until", "6h",
+    )
+    assert "queued: WAITING_FOR_RESOURCES" in done.stderr and done.stdout.startswith("created queued (V5LITE_POD 2x4")
+    resource = g.queued_resource("us-west4-a", "queued")
+    assert resource is not None and "spot" in resource and resource["queueingPolicy"]["validUntilDuration"] == "21600s"
+    assert json.loads(cli("describe", "queued", "--zone", "us-west4-a", "--json").stdout)["queuedResource"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("create", "x", "--zone", "nowhere-zone1-a"), "zone nowhere-zone1-a has no Cloud TPUs"),
+        (("create", "x", "--accelerator-type", "v4"), "accelerator-type 'v4' from --accelerator-type is not valid"),
+        (("create", "x", "--accelerator-type", "v9-8"), 'Accelerator type "v9-8" is not available'),
+        (("create", "x", "--labels", "Team=ML"), "label 'Team=ML'"),
+        (("create", "X_bad"), "not a valid TPU node name"),
+        (("create", "x", "--type", "v5litepod"), "go together"),
+        (("create", "x", "--spot", "--preemptible"), "exclude each other"),
+        (("create", "x", "--valid-until", "6h"), "needs --queued"),
+        (("list", "--zone", "us-central1"), "zone 'us-central1' from --zone is not valid"),
+        (("list", "--zone", ZONE, "--all-zones"), "not both"),
+        (("describe", "x", "--project", "Not_A_Project"), "project 'Not_A_Project'"),
+        (("delete", "x", "--zone", "nowhere-zone1-a", "--yes"), "zone nowhere-zone1-a has no Cloud TPUs"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli: Cli, args: tuple[str, ...], words: str) -> None:
+    result = cli(*args, code=2)
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert words in result.stderr
+
+
+def test_permanent_failures_name_what_to_do(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    g.faults.capacity_zones.add(ZONE)
+    capacity = cli("create", "big", "--accelerator-type", "v4-32", code=1)
+    assert "no TPU capacity in project tpuctl-test, zone us-central2-b" in capacity.stderr and "--spot" in capacity.stderr
+    assert g.node(ZONE, "big") is None
+    g.faults.capacity_zones.clear()
+    g.faults.quota_zones.add(ZONE)
+    quota = cli("create", "big", "--accelerator-type", "v4-32", code=1)
+    assert "quota exceeded in project tpuctl-test, zone us-central2-b" in quota.stderr
+    assert g.count("POST", "nodeId=big") == 2, "a quota error must not be retried"
+    g.faults.quota_zones.clear()
+    g.faults.denied_permissions.add("tpu.nodes.list")
+    denied = cli("list", code=1)
+    assert "permission denied: list nodes needs tpu.nodes.list in project tpuctl-test, zone us-central2-b" in denied.stderr
+    g.faults.disabled_apis.add("tpu.googleapis.com")
+    disabled = cli("list", code=1)
+    assert "tpu.googleapis.com API is not enabled" in disabled.stderr and "gcloud services enable" in disabled.stderr
+    for result in (capacity, quota, denied, disabled):
+        error_line(result)
+    assert all(g.token not in text for text in cli.outputs)
+
+
+def test_missing_credentials_say_how_to_log_in(cli: Cli) -> None:
+    env = {k: v for k, v in cli.env.items() if k != "TPUCTL_ACCESS_TOKEN_FILE"}
+    result = run_tpuctl("list", env=env, cwd=cli.cwd)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "gcloud auth application-default login" in result.stderr
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _wait_for(check: object, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_babysit_recreates_a_preempted_then_deleted_node_and_reruns_the_command(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    g = google_standin
+    cli("create", "spot-tpu", "--accelerator-type", "v4-8", "--spot")
+    runs = tmp_path / "runs.txt"
+    # The command records each run; the third run finishes, as a resumed training would.
+    job = f"echo run >> {runs}; test $(wc -l < {runs}) -ge 3 || sleep 60"
+    sitter = subprocess.Popen(
+        [*tpuctl_cmd("babysit", "spot-tpu", "--interval", "0.2", "--", "sh", "-c", job)],
+        env=cli.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        _wait_for(lambda: _lines(runs) == 1)
+        g.preempt(ZONE, "spot-tpu")
+        _wait_for(lambda: _lines(runs) == 2)
+        node = g.node(ZONE, "spot-tpu")
+        assert node is not None and node["state"] == "READY" and node["schedulingConfig"]["spot"]
+        g.vanish(ZONE, "spot-tpu")
+        out, err = sitter.communicate(timeout=60)
+    finally:
+        sitter.kill()
+    assert sitter.returncode == 0, err
+    assert _lines(runs) == 3
+    assert "spot-tpu is PREEMPTED; stopping the command" in err and "spot-tpu is gone; recreating it (2/10)" in err
+    assert creates(g, "spot-tpu") == 3
+    assert g.token not in out + err
+
+
+def test_recreate_and_babysit_need_a_saved_spec(google_standin: GoogleStandin, cli: Cli) -> None:
+    google_standin.add_ready_nodes(ZONE, 1, prefix="foreign")
+    for command in ("recreate", "babysit"):
+        result = cli(command, "foreign-0", code=1)
+        assert "no saved spec for foreign-0" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_tpuctl_never_imports_google_cloud_for_help() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from tpuctl.cli import main; sys.argv=['tpuctl','create','--help'];\n"
+         "try: main()\nexcept SystemExit: pass\nassert 'google.cloud.tpu_v2' not in sys.modules, 'imported'"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr

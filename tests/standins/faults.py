@@ -1,0 +1,80 @@
+"""Fault knobs of the stand-in: the failures real Google APIs produce, made repeatable.
+
+Everything random is drawn from one seeded ``random.Random`` so a test that
+sees a failure sees the same failure on every run (given the same request
+order).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+
+# Transient failures cycle through these HTTP statuses, as Google fronts produce them.
+TRANSIENT_CYCLE: tuple[int, ...] = (503, 429, 500)
+
+
+@dataclass
+class Decision:
+    """What to do with one API request: fail it with `status`, before or after it takes effect."""
+
+    status: int
+    after_effect: bool
+
+
+@dataclass
+class Faults:
+    """Fault settings; tests assign the attributes directly or call the helpers."""
+
+    seed: int = 0
+    latency_s: float = 0.0
+    transient_rate: float = 0.0
+    capacity_zones: set[str] = field(default_factory=set)
+    quota_zones: set[str] = field(default_factory=set)
+    denied_permissions: set[str] = field(default_factory=set)
+    disabled_apis: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._eid_rng = random.Random(self.seed + 1)  # separate, so error ids never shift the fault sequence
+        self._lock = threading.Lock()
+        self._burst: list[int] = []
+        self._cycle = 0
+        self._failing_operations: list[str] = []
+
+    def burst(self, n: int, status: int = 503) -> None:
+        """The next n API requests fail with `status`, before they take effect."""
+        with self._lock:
+            self._burst.extend([status] * n)
+
+    def fail_next_operations(self, n: int, message: str = "Internal error encountered.") -> None:
+        """The next n long-running operations started finish with error code 13 (INTERNAL) and `message`."""
+        with self._lock:
+            self._failing_operations.extend([message] * n)
+
+    def decide(self) -> Decision | None:
+        """Whether this API request fails; bursts first, then the seeded transient rate.
+
+        Half of the transient failures (by a seeded draw) are answered only
+        after the request took effect: the reply is lost but the side effect
+        happened, which is what makes blind retries of creates collide.
+        """
+        with self._lock:
+            if self._burst:
+                return Decision(self._burst.pop(0), after_effect=False)
+            if self.transient_rate <= 0 or self._rng.random() >= self.transient_rate:
+                return None
+            status = TRANSIENT_CYCLE[self._cycle % len(TRANSIENT_CYCLE)]
+            self._cycle += 1
+            return Decision(status, after_effect=self._rng.random() < 0.5)
+
+    def take_operation_failure(self) -> str | None:
+        """The message for a long-running operation about to start, if it is to fail."""
+        with self._lock:
+            return self._failing_operations.pop(0) if self._failing_operations else None
+
+    def eid(self) -> str:
+        """An error id like those Google appends to capacity errors ("[EID: 0x...]")."""
+        with self._lock:
+            return f"0x{self._eid_rng.getrandbits(64):016x}"

@@ -1,0 +1,201 @@
+"""Cloud Resource Manager v1, ml v1 and Service Usage as the stand-in serves them.
+
+Each of these APIs is a handful of project-level calls for tpuctl (project
+number, IAM read-modify-write, service agents); they share the project's
+identity and policy, so they live together, apart from the TPU API.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tests.standins.wire import JSON, POLICY, ApiError, invalid, normalize
+
+if TYPE_CHECKING:
+    from tests.standins.google_apis import GoogleStandin
+
+# service name -> title used in SERVICE_DISABLED messages
+SERVICE_TITLES: dict[str, str] = {
+    "tpu.googleapis.com": "Cloud TPU API",
+    "cloudresourcemanager.googleapis.com": "Cloud Resource Manager API",
+    "ml.googleapis.com": "AI Platform Training & Prediction API",
+    "serviceusage.googleapis.com": "Service Usage API",
+    "compute.googleapis.com": "Compute Engine API",
+    "iam.googleapis.com": "Identity and Access Management (IAM) API",
+}
+_MEMBER = re.compile(
+    r"(user|serviceAccount|group|domain|deleted:(user|serviceAccount|group)|projectOwner|projectEditor|projectViewer):\S+\Z|principal(Set)?://\S+\Z"
+)
+
+
+class ProjectApis:
+    """Project-level state (the IAM policy) and the handlers of the non-TPU routes."""
+
+    def __init__(self, host: GoogleStandin) -> None:
+        self.host = host
+        self._etag_count = 0
+        self.policy: JSON = {
+            "version": 1,
+            "bindings": [
+                {
+                    "role": "roles/editor",
+                    "members": [
+                        f"serviceAccount:{self.host.project_number}-compute@developer.gserviceaccount.com",
+                        f"serviceAccount:{self.host.project_number}@cloudservices.gserviceaccount.com",
+                    ],
+                },
+                {"role": "roles/owner", "members": ["user:dev@example.com"]},
+            ],
+        }
+        self.policy["etag"] = self._next_etag()
+
+    def replace_policy(self, policy: Mapping[str, Any]) -> None:
+        self.policy = {
+            "version": int(policy.get("version", 1)),
+            "bindings": copy.deepcopy(list(policy.get("bindings", []))),
+            "etag": self._next_etag(),
+        }
+
+    def _next_etag(self) -> str:
+        self._etag_count += 1
+        return base64.b64encode(b"\x07\x06" + (self.host.seed % 65536).to_bytes(2, "big") + self._etag_count.to_bytes(4, "big")).decode()
+
+    def crm_get_project(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        return {
+            "projectNumber": str(self.host.project_number),
+            "projectId": self.host.project,
+            "lifecycleState": "ACTIVE",
+            "name": self.host.project,
+            "createTime": "2024-01-15T10:00:00.000Z",
+        }
+
+    def _render_policy(self, requested: int) -> JSON:
+        """The stored policy as getIamPolicy returns it for a requested version.
+
+        Conditional bindings are only shown as such at version 3; below that
+        Google rewrites the role to ROLE_withcond_HASH and drops the condition.
+        """
+        policy = copy.deepcopy(self.policy)
+        conditional = any("condition" in b for b in policy["bindings"])
+        if conditional and requested < 3:
+            for binding in policy["bindings"]:
+                condition = binding.pop("condition", None)
+                if condition is not None:
+                    digest = hashlib.sha256(json.dumps(condition, sort_keys=True).encode()).hexdigest()[:20]
+                    binding["role"] = f"{binding['role']}_withcond_{digest}"
+            policy["version"] = 1
+        else:
+            policy["version"] = 3 if conditional else 1
+        if not policy["bindings"]:
+            del policy["bindings"]
+        return policy
+
+    def crm_get_policy(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        options = body.get("options") or {}
+        requested = int(options.get("requestedPolicyVersion", 0) or 0) if isinstance(options, dict) else 0
+        if requested not in (0, 1, 3):
+            raise invalid(f"Invalid requested policy version {requested}; valid versions are 1 and 3.", "options.requested_policy_version")
+        return self._render_policy(requested)
+
+    def crm_set_policy(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        request = normalize(body, {"policy": POLICY, "updateMask": "str"}, "request")
+        if "policy" not in request:
+            raise invalid("The request must contain a policy.", "policy")
+        policy = request["policy"]
+        etag = policy.get("etag")
+        if etag and etag != self.policy["etag"]:
+            raise ApiError(
+                409, "There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.", "ABORTED"
+            )
+        version = int(policy.get("version", 1) or 1)
+        if version not in (1, 3):
+            raise invalid(f"Invalid policy version {version}; valid versions are 1 and 3.", "policy.version")
+        merged: dict[tuple[str, str], JSON] = {}
+        for binding in policy.get("bindings", []):
+            role, members, condition = binding.get("role", ""), binding.get("members", []), binding.get("condition")
+            if not re.fullmatch(r"(roles|projects/[^/]+/roles|organizations/[0-9]+/roles)/[A-Za-z0-9_.]+", role):
+                raise invalid(f"Role ({role}) does not exist in the resource's hierarchy.", "policy.bindings.role")
+            if condition is not None and version < 3:
+                raise invalid("Policies with conditional role bindings must set version 3.", "policy.version")
+            if condition is not None and not condition.get("expression"):
+                raise invalid("A condition needs an expression.", "policy.bindings.condition.expression")
+            for member in members:
+                if member in ("allUsers", "allAuthenticatedUsers"):
+                    raise invalid(f"Principal {member} is not allowed on a project policy.", "policy.bindings.members")
+                if not _MEMBER.match(member):
+                    raise invalid(
+                        f"Invalid principal '{member}': it needs a type prefix such as user:, serviceAccount: or group:.",
+                        "policy.bindings.members",
+                    )
+            if not members:
+                continue  # Google drops bindings without members
+            key = (role, json.dumps(condition, sort_keys=True) if condition else "")
+            entry = merged.setdefault(key, {"role": role, "members": [], **({"condition": condition} if condition else {})})
+            entry["members"] = sorted(set(entry["members"]) | set(members))
+        fields = {f.strip() for f in request.get("updateMask", "bindings,etag").split(",")}
+        stored: JSON = {"version": 3 if any("condition" in b for b in merged.values()) else 1, "bindings": self.policy["bindings"]}
+        if "bindings" in fields:
+            stored["bindings"] = sorted(merged.values(), key=lambda b: (b["role"], json.dumps(b.get("condition", {}), sort_keys=True)))
+        audit = policy.get("auditConfigs") if "auditConfigs" in fields else self.policy.get("auditConfigs")
+        if audit:
+            stored["auditConfigs"] = audit
+        stored["etag"] = self._next_etag()
+        self.policy = stored
+        return self._render_policy(3)
+
+    def ml_get_config(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        n = self.host.project_number
+        return {
+            "serviceAccount": f"service-{n}@cloud-ml.google.com.iam.gserviceaccount.com",
+            "serviceAccountProject": str(n),
+            "config": {"tpuServiceAccount": f"service-{n}@cloud-tpu.iam.gserviceaccount.com"},
+        }
+
+    def service_agent(self, service: str) -> str:
+        """The Google-managed service agent email of `service` in this project."""
+        n = self.host.project_number
+        known = {
+            "tpu.googleapis.com": f"service-{n}@cloud-tpu.iam.gserviceaccount.com",
+            "ml.googleapis.com": f"service-{n}@cloud-ml.google.com.iam.gserviceaccount.com",
+            "compute.googleapis.com": f"service-{n}@compute-system.iam.gserviceaccount.com",
+        }
+        return known.get(service, f"service-{n}@gcp-sa-{service.split('.')[0]}.iam.gserviceaccount.com")
+
+    def su_generate_identity(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        service = params["s"]
+        unique = str(int(hashlib.sha256(f"{service}/{self.host.project_number}".encode()).hexdigest(), 16) % 10**21).rjust(21, "1")
+        return {
+            "name": "operations/finished.DONE_OPERATION",
+            "done": True,
+            "response": {
+                "@type": "type.googleapis.com/google.api.serviceusage.v1beta1.ServiceIdentity",
+                "email": self.service_agent(service),
+                "uniqueId": unique,
+            },
+        }
+
+    def su_get_service(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        service = params["s"]
+        return {
+            "name": f"projects/{self.host.project_number}/services/{service}",
+            "config": {"name": service, "title": SERVICE_TITLES.get(service, service)},
+            "state": "DISABLED" if service in self.host.faults.disabled_apis else "ENABLED",
+            "parent": f"projects/{self.host.project_number}",
+        }
+
+    def su_enable(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        self.host.faults.disabled_apis.discard(params["s"])
+        return {
+            "name": "operations/noop.DONE_OPERATION",
+            "done": True,
+            "response": {
+                "@type": "type.googleapis.com/google.api.serviceusage.v1.EnableServiceResponse",
+                "service": self.su_get_service(params, query, body),
+            },
+        }

@@ -1,0 +1,123 @@
+"""Retry decisions and one-line messages for the failures Google's APIs really return."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from google.api_core import exceptions as api
+
+from tpuctl.cloud import retry
+from tpuctl.cloud.api_errors import Where, explain, operation_failed
+
+WHERE = Where("create node my-tpu", "tpuctl-test", "us-central2-b", "tpu.nodes.create")
+
+
+def _reply(status: int, body: str) -> api.GoogleAPICallError:
+    """The exception google-api-core builds from a real HTTP error reply."""
+    response = requests.Response()
+    response.status_code = status
+    response._content = body.encode()
+    response.request = requests.Request("POST", "http://127.0.0.1/v2/x").prepare()
+    return api.from_http_response(response)
+
+
+RATE_LIMIT = _reply(
+    429,
+    '{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded for quota metric \'Requests\' and limit \'Requests per minute\'",'
+    ' "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com"}]}}',
+)
+QUOTA = _reply(
+    429,
+    '{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota limit \'TPUV4sPerProjectPerZoneForTPUAPI\' has been exceeded. Limit: 0 in zone us-central2-b."}}',
+)
+DISABLED = _reply(
+    403,
+    '{"error": {"code": 403, "status": "PERMISSION_DENIED", "message": "Cloud TPU API has not been used in project 1 before or it is disabled.",'
+    ' "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED", "domain": "googleapis.com"}]}}',
+)
+DENIED = _reply(
+    403,
+    '{"error": {"code": 403, "status": "PERMISSION_DENIED", "message": "Permission \'tpu.nodes.create\' denied on resource \'projects/p/locations/z/nodes/n\' (or it may not exist)."}}',
+)
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (_reply(503, '{"error": {"code": 503, "message": "unavailable"}}'), True),
+        (_reply(500, '{"error": {"code": 500, "message": "internal"}}'), True),
+        (RATE_LIMIT, True),
+        (QUOTA, False),
+        (DENIED, False),
+        (_reply(409, '{"error": {"code": 409, "message": "exists"}}'), False),
+        (requests.ConnectionError("refused"), True),
+        (ValueError("a bug"), False),
+    ],
+)
+def test_what_is_retried(exc: BaseException, transient: bool) -> None:
+    assert retry.is_transient(exc) is transient
+
+
+def test_call_retries_transient_then_succeeds_and_stops_on_permanent() -> None:
+    outcomes: list[BaseException | str] = [_reply(503, "{}"), RATE_LIMIT, "done"]
+    waits: list[float] = []
+
+    def flaky() -> str:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    assert retry.call(flaky, sleep=waits.append) == "done"
+    assert len(waits) == 2 and all(0 <= w <= retry.CAP_S for w in waits)
+
+    calls = []
+
+    def denied() -> None:
+        calls.append(1)
+        raise DENIED
+
+    with pytest.raises(api.Forbidden):
+        retry.call(denied, sleep=waits.append)
+    assert len(calls) == 1
+
+
+def test_call_gives_up_after_its_attempts() -> None:
+    calls = []
+
+    def down() -> None:
+        calls.append(1)
+        raise requests.ConnectionError("refused")
+
+    with pytest.raises(requests.ConnectionError):
+        retry.call(down, attempts=3, sleep=lambda s: None)
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize(
+    ("exc", "words", "exit_code"),
+    [
+        (DISABLED, ["tpu.googleapis.com API is not enabled in project tpuctl-test, zone us-central2-b", "gcloud services enable"], 1),
+        (DENIED, ["permission denied: create node my-tpu needs tpu.nodes.create in project tpuctl-test, zone us-central2-b"], 1),
+        (QUOTA, ["quota exceeded in project tpuctl-test, zone us-central2-b", "--spot"], 1),
+        (_reply(400, '{"error": {"code": 400, "message": "Invalid\\nrequest"}}'), ["cannot create node my-tpu", "Invalid request"], 2),
+        (_reply(401, '{"error": {"code": 401, "message": "no"}}'), ["refused the credentials"], 1),
+        (requests.ConnectionError("x"), ["cannot reach the Google API"], 1),
+        (_reply(503, '{"error": {"code": 503, "message": "down"}}'), ["after retries"], 1),
+    ],
+)
+def test_explanations_are_one_line_with_the_place(exc: BaseException, words: list[str], exit_code: int) -> None:
+    err = explain(exc, WHERE)
+    text = str(err)
+    assert "\n" not in text
+    for word in words:
+        assert word in text
+    assert err.exit_code == exit_code
+
+
+def test_operation_errors() -> None:
+    capacity = operation_failed(8, 'There is no more capacity in the zone "us-central2-b"; you can try in another zone', WHERE)
+    assert str(capacity).startswith("no TPU capacity in project tpuctl-test, zone us-central2-b")
+    assert "--queued" in str(capacity.hint)
+    assert "needs tpu.nodes.create" in str(operation_failed(7, "Permission 'tpu.nodes.create' denied", WHERE))
+    assert "create node my-tpu failed" in str(operation_failed(13, "boom", WHERE))

@@ -1,0 +1,134 @@
+"""Node specs: hostile names, labels, accelerators and times; comparing against existing nodes."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import pytest
+from google.cloud import tpu_v2
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tpuctl.cloud import nodespec
+from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.errors import TpuctlError
+
+SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone="us-central2-b", runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")
+
+
+def test_labels_parse_like_gcloud() -> None:
+    assert nodespec.parse_labels(("team=ml,run=a1", "empty=")) == {"team": "ml", "run": "a1", "empty": ""}
+
+
+@pytest.mark.parametrize("value", ["Team=ml", "team", "=x", "team=ML", "1a=b", "a=b,a=c", "k=" + "x" * 64, "a=b c"])
+def test_bad_labels_are_refused(value: str) -> None:
+    with pytest.raises(TpuctlError):
+        nodespec.parse_labels((value,))
+
+
+def test_too_many_labels() -> None:
+    with pytest.raises(TpuctlError, match="at most 64"):
+        nodespec.parse_labels((",".join(f"k{i}=v" for i in range(65)),))
+
+
+@given(st.lists(st.text(max_size=40), max_size=4))
+def test_hostile_labels_give_labels_or_one_line_error(values: list[str]) -> None:
+    try:
+        labels = nodespec.parse_labels(tuple(values))
+    except TpuctlError as err:
+        assert "\n" not in err.message
+        return
+    for key, value in labels.items():
+        assert nodespec.LABEL_KEY.match(key) and nodespec.LABEL_VALUE.match(value)
+
+
+@given(st.text(alphabet=string.ascii_letters + string.digits + "-_ .", max_size=70))
+def test_hostile_node_names(name: str) -> None:
+    try:
+        assert nodespec.check_name(name) == name
+    except TpuctlError as err:
+        assert "\n" not in err.message
+        return
+    assert name[0].islower() and len(name) <= 63 and not name.endswith("-")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("v4-8", None, None), ("v4-8", None, None)),
+        ((None, "v5litepod", "2x4"), (None, "V5LITE_POD", "2x4")),
+        ((None, "V6E", "4x4"), (None, "V6E", "4x4")),
+        ((None, "v4", "2x2x2"), (None, "V4", "2x2x2")),
+    ],
+)
+def test_accelerators(args: tuple[str | None, str | None, str | None], expected: tuple[str | None, str | None, str | None]) -> None:
+    assert nodespec.parse_accelerator(*args) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("v4", None, None), "not valid"),
+        (("v4-8x", None, None), "not valid"),
+        ((None, "v5litepod", None), "go together"),
+        (("v4-8", "v4", "2x2x1"), "not both"),
+        ((None, "v9000", "2x2"), "not a TPU generation"),
+        ((None, "v4", "2x"), "not a topology"),
+        ((None, "v4", "0x2"), "not a topology"),
+    ],
+)
+def test_bad_accelerators(args: tuple[str | None, str | None, str | None], message: str) -> None:
+    with pytest.raises(TpuctlError, match=message):
+        nodespec.parse_accelerator(*args)
+
+
+@pytest.mark.parametrize("value", ["6h", "2d", "90m", "2026-12-01T00:00:00Z", "2026-12-01T00:00:00+02:00"])
+def test_valid_until(value: str) -> None:
+    assert nodespec.check_valid_until(value) == value
+
+
+@pytest.mark.parametrize("value", ["6 hours", "-1h", "2026-12-01", "2026-12-01T00:00:00", "tomorrow"])
+def test_bad_valid_until(value: str) -> None:
+    with pytest.raises(TpuctlError):
+        nodespec.check_valid_until(value)
+
+
+def test_queued_request_carries_spot_and_deadline_outside_the_node() -> None:
+    spec = NodeSpec(**{**SPEC.__dict__, "spot": True, "queued": True, "valid_until": "6h"})
+    resource = spec.to_queued()
+    node = resource.tpu.node_spec[0].node
+    assert resource.spot is not None and "spot" in resource
+    assert resource.queueing_policy.valid_until_duration.total_seconds() == 6 * 3600
+    assert not node.scheduling_config.spot
+    assert resource.tpu.node_spec[0].parent == "projects/tpuctl-test/locations/us-central2-b"
+
+
+def test_differences_list_what_changed() -> None:
+    node = SPEC.to_node()
+    assert SPEC.differences(node) == []
+    node.runtime_version = "tpu-vm-base"
+    node.scheduling_config = tpu_v2.SchedulingConfig(spot=True)
+    node.labels = {"x": "y"}
+    assert SPEC.differences(node) == ["runtime version: 'tpu-vm-base' != 'tpu-ubuntu2204-base'", "spot: True != False"]
+    labelled = NodeSpec(**{**SPEC.__dict__, "labels": {"x": "z"}})
+    assert "labels: {'x': 'y'} != {'x': 'z'}" in labelled.differences(node)
+
+
+def test_networks_compare_by_name_not_url_form() -> None:
+    spec = NodeSpec(**{**SPEC.__dict__, "network": "default"})
+    node = spec.to_node()
+    node.network_config.network = "projects/tpuctl-test/global/networks/default"
+    assert spec.differences(node) == []
+
+
+def test_specs_round_trip_and_damage_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    spec = NodeSpec(**{**SPEC.__dict__, "labels": {"a": "b"}, "startup_script": "#!/bin/sh\necho hi\n"})
+    path = nodespec.save(spec)
+    assert path.is_relative_to(tmp_path)
+    assert nodespec.load("tpuctl-test", "us-central2-b", "my-tpu") == spec
+    assert nodespec.load("tpuctl-test", "us-central2-b", "other") is None
+    path.write_text('{"name": 3, "bogus": 1}')
+    with pytest.raises(TpuctlError, match="damaged"):
+        nodespec.load("tpuctl-test", "us-central2-b", "my-tpu")

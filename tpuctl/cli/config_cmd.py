@@ -1,0 +1,36 @@
+"""`tpuctl config show`: every cloud setting, its value, and the layer it came from."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from tpuctl import config, settings
+from tpuctl.cli.display import print_table
+
+
+@click.group("config")
+def config_group() -> None:
+    """Inspect tpuctl's settings."""
+
+
+@config_group.command("show")
+@click.option("--project", metavar="ID", help="As a command's --project would set it.")
+@click.option("--zone", metavar="ZONE", help="As a command's --zone would set it.")
+@click.option("--json", "as_json", is_flag=True, help="An object: key -> {value, source}.")
+def show(project: str | None, zone: str | None, as_json: bool) -> None:
+    """Show each setting and where it came from.
+
+    Precedence: flag > TPUCTL_* variable > ./tpuctl.toml > user config file >
+    gcloud's active configuration > default.
+    """
+    resolved = settings.resolve({"project": project, "zone": zone})
+    if as_json:
+        data = {s.key: {"value": v.value, "source": v.source, "env": s.env} for s, v in resolved.items()}
+        click.echo(json.dumps(data, indent=2))
+        return
+    rows = [[s.key, v.value if v.value is not None else "-", v.source] for s, v in resolved.items()]
+    print_table(["SETTING", "VALUE", "SOURCE"], rows)
+    files = ", ".join(str(path) for path in reversed(config.config_files()))
+    click.echo(f"files read (highest first): {files}", err=True)

@@ -1,0 +1,78 @@
+"""Tables and a one-line progress display: rich on a terminal, plain lines when piped."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import click
+
+
+def rich_wanted(stream: Any) -> bool:
+    return bool(stream.isatty()) and "NO_COLOR" not in os.environ
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """On a terminal a rich table; otherwise space-aligned columns that `awk` and `column` read."""
+    if rich_wanted(sys.stdout):
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*headers, box=None, header_style="bold")
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    for row in [headers, *rows]:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+class StatusLine:
+    """Progress of a long operation on stderr: a live spinner on a TTY, a line per change otherwise."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._last = ""
+        self._status: Any = None
+
+    def __enter__(self) -> StatusLine:
+        if rich_wanted(sys.stderr):
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status(self.label)
+            self._status.__enter__()
+        return self
+
+    def __call__(self, state: str, elapsed: float) -> None:
+        text = f"{self.label}: {state} ({elapsed:.0f}s)"
+        if self._status is not None:
+            self._status.update(text)
+        elif state != self._last:
+            click.echo(text, err=True)
+        self._last = state
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None) -> None:
+        if self._status is not None:
+            self._status.__exit__(kind, value, trace)
+
+
+def age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"
+
+
+def since(stamp: Any) -> str:
+    """Age of a protobuf/datetime timestamp, '' when unset."""
+    if not stamp:
+        return ""
+    return age(max(0.0, time.time() - stamp.timestamp()))

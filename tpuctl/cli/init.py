@@ -1,0 +1,99 @@
+"""`tpuctl init`: choose project, zone, accelerator and runtime once, checked against the API."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tpuctl import config, settings
+from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cloud.tpu import TpuApi, short_zone_list
+from tpuctl.errors import TpuctlError
+
+WRITTEN = ("project", "zone", "accelerator-type", "runtime-version", "model-dir")
+
+
+@click.command("init")
+@project_options
+@zone_option
+@click.option("--accelerator-type", metavar="TYPE", help="Default accelerator type, e.g. v4-8.")
+@click.option("--runtime-version", metavar="VERSION", help="Default TPU VM runtime version.")
+@click.option("--model-dir", metavar="gs://BUCKET/PATH", help="Default bucket path for checkpoints and summaries.")
+@click.option("--here", is_flag=True, help="Write ./tpuctl.toml (shared with the project) instead of the user config file.")
+@click.option("--yes", "-y", is_flag=True, help="Ask nothing: take flags, then current settings, then defaults.")
+@click.option("--dry-run", is_flag=True, help="Validate and show what would be written; write nothing.")
+def init(
+    project: str | None,
+    credentials: str | None,
+    access_token_file: str | None,
+    zone: str | None,
+    accelerator_type: str | None,
+    runtime_version: str | None,
+    model_dir: str | None,
+    here: bool,
+    yes: bool,
+    dry_run: bool,
+) -> None:
+    """Write the [cloud] defaults other commands use, after checking them with the TPU API.
+
+    Suggested values come from flags, then existing settings, then gcloud's
+    active configuration. Re-running with the same answers changes nothing.
+    """
+    flags = {
+        "project": project,
+        "zone": zone,
+        "accelerator_type": accelerator_type,
+        "runtime_version": runtime_version,
+        "model_dir": model_dir,
+    }
+    current = resolve(credentials=credentials, access_token_file=access_token_file, **flags)
+    if not yes and not sys.stdin.isatty():
+        raise TpuctlError("tpuctl init asks questions, but stdin is not a terminal", hint="pass --yes with --project, --zone, …")
+    chosen = {key: current.get(key) for key in WRITTEN}
+    if not yes:
+        for key in WRITTEN:
+            chosen[key] = _ask(key, chosen[key])
+    for key in ("project", "zone"):
+        if not chosen[key]:
+            raise TpuctlError(f"no {key} given", hint=f"pass --{key}")
+    answers = settings.resolve({k.replace("-", "_"): v for k, v in chosen.items() if v} | _creds(credentials, access_token_file))
+    _validate(tpu_api(answers), answers)
+    target = Path.cwd() / config.PROJECT_FILE if here else config.config_files()[0]
+    values = {key: value for key, value in chosen.items() if value}
+    for key, value in values.items():
+        click.echo(f"{key} = {value}")
+    if dry_run:
+        click.echo(f"(dry run: {target} not written)")
+        return
+    changed = config.update_section(target, settings.SECTION, values)
+    click.echo(f"wrote {target}" if changed else f"{target} already has these values; nothing changed")
+
+
+def _creds(credentials: str | None, access_token_file: str | None) -> dict[str, str]:
+    given = {"credentials": credentials, "access_token_file": access_token_file}
+    return {key: value for key, value in given.items() if value}
+
+
+def _ask(key: str, default: str | None) -> str | None:
+    optional = key == "model-dir"
+    label = f"{settings.BY_KEY[key].help} ({key})" + (" [optional]" if optional else "")
+    answer = click.prompt(label, default=default or "", show_default=bool(default), err=True).strip()
+    return answer or None
+
+
+def _validate(api: TpuApi, answers: settings.Settings) -> None:
+    """The zone exists, offers the accelerator type, and knows the runtime version — else list the choices."""
+    zone = answers.zone
+    zones = api.zones()
+    if zone not in zones:
+        raise TpuctlError(f"zone {zone} has no Cloud TPUs for project {api.project}", hint=f"choose one of: {short_zone_list(zones)}")
+    wanted = answers.require("accelerator-type")
+    offered = [a.type_ for a in api.accelerator_types(zone)]
+    if wanted not in offered:
+        raise TpuctlError(f"accelerator type {wanted} is not offered in {zone}", hint=f"choose one of: {short_zone_list(offered)}")
+    version = answers.require("runtime-version")
+    versions = [r.version for r in api.runtime_versions(zone)]
+    if version not in versions:
+        raise TpuctlError(f"runtime version {version} does not exist in {zone}", hint=f"choose one of: {short_zone_list(versions)}")

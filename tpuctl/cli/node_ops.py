@@ -1,0 +1,216 @@
+"""`tpuctl create | recreate | delete | stop | start`: change a TPU node, safely re-runnable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cli.display import StatusLine
+from tpuctl.errors import FAILED, TpuctlError
+
+if TYPE_CHECKING:
+    from google.cloud import tpu_v2
+
+    from tpuctl.cloud.lifecycle import Ensured
+    from tpuctl.cloud.nodespec import NodeSpec
+
+
+def _ips(node: tpu_v2.Node) -> str:
+    return ", ".join(e.ip_address for e in node.network_endpoints if e.ip_address) or "no hosts yet"
+
+
+def _hosts(node: tpu_v2.Node) -> str:
+    count = len(node.network_endpoints)
+    return f"{count} host{'s' if count != 1 else ''}: {_ips(node)}"
+
+
+@click.command("create")
+@click.argument("name")
+@project_options
+@zone_option
+@click.option("--accelerator-type", metavar="TYPE", help="e.g. v4-8, v5litepod-16 [config: accelerator-type].")
+@click.option("--type", "config_type", metavar="GEN", help="TPU generation with --topology, e.g. v5litepod.")
+@click.option("--topology", metavar="AxB[xC]", help="Chip topology with --type, e.g. 2x4.")
+@click.option("--runtime-version", metavar="VERSION", help="TPU VM software version [config: runtime-version].")
+@click.option("--spot", is_flag=True, help="Spot capacity: cheaper, may be preempted at any time.")
+@click.option("--preemptible", is_flag=True, help="Legacy preemptible capacity (24 h limit).")
+@click.option("--queued", is_flag=True, help="Queue the request until capacity is available (queued resource).")
+@click.option("--valid-until", metavar="WHEN", help="With --queued: give up after a duration (6h, 2d) or at an RFC 3339 time.")
+@click.option("--labels", multiple=True, metavar="K=V[,K=V]", help="Labels for the node (repeatable).")
+@click.option("--network", metavar="NETWORK", help="VPC network.")
+@click.option("--subnetwork", metavar="SUBNET", help="VPC subnetwork.")
+@click.option("--service-account", metavar="EMAIL", help="Service account the TPU VMs run as.")
+@click.option("--startup-script", type=click.Path(dir_okay=False, path_type=Path), help="Script each TPU VM runs at boot.")
+@click.option("--async", "no_wait", is_flag=True, help="Return once the request is accepted; do not wait for READY.")
+def create(
+    name: str,
+    project: str | None,
+    credentials: str | None,
+    access_token_file: str | None,
+    zone: str | None,
+    accelerator_type: str | None,
+    config_type: str | None,
+    topology: str | None,
+    runtime_version: str | None,
+    spot: bool,
+    preemptible: bool,
+    queued: bool,
+    valid_until: str | None,
+    labels: tuple[str, ...],
+    network: str | None,
+    subnetwork: str | None,
+    service_account: str | None,
+    startup_script: Path | None,
+    no_wait: bool,
+) -> None:
+    """Create the TPU VM NAME and wait until it is READY and HEALTHY.
+
+    Re-running with the same spec reuses the node; a different spec is an
+    error that lists the differences. The spec is saved for `tpuctl recreate`.
+    """
+    from tpuctl.cloud import lifecycle, nodespec
+
+    nodespec.check_name(name)
+    if spot and preemptible:
+        raise TpuctlError("--spot and --preemptible exclude each other", hint="--spot is the current kind")
+    if valid_until and not queued:
+        raise TpuctlError("--valid-until needs --queued")
+    resolved = resolve(
+        project=project,
+        zone=zone,
+        credentials=credentials,
+        access_token_file=access_token_file,
+        accelerator_type=accelerator_type,
+        runtime_version=runtime_version,
+    )
+    by_config = bool(config_type or topology)
+    accel, api_type, topo = nodespec.parse_accelerator(
+        accelerator_type if by_config else resolved.get("accelerator-type"), config_type, topology
+    )
+    spec = nodespec.NodeSpec(
+        name=name,
+        project=resolved.project,
+        zone=resolved.zone,
+        runtime_version=resolved.require("runtime-version"),
+        accelerator_type=accel,
+        config_type=api_type,
+        topology=topo,
+        spot=spot,
+        preemptible=preemptible,
+        queued=queued,
+        valid_until=nodespec.check_valid_until(valid_until) if valid_until else None,
+        labels=nodespec.parse_labels(labels),
+        network=network,
+        subnetwork=subnetwork,
+        service_account=service_account,
+        startup_script=_read_script(startup_script) if startup_script else None,
+    )
+    api = tpu_api(resolved)
+    with StatusLine(f"creating {name}") as progress:
+        result = lifecycle.ensure(api, spec, progress, wait=not no_wait)
+    _report(spec, result, no_wait)
+
+
+def _read_script(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise TpuctlError(f"cannot read --startup-script {path}: {err.__class__.__name__}") from None
+
+
+def _report(spec: NodeSpec, result: Ensured, no_wait: bool) -> None:
+    name, zone = spec.name, spec.zone
+    what = f"{spec.accelerator()}, {spec.runtime_version}"
+    if no_wait:
+        verb = "creating" if result.created else "exists:"
+        click.echo(f"{verb} {name} ({what}) in {zone}; `tpuctl describe {name}` shows its state")
+        return
+    verb = "created" if result.created else "reused existing"
+    click.echo(f"{verb} {name} ({what}) in {zone}: READY, {_hosts(result.node)}")
+
+
+@click.command("recreate")
+@click.argument("name")
+@project_options
+@zone_option
+def recreate(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None) -> None:
+    """Create NAME again from the spec saved when tpuctl created it.
+
+    A preempted or terminated node is deleted first; a node that is gone
+    (as the service does after preemption) is simply created; a live node
+    with the same spec is left alone.
+    """
+    from tpuctl.cloud import lifecycle, nodespec
+
+    nodespec.check_name(name)
+    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+    spec = nodespec.load_saved(resolved.project, resolved.zone, name, "recreate")
+    api = tpu_api(resolved)
+    with StatusLine(f"recreating {name}") as progress:
+        result = lifecycle.recreate(api, spec, progress)
+    _report(spec, result, no_wait=False)
+
+
+@click.command("delete")
+@click.argument("name")
+@project_options
+@zone_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def delete(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, yes: bool) -> None:
+    """Delete the TPU VM NAME and wait until it is gone (a gone node is not an error)."""
+    from tpuctl.cloud import lifecycle, nodespec
+
+    nodespec.check_name(name)
+    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+    api = tpu_api(resolved)
+    if api.get_node(resolved.zone, name) is None:
+        click.echo(f"{name} does not exist in {resolved.zone}; nothing to delete")
+        return
+    if not yes:
+        _confirm(f"delete TPU node {name} in project {resolved.project}, zone {resolved.zone}?")
+    with StatusLine(f"deleting {name}") as progress:
+        deleted = lifecycle.delete(api, resolved.zone, name, progress)
+    click.echo(f"deleted {name} in {resolved.zone}" if deleted else f"{name} was already gone")
+
+
+def _confirm(question: str) -> None:
+    import sys
+
+    if not sys.stdin.isatty():
+        raise TpuctlError(f"would {question.rstrip('?')}; pass --yes to confirm when not at a terminal")
+    if not click.confirm(question, default=False, err=True):
+        raise TpuctlError("not confirmed; nothing changed", exit_code=FAILED)
+
+
+def _power(name: str, stop: bool, **flags: str | None) -> None:
+    from tpuctl.cloud import lifecycle, nodespec
+
+    nodespec.check_name(name)
+    resolved = resolve(**flags)
+    api = tpu_api(resolved)
+    verb = "stopping" if stop else "starting"
+    with StatusLine(f"{verb} {name}") as progress:
+        changed = lifecycle.change_power(api, resolved.zone, name, stop, progress)
+    target = "STOPPED" if stop else "READY"
+    click.echo(f"{name} is {target}" if changed else f"{name} is already {target}; nothing to do")
+
+
+@click.command("stop")
+@click.argument("name")
+@project_options
+@zone_option
+def stop(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None) -> None:
+    """Stop the TPU VM NAME (single-host nodes); a stopped node is left as it is."""
+    _power(name, True, project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+
+
+@click.command("start")
+@click.argument("name")
+@project_options
+@zone_option
+def start(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None) -> None:
+    """Start the stopped TPU VM NAME; a running node is left as it is."""
+    _power(name, False, project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)

@@ -1,0 +1,127 @@
+"""Google API failures as one line a user can act on.
+
+The raw messages are long, sometimes multi-line, and bury the fix. Each kind
+that users actually hit (API off, missing permission, quota, capacity, bad
+request, refused credentials) gets a message naming the project and zone used
+and a hint with the next command to run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tpuctl.cloud import retry
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+
+# google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
+_REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")
+_PERMISSION = re.compile(r"Permission '([^']+)' denied")
+_CAPACITY_HINT = "try --spot, --queued, or another zone (`tpuctl accelerators --zone Z` shows what a zone offers)"
+
+
+@dataclass(frozen=True)
+class Where:
+    """What was being done, where: every message names it so a wrong --project or --zone shows."""
+
+    action: str  # "create node my-tpu"
+    project: str
+    zone: str | None = None
+    permission: str | None = None  # the IAM permission this call needs
+    service: str = "tpu.googleapis.com"
+
+    def place(self) -> str:
+        return f"project {self.project}" + (f", zone {self.zone}" if self.zone else "")
+
+
+def first_line(text: str, limit: int = 240) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def explain(exc: BaseException, where: Where) -> TpuctlError:
+    """A TpuctlError for any failure of a Google API call (the caller has already retried)."""
+    import requests
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+
+    message = first_line(_REQUEST_PREFIX.sub("", str(getattr(exc, "message", "") or exc)))
+    if isinstance(exc, api.Forbidden):
+        if _service_disabled(exc):
+            return TpuctlError(
+                f"the {where.service} API is not enabled in {where.place()}",
+                hint=f"gcloud services enable {where.service} --project {where.project}",
+                exit_code=FAILED,
+            )
+        permission = _permission(exc) or where.permission or "a permission"
+        return TpuctlError(
+            f"permission denied: {where.action} needs {permission} in {where.place()}",
+            hint="ask an admin for a role that has it (e.g. roles/tpu.admin), or check --project/--zone",
+            exit_code=FAILED,
+        )
+    # A 401 makes google-auth try a refresh; a bare access token cannot, and says so obscurely.
+    if isinstance(exc, (api.Unauthorized, api.Unauthenticated, auth.RefreshError)):
+        return TpuctlError(
+            f"Google refused the credentials while trying to {where.action}",
+            hint="the token may have expired: refresh it or run `gcloud auth application-default login`",
+            exit_code=FAILED,
+        )
+    if isinstance(exc, api.TooManyRequests) and retry.is_quota(exc):
+        return TpuctlError(f"quota exceeded in {where.place()}: {message}", hint=_CAPACITY_HINT, exit_code=FAILED)
+    if isinstance(exc, (api.BadRequest, api.InvalidArgument)):
+        return TpuctlError(f"cannot {where.action} in {where.place()}: {message}", exit_code=USAGE)
+    if isinstance(exc, api.NotFound) and names_location(exc, where):
+        return TpuctlError(
+            f"zone {where.zone} has no Cloud TPUs for project {where.project}",
+            hint="`gcloud compute tpus locations list` or `tpuctl list --all-zones` shows the zones",
+            exit_code=USAGE,
+        )
+    if isinstance(exc, api.NotFound):
+        return TpuctlError(f"cannot {where.action}: not found in {where.place()} ({message})", exit_code=FAILED)
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
+        return TpuctlError(
+            f"cannot reach the Google API to {where.action}: {exc.__class__.__name__}",
+            hint="check the network, or the endpoint settings shown by `tpuctl config show`",
+            exit_code=FAILED,
+        )
+    code = getattr(exc, "code", None)
+    status = f"{code} " if code else ""
+    suffix = " after retries" if retry.is_transient(exc) else ""
+    return TpuctlError(f"cannot {where.action} in {where.place()}: {status}{message}{suffix}", exit_code=FAILED)
+
+
+def operation_failed(code: int, message: str, where: Where) -> TpuctlError:
+    """A long-running operation that ended in error (google.rpc.Status code and message)."""
+    text = first_line(message)
+    if code == 8 and "capacity" in text.lower():  # RESOURCE_EXHAUSTED
+        return TpuctlError(f"no TPU capacity in {where.place()}: {text}", hint=_CAPACITY_HINT, exit_code=FAILED)
+    if code == 8:
+        return TpuctlError(f"quota exceeded in {where.place()}: {text}", hint=_CAPACITY_HINT, exit_code=FAILED)
+    if code == 7:  # PERMISSION_DENIED
+        permission = _PERMISSION.search(text)
+        needed = permission.group(1) if permission else where.permission or "a permission"
+        return TpuctlError(f"permission denied: {where.action} needs {needed} in {where.place()}", exit_code=FAILED)
+    return TpuctlError(f"{where.action} failed in {where.place()}: {text}", exit_code=FAILED)
+
+
+def names_location(exc: BaseException, where: Where) -> bool:
+    """A 404 about the zone itself, not about a node inside it."""
+    if not where.zone:
+        return False
+    location = f"projects/{where.project}/locations/{where.zone}"
+    return re.search(re.escape(location) + r"(?![/\w-])", str(getattr(exc, "message", exc))) is not None
+
+
+def _service_disabled(exc: BaseException) -> bool:
+    if getattr(exc, "reason", None) == "SERVICE_DISABLED":
+        return True
+    text = str(getattr(exc, "message", exc))
+    return "has not been used in project" in text or "it is disabled" in text
+
+
+def _permission(exc: BaseException) -> str | None:
+    metadata = getattr(exc, "metadata", None) or {}
+    if isinstance(metadata, dict) and metadata.get("permission"):
+        return str(metadata["permission"])
+    found = _PERMISSION.search(str(getattr(exc, "message", exc)))
+    return found.group(1) if found else None

@@ -1,0 +1,397 @@
+"""A project's IAM policy: what to grant, what is missing, and a safe read-modify-write.
+
+The pure half (Grant, missing, merge, diff_lines, gcloud_commands) never does I/O,
+so the rules that protect other people's bindings are tested exhaustively:
+
+- a binding is identified by (role, condition); a member joins an existing binding
+  with the same identity, otherwise a new binding is appended;
+- nothing already in the policy is ever removed or reordered, and no member or
+  binding is added twice;
+- a policy that holds any condition is written as version 3.
+
+The I/O half reads with getIamPolicy (requestedPolicyVersion 3, so conditions are
+returned), writes with setIamPolicy carrying the etag it read, and on a conflict
+(someone wrote in between) reads again and recomputes what is still missing.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tpuctl.cloud import retry
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+
+POLICY_VERSION = 3  # the version that can hold conditions
+CONFLICT_ATTEMPTS = 8
+STORAGE_ROLE = "roles/storage.objectAdmin"
+LOGGING_ROLE = "roles/logging.logWriter"
+LEGACY_ROLE = "roles/ml.serviceAgent"
+TITLE_LIMIT = 100  # IAM's limit on a condition title
+
+_ROLE = re.compile(
+    r"(?:roles/[A-Za-z0-9_.]{1,64}"
+    r"|projects/(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]/roles/[A-Za-z0-9_.]{1,64}"
+    r"|organizations/[0-9]{1,20}/roles/[A-Za-z0-9_.]{1,64})\Z"
+)
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\Z")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]\Z")
+
+
+@dataclass(frozen=True)
+class Condition:
+    title: str
+    expression: str
+    description: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        body = {"title": self.title, "expression": self.expression}
+        if self.description:
+            body["description"] = self.description
+        return body
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One member in one binding: what `gcloud projects add-iam-policy-binding` adds."""
+
+    role: str
+    member: str
+    condition: Condition | None = None
+
+    @property
+    def key(self) -> tuple[str, tuple[str, str, str] | None]:
+        return (self.role, _condition_key(self.condition.to_json() if self.condition else None))
+
+
+# Input checks (bad input: exit 2)
+
+
+def check_role(role: str) -> str:
+    role = role.strip()
+    if not _ROLE.match(role):
+        raise TpuctlError(
+            f"--role {role!r} is not a role name",
+            hint="e.g. roles/storage.objectViewer, projects/P/roles/ROLE or organizations/N/roles/ROLE",
+            exit_code=USAGE,
+        )
+    return role
+
+
+def service_account_member(email: str) -> str:
+    """`serviceAccount:EMAIL` for an email given with or without that prefix."""
+    text = email.strip()
+    if text.startswith("serviceAccount:"):
+        text = text[len("serviceAccount:") :]
+    if not _EMAIL.match(text):
+        raise TpuctlError(
+            f"--service-account {email!r} is not a service account email",
+            hint="e.g. my-sa@my-project.iam.gserviceaccount.com",
+            exit_code=USAGE,
+        )
+    return f"serviceAccount:{text.lower()}"
+
+
+def bucket_of(model_dir: str) -> str:
+    """The bucket of a gs://bucket/path model dir."""
+    if not model_dir.startswith("gs://"):
+        raise TpuctlError(f"model dir {model_dir!r} is not a gs:// path", hint="e.g. --model-dir gs://my-bucket/runs", exit_code=USAGE)
+    bucket = model_dir[len("gs://") :].split("/", 1)[0]
+    if not _BUCKET.match(bucket):
+        raise TpuctlError(f"model dir {model_dir!r} does not name a bucket", hint="e.g. --model-dir gs://my-bucket/runs", exit_code=USAGE)
+    return bucket
+
+
+def bucket_condition(bucket: str) -> Condition:
+    """Objects (and the bucket itself) of one bucket: IAM's resource names for Cloud Storage."""
+    resource = f"projects/_/buckets/{bucket}"
+    expression = f'resource.name == "{resource}" || resource.name.startsWith("{resource}/")'
+    return Condition(title=f"tpuctl-model-dir-{bucket}"[:TITLE_LIMIT], expression=expression)
+
+
+def job_grants(members: Sequence[str], bucket: str | None, extra_roles: Sequence[str] = ()) -> list[Grant]:
+    """What a TPU job needs: write the model dir (limited to its bucket when known), write logs, plus --role."""
+    condition = bucket_condition(bucket) if bucket else None
+    grants: list[Grant] = []
+    for member in members:
+        grants.append(Grant(STORAGE_ROLE, member, condition))
+        grants.append(Grant(LOGGING_ROLE, member))
+        grants.extend(Grant(role, member) for role in extra_roles)
+    return unique(grants)
+
+
+def legacy_grants(members: Sequence[str], extra_roles: Sequence[str] = ()) -> list[Grant]:
+    grants = [Grant(role, member) for member in members for role in (LEGACY_ROLE, *extra_roles)]
+    return unique(grants)
+
+
+# Pure policy functions
+
+
+def _condition_key(condition: Any) -> tuple[str, str, str] | None:
+    if not condition:
+        return None
+    if not isinstance(condition, dict):
+        return ("", str(condition), "")
+    return (
+        str(condition.get("expression", "")),
+        str(condition.get("title", "")),
+        str(condition.get("description", "")),
+    )
+
+
+def binding_key(binding: dict[str, Any]) -> tuple[str, tuple[str, str, str] | None]:
+    return (str(binding.get("role", "")), _condition_key(binding.get("condition")))
+
+
+def member_key(member: str) -> str:
+    """Members compare with the email part case-insensitive, as IAM stores them."""
+    kind, sep, rest = member.partition(":")
+    return f"{kind}:{rest.lower()}" if sep else member
+
+
+def unique(grants: Iterable[Grant]) -> list[Grant]:
+    """Grants in first-seen order, each (role, condition, member) once."""
+    seen: set[tuple[Any, str]] = set()
+    out: list[Grant] = []
+    for grant in grants:
+        ident = (grant.key, member_key(grant.member))
+        if ident not in seen:
+            seen.add(ident)
+            out.append(grant)
+    return out
+
+
+def _bindings(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    found = policy.get("bindings") or []
+    return [b for b in found if isinstance(b, dict)]
+
+
+def present(policy: dict[str, Any]) -> set[tuple[Any, str]]:
+    """Every (binding identity, member) the policy grants."""
+    return {(binding_key(b), member_key(str(m))) for b in _bindings(policy) for m in b.get("members") or []}
+
+
+def missing(policy: dict[str, Any], grants: Iterable[Grant]) -> list[Grant]:
+    """The grants the policy does not have yet, in order, without repeats."""
+    have = present(policy)
+    return [g for g in unique(grants) if (g.key, member_key(g.member)) not in have]
+
+
+def merge(policy: dict[str, Any], grants: Iterable[Grant]) -> dict[str, Any]:
+    """A new policy: the old one (untouched: etag, auditConfigs, order) plus the grants."""
+    merged = copy.deepcopy(policy)
+    bindings = merged.setdefault("bindings", [])
+    if bindings is None:
+        bindings = merged["bindings"] = []
+    index: dict[Any, dict[str, Any]] = {}
+    for binding in bindings:
+        if isinstance(binding, dict):
+            index.setdefault(binding_key(binding), binding)  # the first of any duplicates takes members
+    for grant in missing(policy, grants):
+        binding = index.get(grant.key)
+        if binding is None:
+            binding = {"role": grant.role, "members": []}
+            if grant.condition:
+                binding["condition"] = grant.condition.to_json()
+            bindings.append(binding)
+            index[grant.key] = binding
+        members = binding.setdefault("members", [])
+        if member_key(grant.member) not in {member_key(str(m)) for m in members}:
+            members.append(grant.member)
+    if any(isinstance(b, dict) and b.get("condition") for b in bindings):
+        merged["version"] = POLICY_VERSION
+    return merged
+
+
+def diff_lines(grants: Iterable[Grant]) -> list[str]:
+    """`+ ROLE  MEMBER[  if TITLE]`: one line per member added (documented in docs/auth.md)."""
+    lines = []
+    for grant in grants:
+        line = f"+ {grant.role}  {grant.member}"
+        if grant.condition:
+            line += f"  if {grant.condition.title}"
+        lines.append(line)
+    return lines
+
+
+def gcloud_command(project: str, grant: Grant) -> str:
+    words = [
+        "gcloud projects add-iam-policy-binding",
+        shlex.quote(project),
+        f"--member={shlex.quote(grant.member)}",
+        f"--role={shlex.quote(grant.role)}",
+    ]
+    if grant.condition:
+        spec = f"expression={grant.condition.expression},title={grant.condition.title}"
+        if grant.condition.description:
+            spec += f",description={grant.condition.description}"
+        words.append(f"--condition={shlex.quote(spec)}")
+    return " ".join(words)
+
+
+def gcloud_commands(project: str, grants: Iterable[Grant]) -> list[str]:
+    return [gcloud_command(project, grant) for grant in grants]
+
+
+# Read-modify-write
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    written: list[Grant]  # what our successful setIamPolicy added; empty when nothing was left to add
+    policy: dict[str, Any]  # the policy as last seen (the written one, or the one that needed nothing)
+    conflicts: int  # how many times someone else wrote between our read and our write
+
+
+def is_conflict(exc: BaseException) -> bool:
+    from google.api_core import exceptions as api
+
+    return isinstance(exc, (api.Conflict, api.PreconditionFailed))
+
+
+def read_modify_write(
+    read: Callable[[], dict[str, Any]],
+    write: Callable[[dict[str, Any]], dict[str, Any]],
+    grants: Sequence[Grant],
+    *,
+    first: dict[str, Any] | None = None,
+    attempts: int = CONFLICT_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+    on_conflict: Callable[[int], None] | None = None,
+) -> WriteResult:
+    """Add the missing grants with the etag just read; on a conflict read again and recompute.
+
+    `first` is a policy already read (the one whose diff the user approved). What is
+    still missing after a conflict is always a subset of what was approved.
+    """
+    policy = first if first is not None else read()
+    conflicts = 0
+    for attempt in range(attempts):
+        todo = missing(policy, grants)
+        if not todo:
+            return WriteResult([], policy, conflicts)
+        if not policy.get("etag"):
+            raise TpuctlError(
+                "getIamPolicy returned a policy without an etag; refusing to write it blindly",
+                hint="retry later; a write without an etag could remove someone else's binding",
+                exit_code=FAILED,
+            )
+        try:
+            written = write(merge(policy, todo))
+        except Exception as exc:
+            if not is_conflict(exc) or attempt == attempts - 1:
+                raise
+            conflicts += 1
+            if on_conflict:
+                on_conflict(conflicts)
+            sleep(retry.backoff(attempt))
+            policy = read()
+            continue
+        return WriteResult(todo, written or merge(policy, todo), conflicts)
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+class ProjectIam:
+    """getIamPolicy / setIamPolicy of one project through Cloud Resource Manager v1."""
+
+    def __init__(self, identity: Any, endpoint: str, project: str) -> None:
+        from tpuctl.cloud.rest import RestApi
+
+        self.api = RestApi(identity, endpoint)
+        self.project = project
+
+    def _where(self, action: str, permission: str) -> Any:
+        from tpuctl.cloud.api_errors import Where
+
+        return Where(action, self.project, None, permission, "cloudresourcemanager.googleapis.com")
+
+    def _read(self) -> dict[str, Any]:
+        body = {"options": {"requestedPolicyVersion": POLICY_VERSION}}
+        return self.api.call("POST", f"v1/projects/{self.project}:getIamPolicy", body)
+
+    def _write(self, policy: dict[str, Any]) -> dict[str, Any]:
+        # Retrying a write is safe: it carries the etag, so a repeat after a lost reply
+        # meets a conflict, and the re-read shows the bindings already there.
+        return self.api.call("POST", f"v1/projects/{self.project}:setIamPolicy", {"policy": policy})
+
+    def read(self) -> dict[str, Any]:
+        """The policy with conditions (version 3) and its etag; failures as one TpuctlError."""
+        try:
+            return self._read()
+        except Exception as exc:
+            if is_api_failure(exc):
+                raise self._explain(exc, writing=False) from None
+            raise
+
+    def write(self, policy: dict[str, Any]) -> dict[str, Any]:
+        """setIamPolicy; a conflict stays an api_core exception so the caller can re-read."""
+        try:
+            return self._write(policy)
+        except Exception as exc:
+            if is_api_failure(exc) and not is_conflict(exc):
+                raise self._explain(exc, writing=True) from None
+            raise
+
+    def add(
+        self,
+        grants: Sequence[Grant],
+        *,
+        first: dict[str, Any] | None = None,
+        on_conflict: Callable[[int], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> WriteResult:
+        try:
+            return read_modify_write(self.read, self.write, grants, first=first, on_conflict=on_conflict, sleep=sleep)
+        except Exception as exc:
+            if is_conflict(exc):
+                raise self._explain(exc, writing=True) from None
+            raise
+
+    def _explain(self, exc: BaseException, *, writing: bool) -> TpuctlError:
+        from tpuctl.cloud.api_errors import explain
+
+        refused = refused_credentials(exc, "update the IAM policy" if writing else "read the IAM policy")
+        if refused:
+            return refused
+        if writing:
+            if is_conflict(exc):
+                return TpuctlError(
+                    f"the IAM policy of project {self.project} kept changing while tpuctl tried to update it",
+                    hint="re-run `tpuctl auth`; it only adds what is still missing",
+                    exit_code=FAILED,
+                )
+            return explain(exc, self._where("update the IAM policy", "resourcemanager.projects.setIamPolicy"))
+        return explain(exc, self._where("read the IAM policy", "resourcemanager.projects.getIamPolicy"))
+
+
+def refused_credentials(exc: BaseException, action: str) -> TpuctlError | None:
+    """A 401 that google-auth then failed to fix by refreshing (a stale token file, a revoked login).
+
+    The library's own message lists which credential fields are missing; the user needs
+    to know that the login is the problem and how to renew it.
+    """
+    from google.auth import exceptions as auth
+
+    if not isinstance(exc, auth.RefreshError):
+        return None
+    from tpuctl.cloud.credentials import LOGIN_HINT
+
+    return TpuctlError(
+        f"Google refused the credentials while trying to {action}",
+        hint=f"the token may have expired: {LOGIN_HINT}",
+        exit_code=FAILED,
+    )
+
+
+def is_api_failure(exc: BaseException) -> bool:
+    import requests
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+
+    return isinstance(exc, (api.GoogleAPICallError, requests.RequestException, auth.GoogleAuthError))

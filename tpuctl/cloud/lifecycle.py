@@ -1,0 +1,224 @@
+"""TPU node lifecycle with idempotent steps: each one first looks at what exists.
+
+`create` reuses a node with the same spec, `delete` of a gone node and `stop`
+of a stopped node are no-ops, and every wait polls the node itself (not only
+the operation) so a create whose reply was lost, or one started by an earlier
+interrupted run, is still followed to READY.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tpuctl.cloud import nodespec
+from tpuctl.cloud.api_errors import Where, operation_failed
+from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.tpu import TpuApi
+from tpuctl.errors import FAILED, TpuctlError
+
+if TYPE_CHECKING:
+    from google.cloud import tpu_v2
+
+# (state, seconds since the wait began) -> shown to the user
+Progress = Callable[[str, float], None]
+LOST_STATES = ("PREEMPTED", "TERMINATED")
+FIRST_POLL_S = 0.1
+MAX_POLL_S = 5.0
+QUEUED_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
+
+
+def state_name(node: tpu_v2.Node) -> str:
+    return node.state.name
+
+
+def health_name(node: tpu_v2.Node) -> str:
+    return node.health.name if node.health else "HEALTH_UNSPECIFIED"
+
+
+def is_ready(node: tpu_v2.Node) -> bool:
+    return state_name(node) == "READY" and health_name(node) == "HEALTHY"
+
+
+def _polls(sleep: Callable[[float], None]) -> Callable[[], None]:
+    """Short polls first (stand-ins and quick operations), backing off to MAX_POLL_S for long creates."""
+    interval = [FIRST_POLL_S]
+
+    def wait() -> None:
+        sleep(interval[0])
+        interval[0] = min(MAX_POLL_S, interval[0] * 1.6)
+
+    return wait
+
+
+@dataclass(frozen=True)
+class Ensured:
+    node: tpu_v2.Node
+    created: bool  # False when an existing node with the same spec was reused
+
+
+def ensure(api: TpuApi, spec: NodeSpec, progress: Progress, *, wait: bool = True, sleep: Callable[[float], None] = time.sleep) -> Ensured:
+    """The node as specified: reused when it exists with this spec, created otherwise."""
+    existing = api.get_node(spec.zone, spec.name)
+    if existing is not None:
+        _check_reusable(spec, existing)
+        if nodespec.load(spec.project, spec.zone, spec.name) is None:
+            nodespec.save(spec)
+        node = wait_ready(api, spec, None, progress, sleep=sleep) if wait else existing
+        return Ensured(node, created=False)
+    operation: str | None = None
+    if spec.queued:
+        api.create_queued(spec.zone, spec.name, spec.to_queued())
+    else:
+        operation = api.create_node(spec.zone, spec.name, spec.to_node())
+        if operation is None:
+            # 409: our own earlier attempt (a lost reply) or someone else's node.
+            raced = api.get_node(spec.zone, spec.name)
+            if raced is not None:
+                _check_reusable(spec, raced)
+    nodespec.save(spec)
+    if not wait:
+        found = api.get_node(spec.zone, spec.name)
+        from google.cloud import tpu_v2
+
+        return Ensured(found or tpu_v2.Node(name=api.node_path(spec.zone, spec.name)), created=True)
+    if spec.queued:
+        wait_queued(api, spec, progress, sleep=sleep)
+    return Ensured(wait_ready(api, spec, operation, progress, sleep=sleep), created=True)
+
+
+def _check_reusable(spec: NodeSpec, node: tpu_v2.Node) -> None:
+    differences = spec.differences(node)
+    if differences:
+        raise TpuctlError(
+            f"node {spec.name} already exists in zone {spec.zone} with a different spec: " + "; ".join(differences),
+            hint="delete it first (`tpuctl delete`) or choose another name",
+            exit_code=FAILED,
+        )
+    if state_name(node) in LOST_STATES:
+        raise TpuctlError(
+            f"node {spec.name} exists but is {state_name(node)}",
+            hint=f"`tpuctl recreate {spec.name}` deletes and creates it again",
+            exit_code=FAILED,
+        )
+
+
+def wait_ready(
+    api: TpuApi, spec: NodeSpec, operation: str | None, progress: Progress, *, sleep: Callable[[float], None] = time.sleep
+) -> tpu_v2.Node:
+    """Poll until READY and HEALTHY; a failed operation or a vanished node ends the wait with its reason."""
+    where = Where(f"create node {spec.name}", spec.project, spec.zone, "tpu.nodes.create")
+    started = time.monotonic()
+    pause = _polls(sleep)
+    while True:
+        if operation is not None:
+            done = api.operation(spec.zone, operation)
+            if done.done and done.HasField("error"):
+                raise operation_failed(done.error.code, done.error.message, where)
+            if done.done:
+                operation = None
+        node = api.get_node(spec.zone, spec.name)
+        elapsed = time.monotonic() - started
+        if node is None:
+            if operation is None:
+                raise TpuctlError(
+                    f"node {spec.name} disappeared while it was being created in zone {spec.zone}",
+                    hint="the service may have run out of capacity or preempted it; try again, --spot, or another zone",
+                    exit_code=FAILED,
+                )
+            progress("CREATING", elapsed)
+        else:
+            state = state_name(node)
+            progress(state if state != "READY" or is_ready(node) else f"READY, {health_name(node)}", elapsed)
+            if is_ready(node):
+                return node
+            if state in LOST_STATES:
+                raise TpuctlError(f"node {spec.name} became {state} while starting", exit_code=FAILED)
+        pause()
+
+
+def wait_queued(api: TpuApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    """A queued resource waits (possibly hours) for capacity; follow it until its node exists."""
+    started = time.monotonic()
+    pause = _polls(sleep)
+    while True:
+        resource = api.get_queued(spec.zone, spec.name)
+        if resource is None:
+            raise TpuctlError(f"queued resource {spec.name} disappeared in zone {spec.zone}", exit_code=FAILED)
+        state = resource.state.state.name
+        progress(f"queued: {state}", time.monotonic() - started)
+        if state == "ACTIVE":
+            return
+        if state not in QUEUED_WAITING:
+            raise TpuctlError(
+                f"queued resource {spec.name} is {state} in zone {spec.zone}",
+                hint="`--valid-until` may have passed; delete it and queue again",
+                exit_code=FAILED,
+            )
+        pause()
+
+
+def delete(api: TpuApi, zone: str, name: str, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Delete and wait until gone; False when there was nothing to delete."""
+    operation = api.delete_node(zone, name)
+    if operation is None:
+        return False
+    where = Where(f"delete node {name}", api.project, zone, "tpu.nodes.delete")
+    started = time.monotonic()
+    pause = _polls(sleep)
+    while True:
+        if operation:
+            done = api.operation(zone, operation)
+            if done.done and done.HasField("error"):
+                raise operation_failed(done.error.code, done.error.message, where)
+        node = api.get_node(zone, name)
+        if node is None:
+            return True
+        progress(state_name(node), time.monotonic() - started)
+        pause()
+
+
+def change_power(api: TpuApi, zone: str, name: str, stop: bool, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Stop or start and wait for the end state; False when the node is already there."""
+    node = api.get_node(zone, name)
+    if node is None:
+        raise TpuctlError(f"no node {name} in zone {zone} of project {api.project}", hint="`tpuctl list` shows the nodes", exit_code=FAILED)
+    target = "STOPPED" if stop else "READY"
+    if state_name(node) == target:
+        return False
+    verb = "stop" if stop else "start"
+    operation = api.stop_node(zone, name) if stop else api.start_node(zone, name)
+    where = Where(f"{verb} node {name}", api.project, zone, f"tpu.nodes.{verb}")
+    started = time.monotonic()
+    pause = _polls(sleep)
+    while True:
+        if operation is not None:
+            done = api.operation(zone, operation)
+            if done.done and done.HasField("error"):
+                raise operation_failed(done.error.code, done.error.message, where)
+        node = api.get_node(zone, name)
+        if node is None:
+            raise TpuctlError(f"node {name} disappeared while trying to {verb} it", exit_code=FAILED)
+        progress(state_name(node), time.monotonic() - started)
+        if state_name(node) == target:
+            return True
+        pause()
+
+
+def recreate(api: TpuApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> Ensured:
+    """From the saved spec: a lost (preempted, terminated, deleted) node is replaced; a live one is kept."""
+    existing = api.get_node(spec.zone, spec.name)
+    if existing is not None and state_name(existing) in LOST_STATES:
+        progress(f"deleting {state_name(existing)} node", 0.0)
+        delete(api, spec.zone, spec.name, progress, sleep=sleep)
+    if spec.queued and api.get_node(spec.zone, spec.name) is None:
+        # The queued resource of a lost node stays behind and keeps its id taken.
+        pause = _polls(sleep)
+        if api.get_queued(spec.zone, spec.name) is not None:
+            api.delete_queued(spec.zone, spec.name)
+            while api.get_queued(spec.zone, spec.name) is not None:
+                progress("deleting the old queued resource", 0.0)
+                pause()
+    return ensure(api, spec, progress, sleep=sleep)

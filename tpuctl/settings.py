@@ -1,0 +1,179 @@
+"""Cloud settings (project, zone, accelerator, endpoints…) and where each value came from.
+
+One precedence order for every setting: flag > `TPUCTL_*` environment variable >
+`./tpuctl.toml` > the user config file > gcloud's active configuration > the
+built-in default. Each value keeps its source so `tpuctl config show` and error
+messages can say which layer to fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpuctl import config, gcloud_config
+from tpuctl.errors import TpuctlError
+
+SECTION = "cloud"
+
+_PROJECT = re.compile(r"(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
+_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]\Z")
+_ACCELERATOR = re.compile(r"v[0-9]+[a-z]*-[0-9]+\Z")
+_RUNTIME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
+_BUCKET_PATH = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?\Z")
+_URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?\Z")
+
+
+def _check(pattern: re.Pattern[str], example: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        return None if pattern.match(value) else f"e.g. {example}"
+
+    return check
+
+
+def _file(value: str) -> str | None:
+    return None if value.strip() else "a file path"
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # as written in tpuctl.toml and shown by `config show`
+    help: str
+    check: Callable[[str], str | None]  # None when fine, else what a good value looks like
+    default: str | None = None
+    gcloud: tuple[str, str] | None = None  # (section, property) in gcloud's configuration
+
+    @property
+    def env(self) -> str:
+        return "TPUCTL_" + self.key.upper().replace("-", "_")
+
+    @property
+    def attr(self) -> str:
+        return self.key.replace("-", "_")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("project", "Google Cloud project id", _check(_PROJECT, "my-project"), gcloud=("core", "project")),
+    Setting("zone", "zone of the TPU VMs", _check(_ZONE, "us-central2-b"), gcloud=("compute", "zone")),
+    Setting("accelerator-type", "TPU accelerator type for new nodes", _check(_ACCELERATOR, "v4-8"), "v4-8"),
+    Setting(
+        "runtime-version",
+        "TPU VM software version for new nodes",
+        _check(_RUNTIME, "tpu-ubuntu2204-base"),
+        "tpu-ubuntu2204-base",
+    ),
+    Setting("model-dir", "default bucket path for checkpoints and summaries", _check(_BUCKET_PATH, "gs://my-bucket/runs")),
+    Setting("tpu-endpoint", "Cloud TPU API endpoint", _check(_URL, "https://tpu.googleapis.com"), "https://tpu.googleapis.com"),
+    Setting(
+        "resourcemanager-endpoint",
+        "Cloud Resource Manager API endpoint",
+        _check(_URL, "https://cloudresourcemanager.googleapis.com"),
+        "https://cloudresourcemanager.googleapis.com",
+    ),
+    Setting("ml-endpoint", "AI Platform (legacy) API endpoint", _check(_URL, "https://ml.googleapis.com"), "https://ml.googleapis.com"),
+    Setting(
+        "serviceusage-endpoint",
+        "Service Usage API endpoint",
+        _check(_URL, "https://serviceusage.googleapis.com"),
+        "https://serviceusage.googleapis.com",
+    ),
+    Setting("token-uri", "OAuth token endpoint for credential refresh", _check(_URL, "https://oauth2.googleapis.com/token")),
+    Setting("access-token-file", "file holding a ready bearer token, used instead of ADC", _file),
+    Setting("credentials", "service-account or authorized-user JSON key file, used instead of ADC", _file),
+)
+BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+BY_KEY_ATTR: dict[str, Setting] = {s.attr: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class Value:
+    value: str | None
+    source: str  # "--zone", "TPUCTL_ZONE", "/path/tpuctl.toml", "gcloud configuration 'x'", "default", "unset"
+
+
+class Settings:
+    """Resolved settings; attribute access gives the value, `source(key)` its layer."""
+
+    def __init__(self, values: Mapping[str, Value]) -> None:
+        self._values = dict(values)
+
+    def get(self, key: str) -> str | None:
+        return self._values[key].value
+
+    def source(self, key: str) -> str:
+        return self._values[key].source
+
+    def items(self) -> list[tuple[Setting, Value]]:
+        return [(s, self._values[s.key]) for s in SETTINGS]
+
+    def require(self, key: str) -> str:
+        value = self.get(key)
+        if value is None:
+            setting = BY_KEY[key]
+            raise TpuctlError(
+                f"no {key} set",
+                hint=f"pass --{key}, set {setting.env}, or run `tpuctl init`",
+            )
+        return value
+
+    @property
+    def project(self) -> str:
+        return self.require("project")
+
+    @property
+    def zone(self) -> str:
+        return self.require("zone")
+
+
+def file_values(path: Path) -> dict[str, object]:
+    """The `[cloud]` table of one config file, with unknown keys refused."""
+    table = config.read_file(path).get(SECTION, {})
+    if not isinstance(table, dict):
+        raise TpuctlError(f"{path}: [{SECTION}] must be a table")
+    for key in table:
+        if key not in BY_KEY:
+            raise TpuctlError(f"{path}: unknown setting {SECTION}.{key}", hint=f"known: {', '.join(BY_KEY)}")
+    return table
+
+
+def resolve(flags: Mapping[str, str | None] | None = None) -> Settings:
+    """Every setting from the highest layer that has it, each value checked and named by its layer."""
+    flags = flags or {}
+    layers: list[tuple[str, Mapping[str, object]]] = []
+    # config_files() is lowest first: user file, then ./tpuctl.toml.
+    for path in reversed(config.config_files()):
+        layers.append((str(path), file_values(path)))
+    values: dict[str, Value] = {}
+    for setting in SETTINGS:
+        values[setting.key] = _pick(setting, flags, layers)
+    return Settings(values)
+
+
+def _pick(setting: Setting, flags: Mapping[str, str | None], layers: list[tuple[str, Mapping[str, object]]]) -> Value:
+    flag = flags.get(setting.attr)
+    if flag is not None:
+        return _checked(setting, flag, f"--{setting.key}")
+    env = os.environ.get(setting.env, "")
+    if env.strip():
+        return _checked(setting, env.strip(), setting.env)
+    for source, table in layers:
+        if setting.key in table:
+            raw = table[setting.key]
+            if not isinstance(raw, str):
+                raise TpuctlError(f"{source}: {SECTION}.{setting.key} must be a string, not {raw!r}")
+            return _checked(setting, raw, source)
+    if setting.gcloud:
+        found = gcloud_config.read_property(*setting.gcloud)
+        if found:
+            return _checked(setting, found.value, found.origin)
+    return Value(setting.default, "default" if setting.default is not None else "unset")
+
+
+def _checked(setting: Setting, value: str, source: str) -> Value:
+    problem = setting.check(value)
+    if problem:
+        raise TpuctlError(f"{setting.key} {value!r} from {source} is not valid", hint=problem)
+    return Value(value, source)
