@@ -26,3 +26,4 @@ docs: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/launch_overhead.py
+	$(BIN)/python benchmarks/list_nodes.py

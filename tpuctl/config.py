@@ -1,5 +1,8 @@
 """Settings files: `./tpuctl.toml` over the user's config file, per command section.
 
+Cloud settings (`[cloud]`, with env vars and gcloud as further layers) are
+resolved by tpuctl.settings; this module reads and edits the files.
+
 Precedence, highest first: a flag on the command line, `./tpuctl.toml`, the
 user config file (`~/.config/tpuctl/config.toml` on Linux), the built-in
 default. Values arrive as click's `default_map`, so click validates them

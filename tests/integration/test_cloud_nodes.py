@@ -225,3 +225,27 @@ def test_tpuctl_never_imports_google_cloud_for_help() -> None:
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_key_file_and_adc_user_credentials(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    """A service-account key (--credentials) and a user's ADC file (GOOGLE_APPLICATION_CREDENTIALS, token via TPUCTL_TOKEN_URI)."""
+    from tests.standins.fixtures import write_authorized_user, write_service_account_key
+
+    g = google_standin
+    g.add_ready_nodes(ZONE, 2)
+    env = {k: v for k, v in cli.env.items() if k != "TPUCTL_ACCESS_TOKEN_FILE"}
+    key = write_service_account_key(g, tmp_path / "key.json")
+    with_key = run_tpuctl("list", "--credentials", str(key), "--json", env=env, cwd=tmp_path)
+    assert with_key.returncode == 0, with_key.stderr
+    assert len(json.loads(with_key.stdout)) == 2
+    user = write_authorized_user(g, tmp_path / "adc.json")
+    with_adc = run_tpuctl("describe", "bench-0000", env={**env, "GOOGLE_APPLICATION_CREDENTIALS": str(user)}, cwd=tmp_path)
+    assert with_adc.returncode == 0, with_adc.stderr
+    assert g.count("POST", "/token") >= 1, "the user's refresh token must be exchanged at the overridden token URI"
+    secrets = [g.token, g.refresh_token, g.client_secret, *key.read_text().split("\\n")[1:4]]
+    for text in (with_key.stdout, with_key.stderr, with_adc.stdout, with_adc.stderr):
+        assert not any(secret in text for secret in secrets)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nSECRETSTUFF')
+    refused = run_tpuctl("list", "--credentials", str(broken), env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "SECRETSTUFF" not in refused.stderr

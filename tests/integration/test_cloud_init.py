@@ -1,0 +1,109 @@
+"""`tpuctl init` against the stand-in: answers checked with the API, files written once and kept intact."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_tpuctl, tpuctl_cmd
+from tests.standins.fixtures import standin_env
+from tests.standins.google_apis import GoogleStandin
+from tpuctl import config
+
+FLAGS = ("--zone", "us-central2-b", "--accelerator-type", "v4-8", "--runtime-version", "tpu-vm-tf-2.18.0-pjrt")
+
+
+@pytest.fixture
+def env(google_standin: GoogleStandin, tmp_path: Path) -> dict[str, str]:
+    return standin_env(google_standin, tmp_path)
+
+
+def user_file(env: dict[str, str]) -> Path:
+    return Path(env["XDG_CONFIG_HOME"]) / "tpuctl" / "config.toml"
+
+
+def test_init_writes_once_then_changes_nothing(env: dict[str, str], tmp_path: Path) -> None:
+    target = user_file(env)
+    target.parent.mkdir(parents=True)
+    target.write_text("# mine\n[launch]\nworkers = 4\n")
+    first = run_tpuctl("init", "--yes", *FLAGS, "--model-dir", "gs://my-bucket/runs", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.endswith(f"wrote {target}\n")
+    assert target.read_text().startswith("# mine\n[launch]\nworkers = 4\n")
+    assert config.read_file(target)["cloud"] == {
+        "project": "tpuctl-test",
+        "zone": "us-central2-b",
+        "accelerator-type": "v4-8",
+        "runtime-version": "tpu-vm-tf-2.18.0-pjrt",
+        "model-dir": "gs://my-bucket/runs",
+    }
+    before = target.read_bytes()
+    again = run_tpuctl("init", "--yes", env=env, cwd=tmp_path)  # every value now comes from the file itself
+    assert again.returncode == 0, again.stderr
+    assert "already has these values; nothing changed" in again.stdout
+    assert target.read_bytes() == before
+    shown = run_tpuctl("config", "show", env=env, cwd=tmp_path)
+    runtime_row = next(line for line in shown.stdout.splitlines() if line.startswith("runtime-version"))
+    assert runtime_row.split() == ["runtime-version", "tpu-vm-tf-2.18.0-pjrt", str(target)]
+
+
+def test_defaults_come_from_gcloud(env: dict[str, str], tmp_path: Path) -> None:
+    del env["TPUCTL_PROJECT"]
+    gcloud = Path(env["CLOUDSDK_CONFIG"])
+    (gcloud / "configurations").mkdir(parents=True, exist_ok=True)
+    (gcloud / "active_config").write_text("default")
+    (gcloud / "configurations" / "config_default").write_text("[core]\nproject = tpuctl-test\n[compute]\nzone = us-central2-b\n")
+    result = run_tpuctl("init", "--yes", "--here", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert config.read_file(tmp_path / "tpuctl.toml")["cloud"] == {
+        "project": "tpuctl-test",
+        "zone": "us-central2-b",
+        "accelerator-type": "v4-8",
+        "runtime-version": "tpu-ubuntu2204-base",
+    }
+    assert not user_file(env).exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (("--zone", "mars-north1-a"), "zone mars-north1-a has no Cloud TPUs for project tpuctl-test (choose one of: "),
+        (("--zone", "us-central2-b", "--accelerator-type", "v5p-8"), "accelerator type v5p-8 is not offered in us-central2-b (choose one of: v4-8, v4-16"),
+        (("--zone", "us-central2-b", "--runtime-version", "tpu-vm-tf-1.15"), "runtime version tpu-vm-tf-1.15 does not exist in us-central2-b (choose one of: "),
+        (("--zone", "us-central2-b", "--model-dir", "/tmp/x"), "model-dir '/tmp/x' from --model-dir is not valid"),
+    ],
+)
+def test_bad_answers_list_the_choices_and_write_nothing(env: dict[str, str], tmp_path: Path, flags: tuple[str, ...], words: str) -> None:
+    result = run_tpuctl("init", "--yes", *flags, env=env, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert words in result.stderr
+    assert not user_file(env).exists()
+
+
+def test_dry_run_and_no_terminal(env: dict[str, str], tmp_path: Path) -> None:
+    dry = run_tpuctl("init", "--yes", "--dry-run", *FLAGS, env=env, cwd=tmp_path)
+    assert dry.returncode == 0 and "(dry run:" in dry.stdout and not user_file(env).exists()
+    asked = run_tpuctl("init", *FLAGS, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert asked.returncode == 2 and "stdin is not a terminal" in asked.stderr
+
+
+def test_questions_on_a_terminal_take_the_suggested_defaults(env: dict[str, str], tmp_path: Path) -> None:
+    """Enter five times: project, zone, accelerator, runtime and the optional bucket keep their suggestions."""
+    primary, secondary = os.openpty()
+    os.write(primary, b"\n" + b"us-central2-b\n" + b"\n\n\n")
+    try:
+        done = subprocess.run(tpuctl_cmd("init"), stdin=secondary, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    finally:
+        os.close(secondary)
+        os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert "Google Cloud project id (project) [tpuctl-test]:" in done.stderr
+    assert config.read_file(user_file(env))["cloud"] == {
+        "project": "tpuctl-test",
+        "zone": "us-central2-b",
+        "accelerator-type": "v4-8",
+        "runtime-version": "tpu-ubuntu2204-base",
+    }
