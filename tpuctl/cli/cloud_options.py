@@ -11,6 +11,7 @@ from tpuctl import settings
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.tpu_reader import TpuReader
 
 F = TypeVar("F", bound=Callable[..., Any])
 CREDENTIAL_KEYS = ("project", "credentials", "access_token_file")
@@ -50,3 +51,12 @@ def tpu_api(resolved: settings.Settings) -> TpuApi:
     identity = credentials.load(resolved)
     credentials.check_token(identity)
     return TpuApi(identity, resolved)
+
+
+def tpu_reader(resolved: settings.Settings) -> TpuReader:
+    """For read-only views: plain HTTP, no google-cloud-tpu import (see tpuctl.cloud.tpu_reader)."""
+    from tpuctl.cloud import credentials
+    from tpuctl.cloud.tpu_reader import TpuReader
+
+    resolved.require("project")
+    return TpuReader(credentials.bearer_token(resolved), resolved)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -70,9 +69,3 @@ def age(seconds: float) -> str:
         return f"{seconds / 3600:.0f}h"
     return f"{seconds / 86400:.0f}d"
 
-
-def since(stamp: Any) -> str:
-    """Age of a protobuf/datetime timestamp, '' when unset."""
-    if not stamp:
-        return ""
-    return age(max(0.0, time.time() - stamp.timestamp()))

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from tpuctl import config, settings
-from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
-from tpuctl.cloud.tpu import TpuApi, short_zone_list
+from tpuctl.cli.cloud_options import project_options, resolve, tpu_reader, zone_option
+from tpuctl.cloud.tpu_reader import TpuReader
 from tpuctl.errors import TpuctlError
 
 WRITTEN = ("project", "zone", "accelerator-type", "runtime-version", "model-dir")
@@ -59,7 +59,7 @@ def init(
         if not chosen[key]:
             raise TpuctlError(f"no {key} given", hint=f"pass --{key}")
     answers = settings.resolve({k.replace("-", "_"): v for k, v in chosen.items() if v} | _creds(credentials, access_token_file))
-    _validate(tpu_api(answers), answers)
+    _validate(tpu_reader(answers), answers)
     target = Path.cwd() / config.PROJECT_FILE if here else config.config_files()[0]
     values = {key: value for key, value in chosen.items() if value}
     for key, value in values.items():
@@ -83,17 +83,22 @@ def _ask(key: str, default: str | None) -> str | None:
     return answer or None
 
 
-def _validate(api: TpuApi, answers: settings.Settings) -> None:
+def short_list(items: list[str], limit: int = 12) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f", … ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def _validate(api: TpuReader, answers: settings.Settings) -> None:
     """The zone exists, offers the accelerator type, and knows the runtime version — else list the choices."""
     zone = answers.zone
     zones = api.zones()
     if zone not in zones:
-        raise TpuctlError(f"zone {zone} has no Cloud TPUs for project {api.project}", hint=f"choose one of: {short_zone_list(zones)}")
+        raise TpuctlError(f"zone {zone} has no Cloud TPUs for project {api.project}", hint=f"choose one of: {short_list(zones)}")
     wanted = answers.require("accelerator-type")
-    offered = [a.type_ for a in api.accelerator_types(zone)]
+    offered = [str(a.get("type", "")) for a in api.accelerator_types(zone)]
     if wanted not in offered:
-        raise TpuctlError(f"accelerator type {wanted} is not offered in {zone}", hint=f"choose one of: {short_zone_list(offered)}")
+        raise TpuctlError(f"accelerator type {wanted} is not offered in {zone}", hint=f"choose one of: {short_list(offered)}")
     version = answers.require("runtime-version")
-    versions = [r.version for r in api.runtime_versions(zone)]
+    versions = api.runtime_versions(zone)
     if version not in versions:
-        raise TpuctlError(f"runtime version {version} does not exist in {zone}", hint=f"choose one of: {short_zone_list(versions)}")
+        raise TpuctlError(f"runtime version {version} does not exist in {zone}", hint=f"choose one of: {short_list(versions)}")

@@ -9,7 +9,9 @@ and a hint with the next command to run.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tpuctl.cloud import retry
 from tpuctl.errors import FAILED, USAGE, TpuctlError
@@ -17,6 +19,7 @@ from tpuctl.errors import FAILED, USAGE, TpuctlError
 # google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
 _REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")
 _PERMISSION = re.compile(r"Permission '([^']+)' denied")
+T = TypeVar("T")
 _CAPACITY_HINT = "try --spot, --queued, or another zone (`tpuctl accelerators --zone Z` shows what a zone offers)"
 
 
@@ -37,6 +40,24 @@ class Where:
 def first_line(text: str, limit: int = 240) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def guarded(fn: Callable[[], T], where: Where) -> T:
+    """fn() with transient failures retried and the final failure explained in one line."""
+    try:
+        return retry.call(fn)
+    except Exception as exc:
+        if is_api_failure(exc):
+            raise explain(exc, where) from None
+        raise
+
+
+def is_api_failure(exc: BaseException) -> bool:
+    import requests
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+
+    return isinstance(exc, (api.GoogleAPICallError, requests.RequestException, auth.GoogleAuthError, ConnectionError, TimeoutError))
 
 
 def explain(exc: BaseException, where: Where) -> TpuctlError:
@@ -78,7 +99,7 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
         )
     if isinstance(exc, api.NotFound):
         return TpuctlError(f"cannot {where.action}: not found in {where.place()} ({message})", exit_code=FAILED)
-    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)):
         return TpuctlError(
             f"cannot reach the Google API to {where.action}: {exc.__class__.__name__}",
             hint="check the network, or the endpoint settings shown by `tpuctl config show`",

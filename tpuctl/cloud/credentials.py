@@ -41,15 +41,30 @@ def load(settings: Settings) -> Identity:
     return _from_adc(settings.get("token-uri"))
 
 
-def _from_token_file(path: Path, source: str) -> Identity:
-    from google.oauth2.credentials import Credentials
+def bearer_token(settings: Settings) -> str:
+    """Just the token, for the stdlib reader: a token file needs no google-auth import at all."""
+    token_file = settings.get("access-token-file")
+    if token_file:
+        return _read_token_file(Path(token_file), settings.source("access-token-file"))
+    identity = load(settings)
+    check_token(identity)
+    return str(identity.credentials.token)
 
+
+def _read_token_file(path: Path, source: str) -> str:
     try:
         token = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as err:
         raise TpuctlError(f"cannot read access token file {path} (from {source}): {err.__class__.__name__}") from None
     if not token or any(c.isspace() for c in token):
         raise TpuctlError(f"access token file {path} does not hold one token", hint="write only the token, e.g. `gcloud auth print-access-token > FILE`")
+    return token
+
+
+def _from_token_file(path: Path, source: str) -> Identity:
+    from google.oauth2.credentials import Credentials
+
+    token = _read_token_file(path, source)
     account = gcloud_config.read_property("core", "account")
     return Identity(Credentials(token), account.value if account else None, None, f"access token file {path}")
 

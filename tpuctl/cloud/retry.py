@@ -44,6 +44,8 @@ def is_transient(exc: BaseException) -> bool:
         requests.ConnectionError,
         requests.Timeout,
         auth.TransportError,
+        ConnectionError,  # http.client's, for the stdlib reader
+        TimeoutError,
     )
     return isinstance(exc, transient)
 

@@ -8,11 +8,10 @@ than gRPC: it needs no HTTP/2 channel, honours an `http://` endpoint override
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from tpuctl.cloud import retry
-from tpuctl.cloud.api_errors import Where, explain, names_location
+from tpuctl.cloud.api_errors import Where, guarded, names_location
 from tpuctl.cloud.credentials import Identity
 from tpuctl.settings import BY_KEY, Settings
 
@@ -40,32 +39,10 @@ class TpuApi:
         return f"{self.parent(zone)}/nodes/{name}"
 
     def _call(self, fn: Callable[[], T], where: Where) -> T:
-        try:
-            return retry.call(fn)
-        except Exception as exc:
-            if _is_api_failure(exc):
-                raise explain(exc, where) from None
-            raise
+        return guarded(fn, where)
 
     def _where(self, action: str, zone: str | None, permission: str) -> Where:
         return Where(action, self.project, zone, permission)
-
-    # Zones and what they offer
-
-    def zones(self) -> list[str]:
-        where = self._where("list zones", None, "tpu.locations.list")
-        pages = self._call(lambda: list(self.client.list_locations({"name": f"projects/{self.project}"}).locations), where)
-        return sorted(location.location_id for location in pages)
-
-    def accelerator_types(self, zone: str) -> list[tpu_v2.AcceleratorType]:
-        where = self._where("list accelerator types", zone, "tpu.acceleratortypes.list")
-        found = self._call(lambda: list(self.client.list_accelerator_types(parent=self.parent(zone), timeout=TIMEOUT_S)), where)
-        return sorted(found, key=lambda a: _type_order(a.type_))
-
-    def runtime_versions(self, zone: str) -> list[tpu_v2.RuntimeVersion]:
-        where = self._where("list runtime versions", zone, "tpu.runtimeversions.list")
-        found = self._call(lambda: list(self.client.list_runtime_versions(parent=self.parent(zone), timeout=TIMEOUT_S)), where)
-        return sorted(found, key=lambda r: r.version)
 
     def service_identity(self, zone: str) -> str:
         """The TPU service agent's email; the call also creates the agent the first time."""
@@ -220,23 +197,3 @@ class TpuApi:
                 return
 
         self._call(delete, where)
-
-
-def _is_api_failure(exc: BaseException) -> bool:
-    import requests
-    from google.api_core import exceptions as api
-    from google.auth import exceptions as auth
-
-    return isinstance(exc, (api.GoogleAPICallError, requests.RequestException, auth.GoogleAuthError))
-
-
-def _type_order(name: str) -> tuple[str, int]:
-    """v4-8 before v4-16 before v4-128: by family, then by size."""
-    family, _, size = name.rpartition("-")
-    return (family, int(size) if size.isdigit() else 0)
-
-
-def short_zone_list(zones: Iterable[str], limit: int = 12) -> str:
-    items = list(zones)
-    shown = ", ".join(items[:limit])
-    return shown + (f", … ({len(items) - limit} more)" if len(items) > limit else "")
