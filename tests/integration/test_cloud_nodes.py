@@ -251,3 +251,33 @@ def test_key_file_and_adc_user_credentials(google_standin: GoogleStandin, cli: C
     broken.write_text('{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nSECRETSTUFF')
     refused = run_tpuctl("list", "--credentials", str(broken), env=env, cwd=tmp_path)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "SECRETSTUFF" not in refused.stderr
+
+
+def test_full_spec_is_sent_saved_and_recreated(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    g = google_standin
+    script = tmp_path / "boot.sh"
+    script.write_text("#!/bin/sh\necho booted > /tmp/booted\n")
+    spec = ("--network", "my-net", "--subnetwork", "my-subnet", "--service-account", f"runner@{g.project}.iam.gserviceaccount.com",
+            "--startup-script", str(script), "--preemptible", "--labels", "team=ml")
+    cli("create", "full", *spec)
+    node = g.node(ZONE, "full")
+    assert node is not None
+    assert node["networkConfig"]["network"].endswith("my-net") and node["networkConfig"]["subnetwork"].endswith("my-subnet")
+    assert node["serviceAccount"]["email"] == f"runner@{g.project}.iam.gserviceaccount.com"
+    assert node["metadata"]["startup-script"] == script.read_text()
+    assert node["schedulingConfig"]["preemptible"] is True
+    saved = json.loads((Path(cli.env["XDG_DATA_HOME"]) / "tpuctl" / "nodes" / g.project / ZONE / "full.json").read_text())
+    assert saved["startup_script"] == script.read_text() and saved["preemptible"] is True
+
+    script.write_text("#!/bin/sh\necho changed\n")
+    changed = cli("create", "full", *spec, code=1)
+    assert "startup script: '(differs)' != '(same)'" in changed.stderr
+
+    kept = cli("recreate", "full")
+    assert kept.stdout.startswith("reused existing full") and creates(g, "full") == 1
+    g.vanish(ZONE, "full")
+    script.unlink()  # the saved spec carries the script's text
+    again = cli("recreate", "full")
+    assert again.stdout.startswith("created full") and creates(g, "full") == 2
+    node = g.node(ZONE, "full")
+    assert node is not None and node["metadata"]["startup-script"] == "#!/bin/sh\necho booted > /tmp/booted\n"
