@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl.cloud import retry
+from tpuctl.cloud import api_errors, retry
 from tpuctl.errors import FAILED, USAGE, TpuctlError
 
 POLICY_VERSION = 3  # the version that can hold conditions
@@ -306,10 +306,8 @@ class ProjectIam:
         self.api = RestApi(identity, endpoint)
         self.project = project
 
-    def _where(self, action: str, permission: str) -> Any:
-        from tpuctl.cloud.api_errors import Where
-
-        return Where(action, self.project, None, permission, "cloudresourcemanager.googleapis.com")
+    def _where(self, action: str, permission: str) -> api_errors.Where:
+        return api_errors.Where(action, self.project, None, permission, "cloudresourcemanager.googleapis.com")
 
     def _read(self) -> dict[str, Any]:
         body = {"options": {"requestedPolicyVersion": POLICY_VERSION}}
@@ -325,7 +323,7 @@ class ProjectIam:
         try:
             return self._read()
         except Exception as exc:
-            if is_api_failure(exc):
+            if api_errors.is_api_failure(exc):
                 raise self._explain(exc, writing=False) from None
             raise
 
@@ -334,7 +332,7 @@ class ProjectIam:
         try:
             return self._write(policy)
         except Exception as exc:
-            if is_api_failure(exc) and not is_conflict(exc):
+            if api_errors.is_api_failure(exc) and not is_conflict(exc):
                 raise self._explain(exc, writing=True) from None
             raise
 
@@ -354,11 +352,6 @@ class ProjectIam:
             raise
 
     def _explain(self, exc: BaseException, *, writing: bool) -> TpuctlError:
-        from tpuctl.cloud.api_errors import explain
-
-        refused = refused_credentials(exc, "update the IAM policy" if writing else "read the IAM policy")
-        if refused:
-            return refused
         if writing:
             if is_conflict(exc):
                 return TpuctlError(
@@ -366,32 +359,5 @@ class ProjectIam:
                     hint="re-run `tpuctl auth`; it only adds what is still missing",
                     exit_code=FAILED,
                 )
-            return explain(exc, self._where("update the IAM policy", "resourcemanager.projects.setIamPolicy"))
-        return explain(exc, self._where("read the IAM policy", "resourcemanager.projects.getIamPolicy"))
-
-
-def refused_credentials(exc: BaseException, action: str) -> TpuctlError | None:
-    """A 401 that google-auth then failed to fix by refreshing (a stale token file, a revoked login).
-
-    The library's own message lists which credential fields are missing; the user needs
-    to know that the login is the problem and how to renew it.
-    """
-    from google.auth import exceptions as auth
-
-    if not isinstance(exc, auth.RefreshError):
-        return None
-    from tpuctl.cloud.credentials import LOGIN_HINT
-
-    return TpuctlError(
-        f"Google refused the credentials while trying to {action}",
-        hint=f"the token may have expired: {LOGIN_HINT}",
-        exit_code=FAILED,
-    )
-
-
-def is_api_failure(exc: BaseException) -> bool:
-    import requests
-    from google.api_core import exceptions as api
-    from google.auth import exceptions as auth
-
-    return isinstance(exc, (api.GoogleAPICallError, requests.RequestException, auth.GoogleAuthError))
+            return api_errors.explain(exc, self._where("update the IAM policy", "resourcemanager.projects.setIamPolicy"))
+        return api_errors.explain(exc, self._where("read the IAM policy", "resourcemanager.projects.getIamPolicy"))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl.cloud.api_errors import Where, explain
+from tpuctl.cloud.api_errors import Where, explain, is_api_failure
 from tpuctl.cloud.credentials import Identity
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.settings import Settings
@@ -106,14 +106,9 @@ def _email(response: Any) -> str | None:
 
 
 def _call(fn: Callable[[], dict[str, Any]], where: Where) -> dict[str, Any]:
-    from tpuctl.cloud.iam import is_api_failure, refused_credentials
-
     try:
         return fn()
     except Exception as exc:
-        refused = refused_credentials(exc, where.action)
-        if refused:
-            raise refused from None
         if is_api_failure(exc):
             raise explain(exc, where) from None
         raise
