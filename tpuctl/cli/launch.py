@@ -15,7 +15,7 @@ import click
 
 from tpuctl.errors import TpuctlError
 from tpuctl.launch import logs
-from tpuctl.launch.plan import KERAS_CHOICES, STRATEGIES, Job, Plan, build_plan
+from tpuctl.launch.plan import COMMUNICATIONS, KERAS_CHOICES, STRATEGIES, Job, Plan, build_plan
 from tpuctl.launch.supervisor import Outcome
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -31,7 +31,12 @@ CONFIG_KEYS: dict[str, type] = {
     "start_timeout": float,
     "scope": bool,
     "keras": str,
+    "ps": int,
+    "communication": str,
+    "simulate_devices": int,
+    "tpu_timeout": float,
 }
+_DEVICE = re.compile(r"/?(job:[a-z]+/(replica:\d+/)?(task:\d+/)?)?(device:)?(CPU|GPU|TPU|cpu|gpu|tpu):\d+\Z")
 
 
 def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -45,6 +50,37 @@ def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
             raise TpuctlError(f"--env cannot set {name}: tpuctl writes it for every worker")
         pairs.append((name, text))
     return tuple(pairs)
+
+
+def parse_devices(text: str) -> tuple[str, ...]:
+    devices = tuple(part.strip() for part in text.split(","))
+    for device in devices:
+        if not _DEVICE.match(device):
+            raise TpuctlError(f"--devices: {device!r} is not a TensorFlow device", hint="e.g. GPU:0,GPU:1 or /gpu:0")
+    if len(set(devices)) != len(devices):
+        raise TpuctlError("--devices names a device twice")
+    return devices
+
+
+def check_strategy_options(
+    strategy: str, workers: int, ps: int, communication: str, devices: tuple[str, ...], simulate: int, tpu_timeout: float | None
+) -> None:
+    """Options that only one strategy reads are refused elsewhere, instead of silently doing nothing."""
+    if strategy == "parameter-server" and ps < 1:
+        raise TpuctlError("--strategy parameter-server needs --ps N (at least one parameter server)")
+    if ps and strategy != "parameter-server":
+        raise TpuctlError("--ps is for --strategy parameter-server")
+    if communication != "auto" and strategy not in ("auto", "multi-worker-mirrored"):
+        raise TpuctlError("--communication is for --strategy multi-worker-mirrored")
+    if devices and strategy != "mirrored":
+        raise TpuctlError("--devices is for --strategy mirrored")
+    if simulate and (workers > 1 or strategy not in ("auto", "mirrored")):
+        raise TpuctlError(
+            "--simulate-devices is for one worker under mirrored (or auto)",
+            hint="MultiWorkerMirroredStrategy uses one device per worker and ignores virtual CPUs",
+        )
+    if tpu_timeout is not None and strategy not in ("auto", "tpu"):
+        raise TpuctlError("--tpu-timeout is for --strategy tpu (or auto on a TPU VM)")
 
 
 def _run_id(script: str) -> str:
@@ -134,6 +170,11 @@ def _summarise(outcome: Outcome, log_dir: Path, workers: int, as_json: bool) -> 
 @click.option("--start-timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_START_TIMEOUT_S, show_default=True, help="Seconds every worker has to build its strategy.")
 @click.option("--scope/--no-scope", default=True, show_default=True, help="Run the script inside strategy.scope().")
 @click.option("--keras", type=click.Choice(KERAS_CHOICES), default="auto", show_default=True, help="auto: tf-keras for multi-worker runs, where Keras 3 fit is broken.")
+@click.option("--ps", type=click.IntRange(min=0), default=0, show_default=True, help="Parameter-server tasks (with --strategy parameter-server; a chief coordinates).")
+@click.option("--communication", type=click.Choice(COMMUNICATIONS), default="auto", show_default=True, help="MultiWorkerMirrored collectives implementation.")
+@click.option("--devices", "device_list", metavar="DEV[,DEV]", help="Devices for --strategy mirrored, e.g. GPU:0,GPU:1.  [default: all]")
+@click.option("--simulate-devices", type=click.IntRange(min=0), default=0, help="Split the CPU into N logical devices: MirroredStrategy with N replicas.")
+@click.option("--tpu-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds a worker may spend reaching its TPU (TPU_NAME; default 300).")
 @click.option("--dry-run", is_flag=True, help="Print every worker's command and environment; start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan (with --dry-run) or outcome.")
 def launch(
@@ -149,6 +190,11 @@ def launch(
     start_timeout: float,
     scope: bool,
     keras: str,
+    ps: int,
+    communication: str,
+    device_list: str | None,
+    simulate_devices: int,
+    tpu_timeout: float | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -165,6 +211,8 @@ def launch(
         raise TpuctlError(f"--python {python}: no such interpreter, or not executable")
     if model_dir and "://" not in model_dir:
         model_dir = os.path.abspath(model_dir)
+    devices = parse_devices(device_list) if device_list else ()
+    check_strategy_options(strategy, workers, ps, communication, devices, simulate_devices, tpu_timeout)
     job = Job(
         script=script,
         args=script_args,
@@ -177,12 +225,17 @@ def launch(
         keras=keras,
         max_restarts=max_restarts,
         start_timeout=start_timeout,
+        ps=ps,
+        communication=communication,
+        devices=devices,
+        simulate_devices=simulate_devices,
+        tpu_timeout=tpu_timeout,
     )
     run_id = _run_id(script)
     if dry_run:
         from tpuctl.launch import ports
 
-        held = ports.reserve(workers)
+        held = ports.reserve(job.processes)
         try:
             plan = build_plan(job, held.addresses, run_id=run_id, attempt=1)
         finally:
@@ -211,5 +264,5 @@ def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool) -> int:
         colour=logs.use_colour(log_stream),
     )
     outcome = supervisor.run(job, run_id)
-    _summarise(outcome, log_dir, job.workers, as_json)
+    _summarise(outcome, log_dir, job.processes, as_json)
     return outcome.exit_code

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from tpuctl.cluster import ClusterSpec, Task, make_cluster
 
-STRATEGIES = ("auto", "multi-worker-mirrored", "mirrored", "tpu", "one-device", "none")
+STRATEGIES = ("auto", "multi-worker-mirrored", "mirrored", "tpu", "one-device", "parameter-server", "none")
+COMMUNICATIONS = ("auto", "ring", "nccl")
 KERAS_CHOICES = ("auto", "tf-keras", "keras3")
 
 
@@ -29,10 +30,24 @@ class Job:
     keras: str = "auto"
     max_restarts: int = 0
     start_timeout: float = 300.0
+    ps: int = 0  # parameter-server tasks (strategy parameter-server)
+    communication: str = "auto"
+    devices: tuple[str, ...] = ()
+    simulate_devices: int = 0
+    tpu_timeout: float | None = None
 
     @property
     def attempts(self) -> int:
         return self.max_restarts + 1
+
+    @property
+    def parameter_server(self) -> bool:
+        return self.strategy == "parameter-server"
+
+    @property
+    def processes(self) -> int:
+        """Parameter-server training adds a chief (the coordinator) and the ps tasks to the workers."""
+        return self.workers + 1 + self.ps if self.parameter_server else self.workers
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,7 @@ class WorkerSpec:
     address: str | None
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    server: bool = False  # serves until stopped (parameter-server workers and ps); never "done" on its own
 
     @property
     def name(self) -> str:
@@ -67,6 +83,7 @@ class WorkerSpec:
             "address": self.address,
             "argv": list(self.argv),
             "env": dict(self.env),
+            "server": self.server,
         }
 
 
@@ -100,8 +117,14 @@ def build_plan(
     host: str = "localhost",
 ) -> Plan:
     """Turn a Job and one address per worker into every worker's argv and env."""
-    cluster = make_cluster(job.workers, addresses)
+    cluster = make_cluster(job.workers, addresses, chief=job.parameter_server, ps=job.ps)
     user_env = dict(job.env)
+    options = {
+        "TPUCTL_COMMUNICATION": job.communication,
+        "TPUCTL_DEVICES": ",".join(job.devices),
+        "TPUCTL_SIMULATE_DEVICES": str(job.simulate_devices) if job.simulate_devices else "",
+        "TPUCTL_TPU_TIMEOUT": f"{job.tpu_timeout:g}" if job.tpu_timeout else "",
+    }
     argv = (job.python, "-m", "tpuctl.runtime", job.script, *job.args)
     specs = []
     for task in cluster.tasks():
@@ -116,6 +139,7 @@ def build_plan(
             "TPUCTL_STRATEGY": job.strategy,
             "TPUCTL_SCOPE": "1" if job.scope else "0",
             "TPUCTL_KERAS": job.keras,
+            **{name: value for name, value in options.items() if value and value != "auto"},
             # Worker output must reach the terminal line by line, not in 8 KiB blocks.
             "PYTHONUNBUFFERED": "1",
         }
@@ -129,6 +153,7 @@ def build_plan(
                 address=cluster.address(task),
                 argv=argv,
                 env=env,
+                server=job.parameter_server and task.type in ("worker", "ps"),
             )
         )
     return Plan(job=job, cluster=cluster, workers=tuple(specs), run_id=run_id, attempt=attempt)

@@ -137,7 +137,7 @@ class Supervisor:
         self._events.put(("signal", 0, signum, self._signals))
 
     def _run_attempt(self, job: Job, run_id: str, attempt: int) -> Outcome:
-        addresses = self.backend.reserve(job.workers)
+        addresses = self.backend.reserve(job.processes)
         plan = build_plan(job, addresses, run_id=run_id, attempt=attempt, host=self.backend.host)
         attempt_dir = self.log_dir / f"attempt-{attempt}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -182,7 +182,9 @@ class Supervisor:
     def _supervise(self, run: _Attempt, start_timeout: float) -> Outcome:
         count = len(run.handles)
         deadline = run.started_at + start_timeout
-        while len(run.exited) < count:
+        finite = [p for p, handle in enumerate(run.handles) if not handle.spec.server]
+        # Servers (parameter-server workers and ps) never end by themselves: done when the rest are.
+        while not all(p in run.exited for p in finite):
             waiting = len(run.ready | set(run.exited)) < count
             try:
                 kind, attempt, position, value = self._events.get(

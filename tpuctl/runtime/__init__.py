@@ -27,7 +27,8 @@ def strategy() -> tf.distribute.Strategy:
     if _built is None:
         from tpuctl.runtime import strategies
 
-        _built = strategies.build(worker_env.current().strategy_kind())
+        env = worker_env.current()
+        _built = strategies.build(env.strategy_kind(), env)
     return _built
 
 
@@ -53,3 +54,26 @@ def num_workers() -> int:
 def model_dir(default: str | None = None) -> str | None:
     """`--model-dir` of the launch (TPUCTL_MODEL_DIR), else `default`."""
     return os.environ.get("TPUCTL_MODEL_DIR") or default
+
+
+def global_batch_size(per_replica: int) -> int:
+    """The batch size to give tf.data: strategies split each global batch across the replicas.
+
+    With 8 replicas (a v3-8, or --simulate-devices 8) and 32 per replica this is
+    256; each replica then sees 32, the size the model was tuned for.
+    """
+    if per_replica < 1:
+        raise ValueError(f"per_replica must be at least 1, not {per_replica}")
+    return per_replica * strategy().num_replicas_in_sync
+
+
+def write_dir(model_dir: str) -> str:
+    """Where this worker may write: model_dir on the chief, model_dir/workertemp_<i> elsewhere.
+
+    Every multi-worker replica runs the same saving code; only the chief's
+    files are kept. The others need a private place, or they would overwrite
+    the chief's checkpoints (the layout tf-keras callbacks use themselves).
+    """
+    if is_chief():
+        return model_dir
+    return model_dir.rstrip("/") + f"/workertemp_{worker_index()}"

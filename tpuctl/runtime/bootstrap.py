@@ -19,7 +19,7 @@ from typing import Any
 
 from tpuctl.errors import USAGE, TpuctlError
 from tpuctl.runtime import worker_env
-from tpuctl.runtime.worker_env import MULTI_WORKER, WorkerEnv
+from tpuctl.runtime.worker_env import MULTI_WORKER, PARAMETER_SERVER, WorkerEnv
 
 TF_KERAS_NOTE = (
     "multi-worker run: tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1), "
@@ -63,12 +63,12 @@ def choose_keras(env: WorkerEnv, kind: str) -> None:
     """Make tf.keras mean tf-keras where Keras 3 would break, before TensorFlow loads."""
     if "TF_USE_LEGACY_KERAS" in os.environ or env.keras == "keras3":
         return
-    wanted = env.keras == "tf-keras" or kind == MULTI_WORKER
+    wanted = env.keras == "tf-keras" or kind in (MULTI_WORKER, PARAMETER_SERVER)
     if not wanted:
         return
     if importlib.util.find_spec("tf_keras") is None:
         raise TpuctlError(
-            "tf-keras is not installed, and Keras 3 model.fit does not work under MultiWorkerMirroredStrategy",
+            "tf-keras is not installed, and Keras 3 model.fit does not work under multi-worker strategies",
             hint="pip install tf-keras matching your TensorFlow version, "
             "or pass --keras keras3 if the script uses a custom training loop",
         )
@@ -88,10 +88,23 @@ def _build(env: WorkerEnv, kind: str) -> Any:
     from tpuctl import runtime
     from tpuctl.runtime import strategies
 
-    built = strategies.build(kind)
+    if env.simulate_devices > 1:
+        strategies.simulate_devices(env.simulate_devices)
+    built = strategies.build(kind, env)
     runtime.adopt(built)
     say(f"{env.task.name}: {strategies.describe(built)}")
     return built
+
+
+def _serve(env: WorkerEnv, channel: socket.socket | None) -> None:
+    """A parameter-server worker or ps: serve until the launcher stops it once the chief is done."""
+    from tpuctl.runtime import strategies
+
+    server = strategies.serve(env)
+    say(f"{env.task.name}: serving for ParameterServerStrategy (the chief runs the script)")
+    if channel is not None:
+        channel.sendall(b"ready\n")
+    server.join()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,6 +119,10 @@ def main(argv: list[str] | None = None) -> None:
             raise TpuctlError(f"script not found: {script}")
         env = worker_env.current()
         kind = env.strategy_kind()
+        if env.is_server:
+            release_reserved_port()
+            _serve(env, channel)
+            return
         if kind == "none":
             release_reserved_port()
         else:

@@ -2,30 +2,46 @@
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Any
-from urllib.parse import urlparse
 
 import tensorflow as tf
 
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.errors import TpuctlError
+from tpuctl.runtime import tpu_connect
+from tpuctl.runtime.worker_env import MULTI_WORKER, PARAMETER_SERVER, WorkerEnv
 
-# How long a grpc:// TPU address may take to accept a TCP connection. TF itself
-# waits forever on an unreachable one (FIELD-NOTES), so we look first.
-TPU_CONNECT_TIMEOUT_S = 10.0
+_COMMUNICATION = {
+    "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+    "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+    "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+}
 
 
-def build(kind: str) -> Any:
-    if kind == "multi-worker-mirrored":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+def simulate_devices(count: int) -> None:
+    """Split the CPU into `count` logical devices; must run before TensorFlow initialises.
+
+    MirroredStrategy then has `count` replicas: a laptop rehearsal of an
+    N-core TPU's batch split (FIELD-NOTES: "Virtual devices").
+    """
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
+
+
+def build(kind: str, env: WorkerEnv) -> Any:
+    if kind == MULTI_WORKER:
+        options = tf.distribute.experimental.CommunicationOptions(implementation=_COMMUNICATION[env.communication])
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if kind == "mirrored":
-        return tf.distribute.MirroredStrategy()
+        return tf.distribute.MirroredStrategy(devices=list(env.devices) or None)
     if kind == "one-device":
         device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
         return tf.distribute.OneDeviceStrategy(device)
     if kind == "tpu":
-        return _tpu_strategy(os.environ.get("TPU_NAME", "local"))
+        resolver = tpu_connect.connect(tpu_connect.target_from_env(), tpu_connect.timeout_from_env())
+        return tf.distribute.TPUStrategy(resolver)
+    if kind == PARAMETER_SERVER:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return tf.distribute.experimental.ParameterServerStrategy(resolver)
     if kind == "auto":
         if len(tf.config.list_logical_devices("GPU")) > 1:
             return tf.distribute.MirroredStrategy()
@@ -33,35 +49,20 @@ def build(kind: str) -> Any:
     raise TpuctlError(f"unknown strategy {kind!r}")
 
 
-def _tpu_strategy(name: str) -> Any:
-    if name.startswith("grpc://"):
-        _check_reachable(name)
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
-    try:
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (tf.errors.NotFoundError, tf.errors.UnavailableError) as err:
-        raise TpuctlError(
-            f"no TPU found for TPUClusterResolver(tpu={name!r}): {err.message.splitlines()[0]}",
-            hint="run on a TPU VM, or set TPU_NAME to the TPU's name or grpc:// address",
-            exit_code=FAILED,
-        ) from None
-    return tf.distribute.TPUStrategy(resolver)
-
-
-def _check_reachable(address: str) -> None:
-    parsed = urlparse(address)
-    try:
-        with socket.create_connection((parsed.hostname or "", parsed.port or 8470), timeout=TPU_CONNECT_TIMEOUT_S):
-            pass
-    except OSError as err:
-        raise TpuctlError(
-            f"TPU at {address} is not reachable: {err}", hint="is the TPU READY and its port open?", exit_code=FAILED
-        ) from None
+def serve(env: WorkerEnv) -> Any:
+    """A parameter-server cluster's worker or ps task: a gRPC server the chief drives."""
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return tf.distribute.Server(
+        resolver.cluster_spec(), job_name=env.task.type, task_index=env.task.index, protocol="grpc", start=True
+    )
 
 
 # Internal class names users never typed, by the names they did.
-_PUBLIC_NAMES = {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy", "_DefaultDistributionStrategy": "default strategy"}
+_PUBLIC_NAMES = {
+    "CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+    "_DefaultDistributionStrategy": "default strategy",
+    "ParameterServerStrategyV2": "ParameterServerStrategy",
+}
 
 
 def describe(strategy: Any) -> str:
@@ -70,6 +71,6 @@ def describe(strategy: Any) -> str:
         # The default strategy places ops itself and has no worker_devices of its own.
         devices = ", ".join(d.name for d in tf.config.list_logical_devices() if d.device_type != "TPU_SYSTEM")
     else:
-        devices = ", ".join(strategy.extended.worker_devices)
+        devices = ", ".join(getattr(strategy.extended, "worker_devices", ())) or "the cluster's workers"
     name = type(strategy).__name__
     return f"{_PUBLIC_NAMES.get(name, name)}, {strategy.num_replicas_in_sync} replica(s) in sync, devices: {devices}"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from tpuctl.cluster import ClusterSpec, Task, parse_tf_config
+from tpuctl.errors import TpuctlError
 
 MULTI_WORKER = "multi-worker-mirrored"
+PARAMETER_SERVER = "parameter-server"
+COMMUNICATIONS = ("auto", "ring", "nccl")
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,14 @@ class WorkerEnv:
     strategy: str
     scope: bool
     keras: str
+    communication: str = "auto"  # MultiWorkerMirrored collectives
+    devices: tuple[str, ...] = ()  # Mirrored: which devices, all when empty
+    simulate_devices: int = 0  # split the CPU into this many logical devices first
+
+    @property
+    def is_server(self) -> bool:
+        """Under parameter-server training only the chief runs the script; workers and ps serve."""
+        return self.strategy == PARAMETER_SERVER and self.task.type in ("worker", "ps")
 
     @property
     def is_chief(self) -> bool:
@@ -28,24 +39,34 @@ class WorkerEnv:
     def num_workers(self) -> int:
         return 1 if self.cluster is None else max(1, self.cluster.num_workers)
 
-    def strategy_kind(self) -> str:
+    def strategy_kind(self, tpu_here: bool | None = None) -> str:
         """The strategy to build, decided as far as possible before TensorFlow loads.
 
-        `auto` narrows to `tpu` or multi-worker here; on one worker without a
-        TPU it stays `auto` and `strategies.build` picks by GPU count.
+        `auto` narrows to `tpu`, multi-worker, or (with simulated devices)
+        mirrored here; on one worker without a TPU it stays `auto` and
+        `strategies.build` picks by GPU count.
         """
         if self.strategy != "auto":
             return self.strategy
-        if tpu_present():
+        if tpu_present() if tpu_here is None else tpu_here:
             return "tpu"
         if self.num_workers > 1:
             return MULTI_WORKER
+        if self.simulate_devices > 1:
+            return "mirrored"
         return "auto"
 
 
-def tpu_present() -> bool:
-    """A TPU VM exposes its chips as /dev/accel* (v2-v4) or /dev/vfio/* (v5e and later)."""
-    return bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+def tpu_present(dev: Path = Path("/dev")) -> bool:
+    """A TPU VM exposes its chips as /dev/accel* (v2-v4) or /dev/vfio/N (v5e and later)."""
+    return any(dev.glob("accel*")) or any(p.name.isdigit() for p in dev.glob("vfio/*"))
+
+
+def _count(name: str) -> int:
+    raw = os.environ.get(name, "").strip() or "0"
+    if not raw.isdigit():
+        raise TpuctlError(f"{name}={raw!r} is not a whole number")
+    return int(raw)
 
 
 @lru_cache(maxsize=1)
@@ -58,4 +79,7 @@ def current() -> WorkerEnv:
         strategy=os.environ.get("TPUCTL_STRATEGY", "auto"),
         scope=os.environ.get("TPUCTL_SCOPE", "1") != "0",
         keras=os.environ.get("TPUCTL_KERAS", "auto"),
+        communication=os.environ.get("TPUCTL_COMMUNICATION", "auto"),
+        devices=tuple(d for d in os.environ.get("TPUCTL_DEVICES", "").split(",") if d),
+        simulate_devices=_count("TPUCTL_SIMULATE_DEVICES"),
     )

@@ -1,0 +1,96 @@
+"""The worker runtime's strategies with real TensorFlow on CPU: virtual devices, data sharding,
+parameter servers, and TPU targets that must fail within their deadline instead of hanging."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SCRIPTS, run_tpuctl
+
+pytestmark = pytest.mark.tf
+
+
+def _json_line(stdout: str, prefix: str = "") -> list[dict[str, object]]:
+    found = []
+    for line in stdout.splitlines():
+        text = re.sub(r"^\[[^\]]+\] ", "", line)
+        if text.startswith(prefix + "{"):
+            found.append(json.loads(text[len(prefix):]))
+    return found
+
+
+def test_simulated_devices_rehearse_an_eight_core_batch_split(tmp_path: Path) -> None:
+    result = run_tpuctl("launch", str(SCRIPTS / "simulated_fit.py"), "--simulate-devices", "8", "--log-dir", str(tmp_path / "logs"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tpuctl: worker:0: MirroredStrategy, 8 replica(s) in sync, devices: /job:localhost/replica:0/task:0/device:CPU:0" in result.stdout
+    (report,) = _json_line(result.stdout)
+    assert report == {"replicas": 8, "global_batch": 32, "per_replica_shapes": [4] * 8, "loss_finite": True, "write_dir": "/tmp/m"}
+
+
+def test_auto_sharding_splits_each_global_batch_and_off_duplicates(tmp_path: Path) -> None:
+    result = run_tpuctl(
+        "launch", str(SCRIPTS / "shard_report.py"), "--workers", "2", "--log-dir", str(tmp_path / "logs"), "--", "AUTO", "DATA", "OFF"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = {(r["policy"], r["worker"]): r["elements"] for r in _json_line(result.stdout, "seen ")}
+    for policy in ("AUTO", "DATA"):  # a range has no files: AUTO falls back to DATA
+        assert seen[(policy, 0)] == [0, 1, 4, 5, 8, 9, 12, 13]
+        assert seen[(policy, 1)] == [2, 3, 6, 7, 10, 11, 14, 15]
+    assert seen[("OFF", 0)] == seen[("OFF", 1)] == list(range(16))  # every worker trains on everything
+    assert "[worker:0] write_dir gs://b/run\n" in result.stdout
+    assert "[worker:1] write_dir gs://b/run/workertemp_1\n" in result.stdout
+
+
+def test_parameter_server_training_ends_when_the_chief_is_done(tmp_path: Path) -> None:
+    result = run_tpuctl(
+        "launch", str(SCRIPTS / "ps_fit.py"), "--strategy", "parameter-server", "--workers", "1", "--ps", "1",
+        "--log-dir", str(tmp_path / "logs"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[chief:0] tpuctl: chief:0: ParameterServerStrategy" in result.stdout
+    assert "[worker:0] tpuctl: worker:0: serving for ParameterServerStrategy" in result.stdout
+    assert "[ps:0] tpuctl: ps:0: serving" in result.stdout
+    assert re.search(r"\[chief:0\] ps training done: loss [0-9.]+, first variable on /job:ps/replica:0/task:0", result.stdout)
+    assert "3 worker(s) finished" in result.stderr
+
+
+@pytest.fixture
+def silent_port() -> object:
+    """A port that accepts TCP connections and never says a word: what makes TensorFlow hang."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    yield server.getsockname()[1]
+    server.close()
+
+
+def test_tpu_targets_fail_within_the_deadline(tmp_path: Path, silent_port: int) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    cases = [
+        (f"grpc://127.0.0.1:{closed_port}", "is not reachable", "Connection refused"),
+        (f"grpc://127.0.0.1:{silent_port}", "no TPU answered", "hung"),
+        ("local", "no TPU on this machine", "/dev/accel"),
+    ]
+    timeout = 4.0
+    for target, words, detail in cases:
+        started = time.monotonic()
+        result = run_tpuctl(
+            "launch", str(SCRIPTS / "argv_dump.py"), "--strategy", "tpu", "--tpu-timeout", str(timeout),
+            "--log-dir", str(tmp_path / "logs"), env={**os.environ, "TPU_NAME": target},
+        )
+        elapsed = time.monotonic() - started
+        assert result.returncode == 1, result.stdout + result.stderr
+        errors = [line for line in result.stdout.splitlines() if "tpuctl: error:" in line]
+        assert len(errors) == 1 and words in errors[0] and detail in errors[0], result.stdout
+        # TensorFlow's import (a few seconds on 2 cores) comes on top of the deadline.
+        assert elapsed < timeout + 20, f"{target}: {elapsed:.1f}s"

@@ -1,0 +1,169 @@
+"""Reach a TPU — `local`, a grpc:// address or a TPU name — within a deadline, or fail in one line.
+
+TensorFlow waits forever on a grpc:// address nobody answers (FIELD-NOTES), and
+a TPU that is still being provisioned refuses for a while before it works. So:
+look at the address first (TCP, with retries), then run TensorFlow's connect
+and initialise in a helper thread, retrying what may pass, and give up at the
+deadline. A thread stuck inside TensorFlow cannot be cancelled, so the process
+leaves with os._exit after saying what it tried.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.runtime import worker_env
+
+DEFAULT_TIMEOUT_S = 300.0
+FIRST_PAUSE_S = 0.5
+MAX_PAUSE_S = 10.0
+DEFAULT_GRPC_PORT = 8470
+
+
+@dataclass
+class Attempts:
+    """What was tried, for the one line a failure prints."""
+
+    target: str
+    started: float = field(default_factory=time.monotonic)
+    tries: list[str] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def summary(self) -> str:
+        if not self.tries:
+            return "nothing was tried"
+        last = self.tries[-1]
+        count = len(self.tries)
+        return f"{count} attempt{'s' if count != 1 else ''} in {self.elapsed():.1f}s, last: {last}"
+
+
+def target_from_env() -> str:
+    """TPU_NAME as TensorFlow reads it; `local` (the TPU VM itself) when unset."""
+    return os.environ.get("TPU_NAME", "").strip() or "local"
+
+
+def timeout_from_env() -> float:
+    raw = os.environ.get("TPUCTL_TPU_TIMEOUT", "")
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise TpuctlError(f"TPUCTL_TPU_TIMEOUT={raw!r} is not a number of seconds") from None
+
+
+def grpc_address(target: str) -> tuple[str, int] | None:
+    if not target.startswith("grpc://"):
+        return None
+    parts = urlsplit(target)
+    if not parts.hostname:
+        raise TpuctlError(f"TPU address {target!r} has no host", hint="e.g. grpc://10.0.0.2:8470")
+    try:
+        port = parts.port or DEFAULT_GRPC_PORT
+    except ValueError:
+        raise TpuctlError(f"TPU address {target!r} has a bad port", hint="e.g. grpc://10.0.0.2:8470") from None
+    return parts.hostname, port
+
+
+def connect(target: str, timeout_s: float) -> Any:
+    """A TPUClusterResolver whose TPU system is initialised, or a one-line failure by the deadline."""
+    attempts = Attempts(target)
+    deadline = attempts.started + timeout_s
+    if target == "local" and not worker_env.tpu_present():
+        raise TpuctlError(
+            "no TPU on this machine: TPUClusterResolver(tpu='local') needs /dev/accel* or /dev/vfio/N",
+            hint="run on a TPU VM, or point TPU_NAME at a TPU's name or grpc://HOST:8470",
+            exit_code=FAILED,
+        )
+    address = grpc_address(target)
+    if address is not None:
+        _wait_reachable(address, attempts, deadline)
+    return _initialise(target, attempts, deadline)
+
+
+def _pause(attempt: int, deadline: float) -> bool:
+    """Sleep before the next try; False when the deadline leaves no room for one."""
+    pause = min(MAX_PAUSE_S, FIRST_PAUSE_S * 2**attempt)
+    if time.monotonic() + pause >= deadline:
+        return False
+    time.sleep(pause)
+    return True
+
+
+def _wait_reachable(address: tuple[str, int], attempts: Attempts, deadline: float) -> None:
+    host, port = address
+    attempt = 0
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, port), timeout=max(0.1, min(5.0, left))):
+                return
+        except OSError as err:
+            attempts.tries.append(f"TCP connect to {host}:{port}: {err.strerror or err.__class__.__name__}")
+        if not _pause(attempt, deadline):
+            raise TpuctlError(
+                f"TPU at grpc://{host}:{port} is not reachable ({attempts.summary()})",
+                hint="is the TPU READY, and is port 8470 open to this machine?",
+                exit_code=FAILED,
+            )
+        attempt += 1
+
+
+def _initialise(target: str, attempts: Attempts, deadline: float) -> Any:
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["resolver"] = _initialise_with_retries(target, attempts, deadline)
+        except BaseException as err:  # handed to the waiting thread, which reports it
+            outcome["error"] = err
+
+    thread = threading.Thread(target=work, name="tpuctl-tpu-connect", daemon=True)
+    thread.start()
+    thread.join(max(0.0, deadline - time.monotonic()))
+    if thread.is_alive():
+        attempts.tries.append("TensorFlow did not answer (connect_to_cluster / initialize_tpu_system hung)")
+        _give_up_now(
+            f"no TPU answered at {target!r} within {deadline - attempts.started:.0f}s ({attempts.summary()})",
+            "raise --tpu-timeout if the TPU is still being created; check TPU_NAME",
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["resolver"]
+
+
+def _initialise_with_retries(target: str, attempts: Attempts, deadline: float) -> Any:
+    import tensorflow as tf
+
+    attempt = 0
+    while True:
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=target)
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+            return resolver
+        except (tf.errors.NotFoundError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as err:
+            attempts.tries.append(f"TensorFlow: {err.message.splitlines()[0] if err.message else type(err).__name__}")
+        except ValueError as err:  # e.g. a TPU name the resolver cannot look up
+            raise TpuctlError(f"TPUClusterResolver(tpu={target!r}) refused: {str(err).splitlines()[0]}", exit_code=FAILED) from None
+        if not _pause(attempt, deadline):
+            raise TpuctlError(
+                f"no TPU found at {target!r} ({attempts.summary()})",
+                hint="run on a TPU VM, or set TPU_NAME to the TPU's name or grpc:// address",
+                exit_code=FAILED,
+            )
+        attempt += 1
+
+
+def _give_up_now(message: str, hint: str) -> None:
+    """Leave while a TensorFlow thread is stuck: normal exit would wait for it (or for TF's atexit)."""
+    print(f"tpuctl: error: {message} ({hint})", file=sys.stderr, flush=True)
+    os._exit(FAILED)
