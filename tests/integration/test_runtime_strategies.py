@@ -34,9 +34,19 @@ def test_simulated_devices_rehearse_an_eight_core_batch_split(tmp_path: Path) ->
     assert report == {"replicas": 8, "global_batch": 32, "per_replica_shapes": [4] * 8, "loss_finite": True, "write_dir": "/tmp/m"}
 
 
+def test_mirrored_on_chosen_devices(tmp_path: Path) -> None:
+    result = run_tpuctl(
+        "launch", str(SCRIPTS / "argv_dump.py"), "--strategy", "mirrored", "--simulate-devices", "4", "--devices", "CPU:1,CPU:3",
+        "--log-dir", str(tmp_path / "logs"), env={**os.environ, "ARGV_OUT": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "MirroredStrategy, 2 replica(s) in sync, devices: /job:localhost/replica:0/task:0/device:CPU:1, /job:localhost/replica:0/task:0/device:CPU:3" in result.stdout
+
+
 def test_auto_sharding_splits_each_global_batch_and_off_duplicates(tmp_path: Path) -> None:
     result = run_tpuctl(
-        "launch", str(SCRIPTS / "shard_report.py"), "--workers", "2", "--log-dir", str(tmp_path / "logs"), "--", "AUTO", "DATA", "OFF"
+        "launch", str(SCRIPTS / "shard_report.py"), "--workers", "2", "--communication", "ring",
+        "--log-dir", str(tmp_path / "logs"), "--", "AUTO", "DATA", "OFF",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     seen = {(r["policy"], r["worker"]): r["elements"] for r in _json_line(result.stdout, "seen ")}
