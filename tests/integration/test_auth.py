@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl, tpuctl_cmd
-from tests.standins.fixtures import (  # noqa: F401 - google_standin is a fixture
-    google_standin,
+from tests.standins.fixtures import (
     standin_env,
     write_authorized_user,
     write_service_account_key,

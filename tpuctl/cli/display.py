@@ -19,11 +19,12 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """On a terminal a rich table; otherwise space-aligned columns that `awk` and `column` read."""
     if rich_wanted(sys.stdout):
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(*headers, box=None, header_style="bold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(escape(cell) for cell in row))  # a label like "[x]" is text, not markup
         Console().print(table)
         return
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]

@@ -98,6 +98,19 @@ def _list_zones(reader: TpuReader, zones: list[str]) -> list[tuple[str, JSON]]:
     return [(z, node) for z, nodes in zip(zones, per_zone) for node in sorted(nodes, key=short_name)]
 
 
+def find_node(name: str, hint: str, project: str | None, zone: str | None, credentials: str | None, access_token_file: str | None) -> tuple[JSON, str]:
+    """A node's JSON and its zone, or one line saying where it was looked for."""
+    from tpuctl.cloud import nodespec
+
+    nodespec.check_name(name)
+    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+    reader = tpu_reader(resolved)
+    node = reader.node(resolved.zone, name)
+    if node is None:
+        raise TpuctlError(f"no TPU VM {name} in project {reader.project}, zone {resolved.zone}", hint=hint, exit_code=FAILED)
+    return node, resolved.zone
+
+
 @click.command("describe")
 @click.argument("name")
 @project_options
@@ -105,26 +118,16 @@ def _list_zones(reader: TpuReader, zones: list[str]) -> list[tuple[str, JSON]]:
 @click.option("--json", "as_json", is_flag=True, help="The node as the v2 API returns it, plus zone.")
 def describe(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, as_json: bool) -> None:
     """Show one TPU VM: state, health, accelerator, hosts and their IPs, runtime, capacity, age."""
-    from tpuctl.cloud import nodespec
-
-    nodespec.check_name(name)
-    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    resolved.require("zone")
-    reader = tpu_reader(resolved)
-    node = reader.node(resolved.zone, name)
-    if node is None:
-        raise TpuctlError(
-            f"no node {name} in project {reader.project}, zone {resolved.zone}", hint="`tpuctl list --all-zones` shows every node", exit_code=FAILED
-        )
+    node, zone = find_node(name, "`tpuctl list --all-zones` shows every node", project, zone, credentials, access_token_file)
     if as_json:
-        click.echo(json.dumps(node_dict(node, resolved.zone), indent=2))
+        click.echo(json.dumps(node_dict(node, zone), indent=2))
         return
     config = node.get("acceleratorConfig", {})
     health = _health(node) + (f" ({node['healthDescription']})" if node.get("healthDescription") else "")
     endpoints = node.get("networkEndpoints", [])
     rows = [
         ("name", name),
-        ("zone", resolved.zone),
+        ("zone", zone),
         ("state", str(node.get("state", ""))),
         ("health", health),
         ("accelerator", accelerator(node)),
