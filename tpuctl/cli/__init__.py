@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "runtimes": ("tpuctl.cli.node_info", "runtimes", "List the TPU VM runtime versions a zone offers."),
     "start": ("tpuctl.cli.node_ops", "start", "Start a stopped TPU VM."),
     "stop": ("tpuctl.cli.node_ops", "stop", "Stop a TPU VM."),
+    "tail": ("tpuctl.cli.tail", "tail", "Follow scalars and checkpoints as training writes them (local or gs://)."),
     "tf-config": ("tpuctl.cli.tf_config", "tf_config", "Print or check TF_CONFIG for every task of a cluster."),
 }
 

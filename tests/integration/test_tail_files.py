@@ -1,0 +1,163 @@
+"""`tpuctl tail` on files written byte by byte: split records, damage, odd files, local and gs://."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
+
+from tests.conftest import run_tpuctl
+from tpuctl.watch.records import frame
+from tpuctl.watch.sources import GcsSource, LocalSource
+from tpuctl.watch.tailer import Tailer
+
+
+def scalar_event(tag: str, step: int, value: float, *, tf2: bool = True, plugin: str = "") -> bytes:
+    """An event as TensorFlow/TensorBoard serialize it (TensorBoard's own protos, not ours)."""
+    if tf2:
+        tensor = tensor_pb2.TensorProto(dtype=1, tensor_content=struct.pack("<f", value))
+        tensor.tensor_shape.SetInParent()
+        entry = summary_pb2.Summary.Value(tag=tag, tensor=tensor)
+    else:
+        entry = summary_pb2.Summary.Value(tag=tag, simple_value=value)
+    if plugin:
+        entry.metadata.plugin_data.plugin_name = plugin
+    return frame(event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(value=[entry])).SerializeToString())
+
+
+def header_event() -> bytes:
+    return frame(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2").SerializeToString())
+
+
+def tail_once(path: Path | str, *args: str, env: dict[str, str] | None = None) -> tuple[list[dict[str, object]], str, int]:
+    result = run_tpuctl("tail", str(path), "--once", "--json", *args, env=env or dict(os.environ), timeout=60)
+    return [json.loads(line) for line in result.stdout.splitlines()], result.stderr, result.returncode
+
+
+def test_a_record_split_across_two_writes_is_read_once_complete(tmp_path: Path) -> None:
+    events = tmp_path / "train" / "events.out.tfevents.1.host.1.v2"
+    events.parent.mkdir()
+    whole = header_event() + scalar_event("loss", 1, 0.5, plugin="scalars") + scalar_event("loss", 2, 0.25)
+    events.write_bytes(whole[:-7])
+    tailer = Tailer(LocalSource(str(tmp_path)))
+    first = tailer.poll()
+    assert [s[:3] for _, _, s in first.scalars] == [("loss", 1, 0.5)] and not first.damage
+    with events.open("ab") as handle:
+        handle.write(whole[-7:])
+    second = tailer.poll()
+    assert [s[:3] for _, _, s in second.scalars] == [("loss", 2, 0.25)]
+    assert second.bytes_read == 7  # only what was appended
+    assert not tailer.poll()  # nothing new: nothing reported twice
+
+
+def test_a_flipped_byte_is_reported_once_and_skipped(tmp_path: Path) -> None:
+    good = [scalar_event("loss", step, 1.0 / step) for step in range(1, 6)]
+    blob = bytearray(header_event() + b"".join(good))
+    offset = len(header_event()) + len(good[0]) + len(good[1])  # the third scalar event
+    blob[offset + 20] ^= 0xFF
+    (tmp_path / "events.out.tfevents.2").write_bytes(bytes(blob))
+    events, stderr, code = tail_once(tmp_path)
+    assert code == 0, stderr
+    assert [e["step"] for e in events if e["kind"] == "scalar"] == [1, 2, 4, 5]
+    damage = [e for e in events if e["kind"] == "damage"]
+    assert damage == [{"kind": "damage", "run": None, "tag": "record data fails its CRC; skipped", "step": None, "value": offset, "wall_time": None, "file": "events.out.tfevents.2"}]
+    plain = run_tpuctl("tail", str(tmp_path), "--once")
+    assert f"tpuctl: warning: events.out.tfevents.2 at byte {offset}: record data fails its CRC; skipped" in plain.stderr
+
+
+def test_tf1_simple_values_tags_filter_and_plain_lines(tmp_path: Path) -> None:
+    body = header_event() + b"".join(scalar_event(tag, 3, 0.75, tf2=False) for tag in ("loss", "accuracy", "lr"))
+    (tmp_path / "events.out.tfevents.3").write_bytes(body)
+    result = run_tpuctl("tail", str(tmp_path), "--once", "--tags", "loss,acc*")
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [". loss step=3 value=0.75", ". accuracy step=3 value=0.75"]
+
+
+def test_odd_files_and_folders(tmp_path: Path) -> None:
+    (tmp_path / "events.out.tfevents.notes").write_text("this is not an event file\n" * 10)
+    (tmp_path / "workertemp_1").mkdir()
+    (tmp_path / "workertemp_1" / "events.out.tfevents.9").write_bytes(header_event() + scalar_event("loss", 1, 9.0))
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "events.out.tfevents.4").write_bytes(header_event() + scalar_event("loss", 7, 0.125))
+    (tmp_path / "weights.epoch03.weights.h5").write_bytes(b"h5")
+    backup = tmp_path / "backup" / "chief"
+    backup.mkdir(parents=True)
+    (backup / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n')
+    (backup / "ckpt-1.index").write_bytes(b"")
+    (backup / "ckpt-2.data-00000-of-00001").write_bytes(b"")  # ckpt-2 is still being written: no .index yet
+    events, stderr, code = tail_once(tmp_path)
+    assert code == 0, stderr
+    scalars = [(e["run"], e["tag"], e["step"]) for e in events if e["kind"] == "scalar"]
+    assert scalars == [("eval", "loss", 7)]  # workertemp_1 is a non-chief scratch copy
+    marks = sorted((e["tag"], e["file"], e["step"]) for e in events if e["kind"] == "checkpoint")
+    assert marks == [("backup", "backup/chief/ckpt-1", 1), ("keras", "weights.epoch03.weights.h5", 3)]
+    assert [e["tag"] for e in events if e["kind"] == "damage"] == ["not an event file (its first bytes are no record header); ignored"]
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    cases = [
+        (("tail", str(tmp_path / "missing"), "--once"), 1, "does not exist"),
+        (("tail", str(tmp_path), "--once", "--until-idle", "3"), 2, "give one of --once, --follow, --until-idle"),
+        (("tail", str(tmp_path), "--tags", "loss,,acc"), 2, "empty pattern"),
+        (("tail", "s3://bucket/run", "--once"), 2, "cannot tail s3:// paths"),
+        (("tail", str(tmp_path), "--interval", "0"), 2, "--interval"),
+    ]
+    for args, code, words in cases:
+        result = run_tpuctl(*args)
+        assert result.returncode == code and result.stderr.count("\n") == 1 and words in result.stderr, (args, result.stderr)
+    empty = run_tpuctl("tail", str(tmp_path), "--once")
+    assert empty.returncode == 0 and empty.stderr == f"tpuctl: no event files under {tmp_path} yet\n"
+
+
+def test_until_idle_waits_for_files_then_exits(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run_tpuctl("tail", str(tmp_path), "--until-idle", "1", "--interval", "0.2")
+    assert result.returncode == 0 and "yet; waiting" in result.stderr
+    assert 1 <= time.monotonic() - started < 20
+
+
+@pytest.fixture
+def gcs_emulator() -> Iterator[str]:
+    from gcp_storage_emulator.server import create_server
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+def test_gcs_reads_only_the_new_byte_range(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    bucket = storage.Client(project="tpuctl-test", credentials=AnonymousCredentials()).create_bucket("runs")
+    name = "exp1/train/events.out.tfevents.5"
+    content = header_event() + b"".join(scalar_event("loss", step, 0.5) for step in range(1, 200))
+    bucket.blob(name).upload_from_string(content)
+    bucket.blob("exp1/workertemp_1/events.out.tfevents.6").upload_from_string(content)
+    tailer = Tailer(GcsSource("gs://runs/exp1"))
+    first = tailer.poll()
+    assert len(first.scalars) == 199 and first.bytes_read == len(content)
+    extra = scalar_event("loss", 200, 0.5)
+    bucket.blob(name).upload_from_string(content + extra)  # GCS objects are rewritten, never appended
+    second = tailer.poll()
+    assert [s[1] for _, _, s in second.scalars] == [200] and second.bytes_read == len(extra)
+
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": gcs_emulator}
+    events, stderr, code = tail_once("gs://runs/exp1", env=env)
+    assert code == 0, stderr
+    assert len([e for e in events if e["kind"] == "scalar"]) == 200 and {e["run"] for e in events} == {"train"}
+    missing = run_tpuctl("tail", "gs://no-such-bucket/run", "--once", env=env)
+    assert missing.returncode == 1 and missing.stderr == "Error: bucket gs://no-such-bucket does not exist\n"

@@ -1,0 +1,1 @@
+"""`tpuctl tail`: checkpoints and TensorBoard summaries as they arrive, without TensorFlow."""

@@ -1,0 +1,112 @@
+"""TFRecord framing, read incrementally: only new bytes, CRC-checked, tolerant of a half-written end.
+
+A record is `length (u64) | masked crc32c(length) (u32) | data | masked crc32c(data) (u32)`.
+A writer appends records while we read, so the last one may be incomplete:
+it stays in the buffer until its bytes arrive — never an error, never lost,
+never read twice. A record whose data CRC fails is reported once and skipped;
+a damaged length (its header CRC fails) makes the reader scan forward to the
+next position where a header checks out.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import google_crc32c
+
+HEADER = struct.Struct("<QI")
+LENGTH = struct.Struct("<Q")
+FOOTER = struct.Struct("<I")
+HEADER_SIZE = 12
+FOOTER_SIZE = 4
+# Records larger than this are treated as a damaged length (TensorBoard events are KBs; 1 GiB is absurd).
+MAX_RECORD = 1 << 30
+_MASK_DELTA = 0xA282EAD8
+
+
+def masked_crc(data: bytes | memoryview) -> int:
+    """TFRecord's CRC: crc32c rotated right by 15 bits plus a constant, so CRCs of CRCs stay strong."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame(data: bytes) -> bytes:
+    """One record as a TFRecord writer frames it (tests and benchmarks write files with this)."""
+    length = struct.pack("<Q", len(data))
+    return length + struct.pack("<I", masked_crc(length)) + data + struct.pack("<I", masked_crc(data))
+
+
+@dataclass
+class Damage:
+    offset: int  # byte offset in the file where the bad record (or unreadable stretch) starts
+    reason: str
+
+
+@dataclass
+class RecordBuffer:
+    """Bytes of one file from `start` on, fed as they are read; yields whole, checked records.
+
+    `offset` is where the next unread byte of the file goes; `pending` holds an
+    incomplete last record. Feeding is append-only, so each byte is read once.
+    """
+
+    offset: int = 0
+    pending: bytes = b""
+    damage: list[Damage] = field(default_factory=list)
+
+    @property
+    def consumed(self) -> int:
+        """File offset up to which every record has been handed out (or skipped)."""
+        return self.offset - len(self.pending)
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The complete records in pending + chunk, in order; the incomplete rest stays pending."""
+        base = self.consumed
+        data = self.pending + chunk if self.pending else chunk
+        self.offset += len(chunk)
+        records: list[bytes] = []
+        append = records.append
+        crc32c = google_crc32c.value
+        unpack_length = LENGTH.unpack_from
+        unpack_crc = FOOTER.unpack_from
+        pos = 0
+        end = len(data)
+        while pos + HEADER_SIZE <= end:
+            length = unpack_length(data, pos)[0]
+            stop = pos + HEADER_SIZE + length
+            if stop + FOOTER_SIZE <= end:
+                body = data[pos + HEADER_SIZE : stop]
+                crc = crc32c(body)
+                # The common case, inlined (masked_crc): the hot loop of every tail.
+                if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF == unpack_crc(data, stop)[0]:
+                    append(body)
+                    pos = stop + FOOTER_SIZE
+                    continue
+                if self._header_ok(data, pos):
+                    # The length is right, the data is not: skip exactly this record.
+                    self.damage.append(Damage(base + pos, "record data fails its CRC; skipped"))
+                    pos = stop + FOOTER_SIZE
+                    continue
+            elif length <= MAX_RECORD and self._header_ok(data, pos):
+                break  # a record still being written: wait for the rest
+            # The length itself is damaged: find the next header that checks out.
+            resume = self._resync(data, pos + 1, end)
+            self.damage.append(Damage(base + pos, f"damaged record header; skipped {resume - pos} bytes"))
+            pos = resume
+        self.pending = data[pos:]
+        return records
+
+    @staticmethod
+    def _header_ok(data: bytes, pos: int) -> bool:
+        return masked_crc(data[pos : pos + 8]) == HEADER.unpack_from(data, pos)[1]
+
+    def _resync(self, data: bytes, start: int, end: int) -> int:
+        """The next offset whose 12 bytes are a valid header, or where too few bytes remain to tell."""
+        pos = start
+        while pos + HEADER_SIZE <= end:
+            length = HEADER.unpack_from(data, pos)[0]
+            if length <= MAX_RECORD and self._header_ok(data, pos):
+                return pos
+            pos += 1
+        return pos

@@ -1,0 +1,146 @@
+"""Where a model directory lives: a local folder or a gs:// prefix, listed and read by byte range.
+
+A tail polls every second or so; each poll lists the tree (names and sizes)
+and reads only the byte ranges that grew, so a 50 MB event file is never
+fetched twice. `workertemp_*` folders (non-chief workers' scratch copies) are
+never entered.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tpuctl.errors import FAILED, TpuctlError
+
+SKIPPED_PREFIX = "workertemp_"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str  # relative to the source's root, with "/" separators
+    size: int
+    mtime: float
+
+
+class Source(Protocol):
+    root: str
+
+    def list(self) -> list[FileInfo]: ...
+    def read(self, path: str, start: int, end: int) -> bytes: ...
+
+
+def open_source(location: str) -> Source:
+    if location.startswith("gs://"):
+        return GcsSource(location)
+    if "://" in location:
+        scheme = location.split("://", 1)[0]
+        raise TpuctlError(f"cannot tail {scheme}:// paths", hint="tpuctl tail reads local folders and gs://BUCKET/PATH")
+    return LocalSource(location)
+
+
+class LocalSource:
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._base = Path(root)
+        try:
+            mode = self._base.stat().st_mode
+        except FileNotFoundError:
+            raise TpuctlError(f"{root} does not exist", hint="give the --model-dir of a run", exit_code=FAILED) from None
+        except PermissionError:
+            raise TpuctlError(f"{root}: permission denied", exit_code=FAILED) from None
+        self._single = stat.S_ISREG(mode)  # a single event file may be tailed by itself
+
+    def list(self) -> list[FileInfo]:
+        if self._single:
+            info = self._base.stat()
+            return [FileInfo(self._base.name, info.st_size, info.st_mtime)]
+        found: list[FileInfo] = []
+        self._walk(self._base, "", found)
+        return found
+
+    def _walk(self, folder: Path, prefix: str, found: list[FileInfo]) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            return  # removed between listing and reading: it simply has nothing now
+        except PermissionError:
+            if not prefix:
+                raise TpuctlError(f"{self.root}: permission denied", exit_code=FAILED) from None
+            return
+        for entry in entries:
+            name = prefix + entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not entry.name.startswith(SKIPPED_PREFIX):
+                        self._walk(Path(entry.path), name + "/", found)
+                elif entry.is_file():
+                    info = entry.stat()
+                    found.append(FileInfo(name, info.st_size, info.st_mtime))
+            except OSError:
+                continue  # vanished or unreadable entry: skip it this round
+
+    def read(self, path: str, start: int, end: int) -> bytes:
+        target = self._base if self._single else self._base / path
+        with open(target, "rb") as handle:
+            handle.seek(start)
+            return handle.read(end - start)
+
+
+class GcsSource:
+    """google-cloud-storage: a prefix listing per poll, ranged GETs for what grew.
+
+    Honours STORAGE_EMULATOR_HOST (how tests reach a local emulator).
+    """
+
+    def __init__(self, location: str) -> None:
+        self.root = location
+        bucket, _, prefix = location[len("gs://") :].partition("/")
+        if not bucket:
+            raise TpuctlError(f"{location} names no bucket", hint="gs://BUCKET/PATH")
+        self._prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self._bucket = _client().bucket(bucket)
+        self._checked = False
+
+    def list(self) -> list[FileInfo]:
+        from google.api_core import exceptions as api
+
+        try:
+            if not self._checked:
+                if not self._bucket.exists():
+                    raise TpuctlError(f"bucket gs://{self._bucket.name} does not exist", exit_code=FAILED)
+                self._checked = True
+            blobs = list(self._bucket.list_blobs(prefix=self._prefix))
+        except api.Forbidden:
+            raise TpuctlError(f"permission denied listing {self.root}", hint="the account needs storage.objects.list", exit_code=FAILED) from None
+        found = []
+        for blob in blobs:
+            name = blob.name[len(self._prefix) :]
+            if not name or name.endswith("/") or any(part.startswith(SKIPPED_PREFIX) for part in name.split("/")[:-1]):
+                continue
+            found.append(FileInfo(name, int(blob.size or 0), blob.updated.timestamp() if blob.updated else 0.0))
+        return found
+
+    def read(self, path: str, start: int, end: int) -> bytes:
+        blob = self._bucket.blob(self._prefix + path)
+        data: bytes = blob.download_as_bytes(start=start, end=end - 1, checksum=None)
+        return data
+
+
+def _client() -> Any:
+    """A storage client: anonymous against an emulator, else tpuctl's credentials (ADC, key or token file)."""
+    from google.cloud import storage
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project="tpuctl-emulator", credentials=AnonymousCredentials())
+    from tpuctl import settings
+    from tpuctl.cloud import credentials
+
+    resolved = settings.resolve()
+    identity = credentials.load(resolved)
+    return storage.Client(project=resolved.get("project") or identity.project, credentials=identity.credentials)

@@ -1,0 +1,202 @@
+"""One poll of a model directory: new scalars, other summaries, checkpoints and damage, each once.
+
+Event files are found by name (`*.tfevents*`) anywhere below the root, so
+train/, validation/ and run folders that appear later are all picked up.
+Checkpoints are announced from TensorFlow's `checkpoint` state files once
+their `.index` exists (before that the checkpoint is still being written),
+and Keras `.weights.h5` / `.keras` files when they appear or change.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gc
+import posixpath
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tpuctl.watch.events import Decoder, Scalar
+from tpuctl.watch.records import HEADER, HEADER_SIZE, MAX_RECORD, RecordBuffer, masked_crc
+from tpuctl.watch.sources import FileInfo, Source
+
+READ_CHUNK = 8 << 20  # bytes per read: bounded memory, however large the file
+_STATE_ENTRY = re.compile(r'^(model_checkpoint_path|all_model_checkpoint_paths):\s*"((?:[^"\\]|\\.)*)"', re.M)
+_STEP = re.compile(r"(\d+)(?!.*\d)")
+KERAS_SUFFIXES = (".weights.h5", ".keras")
+
+
+def is_event_file(path: str) -> bool:
+    return ".tfevents" in posixpath.basename(path)
+
+
+def run_of(path: str) -> str:
+    """The run an event file belongs to: its folder below the root ("." for the root itself)."""
+    return posixpath.dirname(path) or "."
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    run: str
+    path: str  # relative to the root
+    step: int | None
+    wall_time: float
+    kind: str  # "checkpoint", "backup" (BackupAndRestore) or "keras"
+
+
+@dataclass(frozen=True)
+class Damage:
+    file: str
+    offset: int
+    reason: str
+
+
+@dataclass
+class Update:
+    scalars: list[tuple[str, str, Scalar]] = field(default_factory=list)  # (run, file, scalar)
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    damage: list[Damage] = field(default_factory=list)
+    others: Counter[str] = field(default_factory=Counter)  # plugin or kind -> new count
+    bytes_read: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.scalars or self.checkpoints or self.damage or self.others)
+
+
+@dataclass
+class _FileState:
+    buffer: RecordBuffer = field(default_factory=RecordBuffer)
+    decoder: Decoder = field(default_factory=Decoder)
+    reported: int = 0  # damage entries already handed out
+    not_events: bool = False
+
+
+class Tailer:
+    def __init__(self, source: Source, tags: tuple[str, ...] = ()) -> None:
+        self.source = source
+        self.tags = tags
+        self.files: dict[str, _FileState] = {}
+        self._seen_checkpoints: set[str] = set()
+        self._keras: dict[str, tuple[int, float]] = {}
+
+    @property
+    def event_files(self) -> int:
+        return len(self.files)
+
+    def wanted(self, tag: str) -> bool:
+        return not self.tags or any(fnmatch.fnmatchcase(tag, pattern) for pattern in self.tags)
+
+    def poll(self) -> Update:
+        update = Update()
+        listing = self.source.list()
+        by_path = {info.path: info for info in listing}
+        for info in sorted(listing, key=lambda i: i.path):
+            if is_event_file(info.path):
+                self._read_events(info, update)
+        self._checkpoints(by_path, update)
+        return update
+
+    def _read_events(self, info: FileInfo, update: Update) -> None:
+        state = self.files.setdefault(info.path, _FileState())
+        if state.not_events:
+            return
+        if info.size < state.buffer.offset:
+            update.damage.append(Damage(info.path, info.size, "file shrank (replaced?); reading it again from the start"))
+            state = self.files[info.path] = _FileState()
+        run = run_of(info.path)
+        while state.buffer.offset < info.size:
+            end = min(info.size, state.buffer.offset + READ_CHUNK)
+            try:
+                chunk = self.source.read(info.path, state.buffer.offset, end)
+            except FileNotFoundError:
+                return
+            if not chunk:
+                return
+            update.bytes_read += len(chunk)
+            if state.buffer.offset == 0 and not _starts_like_records(chunk):
+                if len(chunk) < HEADER_SIZE:
+                    return  # too little written yet to tell
+                state.not_events = True
+                update.damage.append(Damage(info.path, 0, "not an event file (its first bytes are no record header); ignored"))
+                return
+            records = state.buffer.feed(chunk)
+            for scalar in _decode(state.decoder, records):
+                if self.wanted(scalar[0]):
+                    update.scalars.append((run, info.path, scalar))
+            update.others.update(state.decoder.others)
+            state.decoder.others.clear()
+            for found in state.buffer.damage[state.reported :]:
+                update.damage.append(Damage(info.path, found.offset, found.reason))
+            state.reported = len(state.buffer.damage)
+
+    def _checkpoints(self, by_path: dict[str, FileInfo], update: Update) -> None:
+        for path, info in by_path.items():
+            name = posixpath.basename(path)
+            if name == "checkpoint":
+                self._state_file(path, by_path, update)
+            elif name.endswith(KERAS_SUFFIXES):
+                mark = (info.size, info.mtime)
+                if self._keras.get(path) != mark:
+                    self._keras[path] = mark
+                    update.checkpoints.append(Checkpoint(run_of(path), path, _step(name), info.mtime, "keras"))
+
+    def _state_file(self, path: str, by_path: dict[str, FileInfo], update: Update) -> None:
+        try:
+            text = self.source.read(path, 0, by_path[path].size).decode("utf-8", "replace")
+        except FileNotFoundError:
+            return
+        folder = posixpath.dirname(path)
+        kind = "backup" if _is_backup(folder) else "checkpoint"
+        for _, raw in _STATE_ENTRY.findall(text):
+            prefix = raw.replace('\\"', '"')
+            relative = posixpath.normpath(posixpath.join(folder, prefix)) if not posixpath.isabs(prefix) else prefix
+            key = _relative_to_root(relative, by_path)
+            if key is None or key in self._seen_checkpoints:
+                continue
+            index = by_path.get(key + ".index")
+            if index is None:
+                continue  # still being written; the .index comes last
+            self._seen_checkpoints.add(key)
+            update.checkpoints.append(Checkpoint(folder or ".", key, _step(posixpath.basename(key)), index.mtime, kind))
+        update.checkpoints.sort(key=lambda c: (c.wall_time, c.path))
+
+
+def _decode(decoder: Decoder, records: list[bytes]) -> list[Scalar]:
+    """Decode with the cyclic garbage collector paused: the loop makes no cycles, only many
+    small tuples, and collections triggered by them cost about 15% of the tail's time."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return decoder.decode(records)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _starts_like_records(chunk: bytes) -> bool:
+    """Whether a file's first 12 bytes are a valid record header (checked once, at offset 0)."""
+    if len(chunk) < HEADER_SIZE:
+        return False
+    length, crc = HEADER.unpack_from(chunk, 0)
+    return length <= MAX_RECORD and masked_crc(chunk[:8]) == crc
+
+
+def _relative_to_root(path: str, by_path: dict[str, FileInfo]) -> str | None:
+    """State files may hold absolute paths (TF1, some writers); match them to our listing by suffix."""
+    if not posixpath.isabs(path):
+        return path
+    for candidate in by_path:
+        if candidate.endswith(".index") and path.endswith("/" + candidate[: -len(".index")]):
+            return candidate[: -len(".index")]
+    return None
+
+
+def _is_backup(folder: str) -> bool:
+    """tf-keras BackupAndRestore keeps its checkpoints in BACKUP_DIR/chief (and workertemp_N)."""
+    parts = folder.split("/")
+    return "backup" in parts or (parts[-1] == "chief" and len(parts) > 1)
+
+
+def _step(name: str) -> int | None:
+    found = _STEP.search(name.replace(".weights.h5", "").replace(".keras", ""))
+    return int(found.group(1)) if found else None
