@@ -58,11 +58,20 @@ def test_restart_resumes_the_example_from_its_last_epoch(tmp_path: Path) -> None
     model_dir = tmp_path / "model"
     result = run_tpuctl(
         "launch", str(ROOT / "examples" / "train_keras.py"), "--workers", "2", "--model-dir", str(model_dir),
-        "--max-restarts", "1", "--log-dir", str(tmp_path / "logs"), "--json",
+        "--max-restarts", "1", "--log-dir", str(tmp_path / "logs"), "--json", "--tail",
         "--", "--epochs", "3", "--examples", "1024", "--simulate-preemption", "2",
     )
     assert result.returncode == 0, result.stderr
     outcome = json.loads(result.stdout.splitlines()[-1])
+    # --tail: the summaries and checkpoints appear beside the logs, each once, across both attempts
+    tail = [line for line in result.stderr.splitlines() if line.startswith("[tail] ")]
+    losses = [line.split()[1:4] for line in tail if " epoch_loss " in line]
+    assert losses == [["logs/train", "epoch_loss", f"step={step}"] for step in range(3)]
+    assert [line.split()[2] for line in tail if line.startswith("[tail] keras ")] == [
+        "checkpoints/epoch-01.weights.h5", "checkpoints/epoch-02.weights.h5", "checkpoints/epoch-03.weights.h5",
+    ]
+    assert "tpuctl: last checkpoint: checkpoints/epoch-03.weights.h5 (step 3)" in result.stderr
+    assert any(line.startswith("tpuctl: logs/train/epoch_loss: ") and line.endswith(" at step 2") for line in result.stderr.splitlines())
     assert outcome["attempts"] == 2
     first = (tmp_path / "logs" / "attempt-1" / "worker-0.log").read_text()
     second = (tmp_path / "logs" / "attempt-2" / "worker-0.log").read_text()

@@ -175,6 +175,7 @@ def _summarise(outcome: Outcome, log_dir: Path, workers: int, as_json: bool) -> 
 @click.option("--devices", "device_list", metavar="DEV[,DEV]", help="Devices for --strategy mirrored, e.g. GPU:0,GPU:1.  [default: all]")
 @click.option("--simulate-devices", type=click.IntRange(min=0), default=0, help="Split the CPU into N logical devices: MirroredStrategy with N replicas.")
 @click.option("--tpu-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds a worker may spend reaching its TPU (TPU_NAME; default 300).")
+@click.option("--tail", "tail_view", is_flag=True, help="Show the scalars and checkpoints written to --model-dir while the workers run.")
 @click.option("--dry-run", is_flag=True, help="Print every worker's command and environment; start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan (with --dry-run) or outcome.")
 def launch(
@@ -195,6 +196,7 @@ def launch(
     device_list: str | None,
     simulate_devices: int,
     tpu_timeout: float | None,
+    tail_view: bool,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -211,6 +213,8 @@ def launch(
         raise TpuctlError(f"--python {python}: no such interpreter, or not executable")
     if model_dir and "://" not in model_dir:
         model_dir = os.path.abspath(model_dir)
+    if tail_view and not model_dir:
+        raise TpuctlError("--tail follows --model-dir: give one")
     devices = parse_devices(device_list) if device_list else ()
     check_strategy_options(strategy, workers, ps, communication, devices, simulate_devices, tpu_timeout)
     job = Job(
@@ -242,10 +246,10 @@ def launch(
             held.release()
         _print_plan(plan, as_json)
         return
-    sys.exit(_launch(job, run_id, Path(log_dir) if log_dir else _default_log_dir(run_id), as_json))
+    sys.exit(_launch(job, run_id, Path(log_dir) if log_dir else _default_log_dir(run_id), as_json, tail_view))
 
 
-def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool) -> int:
+def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool, tail_view: bool = False) -> int:
     from tpuctl.launch.local import LocalBackend
     from tpuctl.launch.supervisor import Supervisor
 
@@ -256,13 +260,23 @@ def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool) -> int:
         raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror}", hint="pass --log-dir") from None
     if not as_json:
         click.echo(f"tpuctl: launching {job.workers} worker(s) of {job.script}; logs: {log_dir}", err=True)
+    writer = logs.LineWriter(log_stream)
+    follower = None
+    if tail_view and job.model_dir:
+        from tpuctl.watch.follower import Follower
+
+        follower = Follower(job.model_dir, writer.write)
+        follower.start()
     supervisor = Supervisor(
         LocalBackend(log_dir),
-        writer=logs.LineWriter(log_stream),
+        writer=writer,
         notice=lambda line: click.echo(f"tpuctl: {line}", err=True),
         log_dir=log_dir,
         colour=logs.use_colour(log_stream),
     )
     outcome = supervisor.run(job, run_id)
+    if follower is not None:
+        for line in follower.finish():
+            click.echo(f"tpuctl: {line}", err=True)
     _summarise(outcome, log_dir, job.processes, as_json)
     return outcome.exit_code
