@@ -161,3 +161,41 @@ def test_gcs_reads_only_the_new_byte_range(gcs_emulator: str, monkeypatch: pytes
     assert len([e for e in events if e["kind"] == "scalar"]) == 200 and {e["run"] for e in events} == {"train"}
     missing = run_tpuctl("tail", "gs://no-such-bucket/run", "--once", env=env)
     assert missing.returncode == 1 and missing.stderr == "Error: bucket gs://no-such-bucket does not exist\n"
+
+
+def test_live_view_on_a_terminal(tmp_path: Path) -> None:
+    """On a TTY: one row per tag with value, step, steps/s, min/max and a sparkline, plus checkpoints."""
+    import subprocess
+
+    from tests.conftest import tpuctl_cmd
+
+    values = [4.0, 3.0, 2.0, 1.0]
+    body = header_event() + b"".join(scalar_event("loss", step * 10, value) for step, value in enumerate(values))
+    (tmp_path / "events.out.tfevents.7").write_bytes(body)
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-30"\n')
+    (tmp_path / "ckpt-30.index").write_bytes(b"")
+    primary, secondary = os.openpty()
+    try:
+        done = subprocess.run(
+            tpuctl_cmd("tail", str(tmp_path), "--once"), stdout=secondary, stderr=subprocess.PIPE,
+            env={**os.environ, "COLUMNS": "120", "TERM": "xterm"}, timeout=60,
+        )
+        os.close(secondary)
+        screen = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            screen += chunk
+    finally:
+        os.close(primary)
+    assert done.returncode == 0, done.stderr
+    text = screen.decode("utf-8", "replace")
+    for words in ("run", "tag", "steps/s", "recent", "loss", "ckpt-30", "█"):
+        assert words in text, text
+    row = next(line for line in text.splitlines() if " loss " in line)
+    # last value 1 at step 30; 30 steps over 30 s of wall time; min 1, max 4; falling sparkline
+    assert row.split() == [".", "loss", "1", "30", "1.00", "1", "4", "█▆▃▁"], row
