@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, run_tpuctl, tpuctl_cmd
+from tests.conftest import SCRIPTS, tpuctl_cmd
 
 STEPS = 30
 

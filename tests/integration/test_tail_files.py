@@ -48,11 +48,11 @@ def test_a_record_split_across_two_writes_is_read_once_complete(tmp_path: Path) 
     events.write_bytes(whole[:-7])
     tailer = Tailer(LocalSource(str(tmp_path)))
     first = tailer.poll()
-    assert [s[:3] for _, _, s in first.scalars] == [("loss", 1, 0.5)] and not first.damage
+    assert [s[:3] for _, _, s in first.scalars()] == [("loss", 1, 0.5)] and not first.damage
     with events.open("ab") as handle:
         handle.write(whole[-7:])
     second = tailer.poll()
-    assert [s[:3] for _, _, s in second.scalars] == [("loss", 2, 0.25)]
+    assert [s[:3] for _, _, s in second.scalars()] == [("loss", 2, 0.25)]
     assert second.bytes_read == 7  # only what was appended
     assert not tailer.poll()  # nothing new: nothing reported twice
 
@@ -149,11 +149,11 @@ def test_gcs_reads_only_the_new_byte_range(gcs_emulator: str, monkeypatch: pytes
     bucket.blob("exp1/workertemp_1/events.out.tfevents.6").upload_from_string(content)
     tailer = Tailer(GcsSource("gs://runs/exp1"))
     first = tailer.poll()
-    assert len(first.scalars) == 199 and first.bytes_read == len(content)
+    assert len(list(first.scalars())) == 199 and first.bytes_read == len(content)
     extra = scalar_event("loss", 200, 0.5)
     bucket.blob(name).upload_from_string(content + extra)  # GCS objects are rewritten, never appended
     second = tailer.poll()
-    assert [s[1] for _, _, s in second.scalars] == [200] and second.bytes_read == len(extra)
+    assert [s[1] for _, _, s in second.scalars()] == [200] and second.bytes_read == len(extra)
 
     env = {**os.environ, "STORAGE_EMULATOR_HOST": gcs_emulator}
     events, stderr, code = tail_once("gs://runs/exp1", env=env)

@@ -67,12 +67,12 @@ def follow(source: Any, tags: tuple[str, ...], display: Display, *, once: bool, 
     quiet_since = time.monotonic()
     said_waiting = False
     while True:
-        update = tailer.poll()
+        for update in tailer.updates():
+            if update:
+                quiet_since = time.monotonic()
+            status = f"{tailer.event_files} event file(s) under {source.root}; polling every {interval:g}s"
+            display.show(update, status)
         now = time.monotonic()
-        if update:
-            quiet_since = now
-        status = f"{tailer.event_files} event file(s) under {source.root}; polling every {interval:g}s"
-        display.show(update, status)
         if tailer.event_files == 0 and not said_waiting:
             click.echo(f"tpuctl: no event files under {source.root} yet" + ("" if once else "; waiting"), err=True)
             said_waiting = True

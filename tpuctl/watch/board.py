@@ -61,11 +61,12 @@ class Board:
     damage: list[Damage] = field(default_factory=list)
 
     def add(self, update: Update) -> None:
-        for run, _, (tag, step, value, wall_time) in update.scalars:
-            series = self.series.get((run, tag))
-            if series is None:
-                self.series[(run, tag)] = series = Series(step, value, wall_time, step, wall_time)
-            series.add(step, value, wall_time)
+        for run, _, scalars in update.batches:
+            for tag, step, value, wall_time in scalars:
+                series = self.series.get((run, tag))
+                if series is None:
+                    self.series[(run, tag)] = series = Series(step, value, wall_time, step, wall_time)
+                series.add(step, value, wall_time)
         self.checkpoints += update.checkpoints
         self.others.update(update.others)
         self.damage += update.damage
@@ -130,7 +131,7 @@ def json_lines(update: Update) -> list[str]:
     """One object per event, in the documented schema (docs/tail.md)."""
     lines = [
         json.dumps({"kind": "scalar", "run": run, "tag": tag, "step": step, "value": _json_number(value), "wall_time": wall_time, "file": file})
-        for run, file, (tag, step, value, wall_time) in update.scalars
+        for run, file, (tag, step, value, wall_time) in update.scalars()
     ]
     lines += [
         json.dumps({"kind": "checkpoint", "run": c.run, "tag": c.kind, "step": c.step, "value": None, "wall_time": c.wall_time, "file": c.path})
@@ -142,7 +143,7 @@ def json_lines(update: Update) -> list[str]:
 
 
 def plain_lines(update: Update) -> list[str]:
-    lines = [f"{run} {tag} step={step} value={number(value)}" for run, _, (tag, step, value, _) in update.scalars]
+    lines = [f"{run} {tag} step={step} value={number(value)}" for run, _, (tag, step, value, _) in update.scalars()]
     lines += [f"{c.kind} {c.path}" + (f" step={c.step}" if c.step is not None else "") for c in update.checkpoints]
     if update.others:
         lines.append("other summaries: " + ", ".join(f"{kind} +{count}" for kind, count in sorted(update.others.items())))

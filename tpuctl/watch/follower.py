@@ -45,15 +45,14 @@ class Follower:
                 return
             self._tailer = Tailer(source)
         try:
-            update = self._tailer.poll()
+            for update in self._tailer.updates():
+                self.board.add(update)
+                for line in plain_lines(update):
+                    self.write(f"[tail] {line}")
+                for damage in update.damage:
+                    self.write(f"[tail] warning: {damage.file} at byte {damage.offset}: {damage.reason}")
         except (OSError, TpuctlError) as err:
             self.write(f"[tail] cannot read {self.model_dir}: {err}")
-            return
-        self.board.add(update)
-        for line in plain_lines(update):
-            self.write(f"[tail] {line}")
-        for damage in update.damage:
-            self.write(f"[tail] warning: {damage.file} at byte {damage.offset}: {damage.reason}")
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

@@ -14,13 +14,14 @@ import gc
 import posixpath
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tpuctl.watch.events import Decoder, Scalar
 from tpuctl.watch.records import HEADER, HEADER_SIZE, MAX_RECORD, RecordBuffer, masked_crc
 from tpuctl.watch.sources import FileInfo, Source
 
-READ_CHUNK = 8 << 20  # bytes per read: bounded memory, however large the file
+READ_CHUNK = 4 << 20  # bytes per read (and per update): bounded memory, however large the file
 _STATE_ENTRY = re.compile(r'^(model_checkpoint_path|all_model_checkpoint_paths):\s*"((?:[^"\\]|\\.)*)"', re.M)
 _STEP = re.compile(r"(\d+)(?!.*\d)")
 KERAS_SUFFIXES = (".weights.h5", ".keras")
@@ -53,14 +54,29 @@ class Damage:
 
 @dataclass
 class Update:
-    scalars: list[tuple[str, str, Scalar]] = field(default_factory=list)  # (run, file, scalar)
+    # (run, file, scalars in file order): one batch per chunk read, no per-event wrapping
+    batches: list[tuple[str, str, list[Scalar]]] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
     damage: list[Damage] = field(default_factory=list)
     others: Counter[str] = field(default_factory=Counter)  # plugin or kind -> new count
     bytes_read: int = 0
+    records: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.scalars or self.checkpoints or self.damage or self.others)
+        return bool(self.batches or self.checkpoints or self.damage or self.others)
+
+    def scalars(self) -> Iterator[tuple[str, str, Scalar]]:
+        for run, file, scalars in self.batches:
+            for scalar in scalars:
+                yield run, file, scalar
+
+    def merge(self, other: Update) -> None:
+        self.batches += other.batches
+        self.checkpoints += other.checkpoints
+        self.damage += other.damage
+        self.others.update(other.others)
+        self.bytes_read += other.bytes_read
+        self.records += other.records
 
 
 @dataclass
@@ -77,6 +93,7 @@ class Tailer:
         self.tags = tags
         self.files: dict[str, _FileState] = {}
         self._seen_checkpoints: set[str] = set()
+        self._wanted: dict[str, bool] = {}
         self._keras: dict[str, tuple[int, float]] = {}
 
     @property
@@ -84,24 +101,35 @@ class Tailer:
         return len(self.files)
 
     def wanted(self, tag: str) -> bool:
-        return not self.tags or any(fnmatch.fnmatchcase(tag, pattern) for pattern in self.tags)
+        """Tag filter, decided once per tag: it is asked for every event."""
+        known = self._wanted.get(tag)
+        if known is None:
+            known = self._wanted[tag] = not self.tags or any(fnmatch.fnmatchcase(tag, p) for p in self.tags)
+        return known
 
     def poll(self) -> Update:
-        update = Update()
+        """Everything new, as one update (for small polls; `updates` keeps memory bounded)."""
+        whole = Update()
+        for update in self.updates():
+            whole.merge(update)
+        return whole
+
+    def updates(self) -> Iterator[Update]:
+        """Everything new, one update per chunk read, then one with the checkpoints."""
         listing = self.source.list()
-        by_path = {info.path: info for info in listing}
         for info in sorted(listing, key=lambda i: i.path):
             if is_event_file(info.path):
-                self._read_events(info, update)
-        self._checkpoints(by_path, update)
-        return update
+                yield from self._read_events(info)
+        final = Update()
+        self._checkpoints({info.path: info for info in listing}, final)
+        yield final
 
-    def _read_events(self, info: FileInfo, update: Update) -> None:
+    def _read_events(self, info: FileInfo) -> Iterator[Update]:
         state = self.files.setdefault(info.path, _FileState())
         if state.not_events:
             return
         if info.size < state.buffer.offset:
-            update.damage.append(Damage(info.path, info.size, "file shrank (replaced?); reading it again from the start"))
+            yield Update(damage=[Damage(info.path, info.size, "file shrank (replaced?); reading it again from the start")])
             state = self.files[info.path] = _FileState()
         run = run_of(info.path)
         while state.buffer.offset < info.size:
@@ -112,22 +140,27 @@ class Tailer:
                 return
             if not chunk:
                 return
-            update.bytes_read += len(chunk)
+            update = Update(bytes_read=len(chunk))
             if state.buffer.offset == 0 and not _starts_like_records(chunk):
                 if len(chunk) < HEADER_SIZE:
                     return  # too little written yet to tell
                 state.not_events = True
                 update.damage.append(Damage(info.path, 0, "not an event file (its first bytes are no record header); ignored"))
+                yield update
                 return
             records = state.buffer.feed(chunk)
-            for scalar in _decode(state.decoder, records):
-                if self.wanted(scalar[0]):
-                    update.scalars.append((run, info.path, scalar))
+            update.records = len(records)
+            scalars = _decode(state.decoder, records)
+            if self.tags:
+                scalars = [scalar for scalar in scalars if self.wanted(scalar[0])]
+            if scalars:
+                update.batches.append((run, info.path, scalars))
             update.others.update(state.decoder.others)
             state.decoder.others.clear()
             for found in state.buffer.damage[state.reported :]:
                 update.damage.append(Damage(info.path, found.offset, found.reason))
             state.reported = len(state.buffer.damage)
+            yield update
 
     def _checkpoints(self, by_path: dict[str, FileInfo], update: Update) -> None:
         for path, info in by_path.items():
