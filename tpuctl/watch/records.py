@@ -60,11 +60,19 @@ class RecordBuffer:
         """File offset up to which every record has been handed out (or skipped)."""
         return self.offset - len(self.pending)
 
+    def take(self, chunk: bytes) -> tuple[bytes, int]:
+        """Pending bytes plus a new chunk, and the file offset where they start; pair with `keep`."""
+        base = self.consumed
+        self.offset += len(chunk)
+        return (self.pending + chunk if self.pending else chunk), base
+
+    def keep(self, data: bytes, pos: int) -> None:
+        """Everything before `pos` is handed out; the rest waits for more bytes."""
+        self.pending = data[pos:]
+
     def feed(self, chunk: bytes) -> list[bytes]:
         """The complete records in pending + chunk, in order; the incomplete rest stays pending."""
-        base = self.consumed
-        data = self.pending + chunk if self.pending else chunk
-        self.offset += len(chunk)
+        data, base = self.take(chunk)
         records: list[bytes] = []
         append = records.append
         crc32c = google_crc32c.value
@@ -83,19 +91,35 @@ class RecordBuffer:
                     append(body)
                     pos = stop + FOOTER_SIZE
                     continue
-                if self._header_ok(data, pos):
-                    # The length is right, the data is not: skip exactly this record.
-                    self.damage.append(Damage(base + pos, "record data fails its CRC; skipped"))
-                    pos = stop + FOOTER_SIZE
-                    continue
-            elif length <= MAX_RECORD and self._header_ok(data, pos):
-                break  # a record still being written: wait for the rest
-            # The length itself is damaged: find the next header that checks out.
-            resume = self._resync(data, pos + 1, end)
-            self.damage.append(Damage(base + pos, f"damaged record header; skipped {resume - pos} bytes"))
-            pos = resume
-        self.pending = data[pos:]
+            body, after = self.step(data, pos, base)
+            if after == pos:
+                break  # the last record is not all written yet
+            pos = after
+            if body is not None:
+                append(body)
+        self.keep(data, pos)
         return records
+
+    def step(self, data: bytes, pos: int, base: int) -> tuple[bytes | None, int]:
+        """The record at `pos` and where the next starts: (body, next), (None, next) past damage,
+        or (None, pos) — no progress — when it is not all written yet. Damage is recorded once, here."""
+        end = len(data)
+        length = LENGTH.unpack_from(data, pos)[0]
+        stop = pos + HEADER_SIZE + length
+        if stop + FOOTER_SIZE <= end:
+            body = data[pos + HEADER_SIZE : stop]
+            if masked_crc(body) == FOOTER.unpack_from(data, stop)[0]:
+                return body, stop + FOOTER_SIZE
+            if self._header_ok(data, pos):
+                # The length is right, the data is not: skip exactly this record.
+                self.damage.append(Damage(base + pos, "record data fails its CRC; skipped"))
+                return None, stop + FOOTER_SIZE
+        elif length <= MAX_RECORD and self._header_ok(data, pos):
+            return None, pos  # a record still being written: wait for the rest
+        # The length itself is damaged: find the next header that checks out.
+        resume = self._resync(data, pos + 1, end)
+        self.damage.append(Damage(base + pos, f"damaged record header; skipped {resume - pos} bytes"))
+        return None, resume
 
     @staticmethod
     def _header_ok(data: bytes, pos: int) -> bool:
