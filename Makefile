@@ -27,3 +27,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/launch_overhead.py
 	$(BIN)/python benchmarks/list_nodes.py
+	$(BIN)/python benchmarks/tail_reader.py

@@ -177,7 +177,7 @@ def main() -> None:
         print(f"poll after appending {len(extra)} bytes: read {int(polls[0]['poll_bytes'])} bytes, {int(polls[0]['poll_scalars'])} new scalars")
         for label, ratio, target, sense in checks:
             met = ratio >= target if sense == ">=" else ratio <= target
-            print(f"{label:38} {ratio:8.3f}  target {sense} {target:g}  {'PASS' if met else 'MISS'}")
+            print(f"{label:38} {ratio:8.4f}  target {sense} {target:g}  {'PASS' if met else 'MISS'}")
 
 
 if __name__ == "__main__":

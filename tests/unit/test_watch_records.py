@@ -66,3 +66,19 @@ def test_hostile_bytes_never_raise_and_yield_only_checked_records(data: bytes, s
     assert reader.consumed + len(reader.pending) == len(data)
     for record in got:
         assert frame(record) in data
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=600), st.text(max_size=300))
+def test_hostile_files_in_a_model_dir_never_crash_the_tail(tmp_path_factory: object, events: bytes, state: str) -> None:
+    """Any bytes in an event file and any text in a checkpoint state file: warnings at most."""
+    from tpuctl.watch.sources import LocalSource
+    from tpuctl.watch.tailer import Tailer
+
+    folder = tmp_path_factory.mktemp("run")  # type: ignore[attr-defined]
+    (folder / "events.out.tfevents.x").write_bytes(events)
+    (folder / "checkpoint").write_text(state, encoding="utf-8", errors="surrogateescape")
+    (folder / "ckpt-1.index").write_bytes(b"")
+    update = Tailer(LocalSource(str(folder))).poll()
+    for damage in update.damage:
+        assert "\n" not in damage.reason

@@ -67,11 +67,17 @@ def follow(source: Any, tags: tuple[str, ...], display: Display, *, once: bool, 
     quiet_since = time.monotonic()
     said_waiting = False
     while True:
-        for update in tailer.updates():
-            if update:
-                quiet_since = time.monotonic()
-            status = f"{tailer.event_files} event file(s) under {source.root}; polling every {interval:g}s"
-            display.show(update, status)
+        try:
+            for update in tailer.updates():
+                if update:
+                    quiet_since = time.monotonic()
+                status = f"{tailer.event_files} event file(s) under {source.root}; polling every {interval:g}s"
+                display.show(update, status)
+        except Exception as err:
+            if once or not _passing(err):
+                raise _unreadable(source.root, err) from None
+            # A dropped connection or a 503 from the bucket: say so, keep the view, try again.
+            click.echo(f"tpuctl: warning: cannot read {source.root} now ({_reason(err)}); retrying", err=True)
         now = time.monotonic()
         if tailer.event_files == 0 and not said_waiting:
             click.echo(f"tpuctl: no event files under {source.root} yet" + ("" if once else "; waiting"), err=True)
@@ -79,6 +85,27 @@ def follow(source: Any, tags: tuple[str, ...], display: Display, *, once: bool, 
         if once or (until_idle is not None and now - quiet_since >= until_idle):
             return
         time.sleep(interval)
+
+
+def _passing(err: Exception) -> bool:
+    from tpuctl.cloud import retry
+
+    return isinstance(err, OSError) or retry.is_transient(err)
+
+
+def _reason(err: Exception) -> str:
+    return " ".join(str(err).split())[:200] or type(err).__name__
+
+
+def _unreadable(root: str, err: Exception) -> Exception:
+    from tpuctl.cloud.api_errors import is_api_failure
+    from tpuctl.errors import FAILED
+
+    if isinstance(err, TpuctlError):
+        return err
+    if isinstance(err, OSError) or is_api_failure(err):
+        return TpuctlError(f"cannot read {root}: {_reason(err)}", exit_code=FAILED)
+    return err
 
 
 @click.command("tail")
