@@ -26,17 +26,47 @@ def run_tpuctl(*args: str, timeout: float = 300, **kwargs: object) -> subprocess
     return subprocess.run(tpuctl_cmd(*args), capture_output=True, text=True, timeout=timeout, **kwargs)  # type: ignore[call-overload]
 
 
-def alive(pid: int) -> bool:
-    """A process that exists and is not a zombie waiting for a reaper."""
+class Pid(int):
+    """A pid with the start time its process had when the pid was read: a busy machine may
+    reuse the number within seconds, and a new process under an old pid is not a survivor."""
+
+    start: str | None
+
+
+def _stat(pid: int) -> list[str] | None:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """The same process still exists and is not a zombie waiting for a reaper."""
+    fields = _stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
         return False
-    return state not in ("Z", "X")
+    start = getattr(pid, "start", None)
+    return start is None or fields[19] == start  # field 22 of stat: start time in clock ticks
+
+
+def describe(pid: int) -> str:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        command = "?"
+    return f"{pid}: {command}"
 
 
 def read_pids(folder: Path) -> list[int]:
-    return [int(p.read_text()) for p in folder.glob("*.pid") if p.read_text().strip()]
+    pids = []
+    for path in folder.glob("*.pid"):
+        text = path.read_text().strip()
+        if text:
+            pid = Pid(int(text))
+            fields = _stat(pid)
+            pid.start = fields[19] if fields else None
+            pids.append(pid)
+    return pids
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, alive, read_pids, run_tpuctl, tpuctl_cmd
+from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd
 
 HOSTILE = ["a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "ünïcødé ✓", "--workers", "-x", "--", "", "\\n"]
 
@@ -96,7 +96,10 @@ def test_workers_die_with_a_killed_launcher(tmp_path: Path, pid_dir: Path) -> No
     proc.kill()
     proc.communicate(timeout=30)
     pids = read_pids(pid_dir)
-    wait_for(lambda: not any(alive(p) for p in pids), timeout=10)
+    try:
+        wait_for(lambda: not any(alive(p) for p in pids), timeout=10)
+    except AssertionError:
+        raise AssertionError("survivors: " + "; ".join(describe(p) for p in pids if alive(p))) from None
 
 
 def test_start_timeout_names_the_worker_that_never_came_up(tmp_path: Path, pid_dir: Path) -> None:
