@@ -17,7 +17,16 @@ demo: $(STAMP)
 	rm -rf demo-run
 	$(BIN)/tpuctl launch examples/train_keras.py --workers 2 --model-dir demo-run/model --log-dir demo-run/logs
 
-test: $(STAMP)
+# The ssh launch tests start real sshd servers (tests/integration/sshd.py): on a fresh
+# Debian/Ubuntu machine, as root, install them here; elsewhere those tests skip, saying why.
+SSHD := /usr/sbin/sshd
+$(SSHD):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server rsync; \
+	else echo "note: $(SSHD) is missing and cannot be installed here; the ssh tests will skip"; fi
+
+test: $(STAMP) $(SSHD)
 	$(BIN)/python -m pytest
 
 docs: $(STAMP)
@@ -28,3 +37,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/launch_overhead.py
 	$(BIN)/python benchmarks/list_nodes.py
 	$(BIN)/python benchmarks/tail_reader.py
+	$(BIN)/python benchmarks/ssh_fanout.py

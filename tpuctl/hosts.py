@@ -1,6 +1,9 @@
 """Host lists: `--hosts h1:p1,h2` values and DeepSpeed/horovod-style hostfiles.
 
 A hostfile has one `host[:port] [slots=N]` entry per line; `#` starts a comment.
+Two readings of a comma-separated list exist: `tf-config --hosts h1:2222` names
+task addresses (the number is a PORT), while `launch --hosts h1:4` names ssh
+hosts (the number is SLOTS, processes on that host; ports are chosen there).
 Parsing is strict because a silently skipped or merged line means a worker that
 never starts, and TensorFlow then waits forever for it (see FIELD-NOTES.md).
 Every problem is reported with the entry or line it came from.
@@ -66,18 +69,33 @@ def parse_host(text: str) -> HostEntry:
 
     Raises ValueError naming the problem only; callers add where it came from.
     """
+    host, suffix = _split_host(text, "port", "[::1]:2222")
+    return HostEntry(host, None if suffix is None else _parse_port(suffix))
+
+
+def parse_slot_host(text: str) -> HostEntry:
+    """Parse `host`, `host:slots`, `[v6]` or `[v6]:slots` (an ssh host and how many processes it runs).
+
+    Raises ValueError naming the problem only; callers add where it came from.
+    """
+    host, suffix = _split_host(text, "slots", "[::1]:2")
+    return HostEntry(host, None, 1 if suffix is None else _parse_slots(suffix, "slots "))
+
+
+def _split_host(text: str, what: str, example: str) -> tuple[str, str | None]:
+    """A checked host name or IP, and the text after its ':' (None when there is no ':')."""
     if not text:
         raise ValueError("empty host")
     if text.startswith("["):
-        return _parse_bracketed(text)
+        return _split_bracketed(text, what)
     if text.count(":") > 1:
-        raise ValueError("IPv6 addresses go in brackets, e.g. [::1]:2222")
-    host, colon, port = text.partition(":")
+        raise ValueError(f"IPv6 addresses go in brackets, e.g. {example}")
+    host, colon, suffix = text.partition(":")
     _check_hostname(host)
-    return HostEntry(host, _parse_port(port) if colon else None)
+    return host, suffix if colon else None
 
 
-def _parse_bracketed(text: str) -> HostEntry:
+def _split_bracketed(text: str, what: str) -> tuple[str, str | None]:
     end = text.find("]")
     if end < 0:
         raise ValueError("missing ']' after the IPv6 address")
@@ -87,10 +105,10 @@ def _parse_bracketed(text: str) -> HostEntry:
     except ValueError:
         raise ValueError(f"{host!r} is not an IPv6 address") from None
     if not rest:
-        return HostEntry(host)
+        return host, None
     if not rest.startswith(":"):
-        raise ValueError("expected ':port' after ']'")
-    return HostEntry(host, _parse_port(rest[1:]))
+        raise ValueError(f"expected ':{what}' after ']'")
+    return host, rest[1:]
 
 
 def _check_hostname(host: str) -> None:
@@ -116,9 +134,9 @@ def _parse_port(text: str) -> int:
     return port
 
 
-def _parse_slots(text: str) -> int:
+def _parse_slots(text: str, label: str = "slots=") -> int:
     if not _SLOTS.fullmatch(text) or int(text) < 1:
-        raise ValueError(f"slots={text!r} is not a positive integer")
+        raise ValueError(f"{label}{text!r} is not a positive integer")
     return int(text)
 
 
@@ -136,8 +154,26 @@ def parse_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
     return entries
 
 
-def parse_hostfile(text: str, *, source: str = "hostfile") -> list[HostEntry]:
-    """Parse hostfile text: `host[:port] [slots=N]` lines, `#` comments, blank lines."""
+def parse_slot_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
+    """Parse a comma-separated `host[:slots]` list, e.g. `launch --hosts h1,h2:4` (ssh hosts, not ports)."""
+    if not value.strip():
+        raise TpuctlError(f"{source}: no hosts given", hint="e.g. host1,host2 or host1:4,host2:4 (host:SLOTS)")
+    entries = []
+    for number, item in enumerate((part.strip() for part in value.split(",")), start=1):
+        try:
+            entries.append(parse_slot_host(item))
+        except ValueError as err:
+            raise TpuctlError(f"{source} entry {number} {item!r}: {err}") from None
+    _reject_duplicates(entries, f"{source} entry", range(1, len(entries) + 1))
+    return entries
+
+
+def parse_hostfile(text: str, *, source: str = "hostfile", ports: bool = True) -> list[HostEntry]:
+    """Parse hostfile text: `host[:port] [slots=N]` lines, `#` comments, blank lines.
+
+    With `ports=False` (ssh hosts, whose task ports are chosen on each host) a
+    `host:port` line is refused rather than silently ignored.
+    """
     entries: list[HostEntry] = []
     numbers: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
@@ -145,9 +181,15 @@ def parse_hostfile(text: str, *, source: str = "hostfile") -> list[HostEntry]:
         if not fields:
             continue
         try:
-            entries.append(_parse_hostfile_line(fields))
+            entry = _parse_hostfile_line(fields)
         except ValueError as err:
             raise TpuctlError(f"{source} line {number}: {err}") from None
+        if not ports and entry.port is not None:
+            raise TpuctlError(
+                f"{source} line {number}: {fields[0]!r} has a port, but ports are chosen on each host at launch",
+                hint="give the ssh port in --ssh-config or --ssh-option Port=N",
+            )
+        entries.append(entry)
         numbers.append(number)
     if not entries:
         raise TpuctlError(f"{source}: no hosts", hint="one 'host slots=N' per line")
@@ -181,7 +223,7 @@ def _describe(entry: HostEntry) -> str:
     return entry.host if entry.port is None else format_address(entry.host, entry.port)
 
 
-def read_hostfile(path: str | os.PathLike[str]) -> list[HostEntry]:
+def read_hostfile(path: str | os.PathLike[str], *, ports: bool = True) -> list[HostEntry]:
     """Read and parse a hostfile; an unreadable file is bad input, not a crash."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -189,7 +231,7 @@ def read_hostfile(path: str | os.PathLike[str]) -> list[HostEntry]:
     except (OSError, UnicodeDecodeError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise TpuctlError(f"cannot read hostfile {os.fspath(path)}: {reason}") from None
-    return parse_hostfile(text, source=os.fspath(path))
+    return parse_hostfile(text, source=os.fspath(path), ports=ports)
 
 
 def expand_addresses(entries: Iterable[HostEntry], base_port: int) -> list[str]:

@@ -19,6 +19,7 @@ from tpuctl.hosts import (
     parse_host,
     parse_hostfile,
     parse_hosts,
+    parse_slot_hosts,
     read_hostfile,
 )
 
@@ -243,3 +244,71 @@ def _render(entry: HostEntry) -> str:
     if entry.port is not None:
         return format_address(entry.host, entry.port)
     return f"[{entry.host}]" if ":" in entry.host else entry.host
+
+
+# -- launch --hosts: HOST[:SLOTS] -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "entries"),
+    [
+        ("a", [HostEntry("a")]),
+        ("a:4, b ,[::1]:2", [HostEntry("a", None, 4), HostEntry("b"), HostEntry("::1", None, 2)]),
+        ("10.0.0.7:8,10.0.0.8", [HostEntry("10.0.0.7", None, 8), HostEntry("10.0.0.8")]),
+    ],
+)
+def test_parse_slot_hosts_reads_slots_not_ports(value: str, entries: list[HostEntry]) -> None:
+    assert parse_slot_hosts(value) == entries
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", "--hosts: no hosts given"),
+        ("a,,b", "--hosts entry 2 '': empty host"),
+        ("a:0", "--hosts entry 1 'a:0': slots '0' is not a positive integer"),
+        ("a:x", "--hosts entry 1 'a:x': slots 'x' is not a positive integer"),
+        ("a:", "--hosts entry 1 'a:': slots '' is not a positive integer"),
+        ("a:2222222222", "--hosts entry 1 'a:2222222222': slots '2222222222' is not a positive integer"),
+        ("::1:2", "--hosts entry 1 '::1:2': IPv6 addresses go in brackets, e.g. [::1]:2"),
+        ("[::1]2", "--hosts entry 1 '[::1]2': expected ':slots' after ']'"),
+        ("a:2,b,A:3", "--hosts entry 3: duplicate host A (also --hosts entry 1)"),
+    ],
+)
+def test_parse_slot_hosts_errors_name_the_entry(value: str, message: str) -> None:
+    with pytest.raises(TpuctlError) as caught:
+        parse_slot_hosts(value)
+    assert caught.value.message == message
+
+
+def test_ssh_hostfile_refuses_ports_naming_the_line() -> None:
+    with pytest.raises(TpuctlError) as caught:
+        parse_hostfile("a slots=2\nb:2222\n", ports=False)
+    assert caught.value.message == "hostfile line 2: 'b:2222' has a port, but ports are chosen on each host at launch"
+    assert parse_hostfile("a slots=2\nb\n", ports=False) == [HostEntry("a", None, 2), HostEntry("b")]
+
+
+@given(st.text())
+def test_parse_slot_hosts_raises_only_one_line_tpuctl_errors(text: str) -> None:
+    try:
+        parse_slot_hosts(text)
+    except TpuctlError as err:
+        assert "\n" not in err.message
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(_entries.map(lambda e: HostEntry(e.host, None, e.slots)), st.booleans()),
+        min_size=1,
+        max_size=8,
+        unique_by=lambda pair: pair[0].key(),
+    )
+)
+def test_slot_hosts_round_trip(pairs: list[tuple[HostEntry, bool]]) -> None:
+    # `host` alone is one slot; `host:1` says the same thing explicitly
+    text = ",".join(_render(e) + ("" if e.slots == 1 and bare else f":{e.slots}") for e, bare in pairs)
+    entries = [e for e, _ in pairs]
+    assert parse_slot_hosts(text) == entries
+    # the same list as a hostfile means the same hosts and slots
+    assert parse_hostfile("\n".join(f"{_render(e)} slots={e.slots}" for e in entries), ports=False) == entries

@@ -13,10 +13,14 @@ from pathlib import Path
 
 import click
 
+from tpuctl.cli.launch_kubernetes import kubernetes_options, launch_kubernetes, refuse_elsewhere
+from tpuctl.cli.ssh_options import RemoteLaunch, ssh_backend, ssh_launch_options
 from tpuctl.errors import TpuctlError
 from tpuctl.launch import logs
 from tpuctl.launch.plan import COMMUNICATIONS, KERAS_CHOICES, STRATEGIES, Job, Plan, build_plan
 from tpuctl.launch.supervisor import Outcome
+
+BACKENDS = ("local", "ssh", "kubernetes")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 DEFAULT_START_TIMEOUT_S = 300.0
@@ -178,6 +182,9 @@ def _summarise(outcome: Outcome, log_dir: Path, workers: int, as_json: bool) -> 
 @click.option("--tail", "tail_view", is_flag=True, help="Show the scalars and checkpoints written to --model-dir while the workers run.")
 @click.option("--dry-run", is_flag=True, help="Print every worker's command and environment; start nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable plan (with --dry-run) or outcome.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True, help="Where workers run: processes here, hosts over SSH, or a Kubernetes TFJob/JobSet (--dry-run prints its YAML).")
+@kubernetes_options
+@ssh_launch_options
 def launch(
     script: str,
     script_args: tuple[str, ...],
@@ -199,6 +206,8 @@ def launch(
     tail_view: bool,
     dry_run: bool,
     as_json: bool,
+    backend: str,
+    remote: RemoteLaunch | None,
 ) -> None:
     """Run SCRIPT as N workers, each with its own TF_CONFIG, under a distribution strategy.
 
@@ -206,16 +215,22 @@ def launch(
     to the script untouched. The launch exits with the status of the first
     worker that failed, or 130 when interrupted.
     """
-    if not os.path.isfile(script):
+    backend = ssh_backend(click.get_current_context(), backend, remote)
+    in_image = backend == "kubernetes"  # SCRIPT, --python and --model-dir are then paths inside the image
+    if backend != "kubernetes":
+        refuse_elsewhere(click.get_current_context(), backend)
+    if not in_image and not os.path.isfile(script):
         raise TpuctlError(f"script not found: {script}")
-    interpreter = python or sys.executable
-    if python and shutil.which(python) is None:
+    interpreter = python or ("python" if in_image else sys.executable)
+    if python and not in_image and remote is None and shutil.which(python) is None:
         raise TpuctlError(f"--python {python}: no such interpreter, or not executable")
-    if model_dir and "://" not in model_dir:
+    if model_dir and "://" not in model_dir and not in_image:
         model_dir = os.path.abspath(model_dir)
     if tail_view and not model_dir:
         raise TpuctlError("--tail follows --model-dir: give one")
     devices = parse_devices(device_list) if device_list else ()
+    if remote is not None:
+        workers, script, model_dir = remote.resolve(script, workers, strategy, ps, model_dir)
     check_strategy_options(strategy, workers, ps, communication, devices, simulate_devices, tpu_timeout)
     job = Job(
         script=script,
@@ -236,6 +251,12 @@ def launch(
         tpu_timeout=tpu_timeout,
     )
     run_id = _run_id(script)
+    if backend == "kubernetes":
+        log_path = Path(log_dir) if log_dir else _default_log_dir(run_id)
+        sys.exit(launch_kubernetes(job, dry_run=dry_run, as_json=as_json, log_dir=log_path, tail_view=tail_view))
+    if dry_run and remote is not None:
+        _print_plan(remote.dry_run_plan(job, run_id), as_json)
+        return
     if dry_run:
         from tpuctl.launch import ports
 
@@ -246,10 +267,12 @@ def launch(
             held.release()
         _print_plan(plan, as_json)
         return
-    sys.exit(_launch(job, run_id, Path(log_dir) if log_dir else _default_log_dir(run_id), as_json, tail_view))
+    sys.exit(_launch(job, run_id, Path(log_dir) if log_dir else _default_log_dir(run_id), as_json, tail_view, remote))
 
 
-def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool, tail_view: bool = False) -> int:
+def _launch(
+    job: Job, run_id: str, log_dir: Path, as_json: bool, tail_view: bool = False, remote: RemoteLaunch | None = None
+) -> int:
     from tpuctl.launch.local import LocalBackend
     from tpuctl.launch.supervisor import Supervisor
 
@@ -259,7 +282,8 @@ def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool, tail_view: bool
     except OSError as err:
         raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror}", hint="pass --log-dir") from None
     if not as_json:
-        click.echo(f"tpuctl: launching {job.workers} worker(s) of {job.script}; logs: {log_dir}", err=True)
+        where = f" on {remote.describe()}" if remote is not None else ""
+        click.echo(f"tpuctl: launching {job.workers} worker(s) of {job.script}{where}; logs: {log_dir}", err=True)
     writer = logs.LineWriter(log_stream)
     follower = None
     if tail_view and job.model_dir:
@@ -267,10 +291,11 @@ def _launch(job: Job, run_id: str, log_dir: Path, as_json: bool, tail_view: bool
 
         follower = Follower(job.model_dir, writer.write)
         follower.start()
+    notice = lambda line: click.echo(f"tpuctl: {line}", err=True)  # noqa: E731
     supervisor = Supervisor(
-        LocalBackend(log_dir),
+        LocalBackend(log_dir) if remote is None else remote.backend(job, notice),
         writer=writer,
-        notice=lambda line: click.echo(f"tpuctl: {line}", err=True),
+        notice=notice,
         log_dir=log_dir,
         colour=logs.use_colour(log_stream),
     )

@@ -115,9 +115,16 @@ def build_plan(
     run_id: str,
     attempt: int,
     host: str = "localhost",
+    hosts: Sequence[str] | None = None,
 ) -> Plan:
-    """Turn a Job and one address per worker into every worker's argv and env."""
+    """Turn a Job and one address per worker into every worker's argv and env.
+
+    Every worker runs on `host`, unless `hosts` names one host per task (in task order).
+    """
     cluster = make_cluster(job.workers, addresses, chief=job.parameter_server, ps=job.ps)
+    tasks = cluster.tasks()
+    if hosts is not None and len(hosts) != len(tasks):
+        raise ValueError(f"{len(hosts)} hosts for {len(tasks)} tasks")
     user_env = dict(job.env)
     options = {
         "TPUCTL_COMMUNICATION": job.communication,
@@ -127,7 +134,7 @@ def build_plan(
     }
     argv = (job.python, "-m", "tpuctl.runtime", job.script, *job.args)
     specs = []
-    for task in cluster.tasks():
+    for position, task in enumerate(tasks):
         env = {
             **user_env,
             "TF_CONFIG": cluster.tf_config_json(task),
@@ -149,7 +156,7 @@ def build_plan(
             WorkerSpec(
                 task=task,
                 chief=cluster.is_chief(task),
-                host=host,
+                host=host if hosts is None else hosts[position],
                 address=cluster.address(task),
                 argv=argv,
                 env=env,

@@ -39,6 +39,15 @@ class Handle(Protocol):
 
 
 class Backend(Protocol):
+    """Starts workers somewhere. Optional extras a backend may have:
+
+    `placement(count) -> list[str]`, called after reserve(): the host of each
+    task when they differ (ssh); otherwise every worker runs on `host`.
+    `remote = True`: tag output lines and log file names with each worker's host.
+    A Handle may have `describe_exit(returncode) -> str | None` to word its
+    failure better than an exit status does (e.g. a lost connection).
+    """
+
     name: str
     host: str
 
@@ -138,7 +147,9 @@ class Supervisor:
 
     def _run_attempt(self, job: Job, run_id: str, attempt: int) -> Outcome:
         addresses = self.backend.reserve(job.processes)
-        plan = build_plan(job, addresses, run_id=run_id, attempt=attempt, host=self.backend.host)
+        placement = getattr(self.backend, "placement", None)
+        hosts = placement(job.processes) if placement is not None else None
+        plan = build_plan(job, addresses, run_id=run_id, attempt=attempt, host=self.backend.host, hosts=hosts)
         attempt_dir = self.log_dir / f"attempt-{attempt}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
         (attempt_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
@@ -157,8 +168,8 @@ class Supervisor:
         for position, handle in enumerate(run.handles):
             tail = logs.new_tail()
             run.tails.append(tail)
-            prefix = logs.tag(handle.spec.name, position, self.colour)
-            log_path = run.log_dir / f"{handle.spec.task.type}-{handle.spec.task.index}.log"
+            prefix = logs.tag(handle.spec.name, position, self.colour, host=self._host_tag(handle.spec))
+            log_path = self._log_path(run, handle.spec)
             pump = threading.Thread(
                 target=logs.pump, args=(handle.output, prefix, self.writer, log_path, tail), daemon=True
             )
@@ -166,6 +177,14 @@ class Supervisor:
             attempt = run.plan.attempt
             threading.Thread(target=self._read_messages, args=(attempt, position, handle), daemon=True).start()
             threading.Thread(target=self._wait_exit, args=(attempt, position, handle, pump), daemon=True).start()
+
+    def _host_tag(self, spec: WorkerSpec) -> str | None:
+        return spec.host if getattr(self.backend, "remote", False) else None
+
+    def _log_path(self, run: _Attempt, spec: WorkerSpec) -> Path:
+        host = self._host_tag(spec)
+        suffix = f"@{host}" if host else ""
+        return run.log_dir / f"{spec.task.type}-{spec.task.index}{suffix}.log"
 
     def _read_messages(self, attempt: int, position: int, handle: Handle) -> None:
         for message in handle.messages():
@@ -210,6 +229,9 @@ class Supervisor:
     def _failure(self, run: _Attempt, position: int, returncode: int) -> Failure:
         spec = run.handles[position].spec
         status, exit_code = describe_returncode(returncode)
+        explain = getattr(run.handles[position], "describe_exit", None)
+        if explain is not None:
+            status = explain(returncode) or status
         ended = run.exited.get(position, (returncode, time.monotonic()))[1]
         return Failure(
             worker=spec.name,
@@ -218,7 +240,7 @@ class Supervisor:
             exit_code=exit_code,
             runtime_s=ended - run.started_at,
             tail=list(run.tails[position]),
-            log=run.log_dir / f"{spec.task.type}-{spec.task.index}.log",
+            log=self._log_path(run, spec),
         )
 
     def _start_timeout(self, run: _Attempt, start_timeout: float) -> Outcome:

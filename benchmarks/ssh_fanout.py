@@ -1,0 +1,253 @@
+"""Fan-out over ssh: time from the command to every host running a trivial command, as ratios in one run.
+
+Hosts: 32 real sshd on loopback ports (tests/integration/sshd.py, needs root; sshd
+and pdsh are installed with apt-get when missing), reached as host1..host32
+through a private ssh config. The trivial command is scripts/stamp.py, which
+writes the time it started to a file of its own and exits.
+
+For N = 2, 8 and 32 hosts:
+    tpuctl       tpuctl launch scripts/stamp.py --hosts host1,...,hostN --strategy none
+                 (a fresh ControlMaster dir every run: every connection is a full handshake)
+    tpuctl-warm  the same, with the previous run's ControlMasters still up (informational)
+    pdsh         pdsh -R ssh -f 32 -w host1,...,hostN PYTHON scripts/stamp.py DIR
+    ssh-loop     ssh HOST PYTHON scripts/stamp.py DIR, one host after the other
+
+Measured per run: "all running" = the latest start time written by stamp.py minus
+the moment the command was started, "wall" = until the command exited, and "CPU" =
+the CPU time the whole machine spent meanwhile (/proc/stat: launcher, ssh clients,
+sshd, remote shells and Pythons - every host is this machine, so they share its CPUs).
+Targets, on "all running" medians: tpuctl t(32)/t(2) <= 1.5; tpuctl <= 1.2x pdsh.
+
+Runs are interleaved (every round runs each subject once for each N, in a rotating
+order) and medians are reported. This is a measurement, not a test: it exits 0
+even when a target is missed.
+
+    .venv/bin/python benchmarks/ssh_fanout.py [--runs N] [--hosts 2,8,32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tests.integration.sshd import SshCluster, ensure_openssh  # noqa: E402
+
+STAMP = HERE / "scripts" / "stamp.py"
+SCALE_TARGET = 1.5
+PDSH_TARGET = 1.2
+RUN_TIMEOUT_S = 180
+
+
+def tpuctl_command() -> list[str]:
+    script = Path(sys.executable).parent / "tpuctl"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "tpuctl"]
+
+
+def ensure_pdsh() -> str | None:
+    """pdsh's path, installing it with apt-get when missing; None when that is impossible."""
+    found = shutil.which("pdsh")
+    if found or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return found
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "pdsh"]):
+        subprocess.run(command, env=env, capture_output=True, check=False)
+    return shutil.which("pdsh")
+
+
+def short_tmpdir(prefix: str) -> Path:
+    """A TMPDIR short enough for ControlMaster socket paths."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def end_masters(tmpdir: Path) -> None:
+    """Stop the ControlMaster processes whose sockets live under tmpdir (ours, by pid)."""
+    marker = str(tmpdir).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if argv.startswith(b"ssh: ") and marker in argv:
+            try:
+                os.kill(int(entry.name), signal.SIGTERM)
+            except OSError:
+                pass
+
+
+class Subjects:
+    def __init__(self, cluster: SshCluster, work: Path, pdsh: str | None) -> None:
+        self.cluster = cluster
+        self.work = work
+        self.pdsh = pdsh
+        self.warm_tmp = short_tmpdir("tfw")
+        self.env = {**os.environ, "NO_COLOR": "1"}
+
+    def commands(self) -> dict[str, Callable[[list[str], Path], tuple[list[str], dict[str, str], Path | None]]]:
+        found: dict[str, Callable[[list[str], Path], tuple[list[str], dict[str, str], Path | None]]] = {
+            "tpuctl": self.tpuctl_cold,
+            "tpuctl-warm": self.tpuctl_warm,
+        }
+        if self.pdsh:
+            found["pdsh"] = self.pdsh_command
+        found["ssh-loop"] = self.ssh_loop
+        return found
+
+    def _tpuctl(self, hosts: list[str], stamps: Path) -> list[str]:
+        return [
+            *tpuctl_command(), "launch", str(STAMP), "--hosts", ",".join(hosts), "--ssh-config", str(self.cluster.config),
+            "--strategy", "none", "--log-dir", str(self.work / "logs"), "--", str(stamps),
+        ]
+
+    def tpuctl_cold(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
+        tmp = short_tmpdir("tfc")
+        return self._tpuctl(hosts, stamps), {**self.env, "TMPDIR": str(tmp)}, tmp
+
+    def tpuctl_warm(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
+        return self._tpuctl(hosts, stamps), {**self.env, "TMPDIR": str(self.warm_tmp)}, None
+
+    def pdsh_command(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
+        assert self.pdsh is not None
+        env = {**self.env, "PDSH_SSH_ARGS": f"-F {self.cluster.config} -a -x -l%u %h"}
+        return [self.pdsh, "-R", "ssh", "-f", "32", "-w", ",".join(hosts), sys.executable, str(STAMP), str(stamps)], env, None
+
+    def ssh_loop(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
+        line = "; ".join(
+            f"ssh -F {self.cluster.config} {host} {sys.executable} {STAMP} {stamps} || exit 1" for host in hosts
+        )
+        return ["sh", "-c", line], self.env, None
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent (user, nice, system, irq, softirq), from /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    busy = sum(int(fields[i]) for i in (0, 1, 2, 5, 6))
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def time_once(argv: list[str], env: dict[str, str], stamps: Path, hosts: int) -> tuple[float, float, float]:
+    """(all running, wall, machine CPU) in seconds."""
+    cpu = machine_cpu_s()
+    start_wall = time.time()
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    wall = time.perf_counter() - start
+    cpu = machine_cpu_s() - cpu
+    if done.returncode != 0:
+        raise SystemExit(f"benchmark command failed with status {done.returncode}: {argv[0]} ...\n{done.stderr[-2000:]}")
+    written = [float(p.read_text()) for p in stamps.iterdir()]
+    if len(written) != hosts:
+        raise SystemExit(f"{len(written)} of {hosts} hosts ran the command: {argv[0]} ...")
+    return max(written) - start_wall, wall, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of every subject at every host count (default 5)")
+    parser.add_argument("--hosts", default="2,8,32", help="host counts (default 2,8,32)")
+    args = parser.parse_args()
+    runs = max(1, args.runs)
+    counts = sorted({int(n) for n in args.hosts.split(",")})
+
+    reason = ensure_openssh()
+    if reason:
+        raise SystemExit(f"cannot start sshd servers: {reason}")
+    pdsh = ensure_pdsh()
+    print(f"ssh fan-out: {max(counts)} sshd on loopback, python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
+    print(f"tpuctl: {' '.join(tpuctl_command())}; pdsh: {pdsh or 'not found (anchor skipped)'}")
+    print(f"runs: {runs} per subject and host count, interleaved, after one warm-up each")
+
+    with tempfile.TemporaryDirectory(prefix="tpuctl-fanout-") as tmp:
+        work = Path(tmp)
+        cluster = SshCluster(work / "sshd", max(counts)).start()
+        subjects = Subjects(cluster, work, pdsh)
+        cold_dirs: list[Path] = []
+        try:
+            commands = subjects.commands()
+            names = list(commands)
+            results: dict[tuple[str, int], list[tuple[float, float, float]]] = {(n, c): [] for n in names for c in counts}
+            jobs = [(name, count) for count in counts for name in names]
+            serial = 0
+
+            def run(name: str, count: int) -> tuple[float, float, float]:
+                nonlocal serial
+                serial += 1
+                stamps = work / f"stamps-{serial}"
+                stamps.mkdir()
+                argv, env, cold = commands[name](cluster.hosts[:count], stamps)
+                try:
+                    return time_once(argv, env, stamps, count)
+                finally:
+                    if cold is not None:
+                        end_masters(cold)
+                        cold_dirs.append(cold)
+
+            for name, count in jobs:  # warm-up: page cache, .pyc files, and the warm subject's masters
+                run(name, count)
+            for round_no in range(runs):
+                shift = round_no % len(jobs)
+                for name, count in jobs[shift:] + jobs[:shift]:
+                    results[(name, count)].append(run(name, count))
+        finally:
+            end_masters(subjects.warm_tmp)
+            cluster.stop()
+            for folder in [subjects.warm_tmp, *cold_dirs]:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    running = {key: statistics.median(r for r, _, _ in values) for key, values in results.items()}
+    walls = {key: statistics.median(w for _, w, _ in values) for key, values in results.items()}
+    cpus = {key: statistics.median(c for _, _, c in values) for key, values in results.items()}
+    print()
+    print(f"{'hosts':>5}  {'subject':<12} {'all running s':>13} {'wall s':>8} {'CPU s':>7} {'CPU/host':>9}   runs (all running)")
+    for count in counts:
+        for name in names:
+            values = " ".join(f"{r:.2f}" for r, _, _ in results[(name, count)])
+            cpu = cpus[(name, count)]
+            print(
+                f"{count:>5}  {name:<12} {running[(name, count)]:>13.3f} {walls[(name, count)]:>8.3f} "
+                f"{cpu:>7.2f} {cpu / count:>9.3f}   {values}"
+            )
+    print()
+    print(f"{'check':<40} {'ratio':>6} {'target':>8}  result")
+    low, high = counts[0], counts[-1]
+
+    def verdict(label: str, ratio: float, target: float | None) -> None:
+        result = "info" if target is None else ("PASS" if ratio <= target else "MISS")
+        target_text = "none" if target is None else f"<= {target:.2f}x"
+        print(f"{label:<40} {ratio:>5.2f}x {target_text:>8}  {result}")
+
+    if high != low:
+        verdict(f"tpuctl t({high}) / t({low})", running[("tpuctl", high)] / running[("tpuctl", low)], SCALE_TARGET)
+        if pdsh:
+            verdict(f"pdsh t({high}) / t({low})", running[("pdsh", high)] / running[("pdsh", low)], None)
+    for count in counts:
+        if pdsh:
+            verdict(f"tpuctl / pdsh, {count} hosts", running[("tpuctl", count)] / running[("pdsh", count)], PDSH_TARGET)
+    for count in counts:
+        verdict(f"tpuctl / ssh-loop, {count} hosts", running[("tpuctl", count)] / running[("ssh-loop", count)], None)
+    for count in counts:
+        verdict(f"tpuctl-warm / tpuctl, {count} hosts", running[("tpuctl-warm", count)] / running[("tpuctl", count)], None)
+    print(f"(medians of 'all running'; every host is this machine, so all hosts share its {os.cpu_count()} CPU(s))")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Real OpenSSH servers on loopback ports, one per test "host", for the ssh backend's tests and benchmark.
+
+Each sshd runs in its own mount namespace (`unshare -m`) with a private tmpfs on
+/run, because sshd insists on /run/sshd and the machine's own /run must stay
+untouched. A client key, a host key, a known_hosts file and an ssh config with
+aliases `host1`..`hostN` (all 127.0.0.1, one port each) are written to a
+private folder; `ssh -F <config> host2` then reaches the second server.
+
+Needs root (unshare -m, sshd's privilege separation). When /usr/sbin/sshd is
+missing it is installed with apt-get (openssh-server, and rsync for --sync).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = Path("/usr/sbin/sshd")
+PACKAGES = ("openssh-server", "rsync")
+
+
+def ensure_openssh() -> str | None:
+    """Install openssh-server (and rsync) when sshd is missing; a reason string when that is impossible."""
+    if os.geteuid() != 0:
+        return "the sshd fixture needs root (unshare -m, sshd privilege separation)"
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is missing"
+    if SSHD.exists() and shutil.which("ssh"):
+        return None
+    if shutil.which("apt-get") is None:
+        return "sshd is missing and apt-get is not available to install openssh-server"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return f"{' '.join(command)} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}"
+    return None if SSHD.exists() else "openssh-server installed, but /usr/sbin/sshd is still missing"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class SshCluster:
+    """N sshd processes on 127.0.0.1 and the client-side files that reach them as host1..hostN."""
+
+    folder: Path
+    count: int
+    ports: list[int] = field(default_factory=list)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    dead_port: int = 0
+
+    @property
+    def config(self) -> Path:
+        return self.folder / "ssh_config"
+
+    @property
+    def hosts(self) -> list[str]:
+        return [f"host{i}" for i in range(1, self.count + 1)]
+
+    @property
+    def ssh_args(self) -> list[str]:
+        return ["ssh", "-F", str(self.config)]
+
+    def start(self) -> SshCluster:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.folder, 0o700)
+        host_key, client_key = self.folder / "host_key", self.folder / "client_key"
+        for key in (host_key, client_key):
+            if not key.exists():
+                subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        public_host_key = (self.folder / "host_key.pub").read_text().split()[:2]
+        self.ports = [free_port() for _ in range(self.count)]
+        # A port that was free a moment ago and that nobody listens on: an unreachable host.
+        self.dead_port = free_port()
+        known = [f"[127.0.0.1]:{port} {' '.join(public_host_key)}" for port in self.ports]
+        (self.folder / "known_hosts").write_text("\n".join(known) + "\n")
+        self._write_client_config(client_key)
+        try:
+            for index, port in enumerate(self.ports, start=1):
+                self.procs.append(self._start_sshd(index, port, host_key, client_key))
+            self._wait_listening()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _write_client_config(self, client_key: Path) -> None:
+        lines = []
+        for host, port in zip(self.hosts, self.ports):
+            lines += [f"Host {host}", "  HostName 127.0.0.1", f"  Port {port}", ""]
+        lines += [f"Host hostdead", "  HostName 127.0.0.1", f"  Port {self.dead_port}", ""]
+        lines += [
+            "Host *",
+            "  User root",
+            f"  IdentityFile {client_key}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {self.folder / 'known_hosts'}",
+            "  StrictHostKeyChecking yes",
+            "  LogLevel ERROR",
+            "",
+        ]
+        self.config.write_text("\n".join(lines))
+
+    def _start_sshd(self, index: int, port: int, host_key: Path, client_key: Path) -> subprocess.Popen[bytes]:
+        config = self.folder / f"sshd_config.{index}"
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {host_key}",
+                    "PermitRootLogin prohibit-password",
+                    f"AuthorizedKeysFile {client_key}.pub",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PidFile none",
+                    "MaxStartups 200:30:400",
+                    "MaxSessions 64",
+                    "LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
+        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && exec {SSHD} -D -e -f {config}"
+        log = open(self.folder / f"sshd.{index}.log", "ab")  # noqa: SIM115 - owned by the process
+        try:
+            return subprocess.Popen(
+                ["unshare", "-m", "sh", "-c", script], stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        finally:
+            log.close()
+
+    def _wait_listening(self, timeout: float = 10.0) -> None:
+        end = time.monotonic() + timeout
+        for index, (port, proc) in enumerate(zip(self.ports, self.procs), start=1):
+            while True:
+                if proc.poll() is not None:
+                    log = (self.folder / f"sshd.{index}.log").read_text(errors="replace")
+                    raise RuntimeError(f"sshd for host{index} exited ({proc.returncode}): {log.strip()}")
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        break
+                except OSError:
+                    if time.monotonic() > end:
+                        raise RuntimeError(f"sshd for host{index} is not listening on {port}") from None
+                    time.sleep(0.02)
+
+    def stop(self) -> None:
+        """Stop every server and end its open connections (each runs in a child sshd of its own
+        session), so that no ControlMaster of a test outlives it."""
+        for proc in self.procs:
+            for child in _children(proc.pid):
+                with contextlib.suppress(OSError):
+                    os.kill(child, signal.SIGTERM)
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found

@@ -1,0 +1,259 @@
+"""`tpuctl launch --backend kubernetes` through the real kubectl, against a stand-in API server.
+
+kubectl does its own discovery, OpenAPI check, client-side apply, get, logs --follow and
+delete against tests/standins/kube_api.py; a toy operator there turns the applied TFJob or
+JobSet into pods that print lines and exit as each test says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+import yaml
+
+from tests.conftest import run_tpuctl, tpuctl_cmd
+from tests.standins import kube_schemas
+from tests.standins.kube_api import KubeStandin, PodScript
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+IMAGE = "registry.example/train:1"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+@pytest.fixture
+def kube(tmp_path: Path) -> Iterator[tuple[KubeStandin, dict[str, str]]]:
+    with KubeStandin() as standin:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(standin.write_kubeconfig(tmp_path / "kubeconfig")),
+            "KUBECACHEDIR": str(tmp_path / "kube-cache"),
+            "TPUCTL_KUBE_POLL_S": "0.1",
+            "NO_COLOR": "1",
+        }
+        yield standin, env
+
+
+def launch_args(tmp_path: Path, *extra: str) -> list[str]:
+    return ["launch", "train.py", "--backend", "kubernetes", "--image", IMAGE, "--log-dir", str(tmp_path / "logs"), *extra]
+
+
+def applied(standin: KubeStandin) -> dict[str, Any]:
+    """The one object kubectl created, less the annotation client-side apply adds."""
+    (obj,) = standin.created
+    annotations = obj["metadata"].get("annotations") or {}
+    assert LAST_APPLIED in annotations
+    annotations.pop(LAST_APPLIED)
+    if not annotations:
+        obj["metadata"].pop("annotations")
+    return obj
+
+
+def test_applied_manifest_is_the_dry_run_one_hostile_arguments_included(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    hostile = ["a\nb: c", '"quoted" #x', "nel\x85ls\u2028", "caf\u00e9 \U0001f600", "{{ x }}", "--workers", "yes"]
+    args = launch_args(tmp_path, "--workers", "2", "--job-name", "hostile", "--env", "NOTE=x: y\n- z")
+    dry = run_tpuctl(*args, "--dry-run", "--", *hostile, env=env, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert standin.created == []
+    real = run_tpuctl(*args, "--", *hostile, env=env, timeout=60)
+    assert real.returncode == 0, real.stderr
+    expected = yaml.safe_load(dry.stdout)
+    assert applied(standin) == expected  # what Go's YAML made of the text is what PyYAML made of it
+    assert kube_schemas.errors(expected) == []
+    container = expected["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["command"][4:] == hostile
+    # kubectl asked the server to validate (the stand-in checks the CRD schema, strictly).
+    assert any("fieldValidation=Strict" in path for method, path in standin.requests if method == "POST")
+
+
+def test_logs_are_prefixed_saved_and_success_exits_0(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.scripts = {
+        "worker:0": PodScript(lines=["epoch 1 loss 0.5", "epoch 2 loss 0.25"]),
+        "worker:1": PodScript(lines=["worker one here"], start_after=0.3),
+    }
+    result = run_tpuctl(*launch_args(tmp_path, "--workers", "2", "--job-name", "ok"), env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "[worker:0] epoch 1 loss 0.5" in lines
+    assert "[worker:0] epoch 2 loss 0.25" in lines
+    assert "[worker:1] worker one here" in lines
+    assert "TFJob ok succeeded" in result.stderr
+    assert (tmp_path / "logs" / "worker-0.log").read_text() == "epoch 1 loss 0.5\nepoch 2 loss 0.25\n"
+    assert (tmp_path / "logs" / "worker-1.log").read_text() == "worker one here\n"
+
+
+def test_a_failed_replica_gives_its_exit_code(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.scripts = {
+        "chief:0": PodScript(lines=["coordinating"], exit_code=None),
+        "worker:0": PodScript(lines=["serving"], exit_code=None),
+        "ps:0": PodScript(lines=["serving"], exit_code=None),
+        "worker:1": PodScript(lines=["about to fail", "Traceback: boom"], start_after=1.0, exit_code=7),
+    }
+    args = launch_args(tmp_path, "--strategy", "parameter-server", "--workers", "2", "--ps", "1", "--job-name", "ps-job", "--json")
+    result = run_tpuctl(*args, env=env, timeout=60)
+    assert result.returncode == 7, result.stderr
+    record = json.loads(result.stdout)
+    assert record["result"] == "failed"
+    assert record["failure"]["worker"] == "worker:1"
+    assert record["failure"]["pod"] == "ps-job-worker-1"
+    assert record["failure"]["tail"] == ["about to fail", "Traceback: boom"]
+    assert "[worker:1] Traceback: boom" in result.stderr.splitlines()  # with --json, logs go to stderr
+    assert "[chief:0] coordinating" in result.stderr.splitlines()
+
+
+def test_a_tpu_slice_runs_as_a_jobset_one_pod_per_host(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.default_script = lambda worker: PodScript(lines=[f"host {worker} ready"])
+    args = launch_args(tmp_path, "--accelerator", "tpu-v4-podslice", "--topology", "2x2x4", "--job-name", "slice")
+    result = run_tpuctl(*args, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    obj = applied(standin)
+    assert obj["kind"] == "JobSet" and kube_schemas.errors(obj) == []
+    for index in range(4):
+        assert f"[worker:{index}] host worker:{index} ready" in result.stdout.splitlines()
+    assert "JobSet slice succeeded" in result.stderr
+
+
+def test_a_failed_tpu_host_fails_the_launch_with_its_code(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.default_script = lambda worker: PodScript(lines=["ok"], start_after=0.3)
+    standin.scripts = {"worker:2": PodScript(lines=["TPU init failed"], exit_code=139, start_after=0.5, reason="Error")}
+    args = launch_args(tmp_path, "--accelerator", "tpu-v5-lite-podslice", "--topology", "4x4", "--job-name", "slice-bad")
+    result = run_tpuctl(*args, env=env, timeout=60)
+    assert result.returncode == 139, result.stderr
+    assert "worker:2 (pod slice-bad-slice-0-2-" in result.stderr
+    assert "kubectl delete jobsets.jobset.x-k8s.io slice-bad -n default" in result.stderr
+
+
+def test_a_waiting_pod_is_reported(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.scripts = {"worker:0": PodScript(lines=["late"], waiting="ImagePullBackOff", start_after=0.6)}
+    result = run_tpuctl(*launch_args(tmp_path, "--job-name", "slow"), env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "worker:0 (pod slow-worker-0) is waiting: ImagePullBackOff" in result.stderr
+
+
+def test_a_job_name_in_use_is_refused_not_changed(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    first = run_tpuctl(*launch_args(tmp_path, "--job-name", "twice"), env=env, timeout=60)
+    assert first.returncode == 0, first.stderr
+    again = run_tpuctl(*launch_args(tmp_path, "--job-name", "twice", "--workers", "3"), env=env, timeout=60)
+    assert again.returncode == 1
+    assert "TFJob twice already exists in namespace default" in again.stderr
+    assert len(standin.created) == 1
+    assert not [path for method, path in standin.requests if method in ("PATCH", "PUT")]
+
+
+def test_a_job_deleted_while_followed_ends_the_launch(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.scripts = {"worker:0": PodScript(lines=["training forever"], exit_code=None)}
+    proc = start(launch_args(tmp_path, "--job-name", "vanishing"), env, subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        read_until(proc.stdout, "[worker:0] training forever")
+        standin.delete_job("TFJob", "default", "vanishing")
+        assert proc.wait(timeout=30) == 1
+        assert "TFJob vanishing is gone (deleted?)" in proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_standin_validates_like_a_strict_api_server(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    """What makes the tests above meaningful: kubectl's server-side validation does refuse a bad field."""
+    standin, env = kube
+    dry = run_tpuctl(*launch_args(tmp_path, "--job-name", "typo", "--dry-run"), env=env, timeout=60)
+    broken = dry.stdout.replace("restartPolicy:", "restartPolicyy:")
+    result = subprocess.run(["kubectl", "apply", "-f", "-"], input=broken, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "restartPolicyy" in result.stderr and "is invalid" in result.stderr
+    assert standin.created == []
+
+
+# ---- Ctrl-C ---------------------------------------------------------------------------------
+
+
+def read_until(stream: IO[bytes], text: str, timeout: float = 30) -> str:
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, f"never saw {text!r}; got {seen.decode(errors='replace')!r}"
+        ready, _, _ = select.select([stream], [], [], left)
+        if ready:
+            chunk = os.read(stream.fileno(), 4096)
+            assert chunk, f"stream closed before {text!r}; got {seen.decode(errors='replace')!r}"
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def start(args: list[str], env: dict[str, str], stdin: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(tpuctl_cmd(*args), env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_ctrl_c_without_a_terminal_leaves_the_job_and_says_how_to_delete_it(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.scripts = {"worker:0": PodScript(lines=["training forever"], exit_code=None)}
+    proc = start(launch_args(tmp_path, "--job-name", "forever"), env, subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        read_until(proc.stdout, "[worker:0] training forever")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        err = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "keeps running. Delete it with: kubectl delete tfjobs.kubeflow.org forever -n default" in err
+    assert standin.deleted == []
+    assert ("TFJob", "default", "forever") in standin.jobs
+
+
+@pytest.mark.parametrize(("answer", "deleted"), [("y", True), ("n", False)])
+def test_ctrl_c_on_a_terminal_asks_before_deleting(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path, answer: str, deleted: bool) -> None:
+    standin, env = kube
+    standin.scripts = {"worker:0": PodScript(lines=["training forever"], exit_code=None)}
+    master, slave = pty.openpty()
+    proc = start(launch_args(tmp_path, "--job-name", "asked"), env, slave)
+    os.close(slave)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        read_until(proc.stdout, "[worker:0] training forever")
+        proc.send_signal(signal.SIGINT)
+        read_until(proc.stderr, "and its pods? [y/N]")
+        os.write(master, f"{answer}\n".encode())
+        assert proc.wait(timeout=30) == 130
+        err = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    if deleted:
+        assert standin.deleted == [("TFJob", "default", "asked")]
+        assert "deleted TFJob asked" in err
+    else:
+        assert standin.deleted == []
+        assert "Delete it with: kubectl delete tfjobs.kubeflow.org asked -n default" in err
+
+
+def test_without_kubectl_the_launch_fails_in_one_line(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    _, env = kube
+    env = {**env, "PATH": str(tmp_path / "empty")}
+    result = run_tpuctl(*launch_args(tmp_path, "--job-name", "nokubectl"), env=env, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "kubectl not found on PATH" in result.stderr

@@ -1,0 +1,270 @@
+"""`tpuctl launch --hosts` against real sshd servers on loopback ports (tests/integration/sshd.py).
+
+Every "host" is the same machine reached through its own sshd, so pid files
+written by the scripts prove what ran and what survived on every host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd
+from tests.integration.sshd import SshCluster, ensure_openssh
+from tpuctl.hosts import parse_slot_hosts
+from tpuctl.launch import ssh
+
+HOSTILE = [
+    "a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "$(id)", "ünïcødé ✓", "--workers", "-x", "--", "",
+    "\\n", "two\nlines", "tab\there", "*", "~", "'", '"', "\\", "!", "#comment", "a=b", "{x,y}", ">out", "|",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
+    reason = ensure_openssh()
+    if reason:
+        pytest.skip(reason)
+    hosts = SshCluster(tmp_path_factory.mktemp("sshd"), 3).start()
+    try:
+        yield hosts
+    finally:
+        hosts.stop()
+
+
+def ssh_launch(cluster: SshCluster, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return run_tpuctl("launch", "--ssh-config", str(cluster.config), *args, **kwargs)  # type: ignore[arg-type]
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def assert_none_survive(pid_dir: Path, timeout: float = 5.0) -> None:
+    pids = read_pids(pid_dir)
+    try:
+        wait_for(lambda: not any(alive(p) for p in pids), timeout=timeout)
+    except AssertionError:
+        raise AssertionError("survivors: " + "; ".join(describe(p) for p in pids if alive(p))) from None
+
+
+@pytest.mark.tf
+def test_two_hosts_train_in_sync_with_real_tensorflow(cluster: SshCluster, tmp_path: Path) -> None:
+    result = ssh_launch(
+        cluster, str(SCRIPTS / "single_device_keras.py"), "--hosts", "host1,host2", "--log-dir", str(tmp_path / "logs"),
+        "--env", f"WEIGHTS_OUT={tmp_path}", "--env", "TF_CPP_MIN_LOG_LEVEL=2", timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[worker:0@host1] replicas in sync: 2" in result.stdout
+    assert "[worker:1@host2] replicas in sync: 2" in result.stdout
+    w0, w1 = np.load(tmp_path / "0.npy"), np.load(tmp_path / "1.npy")
+    np.testing.assert_array_equal(w0, w1)
+    assert np.abs(w0).sum() > 0
+    logs = tmp_path / "logs" / "attempt-1"
+    assert "replicas in sync: 2" in (logs / "worker-1@host2.log").read_text()
+    plan = json.loads((logs / "plan.json").read_text())
+    assert [w["host"] for w in plan["workers"]] == ["host1", "host2"]
+
+
+def test_hostile_argv_and_env_reach_every_remote_worker_byte_for_byte(cluster: SshCluster, tmp_path: Path) -> None:
+    # host1:2 - two workers on one host: each needs its own free port there.
+    result = ssh_launch(
+        cluster, "--hosts", "host1:2,host2", "--strategy", "none", "--log-dir", str(tmp_path / "logs"),
+        "--env", f"ARGV_OUT={tmp_path}", str(SCRIPTS / "argv_dump.py"), "--", *HOSTILE,
+    )
+    assert result.returncode == 0, result.stderr
+    addresses = set()
+    for index in ("0", "1", "2"):
+        seen = json.loads((tmp_path / f"{index}.json").read_text(encoding="utf-8"))
+        assert seen["argv"] == [str(SCRIPTS / "argv_dump.py"), *HOSTILE]
+        assert seen["env"]["TPUCTL_WORKER_INDEX"] == index
+        tf_config = json.loads(seen["env"]["TF_CONFIG"])
+        assert tf_config["task"] == {"type": "worker", "index": int(index)}
+        addresses.update(tf_config["cluster"]["worker"])
+    assert len(addresses) == 3, addresses  # distinct ports, although all three "hosts" are one machine
+    hosts = [w["host"] for w in json.loads((tmp_path / "logs" / "attempt-1" / "plan.json").read_text())["workers"]]
+    assert hosts == ["host1", "host1", "host2"]
+
+
+def test_crash_on_one_host_stops_the_others_and_leaves_no_process(
+    cluster: SshCluster, tmp_path: Path, pid_dir: Path
+) -> None:
+    started = time.monotonic()
+    result = ssh_launch(
+        cluster, str(SCRIPTS / "crash_or_hang.py"), "--hosts", "host1,host2,host3", "--strategy", "none",
+        "--log-dir", str(tmp_path / "logs"), "--env", f"PID_DIR={pid_dir}", "--env", "CRASH_STATUS=7", timeout=60,
+    )
+    assert time.monotonic() - started < 20
+    assert result.returncode == 7, result.stderr
+    assert "worker:1 on host2 failed: exit status 7" in result.stderr
+    assert "worker 1 about to crash" in result.stderr  # the root-cause summary shows its last lines
+    assert "[worker:1@host2] worker 1 about to crash" in result.stdout
+    assert len(read_pids(pid_dir)) == 6
+    assert_none_survive(pid_dir)
+    logs = tmp_path / "logs" / "attempt-1"
+    assert "about to crash" in (logs / "worker-1@host2.log").read_text()
+    assert (logs / "worker-0@host1.log").exists() and (logs / "worker-2@host3.log").exists()
+    assert f"full log: {logs / 'worker-1@host2.log'}" in result.stderr
+
+
+def test_unreachable_host_fails_fast_and_starts_nothing(cluster: SshCluster, tmp_path: Path, pid_dir: Path) -> None:
+    started = time.monotonic()
+    result = ssh_launch(
+        cluster, str(SCRIPTS / "crash_or_hang.py"), "--hosts", "host1,hostdead,host2", "--strategy", "none",
+        "--log-dir", str(tmp_path / "logs"), "--env", f"PID_DIR={pid_dir}", timeout=60,
+    )
+    assert time.monotonic() - started < 10
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("Error: cannot reach hostdead over ssh (3 attempts): ")
+    assert "Connection refused" in errors[0] and "host1" not in errors[0]
+    assert read_pids(pid_dir) == []
+    assert not (tmp_path / "logs" / "attempt-1" / "worker-0@host1.log").exists()
+
+
+def _start_hanging_launch(cluster: SshCluster, tmp_path: Path, pid_dir: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        tpuctl_cmd(
+            "launch", "--ssh-config", str(cluster.config), str(SCRIPTS / "crash_or_hang.py"), "--hosts", "host1,host2",
+            "--strategy", "none", "--log-dir", str(tmp_path / "logs"), "--env", f"PID_DIR={pid_dir}",
+        ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_for(lambda: len(read_pids(pid_dir)) == 4)
+    except AssertionError:
+        proc.kill()
+        raise AssertionError(proc.communicate()[1]) from None
+    return proc
+
+
+def _ssh_children(parent: int, host: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and argv[0] == b"ssh" and host.encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def test_dropped_connection_ends_the_launch_and_its_remote_workers(
+    cluster: SshCluster, tmp_path: Path, pid_dir: Path
+) -> None:
+    proc = _start_hanging_launch(cluster, tmp_path, pid_dir)
+    [connection] = _ssh_children(proc.pid, "host2")
+    os.kill(connection, signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 255, err
+    assert "worker:1 on host2 failed: lost the ssh connection to host2" in err
+    assert_none_survive(pid_dir)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_interrupted_or_killed_launcher_leaves_no_remote_process(
+    cluster: SshCluster, tmp_path: Path, pid_dir: Path, sig: signal.Signals
+) -> None:
+    proc = _start_hanging_launch(cluster, tmp_path, pid_dir)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+        assert "interrupted" in err
+    assert_none_survive(pid_dir, timeout=10)
+
+
+def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: SshCluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "helper.py").write_text("VALUE = 'from the helper'\n")
+    (project / "__pycache__").mkdir()
+    (project / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    (project / "train.py").write_text(
+        "import json, os, sys\nfrom pkg.helper import VALUE\n"
+        "with open(os.path.join(os.environ['OUT'], os.environ['TPUCTL_WORKER_INDEX'] + '.json'), 'w') as f:\n"
+        "    json.dump({'cwd': os.getcwd(), 'argv': sys.argv, 'value': VALUE, 'model': os.environ.get('TPUCTL_MODEL_DIR')}, f)\n"
+    )
+    remote = tmp_path / "remote"
+    out = tmp_path / "out"
+    out.mkdir()
+    args = (
+        "train.py", "--hosts", "host1,host2", "--strategy", "none", "--sync", "--remote-dir", str(remote),
+        "--model-dir", "runs/m", "--log-dir", str(tmp_path / "logs"), "--env", f"OUT={out}",
+    )
+    first = run_tpuctl("launch", "--ssh-config", str(cluster.config), *args, cwd=project)
+    assert first.returncode == 0, first.stderr
+    assert (remote / "pkg" / "helper.py").read_text() == "VALUE = 'from the helper'\n"
+    assert not (remote / "__pycache__").exists()
+    for index in ("0", "1"):
+        seen = json.loads((out / f"{index}.json").read_text())
+        assert seen == {"cwd": str(remote), "argv": ["train.py"], "value": "from the helper", "model": str(remote / "runs" / "m")}
+    assert "synced" in first.stderr
+
+
+def test_sync_without_rsync_sends_only_changed_files(
+    cluster: SshCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "train.py").write_text("print('v1')\n")
+    (source / "data.txt").write_text("same\n")
+    dest = tmp_path / "dest"
+    monkeypatch.setattr(ssh.shutil, "which", lambda name: None if name == "rsync" else "/usr/bin/" + name)
+    notes: list[str] = []
+
+    def sync_once() -> None:
+        paths = ssh.RemotePaths(workdir=str(dest), script="train.py", sync_source=str(source), sync_dest=str(dest))
+        backend = ssh.SshBackend(
+            parse_slot_hosts("host1,host2"),
+            ssh.SshOptions(config=str(cluster.config)), paths, python=sys.executable, sync=True, notice=notes.append,
+        )
+        try:
+            backend.reserve(2)
+        finally:
+            backend.release()
+
+    sync_once()
+    assert (dest / "train.py").read_text() == "print('v1')\n" and (dest / "data.txt").read_text() == "same\n"
+    assert "host1 (2 file(s))" in notes[-1] and "host2" in notes[-1]
+    (source / "train.py").write_text("print('v2, longer')\n")
+    sync_once()
+    assert (dest / "train.py").read_text() == "print('v2, longer')\n"
+    assert "host1 (1 file(s))" in notes[-1]
+    sync_once()
+    assert "host1 (unchanged)" in notes[-1]
+
+
+def test_run_everywhere_reports_each_host_and_retries_only_connections(cluster: SshCluster) -> None:
+    options = ssh.SshOptions(config=str(cluster.config), fanout=2)
+    hosts = ["host1", "host2", "hostdead", "host3"]
+    results = ssh.run_everywhere(hosts, ["sh", "-c", 'echo "$0 $1"; exit 3', "it's", "$HOME"], options)
+    assert [r.host for r in results] == hosts
+    for result in (results[0], results[1], results[3]):
+        assert (result.exit_code, result.output, result.error, result.attempts) == (3, "it's $HOME\n", None, 1)
+    dead = results[2]
+    assert dead.exit_code == 255 and dead.attempts == 3 and not dead.ok
+    assert dead.error is not None and "Connection refused" in dead.error
+    # a command that itself exits 255 ran: it is not a connection failure and never runs twice
+    [own] = ssh.run_everywhere(["host1"], ["sh", "-c", "echo once; exit 255"], options)
+    assert (own.exit_code, own.output, own.error, own.attempts) == (255, "once\n", None, 1)
+    [fed] = ssh.run_everywhere(["host2"], ["cat"], options, stdin=b"to stdin\n")
+    assert fed.ok and fed.output == "to stdin\n"

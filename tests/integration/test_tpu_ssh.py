@@ -1,0 +1,89 @@
+"""`tpuctl ssh NAME --worker all -- CMD` and `--cleanup`: the slice's hosts from the TPU stand-in,
+reached through real sshd servers (the stand-in's host IPs are mapped to them in an ssh config)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import alive, run_tpuctl
+from tests.integration.sshd import SshCluster, ensure_openssh
+from tests.standins.fixtures import standin_env
+from tests.standins.google_apis import GoogleStandin
+from tpuctl.launch.tpu_cleanup import LOCKFILE
+
+ZONE = "us-central2-b"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
+    reason = ensure_openssh()
+    if reason:
+        pytest.skip(reason)
+    hosts = SshCluster(tmp_path_factory.mktemp("sshd"), 2).start()
+    try:
+        yield hosts
+    finally:
+        hosts.stop()
+
+
+@pytest.fixture
+def slice_env(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path) -> tuple[dict[str, str], Path, list[str]]:
+    """A READY 2-host v4-16 in the stand-in, and an ssh config that sends its IPs to the two sshd."""
+    (name,) = google_standin.add_ready_nodes(ZONE, 1, prefix="pod", accelerator_type="v4-16")
+    node = google_standin.node(ZONE, name)
+    assert node is not None
+    ips = [endpoint.get("accessConfig", {}).get("externalIp") or endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
+    assert len(ips) == 2
+    aliases = []
+    for ip, port in zip(ips, cluster.ports):
+        aliases += [f"Host {ip}", "  HostName 127.0.0.1", f"  Port {port}", ""]
+    config = tmp_path / "ssh_config"
+    config.write_text("\n".join(aliases) + cluster.config.read_text())
+    env = {**standin_env(google_standin, tmp_path), "TPUCTL_ZONE": ZONE}
+    return env, config, [name, *ips]
+
+
+def test_command_on_every_worker_with_prefixes_and_status(slice_env: tuple[dict[str, str], Path, list[str]]) -> None:
+    env, config, (name, ip0, ip1) = slice_env
+    everywhere = run_tpuctl("ssh", name, "--worker", "all", "--ssh-config", str(config), "--", "sh", "-c", "echo hello $((20+1))", env=env)
+    assert everywhere.returncode == 0, everywhere.stderr
+    assert everywhere.stdout.splitlines() == [f"[worker:0@{ip0}] hello 21", f"[worker:1@{ip1}] hello 21"]
+    failing = run_tpuctl("ssh", name, "--worker", "1", "--ssh-config", str(config), "--", "sh", "-c", "echo no; exit 3", env=env)
+    assert failing.returncode == 3 and failing.stdout == f"[worker:1@{ip1}] no\n"
+    for args, words in (
+        (("--worker", "5", "--", "true"), "this TPU VM has workers 0-1"),
+        (("--worker", "x", "--", "true"), "give all, a worker number"),
+        ((), "give a COMMAND after --, or --cleanup"),
+    ):
+        bad = run_tpuctl("ssh", name, "--ssh-config", str(config), *args, env=env)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr
+
+
+def test_cleanup_frees_a_tpu_held_by_a_stale_process(slice_env: tuple[dict[str, str], Path, list[str]]) -> None:
+    env, config, (name, ip0, _) = slice_env
+    if os.path.exists(LOCKFILE):
+        pytest.skip(f"{LOCKFILE} exists on this machine; not touching a real TPU lock")
+    stale = subprocess.Popen([sys.executable, "-c", f"f = open({LOCKFILE!r}, 'w'); import time; time.sleep(600)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not os.path.exists(LOCKFILE) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = run_tpuctl("ssh", name, "--worker", "0", "--cleanup", "--ssh-config", str(config), env=env)
+        assert result.returncode == 0, result.stderr
+        assert f"[worker:0@{ip0}] killed stale process {stale.pid} holding {LOCKFILE}" in result.stdout
+        assert f"[worker:0@{ip0}] removed stale {LOCKFILE}" in result.stdout
+        stale.wait(timeout=10)
+        assert not alive(stale.pid) and not os.path.exists(LOCKFILE)
+        again = run_tpuctl("ssh", name, "--worker", "0", "--cleanup", "--ssh-config", str(config), env=env)
+        assert again.stdout == f"[worker:0@{ip0}] TPU free: nothing to clean\n"
+    finally:
+        stale.kill()
+        if os.path.exists(LOCKFILE):
+            os.remove(LOCKFILE)

@@ -1,0 +1,157 @@
+"""The ssh backend's pure parts: command lines, quoting, placement, remote paths, CLI checks.
+
+No connection is made here (tests/integration/test_launch_ssh.py does that with real sshd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import ROOT, run_tpuctl
+from tpuctl.errors import TpuctlError
+from tpuctl.hosts import HostEntry
+from tpuctl.launch import ssh
+from tpuctl.launch.ssh import RemotePaths, SshOptions, place, remote_command
+
+EXAMPLE = str(ROOT / "examples" / "train_keras.py")
+_ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ARGS)
+def test_remote_command_is_one_shell_line_that_gives_back_the_argv(argv: list[str]) -> None:
+    """What sshd hands to the login shell (`sh -c LINE`) runs exactly this argv."""
+    line = remote_command([sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *argv])
+    done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == argv
+
+
+def test_agent_source_ships_without_comments_or_backslashes() -> None:
+    assert "\\" not in ssh.AGENT_SOURCE and "\\" not in ssh.UNTAR_SOURCE
+    assert not any(line.lstrip().startswith("#") for line in ssh.AGENT_SOURCE.splitlines())
+    compile(ssh.AGENT_SOURCE, "<agent>", "exec")
+    assert len(ssh.AGENT_SOURCE) < 8000  # sent on every worker's command line
+
+
+def test_user_options_come_first_because_ssh_keeps_the_first_value() -> None:
+    options = SshOptions(user="me", key="/k", options=("ControlPersist=no", "ProxyJump=bastion"), config="/cfg", control_path="/c/%C")
+    argv = options.command(HostEntry("h", 2200), ["echo", "a b"])
+    assert argv[:7] == ["ssh", "-F", "/cfg", "-o", "ControlPersist=no", "-o", "ProxyJump=bastion"]
+    assert argv.index("ControlPersist=no") < argv.index(f"ControlPersist={ssh.CONTROL_PERSIST}")
+    for wanted in ("BatchMode=yes", "ControlMaster=auto", "ControlPath=/c/%C"):
+        assert wanted in argv
+    assert argv[argv.index("-i") + 1] == "/k" and argv[argv.index("-l") + 1] == "me"
+    assert argv[-5:] == ["-p", "2200", "--", "h", "exec echo 'a b'"]
+
+
+def test_control_dir_is_private(monkeypatch: pytest.MonkeyPatch) -> None:
+    short = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))  # pytest's tmp_path is too long for a socket path
+    try:
+        monkeypatch.setattr(ssh.tempfile, "gettempdir", lambda: str(short))
+        folder = ssh.control_dir()
+        assert folder == short / f"tpuctl-{os.getuid()}" / "ssh"
+        assert folder.stat().st_mode & 0o077 == 0
+        folder.chmod(0o777)
+        with pytest.raises(TpuctlError, match="must be a private directory"):
+            ssh.control_dir()
+    finally:
+        shutil.rmtree(short)
+
+
+def test_long_tmpdir_falls_back_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ssh.tempfile, "gettempdir", lambda: "/tmp/" + "x" * 80)
+    assert str(ssh.control_dir()).startswith("/tmp/tpuctl-")
+
+
+def test_place_fills_slots_in_order() -> None:
+    entries = [HostEntry("a", None, 2), HostEntry("b"), HostEntry("c", None, 3)]
+    assert place(entries, 4) == ["a", "a", "b", "c"]
+    assert place(entries, 6) == ["a", "a", "b", "c", "c", "c"]
+    with pytest.raises(TpuctlError, match="7 process"):
+        place(entries, 7)
+
+
+@pytest.mark.parametrize(
+    ("script", "remote_dir", "expected"),
+    [
+        ("train.py", None, RemotePaths("/home/u/proj", "train.py", "/home/u/proj", "/home/u/proj")),
+        ("src/train.py", None, RemotePaths("/home/u/proj", "src/train.py", "/home/u/proj/src", "/home/u/proj/src")),
+        ("/home/u/proj/src/t.py", None, RemotePaths("/home/u/proj", "/home/u/proj/src/t.py", "/home/u/proj/src", "/home/u/proj/src")),
+        ("src/train.py", "/srv/p", RemotePaths("/srv/p", "src/train.py", "/home/u/proj/src", "/srv/p/src")),
+        ("/home/u/proj/src/t.py", "/srv/p", RemotePaths("/srv/p", "src/t.py", "/home/u/proj/src", "/srv/p/src")),
+        ("/opt/x/t.py", None, RemotePaths("/home/u/proj", "/opt/x/t.py", "/opt/x", "/opt/x")),
+        ("../x/t.py", "/srv/p", RemotePaths("/srv/p", "t.py", "/home/u/x", "/srv/p")),
+        ("t.py", "work", RemotePaths("work", "t.py", "/home/u/proj", "work")),
+    ],
+)
+def test_remote_paths(script: str, remote_dir: str | None, expected: RemotePaths) -> None:
+    assert RemotePaths.resolve(script, remote_dir, "/home/u/proj") == expected
+
+
+def test_model_dir_moves_with_the_working_directory() -> None:
+    paths = RemotePaths.resolve("t.py", "/srv/p", "/home/u/proj")
+    assert paths.remote_path("/home/u/proj/runs/m", "/home/u/proj") == "/srv/p/runs/m"
+    assert paths.remote_path("/data/m", "/home/u/proj") == "/data/m"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sync"], "--sync is for launches over ssh: add --hosts or --hostfile"),
+        (["--remote-dir", "/x"], "--remote-dir is for launches over ssh"),
+        (["--fanout", "4"], "--fanout is for launches over ssh"),
+        (["--backend", "ssh"], "--backend ssh needs --hosts or --hostfile"),
+        (["--hosts", "a", "--backend", "local"], "--hosts runs workers over ssh, not with --backend local"),
+        (["--hosts", "a", "--hostfile", "f"], "--hosts and --hostfile cannot be combined"),
+        (["--hosts", "a:0"], "--hosts entry 1 'a:0': slots '0' is not a positive integer"),
+        (["--hosts", "a,b", "--workers", "3"], "3 process(es) need 3 slots, but --hosts gives 2"),
+        (["--hosts", "a,b", "--strategy", "parameter-server", "--ps", "1"], "too few for a chief, 1 ps and a worker"),
+        (["--hosts", "a", "--ssh-option", "NoValue"], "--ssh-option 'NoValue' is not NAME=VALUE"),
+        (["--hosts", "a", "--ssh-option", "Bogus=1"], "ssh rejects the options: command-line: line 0: Bad configuration option: bogus"),
+        (["--hosts", "a", "--ssh-key", "/no/such/key"], "'--ssh-key': File '/no/such/key' does not exist"),
+    ],
+)
+def test_bad_ssh_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = run_tpuctl("launch", EXAMPLE, *args, "--dry-run")
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_hostfile_with_a_port_is_refused(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("a slots=2\nb:22\n")
+    result = run_tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run")
+    assert result.returncode == 2
+    assert f"Error: {hostfile} line 2: 'b:22' has a port" in result.stderr
+
+
+def test_dry_run_over_ssh_places_workers_without_connecting(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# two GPU hosts\nnode-a.invalid slots=2\nnode-b.invalid slots=2\n")
+    result = run_tpuctl(
+        "launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json", "--remote-dir", "/srv/p", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert [w["host"] for w in plan["workers"]] == ["node-a.invalid"] * 2 + ["node-b.invalid"] * 2
+    config = json.loads(plan["workers"][3]["env"]["TF_CONFIG"])
+    assert config["cluster"]["worker"] == ["node-a.invalid:<port>"] * 2 + ["node-b.invalid:<port>"] * 2
+    assert config["task"] == {"type": "worker", "index": 3}
+    assert plan["workers"][0]["argv"][3] == "train_keras.py"  # outside the working directory: lands in --remote-dir
+
+
+def test_explicit_workers_use_the_first_slots(tmp_path: Path) -> None:
+    result = run_tpuctl("launch", EXAMPLE, "--hosts", "a:2,b:2", "--workers", "3", "--dry-run", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [w["host"] for w in json.loads(result.stdout)["workers"]] == ["a", "a", "b"]

@@ -1,0 +1,75 @@
+"""`tpuctl ssh NAME [--worker all] -- COMMAND`: one command on the hosts of a TPU VM slice.
+
+As `gcloud compute tpus tpu-vm ssh --worker=all --command=…` does, but with
+the user's own OpenSSH (config, agent, ProxyJump), concurrent, each host's
+output prefixed by its worker, and `--cleanup` to free a TPU that a crashed
+run left held.
+"""
+
+from __future__ import annotations
+
+import click
+
+from tpuctl.cli.cloud_options import project_options, zone_option
+from tpuctl.errors import TpuctlError
+
+
+@click.command("ssh")
+@click.argument("name")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@project_options
+@zone_option
+@click.option("--worker", default="0", show_default=True, metavar="all|N[,N]", help="Which hosts of the slice.")
+@click.option("--internal-ip", is_flag=True, help="Connect to the hosts' internal IPs (from inside the VPC).")
+@click.option("--cleanup", is_flag=True, help="First kill stale processes holding the TPU and remove /tmp/libtpu_lockfile.")
+@click.option("--ssh-user", metavar="USER", help="Remote user.  [default: from your ssh config, else yours]")
+@click.option("--ssh-key", type=click.Path(exists=True, dir_okay=False), help="Identity file (ssh -i).")
+@click.option("--ssh-option", "ssh_option", multiple=True, metavar="NAME=VALUE", help="An ssh -o option (repeatable).")
+@click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False), help="ssh config file (ssh -F).")
+@click.option("--fanout", type=click.IntRange(min=1), default=16, show_default=True, help="Hosts connected to at the same time.")
+def ssh(
+    name: str,
+    command: tuple[str, ...],
+    project: str | None,
+    credentials: str | None,
+    access_token_file: str | None,
+    zone: str | None,
+    worker: str,
+    internal_ip: bool,
+    cleanup: bool,
+    ssh_user: str | None,
+    ssh_key: str | None,
+    ssh_option: tuple[str, ...],
+    ssh_config: str | None,
+    fanout: int,
+) -> None:
+    """Run COMMAND (after `--`) on the chosen workers of TPU VM NAME, all at once.
+
+    Exits 0 when it succeeded everywhere, else with the first failing host's
+    status (255 when ssh could not connect).
+    """
+    from tpuctl.cli.node_info import find_node
+    from tpuctl.cloud.slice_hosts import pick_workers, slice_hosts
+    from tpuctl.launch.ssh import SshOptions, run_everywhere
+    from tpuctl.launch.tpu_cleanup import cleanup_argv
+
+    if not command and not cleanup:
+        raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {name} --worker all -- nvidia-smi")
+    node, _ = find_node(name, "`tpuctl list` shows the nodes", project, zone, credentials, access_token_file)
+    chosen = pick_workers(slice_hosts(node, name), worker)
+    options = SshOptions(user=ssh_user, key=ssh_key, options=ssh_option, config=ssh_config, fanout=fanout)
+    addresses = [host.address(internal_ip) for host in chosen]
+    labels = [f"[worker:{host.index}@{address}]" for host, address in zip(chosen, addresses)]
+    status = 0
+    for argv in ([cleanup_argv()] if cleanup else []) + ([list(command)] if command else []):
+        results = run_everywhere(addresses, argv, options)
+        for label, result in zip(labels, results):
+            for line in result.output.splitlines():
+                click.echo(f"{label} {line}")
+            if result.error:
+                click.echo(f"tpuctl: {label} could not run: {result.error}", err=True)
+            status = status or result.exit_code
+        if status:
+            break
+    if status:
+        raise SystemExit(status)

@@ -1,0 +1,227 @@
+"""`tpuctl launch` options for workers on other hosts over ssh (--hosts, --hostfile, --ssh-*).
+
+`ssh_launch_options` adds the options to a click command and hands the command
+one `remote` argument instead: a RemoteLaunch, or None for a local launch.
+Importing this module stays cheap; the ssh machinery loads only when used.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tpuctl.errors import TpuctlError
+from tpuctl.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
+
+if TYPE_CHECKING:
+    from tpuctl.launch.plan import Job, Plan
+    from tpuctl.launch.ssh import RemotePaths, SshBackend, SshOptions
+
+DEFAULT_FANOUT = 16  # the same as tpuctl.launch.ssh.DEFAULT_FANOUT, without importing it for --help
+
+_OPTIONS = (
+    click.option(
+        "--hosts",
+        "ssh_hosts",
+        metavar="H1,H2[:SLOTS]",
+        help="Run the workers on these hosts over ssh; HOST:N runs N workers on HOST (default 1). "
+        "Workers fill the slots in order.",
+    ),
+    click.option(
+        "--hostfile",
+        "ssh_hostfile",
+        type=click.Path(dir_okay=False),
+        help="Hosts for ssh, one 'HOST [slots=N]' per line, # comments (DeepSpeed/horovod format).",
+    ),
+    click.option("--ssh-user", metavar="USER", help="Remote user.  [default: from your ssh config, else yours]"),
+    click.option(
+        "--ssh-key", type=click.Path(exists=True, dir_okay=False), help="Identity file (ssh -i).  [default: your agent and ssh config]"
+    ),
+    click.option(
+        "--ssh-option",
+        "ssh_option",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="An ssh option (ssh -o) for every connection, e.g. ProxyJump=bastion (repeatable).",
+    ),
+    click.option(
+        "--ssh-config", type=click.Path(exists=True, dir_okay=False), help="ssh config file to use instead of ~/.ssh/config (ssh -F)."
+    ),
+    click.option(
+        "--fanout",
+        type=click.IntRange(min=1),
+        default=DEFAULT_FANOUT,
+        show_default=True,
+        help="Hosts being connected to at the same time.",
+    ),
+    click.option("--sync", is_flag=True, help="Copy the script's folder to every host first (rsync; skips unchanged files)."),
+    click.option(
+        "--remote-dir",
+        metavar="DIR",
+        help="Working directory on the hosts.  [default: this directory's absolute path]",
+    ),
+)
+_NAMES = ("ssh_hosts", "ssh_hostfile", "ssh_user", "ssh_key", "ssh_option", "ssh_config", "fanout", "sync", "remote_dir")
+
+
+def ssh_launch_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the ssh options to a click command callback, packed into one `remote` argument."""
+
+    @functools.wraps(command)
+    def packed(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in _NAMES}
+        kwargs["remote"] = RemoteLaunch.from_options(**values)
+        return command(*args, **kwargs)
+
+    for option in reversed(_OPTIONS):
+        packed = option(packed)
+    return packed
+
+
+@dataclass
+class RemoteLaunch:
+    """Everything an ssh launch needs beyond the Job."""
+
+    entries: list[HostEntry]
+    source: str
+    user: str | None
+    key: str | None
+    options: tuple[str, ...]
+    config: str | None
+    fanout: int
+    sync: bool
+    remote_dir: str | None
+    paths: RemotePaths | None = None
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        ssh_hosts: str | None,
+        ssh_hostfile: str | None,
+        ssh_user: str | None,
+        ssh_key: str | None,
+        ssh_option: tuple[str, ...],
+        ssh_config: str | None,
+        fanout: int,
+        sync: bool,
+        remote_dir: str | None,
+    ) -> RemoteLaunch | None:
+        if ssh_hosts is not None and ssh_hostfile is not None:
+            raise TpuctlError("--hosts and --hostfile cannot be combined")
+        if ssh_hosts is None and ssh_hostfile is None:
+            given = [
+                flag
+                for flag, value in (
+                    ("--ssh-user", ssh_user),
+                    ("--ssh-key", ssh_key),
+                    ("--ssh-option", ssh_option),
+                    ("--ssh-config", ssh_config),
+                    ("--sync", sync),
+                    ("--remote-dir", remote_dir),
+                    ("--fanout", fanout != DEFAULT_FANOUT),
+                )
+                if value
+            ]
+            if given:
+                raise TpuctlError(f"{given[0]} is for launches over ssh: add --hosts or --hostfile")
+            return None
+        if ssh_hosts is not None:
+            entries, source = parse_slot_hosts(ssh_hosts, source="--hosts"), "--hosts"
+        else:
+            assert ssh_hostfile is not None
+            entries, source = read_hostfile(ssh_hostfile, ports=False), ssh_hostfile
+        for option in ssh_option:
+            if "=" not in option.strip(" =") and " " not in option.strip():
+                raise TpuctlError(f"--ssh-option {option!r} is not NAME=VALUE", hint="e.g. --ssh-option ProxyJump=bastion")
+        if remote_dir is not None and not remote_dir.strip():
+            raise TpuctlError("--remote-dir is empty")
+        return cls(
+            entries=entries,
+            source=source,
+            user=ssh_user,
+            key=os.path.abspath(ssh_key) if ssh_key else None,
+            options=tuple(ssh_option),
+            config=os.path.abspath(ssh_config) if ssh_config else None,
+            fanout=fanout,
+            sync=sync,
+            remote_dir=remote_dir,
+        )
+
+    @property
+    def slots(self) -> int:
+        return sum(entry.slots for entry in self.entries)
+
+    def ssh_options(self) -> SshOptions:
+        from tpuctl.launch.ssh import SshOptions
+
+        return SshOptions(
+            user=self.user, key=self.key, options=self.options, config=self.config, fanout=self.fanout
+        )
+
+    def resolve(self, script: str, workers: int, strategy: str, ps: int, model_dir: str | None) -> tuple[int, str, str | None]:
+        """The worker count, the script path and the model dir as the hosts see them.
+
+        Without an explicit --workers the hosts' slots decide how many workers run.
+        """
+        from tpuctl.launch.ssh import RemotePaths
+
+        explicit = click.get_current_context().get_parameter_source("workers") in (
+            click.core.ParameterSource.COMMANDLINE,
+            click.core.ParameterSource.ENVIRONMENT,
+        )
+        extra = 1 + ps if strategy == "parameter-server" else 0
+        if not explicit:
+            workers = self.slots - extra
+            if workers < 1:
+                raise TpuctlError(
+                    f"{self.source} gives {self.slots} slot(s): too few for a chief, {ps} ps and a worker",
+                    hint="add hosts, or host:SLOTS",
+                )
+        elif workers + extra > self.slots:
+            raise TpuctlError(
+                f"{workers + extra} process(es) need {workers + extra} slots, but {self.source} gives {self.slots}",
+                hint="add hosts, use host:SLOTS, or lower --workers",
+            )
+        self.ssh_options().check(self.entries[0].host)
+        self.paths = RemotePaths.resolve(script, self.remote_dir)
+        if model_dir and "://" not in model_dir:
+            model_dir = self.paths.remote_path(model_dir)
+        return workers, self.paths.script, model_dir
+
+    def dry_run_plan(self, job: Job, run_id: str) -> Plan:
+        """The plan as it will run, with `<port>` where each host's free port will be."""
+        from tpuctl.launch.plan import build_plan
+        from tpuctl.launch.ssh import place
+
+        hosts = place(self.entries, job.processes)
+        addresses = [format_address(host, 0).rsplit(":", 1)[0] + ":<port>" for host in hosts]
+        return build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts)
+
+    def describe(self) -> str:
+        assert self.paths is not None
+        hosts = len(self.entries)
+        return f"{hosts} host(s) over ssh, in {self.paths.workdir}"
+
+    def backend(self, job: Job, notice: Callable[[str], None]) -> SshBackend:
+        from tpuctl.launch.ssh import SshBackend
+
+        assert self.paths is not None, "resolve() first"
+        return SshBackend(self.entries, self.ssh_options(), self.paths, python=job.python, sync=self.sync, notice=notice)
+
+
+def ssh_backend(ctx: click.Context, backend: str, remote: RemoteLaunch | None) -> str:
+    """--hosts/--hostfile mean --backend ssh; --backend ssh without hosts is incomplete."""
+    if remote is None:
+        if backend == "ssh":
+            raise TpuctlError("--backend ssh needs --hosts or --hostfile")
+        return backend
+    explicit = ctx.get_parameter_source("backend") not in (None, click.core.ParameterSource.DEFAULT)
+    if backend != "ssh" and explicit:
+        raise TpuctlError(f"{remote.source} runs workers over ssh, not with --backend {backend}")
+    return "ssh"

@@ -1,0 +1,56 @@
+"""The hosts of a TPU VM slice, from the node's networkEndpoints, for SSH fan-out.
+
+gcloud's `tpu-vm ssh --worker=all` reaches hosts on their external IP unless
+told `--internal-ip`; tpuctl does the same. Workers always talk to each other
+on the internal addresses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+
+
+@dataclass(frozen=True)
+class SliceHost:
+    index: int  # the TPU worker number, as gcloud's --worker counts
+    internal_ip: str
+    external_ip: str | None
+
+    def address(self, internal: bool) -> str:
+        return self.internal_ip if internal or not self.external_ip else self.external_ip
+
+
+def slice_hosts(node: Mapping[str, Any], name: str) -> list[SliceHost]:
+    """Every host of a READY node, in worker order; a node that is not READY has none to offer."""
+    state = str(node.get("state", ""))
+    if state != "READY":
+        raise TpuctlError(f"TPU VM {name} is {state or 'in an unknown state'}, not READY", hint=f"`tpuctl describe {name}`", exit_code=FAILED)
+    hosts = []
+    for index, endpoint in enumerate(node.get("networkEndpoints") or []):
+        if not isinstance(endpoint, Mapping) or not endpoint.get("ipAddress"):
+            continue
+        access = endpoint.get("accessConfig")
+        external = access.get("externalIp") if isinstance(access, Mapping) else None
+        hosts.append(SliceHost(index, str(endpoint["ipAddress"]), str(external) if external else None))
+    if not hosts:
+        raise TpuctlError(f"TPU VM {name} lists no hosts", exit_code=FAILED)
+    return hosts
+
+
+def pick_workers(hosts: list[SliceHost], worker: str) -> list[SliceHost]:
+    """`all`, one index, or a comma list (`0,2`), as gcloud's --worker takes them."""
+    if worker == "all":
+        return hosts
+    chosen = []
+    for part in worker.split(","):
+        if not part.strip().isdigit():
+            raise TpuctlError(f"--worker {worker!r}: give all, a worker number, or numbers like 0,2", exit_code=USAGE)
+        index = int(part)
+        if index >= len(hosts):
+            raise TpuctlError(f"--worker {index}: this TPU VM has workers 0-{len(hosts) - 1}", exit_code=USAGE)
+        chosen.append(hosts[index])
+    return chosen
