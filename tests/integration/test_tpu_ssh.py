@@ -87,3 +87,29 @@ def test_cleanup_frees_a_tpu_held_by_a_stale_process(slice_env: tuple[dict[str, 
         stale.kill()
         if os.path.exists(LOCKFILE):
             os.remove(LOCKFILE)
+
+
+def test_launch_on_every_host_of_a_slice_after_cleanup(slice_env: tuple[dict[str, str], Path, list[str]], tmp_path: Path) -> None:
+    """`launch --tpu NAME`: one worker per slice host, as gcloud's --worker=all; --cleanup runs first everywhere."""
+    from tests.conftest import SCRIPTS
+
+    env, config, (name, ip0, ip1) = slice_env
+    out = tmp_path / "argv"
+    out.mkdir()
+    result = run_tpuctl(
+        "launch", str(SCRIPTS / "argv_dump.py"), "--tpu", name, "--ssh-config", str(config), "--cleanup",
+        "--strategy", "none", "--log-dir", str(tmp_path / "logs"), "--env", f"ARGV_OUT={out}", "--", "x y",
+        env=env, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"tpuctl: cleanup on {ip0}: TPU free: nothing to clean" in result.stderr
+    assert f"tpuctl: cleanup on {ip1}: TPU free: nothing to clean" in result.stderr
+    import json
+
+    dumps = [json.loads((out / f"{index}.json").read_text()) for index in (0, 1)]
+    assert [d["argv"][1:] for d in dumps] == [["x y"], ["x y"]]
+    assert [json.loads(d["env"]["TF_CONFIG"])["task"]["index"] for d in dumps] == [0, 1]
+    dry = run_tpuctl("launch", str(SCRIPTS / "argv_dump.py"), "--tpu", name, "--ssh-config", str(config), "--cleanup", "--dry-run", env=env, cwd=tmp_path)
+    assert dry.returncode == 0 and "cleanup" not in dry.stderr  # a dry run changes nothing anywhere
+    both = run_tpuctl("launch", str(SCRIPTS / "argv_dump.py"), "--tpu", name, "--hosts", "h1", env=env, cwd=tmp_path)
+    assert both.returncode == 2 and "give one of --hosts, --hostfile, --tpu" in both.stderr

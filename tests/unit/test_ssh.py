@@ -107,12 +107,12 @@ def test_model_dir_moves_with_the_working_directory() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--sync"], "--sync is for launches over ssh: add --hosts or --hostfile"),
+        (["--sync"], "--sync is for launches over ssh: add --hosts, --hostfile or --tpu"),
         (["--remote-dir", "/x"], "--remote-dir is for launches over ssh"),
         (["--fanout", "4"], "--fanout is for launches over ssh"),
         (["--backend", "ssh"], "--backend ssh needs --hosts or --hostfile"),
         (["--hosts", "a", "--backend", "local"], "--hosts runs workers over ssh, not with --backend local"),
-        (["--hosts", "a", "--hostfile", "f"], "--hosts and --hostfile cannot be combined"),
+        (["--hosts", "a", "--hostfile", "f"], "give one of --hosts, --hostfile, --tpu"),
         (["--hosts", "a:0"], "--hosts entry 1 'a:0': slots '0' is not a positive integer"),
         (["--hosts", "a,b", "--workers", "3"], "3 process(es) need 3 slots, but --hosts gives 2"),
         (["--hosts", "a,b", "--strategy", "parameter-server", "--ps", "1"], "too few for a chief, 1 ps and a worker"),

@@ -277,6 +277,8 @@ def _launch(
     from tpuctl.launch.supervisor import Supervisor
 
     log_stream = sys.stderr if as_json else sys.stdout
+    if remote is not None and remote.cleanup:
+        remote.free_tpus()
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tpuctl.errors import TpuctlError
+from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
 
 if TYPE_CHECKING:
@@ -60,13 +60,33 @@ _OPTIONS = (
         help="Hosts being connected to at the same time.",
     ),
     click.option("--sync", is_flag=True, help="Copy the script's folder to every host first (rsync; skips unchanged files)."),
+    click.option("--tpu", "tpu_name", metavar="NAME", help="Run on every host of this TPU VM slice (hosts from the Cloud TPU API)."),
+    click.option("--project", "tpu_project", metavar="ID", help="With --tpu: the project [env TPUCTL_PROJECT]."),
+    click.option("--zone", "tpu_zone", metavar="ZONE", help="With --tpu: the zone [env TPUCTL_ZONE]."),
+    click.option("--internal-ip", is_flag=True, help="With --tpu: connect to the hosts' internal IPs (from inside the VPC)."),
+    click.option("--cleanup", is_flag=True, help="First, on every host: kill stale processes holding the TPU, remove /tmp/libtpu_lockfile."),
     click.option(
         "--remote-dir",
         metavar="DIR",
         help="Working directory on the hosts.  [default: this directory's absolute path]",
     ),
 )
-_NAMES = ("ssh_hosts", "ssh_hostfile", "ssh_user", "ssh_key", "ssh_option", "ssh_config", "fanout", "sync", "remote_dir")
+_NAMES = (
+    "ssh_hosts",
+    "ssh_hostfile",
+    "ssh_user",
+    "ssh_key",
+    "ssh_option",
+    "ssh_config",
+    "fanout",
+    "sync",
+    "remote_dir",
+    "tpu_name",
+    "tpu_project",
+    "tpu_zone",
+    "internal_ip",
+    "cleanup",
+)
 
 
 def ssh_launch_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,6 +103,15 @@ def ssh_launch_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return packed
 
 
+def _slice_entries(name: str, project: str | None, zone: str | None, internal_ip: bool) -> list[HostEntry]:
+    """Every host of the slice, one worker each: TPUStrategy runs the same program on all of them."""
+    from tpuctl.cli.node_info import find_node
+    from tpuctl.cloud.slice_hosts import slice_hosts
+
+    node, _ = find_node(name, "`tpuctl list` shows the nodes", project, zone, None, None)
+    return [HostEntry(host.address(internal_ip)) for host in slice_hosts(node, name)]
+
+
 @dataclass
 class RemoteLaunch:
     """Everything an ssh launch needs beyond the Job."""
@@ -96,6 +125,7 @@ class RemoteLaunch:
     fanout: int
     sync: bool
     remote_dir: str | None
+    cleanup: bool = False
     paths: RemotePaths | None = None
 
     @classmethod
@@ -111,10 +141,17 @@ class RemoteLaunch:
         fanout: int,
         sync: bool,
         remote_dir: str | None,
+        tpu_name: str | None,
+        tpu_project: str | None,
+        tpu_zone: str | None,
+        internal_ip: bool,
+        cleanup: bool,
     ) -> RemoteLaunch | None:
-        if ssh_hosts is not None and ssh_hostfile is not None:
-            raise TpuctlError("--hosts and --hostfile cannot be combined")
-        if ssh_hosts is None and ssh_hostfile is None:
+        if sum(value is not None for value in (ssh_hosts, ssh_hostfile, tpu_name)) > 1:
+            raise TpuctlError("give one of --hosts, --hostfile, --tpu")
+        if tpu_name is None and (tpu_project or tpu_zone or internal_ip):
+            raise TpuctlError("--project, --zone and --internal-ip are for --tpu NAME")
+        if ssh_hosts is None and ssh_hostfile is None and tpu_name is None:
             given = [
                 flag
                 for flag, value in (
@@ -125,13 +162,16 @@ class RemoteLaunch:
                     ("--sync", sync),
                     ("--remote-dir", remote_dir),
                     ("--fanout", fanout != DEFAULT_FANOUT),
+                    ("--cleanup", cleanup),
                 )
                 if value
             ]
             if given:
-                raise TpuctlError(f"{given[0]} is for launches over ssh: add --hosts or --hostfile")
+                raise TpuctlError(f"{given[0]} is for launches over ssh: add --hosts, --hostfile or --tpu")
             return None
-        if ssh_hosts is not None:
+        if tpu_name is not None:
+            entries, source = _slice_entries(tpu_name, tpu_project, tpu_zone, internal_ip), f"TPU VM {tpu_name}"
+        elif ssh_hosts is not None:
             entries, source = parse_slot_hosts(ssh_hosts, source="--hosts"), "--hosts"
         else:
             assert ssh_hostfile is not None
@@ -151,6 +191,7 @@ class RemoteLaunch:
             fanout=fanout,
             sync=sync,
             remote_dir=remote_dir,
+            cleanup=cleanup,
         )
 
     @property
@@ -193,6 +234,22 @@ class RemoteLaunch:
         if model_dir and "://" not in model_dir:
             model_dir = self.paths.remote_path(model_dir)
         return workers, self.paths.script, model_dir
+
+    def free_tpus(self) -> None:
+        """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
+        from tpuctl.launch.ssh import run_everywhere
+        from tpuctl.launch.tpu_cleanup import cleanup_argv
+
+        results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh_options())
+        for result in results:
+            for line in result.output.splitlines():
+                click.echo(f"tpuctl: cleanup on {result.host}: {line}", err=True)
+        failed = [result for result in results if not result.ok]
+        if failed:
+            first = failed[0]
+            raise TpuctlError(
+                f"--cleanup failed on {first.host}: {first.error or f'exit status {first.exit_code}'}", exit_code=FAILED
+            )
 
     def dry_run_plan(self, job: Job, run_id: str) -> Plan:
         """The plan as it will run, with `<port>` where each host's free port will be."""

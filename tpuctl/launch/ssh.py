@@ -416,11 +416,12 @@ class _Session:
             stdin = self.proc.stdin
             if stdin is None or stdin.closed:
                 return False
+            data = memoryview(line.encode() + b"\n")
             try:
-                stdin.write(line.encode() + b"\n")
-                stdin.flush()
+                while data:  # a raw pipe may take a long line in parts
+                    data = data[stdin.write(data) or 0 :]
                 return True
-            except (BrokenPipeError, OSError, ValueError):
+            except (OSError, ValueError):
                 return False
 
     def close_stdin(self) -> None:
