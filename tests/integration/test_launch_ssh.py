@@ -79,7 +79,7 @@ def test_two_hosts_train_in_sync_with_real_tensorflow(cluster: SshCluster, tmp_p
     assert [w["host"] for w in plan["workers"]] == ["host1", "host2"]
 
 
-def test_hostile_argv_and_env_reach_every_remote_worker_byte_for_byte(cluster: SshCluster, tmp_path: Path) -> None:
+def test_hostile_argv_reaches_every_remote_worker_byte_for_byte(cluster: SshCluster, tmp_path: Path) -> None:
     # host1:2 - two workers on one host: each needs its own free port there.
     result = ssh_launch(
         cluster, "--hosts", "host1:2,host2", "--strategy", "none", "--log-dir", str(tmp_path / "logs"),
@@ -201,7 +201,8 @@ def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: Ss
     (project / "train.py").write_text(
         "import json, os, sys\nfrom pkg.helper import VALUE\n"
         "with open(os.path.join(os.environ['OUT'], os.environ['TPUCTL_WORKER_INDEX'] + '.json'), 'w') as f:\n"
-        "    json.dump({'cwd': os.getcwd(), 'argv': sys.argv, 'value': VALUE, 'model': os.environ.get('TPUCTL_MODEL_DIR')}, f)\n"
+        "    json.dump({'cwd': os.getcwd(), 'argv': sys.argv, 'value': VALUE, 'model': os.environ.get('TPUCTL_MODEL_DIR'),\n"
+        "               'hostile': os.environ.get('HOSTILE')}, f)\n"
     )
     remote = tmp_path / "remote"
     out = tmp_path / "out"
@@ -209,6 +210,7 @@ def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: Ss
     args = (
         "train.py", "--hosts", "host1,host2", "--strategy", "none", "--sync", "--remote-dir", str(remote),
         "--model-dir", "runs/m", "--log-dir", str(tmp_path / "logs"), "--env", f"OUT={out}",
+        "--env", "HOSTILE=$(id) `id` 'q' \"x\" ; a=b ünï\nline",
     )
     first = run_tpuctl("launch", "--ssh-config", str(cluster.config), *args, cwd=project)
     assert first.returncode == 0, first.stderr
@@ -216,7 +218,10 @@ def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: Ss
     assert not (remote / "__pycache__").exists()
     for index in ("0", "1"):
         seen = json.loads((out / f"{index}.json").read_text())
-        assert seen == {"cwd": str(remote), "argv": ["train.py"], "value": "from the helper", "model": str(remote / "runs" / "m")}
+        assert seen == {
+            "cwd": str(remote), "argv": ["train.py"], "value": "from the helper", "model": str(remote / "runs" / "m"),
+            "hostile": "$(id) `id` 'q' \"x\" ; a=b ünï\nline",
+        }
     assert "synced" in first.stderr
 
 

@@ -247,7 +247,7 @@ def run(held):
         if give_up is not None:
             give_up -= 1
     kill(_signal.SIGKILL)
-    code = os.waitstatus_to_exitcode(status)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     say("exit", code)
     return code if code >= 0 else 128 - code
 
