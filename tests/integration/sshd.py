@@ -19,8 +19,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 SSHD = Path("/usr/sbin/sshd")
 PACKAGES = ("openssh-server", "rsync")
@@ -99,7 +102,7 @@ class SshCluster:
         lines = []
         for host, port in zip(self.hosts, self.ports):
             lines += [f"Host {host}", "  HostName 127.0.0.1", f"  Port {port}", ""]
-        lines += [f"Host hostdead", "  HostName 127.0.0.1", f"  Port {self.dead_port}", ""]
+        lines += ["Host hostdead", "  HostName 127.0.0.1", f"  Port {self.dead_port}", ""]
         lines += [
             "Host *",
             "  User root",
@@ -189,3 +192,15 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(entry.name))
     return found
+
+
+def running_cluster(factory: pytest.TempPathFactory, count: int) -> Iterator[SshCluster]:
+    """The body of a module-scoped fixture: `count` sshd hosts, or a skip that says why there are none."""
+    reason = ensure_openssh()
+    if reason:
+        pytest.skip(reason)
+    hosts = SshCluster(factory.mktemp("sshd"), count).start()
+    try:
+        yield hosts
+    finally:
+        hosts.stop()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd
-from tests.integration.sshd import SshCluster, ensure_openssh
+from tests.integration.sshd import SshCluster, running_cluster
 from tpuctl.hosts import parse_slot_hosts
 from tpuctl.launch import ssh
 
@@ -31,14 +31,7 @@ HOSTILE = [
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    reason = ensure_openssh()
-    if reason:
-        pytest.skip(reason)
-    hosts = SshCluster(tmp_path_factory.mktemp("sshd"), 3).start()
-    try:
-        yield hosts
-    finally:
-        hosts.stop()
+    yield from running_cluster(tmp_path_factory, 3)
 
 
 def ssh_launch(cluster: SshCluster, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:

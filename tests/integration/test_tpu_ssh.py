@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import alive, run_tpuctl
-from tests.integration.sshd import SshCluster, ensure_openssh
+from tests.integration.sshd import SshCluster, running_cluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.launch.tpu_cleanup import LOCKFILE
@@ -23,14 +23,7 @@ ZONE = "us-central2-b"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    reason = ensure_openssh()
-    if reason:
-        pytest.skip(reason)
-    hosts = SshCluster(tmp_path_factory.mktemp("sshd"), 2).start()
-    try:
-        yield hosts
-    finally:
-        hosts.stop()
+    yield from running_cluster(tmp_path_factory, 2)
 
 
 @pytest.fixture
