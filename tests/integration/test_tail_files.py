@@ -101,6 +101,19 @@ def test_odd_files_and_folders(tmp_path: Path) -> None:
     assert [e["tag"] for e in events if e["kind"] == "damage"] == ["not an event file (its first bytes are no record header); ignored"]
 
 
+def test_a_keras_file_is_announced_once_it_settled(tmp_path: Path) -> None:
+    """Keras writes .weights.h5 in place: following, a file still changing waits for a later poll."""
+    weights = tmp_path / "best.weights.h5"
+    weights.write_bytes(b"partial")
+    tailer = Tailer(LocalSource(str(tmp_path)))
+    assert tailer.poll().checkpoints == []  # written just now: maybe still being written
+    os.utime(weights, (time.time() - 5, time.time() - 5))
+    assert [c.path for c in tailer.poll().checkpoints] == ["best.weights.h5"]
+    assert tailer.poll().checkpoints == []  # once
+    weights.write_bytes(b"overwritten by a better epoch")
+    assert [c.path for c in tailer.poll(last=True).checkpoints] == ["best.weights.h5"]  # the last poll waits for nothing
+
+
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
     cases = [
         (("tail", str(tmp_path / "missing"), "--once"), 1, "does not exist"),

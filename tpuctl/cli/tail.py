@@ -68,7 +68,7 @@ def follow(source: Any, tags: tuple[str, ...], display: Display, *, once: bool, 
     said_waiting = False
     while True:
         try:
-            for update in tailer.updates():
+            for update in tailer.updates(last=once):
                 if update:
                     quiet_since = time.monotonic()
                 status = f"{tailer.event_files} event file(s) under {source.root}; polling every {interval:g}s"

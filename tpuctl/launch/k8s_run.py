@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -318,6 +319,9 @@ class KubeRun:
                 hint=f"pick another --job-name, or delete it: {self.manifest.delete_command}",
                 exit_code=FAILED,
             )
+        # Ctrl-C must reach us even when the shell that started tpuctl in the background
+        # left SIGINT ignored (Python then installs no KeyboardInterrupt handler itself).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             self.kubectl.run("apply", "-f", "-", stdin=self.manifest.text, hint=hint)
             self.notice(f"applied {self.manifest.kind} {self.manifest.name} in namespace {self.manifest.namespace}; following its pods")
@@ -325,6 +329,7 @@ class KubeRun:
         except KeyboardInterrupt:
             return self._interrupted()
         finally:
+            signal.signal(signal.SIGINT, previous)
             for follower in self.followers.values():
                 follower.stop()
 

@@ -38,14 +38,14 @@ class Follower:
         except TpuctlError:
             return None  # not created yet: try again next poll
 
-    def poll(self) -> None:
+    def poll(self, last: bool = False) -> None:
         if self._tailer is None:
             source = self._source()
             if source is None:
                 return
             self._tailer = Tailer(source)
         try:
-            for update in self._tailer.updates():
+            for update in self._tailer.updates(last=last):
                 self.board.add(update)
                 for line in plain_lines(update):
                     self.write(f"[tail] {line}")
@@ -62,5 +62,5 @@ class Follower:
         """Stop polling, read what the workers wrote last, and give the summary lines."""
         self._stop.set()
         self._thread.join(timeout=self.interval + 30)
-        self.poll()
+        self.poll(last=True)
         return self.board.summary()

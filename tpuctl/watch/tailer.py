@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import gc
+import time
 import posixpath
 import re
 from collections import Counter
@@ -25,6 +26,9 @@ READ_CHUNK = 4 << 20  # bytes per read (and per update): bounded memory, however
 _STATE_ENTRY = re.compile(r'^(model_checkpoint_path|all_model_checkpoint_paths):\s*"((?:[^"\\]|\\.)*)"', re.M)
 _STEP = re.compile(r"(\d+)(?!.*\d)")
 KERAS_SUFFIXES = (".weights.h5", ".keras")
+# Keras writes .weights.h5 in place, with no marker like a TF checkpoint's .index:
+# a file is announced once it has not changed for this long.
+KERAS_SETTLE_S = 1.0
 
 
 def is_event_file(path: str) -> bool:
@@ -107,22 +111,26 @@ class Tailer:
             known = self._wanted[tag] = not self.tags or any(fnmatch.fnmatchcase(tag, p) for p in self.tags)
         return known
 
-    def poll(self) -> Update:
+    def poll(self, *, last: bool = False) -> Update:
         """Everything new, as one update (for small polls; `updates` keeps memory bounded)."""
         whole = Update()
-        for update in self.updates():
+        for update in self.updates(last=last):
             whole.merge(update)
         return whole
 
-    def updates(self) -> Iterator[Update]:
-        """Everything new, one update per chunk read, then one with the checkpoints."""
+    def updates(self, *, last: bool = False) -> Iterator[Update]:
+        """Everything new, one update per chunk read, then one with the checkpoints.
+
+        `last`: no later poll will come (--once, the end of a launch), so files
+        that may still be settling are announced now rather than never.
+        """
         listing = self.source.list()
         for info in sorted(listing, key=lambda i: i.path):
             if is_event_file(info.path):
                 yield from self._read_events(info)
-        final = Update()
-        self._checkpoints({info.path: info for info in listing}, final)
-        yield final
+        checkpoints = Update()
+        self._checkpoints({info.path: info for info in listing}, checkpoints, last)
+        yield checkpoints
 
     def _read_events(self, info: FileInfo) -> Iterator[Update]:
         state = self.files.setdefault(info.path, _FileState())
@@ -160,13 +168,15 @@ class Tailer:
             state.reported = len(state.buffer.damage)
             yield update
 
-    def _checkpoints(self, by_path: dict[str, FileInfo], update: Update) -> None:
+    def _checkpoints(self, by_path: dict[str, FileInfo], update: Update, last: bool) -> None:
         for path, info in by_path.items():
             name = posixpath.basename(path)
             if name == "checkpoint":
                 self._state_file(path, by_path, update)
             elif name.endswith(KERAS_SUFFIXES):
                 mark = (info.size, info.mtime)
+                if not last and time.time() - info.mtime < KERAS_SETTLE_S:
+                    continue  # probably still being written; a later poll sees it finished
                 if self._keras.get(path) != mark:
                     self._keras[path] = mark
                     update.checkpoints.append(Checkpoint(run_of(path), path, _step(name), info.mtime, "keras"))
