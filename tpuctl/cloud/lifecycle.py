@@ -105,6 +105,14 @@ def _check_reusable(spec: NodeSpec, node: tpu_v2.Node) -> None:
         )
 
 
+def _finished(api: TpuApi, zone: str, operation: str, where: Where) -> bool:
+    """Whether the operation is done; one that ended in error ends the wait with its reason."""
+    done = api.operation(zone, operation)
+    if done.done and done.HasField("error"):
+        raise operation_failed(done.error.code, done.error.message, where)
+    return bool(done.done)
+
+
 def wait_ready(
     api: TpuApi, spec: NodeSpec, operation: str | None, progress: Progress, *, sleep: Callable[[float], None] = time.sleep
 ) -> tpu_v2.Node:
@@ -113,12 +121,8 @@ def wait_ready(
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
-        if operation is not None:
-            done = api.operation(spec.zone, operation)
-            if done.done and done.HasField("error"):
-                raise operation_failed(done.error.code, done.error.message, where)
-            if done.done:
-                operation = None
+        if operation and _finished(api, spec.zone, operation, where):
+            operation = None
         node = api.get_node(spec.zone, spec.name)
         elapsed = time.monotonic() - started
         if node is None:
@@ -169,10 +173,8 @@ def delete(api: TpuApi, zone: str, name: str, progress: Progress, *, sleep: Call
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
-        if operation:
-            done = api.operation(zone, operation)
-            if done.done and done.HasField("error"):
-                raise operation_failed(done.error.code, done.error.message, where)
+        if operation and _finished(api, zone, operation, where):
+            operation = ""
         node = api.get_node(zone, name)
         if node is None:
             return True
@@ -194,10 +196,8 @@ def change_power(api: TpuApi, zone: str, name: str, stop: bool, progress: Progre
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
-        if operation is not None:
-            done = api.operation(zone, operation)
-            if done.done and done.HasField("error"):
-                raise operation_failed(done.error.code, done.error.message, where)
+        if operation and _finished(api, zone, operation, where):
+            operation = None
         node = api.get_node(zone, name)
         if node is None:
             raise TpuctlError(f"node {name} disappeared while trying to {verb} it", exit_code=FAILED)

@@ -23,11 +23,9 @@ class RestApi:
         self._session = AuthorizedSession(identity.credentials)
         self.endpoint = endpoint.rstrip("/")
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None, *, retried: bool = True) -> dict[str, Any]:
-        """One call, retried on transient failures unless the caller handles them (retried=False)."""
-        if retried:
-            return retry.call(lambda: self._once(method, path, body))
-        return self._once(method, path, body)
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One call, retried on transient failures."""
+        return retry.call(lambda: self._once(method, path, body))
 
     def _once(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         from google.api_core import exceptions as api

@@ -57,11 +57,11 @@ def backoff(attempt: int) -> float:
 
 def call(fn: Callable[[], T], *, attempts: int = ATTEMPTS, sleep: Callable[[float], None] = time.sleep) -> T:
     """fn() until it succeeds or fails for a reason waiting cannot fix; the last error is raised."""
-    for attempt in range(attempts):
+    for attempt in range(attempts - 1):
         try:
             return fn()
         except Exception as exc:
-            if attempt == attempts - 1 or not is_transient(exc):
+            if not is_transient(exc):
                 raise
             sleep(backoff(attempt))
-    raise AssertionError("unreachable: the loop returns or raises")
+    return fn()
