@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
+import shlex
 import shutil
 import signal
 import socket
@@ -27,6 +29,8 @@ import pytest
 
 SSHD = Path("/usr/sbin/sshd")
 PACKAGES = ("openssh-server", "rsync")
+# What Debian's /etc/skel/.bashrc does for a non-interactive shell: nothing.
+STOCK_BASHRC = "# a fresh host's ~/.bashrc (tests/integration/sshd.py)\ncase $- in *i*) ;; *) return;; esac\n"
 
 
 def ensure_openssh() -> str | None:
@@ -138,7 +142,7 @@ class SshCluster:
                 ]
             )
         )
-        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && exec {SSHD} -D -e -f {config}"
+        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && {self._fresh_shell()}exec {SSHD} -D -e -f {config}"
         log = open(self.folder / f"sshd.{index}.log", "ab")  # noqa: SIM115 - owned by the process
         try:
             return subprocess.Popen(
@@ -146,6 +150,20 @@ class SshCluster:
             )
         finally:
             log.close()
+
+    def _fresh_shell(self) -> str:
+        """Mount commands that give the host a stock root ~/.bashrc, as a freshly made machine has.
+
+        sshd runs commands with the user's `bash -c`, which reads ~/.bashrc; a
+        developer's own (this machine's runs `pyenv init`, about 0.17 s a session)
+        would otherwise run in every remote session of every test and benchmark.
+        """
+        bashrc = Path(pwd.getpwuid(os.geteuid()).pw_dir) / ".bashrc"
+        if not bashrc.is_file():
+            return ""
+        stock = self.folder / "bashrc"
+        stock.write_text(STOCK_BASHRC)
+        return f"mount --bind {shlex.quote(str(stock))} {shlex.quote(str(bashrc))} && "
 
     def _wait_listening(self, timeout: float = 10.0) -> None:
         end = time.monotonic() + timeout
