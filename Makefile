@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[tf,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[tf,test]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)
