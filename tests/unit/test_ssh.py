@@ -128,6 +128,14 @@ def test_bad_ssh_input_is_one_line_and_exit_2(args: list[str], message: str) -> 
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+def test_a_launch_with_options_ssh_rejects_is_a_usage_error_not_an_unreachable_host(tmp_path: Path) -> None:
+    # A real launch checks the options only once a connection failed; it must still blame them.
+    result = run_tpuctl("launch", EXAMPLE, "--hosts", "a.invalid", "--ssh-option", "Bogus=1", "--log-dir", str(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: ssh rejects the options: ")
+    assert "cannot reach" not in result.stderr
+
+
 def test_hostfile_with_a_port_is_refused(tmp_path: Path) -> None:
     hostfile = tmp_path / "hosts"
     hostfile.write_text("a slots=2\nb:22\n")

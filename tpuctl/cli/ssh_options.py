@@ -229,7 +229,6 @@ class RemoteLaunch:
                 f"{workers + extra} process(es) need {workers + extra} slots, but {self.source} gives {self.slots}",
                 hint="add hosts, use host:SLOTS, or lower --workers",
             )
-        self.ssh_options().check(self.entries[0].host)
         self.paths = RemotePaths.resolve(script, self.remote_dir)
         if model_dir and "://" not in model_dir:
             model_dir = self.paths.remote_path(model_dir)
@@ -256,6 +255,7 @@ class RemoteLaunch:
         from tpuctl.launch.plan import build_plan
         from tpuctl.launch.ssh import place
 
+        self.ssh_options().check(self.entries[0].host)
         hosts = place(self.entries, job.processes)
         addresses = [format_address(host, 0).rsplit(":", 1)[0] + ":<port>" for host in hosts]
         return build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts)

@@ -631,6 +631,7 @@ class SshBackend:
         self._pending: dict[tuple[str, str], _Session] = {}
         self._handles: list[SshHandle] = []
         self._synced = False
+        self._options_checked = threading.Lock()
 
     # Backend protocol ---------------------------------------------------------
 
@@ -718,9 +719,18 @@ class SshBackend:
                     host, f"{host}: {self.python} could not run tpuctl's agent: {said} (pass --python)", connection=False
                 )
             problem = said
+            self._check_options(host)
             if attempt < self.options.attempts:
                 time.sleep(0.25 * 2 ** (attempt - 1))
         raise _HostProblem(host, f"cannot reach {host} over ssh ({self.options.attempts} attempts): {problem}", connection=True)
+
+    def _check_options(self, host: str) -> None:
+        """After a failed connection, once: is it our options (a usage error) rather than the host?
+
+        Checking before every launch would cost each one an `ssh -G` run up front.
+        """
+        if self._options_checked.acquire(blocking=False):
+            self.options.check(host)
 
     def _open_host(self, host: str, count: int) -> list[_Session] | _HostProblem:
         """`count` sessions to one host: the first makes the ControlMaster, the rest share it."""
