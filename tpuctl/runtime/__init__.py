@@ -1,18 +1,22 @@
 """What a training script can ask while it runs as a tpuctl worker.
 
 Importing this package does not import TensorFlow; only `strategy()` does, so
-`python -m tpuctl.runtime` can choose Keras before TensorFlow loads.
+`python -m tpuctl.runtime` can choose Keras before TensorFlow loads. Nor does it
+read the worker's environment until asked: a `--strategy none` worker starts its
+script with nothing but the bootstrap imported.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 
-from tpuctl.runtime import worker_env
-
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     import tensorflow as tf
+
+    from tpuctl.runtime.worker_env import WorkerEnv
 
 _built: Any = None
 
@@ -27,9 +31,15 @@ def strategy() -> tf.distribute.Strategy:
     if _built is None:
         from tpuctl.runtime import strategies
 
-        env = worker_env.current()
+        env = _env()
         _built = strategies.build(env.strategy_kind(), env)
     return _built
+
+
+def _env() -> WorkerEnv:
+    from tpuctl.runtime import worker_env
+
+    return worker_env.current()
 
 
 def adopt(built: Any) -> None:
@@ -40,15 +50,15 @@ def adopt(built: Any) -> None:
 
 def is_chief() -> bool:
     """True on the one worker that should write checkpoints and summaries."""
-    return worker_env.current().is_chief
+    return _env().is_chief
 
 
 def worker_index() -> int:
-    return worker_env.current().task.index
+    return _env().task.index
 
 
 def num_workers() -> int:
-    return worker_env.current().num_workers
+    return _env().num_workers
 
 
 def model_dir(default: str | None = None) -> str | None:

@@ -12,14 +12,18 @@ import importlib.util
 import os
 import runpy
 import signal
-import socket
 import sys
 import threading
-from typing import Any
 
 from tpuctl.errors import USAGE, TpuctlError
-from tpuctl.runtime import worker_env
-from tpuctl.runtime.worker_env import MULTI_WORKER, PARAMETER_SERVER, WorkerEnv
+
+# typing.TYPE_CHECKING without importing typing, socket or worker_env: each worker
+# pays for every import before its script starts (PEP 781 describes the idiom).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tpuctl.runtime.worker_env import WorkerEnv
 
 TF_KERAS_NOTE = (
     "multi-worker run: tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1), "
@@ -31,17 +35,17 @@ def say(message: str) -> None:
     print(f"tpuctl: {message}", file=sys.stderr, flush=True)
 
 
-def adopt_control_channel() -> socket.socket | None:
-    """Watch the launcher: when its end of the channel closes, kill this worker's process group."""
-    fd = os.environ.pop("TPUCTL_CONTROL_FD", None)
-    if fd is None:
+def adopt_control_channel() -> int | None:
+    """Watch the launcher: when its end of the channel (a socket) closes, kill this worker's process group."""
+    raw = os.environ.pop("TPUCTL_CONTROL_FD", None)
+    if raw is None:
         return None
-    channel = socket.socket(fileno=int(fd))
-    channel.set_inheritable(False)
+    channel = int(raw)
+    os.set_inheritable(channel, False)
 
     def watch() -> None:
         try:
-            while channel.recv(64):
+            while os.read(channel, 64):
                 pass
         except OSError:
             pass
@@ -61,6 +65,8 @@ def release_reserved_port() -> None:
 
 def choose_keras(env: WorkerEnv, kind: str) -> None:
     """Make tf.keras mean tf-keras where Keras 3 would break, before TensorFlow loads."""
+    from tpuctl.runtime.worker_env import MULTI_WORKER, PARAMETER_SERVER
+
     if "TF_USE_LEGACY_KERAS" in os.environ or env.keras == "keras3":
         return
     wanted = env.keras == "tf-keras" or kind in (MULTI_WORKER, PARAMETER_SERVER)
@@ -96,14 +102,14 @@ def _build(env: WorkerEnv, kind: str) -> Any:
     return built
 
 
-def _serve(env: WorkerEnv, channel: socket.socket | None) -> None:
+def _serve(env: WorkerEnv, channel: int | None) -> None:
     """A parameter-server worker or ps: serve until the launcher stops it once the chief is done."""
     from tpuctl.runtime import strategies
 
     server = strategies.serve(env)
     say(f"{env.task.name}: serving for ParameterServerStrategy (the chief runs the script)")
     if channel is not None:
-        channel.sendall(b"ready\n")
+        os.write(channel, b"ready\n")
     server.join()
 
 
@@ -114,18 +120,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(USAGE)
     script, script_args = args[0], args[1:]
     channel = adopt_control_channel()
+    # --strategy none: nothing to build, so the script starts with no more than this module imported.
+    plain = os.environ.get("TPUCTL_STRATEGY") == "none"
     try:
         if not os.path.isfile(script):
             raise TpuctlError(f"script not found: {script}")
-        env = worker_env.current()
-        kind = env.strategy_kind()
-        if env.is_server:
-            release_reserved_port()
-            _serve(env, channel)
-            return
-        if kind == "none":
+        if plain:
             release_reserved_port()
         else:
+            from tpuctl.runtime import worker_env
+
+            env = worker_env.current()
+            kind = env.strategy_kind()
+            if env.is_server:
+                release_reserved_port()
+                _serve(env, channel)
+                return
             choose_keras(env, kind)
             release_reserved_port()
             built = _build(env, kind)
@@ -133,8 +143,8 @@ def main(argv: list[str] | None = None) -> None:
         say(f"error: {err}")
         sys.exit(err.exit_code)
     if channel is not None:
-        channel.sendall(b"ready\n")
-    if kind == "none":
+        os.write(channel, b"ready\n")
+    if plain:
         run_script(script, script_args)
         return
     _run_in_strategy(built, env, script, script_args)
