@@ -1,8 +1,8 @@
 """Fan-out over ssh: time from the command to every host running a trivial command, as ratios in one run.
 
 Hosts: 32 real sshd on loopback ports (tests/integration/sshd.py, needs root; sshd
-and pdsh are installed with apt-get when missing), reached as host1..host32
-through a private ssh config. The trivial command is scripts/stamp.py, which
+and pdsh are installed with apt-get when missing), each with a stock root .bashrc
+as a fresh machine has, reached as host1..host32 through a private ssh config. The trivial command is scripts/stamp.py, which
 writes the time it started to a file of its own and exits.
 
 For N = 2, 8 and 32 hosts:
@@ -13,9 +13,11 @@ For N = 2, 8 and 32 hosts:
     ssh-loop     ssh HOST PYTHON scripts/stamp.py DIR, one host after the other
 
 Measured per run: "all running" = the latest start time written by stamp.py minus
-the moment the command was started, "wall" = until the command exited, and "CPU" =
+the moment the command was started, "wall" = until the command exited, "CPU" =
 the CPU time the whole machine spent meanwhile (/proc/stat: launcher, ssh clients,
-sshd, remote shells and Pythons - every host is this machine, so they share its CPUs).
+sshd, remote shells and Pythons - every host is this machine, so they share its CPUs),
+and "local CPU" = what the launching machine alone would spend: the command and the
+ssh clients it waited for (getrusage of children).
 Targets, on "all running" medians: tpuctl t(32)/t(2) <= 1.5; tpuctl <= 1.2x pdsh.
 
 Runs are interleaved (every round runs each subject once for each N, in a rotating
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -143,20 +146,28 @@ def machine_cpu_s() -> float:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def time_once(argv: list[str], env: dict[str, str], stamps: Path, hosts: int) -> tuple[float, float, float]:
-    """(all running, wall, machine CPU) in seconds."""
-    cpu = machine_cpu_s()
+Measure = tuple[float, float, float, float]  # all running, wall, machine CPU, local CPU (seconds)
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's waited-for children, with the children they waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_once(argv: list[str], env: dict[str, str], stamps: Path, hosts: int) -> Measure:
+    cpu, local = machine_cpu_s(), children_cpu_s()
     start_wall = time.time()
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     wall = time.perf_counter() - start
-    cpu = machine_cpu_s() - cpu
+    cpu, local = machine_cpu_s() - cpu, children_cpu_s() - local
     if done.returncode != 0:
         raise SystemExit(f"benchmark command failed with status {done.returncode}: {argv[0]} ...\n{done.stderr[-2000:]}")
     written = [float(p.read_text()) for p in stamps.iterdir()]
     if len(written) != hosts:
         raise SystemExit(f"{len(written)} of {hosts} hosts ran the command: {argv[0]} ...")
-    return max(written) - start_wall, wall, cpu
+    return max(written) - start_wall, wall, cpu, local
 
 
 def main() -> int:
@@ -183,11 +194,11 @@ def main() -> int:
         try:
             commands = subjects.commands()
             names = list(commands)
-            results: dict[tuple[str, int], list[tuple[float, float, float]]] = {(n, c): [] for n in names for c in counts}
+            results: dict[tuple[str, int], list[Measure]] = {(n, c): [] for n in names for c in counts}
             jobs = [(name, count) for count in counts for name in names]
             serial = 0
 
-            def run(name: str, count: int) -> tuple[float, float, float]:
+            def run(name: str, count: int) -> Measure:
                 nonlocal serial
                 serial += 1
                 stamps = work / f"stamps-{serial}"
@@ -212,18 +223,21 @@ def main() -> int:
             for folder in [subjects.warm_tmp, *cold_dirs]:
                 shutil.rmtree(folder, ignore_errors=True)
 
-    running = {key: statistics.median(r for r, _, _ in values) for key, values in results.items()}
-    walls = {key: statistics.median(w for _, w, _ in values) for key, values in results.items()}
-    cpus = {key: statistics.median(c for _, _, c in values) for key, values in results.items()}
+    running, walls, cpus, locals_ = (
+        {key: statistics.median(m[i] for m in values) for key, values in results.items()} for i in range(4)
+    )
     print()
-    print(f"{'hosts':>5}  {'subject':<12} {'all running s':>13} {'wall s':>8} {'CPU s':>7} {'CPU/host':>9}   runs (all running)")
+    print(
+        f"{'hosts':>5}  {'subject':<12} {'all running s':>13} {'wall s':>8} {'CPU s':>7} {'CPU/host':>9} {'local CPU s':>12}"
+        "   runs (all running)"
+    )
     for count in counts:
         for name in names:
-            values = " ".join(f"{r:.2f}" for r, _, _ in results[(name, count)])
+            values = " ".join(f"{m[0]:.2f}" for m in results[(name, count)])
             cpu = cpus[(name, count)]
             print(
                 f"{count:>5}  {name:<12} {running[(name, count)]:>13.3f} {walls[(name, count)]:>8.3f} "
-                f"{cpu:>7.2f} {cpu / count:>9.3f}   {values}"
+                f"{cpu:>7.2f} {cpu / count:>9.3f} {locals_[(name, count)]:>12.3f}   {values}"
             )
     print()
     print(f"{'check':<40} {'ratio':>6} {'target':>8}  result")
@@ -243,6 +257,10 @@ def main() -> int:
             verdict(f"tpuctl / pdsh, {count} hosts", running[("tpuctl", count)] / running[("pdsh", count)], PDSH_TARGET)
     for count in counts:
         verdict(f"tpuctl / ssh-loop, {count} hosts", running[("tpuctl", count)] / running[("ssh-loop", count)], None)
+    if high != low:
+        verdict(f"tpuctl local CPU ({high}) / ({low})", locals_[("tpuctl", high)] / locals_[("tpuctl", low)], None)
+        if pdsh:
+            verdict(f"pdsh local CPU ({high}) / ({low})", locals_[("pdsh", high)] / locals_[("pdsh", low)], None)
     for count in counts:
         verdict(f"tpuctl-warm / tpuctl, {count} hosts", running[("tpuctl-warm", count)] / running[("tpuctl", count)], None)
     print(f"(medians of 'all running'; every host is this machine, so all hosts share its {os.cpu_count()} CPU(s))")
