@@ -24,7 +24,7 @@ Runs are interleaved (every round runs each subject once for each N, in a rotati
 order) and medians are reported. This is a measurement, not a test: it exits 0
 even when a target is missed.
 
-    .venv/bin/python benchmarks/ssh_fanout.py [--runs N] [--hosts 2,8,32]
+    .venv/bin/python benchmarks/ssh_fanout.py [--runs N] [--hosts 2,8,32] [--kex ALGORITHM]
 """
 
 from __future__ import annotations
@@ -174,6 +174,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs of every subject at every host count (default 5)")
     parser.add_argument("--hosts", default="2,8,32", help="host counts (default 2,8,32)")
+    parser.add_argument(
+        "--kex", help="KexAlgorithms for every subject's ssh, e.g. curve25519-sha256 (default: OpenSSH's own)"
+    )
     args = parser.parse_args()
     runs = max(1, args.runs)
     counts = sorted({int(n) for n in args.hosts.split(",")})
@@ -183,12 +186,16 @@ def main() -> int:
         raise SystemExit(f"cannot start sshd servers: {reason}")
     pdsh = ensure_pdsh()
     print(f"ssh fan-out: {max(counts)} sshd on loopback, python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
+    print(f"key exchange: {args.kex or 'OpenSSH default'}")
     print(f"tpuctl: {' '.join(tpuctl_command())}; pdsh: {pdsh or 'not found (anchor skipped)'}")
     print(f"runs: {runs} per subject and host count, interleaved, after one warm-up each")
 
     with tempfile.TemporaryDirectory(prefix="tpuctl-fanout-") as tmp:
         work = Path(tmp)
         cluster = SshCluster(work / "sshd", max(counts)).start()
+        if args.kex:  # the config ends with its `Host *` block, which this line joins
+            with cluster.config.open("a") as config:
+                config.write(f"  KexAlgorithms {args.kex}\n")
         subjects = Subjects(cluster, work, pdsh)
         cold_dirs: list[Path] = []
         try:
