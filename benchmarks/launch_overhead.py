@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
+
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE / "scripts"
 TF_SCRIPT = SCRIPTS / "short_mwms.py"
@@ -48,13 +50,6 @@ _TF_LOG_TIME = re.compile(r"^I\d{4} [\d:]+:(\d+\.\d+)\s")
 _SERVER_STARTED = "Started server with target"
 _AGENT_CONNECTED = "Coordination agent has successfully connected"
 SLOW_JOIN_S = 0.5
-
-
-def tpuctl_command() -> list[str]:
-    script = Path(sys.executable).parent / "tpuctl"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "tpuctl"]
 
 
 def free_ports(count: int) -> list[int]:

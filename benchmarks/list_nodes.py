@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -69,13 +71,6 @@ RUN_TIMEOUT_S = 120
 TPUCTL_ZONE = "tpuctl list --zone Z --json"
 TPUCTL_ALL = "tpuctl list --all-zones --json"
 GCLOUD_ZONE = "gcloud tpu-vm list --zone Z"
-
-
-def tpuctl_command() -> list[str]:
-    script = Path(sys.executable).parent / "tpuctl"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "tpuctl"]
 
 
 def gcloud_path() -> str | None:

@@ -42,6 +42,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
@@ -51,13 +53,6 @@ STAMP = HERE / "scripts" / "stamp.py"
 SCALE_TARGET = 1.5
 PDSH_TARGET = 1.2
 RUN_TIMEOUT_S = 180
-
-
-def tpuctl_command() -> list[str]:
-    script = Path(sys.executable).parent / "tpuctl"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "tpuctl"]
 
 
 def ensure_pdsh() -> str | None:

@@ -28,20 +28,14 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 GCLOUD_DEFAULT = "/usr/bin/gcloud"
 CLICK_TARGET = 1.6
 GCLOUD_TARGET = 0.2
 # Imports a start-up command must not pay for (module name, or package prefix).
 FORBIDDEN = ("tensorflow", "google.cloud", "rich")
-
-
-def tpuctl_command() -> list[str]:
-    script = Path(sys.executable).parent / "tpuctl"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "tpuctl"]
 
 
 def gcloud_command() -> list[str] | None:
