@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,15 @@ def read_pids(folder: Path) -> list[int]:
             pid.start = fields[19] if fields else None
             pids.append(pid)
     return pids
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll until condition() is true; a test failure after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
 
 
 @pytest.fixture

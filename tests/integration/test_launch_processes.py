@@ -12,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd
+from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 
 HOSTILE = ["a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "ünïcødé ✓", "--workers", "-x", "--", "", "\\n"]
-
-
-def wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def test_hostile_argv_reaches_every_worker_byte_for_byte(tmp_path: Path) -> None:

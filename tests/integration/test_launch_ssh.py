@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd
+from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
 from tpuctl.hosts import parse_slot_hosts
 from tpuctl.launch import ssh
@@ -36,14 +36,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
 
 def ssh_launch(cluster: SshCluster, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     return run_tpuctl("launch", "--ssh-config", str(cluster.config), *args, **kwargs)  # type: ignore[arg-type]
-
-
-def wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def assert_none_survive(pid_dir: Path, timeout: float = 5.0) -> None:

@@ -54,6 +54,7 @@ def test_command_on_every_worker_with_prefixes_and_status(slice_env: tuple[dict[
         (("--worker", "5", "--", "true"), "this TPU VM has workers 0-1"),
         (("--worker", "x", "--", "true"), "give all, a worker number"),
         ((), "give a COMMAND after --, or --cleanup"),
+        (("--ssh-option", "NoValue", "--", "true"), "--ssh-option 'NoValue' is not NAME=VALUE"),
     ):
         bad = run_tpuctl("ssh", name, "--ssh-config", str(config), *args, env=env)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from tpuctl.cli.cloud_options import project_options, zone_option
+from tpuctl.cli.ssh_options import check_ssh_options, ssh_connection_options
 from tpuctl.errors import TpuctlError
 
 
@@ -22,11 +23,7 @@ from tpuctl.errors import TpuctlError
 @click.option("--worker", default="0", show_default=True, metavar="all|N[,N]", help="Which hosts of the slice.")
 @click.option("--internal-ip", is_flag=True, help="Connect to the hosts' internal IPs (from inside the VPC).")
 @click.option("--cleanup", is_flag=True, help="First kill stale processes holding the TPU and remove /tmp/libtpu_lockfile.")
-@click.option("--ssh-user", metavar="USER", help="Remote user.  [default: from your ssh config, else yours]")
-@click.option("--ssh-key", type=click.Path(exists=True, dir_okay=False), help="Identity file (ssh -i).")
-@click.option("--ssh-option", "ssh_option", multiple=True, metavar="NAME=VALUE", help="An ssh -o option (repeatable).")
-@click.option("--ssh-config", type=click.Path(exists=True, dir_okay=False), help="ssh config file (ssh -F).")
-@click.option("--fanout", type=click.IntRange(min=1), default=16, show_default=True, help="Hosts connected to at the same time.")
+@ssh_connection_options
 def ssh(
     name: str,
     command: tuple[str, ...],
@@ -53,6 +50,7 @@ def ssh(
     from tpuctl.launch.ssh import SshOptions, run_everywhere
     from tpuctl.launch.tpu_cleanup import cleanup_argv
 
+    check_ssh_options(ssh_option)
     if not command and not cleanup:
         raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {name} --worker all -- nvidia-smi")
     node, _ = find_node(name, "`tpuctl list` shows the nodes", project, zone, credentials, access_token_file)

@@ -24,20 +24,8 @@ if TYPE_CHECKING:
 
 DEFAULT_FANOUT = 16  # the same as tpuctl.launch.ssh.DEFAULT_FANOUT, without importing it for --help
 
-_OPTIONS = (
-    click.option(
-        "--hosts",
-        "ssh_hosts",
-        metavar="H1,H2[:SLOTS]",
-        help="Run the workers on these hosts over ssh; HOST:N runs N workers on HOST (default 1). "
-        "Workers fill the slots in order.",
-    ),
-    click.option(
-        "--hostfile",
-        "ssh_hostfile",
-        type=click.Path(dir_okay=False),
-        help="Hosts for ssh, one 'HOST [slots=N]' per line, # comments (DeepSpeed/horovod format).",
-    ),
+# How to reach hosts: `tpuctl launch --hosts/--tpu` and `tpuctl ssh` take the same ones.
+_CONNECTION_OPTIONS = (
     click.option("--ssh-user", metavar="USER", help="Remote user.  [default: from your ssh config, else yours]"),
     click.option(
         "--ssh-key", type=click.Path(exists=True, dir_okay=False), help="Identity file (ssh -i).  [default: your agent and ssh config]"
@@ -59,6 +47,22 @@ _OPTIONS = (
         show_default=True,
         help="Hosts being connected to at the same time.",
     ),
+)
+_OPTIONS = (
+    click.option(
+        "--hosts",
+        "ssh_hosts",
+        metavar="H1,H2[:SLOTS]",
+        help="Run the workers on these hosts over ssh; HOST:N runs N workers on HOST (default 1). "
+        "Workers fill the slots in order.",
+    ),
+    click.option(
+        "--hostfile",
+        "ssh_hostfile",
+        type=click.Path(dir_okay=False),
+        help="Hosts for ssh, one 'HOST [slots=N]' per line, # comments (DeepSpeed/horovod format).",
+    ),
+    *_CONNECTION_OPTIONS,
     click.option("--sync", is_flag=True, help="Copy the script's folder to every host first (rsync; skips unchanged files)."),
     click.option("--tpu", "tpu_name", metavar="NAME", help="Run on every host of this TPU VM slice (hosts from the Cloud TPU API)."),
     click.option("--project", "tpu_project", metavar="ID", help="With --tpu: the project [env TPUCTL_PROJECT]."),
@@ -101,6 +105,20 @@ def ssh_launch_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_OPTIONS):
         packed = option(packed)
     return packed
+
+
+def ssh_connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --ssh-user, --ssh-key, --ssh-option, --ssh-config and --fanout to a click command."""
+    for option in reversed(_CONNECTION_OPTIONS):
+        command = option(command)
+    return command
+
+
+def check_ssh_options(values: tuple[str, ...]) -> None:
+    """Each --ssh-option must be what `ssh -o` takes: NAME=VALUE (or NAME VALUE)."""
+    for option in values:
+        if "=" not in option.strip(" =") and " " not in option.strip():
+            raise TpuctlError(f"--ssh-option {option!r} is not NAME=VALUE", hint="e.g. --ssh-option ProxyJump=bastion")
 
 
 def _slice_entries(name: str, project: str | None, zone: str | None, internal_ip: bool) -> list[HostEntry]:
@@ -176,9 +194,7 @@ class RemoteLaunch:
         else:
             assert ssh_hostfile is not None
             entries, source = read_hostfile(ssh_hostfile, ports=False), ssh_hostfile
-        for option in ssh_option:
-            if "=" not in option.strip(" =") and " " not in option.strip():
-                raise TpuctlError(f"--ssh-option {option!r} is not NAME=VALUE", hint="e.g. --ssh-option ProxyJump=bastion")
+        check_ssh_options(ssh_option)
         if remote_dir is not None and not remote_dir.strip():
             raise TpuctlError("--remote-dir is empty")
         return cls(
