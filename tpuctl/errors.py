@@ -20,3 +20,15 @@ class TpuctlError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+def one_line(text: str, limit: int = 240, *, last: bool = False) -> str:
+    """Untrusted, possibly multi-line text (an API reply, a remote command's stderr) fit
+    for a one-line message: whitespace collapsed, control characters escaped so they cannot
+    move the terminal's cursor, long text cut. `last` keeps only the last non-blank line,
+    where the lines before it are noise (ssh's warnings before its error)."""
+    if last:
+        lines = [line for line in text.splitlines() if line.strip()]
+        text = lines[-1] if lines else ""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
