@@ -91,8 +91,11 @@ def test_logs_are_prefixed_saved_and_success_exits_0(kube: tuple[KubeStandin, di
     assert "[worker:0] epoch 2 loss 0.25" in lines
     assert "[worker:1] worker one here" in lines
     assert "TFJob ok succeeded" in result.stderr
-    assert (tmp_path / "logs" / "worker-0.log").read_text() == "epoch 1 loss 0.5\nepoch 2 loss 0.25\n"
-    assert (tmp_path / "logs" / "worker-1.log").read_text() == "worker one here\n"
+    # The local launch's layout: a folder per attempt, a file per worker, the outcome beside them.
+    assert (tmp_path / "logs" / "attempt-1" / "worker-0.log").read_text() == "epoch 1 loss 0.5\nepoch 2 loss 0.25\n"
+    assert (tmp_path / "logs" / "attempt-1" / "worker-1.log").read_text() == "worker one here\n"
+    assert applied(standin)["kind"] == "TFJob" and "name: \"ok\"" in (tmp_path / "logs" / "attempt-1" / "manifest.yaml").read_text()
+    assert json.loads((tmp_path / "logs" / "outcome.json").read_text())["result"] == "succeeded"
 
 
 def test_a_failed_replica_gives_its_exit_code(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
@@ -109,7 +112,10 @@ def test_a_failed_replica_gives_its_exit_code(kube: tuple[KubeStandin, dict[str,
     record = json.loads(result.stdout)
     assert record["result"] == "failed"
     assert record["failure"]["worker"] == "worker:1"
-    assert record["failure"]["pod"] == "ps-job-worker-1"
+    assert record["backend"] == "kubernetes" and record["exit_code"] == 7 and not record["interrupted"]
+    assert record["failure"]["host"] == "ps-job-worker-1"  # the pod it ran in
+    assert record["failure"]["exit_code"] == 7
+    assert record["job"] == {"kind": "TFJob", "name": "ps-job", "namespace": "default", "message": record["job"]["message"], "deleted": False}
     assert record["failure"]["tail"] == ["about to fail", "Traceback: boom"]
     assert "[worker:1] Traceback: boom" in result.stderr.splitlines()  # with --json, logs go to stderr
     assert "[chief:0] coordinating" in result.stderr.splitlines()
@@ -205,21 +211,27 @@ def start(args: list[str], env: dict[str, str], stdin: Any) -> subprocess.Popen[
     return subprocess.Popen(tpuctl_cmd(*args), env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def test_ctrl_c_without_a_terminal_leaves_the_job_and_says_how_to_delete_it(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_without_a_terminal_leaves_the_job_and_says_how_to_delete_it(
+    kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path, sig: signal.Signals
+) -> None:
     standin, env = kube
     standin.scripts = {"worker:0": PodScript(lines=["training forever"], exit_code=None)}
     proc = start(launch_args(tmp_path, "--job-name", "forever"), env, subprocess.DEVNULL)
     try:
         assert proc.stdout is not None and proc.stderr is not None
         read_until(proc.stdout, "[worker:0] training forever")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         assert proc.wait(timeout=30) == 130
         err = proc.stderr.read().decode()
     finally:
         proc.kill()
         proc.wait()
-    assert "keeps running. Delete it with: kubectl delete tfjobs.kubeflow.org forever -n default" in err
+    assert f"received {sig.name}; TFJob forever (namespace default) keeps running. Delete it with: kubectl delete tfjobs.kubeflow.org forever -n default" in err
+    assert "interrupted; TFJob forever left running (exit 130)" in err
     assert standin.deleted == []
+    # No `kubectl logs -f` outlives the launch.
+    assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines() if "logs" in line and "forever" in line]
     assert ("TFJob", "default", "forever") in standin.jobs
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl.cli.launch import parse_env
+from tpuctl.launch.options import parse_env
 from tpuctl.errors import TpuctlError
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
 from tpuctl import config
-from tpuctl.cli.launch import CONFIG_KEYS
+from tpuctl.launch.options import CONFIG_KEYS
 from tpuctl.errors import TpuctlError
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")

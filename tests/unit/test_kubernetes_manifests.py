@@ -424,7 +424,6 @@ def test_the_tpu_options_reach_the_jobset() -> None:
         (["--image", IMAGE], "--image is for --backend kubernetes"),
         (["--topology", "2x4"], "--topology is for --backend kubernetes"),
         (["--backend", "kubernetes"], "needs --image IMAGE"),
-        (["--backend", "kubernetes", "--image", IMAGE, "--json"], "--json is not for --backend kubernetes --dry-run"),
         (["--backend", "kubernetes", "--image", IMAGE, "--start-timeout", "5"], "--start-timeout is for local and ssh"),
         (["--backend", "kubernetes", "--image", IMAGE, "--job-name", "Bad"], "--job-name 'Bad'"),
     ],

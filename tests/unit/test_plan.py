@@ -29,7 +29,7 @@ def test_every_worker_gets_its_own_task_and_the_same_cluster() -> None:
 
 def test_plan_serialises_for_dry_run() -> None:
     plan = build_plan(Job(script="s.py", workers=1), ["127.0.0.1:9"], run_id="r", attempt=1)
-    data = json.loads(json.dumps(plan.to_dict()))
+    data = json.loads(json.dumps(plan.to_json()))
     assert data["workers"][0]["argv"][-1] == "s.py"
     assert data["attempts"] == 1
     assert "TPUCTL_MODEL_DIR" not in data["workers"][0]["env"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.cli.launch import check_strategy_options, parse_devices
+from tpuctl.launch.options import check_strategy_options, parse_devices
 from tpuctl.cluster import make_cluster
 from tpuctl.errors import TpuctlError
 from tpuctl.launch.plan import Job, build_plan

@@ -11,8 +11,9 @@ from __future__ import annotations
 import click
 
 from tpuctl.cli.cloud_options import project_options, zone_option
-from tpuctl.cli.ssh_options import check_ssh_options, ssh_connection_options
 from tpuctl.errors import TpuctlError
+from tpuctl.launch.option_fields import click_options
+from tpuctl.launch.ssh_launch import Connection
 
 
 @click.command("ssh")
@@ -23,7 +24,7 @@ from tpuctl.errors import TpuctlError
 @click.option("--worker", default="0", show_default=True, metavar="all|N[,N]", help="Which hosts of the slice.")
 @click.option("--internal-ip", is_flag=True, help="Connect to the hosts' internal IPs (from inside the VPC).")
 @click.option("--cleanup", is_flag=True, help="First kill stale processes holding the TPU and remove /tmp/libtpu_lockfile.")
-@ssh_connection_options
+@click_options(Connection)
 def ssh(
     name: str,
     command: tuple[str, ...],
@@ -47,21 +48,20 @@ def ssh(
     """
     from tpuctl.cli.node_info import find_node
     from tpuctl.cloud.slice_hosts import pick_workers, slice_hosts
-    from tpuctl.launch.ssh import SshOptions, run_everywhere
+    from tpuctl.launch.ssh import run_everywhere
     from tpuctl.launch.tpu_cleanup import cleanup_argv
 
-    check_ssh_options(ssh_option)
+    options = Connection(ssh_user=ssh_user, ssh_key=ssh_key, ssh_option=ssh_option, ssh_config=ssh_config, fanout=fanout).ssh_options()
     if not command and not cleanup:
         raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {name} --worker all -- nvidia-smi")
     node, _ = find_node(name, "`tpuctl list` shows the nodes", project, zone, credentials, access_token_file)
     chosen = pick_workers(slice_hosts(node, name), worker)
-    options = SshOptions(user=ssh_user, key=ssh_key, options=ssh_option, config=ssh_config, fanout=fanout)
     addresses = [host.address(internal_ip) for host in chosen]
-    labels = [f"[worker:{host.index}@{address}]" for host, address in zip(chosen, addresses)]
+    labels = [f"[worker:{host.index}@{address}]" for host, address in zip(chosen, addresses, strict=True)]
     status = 0
     for argv in ([cleanup_argv()] if cleanup else []) + ([list(command)] if command else []):
         results = run_everywhere(addresses, argv, options)
-        for label, result in zip(labels, results):
+        for label, result in zip(labels, results, strict=True):
             for line in result.output.splitlines():
                 click.echo(f"{label} {line}")
             if result.error:

@@ -10,8 +10,8 @@ Everything goes through kubectl, so whatever reaches the user's cluster today
 
 The job's result decides the exit status: 0 when it succeeded; when it failed,
 the exit code of the replica that failed first (by finish time), else 1; 130
-after Ctrl-C. Ctrl-C never deletes anything unasked: on a terminal tpuctl asks,
-elsewhere it prints the command that deletes the job.
+after SIGINT, SIGTERM or SIGHUP. A signal never deletes anything unasked: after
+Ctrl-C on a terminal tpuctl asks, otherwise it names the command that deletes the job.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from types import FrameType
+from typing import Any
 
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.launch import logs
+from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.launch import logs, signals
 from tpuctl.launch.k8s_manifest import (
     CONTAINER,
     JOB_INDEX_ANNOTATION,
@@ -39,10 +40,11 @@ from tpuctl.launch.k8s_manifest import (
     TFJOB_TYPE_LABEL,
     Manifest,
 )
+from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, JobRef, Outcome
+from tpuctl.launch.runner import RunContext
 
 DEFAULT_POLL_S = 2.0
 DRAIN_S = 10.0  # how long the logs of finished pods may take to arrive once the job is over
-INTERRUPTED = 130
 JSON = dict[str, Any]
 
 
@@ -79,10 +81,10 @@ class Kubectl:
         except subprocess.TimeoutExpired:
             raise TpuctlError(f"kubectl {args[0]} did not answer in {timeout:.0f}s", exit_code=FAILED) from None
         if done.returncode != 0:
-            lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-            why = lines[-1] if lines else f"exit status {done.returncode}"
+            why = one_line(done.stderr, last=True) or f"exit status {done.returncode}"
             raise TpuctlError(f"kubectl {args[0]} failed: {why}", hint=hint, exit_code=FAILED)
-        return done.stdout
+        output: str = done.stdout
+        return output
 
     def get_json(self, *args: str) -> JSON:
         text = self.run("get", *args, "-o", "json")
@@ -150,7 +152,8 @@ def worker_name(kind: str, pod: JSON) -> str:
 def _container(pod: JSON) -> JSON:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == CONTAINER:
-            return status
+            found: JSON = status
+            return found
     return {}
 
 
@@ -163,17 +166,19 @@ class Ended:
     exit_code: int
     reason: str
     finished_at: str
+    restarts: int = 0  # the container's restart count: which attempt this run was
 
 
-@dataclass
-class KubeOutcome:
-    exit_code: int
-    result: str  # succeeded | failed | interrupted | gone
-    elapsed_s: float
-    failure: Ended | None = None
-    message: str = ""
-    tail: list[str] = field(default_factory=list)
-    deleted: bool = False
+class _Stopped(Exception):
+    """A stopping signal arrived while following the job."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped(signum)
 
 
 # ---- following pods -------------------------------------------------------------------------
@@ -201,17 +206,11 @@ class _Follower:
 
     def _pump(self, prefix: str, writer: logs.LineWriter, log_path: Path, tail: deque[str]) -> None:
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        with open(log_path, "ab") as log:
-            for raw in iter(self.proc.stdout.readline, b""):
-                log.write(raw)
-                log.flush()
-                line = logs.display_text(raw)
-                tail.append(line)
-                writer.write(f"{prefix} {line}")
-        error = self.proc.stderr.read().decode("utf-8", "replace").strip()
+        # Appended: a JobSet restart brings new pods for the same worker within one attempt's file.
+        logs.pump(self.proc.stdout, prefix, writer, log_path, tail, append=True)
+        error = self.proc.stderr.read().decode("utf-8", "replace")
         if self.proc.wait() != 0 and not self.stopping:
-            lines = error.splitlines()
-            self.notice(f"could not follow the log of pod {self.pod}: {lines[-1] if lines else 'kubectl logs failed'}")
+            self.notice(f"could not follow the log of pod {self.pod}: {one_line(error, last=True) or 'kubectl logs failed'}")
 
     def stop(self) -> None:
         self.stopping = True
@@ -283,7 +282,7 @@ class KubeRun:
             if key not in self.followers:
                 tail = self.tails.setdefault(worker, logs.new_tail())
                 prefix = logs.tag(worker, self._position(worker), self.colour)
-                log_path = self.log_dir / f"{worker.replace(':', '-')}.log"
+                log_path = self._log_path(worker, restarts)
                 self.followers[key] = _Follower(self.kubectl, name, prefix, self.writer, log_path, tail, self.notice)
         terminated = state.get("terminated")
         if terminated is not None and (name, restarts) not in self.ended:
@@ -293,6 +292,7 @@ class KubeRun:
                 exit_code=int(terminated.get("exitCode") or 0),
                 reason=str(terminated.get("reason") or ""),
                 finished_at=str(terminated.get("finishedAt") or ""),
+                restarts=restarts,
             )
         waiting = state.get("waiting") or {}
         reason = str(waiting.get("reason") or "")
@@ -302,6 +302,12 @@ class KubeRun:
             if condition.get("type") == "PodScheduled" and str(condition.get("status")) == "False" and condition.get("reason"):
                 self._say_once(name, str(condition["reason"]), f"{worker} (pod {name}) is not scheduled yet: {condition.get('message', condition['reason'])}")
 
+    def _log_path(self, worker: str, restarts: int) -> Path:
+        """The local launch's layout: one folder per attempt (a container's run), one file per worker."""
+        folder = self.log_dir / f"attempt-{restarts + 1}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{worker.replace(':', '-')}.log"
+
     def _say_once(self, pod: str, reason: str, line: str) -> None:
         if (pod, reason) not in self.said:
             self.said.add((pod, reason))
@@ -309,7 +315,7 @@ class KubeRun:
 
     # -- the whole run ------------------------------------------------------------------------
 
-    def run(self) -> KubeOutcome:
+    def run(self) -> Outcome:
         crd = self.manifest.resource
         hint = f"`kubectl get crd {crd}` tells whether the cluster has the {self.manifest.kind} controller"
         # `apply` would quietly change a job that already has this name; a launch starts a new one.
@@ -319,21 +325,19 @@ class KubeRun:
                 hint=f"pick another --job-name, or delete it: {self.manifest.delete_command}",
                 exit_code=FAILED,
             )
-        # Ctrl-C must reach us even when the shell that started tpuctl in the background
-        # left SIGINT ignored (Python then installs no KeyboardInterrupt handler itself).
-        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            self.kubectl.run("apply", "-f", "-", stdin=self.manifest.text, hint=hint)
-            self.notice(f"applied {self.manifest.kind} {self.manifest.name} in namespace {self.manifest.namespace}; following its pods")
-            return self._follow()
-        except KeyboardInterrupt:
-            return self._interrupted()
-        finally:
-            signal.signal(signal.SIGINT, previous)
-            for follower in self.followers.values():
-                follower.stop()
+            with signals.handled(_raise_stopped):
+                try:
+                    self.kubectl.run("apply", "-f", "-", stdin=self.manifest.text, hint=hint)
+                    self.notice(f"applied {self.manifest.kind} {self.manifest.name} in namespace {self.manifest.namespace}; following its pods")
+                    return self._follow()
+                finally:
+                    for follower in self.followers.values():
+                        follower.stop()
+        except _Stopped as stopped:
+            return self._interrupted(stopped.signum)
 
-    def _follow(self) -> KubeOutcome:
+    def _follow(self) -> Outcome:
         missing = 0
         while True:
             job = self._poll()
@@ -341,7 +345,7 @@ class KubeRun:
                 missing += 1
                 if missing >= 3:
                     self._drain()
-                    return self._outcome("gone", FAILED, message=f"{self.manifest.kind} {self.manifest.name} is gone (deleted?)")
+                    return self._outcome(FAILED, message=f"{self.manifest.kind} {self.manifest.name} is gone (deleted?)")
             else:
                 missing = 0
                 result = job_result(self.manifest.kind, job)
@@ -368,35 +372,58 @@ class KubeRun:
         failed.sort(key=lambda e: (e.finished_at or "~", order.get(e.worker, len(order))))
         return failed[0] if failed else None
 
-    def _finish(self, result: str, job: JSON) -> KubeOutcome:
+    def _finish(self, result: str, job: JSON) -> Outcome:
         if result == "succeeded":
-            return self._outcome("succeeded", 0)
+            return self._outcome(0)
         failure = self._first_failure()
         code = failure.exit_code if failure is not None else FAILED
-        return self._outcome("failed", code, failure=failure, message=job_message(job))
+        return self._outcome(code, failure=failure, message=job_message(job))
 
-    def _outcome(self, result: str, code: int, failure: Ended | None = None, message: str = "") -> KubeOutcome:
-        tail = list(self.tails.get(failure.worker, ())) if failure else []
-        return KubeOutcome(code, result, time.monotonic() - self.started, failure, message, tail)
+    def _outcome(self, code: int, failure: Ended | None = None, message: str = "") -> Outcome:
+        m = self.manifest
+        restarts = max((restarts for _, restarts in self.ended), default=0)
+        return Outcome(
+            exit_code=code,
+            attempts=restarts + 1,
+            elapsed_s=time.monotonic() - self.started,
+            failure=None if failure is None else self._failure(failure),
+            job=JobRef(kind=m.kind, name=m.name, namespace=m.namespace, delete_command=m.delete_command, message=message),
+        )
 
-    def _interrupted(self) -> KubeOutcome:
+    def _failure(self, ended: Ended) -> Failure:
+        reason = f" ({ended.reason})" if ended.reason and ended.reason != "Error" else ""
+        return Failure(
+            worker=ended.worker,
+            host=ended.pod,
+            status=f"exited with {ended.exit_code}{reason}",
+            exit_code=ended.exit_code,
+            runtime_s=None,
+            tail=list(self.tails.get(ended.worker, ())),
+            log=self._log_path(ended.worker, ended.restarts),
+        )
+
+    def _interrupted(self, signum: int) -> Outcome:
         for follower in self.followers.values():
             follower.stop()
-        outcome = self._outcome("interrupted", INTERRUPTED)
+        outcome = self._outcome(EXIT_INTERRUPTED)
+        outcome.interrupted = True
+        job = outcome.job
+        assert job is not None
         where = f"{self.manifest.kind} {self.manifest.name} (namespace {self.manifest.namespace})"
-        if _interactive():
+        # Only a person at a terminal pressing Ctrl-C is asked; `kill` and a lost terminal are not.
+        if signum == signal.SIGINT and _interactive():
             import click
 
             try:
                 delete = click.confirm(f"tpuctl: interrupted. Delete {where} and its pods?", default=False, err=True)
-            except (click.Abort, KeyboardInterrupt, EOFError):
+            except (click.Abort, KeyboardInterrupt, EOFError, _Stopped):
                 delete = False
             if delete:
                 self.kubectl.run("delete", self.manifest.resource, self.manifest.name, "--wait=false", "--ignore-not-found")
                 self.notice(f"deleted {where}")
-                outcome.deleted = True
+                job.deleted = True
                 return outcome
-        self.notice(f"interrupted; {where} keeps running. Delete it with: {self.manifest.delete_command}")
+        self.notice(f"received {signal.Signals(signum).name}; {where} keeps running. Delete it with: {self.manifest.delete_command}")
         return outcome
 
 
@@ -404,64 +431,15 @@ def _interactive() -> bool:
     return sys.stdin.isatty()
 
 
-def summarise(outcome: KubeOutcome, manifest: Manifest, log_dir: Path, as_json: bool, out: TextIO = sys.stdout) -> None:
-    failure = outcome.failure
-    if as_json:
-        record = {
-            "exit_code": outcome.exit_code,
-            "result": outcome.result,
-            "kind": manifest.kind,
-            "name": manifest.name,
-            "namespace": manifest.namespace,
-            "elapsed_s": round(outcome.elapsed_s, 3),
-            "log_dir": str(log_dir),
-            "deleted": outcome.deleted,
-            "message": outcome.message,
-            "failure": None
-            if failure is None
-            else {"worker": failure.worker, "pod": failure.pod, "exit_code": failure.exit_code, "reason": failure.reason, "tail": outcome.tail},
-        }
-        print(json.dumps(record), file=out, flush=True)
-        return
-
-    def say(line: str) -> None:
-        print(f"tpuctl: {line}", file=sys.stderr, flush=True)
-
-    what = f"{manifest.kind} {manifest.name}"
-    if outcome.result == "succeeded":
-        say(f"{what} succeeded after {outcome.elapsed_s:.1f}s; logs: {log_dir}")
-    elif outcome.result == "gone":
-        say(outcome.message)
-    elif outcome.result == "failed":
-        if failure is not None:
-            reason = f" ({failure.reason})" if failure.reason and failure.reason != "Error" else ""
-            say(f"{what} failed: {failure.worker} (pod {failure.pod}) exited with {failure.exit_code}{reason}")
-        else:
-            say(f"{what} failed" + (f": {outcome.message}" if outcome.message else "; no replica's exit code is known"))
-        if outcome.tail:
-            say(f"last lines of {failure.worker if failure else '?'}:")
-            for line in outcome.tail:
-                print(f"    {line}", file=sys.stderr)
-        say(f"logs: {log_dir}; the job stays until deleted: {manifest.delete_command}")
-
-
-def launch(manifest: Manifest, *, log_dir: Path, as_json: bool) -> int:
-    """`tpuctl launch --backend kubernetes` without --dry-run: apply, follow, exit status."""
-    kubectl = Kubectl(manifest.namespace)
-    stream = sys.stderr if as_json else sys.stdout
+def follow(manifest: Manifest, context: RunContext) -> Outcome:
+    """Apply the manifest and follow its pods until the job ends or a signal stops the launch."""
     run = KubeRun(
         manifest,
-        kubectl,
-        writer=logs.LineWriter(stream),
-        notice=lambda line: print(f"tpuctl: {line}", file=sys.stderr, flush=True),
-        log_dir=log_dir,
-        colour=logs.use_colour(stream),
+        Kubectl(manifest.namespace),
+        writer=context.writer,
+        notice=context.notice,
+        log_dir=context.log_dir,
+        colour=context.colour,
         poll_s=poll_interval(),
     )
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror}", hint="pass --log-dir") from None
-    outcome = run.run()
-    summarise(outcome, manifest, log_dir, as_json)
-    return outcome.exit_code
+    return run.run()

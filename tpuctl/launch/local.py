@@ -1,4 +1,4 @@
-"""The local backend: every worker a process group on this machine.
+"""The local backend (the default): every worker a process group on this machine.
 
 Each worker gets a socketpair end as its control channel. The worker says
 "ready" on it once its strategy is built, and its runtime kills its own
@@ -14,12 +14,17 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
+from tpuctl import worker_contract as contract
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.launch import ports
-from tpuctl.launch.plan import WorkerSpec
+from tpuctl.launch.outcome import Outcome
+from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
+from tpuctl.launch.runner import RunContext
+import contextlib
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -45,17 +50,13 @@ class LocalHandle:
         return self.proc.wait()
 
     def signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def close(self) -> None:
         """Close the control channel; a worker still running then kills its group."""
-        try:
+        with contextlib.suppress(OSError):
             self._control.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._control.close()
 
 
@@ -77,11 +78,11 @@ class LocalBackend:
     def start(self, spec: WorkerSpec) -> LocalHandle:
         ours, theirs = socket.socketpair()
         fds = [theirs.fileno()]
-        env = {**os.environ, **spec.env, "TPUCTL_CONTROL_FD": str(theirs.fileno())}
+        env = {**os.environ, **spec.env, contract.CONTROL_FD: str(theirs.fileno())}
         reserved = self._reserved_socket(spec.address)
         if reserved is not None:
             fds.append(reserved.fileno())
-            env["TPUCTL_RESERVED_FD"] = str(reserved.fileno())
+            env[contract.RESERVED_FD] = str(reserved.fileno())
         if not _same_interpreter(spec.argv[0]):
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self._runtime_shim()), env.get("PYTHONPATH")]))
         try:
@@ -114,7 +115,7 @@ class LocalBackend:
     def _reserved_socket(self, address: str | None) -> socket.socket | None:
         if self._held is None or address is None:
             return None
-        for sock, held_address in zip(self._held.sockets, self._held.addresses):
+        for sock, held_address in zip(self._held.sockets, self._held.addresses, strict=True):
             if held_address == address:
                 return sock
         return None
@@ -139,3 +140,40 @@ def _same_interpreter(python: str) -> bool:
     found = shutil.which(python)
     return found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
 
+
+
+@dataclass(frozen=True)
+class Options:
+    """The local backend reads only the options every launch has."""
+
+
+class LocalRunner:
+    name = "local"
+
+    def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        if not os.path.isfile(job.script):
+            raise TpuctlError(f"script not found: {job.script}")
+        if job.python and shutil.which(job.python) is None:
+            raise TpuctlError(f"--python {job.python}: no such interpreter, or not executable")
+        model_dir = job.model_dir
+        if model_dir and "://" not in model_dir:
+            model_dir = os.path.abspath(model_dir)
+        return replace(job, python=job.python or sys.executable, model_dir=model_dir)
+
+    def dry_run(self, job: Job, run_id: str) -> Plan:
+        """The plan with real free ports (reserved and released: a launch picks afresh)."""
+        held = ports.reserve(job.processes)
+        try:
+            return build_plan(job, held.addresses, run_id=run_id, attempt=1)
+        finally:
+            held.release()
+
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl.launch.process_runner import run_supervised
+
+        context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
+        return run_supervised(LocalBackend(context.log_dir), job, context)
+
+
+def runner(options: Options) -> LocalRunner:
+    return LocalRunner()

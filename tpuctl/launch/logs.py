@@ -48,9 +48,9 @@ def display_text(raw: bytes) -> str:
     return segments[-1].rstrip() if segments else ""
 
 
-def pump(source: IO[bytes], prefix: str, writer: LineWriter, log_path: Path, tail: deque[str]) -> None:
+def pump(source: IO[bytes], prefix: str, writer: LineWriter, log_path: Path, tail: deque[str], *, append: bool = False) -> None:
     """Copy one worker's output to the terminal (tagged) and to its log file (as is)."""
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab" if append else "wb") as log:
         for raw in iter(source.readline, b""):
             log.write(raw)
             log.flush()

@@ -10,11 +10,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tpuctl import worker_contract as contract
 from tpuctl.cluster import ClusterSpec, Task, make_cluster
-
-STRATEGIES = ("auto", "multi-worker-mirrored", "mirrored", "tpu", "one-device", "parameter-server", "none")
-COMMUNICATIONS = ("auto", "ring", "nccl")
-KERAS_CHOICES = ("auto", "tf-keras", "keras3")
 
 
 @dataclass(frozen=True)
@@ -42,7 +39,7 @@ class Job:
 
     @property
     def parameter_server(self) -> bool:
-        return self.strategy == "parameter-server"
+        return self.strategy == contract.PARAMETER_SERVER
 
     @property
     def processes(self) -> int:
@@ -95,7 +92,7 @@ class Plan:
     run_id: str
     attempt: int
 
-    def to_dict(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, object]:
         return {
             "run_id": self.run_id,
             "attempt": self.attempt,
@@ -106,6 +103,17 @@ class Plan:
             "model_dir": self.job.model_dir,
             "workers": [w.to_dict() for w in self.workers],
         }
+
+    def render(self) -> str:
+        job = self.job
+        lines = [f"plan {self.run_id}: {job.workers} worker(s), strategy {job.strategy}, up to {job.attempts} attempt(s)"]
+        for worker in self.workers:
+            role = " (chief)" if worker.chief else ""
+            lines.append(f"{worker.name}{role} on {worker.host}")
+            lines.append(f"  command: {worker.command_line()}")
+            lines.extend(f"  env: {name}={shlex.quote(value)}" for name, value in worker.env.items())
+        lines.append("(dry run: nothing started; ports are chosen afresh at launch)")
+        return "\n".join(lines)
 
 
 def build_plan(
@@ -126,32 +134,26 @@ def build_plan(
     if hosts is not None and len(hosts) != len(tasks):
         raise ValueError(f"{len(hosts)} hosts for {len(tasks)} tasks")
     user_env = dict(job.env)
-    options = {
-        "TPUCTL_COMMUNICATION": job.communication,
-        "TPUCTL_DEVICES": ",".join(job.devices),
-        "TPUCTL_SIMULATE_DEVICES": str(job.simulate_devices) if job.simulate_devices else "",
-        "TPUCTL_TPU_TIMEOUT": f"{job.tpu_timeout:g}" if job.tpu_timeout else "",
-    }
+    strategy_env = contract.strategy_env(
+        job.strategy, job.scope, job.keras, job.communication, job.devices, job.simulate_devices, job.tpu_timeout
+    )
     argv = (job.python, "-m", "tpuctl.runtime", job.script, *job.args)
     specs = []
     for position, task in enumerate(tasks):
         env = {
             **user_env,
             "TF_CONFIG": cluster.tf_config_json(task),
-            "TPUCTL_RUN_ID": run_id,
-            "TPUCTL_ATTEMPT": str(attempt),
-            "TPUCTL_TASK_TYPE": task.type,
-            "TPUCTL_WORKER_INDEX": str(task.index),
-            "TPUCTL_NUM_WORKERS": str(cluster.num_workers),
-            "TPUCTL_STRATEGY": job.strategy,
-            "TPUCTL_SCOPE": "1" if job.scope else "0",
-            "TPUCTL_KERAS": job.keras,
-            **{name: value for name, value in options.items() if value and value != "auto"},
+            contract.RUN_ID: run_id,
+            contract.ATTEMPT: str(attempt),
+            contract.TASK_TYPE: task.type,
+            contract.WORKER_INDEX: str(task.index),
+            contract.NUM_WORKERS: str(cluster.num_workers),
+            **strategy_env,
             # Worker output must reach the terminal line by line, not in 8 KiB blocks.
             "PYTHONUNBUFFERED": "1",
         }
         if job.model_dir:
-            env["TPUCTL_MODEL_DIR"] = job.model_dir
+            env[contract.MODEL_DIR] = job.model_dir
         specs.append(
             WorkerSpec(
                 task=task,

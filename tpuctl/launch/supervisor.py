@@ -18,13 +18,12 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Protocol
 
-from tpuctl.launch import logs
+from tpuctl.launch import logs, signals
+from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
 from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
 
 STOP_GRACE_S = 3.0
-EXIT_INTERRUPTED = 130
 EXIT_START_TIMEOUT = 1
-_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Handle(Protocol):
@@ -55,37 +54,6 @@ class Backend(Protocol):
     def start(self, spec: WorkerSpec) -> Handle: ...
     def started(self) -> None: ...
     def release(self) -> None: ...
-
-
-@dataclass
-class Failure:
-    worker: str
-    host: str
-    status: str
-    exit_code: int
-    runtime_s: float
-    tail: list[str]
-    log: Path | None
-
-
-@dataclass
-class Outcome:
-    exit_code: int
-    attempts: int
-    elapsed_s: float
-    failure: Failure | None = None
-    interrupted: bool = False
-
-
-def describe_returncode(returncode: int) -> tuple[str, int]:
-    """A worker's status in words, and the launch exit code it maps to (shell rule 128+N)."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by {name}", 128 - returncode
-    return f"exit status {returncode}", returncode
 
 
 @dataclass
@@ -120,8 +88,7 @@ class Supervisor:
 
     def run(self, job: Job, run_id: str) -> Outcome:
         started = time.monotonic()
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in _HANDLED_SIGNALS}
-        try:
+        with signals.handled(self._on_signal):
             outcome = Outcome(exit_code=0, attempts=0, elapsed_s=0.0)
             for attempt in range(1, job.attempts + 1):
                 outcome = self._run_attempt(job, run_id, attempt)
@@ -135,11 +102,8 @@ class Supervisor:
                     f"{outcome.failure.worker} failed ({outcome.failure.status}); "
                     f"restarting all workers (attempt {attempt + 1}/{job.attempts})"
                 )
-            outcome.elapsed_s = time.monotonic() - started
-            return outcome
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        outcome.elapsed_s = time.monotonic() - started
+        return outcome
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
@@ -152,7 +116,7 @@ class Supervisor:
         plan = build_plan(job, addresses, run_id=run_id, attempt=attempt, host=self.backend.host, hosts=hosts)
         attempt_dir = self.log_dir / f"attempt-{attempt}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
-        (attempt_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+        (attempt_dir / "plan.json").write_text(json.dumps(plan.to_json(), indent=2) + "\n")
         run = _Attempt(plan=plan, handles=[], started_at=time.monotonic(), log_dir=attempt_dir)
         try:
             for spec in plan.workers:

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 
+from tpuctl import worker_contract as contract
 from tpuctl.errors import USAGE, TpuctlError
 
 # typing.TYPE_CHECKING without importing typing, socket or worker_env: each worker
@@ -37,7 +38,7 @@ def say(message: str) -> None:
 
 def adopt_control_channel() -> int | None:
     """Watch the launcher: when its end of the channel (a socket) closes, kill this worker's process group."""
-    raw = os.environ.pop("TPUCTL_CONTROL_FD", None)
+    raw = os.environ.pop(contract.CONTROL_FD, None)
     if raw is None:
         return None
     channel = int(raw)
@@ -58,18 +59,16 @@ def adopt_control_channel() -> int | None:
 
 
 def release_reserved_port() -> None:
-    fd = os.environ.pop("TPUCTL_RESERVED_FD", None)
+    fd = os.environ.pop(contract.RESERVED_FD, None)
     if fd is not None:
         os.close(int(fd))
 
 
 def choose_keras(env: WorkerEnv, kind: str) -> None:
     """Make tf.keras mean tf-keras where Keras 3 would break, before TensorFlow loads."""
-    from tpuctl.runtime.worker_env import MULTI_WORKER, PARAMETER_SERVER
-
     if "TF_USE_LEGACY_KERAS" in os.environ or env.keras == "keras3":
         return
-    wanted = env.keras == "tf-keras" or kind in (MULTI_WORKER, PARAMETER_SERVER)
+    wanted = env.keras == "tf-keras" or kind in (contract.MULTI_WORKER, contract.PARAMETER_SERVER)
     if not wanted:
         return
     if importlib.util.find_spec("tf_keras") is None:
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     script, script_args = args[0], args[1:]
     channel = adopt_control_channel()
     # --strategy none: nothing to build, so the script starts with no more than this module imported.
-    plain = os.environ.get("TPUCTL_STRATEGY") == "none"
+    plain = contract.strategy(os.environ) == "none"
     try:
         if not os.path.isfile(script):
             raise TpuctlError(f"script not found: {script}")

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from tpuctl import worker_contract as contract
 from tpuctl.cluster import ClusterSpec, Task, parse_tf_config
-from tpuctl.errors import TpuctlError
 
-MULTI_WORKER = "multi-worker-mirrored"
-PARAMETER_SERVER = "parameter-server"
-COMMUNICATIONS = ("auto", "ring", "nccl")
+MULTI_WORKER = contract.MULTI_WORKER
+PARAMETER_SERVER = contract.PARAMETER_SERVER
 
 
 @dataclass(frozen=True)
@@ -62,13 +61,6 @@ def tpu_present(dev: Path = Path("/dev")) -> bool:
     return any(dev.glob("accel*")) or any(p.name.isdigit() for p in dev.glob("vfio/*"))
 
 
-def _count(name: str) -> int:
-    raw = os.environ.get(name, "").strip() or "0"
-    if not raw.isdigit():
-        raise TpuctlError(f"{name}={raw!r} is not a whole number")
-    return int(raw)
-
-
 @lru_cache(maxsize=1)
 def current() -> WorkerEnv:
     raw = os.environ.get("TF_CONFIG", "").strip()
@@ -76,10 +68,10 @@ def current() -> WorkerEnv:
     return WorkerEnv(
         cluster=cluster,
         task=task,
-        strategy=os.environ.get("TPUCTL_STRATEGY", "auto"),
-        scope=os.environ.get("TPUCTL_SCOPE", "1") != "0",
-        keras=os.environ.get("TPUCTL_KERAS", "auto"),
-        communication=os.environ.get("TPUCTL_COMMUNICATION", "auto"),
-        devices=tuple(d for d in os.environ.get("TPUCTL_DEVICES", "").split(",") if d),
-        simulate_devices=_count("TPUCTL_SIMULATE_DEVICES"),
+        strategy=contract.strategy(os.environ),
+        scope=contract.scope(os.environ),
+        keras=contract.keras(os.environ),
+        communication=contract.communication(os.environ),
+        devices=contract.devices(os.environ),
+        simulate_devices=contract.simulate_devices(os.environ),
     )

@@ -1,0 +1,106 @@
+"""The Kubernetes backend: the launch as a TFJob (CPU/GPU, parameter servers) or a JobSet (TPU slices).
+
+The pods run the image's own copy of the script, so SCRIPT, --python and
+--model-dir are paths inside the image. A dry run is the manifest;
+a run applies it with kubectl and follows the pods (tpuctl/launch/k8s_run.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tpuctl.errors import TpuctlError
+from tpuctl.launch.option_fields import option
+
+if TYPE_CHECKING:
+    from tpuctl.launch.k8s_manifest import Manifest
+    from tpuctl.launch.outcome import Outcome
+    from tpuctl.launch.plan import Job
+    from tpuctl.launch.runner import RunContext
+
+IMAGE_PYTHON = "python"
+
+
+@dataclass(frozen=True)
+class Options:
+    image: str | None = option(
+        "--image", metavar="IMAGE", help="Container image the pods run (--backend kubernetes): it holds SCRIPT, TensorFlow and tpuctl."
+    )
+    namespace: str = option("--namespace", metavar="NS", default="default", show_default=True, help="Kubernetes namespace of the job.")
+    job_name: str | None = option("--job-name", metavar="NAME", help="TFJob/JobSet name.  [default: SCRIPT's name and 4 random hex digits]")
+    accelerator: str | None = option(
+        "--accelerator",
+        metavar="TYPE",
+        help="GKE accelerator: tpu-v5-lite-podslice, tpu-v4-podslice, ... runs a JobSet on one TPU slice; "
+        "nvidia-l4, ... puts GPU workers on such nodes.",
+    )
+    topology: str | None = option("--topology", metavar="AxB[xC]", help="TPU slice topology for --accelerator tpu-..., e.g. 2x4 or 2x2x4.")
+    tpu_chips_per_host: int | None = option(
+        "--tpu-chips-per-host",
+        type=click.IntRange(min=1),
+        help="Chips per TPU host where a topology comes in two machine types (4 makes v5e 2x4 two hosts).  "
+        "[default: one host up to 8 chips, else 4]",
+    )
+    gpus_per_worker: int = option("--gpus-per-worker", type=click.IntRange(min=0), default=0, help="nvidia.com/gpu for each chief and worker pod.")
+
+
+@dataclass(frozen=True)
+class ManifestRequest:
+    """What `kubectl apply -f -` would receive."""
+
+    manifest: Manifest
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.manifest
+        return {"kind": m.kind, "name": m.name, "namespace": m.namespace, "workers": list(m.workers), "manifest": m.text}
+
+    def render(self) -> str:
+        return self.manifest.text.rstrip("\n")
+
+
+class KubernetesRunner:
+    name = "kubernetes"
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        if "start_timeout" in given:
+            raise TpuctlError("--start-timeout is for local and ssh workers", hint="on Kubernetes, pods wait for the scheduler as long as it takes")
+        if "tail_view" in given:
+            raise TpuctlError("--tail is not available with --backend kubernetes", hint="run `tpuctl tail MODEL_DIR` beside it")
+        if not self.options.image:
+            raise TpuctlError("--backend kubernetes needs --image IMAGE", hint="an image with SCRIPT, TensorFlow and tpuctl installed")
+        return replace(job, python=job.python or IMAGE_PYTHON)
+
+    def dry_run(self, job: Job, run_id: str) -> ManifestRequest:
+        from tpuctl.launch.k8s_manifest import KubeOptions, render
+
+        o = self.options
+        assert o.image is not None
+        kube = KubeOptions(
+            image=o.image,
+            namespace=o.namespace or "default",
+            name=o.job_name,
+            accelerator=o.accelerator,
+            topology=o.topology,
+            chips_per_host=o.tpu_chips_per_host,
+            gpus_per_worker=o.gpus_per_worker or 0,
+        )
+        return ManifestRequest(render(job, kube))
+
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl.launch.k8s_run import follow
+
+        manifest = self.dry_run(job, context.run_id).manifest
+        attempt_dir = context.log_dir / "attempt-1"
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        (attempt_dir / "manifest.yaml").write_text(manifest.text)
+        return follow(manifest, context)
+
+
+def runner(options: Options) -> KubernetesRunner:
+    return KubernetesRunner(options)

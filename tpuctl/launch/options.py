@@ -1,0 +1,268 @@
+"""`tpuctl launch`'s own options, their checks, and the step from parsed options to a Job and its Runner.
+
+The CLI hands every parsed value here (`prepare`); this module picks the
+backend, builds that backend's Options dataclass, refuses another backend's
+options instead of ignoring them, and lets the Runner shape the Job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from tpuctl.errors import TpuctlError
+from tpuctl.launch import logs, option_fields
+from tpuctl.launch.option_fields import option
+from tpuctl.launch.outcome import Outcome
+from tpuctl.launch.plan import Job
+from tpuctl.launch.runner import BACKENDS, RunContext, Runner, backend_module
+from tpuctl.worker_contract import COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DEVICE = re.compile(r"/?(job:[a-z]+/(replica:\d+/)?(task:\d+/)?)?(device:)?(CPU|GPU|TPU|cpu|gpu|tpu):\d+\Z")
+DEFAULT_START_TIMEOUT_S = 300.0
+# The backend that options such as --hosts imply when --backend is not given.
+IMPLIED_BACKEND = "ssh"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Options every backend reads."""
+
+    workers: int = option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+    strategy: str = option(
+        "--strategy",
+        type=click.Choice(STRATEGIES),
+        default="auto",
+        show_default=True,
+        help="Distribution strategy each worker builds; auto: TPU if present, else multi-worker when --workers > 1.",
+    )
+    model_dir: str | None = option("--model-dir", help="Where the script keeps checkpoints and summaries (TPUCTL_MODEL_DIR).")
+    max_restarts: int = option(
+        "--max-restarts", type=click.IntRange(min=0), default=0, show_default=True, help="Restart all workers this many times after a failure."
+    )
+    log_dir: str | None = option(
+        "--log-dir", type=click.Path(file_okay=False), help="Per-worker log files, one folder per attempt.  [default: tpuctl's state dir]"
+    )
+    env_values: tuple[str, ...] = option(
+        "--env", multiple=True, default=(), metavar="NAME=VALUE", help="Extra environment for every worker (repeatable)."
+    )
+    python: str | None = option("--python", metavar="PATH", help="Interpreter for the workers.  [default: this one]")
+    start_timeout: float = option(
+        "--start-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=DEFAULT_START_TIMEOUT_S,
+        show_default=True,
+        help="Seconds every worker has to build its strategy.",
+    )
+    scope: bool = option("--scope/--no-scope", default=True, show_default=True, help="Run the script inside strategy.scope().")
+    keras: str = option(
+        "--keras",
+        type=click.Choice(KERAS_CHOICES),
+        default="auto",
+        show_default=True,
+        help="auto: tf-keras for multi-worker runs, where Keras 3 fit is broken.",
+    )
+    ps: int = option(
+        "--ps",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Parameter-server tasks (with --strategy parameter-server; a chief coordinates).",
+    )
+    communication: str = option(
+        "--communication", type=click.Choice(COMMUNICATIONS), default="auto", show_default=True, help="MultiWorkerMirrored collectives implementation."
+    )
+    device_list: str | None = option(
+        "--devices", metavar="DEV[,DEV]", help="Devices for --strategy mirrored, e.g. GPU:0,GPU:1.  [default: all]"
+    )
+    simulate_devices: int = option(
+        "--simulate-devices", type=click.IntRange(min=0), default=0, help="Split the CPU into N logical devices: MirroredStrategy with N replicas."
+    )
+    tpu_timeout: float | None = option(
+        "--tpu-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        help="Seconds a worker may spend reaching its TPU (TPU_NAME; default 300).",
+    )
+    tail_view: bool = option(
+        "--tail", is_flag=True, default=False, help="Show the scalars and checkpoints written to --model-dir while the workers run."
+    )
+    dry_run: bool = option("--dry-run", is_flag=True, default=False, help="Print every worker's command and environment; start nothing.")
+    as_json: bool = option("--json", is_flag=True, default=False, help="Machine-readable plan (with --dry-run) or outcome.")
+    backend: str = option(
+        "--backend",
+        type=click.Choice(tuple(BACKENDS)),
+        default="local",
+        show_default=True,
+        help="Where workers run: processes here, hosts over SSH, or a Kubernetes TFJob/JobSet (--dry-run prints its YAML).",
+    )
+
+
+# Options that tpuctl.toml / the user config file may set under [launch].
+CONFIG_KEYS: dict[str, type] = {
+    "workers": int,
+    "strategy": str,
+    "model_dir": str,
+    "max_restarts": int,
+    "log_dir": str,
+    "python": str,
+    "start_timeout": float,
+    "scope": bool,
+    "keras": str,
+    "ps": int,
+    "communication": str,
+    "simulate_devices": int,
+    "tpu_timeout": float,
+}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A checked launch: the job as its backend runs it, the runner, and how to report."""
+
+    job: Job
+    runner: Runner
+    options: LaunchOptions
+    run_id: str
+
+    @property
+    def log_dir(self) -> Path:
+        if self.options.log_dir:
+            return Path(self.options.log_dir)
+        from platformdirs import user_state_path
+
+        return user_state_path("tpuctl") / "runs" / self.run_id
+
+
+def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not _ENV_NAME.match(name):
+            raise TpuctlError(f"--env {value!r} is not NAME=VALUE", hint="e.g. --env TF_CPP_MIN_LOG_LEVEL=2")
+        # tpuctl writes these per worker; letting --env set them would silently lose one of the two.
+        if name == "TF_CONFIG" or name.startswith("TPUCTL_"):
+            raise TpuctlError(f"--env cannot set {name}: tpuctl writes it for every worker")
+        pairs.append((name, text))
+    return tuple(pairs)
+
+
+def parse_devices(text: str) -> tuple[str, ...]:
+    devices = tuple(part.strip() for part in text.split(","))
+    for device in devices:
+        if not _DEVICE.match(device):
+            raise TpuctlError(f"--devices: {device!r} is not a TensorFlow device", hint="e.g. GPU:0,GPU:1 or /gpu:0")
+    if len(set(devices)) != len(devices):
+        raise TpuctlError("--devices names a device twice")
+    return devices
+
+
+def check_strategy_options(
+    strategy: str, workers: int, ps: int, communication: str, devices: tuple[str, ...], simulate: int, tpu_timeout: float | None
+) -> None:
+    """Options that only one strategy reads are refused elsewhere, instead of silently doing nothing."""
+    if strategy == "parameter-server" and ps < 1:
+        raise TpuctlError("--strategy parameter-server needs --ps N (at least one parameter server)")
+    if ps and strategy != "parameter-server":
+        raise TpuctlError("--ps is for --strategy parameter-server")
+    if communication != "auto" and strategy not in ("auto", "multi-worker-mirrored"):
+        raise TpuctlError("--communication is for --strategy multi-worker-mirrored")
+    if devices and strategy != "mirrored":
+        raise TpuctlError("--devices is for --strategy mirrored")
+    if simulate and (workers > 1 or strategy not in ("auto", "mirrored")):
+        raise TpuctlError(
+            "--simulate-devices is for one worker under mirrored (or auto)",
+            hint="MultiWorkerMirroredStrategy uses one device per worker and ignores virtual CPUs",
+        )
+    if tpu_timeout is not None and strategy not in ("auto", "tpu"):
+        raise TpuctlError("--tpu-timeout is for --strategy tpu (or auto on a TPU VM)")
+
+
+def run_id(script: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(script).stem) or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-{os.urandom(2).hex()}"
+
+
+def _choose_backend(named: str, params: Mapping[str, Any], given: frozenset[str]) -> str:
+    """The backend, with options that name their own backend (--hosts) choosing it when --backend is not given."""
+    for candidate in BACKENDS:
+        options = backend_module(candidate).Options
+        implies = getattr(options, "implies_backend", None)
+        if implies is not None and implies(params):
+            if "backend" in given and named != candidate:
+                raise TpuctlError(f"{options.source_of(params)} runs workers over {candidate}, not with --backend {named}")  # type: ignore[attr-defined]
+            return candidate
+    return named
+
+
+def _refuse_other_backends(chosen: str, given: frozenset[str]) -> None:
+    """An option of another backend is a mistake, not something to ignore."""
+    for name in BACKENDS:
+        if name == chosen:
+            continue
+        options = backend_module(name).Options
+        flags = option_fields.given_flags(options, given - set(option_fields.names(backend_module(chosen).Options)))
+        if flags:
+            template = getattr(options, "misplaced", "{flag} is for --backend {backend} (this launch uses --backend {chosen})")
+            raise TpuctlError(template.format(flag=flags[0], backend=name, chosen=chosen))
+
+
+def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any], given: frozenset[str]) -> Launch:
+    """Everything `tpuctl launch` checks before it starts or prints anything."""
+    common = option_fields.from_params(LaunchOptions, params)
+    chosen = _choose_backend(common.backend, params, given)
+    _refuse_other_backends(chosen, given)
+    module = backend_module(chosen)
+    runner = module.runner(option_fields.from_params(module.Options, params))
+    if common.tail_view and not common.model_dir:
+        raise TpuctlError("--tail follows --model-dir: give one")
+    job = Job(
+        script=script,
+        args=script_args,
+        workers=common.workers,
+        strategy=common.strategy,
+        model_dir=common.model_dir,
+        env=parse_env(common.env_values),
+        python=common.python or "",
+        scope=common.scope,
+        keras=common.keras,
+        max_restarts=common.max_restarts,
+        start_timeout=common.start_timeout,
+        ps=common.ps,
+        communication=common.communication,
+        devices=parse_devices(common.device_list) if common.device_list else (),
+        simulate_devices=common.simulate_devices,
+        tpu_timeout=common.tpu_timeout,
+    )
+    job = runner.prepare(job, given)
+    check_strategy_options(job.strategy, job.workers, job.ps, job.communication, job.devices, job.simulate_devices, job.tpu_timeout)
+    return Launch(job=job, runner=runner, options=replace(common, backend=chosen), run_id=run_id(job.script))
+
+
+def execute(launch: Launch, stream: TextIO, notice: Callable[[str], None]) -> Outcome:
+    """Run a prepared launch: worker lines to `stream`, tpuctl's own to `notice`; the outcome also lands in LOG_DIR/outcome.json."""
+    log_dir = launch.log_dir
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror}", hint="pass --log-dir") from None
+    context = RunContext(
+        run_id=launch.run_id,
+        log_dir=log_dir,
+        writer=logs.LineWriter(stream),
+        notice=notice,
+        colour=logs.use_colour(stream),
+        tail_view=launch.options.tail_view,
+    )
+    outcome = launch.runner.run(launch.job, context)
+    record = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=log_dir)
+    (log_dir / "outcome.json").write_text(json.dumps(record, indent=2) + "\n")
+    return outcome

@@ -1,0 +1,131 @@
+"""How a launch ended: the one result every backend returns, and its one JSON form.
+
+A local process group, a worker on an ssh host and a Kubernetes pod end the
+same way as far as a user is concerned (who failed, where, with what status,
+its last lines), so `--json` prints one schema whatever ran the job.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXIT_INTERRUPTED = 130
+SUCCEEDED, FAILED, INTERRUPTED = "succeeded", "failed", "interrupted"
+
+
+@dataclass
+class Failure:
+    """The first worker that failed: the one whose status the launch exits with."""
+
+    worker: str
+    host: str  # a host name, or the pod a Kubernetes worker ran in
+    status: str  # in words: "exit status 7", "killed by SIGKILL", "did not start within 30s"
+    exit_code: int
+    runtime_s: float | None  # None where the backend cannot tell (a pod's run)
+    tail: list[str]
+    log: Path | None
+
+
+@dataclass
+class JobRef:
+    """A job a cluster keeps after tpuctl exits (Kubernetes): what it is and how to remove it."""
+
+    kind: str
+    name: str
+    namespace: str
+    delete_command: str
+    message: str = ""  # the controller's last word on the job
+    deleted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "message": self.message, "deleted": self.deleted}
+
+
+@dataclass
+class Outcome:
+    exit_code: int
+    attempts: int
+    elapsed_s: float
+    failure: Failure | None = None
+    interrupted: bool = False
+    job: JobRef | None = None
+    notes: list[str] = field(default_factory=list)  # what happened beside the workers, e.g. a job that vanished
+
+    @property
+    def result(self) -> str:
+        if self.interrupted:
+            return INTERRUPTED
+        return SUCCEEDED if self.exit_code == 0 else FAILED
+
+    def to_json(self, *, backend: str, run_id: str, log_dir: Path) -> dict[str, Any]:
+        """The `launch --json` record, the same keys for every backend (docs/launch.md)."""
+        failure = self.failure
+        return {
+            "backend": backend,
+            "run_id": run_id,
+            "result": self.result,
+            "exit_code": self.exit_code,
+            "attempts": self.attempts,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "interrupted": self.interrupted,
+            "log_dir": str(log_dir),
+            "failure": None
+            if failure is None
+            else {
+                "worker": failure.worker,
+                "host": failure.host,
+                "status": failure.status,
+                "exit_code": failure.exit_code,
+                "runtime_s": None if failure.runtime_s is None else round(failure.runtime_s, 3),
+                "tail": failure.tail,
+                "log": None if failure.log is None else str(failure.log),
+            },
+            "job": None if self.job is None else self.job.to_json(),
+            "notes": self.notes,
+        }
+
+
+def describe_returncode(returncode: int) -> tuple[str, int]:
+    """A worker's status in words, and the launch exit code it maps to (shell rule 128+N)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}", 128 - returncode
+    return f"exit status {returncode}", returncode
+
+
+def summarise(outcome: Outcome, workers: int, log_dir: Path, say: Callable[[str], None], show: Callable[[str], None]) -> None:
+    """The end-of-launch lines for a person: `say` prefixes a line with `tpuctl:`, `show` prints it as is."""
+    failure, job = outcome.failure, outcome.job
+    subject = f"{job.kind} {job.name}" if job else f"{workers} worker(s)"
+    for note in outcome.notes:
+        say(note)
+    if outcome.interrupted:
+        stopped = "all workers stopped" if job is None else f"{subject} {'deleted' if job.deleted else 'left running'}"
+        say(f"interrupted; {stopped} (exit {outcome.exit_code}); logs: {log_dir}")
+        return
+    if outcome.exit_code == 0:
+        done = f"succeeded after {outcome.elapsed_s:.1f}s" if job else f"finished in {outcome.elapsed_s:.1f}s (attempt {outcome.attempts})"
+        say(f"{subject} {done}; logs: {log_dir}")
+        return
+    if failure is None:
+        say(f"{subject} failed" + (f": {job.message}" if job and job.message else "; no worker's exit status is known"))
+    elif job is not None:
+        say(f"{subject} failed: {failure.worker} (pod {failure.host}) {failure.status}")
+    else:
+        runtime = f" after {failure.runtime_s:.1f}s" if failure.runtime_s is not None else ""
+        say(f"{failure.worker} on {failure.host} failed: {failure.status}{runtime} (attempt {outcome.attempts}); all workers stopped")
+    if failure is not None and failure.tail:
+        say(f"last lines of {failure.worker}:")
+        for line in failure.tail:
+            show(f"    {line}")
+    if job is not None:
+        say(f"logs: {log_dir}; the job stays until deleted: {job.delete_command}")
+    elif failure is not None:
+        say(f"full log: {failure.log}")

@@ -1,0 +1,26 @@
+"""The signals that stop a launch, whatever runs it: Ctrl-C, `kill`, and a closed terminal."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+Handler = Callable[[int, FrameType | None], None]
+
+
+@contextmanager
+def handled(handler: Handler) -> Iterator[None]:
+    """Route every stopping signal to `handler` for the duration, then restore what was there.
+
+    Installing a handler also covers a SIGINT that the shell left ignored (a
+    launch started in the background), which Python would otherwise never see.
+    """
+    previous = {sig: signal.signal(sig, handler) for sig in HANDLED}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

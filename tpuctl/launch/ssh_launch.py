@@ -1,0 +1,212 @@
+"""The ssh backend: workers on other hosts (--hosts, --hostfile, or every host of a TPU slice, --tpu).
+
+This module declares the options and shapes the Job (how many workers the
+hosts' slots give, the script and model dir as the hosts see them); the ssh
+machinery itself loads only when a launch really goes over ssh.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import click
+
+from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
+from tpuctl.launch.option_fields import option
+
+if TYPE_CHECKING:
+    from tpuctl.launch.outcome import Outcome
+    from tpuctl.launch.plan import Job, Plan
+    from tpuctl.launch.runner import RunContext
+    from tpuctl.launch.ssh import RemotePaths, SshOptions
+
+DEFAULT_FANOUT = 16  # the same as tpuctl.launch.ssh.DEFAULT_FANOUT, without importing it for --help
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach hosts: `tpuctl launch --hosts/--tpu` and `tpuctl ssh` take the same options."""
+
+    ssh_user: str | None = option("--ssh-user", metavar="USER", help="Remote user.  [default: from your ssh config, else yours]")
+    ssh_key: str | None = option(
+        "--ssh-key", type=click.Path(exists=True, dir_okay=False), help="Identity file (ssh -i).  [default: your agent and ssh config]"
+    )
+    ssh_option: tuple[str, ...] = option(
+        "--ssh-option",
+        multiple=True,
+        default=(),
+        metavar="NAME=VALUE",
+        help="An ssh option (ssh -o) for every connection, e.g. ProxyJump=bastion (repeatable).",
+    )
+    ssh_config: str | None = option(
+        "--ssh-config", type=click.Path(exists=True, dir_okay=False), help="ssh config file to use instead of ~/.ssh/config (ssh -F)."
+    )
+    fanout: int = option(
+        "--fanout", type=click.IntRange(min=1), default=DEFAULT_FANOUT, show_default=True, help="Hosts being connected to at the same time."
+    )
+
+    def ssh_options(self) -> SshOptions:
+        """The checked options as the ssh machinery takes them."""
+        from tpuctl.launch.ssh import SshOptions
+
+        for value in self.ssh_option:
+            # What `ssh -o` takes: NAME=VALUE (or NAME VALUE).
+            if "=" not in value.strip(" =") and " " not in value.strip():
+                raise TpuctlError(f"--ssh-option {value!r} is not NAME=VALUE", hint="e.g. --ssh-option ProxyJump=bastion")
+        return SshOptions(
+            user=self.ssh_user,
+            key=os.path.abspath(self.ssh_key) if self.ssh_key else None,
+            options=tuple(self.ssh_option),
+            config=os.path.abspath(self.ssh_config) if self.ssh_config else None,
+            fanout=self.fanout,
+        )
+
+
+@dataclass(frozen=True)
+class Options(Connection):
+    """Where the workers run over ssh, and how the launch prepares the hosts."""
+
+    misplaced: ClassVar[str] = "{flag} is for launches over ssh: add --hosts, --hostfile or --tpu"
+
+    ssh_hosts: str | None = option(
+        "--hosts",
+        metavar="H1,H2[:SLOTS]",
+        help="Run the workers on these hosts over ssh; HOST:N runs N workers on HOST (default 1). Workers fill the slots in order.",
+    )
+    ssh_hostfile: str | None = option(
+        "--hostfile", type=click.Path(dir_okay=False), help="Hosts for ssh, one 'HOST [slots=N]' per line, # comments (DeepSpeed/horovod format)."
+    )
+    sync: bool = option("--sync", is_flag=True, default=False, help="Copy the script's folder to every host first (rsync; skips unchanged files).")
+    tpu_name: str | None = option("--tpu", metavar="NAME", help="Run on every host of this TPU VM slice (hosts from the Cloud TPU API).")
+    tpu_project: str | None = option("--project", metavar="ID", help="With --tpu: the project [env TPUCTL_PROJECT].")
+    tpu_zone: str | None = option("--zone", metavar="ZONE", help="With --tpu: the zone [env TPUCTL_ZONE].")
+    internal_ip: bool = option("--internal-ip", is_flag=True, default=False, help="With --tpu: connect to the hosts' internal IPs (from inside the VPC).")
+    cleanup: bool = option(
+        "--cleanup", is_flag=True, default=False, help="First, on every host: kill stale processes holding the TPU, remove /tmp/libtpu_lockfile."
+    )
+    remote_dir: str | None = option("--remote-dir", metavar="DIR", help="Working directory on the hosts.  [default: this directory's absolute path]")
+
+    @staticmethod
+    def implies_backend(params: Mapping[str, Any]) -> bool:
+        """--hosts, --hostfile and --tpu mean --backend ssh."""
+        return any(params.get(name) is not None for name in ("ssh_hosts", "ssh_hostfile", "tpu_name"))
+
+    @staticmethod
+    def source_of(params: Mapping[str, Any]) -> str:
+        if params.get("tpu_name") is not None:
+            return f"TPU VM {params['tpu_name']}"
+        return "--hosts" if params.get("ssh_hosts") is not None else str(params.get("ssh_hostfile"))
+
+
+def _slice_entries(options: Options) -> list[HostEntry]:
+    """Every host of the slice, one worker each: TPUStrategy runs the same program on all of them."""
+    from tpuctl.cli.node_info import find_node
+    from tpuctl.cloud.slice_hosts import slice_hosts
+
+    assert options.tpu_name is not None
+    node, _ = find_node(options.tpu_name, "`tpuctl list` shows the nodes", options.tpu_project, options.tpu_zone, None, None)
+    return [HostEntry(host.address(options.internal_ip)) for host in slice_hosts(node, options.tpu_name)]
+
+
+def _entries(options: Options) -> tuple[list[HostEntry], str]:
+    if sum(value is not None for value in (options.ssh_hosts, options.ssh_hostfile, options.tpu_name)) > 1:
+        raise TpuctlError("give one of --hosts, --hostfile, --tpu")
+    if options.tpu_name is None and (options.tpu_project or options.tpu_zone or options.internal_ip):
+        raise TpuctlError("--project, --zone and --internal-ip are for --tpu NAME")
+    if options.tpu_name is not None:
+        return _slice_entries(options), f"TPU VM {options.tpu_name}"
+    if options.ssh_hosts is not None:
+        return parse_slot_hosts(options.ssh_hosts, source="--hosts"), "--hosts"
+    if options.ssh_hostfile is not None:
+        return read_hostfile(options.ssh_hostfile, ports=False), options.ssh_hostfile
+    raise TpuctlError("--backend ssh needs --hosts or --hostfile")
+
+
+class SshRunner:
+    name = "ssh"
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.entries, self.source = _entries(options)
+        self.ssh = options.ssh_options()
+        if options.remote_dir is not None and not options.remote_dir.strip():
+            raise TpuctlError("--remote-dir is empty")
+        self.paths: RemotePaths | None = None
+
+    @property
+    def slots(self) -> int:
+        return sum(entry.slots for entry in self.entries)
+
+    def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        """The worker count, the script path and the model dir as the hosts see them.
+
+        Without an explicit --workers the hosts' slots decide how many workers run.
+        """
+        from tpuctl.launch.ssh import RemotePaths
+
+        if not os.path.isfile(job.script):
+            raise TpuctlError(f"script not found: {job.script}")
+        extra = job.processes - job.workers
+        workers = job.workers
+        if "workers" not in given:
+            workers = self.slots - extra
+            if workers < 1:
+                raise TpuctlError(
+                    f"{self.source} gives {self.slots} slot(s): too few for a chief, {job.ps} ps and a worker",
+                    hint="add hosts, or host:SLOTS",
+                )
+        elif job.processes > self.slots:
+            raise TpuctlError(
+                f"{job.processes} process(es) need {job.processes} slots, but {self.source} gives {self.slots}",
+                hint="add hosts, use host:SLOTS, or lower --workers",
+            )
+        self.paths = RemotePaths.resolve(job.script, self.options.remote_dir)
+        model_dir = job.model_dir
+        if model_dir and "://" not in model_dir:
+            model_dir = self.paths.remote_path(os.path.abspath(model_dir))
+        return replace(job, workers=workers, script=self.paths.script, model_dir=model_dir, python=job.python or sys.executable)
+
+    def dry_run(self, job: Job, run_id: str) -> Plan:
+        """The plan as it will run, with `<port>` where each host's free port will be."""
+        from tpuctl.launch.plan import build_plan
+        from tpuctl.launch.ssh import place
+
+        self.ssh.check(self.entries[0].host)
+        hosts = place(self.entries, job.processes)
+        addresses = [format_address(host, 0).rsplit(":", 1)[0] + ":<port>" for host in hosts]
+        return build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts)
+
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl.launch.process_runner import run_supervised
+        from tpuctl.launch.ssh import SshBackend
+
+        assert self.paths is not None, "prepare() first"
+        if self.options.cleanup:
+            self._free_tpus(context)
+        where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
+        context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
+        backend = SshBackend(self.entries, self.ssh, self.paths, python=job.python, sync=self.options.sync, notice=context.notice)
+        return run_supervised(backend, job, context)
+
+    def _free_tpus(self, context: RunContext) -> None:
+        """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
+        from tpuctl.launch.ssh import run_everywhere
+        from tpuctl.launch.tpu_cleanup import cleanup_argv
+
+        results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh)
+        for result in results:
+            for line in result.output.splitlines():
+                context.notice(f"cleanup on {result.host}: {line}")
+        failed = [result for result in results if not result.ok]
+        if failed:
+            first = failed[0]
+            raise TpuctlError(f"--cleanup failed on {first.host}: {first.error or f'exit status {first.exit_code}'}", exit_code=FAILED)
+
+
+def runner(options: Options) -> SshRunner:
+    return SshRunner(options)

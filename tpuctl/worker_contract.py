@@ -1,0 +1,101 @@
+"""The environment contract between a launch and its workers: every TPUCTL_* variable
+a plan writes and a worker reads, named, written and read here and nowhere else.
+
+Every worker imports this module before its script starts, so it imports
+nothing beyond tpuctl.errors (the runtime's start-up cost is measured).
+"""
+
+from __future__ import annotations
+
+from tpuctl.errors import TpuctlError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# The values STRATEGY, COMMUNICATION and KERAS take.
+MULTI_WORKER = "multi-worker-mirrored"
+PARAMETER_SERVER = "parameter-server"
+STRATEGIES = ("auto", MULTI_WORKER, "mirrored", "tpu", "one-device", PARAMETER_SERVER, "none")
+COMMUNICATIONS = ("auto", "ring", "nccl")
+KERAS_CHOICES = ("auto", "tf-keras", "keras3")
+
+# Set per worker by the launch (plan.py).
+RUN_ID = "TPUCTL_RUN_ID"
+ATTEMPT = "TPUCTL_ATTEMPT"
+TASK_TYPE = "TPUCTL_TASK_TYPE"
+WORKER_INDEX = "TPUCTL_WORKER_INDEX"
+NUM_WORKERS = "TPUCTL_NUM_WORKERS"
+MODEL_DIR = "TPUCTL_MODEL_DIR"
+# How the worker builds its strategy (read by the runtime).
+STRATEGY = "TPUCTL_STRATEGY"
+SCOPE = "TPUCTL_SCOPE"
+KERAS = "TPUCTL_KERAS"
+COMMUNICATION = "TPUCTL_COMMUNICATION"
+DEVICES = "TPUCTL_DEVICES"
+SIMULATE_DEVICES = "TPUCTL_SIMULATE_DEVICES"
+TPU_TIMEOUT = "TPUCTL_TPU_TIMEOUT"
+# File descriptors a process backend passes (local launcher, ssh agent, devices probe).
+CONTROL_FD = "TPUCTL_CONTROL_FD"  # socket: "ready" goes out on it; its EOF means the launcher is gone
+RESERVED_FD = "TPUCTL_RESERVED_FD"  # the bound socket holding the worker's port until TF takes it
+WATCHDOG_FD = "TPUCTL_WATCHDOG_FD"  # pipe of `tpuctl devices`: EOF means stop
+
+
+def strategy_env(
+    strategy: str,
+    scope: bool,
+    keras: str,
+    communication: str,
+    devices: tuple[str, ...],
+    simulate_devices: int,
+    tpu_timeout: float | None,
+) -> dict[str, str]:
+    """The strategy settings as variables; defaults are left out, so a plan shows only what was chosen."""
+    env = {STRATEGY: strategy, SCOPE: "1" if scope else "0", KERAS: keras}
+    optional = {
+        COMMUNICATION: "" if communication == "auto" else communication,
+        DEVICES: ",".join(devices),
+        SIMULATE_DEVICES: str(simulate_devices) if simulate_devices else "",
+        TPU_TIMEOUT: f"{tpu_timeout:g}" if tpu_timeout else "",
+    }
+    env.update({name: value for name, value in optional.items() if value})
+    return env
+
+
+def strategy(environ: Mapping[str, str]) -> str:
+    return environ.get(STRATEGY, "auto")
+
+
+def scope(environ: Mapping[str, str]) -> bool:
+    return environ.get(SCOPE, "1") != "0"
+
+
+def keras(environ: Mapping[str, str]) -> str:
+    return environ.get(KERAS, "auto")
+
+
+def communication(environ: Mapping[str, str]) -> str:
+    return environ.get(COMMUNICATION, "auto")
+
+
+def devices(environ: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(d for d in environ.get(DEVICES, "").split(",") if d)
+
+
+def simulate_devices(environ: Mapping[str, str]) -> int:
+    raw = environ.get(SIMULATE_DEVICES, "").strip() or "0"
+    if not raw.isdigit():
+        raise TpuctlError(f"{SIMULATE_DEVICES}={raw!r} is not a whole number")
+    return int(raw)
+
+
+def tpu_timeout(environ: Mapping[str, str]) -> float | None:
+    raw = environ.get(TPU_TIMEOUT, "")
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        raise TpuctlError(f"{TPU_TIMEOUT}={raw!r} is not a number of seconds") from None
+
+
+def model_dir(environ: Mapping[str, str]) -> str | None:
+    return environ.get(MODEL_DIR) or None
