@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.standins.fixtures import google_standin  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +83,13 @@ def pid_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "pids"
     folder.mkdir()
     return folder
+
+
+def documented_outcome() -> dict[str, object]:
+    """The `launch --json` outcome example in docs/launch.md: every backend's record has its keys."""
+    import json
+
+    text = (ROOT / "docs" / "launch.md").read_text()
+    block = text.split("<!-- outcome-schema -->\n```json\n", 1)[1].split("```", 1)[0]
+    record: dict[str, object] = json.loads(block)
+    return record

@@ -21,8 +21,7 @@ from typing import IO, Any
 
 import pytest
 import yaml
-
-from tests.conftest import run_tpuctl, tpuctl_cmd
+from tests.conftest import documented_outcome, run_tpuctl, tpuctl_cmd
 from tests.standins import kube_schemas
 from tests.standins.kube_api import KubeStandin, PodScript
 
@@ -112,6 +111,7 @@ def test_a_failed_replica_gives_its_exit_code(kube: tuple[KubeStandin, dict[str,
     record = json.loads(result.stdout)
     assert record["result"] == "failed"
     assert record["failure"]["worker"] == "worker:1"
+    assert record.keys() == documented_outcome().keys()  # the one schema every backend prints
     assert record["backend"] == "kubernetes" and record["exit_code"] == 7 and not record["interrupted"]
     assert record["failure"]["host"] == "ps-job-worker-1"  # the pod it ran in
     assert record["failure"]["exit_code"] == 7
@@ -227,7 +227,8 @@ def test_a_signal_without_a_terminal_leaves_the_job_and_says_how_to_delete_it(
     finally:
         proc.kill()
         proc.wait()
-    assert f"received {sig.name}; TFJob forever (namespace default) keeps running. Delete it with: kubectl delete tfjobs.kubeflow.org forever -n default" in err
+    delete = "kubectl delete tfjobs.kubeflow.org forever -n default"
+    assert f"received {sig.name}; TFJob forever (namespace default) keeps running. Delete it with: {delete}" in err
     assert "interrupted; TFJob forever left running (exit 130)" in err
     assert standin.deleted == []
     # No `kubectl logs -f` outlives the launch.

@@ -53,7 +53,7 @@ class Outcome:
     failure: Failure | None = None
     interrupted: bool = False
     job: JobRef | None = None
-    notes: list[str] = field(default_factory=list)  # what happened beside the workers, e.g. a job that vanished
+    notes: list[str] = field(default_factory=list)  # what tpuctl reported beside the workers (the --tail summary)
 
     @property
     def result(self) -> str:

@@ -1,0 +1,111 @@
+"""Every launch backend has the same shape: options as data, a dry run that is the request, one outcome."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tests.conftest import ROOT, documented_outcome, run_tpuctl
+from tpuctl.cli import main
+from tpuctl.launch import option_fields
+from tpuctl.launch.options import LaunchOptions
+from tpuctl.launch.runner import BACKENDS, backend_module
+
+EXAMPLE = str(ROOT / "examples" / "train_keras.py")
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    """`tpuctl launch ARGS` in this process, through the same entry point (and error lines) as the binary."""
+    with CliRunner().isolation() as (out, err, _):
+        try:
+            main(["launch", *args])
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+    return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_each_backend_declares_its_options_as_a_frozen_dataclass(name: str) -> None:
+    options = backend_module(name).Options
+    assert dataclasses.is_dataclass(options) and options.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert options() == option_fields.from_params(options, {})  # every option has a default
+
+
+def test_no_two_option_groups_share_a_name() -> None:
+    groups = [LaunchOptions, *(backend_module(name).Options for name in BACKENDS)]
+    seen: dict[str, object] = {}
+    for group in groups:
+        # An inherited group (ssh's connection options) counts once.
+        own = [n for n in option_fields.names(group) if not any(n in option_fields.names(b) for b in group.__mro__[1:] if dataclasses.is_dataclass(b))]
+        for name in own:
+            assert name not in seen, f"{name} is declared by {seen[name]} and {group}"
+            seen[name] = group
+
+
+def test_the_launch_command_imports_no_backend_machinery() -> None:
+    probe = "import sys, tpuctl.cli.launch; print(sorted({m.split('.')[0] for m in sys.modules} & {'jinja2', 'yaml', 'google', 'tensorflow', 'rich'}))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]"
+    probe = "import sys, tpuctl.cli.launch; print('tpuctl.launch.ssh' in sys.modules, 'tpuctl.launch.k8s_manifest' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_a_local_dry_run_is_the_plan_with_real_ports() -> None:
+    code, out, _ = invoke(EXAMPLE, "--workers", "2", "--dry-run", "--json")
+    plan = json.loads(out)
+    assert code == 0 and [w["task"] for w in plan["workers"]] == ["worker:0", "worker:1"]
+    assert all(w["address"].startswith("127.0.0.1:") and not w["address"].endswith(":<port>") for w in plan["workers"])
+
+
+def test_an_ssh_dry_run_places_workers_on_hosts_and_leaves_ports_open() -> None:
+    code, out, _ = invoke(EXAMPLE, "--hosts", "gpu-a:2,gpu-b", "--dry-run", "--json")
+    plan = json.loads(out)
+    assert code == 0 and [(w["host"], w["address"]) for w in plan["workers"]] == [
+        ("gpu-a", "gpu-a:<port>"),
+        ("gpu-a", "gpu-a:<port>"),
+        ("gpu-b", "gpu-b:<port>"),
+    ]
+
+
+def test_a_kubernetes_dry_run_is_the_manifest_as_yaml_or_inside_json() -> None:
+    args = ("train.py", "--backend", "kubernetes", "--image", "example.com/train:1", "--workers", "2", "--job-name", "demo", "--dry-run")
+    code, text, _ = invoke(*args)
+    code_json, out, _ = invoke(*args, "--json")
+    request = json.loads(out)
+    assert code == code_json == 0
+    assert (request["kind"], request["name"], request["namespace"], request["workers"]) == ("TFJob", "demo", "default", ["worker:0", "worker:1"])
+    assert request["manifest"].rstrip("\n") == text.rstrip("\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--image", "x"], "--image is for --backend kubernetes (this launch uses --backend local)"),
+        (["--hosts", "a", "--image", "x"], "--image is for --backend kubernetes (this launch uses --backend ssh)"),
+        (["--backend", "kubernetes", "--image", "x", "--sync"], "--sync is for launches over ssh"),
+        (["--backend", "kubernetes", "--image", "x", "--tail", "--model-dir", "m"], "--tail is not available with --backend kubernetes"),
+    ],
+)
+def test_an_option_of_another_backend_is_refused_in_one_line(args: list[str], message: str) -> None:
+    code, _, err = invoke(EXAMPLE, *args, "--dry-run")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_outcome_of_a_local_launch_has_the_documented_keys(tmp_path: Path) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\nprint('about to fail')\nsys.exit(3)\n")
+    done = run_tpuctl("launch", str(script), "--strategy", "none", "--log-dir", str(tmp_path / "logs"), "--json", timeout=60)
+    record = json.loads(done.stdout)
+    documented = documented_outcome()
+    assert done.returncode == 3
+    assert record.keys() == documented.keys()
+    assert isinstance(documented["failure"], dict) and record["failure"].keys() == documented["failure"].keys()
+    assert (record["backend"], record["result"], record["exit_code"], record["job"]) == ("local", "failed", 3, None)
+    assert record["failure"]["tail"] == ["about to fail"]
+    assert json.loads((tmp_path / "logs" / "outcome.json").read_text()) == record

@@ -1,0 +1,227 @@
+"""The Supervisor's rules, stated against a backend whose workers are scripted threads.
+
+No process starts here: each fake worker prints lines, says "ready" and exits
+as its script says, so every rule (fail-fast, the first failure's status,
+restarts, the start-up deadline, servers, signals) is checked in milliseconds.
+The same rules are checked with real processes in tests/integration/test_launch_processes.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from tpuctl.launch import logs
+from tpuctl.launch.outcome import Outcome
+from tpuctl.launch.plan import Job, WorkerSpec
+from tpuctl.launch.supervisor import Supervisor
+
+
+@dataclass
+class Script:
+    """What one fake worker does, attempt after attempt (the last entry repeats)."""
+
+    lines: list[str] = field(default_factory=list)
+    ready: bool = True
+    exit: int | None = 0  # None: runs until signalled
+    delay: float = 0.0  # seconds before it exits
+    ignores_sigint: bool = False
+
+
+class _Stream:
+    def __init__(self) -> None:
+        self.chunks: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+
+    def readline(self) -> bytes:
+        return self.chunks.get()
+
+
+class FakeHandle:
+    def __init__(self, spec: WorkerSpec, script: Script) -> None:
+        self.spec = spec
+        self.script = script
+        self.output = _Stream()
+        self._messages: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._exited = threading.Event()
+        self.returncode: int | None = None
+        self.signals: list[int] = []
+        self.closed = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        for line in self.script.lines:
+            self.output.chunks.put(line.encode() + b"\n")
+        if self.script.ready:
+            self._messages.put("ready")
+        if self.script.exit is not None and not self._exited.wait(self.script.delay):
+            self._end(self.script.exit)
+
+    def _end(self, returncode: int) -> None:
+        if self._exited.is_set():
+            return
+        self.returncode = returncode
+        self.output.chunks.put(b"")
+        self._messages.put(None)
+        self._exited.set()
+
+    def messages(self) -> Iterator[str]:
+        while (message := self._messages.get()) is not None:
+            yield message
+
+    def wait(self) -> int:
+        self._exited.wait()
+        assert self.returncode is not None
+        return self.returncode
+
+    def signal(self, sig: int) -> None:
+        self.signals.append(sig)
+        if sig == signal.SIGKILL or not self.script.ignores_sigint:
+            self._end(-sig)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeBackend:
+    name = "fake"
+    host = "fakehost"
+
+    def __init__(self, scripts: dict[str, list[Script]]) -> None:
+        self.scripts = scripts
+        self.handles: list[FakeHandle] = []
+        self.released = 0
+
+    def reserve(self, count: int) -> list[str]:
+        return [f"fakehost:{1000 + i}" for i in range(count)]
+
+    def start(self, spec: WorkerSpec) -> FakeHandle:
+        attempt = int(spec.env["TPUCTL_ATTEMPT"])
+        plays = self.scripts.get(spec.name, [Script()])
+        handle = FakeHandle(spec, plays[min(attempt, len(plays)) - 1])
+        self.handles.append(handle)
+        return handle
+
+    def started(self) -> None:
+        pass
+
+    def release(self) -> None:
+        self.released += 1
+
+
+def supervise(tmp_path: Path, job: Job, scripts: dict[str, list[Script]]) -> tuple[Outcome, FakeBackend, list[str], list[str]]:
+    backend = FakeBackend(scripts)
+    printed: list[str] = []
+    notices: list[str] = []
+
+    class Collect:
+        def write(self, text: str) -> None:
+            printed.extend(text.splitlines())
+
+        def flush(self) -> None:
+            pass
+
+        def isatty(self) -> bool:
+            return False
+
+    writer = logs.LineWriter(Collect())  # type: ignore[arg-type]
+    supervisor = Supervisor(backend, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False)
+    return supervisor.run(job, "run-1"), backend, printed, notices
+
+
+def test_every_worker_succeeding_is_exit_0_with_each_log_saved(tmp_path: Path) -> None:
+    scripts = {"worker:0": [Script(lines=["epoch 1", "epoch 2"])], "worker:1": [Script(lines=["hello from 1"])]}
+    outcome, backend, printed, _ = supervise(tmp_path, Job("train.py", workers=2), scripts)
+    assert (outcome.exit_code, outcome.attempts, outcome.failure, outcome.interrupted) == (0, 1, None, False)
+    assert {"[worker:0] epoch 1", "[worker:0] epoch 2", "[worker:1] hello from 1"} <= set(printed)
+    assert (tmp_path / "attempt-1" / "worker-0.log").read_text() == "epoch 1\nepoch 2\n"
+    plan = json.loads((tmp_path / "attempt-1" / "plan.json").read_text())
+    assert [w["address"] for w in plan["workers"]] == ["fakehost:1000", "fakehost:1001"]
+    assert backend.released == 1 and all(h.closed for h in backend.handles)
+
+
+def test_the_first_failure_decides_the_exit_status_and_stops_the_rest(tmp_path: Path) -> None:
+    scripts = {
+        "worker:0": [Script(lines=["training"], exit=None)],
+        "worker:1": [Script(lines=["step 1", "Traceback: boom"], exit=7, delay=0.05)],
+        "worker:2": [Script(exit=3, delay=5.0)],
+    }
+    outcome, backend, _, _ = supervise(tmp_path, Job("train.py", workers=3), scripts)
+    assert outcome.exit_code == 7
+    assert outcome.failure is not None
+    assert (outcome.failure.worker, outcome.failure.host, outcome.failure.status) == ("worker:1", "fakehost", "exit status 7")
+    assert outcome.failure.tail == ["step 1", "Traceback: boom"]
+    assert outcome.failure.log == tmp_path / "attempt-1" / "worker-1.log"
+    survivors = [h for h in backend.handles if h.spec.name != "worker:1"]
+    assert all(h.signals[0] == signal.SIGINT for h in survivors)  # asked first
+    assert all(signal.SIGKILL in h.signals for h in backend.handles)  # then every group is killed regardless
+
+
+def test_a_worker_killed_by_a_signal_exits_128_plus_its_number(tmp_path: Path) -> None:
+    outcome, _, _, _ = supervise(tmp_path, Job("train.py", workers=1), {"worker:0": [Script(exit=-9)]})
+    assert outcome.exit_code == 137
+    assert outcome.failure is not None and outcome.failure.status == "killed by SIGKILL"
+
+
+def test_a_worker_ignoring_sigint_is_killed_after_the_grace_period(tmp_path: Path) -> None:
+    scripts = {"worker:0": [Script(exit=None, ignores_sigint=True)], "worker:1": [Script(exit=1, delay=0.05)]}
+    outcome, backend, _, _ = supervise(tmp_path, Job("train.py", workers=2), scripts)
+    assert outcome.exit_code == 1
+    stubborn = backend.handles[0]
+    assert stubborn.signals[:2] == [signal.SIGINT, signal.SIGKILL] and stubborn.returncode == -signal.SIGKILL
+
+
+def test_restarts_run_every_worker_again_with_a_new_attempt_folder(tmp_path: Path) -> None:
+    scripts = {"worker:0": [Script(lines=["first try"], exit=2), Script(lines=["second try"])], "worker:1": [Script(exit=None), Script()]}
+    outcome, backend, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=3), scripts)
+    assert (outcome.exit_code, outcome.attempts) == (0, 2)
+    assert len(backend.handles) == 4
+    assert [h.spec.env["TPUCTL_ATTEMPT"] for h in backend.handles] == ["1", "1", "2", "2"]
+    assert notices == ["worker:0 failed (exit status 2); restarting all workers (attempt 2/4)"]
+    assert (tmp_path / "attempt-1" / "worker-0.log").read_text() == "first try\n"
+    assert (tmp_path / "attempt-2" / "worker-0.log").read_text() == "second try\n"
+
+
+def test_restarts_give_up_with_the_last_attempts_failure(tmp_path: Path) -> None:
+    outcome, backend, _, _ = supervise(tmp_path, Job("train.py", workers=1, max_restarts=1), {"worker:0": [Script(exit=5)]})
+    assert (outcome.exit_code, outcome.attempts) == (5, 2) and len(backend.handles) == 2
+
+
+def test_a_worker_that_never_gets_ready_fails_the_start_deadline_by_name(tmp_path: Path) -> None:
+    scripts = {"worker:0": [Script(exit=None)], "worker:1": [Script(ready=False, exit=None)]}
+    outcome, _, _, notices = supervise(tmp_path, Job("train.py", workers=2, start_timeout=0.2), scripts)
+    assert outcome.exit_code == 1
+    assert outcome.failure is not None and outcome.failure.worker == "worker:1"
+    assert outcome.failure.status == "did not start within 0.2s"
+    assert notices == ["worker:1 did not start within 0.2s (--start-timeout); stopping all workers"]
+
+
+def test_servers_are_stopped_once_the_chief_is_done(tmp_path: Path) -> None:
+    job = Job("train.py", workers=2, strategy="parameter-server", ps=1)
+    scripts = {"worker:0": [Script(exit=None)], "worker:1": [Script(exit=None)], "ps:0": [Script(exit=None)], "chief:0": [Script(delay=0.05)]}
+    outcome, backend, _, _ = supervise(tmp_path, job, scripts)
+    assert outcome.exit_code == 0
+    servers = [h for h in backend.handles if h.spec.server]
+    assert sorted(h.spec.name for h in servers) == ["ps:0", "worker:0", "worker:1"]
+    assert all(h.signals and h.signals[0] == signal.SIGINT for h in servers)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stopping_signal_stops_every_worker_and_exits_130(tmp_path: Path, sig: signal.Signals) -> None:
+    scripts = {"worker:0": [Script(exit=None)], "worker:1": [Script(exit=None)]}
+    before = signal.getsignal(sig)
+    threading.Timer(0.2, os.kill, (os.getpid(), sig)).start()
+    started = time.monotonic()
+    outcome, backend, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=5), scripts)
+    assert (outcome.exit_code, outcome.interrupted, outcome.attempts) == (130, True, 1)
+    assert time.monotonic() - started < 5
+    assert all(h.returncode == -signal.SIGINT for h in backend.handles)
+    assert notices == [f"received {sig.name}; stopping all workers"]
+    assert signal.getsignal(sig) == before  # the launch's handler is gone again
