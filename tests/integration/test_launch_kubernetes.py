@@ -232,7 +232,8 @@ def test_a_signal_without_a_terminal_leaves_the_job_and_says_how_to_delete_it(
     assert "interrupted; TFJob forever left running (exit 130)" in err
     assert standin.deleted == []
     # No `kubectl logs -f` outlives the launch.
-    assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines() if "logs" in line and "forever" in line]
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    assert not [line for line in processes if "logs" in line and "forever" in line]
     assert ("TFJob", "default", "forever") in standin.jobs
 
 
