@@ -53,7 +53,7 @@ class Outcome:
     failure: Failure | None = None
     interrupted: bool = False
     job: JobRef | None = None
-    notes: list[str] = field(default_factory=list)  # what tpuctl reported beside the workers (the --tail summary)
+    notes: list[str] = field(default_factory=list)  # what tpuctl reported beside the workers, already shown (the --tail summary)
 
     @property
     def result(self) -> str:
@@ -104,8 +104,6 @@ def summarise(outcome: Outcome, workers: int, log_dir: Path, say: Callable[[str]
     """The end-of-launch lines for a person: `say` prefixes a line with `tpuctl:`, `show` prints it as is."""
     failure, job = outcome.failure, outcome.job
     subject = f"{job.kind} {job.name}" if job else f"{workers} worker(s)"
-    for note in outcome.notes:
-        say(note)
     if outcome.interrupted:
         stopped = "all workers stopped" if job is None else f"{subject} {'deleted' if job.deleted else 'left running'}"
         say(f"interrupted; {stopped} (exit {outcome.exit_code}); logs: {log_dir}")

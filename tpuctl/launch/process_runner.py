@@ -22,5 +22,7 @@ def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
     supervisor = Supervisor(backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour)
     outcome = supervisor.run(job, context.run_id)
     if follower is not None:
-        outcome.notes.extend(follower.finish())
+        for line in follower.finish():
+            context.notice(line)
+            outcome.notes.append(line)
     return outcome
