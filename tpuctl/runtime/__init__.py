@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from tpuctl import worker_contract as contract
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
     from typing import Any
@@ -63,7 +65,7 @@ def num_workers() -> int:
 
 def model_dir(default: str | None = None) -> str | None:
     """`--model-dir` of the launch (TPUCTL_MODEL_DIR), else `default`."""
-    return os.environ.get("TPUCTL_MODEL_DIR") or default
+    return contract.model_dir(os.environ) or default
 
 
 def global_batch_size(per_replica: int) -> int:
@@ -74,7 +76,8 @@ def global_batch_size(per_replica: int) -> int:
     """
     if per_replica < 1:
         raise ValueError(f"per_replica must be at least 1, not {per_replica}")
-    return per_replica * strategy().num_replicas_in_sync
+    replicas: int = strategy().num_replicas_in_sync
+    return per_replica * replicas
 
 
 def write_dir(model_dir: str) -> str:

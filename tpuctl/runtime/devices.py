@@ -19,16 +19,15 @@ import sys
 import threading
 from typing import Any, NoReturn
 
+from tpuctl import worker_contract as contract
 from tpuctl.devices import Row, tf_row
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.runtime import tpu_connect, worker_env
-
-WATCHDOG_FD_ENV = "TPUCTL_WATCHDOG_FD"
 
 
 def _watch_parent() -> None:
     """Leave when tpuctl goes away: it holds the write end of a pipe whose read end we were given."""
-    raw = os.environ.get(WATCHDOG_FD_ENV, "")
+    raw = os.environ.get(contract.WATCHDOG_FD, "")
     if not raw.isdigit():
         return
     fd = int(raw)
@@ -91,7 +90,7 @@ def describe(target: str | None) -> dict[str, Any]:
         import tensorflow as tf
     except ImportError as err:
         raise TpuctlError(
-            f"TensorFlow cannot be imported by {sys.executable}: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
+            f"TensorFlow cannot be imported by {sys.executable}: {one_line(str(err), first=True) or type(err).__name__}",
             hint="--python picks the interpreter whose TensorFlow is asked; `tpuctl devices --fast` needs none",
             exit_code=FAILED,
         ) from None
@@ -108,8 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     except TpuctlError as err:
         _fail(str(err))
     except Exception as err:  # noqa: BLE001 - TensorFlow's errors; the CLI shows one line
-        text = str(getattr(err, "message", "") or err).strip()
-        _fail(f"{type(err).__name__}: {text.splitlines()[0] if text else 'no message'}")
+        _fail(f"{type(err).__name__}: {one_line(str(getattr(err, 'message', '') or err), first=True) or 'no message'}")
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
     # TensorFlow's own teardown adds seconds and may wait on a remote TPU; nothing is left to do.

@@ -39,7 +39,7 @@ class InjectedScope:
 
 
 def share(ours: Any, scope: InjectedScope | None, note: Callable[[str], None]) -> None:
-    family = type(ours)
+    family: Any = type(ours)  # patched below: tf.distribute classes are not typed
     original_init = family.__init__
 
     def new(cls: type, *args: Any, **kwargs: Any) -> Any:
@@ -55,8 +55,8 @@ def share(ours: Any, scope: InjectedScope | None, note: Callable[[str], None]) -
         if self is not ours:
             original_init(self, *args, **kwargs)
 
-    family.__new__ = new  # type: ignore[method-assign]
-    family.__init__ = init  # type: ignore[method-assign]
+    family.__new__ = new
+    family.__init__ = init
 
     base_init = distribute_lib.StrategyBase.__init__
 
@@ -66,4 +66,4 @@ def share(ours: Any, scope: InjectedScope | None, note: Callable[[str], None]) -
             note(f"the script built its own {type(self).__name__}; leaving tpuctl's scope so it takes over")
             scope.leave()
 
-    distribute_lib.StrategyBase.__init__ = base  # type: ignore[method-assign]
+    distribute_lib.StrategyBase.__init__ = base

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl import worker_contract as contract
+from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.runtime import worker_env
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -53,11 +54,9 @@ def target_from_env() -> str:
 
 
 def timeout_from_env() -> float:
-    raw = os.environ.get("TPUCTL_TPU_TIMEOUT", "")
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        raise TpuctlError(f"TPUCTL_TPU_TIMEOUT={raw!r} is not a number of seconds") from None
+    """The launch's --tpu-timeout, else tpuctl's default deadline."""
+    chosen = contract.tpu_timeout(os.environ)
+    return DEFAULT_TIMEOUT_S if chosen is None else chosen
 
 
 def grpc_address(target: str) -> tuple[str, int] | None:
@@ -123,7 +122,7 @@ def _initialise(target: str, attempts: Attempts, deadline: float) -> Any:
     def work() -> None:
         try:
             outcome["resolver"] = _initialise_with_retries(target, attempts, deadline)
-        except BaseException as err:  # handed to the waiting thread, which reports it
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread, which reports it
             outcome["error"] = err
 
     thread = threading.Thread(target=work, name="tpuctl-tpu-connect", daemon=True)
@@ -151,9 +150,9 @@ def _initialise_with_retries(target: str, attempts: Attempts, deadline: float) -
             tf.tpu.experimental.initialize_tpu_system(resolver)
             return resolver
         except (tf.errors.NotFoundError, tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as err:
-            attempts.tries.append(f"TensorFlow: {err.message.splitlines()[0] if err.message else type(err).__name__}")
+            attempts.tries.append(f"TensorFlow: {one_line(err.message, first=True) or type(err).__name__}")
         except ValueError as err:  # e.g. a TPU name the resolver cannot look up
-            raise TpuctlError(f"TPUClusterResolver(tpu={target!r}) refused: {str(err).splitlines()[0]}", exit_code=FAILED) from None
+            raise TpuctlError(f"TPUClusterResolver(tpu={target!r}) refused: {one_line(str(err), first=True)}", exit_code=FAILED) from None
         if not _pause(attempt, deadline):
             raise TpuctlError(
                 f"no TPU found at {target!r} ({attempts.summary()})",
