@@ -48,9 +48,10 @@ def read_file(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise TpuctlError(f"cannot read config file {path}: {err}") from None
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise TpuctlError(f"config file {path} is not valid TOML: {err}") from None
+    return data
 
 
 def section_defaults(section: str, allowed: dict[str, type]) -> dict[str, Any]:
