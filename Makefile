@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test docs bench
+.PHONY: demo test lint docs bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,12 @@ $(SSHD):
 		echo "note: installing openssh-server failed; the ssh tests will skip"; \
 	else echo "note: $(SSHD) is missing and cannot be installed here; the ssh tests will skip"; fi
 
-test: $(STAMP) $(SSHD)
+# Style and types first: a few seconds, and they fail before the slow part starts.
+lint: $(STAMP)
+	$(BIN)/ruff check tpuctl
+	$(BIN)/mypy
+
+test: lint $(SSHD)
 	$(BIN)/python -m pytest
 
 docs: $(STAMP)

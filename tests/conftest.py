@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.standins.fixtures import google_standin  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Devices without TensorFlow: rows, the fast probe, accelerator shapes, Colab, connect snippets.
+"""Devices without TensorFlow: rows, the fast probe, TPU VMs from the API, Colab, connect snippets.
 
 `tpuctl devices` answers "what will my script see?". Its rows come from four
 places, and every row says which (`source`):
@@ -8,7 +8,8 @@ places, and every row says which (`source`):
 - `os`: this machine's CPUs;
 - `tensorflow`: the logical devices TensorFlow itself reports, gathered by
   `tpuctl.runtime.devices` in a worker subprocess (the CLI never imports TF);
-- `api`: a TPU VM in the cloud, as the Cloud TPU v2 API describes it.
+- `api`: a TPU VM in the cloud, as the Cloud TPU v2 API describes it (its chips, cores
+  and hosts read through the accelerator table, tpuctl.accelerators).
 
 Everything here is plain data and the standard library, so the CLI and the
 worker can share it and unit tests need neither TensorFlow nor a TPU.
@@ -17,8 +18,8 @@ worker can share it and unit tests need neither TensorFlow nor a TPU.
 from __future__ import annotations
 
 import glob
-import json
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -26,9 +27,13 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.accelerators import Shape, shape_from_config, shape_of
+from tpuctl.errors import FAILED, TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.node import Node  # a type only: the worker runtime imports this module
 
 Row = dict[str, Any]
 
@@ -73,138 +78,37 @@ def one_line(text: str, limit: int = 120) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
-# --- accelerator types ---------------------------------------------------------------------------
+# --- TPU VMs as the API describes them ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Generation:
-    name: str
-    cores_per_chip: int
-    size_counts: str  # what the number in "v4-32" counts: "cores" or "chips"
-    chips_per_host: int  # in a multi-host slice
-    single_host_chips: int  # a slice of at most this many chips is one host
-
-
-@dataclass(frozen=True)
-class Shape:
-    accelerator_type: str
-    generation: str
-    chips: int
-    cores: int
-    hosts: int
-
-
-def generation(name: str) -> Generation:
-    """What a TPU generation's accelerator types mean, after Google's system-architecture pages.
-
-    ============  ==============  ===================  ==========================================
-    generation    cores per chip  "-N" counts          hosts
-    ============  ==============  ===================  ==========================================
-    v2, v3        2               TensorCores          4 chips (8 cores) per host: v2-8 -> 1
-    v4, v5p       2               TensorCores          4 chips per host: v4-8 -> 1, v4-32 -> 4
-    v5litepod     1               chips                up to 8 chips on 1 host (-1, -4, -8),
-    (v5e), v6e                                         4 chips per host beyond: -16 -> 4
-    ============  ==============  ===================  ==========================================
-
-    An unknown generation is a one-line error (exit 2).
-    """
-    if name in ("v2", "v3", "v4", "v5p"):
-        return Generation(name, cores_per_chip=2, size_counts="cores", chips_per_host=4, single_host_chips=4)
-    if name in ("v5litepod", "v5e", "v6e"):
-        return Generation(name, cores_per_chip=1, size_counts="chips", chips_per_host=4, single_host_chips=8)
-    raise TpuctlError(
-        f"unknown TPU generation {one_line(name, 40)!r}",
-        hint="tpuctl knows v2, v3, v4, v5p, v5litepod (v5e) and v6e",
-        exit_code=USAGE,
-    )
-
-
-# The API's AcceleratorConfig.Type enum -> the generation prefix of accelerator type names.
-CONFIG_TYPES: dict[str, str] = {"V2": "v2", "V3": "v3", "V4": "v4", "V5P": "v5p", "V5LITE_POD": "v5litepod", "V6E": "v6e"}
-
-_ACCELERATOR = re.compile(r"(v[0-9]{1,2}[a-z]{0,12})-([0-9]{1,7})")
-_TOPOLOGY = re.compile(r"[0-9]{1,4}(?:x[0-9]{1,4}){1,2}")
-
-
-def _hosts(gen: Generation, chips: int) -> int:
-    if chips <= gen.single_host_chips:
-        return 1
-    return -(-chips // gen.chips_per_host)
-
-
-def accelerator_shape(accelerator_type: str) -> Shape:
-    """Chips, TensorCores and hosts of an accelerator type: v2-8 -> 4 chips, 8 cores, 1 host.
-
-    A malformed name (not GENERATION-N with N > 0, an odd core count) or an
-    unknown generation is a one-line error (exit 2).
-    """
-    match = _ACCELERATOR.fullmatch(accelerator_type)
-    if not match:
-        raise TpuctlError(
-            f"{one_line(accelerator_type, 60)!r} is not a TPU accelerator type", hint="e.g. v4-8, v5litepod-16, v6e-8", exit_code=USAGE
-        )
-    gen = generation(match[1])
-    size = int(match[2])
-    if size <= 0 or size % gen.cores_per_chip:
-        what = f"a positive multiple of {gen.cores_per_chip} TensorCores" if gen.size_counts == "cores" else "a positive number of chips"
-        raise TpuctlError(f"{accelerator_type!r} is not a TPU accelerator type: the number must be {what}", exit_code=USAGE)
-    chips = size // gen.cores_per_chip if gen.size_counts == "cores" else size
-    return Shape(accelerator_type, gen.name, chips, chips * gen.cores_per_chip, _hosts(gen, chips))
-
-
-def shape_from_config(config_type: str, topology: str) -> Shape:
-    """The same from the API's acceleratorConfig ({type: V4, topology: 2x2x4}), for nodes created that way."""
-    name = CONFIG_TYPES.get(config_type)
-    if name is None:
-        raise TpuctlError(
-            f"unknown TPU accelerator config type {one_line(config_type, 40)!r}",
-            hint=f"tpuctl knows {', '.join(CONFIG_TYPES)}",
-            exit_code=USAGE,
-        )
-    if not _TOPOLOGY.fullmatch(topology):
-        raise TpuctlError(f"{one_line(topology, 40)!r} is not a TPU topology", hint="e.g. 2x2x1 or 4x4", exit_code=USAGE)
-    chips = 1
-    for dim in topology.split("x"):
-        chips *= int(dim)
-    if chips <= 0:
-        raise TpuctlError(f"{topology!r} is not a TPU topology: a dimension is 0", exit_code=USAGE)
-    gen = generation(name)
-    size = chips * gen.cores_per_chip if gen.size_counts == "cores" else chips
-    return Shape(f"{name}-{size}", name, chips, chips * gen.cores_per_chip, _hosts(gen, chips))
-
-
-def node_shape(node: Mapping[str, Any]) -> Shape:
+def node_shape(node: Node) -> Shape:
     """A node's shape from acceleratorType, or from acceleratorConfig when only that is set."""
-    if node.get("acceleratorType"):
-        return accelerator_shape(str(node["acceleratorType"]))
-    config = node.get("acceleratorConfig") or {}
-    return shape_from_config(str(config.get("type", "")), str(config.get("topology", "")))
+    if node.accelerator_type:
+        return shape_of(node.accelerator_type)
+    return shape_from_config(node.config_type, node.topology)
 
 
-def api_rows(node: Mapping[str, Any]) -> tuple[list[Row], str | None]:
+def api_rows(node: Node) -> tuple[list[Row], str | None]:
     """One summary row for a TPU VM, then one row per host; plus a warning when its type is unknown to tpuctl.
 
     An accelerator type tpuctl cannot read (a newer generation) still lists the
     node and its hosts, without chip and core counts, and says so.
     """
-    name = str(node.get("name", "")).rsplit("/", 1)[-1]
-    config = node.get("acceleratorConfig") or {}
-    endpoints = [e for e in node.get("networkEndpoints") or [] if isinstance(e, Mapping)]
-    state = str(node["state"]) if node.get("state") else None
-    health = str(node["health"]) if node.get("health") else None
+    endpoints = node.endpoints
+    state, health = node.state or None, node.health or None
     warning = None
     shape: Shape | None
     try:
         shape = node_shape(node)
     except TpuctlError as err:
         shape = None
-        warning = f"{err.message}; {name} is listed without chip and core counts"
+        warning = f"{err.message}; {node.name} is listed without chip and core counts"
     summary = row(
-        name,
+        node.name,
         "TPU",
         "api",
-        accelerator_type=str(node.get("acceleratorType") or "") or (shape.accelerator_type if shape else None),
-        topology=str(config["topology"]) if config.get("topology") else None,
+        accelerator_type=node.accelerator_type or (shape.accelerator_type if shape else None),
+        topology=node.topology or None,
         chips=shape.chips if shape else None,
         cores=shape.cores if shape else None,
         hosts=shape.hosts if shape else (len(endpoints) or None),
@@ -216,7 +120,6 @@ def api_rows(node: Mapping[str, Any]) -> tuple[list[Row], str | None]:
     per_host_cores = shape.cores // shape.hosts if shape and even else None
     rows = [summary]
     for index, endpoint in enumerate(endpoints):
-        access = endpoint.get("accessConfig") or {}
         rows.append(
             row(
                 f"worker {index}",
@@ -225,8 +128,8 @@ def api_rows(node: Mapping[str, Any]) -> tuple[list[Row], str | None]:
                 host=index,
                 chips=per_host_chips,
                 cores=per_host_cores,
-                ip=str(endpoint["ipAddress"]) if endpoint.get("ipAddress") else None,
-                external_ip=str(access["externalIp"]) if isinstance(access, Mapping) and access.get("externalIp") else None,
+                ip=endpoint.internal_ip or None,
+                external_ip=endpoint.external_ip,
                 state=state,
                 health=health,
             )
@@ -410,7 +313,7 @@ def local_tpu(env: Mapping[str, str] | None = None, dev: str | Path = "/dev", *,
         return Found(target, f"Colab runtime with COLAB_TPU_ADDR={address} (a legacy TPU Node): using {target}", True)
     if chips:
         listed = chips[0] if len(chips) == 1 else f"{chips[0]} .. {chips[-1]}"
-        return Found("local", f"{where} is a TPU VM with {len(chips)} chip{'s' if len(chips) != 1 else ''} ({listed}): using tpu=\"local\"", colab)
+        return Found("local", f'{where} is a TPU VM with {len(chips)} chip{"s" if len(chips) != 1 else ""} ({listed}): using tpu="local"', colab)
     if colab:
         return Found(None, "Colab runtime without a TPU (no COLAB_TPU_ADDR, no /dev/accel* or /dev/vfio/N)", True)
     return Found(None, "no TPU on this machine (no /dev/accel* or /dev/vfio/N)", False)

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpuctl import config, gcloud_config
+from tpuctl.accelerators import is_type_name
 from tpuctl.errors import TpuctlError
 
 SECTION = "cloud"
 
 _PROJECT = re.compile(r"(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]\Z")
-_ACCELERATOR = re.compile(r"v[0-9]+[a-z]*-[0-9]+\Z")
 _RUNTIME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
 _BUCKET_PATH = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?\Z")
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?\Z")
@@ -32,6 +32,11 @@ def _check(pattern: re.Pattern[str], example: str) -> Callable[[str], str | None
         return None if pattern.match(value) else f"e.g. {example}"
 
     return check
+
+
+def _accelerator_type(value: str) -> str | None:
+    # The table's grammar only: a generation newer than tpuctl is the TPU API's to judge.
+    return None if is_type_name(value) else "e.g. v4-8, v5litepod-16"
 
 
 def _file(value: str) -> str | None:
@@ -58,7 +63,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("project", "Google Cloud project id", _check(_PROJECT, "my-project"), gcloud=("core", "project")),
     Setting("zone", "zone of the TPU VMs", _check(_ZONE, "us-central2-b"), gcloud=("compute", "zone")),
-    Setting("accelerator-type", "TPU accelerator type for new nodes", _check(_ACCELERATOR, "v4-8"), "v4-8"),
+    Setting("accelerator-type", "TPU accelerator type for new nodes", _accelerator_type, "v4-8"),
     Setting(
         "runtime-version",
         "TPU VM software version for new nodes",

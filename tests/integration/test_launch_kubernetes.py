@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import pytest
 import yaml
+
 from tests.conftest import documented_outcome, run_tpuctl, tpuctl_cmd
 from tests.standins import kube_schemas
 from tests.standins.kube_api import KubeStandin, PodScript

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,10 @@ import pytest
 from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
 from tpuctl.hosts import parse_slot_hosts
-from tpuctl.launch import ssh
+from tpuctl.launch.ssh.backend import SshBackend
+from tpuctl.launch.ssh.fanout import run_everywhere
+from tpuctl.launch.ssh.options import SshOptions
+from tpuctl.launch.ssh.placement import RemotePaths
 
 HOSTILE = [
     "a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "$(id)", "ünïcødé ✓", "--workers", "-x", "--", "",
@@ -218,14 +222,14 @@ def test_sync_without_rsync_sends_only_changed_files(
     (source / "train.py").write_text("print('v1')\n")
     (source / "data.txt").write_text("same\n")
     dest = tmp_path / "dest"
-    monkeypatch.setattr(ssh.shutil, "which", lambda name: None if name == "rsync" else "/usr/bin/" + name)
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "rsync" else "/usr/bin/" + name)
     notes: list[str] = []
 
     def sync_once() -> None:
-        paths = ssh.RemotePaths(workdir=str(dest), script="train.py", sync_source=str(source), sync_dest=str(dest))
-        backend = ssh.SshBackend(
+        paths = RemotePaths(workdir=str(dest), script="train.py", sync_source=str(source), sync_dest=str(dest))
+        backend = SshBackend(
             parse_slot_hosts("host1,host2"),
-            ssh.SshOptions(config=str(cluster.config)), paths, python=sys.executable, sync=True, notice=notes.append,
+            SshOptions(config=str(cluster.config)), paths, python=sys.executable, sync=True, notice=notes.append,
         )
         try:
             backend.reserve(2)
@@ -244,9 +248,9 @@ def test_sync_without_rsync_sends_only_changed_files(
 
 
 def test_run_everywhere_reports_each_host_and_retries_only_connections(cluster: SshCluster) -> None:
-    options = ssh.SshOptions(config=str(cluster.config), fanout=2)
+    options = SshOptions(config=str(cluster.config), fanout=2)
     hosts = ["host1", "host2", "hostdead", "host3"]
-    results = ssh.run_everywhere(hosts, ["sh", "-c", 'echo "$0 $1"; exit 3', "it's", "$HOME"], options)
+    results = run_everywhere(hosts, ["sh", "-c", 'echo "$0 $1"; exit 3', "it's", "$HOME"], options)
     assert [r.host for r in results] == hosts
     for result in (results[0], results[1], results[3]):
         assert (result.exit_code, result.output, result.error, result.attempts) == (3, "it's $HOME\n", None, 1)
@@ -254,7 +258,7 @@ def test_run_everywhere_reports_each_host_and_retries_only_connections(cluster: 
     assert dead.exit_code == 255 and dead.attempts == 3 and not dead.ok
     assert dead.error is not None and "Connection refused" in dead.error
     # a command that itself exits 255 ran: it is not a connection failure and never runs twice
-    [own] = ssh.run_everywhere(["host1"], ["sh", "-c", "echo once; exit 255"], options)
+    [own] = run_everywhere(["host1"], ["sh", "-c", "echo once; exit 255"], options)
     assert (own.exit_code, own.output, own.error, own.attempts) == (255, "once\n", None, 1)
-    [fed] = ssh.run_everywhere(["host2"], ["cat"], options, stdin=b"to stdin\n")
+    [fed] = run_everywhere(["host2"], ["cat"], options, stdin=b"to stdin\n")
     assert fed.ok and fed.output == "to stdin\n"

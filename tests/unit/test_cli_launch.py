@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl.launch.options import parse_env
 from tpuctl.errors import TpuctlError
+from tpuctl.launch.options import parse_env
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 

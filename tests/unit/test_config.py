@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
 from tpuctl import config
-from tpuctl.launch.options import CONFIG_KEYS
 from tpuctl.errors import TpuctlError
+from tpuctl.launch.options import CONFIG_KEYS
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 

@@ -1,4 +1,7 @@
-"""Devices without TensorFlow: accelerator shapes, the /dev and nvidia-smi probes, Colab, snippets, the CLI's rendering."""
+"""Devices without TensorFlow: API rows, the /dev and nvidia-smi probes, Colab, snippets, the CLI's rendering.
+
+What a type name means (chips, cores, hosts) is tests/unit/test_accelerators.py.
+"""
 
 from __future__ import annotations
 
@@ -14,95 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.standins import catalog
 from tpuctl import devices as dev
-from tpuctl.cli import devices as cli_devices
 from tpuctl.cli import main
+from tpuctl.cloud.node import Node
 from tpuctl.errors import FAILED, USAGE, TpuctlError
-
-# -- accelerator types --------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("accelerator_type", "chips", "cores", "hosts"),
-    [
-        ("v2-8", 4, 8, 1),
-        ("v2-32", 16, 32, 4),
-        ("v3-8", 4, 8, 1),
-        ("v3-2048", 1024, 2048, 256),
-        ("v4-8", 4, 8, 1),
-        ("v4-16", 8, 16, 2),
-        ("v4-32", 16, 32, 4),
-        ("v5p-8", 4, 8, 1),
-        ("v5p-128", 64, 128, 16),
-        ("v5litepod-1", 1, 1, 1),
-        ("v5litepod-8", 8, 8, 1),
-        ("v5litepod-16", 16, 16, 4),
-        ("v5e-4", 4, 4, 1),
-        ("v6e-8", 8, 8, 1),
-        ("v6e-256", 256, 256, 64),
-    ],
-)
-def test_accelerator_shapes(accelerator_type: str, chips: int, cores: int, hosts: int) -> None:
-    shape = dev.accelerator_shape(accelerator_type)
-    assert (shape.chips, shape.cores, shape.hosts) == (chips, cores, hosts)
-
-
-@pytest.mark.parametrize("accelerator_type", catalog.ALL_ACCELERATOR_TYPES)
-def test_shapes_agree_with_the_standin_catalog(accelerator_type: str) -> None:
-    """The stand-in's catalog was written apart from tpuctl; both follow Google's pages."""
-    shape = dev.accelerator_shape(accelerator_type)
-    assert (shape.chips, shape.hosts) == (catalog.chips(accelerator_type), catalog.hosts(accelerator_type))
-    config = catalog.accelerator_config(accelerator_type)
-    assert dev.shape_from_config(config["type"], config["topology"]) == shape
-
-
-@pytest.mark.parametrize("bad", ["", "v4", "v4-", "v4-0", "v4-7", "v9-8", "tpu7x-8", "V4-8", " v4-8", "v4-8\n", "v4-٣", "v4-" + "9" * 5000])
-def test_malformed_or_unknown_types_are_one_line_usage_errors(bad: str) -> None:
-    with pytest.raises(TpuctlError) as caught:
-        dev.accelerator_shape(bad)
-    assert caught.value.exit_code == USAGE
-    assert "\n" not in str(caught.value)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(max_size=40) | st.from_regex(r"v[0-9]{1,2}[a-z]{0,10}-[0-9]{1,8}", fullmatch=True))
-def test_any_text_is_a_shape_or_one_line_error(text: str) -> None:
-    try:
-        shape = dev.accelerator_shape(text)
-    except TpuctlError as err:
-        assert err.exit_code == USAGE and "\n" not in str(err) and len(str(err)) < 300
-        return
-    assert shape.chips > 0 and shape.hosts > 0 and shape.cores >= shape.chips
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(["v2", "v3", "v4", "v5p", "v5litepod", "v5e", "v6e"]), st.integers(min_value=1, max_value=100_000))
-def test_shape_invariants(generation: str, size: int) -> None:
-    gen = dev.generation(generation)
-    if size % gen.cores_per_chip:
-        with pytest.raises(TpuctlError):
-            dev.accelerator_shape(f"{generation}-{size}")
-        return
-    shape = dev.accelerator_shape(f"{generation}-{size}")
-    assert shape.cores == shape.chips * gen.cores_per_chip
-    assert size == (shape.cores if gen.size_counts == "cores" else shape.chips)
-    assert (shape.hosts == 1) == (shape.chips <= gen.single_host_chips)
-    if shape.hosts > 1:
-        assert (shape.hosts - 1) * gen.chips_per_host < shape.chips <= shape.hosts * gen.chips_per_host
-
-
-@pytest.mark.parametrize(("config_type", "topology"), [("V9", "2x2"), ("V4", "2x"), ("V4", "0x2x2"), ("V4", "2x2x2x2"), ("", "")])
-def test_bad_accelerator_configs(config_type: str, topology: str) -> None:
-    with pytest.raises(TpuctlError) as caught:
-        dev.shape_from_config(config_type, topology)
-    assert caught.value.exit_code == USAGE
-
 
 # -- API rows -----------------------------------------------------------------
 
 
-def _node(accelerator_type: str | None, hosts: int, **extra: Any) -> dict[str, Any]:
+def _node(accelerator_type: str | None, hosts: int, **extra: Any) -> Node:
     node: dict[str, Any] = {
         "name": "projects/p/locations/us-central2-b/nodes/pod",
         "state": "READY",
@@ -115,7 +38,7 @@ def _node(accelerator_type: str | None, hosts: int, **extra: Any) -> dict[str, A
     }
     if accelerator_type:
         node["acceleratorType"] = accelerator_type
-    return node
+    return Node(node, "us-central2-b")
 
 
 def test_api_rows_summary_then_one_row_per_host() -> None:
@@ -161,7 +84,7 @@ def test_api_rows_of_an_unknown_generation_still_list_the_hosts() -> None:
 
 
 def test_api_rows_of_a_node_still_creating() -> None:
-    rows, _ = dev.api_rows({"name": "n", "acceleratorType": "v5litepod-16", "state": "CREATING"})
+    rows, _ = dev.api_rows(Node({"name": "n", "acceleratorType": "v5litepod-16", "state": "CREATING"}, "us-central2-b"))
     assert rows == [dev.row("n", "TPU", "api", accelerator_type="v5litepod-16", chips=16, cores=16, hosts=4, state="CREATING")]
 
 
@@ -224,7 +147,9 @@ def test_nvidia_smi_hostile_text_is_rows_or_one_line_error(text: str) -> None:
 @given(
     st.lists(
         st.tuples(
-            st.integers(0, 63), st.text(st.characters(min_codepoint=33, max_codepoint=126, blacklist_characters=","), min_size=1, max_size=30), st.integers(0, 10**6)
+            st.integers(0, 63),
+            st.text(st.characters(min_codepoint=33, max_codepoint=126, blacklist_characters=","), min_size=1, max_size=30),
+            st.integers(0, 10**6),
         ),
         max_size=8,
     )
@@ -431,29 +356,6 @@ def test_connect_colab(tpuctl: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     assert with_addr.out.splitlines()[0] == "# Colab runtime with COLAB_TPU_ADDR=10.9.8.7:8470 (a legacy TPU Node): using grpc://10.9.8.7:8470"
     assert 'TPUClusterResolver(tpu="grpc://10.9.8.7:8470")' in with_addr.out
     assert tpuctl("connect", "--colab", "--tpu", "local").code == USAGE
-
-
-# -- the TensorFlow worker's answer and failures, as the CLI reads them -------
-
-
-def test_worker_failure_lines() -> None:
-    ours = cli_devices._worker_failure("py", 1, "I0000 noise\ntpuctl: error: TPU at grpc://h:1 is not reachable (hint)\n", True)
-    assert ours.message == "TPU at grpc://h:1 is not reachable (hint)" and ours.hint is None and ours.exit_code == FAILED
-    crash = cli_devices._worker_failure("py", 1, "Traceback (most recent call last):\n  ...\nSegfaultish: boom\n", True)
-    assert crash.message == "TensorFlow worker failed: Segfaultish: boom" and crash.hint
-    killed = cli_devices._worker_failure("py", -9, "", False)
-    assert killed.message == "TensorFlow worker (py) was killed by signal 9"
-
-
-@pytest.mark.parametrize("stdout", ["", "hello\n", "[1, 2]\n", '{"devices": [1]}\n', '{"devices": [{"name": 1, "device_type": "CPU"}]}\n'])
-def test_worker_answers_that_are_not_device_lists(stdout: str) -> None:
-    with pytest.raises(TpuctlError, match="did not answer with a device list"):
-        cli_devices._parse_answer(stdout, "py")
-
-
-def test_worker_answer_after_other_output() -> None:
-    answer = cli_devices._parse_answer('sitecustomize says hi\n{"tensorflow": "2.21.0", "devices": [{"name": "/device:CPU:0", "device_type": "CPU", "source": "tensorflow", "x": 1}]}\n', "py")
-    assert answer["devices"] == [{"name": "/device:CPU:0", "device_type": "CPU", "source": "tensorflow"}]
 
 
 def test_the_cli_never_imports_tensorflow() -> None:

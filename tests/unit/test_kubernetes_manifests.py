@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
 from tests.standins import kube_schemas
+from tpuctl.accelerators import gke_slice
 from tpuctl.cluster import parse_tf_config
 from tpuctl.errors import TpuctlError
 from tpuctl.launch import k8s_yaml
@@ -30,7 +31,6 @@ from tpuctl.launch.k8s_manifest import (
     check_name,
     render,
     tfjob_tf_config,
-    tpu_slice,
 )
 from tpuctl.launch.plan import Job
 
@@ -77,6 +77,11 @@ SHAPES = {
         KubeOptions(image=IMAGE, name="train-v5e2", accelerator="tpu-v5-lite-podslice", topology="2x4", chips_per_host=4),
     ),
     "tpu v4 2x2x4": (job(max_restarts=2), KubeOptions(image=IMAGE, name="train-v4", accelerator="tpu-v4-podslice", topology="2x2x4")),
+    # TPUs named the way `tpuctl create` takes them: the table maps them to GKE's label and topology.
+    "tpu v4-8": (job(), KubeOptions(image=IMAGE, name="train-v4-8", accelerator="v4-8")),
+    "tpu v5litepod-16": (job(), KubeOptions(image=IMAGE, name="train-v5e-16", accelerator="v5litepod-16")),
+    "tpu v6e-8": (job(), KubeOptions(image=IMAGE, name="train-v6e-8", accelerator="v6e-8")),
+    "tpu v5p-32 2x4x2": (job(), KubeOptions(image=IMAGE, name="train-v5p", accelerator="v5p-32", topology="2x4x2")),
 }
 
 
@@ -160,6 +165,10 @@ def test_parameter_servers_get_no_gpus() -> None:
         ("tpu v5e 2x4", 1, "8", "2x4", "tpu-v5-lite-podslice"),
         ("tpu v5e 2x4 on 2 hosts", 2, "4", "2x4", "tpu-v5-lite-podslice"),
         ("tpu v4 2x2x4", 4, "4", "2x2x4", "tpu-v4-podslice"),
+        ("tpu v4-8", 1, "4", "2x2x1", "tpu-v4-podslice"),
+        ("tpu v5litepod-16", 4, "4", "4x4", "tpu-v5-lite-podslice"),
+        ("tpu v6e-8", 1, "8", "2x4", "tpu-v6e-slice"),
+        ("tpu v5p-32 2x4x2", 4, "4", "2x4x2", "tpu-v5p-slice"),
     ],
 )
 def test_a_tpu_slice_is_a_jobset_with_one_pod_per_host(shape: str, hosts: int, chips: str, topology: str, accelerator: str) -> None:
@@ -183,6 +192,16 @@ def test_a_tpu_slice_is_a_jobset_with_one_pod_per_host(shape: str, hosts: int, c
     assert data["metadata"]["annotations"] == {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
     assert manifest.workers == tuple(f"worker:{i}" for i in range(hosts))
     assert manifest.tpu is not None and manifest.tpu.hosts == hosts
+
+
+@pytest.mark.parametrize(
+    ("type_name", "label", "topology", "chips_per_host"),
+    [("v4-32", "tpu-v4-podslice", "2x2x4", None), ("v5litepod-8", "tpu-v5-lite-podslice", "2x4", 4), ("v5e-4", "tpu-v5-lite-podslice", "2x2", None)],
+)
+def test_a_type_name_renders_what_its_gke_label_and_topology_render(type_name: str, label: str, topology: str, chips_per_host: int | None) -> None:
+    by_type = render(job(), KubeOptions(image=IMAGE, name="same", accelerator=type_name, chips_per_host=chips_per_host))
+    by_label = render(job(), KubeOptions(image=IMAGE, name="same", accelerator=label, topology=topology, chips_per_host=chips_per_host))
+    assert by_type.text == by_label.text and by_type.tpu == by_label.tpu
 
 
 def test_max_restarts_restarts_the_whole_slice() -> None:
@@ -241,6 +260,12 @@ def test_the_jobset_says_why_it_has_no_tf_config() -> None:
         (job(strategy="tpu"), KubeOptions(image=IMAGE), "--strategy tpu"),
         (job(), KubeOptions(image=IMAGE, topology="2x4"), "--topology"),
         (job(), KubeOptions(image=IMAGE, accelerator="amd-mi300"), "expected a TPU"),
+        (job(), KubeOptions(image=IMAGE, accelerator="v4-8x"), "expected a TPU"),
+        (job(), KubeOptions(image=IMAGE, accelerator="v3-8"), "GKE has no v3"),
+        (job(), KubeOptions(image=IMAGE, accelerator="v9-8"), "unknown TPU generation"),
+        (job(), KubeOptions(image=IMAGE, accelerator="v4-8", topology="2x2x2"), "v4-8 has 4"),
+        (job(), KubeOptions(image=IMAGE, accelerator="v4-24"), "no default topology"),
+        (job(workers=2), KubeOptions(image=IMAGE, accelerator="v5litepod-16"), "has 4 host(s)"),
     ],
 )
 def test_bad_options_are_refused_with_one_message(the_job: Job, options: KubeOptions, message: str) -> None:
@@ -250,7 +275,7 @@ def test_bad_options_are_refused_with_one_message(the_job: Job, options: KubeOpt
 
 
 def test_unknown_tpu_types_work_with_an_explicit_host_shape() -> None:
-    tpu = tpu_slice("tpu-v9-mystery", "4x4", chips_per_host=4)
+    tpu = gke_slice("tpu-v9-mystery", "4x4", chips_per_host=4)
     assert (tpu.chips, tpu.hosts, tpu.chips_per_host) == (16, 4, 4)
 
 
@@ -418,6 +443,16 @@ def test_the_tpu_options_reach_the_jobset() -> None:
     assert data["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
 
 
+def test_a_tpu_named_as_create_takes_it_reaches_the_jobset() -> None:
+    result = run_tpuctl("launch", "train.py", "--backend", "kubernetes", "--image", IMAGE, "--accelerator", "v4-16", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    data = yaml.safe_load(result.stdout)
+    assert_valid(data)
+    pod = data["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert pod["parallelism"] == 2
+    assert pod["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v4-podslice", "cloud.google.com/gke-tpu-topology": "2x2x2"}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -426,6 +461,7 @@ def test_the_tpu_options_reach_the_jobset() -> None:
         (["--backend", "kubernetes"], "needs --image IMAGE"),
         (["--backend", "kubernetes", "--image", IMAGE, "--start-timeout", "5"], "--start-timeout is for local and ssh"),
         (["--backend", "kubernetes", "--image", IMAGE, "--job-name", "Bad"], "--job-name 'Bad'"),
+        (["--backend", "kubernetes", "--image", IMAGE, "--accelerator", "v2-8"], "GKE has no v2"),
     ],
 )
 def test_cli_refusals_are_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from tpuctl.launch import logs
 from tpuctl.launch.k8s_manifest import KubeOptions, render
-from tpuctl.launch.k8s_run import Ended, KubeRun, Kubectl, job_result, worker_name
+from tpuctl.launch.k8s_run import Ended, Kubectl, KubeRun, job_result, worker_name
 from tpuctl.launch.plan import Job
 
 

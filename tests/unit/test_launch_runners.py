@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from tests.conftest import ROOT, documented_outcome, run_tpuctl
 from tpuctl.cli import main
 from tpuctl.launch import option_fields

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.launch.options import check_strategy_options, parse_devices
 from tpuctl.cluster import make_cluster
 from tpuctl.errors import TpuctlError
+from tpuctl.launch.options import check_strategy_options, parse_devices
 from tpuctl.launch.plan import Job, build_plan
 from tpuctl.runtime.worker_env import WorkerEnv, tpu_present
 

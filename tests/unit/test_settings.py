@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from tests.conftest import run_tpuctl
@@ -72,12 +73,27 @@ def test_a_damaged_gcloud_file_is_ignored(isolated: Path) -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("project", "Bad_Project"), ("zone", "us-central1"), ("tpu-endpoint", "ftp://x"), ("model-dir", "/local/dir"), ("accelerator-type", "v4")],
+    [
+        ("project", "Bad_Project"),
+        ("zone", "us-central1"),
+        ("tpu-endpoint", "ftp://x"),
+        ("model-dir", "/local/dir"),
+        ("accelerator-type", "v4"),
+        ("accelerator-type", "v4-0"),
+        ("accelerator-type", "tpu-v4-podslice"),
+    ],
 )
 def test_bad_values_name_their_source(isolated: Path, monkeypatch: pytest.MonkeyPatch, key: str, value: str) -> None:
     monkeypatch.setenv(settings.BY_KEY[key].env, value)
     with pytest.raises(TpuctlError, match=f"{key} .* from {settings.BY_KEY[key].env} is not valid"):
         settings.resolve()
+
+
+@pytest.mark.parametrize("value", ["v5litepod-16", "v5e-8", "v6e-256", "v9-8"])
+def test_accelerator_types_follow_the_table_grammar(isolated: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """Any GENERATION-N passes, a generation newer than tpuctl included: the TPU API says what a zone offers."""
+    monkeypatch.setenv("TPUCTL_ACCELERATOR_TYPE", value)
+    assert settings.resolve().get("accelerator-type") == value
 
 
 def test_unknown_and_mistyped_keys_in_cloud_table(isolated: Path) -> None:

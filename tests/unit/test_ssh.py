@@ -5,6 +5,7 @@ No connection is made here (tests/integration/test_launch_ssh.py does that with 
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -20,8 +21,10 @@ from hypothesis import strategies as st
 from tests.conftest import ROOT, run_tpuctl
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import HostEntry
-from tpuctl.launch import ssh
-from tpuctl.launch.ssh import RemotePaths, SshOptions, place, remote_command
+from tpuctl.launch.ssh import options as ssh_options
+from tpuctl.launch.ssh import session, sync, wire
+from tpuctl.launch.ssh.options import SshOptions, remote_command
+from tpuctl.launch.ssh.placement import RemotePaths, place
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 _ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12), min_size=1, max_size=6)
@@ -37,17 +40,103 @@ def test_remote_command_is_one_shell_line_that_gives_back_the_argv(argv: list[st
 
 
 def test_agent_source_ships_without_comments_or_backslashes() -> None:
-    assert "\\" not in ssh.AGENT_SOURCE and "\\" not in ssh.UNTAR_SOURCE
-    assert not any(line.lstrip().startswith("#") for line in ssh.AGENT_SOURCE.splitlines())
-    compile(ssh.AGENT_SOURCE, "<agent>", "exec")
-    assert len(ssh.AGENT_SOURCE) < 8000  # sent on every worker's command line
+    assert "\\" not in session.AGENT_SOURCE and "\\" not in sync.UNTAR_SOURCE
+    assert not any(line.lstrip().startswith("#") for line in session.AGENT_SOURCE.splitlines())
+    compile(session.AGENT_SOURCE, "<agent>", "exec")
+    # A host's `python` may be old: no f-strings, variable annotations or walrus (Python's own check).
+    ast.parse(session.AGENT_SOURCE, feature_version=(3, 5))
+    assert len(session.AGENT_SOURCE) < 8000  # sent on every worker's command line
+
+
+# Runs the shipped agent source as the host would, minus its main: each stdin line is a packed
+# request (what, arg), each stdout line the packed answer of the shipped functions.
+_SHIPPED_PROBE = """import sys
+code = open(sys.argv[1]).read()
+shipped = {"__name__": "shipped"}
+exec(code, shipped)
+pack, unpack = shipped["pack"], shipped["unpack"]
+for line in sys.stdin:
+    [(what, arg)] = unpack(line)
+    if what == "repack":
+        print(pack(unpack(arg)))
+    else:
+        print(pack(shipped["manifest_pairs"](shipped["manifest"](arg, ["__pycache__", ".git"]))))
+"""
+
+
+def _sync_folder(root: Path) -> Path:
+    folder = root / "src"
+    (folder / "sub" / "deeper").mkdir(parents=True)
+    (folder / "__pycache__").mkdir()
+    (folder / ".git").mkdir()
+    (folder / "train.py").write_text("print(1)\n")
+    (folder / "sub" / "ünï cødé.txt").write_bytes(b"x" * 3000)
+    (folder / "sub" / "deeper" / "empty").touch()
+    (folder / "__pycache__" / "train.pyc").write_bytes(b"skipped")
+    (folder / ".git" / "HEAD").write_text("skipped\n")
+    os.mkfifo(folder / "a-fifo")  # not a regular file: left out on both ends
+    (folder / "link").symlink_to(folder / "train.py")
+    (folder / "dangling").symlink_to(folder / "missing")
+    os.utime(folder / "train.py", (1_700_000_000.75, 1_700_000_000.75))
+    return folder
+
+
+def test_the_shipped_agent_packs_and_lists_files_exactly_as_the_launcher_reads_them(tmp_path: Path) -> None:
+    """wire.py is the one copy: run as the host runs it (`python -S`, no tpuctl importable), its
+    pack/unpack/manifest give back what the launcher's own import of wire.py gives."""
+    shipped = tmp_path / "agent.py"
+    shipped.write_text(session.AGENT_SOURCE)
+    folder = _sync_folder(tmp_path)
+    messages = [
+        [("argv", "it's ü"), ("env", "A=b=c"), ("", ""), ("raw", "\udcff bytes")],
+        [("key", "x" * 5000)],
+        [],
+    ]
+    requests = [wire.pack([("repack", wire.pack(pairs))]) for pairs in messages] + [wire.pack([("manifest", str(folder))])]
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", _SHIPPED_PROBE, str(shipped)],
+        input="\n".join(requests) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+    )
+    *repacked, files = done.stdout.splitlines()
+    assert repacked == [wire.pack(pairs) for pairs in messages]
+    assert [wire.unpack(line) for line in repacked] == messages
+    expected = wire.manifest(str(folder), sync.SYNC_EXCLUDES)
+    assert sorted(expected) == ["link", "sub/deeper/empty", "sub/ünï cødé.txt", "train.py"]
+    assert expected["train.py"] == (9, 1_700_000_000)
+    assert wire.read_manifest(wire.unpack(files)) == expected
+
+
+def test_an_agent_says_hello_with_the_manifest_the_launcher_compares(tmp_path: Path) -> None:
+    """The whole shipped agent, run without ssh: its hello parses to the launcher's own manifest of the folder."""
+    folder = _sync_folder(tmp_path)
+    hello = [("nonce", "N0"), ("cwd", str(tmp_path)), ("sync", str(folder)), ("local_rsync", "")]
+    hello += [("exclude", name) for name in sync.SYNC_EXCLUDES]
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", session.AGENT_SOURCE, wire.pack(hello)],
+        stdin=subprocess.DEVNULL,  # no job: the agent leaves after its hello
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert done.returncode == 0, done.stderr
+    nonce, kind, packed = done.stderr.split()
+    assert (nonce, kind) == ("N0", "hello")
+    said = session.Hello.parse(packed)
+    assert said.port > 0 and said.manifest == wire.manifest(str(folder), sync.SYNC_EXCLUDES)
 
 
 def test_user_options_come_first_because_ssh_keeps_the_first_value() -> None:
     options = SshOptions(user="me", key="/k", options=("ControlPersist=no", "ProxyJump=bastion"), config="/cfg", control_path="/c/%C")
     argv = options.command(HostEntry("h", 2200), ["echo", "a b"])
     assert argv[:7] == ["ssh", "-F", "/cfg", "-o", "ControlPersist=no", "-o", "ProxyJump=bastion"]
-    assert argv.index("ControlPersist=no") < argv.index(f"ControlPersist={ssh.CONTROL_PERSIST}")
+    assert argv.index("ControlPersist=no") < argv.index(f"ControlPersist={ssh_options.CONTROL_PERSIST}")
     for wanted in ("BatchMode=yes", "ControlMaster=auto", "ControlPath=/c/%C"):
         assert wanted in argv
     assert argv[argv.index("-i") + 1] == "/k" and argv[argv.index("-l") + 1] == "me"
@@ -57,20 +146,20 @@ def test_user_options_come_first_because_ssh_keeps_the_first_value() -> None:
 def test_control_dir_is_private(monkeypatch: pytest.MonkeyPatch) -> None:
     short = Path(tempfile.mkdtemp(prefix="c", dir="/tmp"))  # pytest's tmp_path is too long for a socket path
     try:
-        monkeypatch.setattr(ssh.tempfile, "gettempdir", lambda: str(short))
-        folder = ssh.control_dir()
+        monkeypatch.setattr(ssh_options.tempfile, "gettempdir", lambda: str(short))
+        folder = ssh_options.control_dir()
         assert folder == short / f"tpuctl-{os.getuid()}" / "ssh"
         assert folder.stat().st_mode & 0o077 == 0
         folder.chmod(0o777)
         with pytest.raises(TpuctlError, match="must be a private directory"):
-            ssh.control_dir()
+            ssh_options.control_dir()
     finally:
         shutil.rmtree(short)
 
 
 def test_long_tmpdir_falls_back_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ssh.tempfile, "gettempdir", lambda: "/tmp/" + "x" * 80)
-    assert str(ssh.control_dir()).startswith("/tmp/tpuctl-")
+    monkeypatch.setattr(ssh_options.tempfile, "gettempdir", lambda: "/tmp/" + "x" * 80)
+    assert str(ssh_options.control_dir()).startswith("/tmp/tpuctl-")
 
 
 def test_place_fills_slots_in_order() -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from tpuctl.launch import logs
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job, WorkerSpec

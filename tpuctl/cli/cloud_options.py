@@ -11,10 +11,8 @@ from tpuctl import settings
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
-    from tpuctl.cloud.tpu_reader import TpuReader
 
 F = TypeVar("F", bound=Callable[..., Any])
-CREDENTIAL_KEYS = ("project", "credentials", "access_token_file")
 
 
 def project_options(fn: F) -> F:
@@ -43,20 +41,7 @@ def resolve(**flags: Any) -> settings.Settings:
 
 
 def tpu_api(resolved: settings.Settings) -> TpuApi:
-    """Credentials checked once up front, so a bad login is one line before any API work."""
-    from tpuctl.cloud import credentials
+    """The TPU API client, its credentials checked once up front (see tpuctl.cloud.tpu)."""
     from tpuctl.cloud.tpu import TpuApi
 
-    resolved.require("project")
-    identity = credentials.load(resolved)
-    credentials.check_token(identity)
-    return TpuApi(identity, resolved)
-
-
-def tpu_reader(resolved: settings.Settings) -> TpuReader:
-    """For read-only views: plain HTTP, no google-cloud-tpu import (see tpuctl.cloud.tpu_reader)."""
-    from tpuctl.cloud import credentials
-    from tpuctl.cloud.tpu_reader import TpuReader
-
-    resolved.require("project")
-    return TpuReader(credentials.bearer_token(resolved), resolved)
+    return TpuApi.connect(resolved)

@@ -29,7 +29,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         return
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
 
 
 class StatusLine:

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from tpuctl import config, settings
-from tpuctl.cli.cloud_options import project_options, resolve, tpu_reader, zone_option
-from tpuctl.cloud.tpu_reader import TpuReader
+from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cloud.node_lookup import check_defaults
 from tpuctl.errors import TpuctlError
 
 WRITTEN = ("project", "zone", "accelerator-type", "runtime-version", "model-dir")
@@ -59,7 +59,7 @@ def init(
         if not chosen[key]:
             raise TpuctlError(f"no {key} given", hint=f"pass --{key}")
     answers = settings.resolve({k.replace("-", "_"): v for k, v in chosen.items() if v} | _creds(credentials, access_token_file))
-    _validate(tpu_reader(answers), answers)
+    check_defaults(tpu_api(answers), answers)
     target = Path.cwd() / config.PROJECT_FILE if here else config.config_files()[0]
     values = {key: value for key, value in chosen.items() if value}
     for key, value in values.items():
@@ -81,24 +81,3 @@ def _ask(key: str, default: str | None) -> str | None:
     label = f"{settings.BY_KEY[key].help} ({key})" + (" [optional]" if optional else "")
     answer = click.prompt(label, default=default or "", show_default=bool(default), err=True).strip()
     return answer or None
-
-
-def short_list(items: list[str], limit: int = 12) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f", … ({len(items) - limit} more)" if len(items) > limit else "")
-
-
-def _validate(api: TpuReader, answers: settings.Settings) -> None:
-    """The zone exists, offers the accelerator type, and knows the runtime version — else list the choices."""
-    zone = answers.zone
-    zones = api.zones()
-    if zone not in zones:
-        raise TpuctlError(f"zone {zone} has no Cloud TPUs for project {api.project}", hint=f"choose one of: {short_list(zones)}")
-    wanted = answers.require("accelerator-type")
-    offered = [str(a.get("type", "")) for a in api.accelerator_types(zone)]
-    if wanted not in offered:
-        raise TpuctlError(f"accelerator type {wanted} is not offered in {zone}", hint=f"choose one of: {short_list(offered)}")
-    version = answers.require("runtime-version")
-    versions = api.runtime_versions(zone)
-    if version not in versions:
-        raise TpuctlError(f"runtime version {version} does not exist in {zone}", hint=f"choose one of: {short_list(versions)}")

@@ -3,60 +3,22 @@
 from __future__ import annotations
 
 import json
-import re
 import time
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
 
-from tpuctl.cli.cloud_options import project_options, resolve, tpu_reader, zone_option
+from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.display import age, print_table
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.errors import TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu_reader import JSON, TpuReader
-
-MAX_ZONE_THREADS = 16
-_FRACTION = re.compile(r"(\.\d{6})\d+")
+    from tpuctl.cloud.node import Node
 
 
-def node_dict(node: JSON, zone: str) -> JSON:
-    """The v2 API's JSON for a node, as it came, plus its zone (and schedulingConfig always present)."""
-    return {**node, "schedulingConfig": node.get("schedulingConfig", {}), "zone": zone}
-
-
-def short_name(node: JSON) -> str:
-    return str(node.get("name", "")).rsplit("/", 1)[-1]
-
-
-def accelerator(node: JSON) -> str:
-    config = node.get("acceleratorConfig", {})
-    if node.get("acceleratorType"):
-        return str(node["acceleratorType"])
-    return f"{str(config.get('type', '')).lower()} {config['topology']}" if config.get("topology") else "?"
-
-
-def capacity(node: JSON) -> str:
-    scheduling = node.get("schedulingConfig", {})
-    return "spot" if scheduling.get("spot") else "preemptible" if scheduling.get("preemptible") else "on-demand"
-
-
-def node_age(node: JSON) -> str:
-    """Age from createTime (RFC 3339, up to nanoseconds, which Python 3.10 cannot parse as such)."""
-    stamp = str(node.get("createTime", ""))
-    if not stamp:
-        return ""
-    try:
-        created = datetime.fromisoformat(_FRACTION.sub(r"\1", stamp.replace("Z", "+00:00")))
-    except ValueError:
-        return ""
-    return age(max(0.0, time.time() - created.timestamp()))
-
-
-def _health(node: JSON) -> str:
-    return str(node.get("health") or "-")
+def node_age(node: Node) -> str:
+    created = node.created
+    return "" if created is None else age(max(0.0, time.time() - created.timestamp()))
 
 
 @click.command("list")
@@ -68,47 +30,23 @@ def list_nodes(
     project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, all_zones: bool, as_json: bool
 ) -> None:
     """List TPU VMs in a zone (or all zones)."""
+    from tpuctl.cloud.node_lookup import list_nodes as listing
+
     if all_zones and zone:
         raise TpuctlError("give --zone or --all-zones, not both")
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
     if not all_zones:
         resolved.require("zone")
-    reader = tpu_reader(resolved)
-    zones = reader.zones() if all_zones else [resolved.zone]
-    found = _list_zones(reader, zones)
+    api = tpu_api(resolved)
+    found = listing(api, None if all_zones else resolved.zone)
     if as_json:
-        click.echo(json.dumps([node_dict(node, z) for z, node in found], indent=2))
+        click.echo(json.dumps([node.to_json() for node in found], indent=2))
         return
     if not found:
-        click.echo(f"no TPU nodes in {'any zone' if all_zones else zones[0]} of project {reader.project}", err=True)
+        click.echo(f"no TPU nodes in {'any zone' if all_zones else resolved.zone} of project {api.project}", err=True)
         return
-    rows = [
-        [short_name(n), z, accelerator(n), str(n.get("state", "")), _health(n), str(n.get("runtimeVersion", "")), capacity(n), node_age(n)]
-        for z, n in found
-    ]
+    rows = [[n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n)] for n in found]
     print_table(["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE"], rows)
-
-
-def _list_zones(reader: TpuReader, zones: list[str]) -> list[tuple[str, JSON]]:
-    """One request per zone, all at once: ten zones cost about as much as one."""
-    if len(zones) == 1:
-        return [(zones[0], node) for node in sorted(reader.nodes(zones[0]), key=short_name)]
-    with ThreadPoolExecutor(max_workers=min(MAX_ZONE_THREADS, len(zones))) as pool:
-        per_zone = list(pool.map(reader.nodes, zones))
-    return [(z, node) for z, nodes in zip(zones, per_zone) for node in sorted(nodes, key=short_name)]
-
-
-def find_node(name: str, hint: str, project: str | None, zone: str | None, credentials: str | None, access_token_file: str | None) -> tuple[JSON, str]:
-    """A node's JSON and its zone, or one line saying where it was looked for."""
-    from tpuctl.cloud import nodespec
-
-    nodespec.check_name(name)
-    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    reader = tpu_reader(resolved)
-    node = reader.node(resolved.zone, name)
-    if node is None:
-        raise TpuctlError(f"no TPU VM {name} in project {reader.project}, zone {resolved.zone}", hint=hint, exit_code=FAILED)
-    return node, resolved.zone
 
 
 @click.command("describe")
@@ -118,34 +56,33 @@ def find_node(name: str, hint: str, project: str | None, zone: str | None, crede
 @click.option("--json", "as_json", is_flag=True, help="The node as the v2 API returns it, plus zone.")
 def describe(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, as_json: bool) -> None:
     """Show one TPU VM: state, health, accelerator, hosts and their IPs, runtime, capacity, age."""
-    node, zone = find_node(name, "`tpuctl list --all-zones` shows every node", project, zone, credentials, access_token_file)
+    from tpuctl.cloud.node_lookup import find_node
+
+    node = find_node(name, "`tpuctl list --all-zones` shows every node", project, zone, credentials, access_token_file)
     if as_json:
-        click.echo(json.dumps(node_dict(node, zone), indent=2))
+        click.echo(json.dumps(node.to_json(), indent=2))
         return
-    config = node.get("acceleratorConfig", {})
-    health = _health(node) + (f" ({node['healthDescription']})" if node.get("healthDescription") else "")
-    endpoints = node.get("networkEndpoints", [])
+    health = (node.health or "-") + (f" ({node.health_description})" if node.health_description else "")
     rows = [
         ("name", name),
-        ("zone", zone),
-        ("state", str(node.get("state", ""))),
+        ("zone", node.zone),
+        ("state", node.state),
         ("health", health),
-        ("accelerator", accelerator(node)),
-        ("topology", f"{config.get('type', '')} {config['topology']}" if config.get("topology") else "-"),
-        ("runtime", str(node.get("runtimeVersion", ""))),
-        ("capacity", capacity(node)),
+        ("accelerator", node.accelerator),
+        ("topology", f"{node.config_type} {node.topology}" if node.topology else "-"),
+        ("runtime", node.runtime_version),
+        ("capacity", node.capacity),
         ("age", node_age(node) or "-"),
-        ("hosts", str(len(endpoints))),
+        ("hosts", str(node.host_count)),
     ]
-    for index, endpoint in enumerate(endpoints):
-        external = endpoint.get("accessConfig", {}).get("externalIp", "")
-        rows.append((f"  worker {index}", str(endpoint.get("ipAddress", "")) + (f" (external {external})" if external else "")))
-    if node.get("labels"):
-        rows.append(("labels", ",".join(f"{k}={v}" for k, v in sorted(node["labels"].items()))))
-    if node.get("queuedResource"):
-        rows.append(("queued resource", str(node["queuedResource"])))
-    if node.get("serviceAccount", {}).get("email"):
-        rows.append(("service account", str(node["serviceAccount"]["email"])))
+    for index, host in enumerate(node.endpoints):
+        rows.append((f"  worker {index}", host.internal_ip + (f" (external {host.external_ip})" if host.external_ip else "")))
+    if node.labels:
+        rows.append(("labels", ",".join(f"{k}={v}" for k, v in sorted(node.labels.items()))))
+    if node.queued_resource:
+        rows.append(("queued resource", node.queued_resource))
+    if node.service_account:
+        rows.append(("service account", node.service_account))
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         click.echo(f"{key.ljust(width)}  {value}")
@@ -158,7 +95,7 @@ def describe(name: str, project: str | None, credentials: str | None, access_tok
 def accelerators(project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, as_json: bool) -> None:
     """The TPU accelerator types a zone offers."""
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    found = tpu_reader(resolved).accelerator_types(resolved.zone)
+    found = tpu_api(resolved).accelerator_types(resolved.zone)
     if as_json:
         click.echo(json.dumps(found, indent=2))
         return
@@ -173,7 +110,7 @@ def accelerators(project: str | None, credentials: str | None, access_token_file
 def runtimes(project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, as_json: bool) -> None:
     """The TPU VM runtime (software) versions a zone offers."""
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    versions = tpu_reader(resolved).runtime_versions(resolved.zone)
+    versions = tpu_api(resolved).runtime_versions(resolved.zone)
     if as_json:
         click.echo(json.dumps(versions))
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,19 +12,15 @@ from tpuctl.cli.display import StatusLine
 from tpuctl.errors import FAILED, TpuctlError
 
 if TYPE_CHECKING:
-    from google.cloud import tpu_v2
-
     from tpuctl.cloud.lifecycle import Ensured
+    from tpuctl.cloud.node import Node
     from tpuctl.cloud.nodespec import NodeSpec
 
 
-def _ips(node: tpu_v2.Node) -> str:
-    return ", ".join(e.ip_address for e in node.network_endpoints if e.ip_address) or "no hosts yet"
-
-
-def _hosts(node: tpu_v2.Node) -> str:
-    count = len(node.network_endpoints)
-    return f"{count} host{'s' if count != 1 else ''}: {_ips(node)}"
+def _hosts(node: Node) -> str:
+    count = node.host_count
+    ips = ", ".join(host.internal_ip for host in node.endpoints if host.internal_ip) or "no hosts yet"
+    return f"{count} host{'s' if count != 1 else ''}: {ips}"
 
 
 @click.command("create")
@@ -45,27 +41,7 @@ def _hosts(node: tpu_v2.Node) -> str:
 @click.option("--service-account", metavar="EMAIL", help="Service account the TPU VMs run as.")
 @click.option("--startup-script", type=click.Path(dir_okay=False, path_type=Path), help="Script each TPU VM runs at boot.")
 @click.option("--async", "no_wait", is_flag=True, help="Return once the request is accepted; do not wait for READY.")
-def create(
-    name: str,
-    project: str | None,
-    credentials: str | None,
-    access_token_file: str | None,
-    zone: str | None,
-    accelerator_type: str | None,
-    config_type: str | None,
-    topology: str | None,
-    runtime_version: str | None,
-    spot: bool,
-    preemptible: bool,
-    queued: bool,
-    valid_until: str | None,
-    labels: tuple[str, ...],
-    network: str | None,
-    subnetwork: str | None,
-    service_account: str | None,
-    startup_script: Path | None,
-    no_wait: bool,
-) -> None:
+def create(name: str, no_wait: bool, **flags: Any) -> None:
     """Create the TPU VM NAME and wait until it is READY and HEALTHY.
 
     Re-running with the same spec reuses the node; a different spec is an
@@ -73,52 +49,11 @@ def create(
     """
     from tpuctl.cloud import lifecycle, nodespec
 
-    nodespec.check_name(name)
-    if spot and preemptible:
-        raise TpuctlError("--spot and --preemptible exclude each other", hint="--spot is the current kind")
-    if valid_until and not queued:
-        raise TpuctlError("--valid-until needs --queued")
-    resolved = resolve(
-        project=project,
-        zone=zone,
-        credentials=credentials,
-        access_token_file=access_token_file,
-        accelerator_type=accelerator_type,
-        runtime_version=runtime_version,
-    )
-    by_config = bool(config_type or topology)
-    accel, api_type, topo = nodespec.parse_accelerator(
-        accelerator_type if by_config else resolved.get("accelerator-type"), config_type, topology
-    )
-    spec = nodespec.NodeSpec(
-        name=name,
-        project=resolved.project,
-        zone=resolved.zone,
-        runtime_version=resolved.require("runtime-version"),
-        accelerator_type=accel,
-        config_type=api_type,
-        topology=topo,
-        spot=spot,
-        preemptible=preemptible,
-        queued=queued,
-        valid_until=nodespec.check_valid_until(valid_until) if valid_until else None,
-        labels=nodespec.parse_labels(labels),
-        network=network,
-        subnetwork=subnetwork,
-        service_account=service_account,
-        startup_script=_read_script(startup_script) if startup_script else None,
-    )
+    spec, resolved = nodespec.from_flags(name, **flags)
     api = tpu_api(resolved)
     with StatusLine(f"creating {name}") as progress:
         result = lifecycle.ensure(api, spec, progress, wait=not no_wait)
     _report(spec, result, no_wait)
-
-
-def _read_script(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise TpuctlError(f"cannot read --startup-script {path}: {err.__class__.__name__}") from None
 
 
 def _report(spec: NodeSpec, result: Ensured, no_wait: bool) -> None:

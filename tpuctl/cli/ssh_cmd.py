@@ -11,7 +11,6 @@ from __future__ import annotations
 import click
 
 from tpuctl.cli.cloud_options import project_options, zone_option
-from tpuctl.errors import TpuctlError
 from tpuctl.launch.option_fields import click_options
 from tpuctl.launch.ssh_launch import Connection
 
@@ -46,28 +45,18 @@ def ssh(
     Exits 0 when it succeeded everywhere, else with the first failing host's
     status (255 when ssh could not connect).
     """
-    from tpuctl.cli.node_info import find_node
-    from tpuctl.cloud.slice_hosts import pick_workers, slice_hosts
-    from tpuctl.launch.ssh import run_everywhere
-    from tpuctl.launch.tpu_cleanup import cleanup_argv
+    from tpuctl.launch.ssh_command import SliceCommand, run_on_slice
 
-    options = Connection(ssh_user=ssh_user, ssh_key=ssh_key, ssh_option=ssh_option, ssh_config=ssh_config, fanout=fanout).ssh_options()
-    if not command and not cleanup:
-        raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {name} --worker all -- nvidia-smi")
-    node, _ = find_node(name, "`tpuctl list` shows the nodes", project, zone, credentials, access_token_file)
-    chosen = pick_workers(slice_hosts(node, name), worker)
-    addresses = [host.address(internal_ip) for host in chosen]
-    labels = [f"[worker:{host.index}@{address}]" for host, address in zip(chosen, addresses, strict=True)]
+    connection = Connection(ssh_user=ssh_user, ssh_key=ssh_key, ssh_option=ssh_option, ssh_config=ssh_config, fanout=fanout)
+    request = SliceCommand(name, command, connection, worker, internal_ip, cleanup, project, zone, credentials, access_token_file)
     status = 0
-    for argv in ([cleanup_argv()] if cleanup else []) + ([list(command)] if command else []):
-        results = run_everywhere(addresses, argv, options)
-        for label, result in zip(labels, results, strict=True):
+    for stage in run_on_slice(request):
+        for worker_result in stage:
+            label, result = worker_result.label, worker_result.result
             for line in result.output.splitlines():
                 click.echo(f"{label} {line}")
             if result.error:
                 click.echo(f"tpuctl: {label} could not run: {result.error}", err=True)
             status = status or result.exit_code
-        if status:
-            break
     if status:
         raise SystemExit(status)

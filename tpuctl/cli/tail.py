@@ -1,14 +1,20 @@
-"""`tpuctl tail MODEL_DIR`: scalars and checkpoints as training writes them."""
+"""`tpuctl tail MODEL_DIR`: scalars and checkpoints as training writes them.
+
+The polling loop is tpuctl.watch.follow_loop; this module parses the flags and
+draws each update (JSON lines, plain lines, or a live view on a terminal).
+"""
 
 from __future__ import annotations
 
 import sys
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tpuctl.errors import TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.watch.tailer import Update
 
 DEFAULT_INTERVAL_S = 2.0
 
@@ -38,7 +44,7 @@ class Display:
             self._live = Live(self.board.render("starting"), console=Console(), refresh_per_second=4, transient=False)
             self._live.__enter__()
 
-    def show(self, update: Any, status: str) -> None:
+    def show(self, update: Update, status: str) -> None:
         from tpuctl.watch import board
 
         self.board.add(update)
@@ -59,53 +65,8 @@ class Display:
             self._live.__exit__(None, None, None)
 
 
-def follow(source: Any, tags: tuple[str, ...], display: Display, *, once: bool, until_idle: float | None, interval: float) -> None:
-    """Poll until told to stop: --once after one full read, --until-idle after a quiet spell, else forever."""
-    from tpuctl.watch.tailer import Tailer
-
-    tailer = Tailer(source, tags)
-    quiet_since = time.monotonic()
-    said_waiting = False
-    while True:
-        try:
-            for update in tailer.updates(last=once):
-                if update:
-                    quiet_since = time.monotonic()
-                status = f"{tailer.event_files} event file(s) under {source.root}; polling every {interval:g}s"
-                display.show(update, status)
-        except Exception as err:
-            if once or not _passing(err):
-                raise _unreadable(source.root, err) from None
-            # A dropped connection or a 503 from the bucket: say so, keep the view, try again.
-            click.echo(f"tpuctl: warning: cannot read {source.root} now ({_reason(err)}); retrying", err=True)
-        now = time.monotonic()
-        if tailer.event_files == 0 and not said_waiting:
-            click.echo(f"tpuctl: no event files under {source.root} yet" + ("" if once else "; waiting"), err=True)
-            said_waiting = True
-        if once or (until_idle is not None and now - quiet_since >= until_idle):
-            return
-        time.sleep(interval)
-
-
-def _passing(err: Exception) -> bool:
-    from tpuctl.cloud import retry
-
-    return isinstance(err, OSError) or retry.is_transient(err)
-
-
-def _reason(err: Exception) -> str:
-    return " ".join(str(err).split())[:200] or type(err).__name__
-
-
-def _unreadable(root: str, err: Exception) -> Exception:
-    from tpuctl.cloud.api_errors import is_api_failure
-    from tpuctl.errors import FAILED
-
-    if isinstance(err, TpuctlError):
-        return err
-    if isinstance(err, OSError) or is_api_failure(err):
-        return TpuctlError(f"cannot read {root}: {_reason(err)}", exit_code=FAILED)
-    return err
+def _say(line: str) -> None:
+    click.echo(f"tpuctl: {line}", err=True)
 
 
 @click.command("tail")
@@ -123,6 +84,7 @@ def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None
     CRC, and never imports TensorFlow.
     """
     from tpuctl.cli.display import rich_wanted
+    from tpuctl.watch.follow_loop import follow
     from tpuctl.watch.sources import open_source
 
     if sum((once, follow_flag, until_idle is not None)) > 1:
@@ -131,7 +93,7 @@ def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None
     source = open_source(model_dir)
     display = Display(as_json, live=rich_wanted(sys.stdout))
     try:
-        follow(source, patterns, display, once=once, until_idle=until_idle, interval=interval)
+        follow(source, patterns, display.show, _say, once=once, until_idle=until_idle, interval=interval)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     finally:

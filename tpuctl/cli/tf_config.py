@@ -35,18 +35,10 @@ def _task_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.command("tf-config")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N", help="Worker tasks (a --chief comes on top).")
 @click.option("--chief", is_flag=True, help="Add a chief task; without one, worker 0 is the chief.")
-@click.option(
-    "--ps", type=click.IntRange(min=0), default=0, show_default=True, metavar="K", help="Parameter-server tasks."
-)
+@click.option("--ps", type=click.IntRange(min=0), default=0, show_default=True, metavar="K", help="Parameter-server tasks.")
 @click.option("--evaluator", is_flag=True, help="Add an evaluator; it runs beside the cluster, not in it.")
-@click.option(
-    "--hosts",
-    metavar="HOST[:PORT],...",
-    help="One address per task, in the order chief, workers, ps; a host without a port gets --base-port.",
-)
-@click.option(
-    "--hostfile", metavar="FILE", help="'host[:port] [slots=N]' lines; a host supplies N tasks on consecutive ports."
-)
+@click.option("--hosts", metavar="HOST[:PORT],...", help="One address per task, in the order chief, workers, ps; a host without a port gets --base-port.")
+@click.option("--hostfile", metavar="FILE", help="'host[:port] [slots=N]' lines; a host supplies N tasks on consecutive ports.")
 @click.option(
     "--base-port",
     type=click.IntRange(1, 65535),
@@ -55,9 +47,7 @@ def _task_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     metavar="P",
     help="First port for tasks whose host has no port (localhost:P, P+1, ... without --hosts/--hostfile).",
 )
-@click.option(
-    "--task", "only", metavar="TYPE:INDEX", callback=_task_option, help="Print only this task, e.g. worker:1."
-)
+@click.option("--task", "only", metavar="TYPE:INDEX", callback=_task_option, help="Print only this task, e.g. worker:1.")
 @click.option(
     "--format",
     "fmt",
@@ -76,18 +66,8 @@ def _task_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.argument("directory", metavar="[DIR]", required=False)
 @click.pass_context
 def tf_config(
-    ctx: click.Context,
-    workers: int | None,
-    chief: bool,
-    ps: int,
-    evaluator: bool,
-    hosts: str | None,
-    hostfile: str | None,
-    base_port: int,
-    only: Task | None,
-    fmt: str,
-    check: str | None,
-    directory: str | None,
+    ctx: click.Context, workers: int | None, chief: bool, ps: int, evaluator: bool, hosts: str | None, hostfile: str | None,
+    base_port: int, only: Task | None, fmt: str, check: str | None, directory: str | None,
 ) -> None:
     """Print the TF_CONFIG of every task of a cluster, or --check one.
 
@@ -149,10 +129,7 @@ def _read(reader: Callable[[], str], name: str) -> str:
 
 
 def _summary(spec: ClusterSpec, task: Task) -> str:
-    if task.type == "evaluator":
-        role = "the evaluator, beside the cluster"
-    else:
-        role = "the chief" if spec.is_chief(task) else "not the chief"
+    role = "the evaluator, beside the cluster" if task.type == "evaluator" else "the chief" if spec.is_chief(task) else "not the chief"
     workers = f"{spec.num_workers} training worker{'s' * (spec.num_workers != 1)}"
     return f"TF_CONFIG ok: {task.name} ({role}); {workers}; cluster {spec.describe()}"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tpuctl.cloud import retry
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
 
 # google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
 _REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")
@@ -37,19 +37,36 @@ class Where:
         return f"project {self.project}" + (f", zone {self.zone}" if self.zone else "")
 
 
-def first_line(text: str, limit: int = 240) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def guarded(fn: Callable[[], T], where: Where) -> T:
     """fn() with transient failures retried and the final failure explained in one line."""
+    return explained(lambda: retry.call(fn), where)
+
+
+def explained(fn: Callable[[], T], where: Where) -> T:
+    """fn() (which retries itself, if at all) with a Google API failure explained in one line."""
     try:
-        return retry.call(fn)
+        return fn()
     except Exception as exc:
         if is_api_failure(exc):
             raise explain(exc, where) from None
         raise
+
+
+def error_from_reply(status: int, body: bytes, method: str, url: str) -> Exception:
+    """google-api-core's exception for an error reply we read ourselves, built as its REST transport builds them.
+
+    The stdlib path then raises the same types as google-cloud-tpu and
+    AuthorizedSession calls, so retries and `explain` serve every transport.
+    """
+    import requests
+    from google.api_core import exceptions as api
+
+    response = requests.Response()
+    response.status_code = status
+    response._content = body
+    response.request = requests.Request(method, url).prepare()
+    error: Exception = api.from_http_response(response)
+    return error
 
 
 def is_api_failure(exc: BaseException) -> bool:
@@ -66,7 +83,7 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
 
-    message = first_line(_REQUEST_PREFIX.sub("", str(getattr(exc, "message", "") or exc)))
+    message = one_line(_REQUEST_PREFIX.sub("", str(getattr(exc, "message", "") or exc)))
     if isinstance(exc, api.Forbidden):
         if _service_disabled(exc):
             return TpuctlError(
@@ -113,7 +130,7 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
 
 def operation_failed(code: int, message: str, where: Where) -> TpuctlError:
     """A long-running operation that ended in error (google.rpc.Status code and message)."""
-    text = first_line(message)
+    text = one_line(message)
     if code == 8 and "capacity" in text.lower():  # RESOURCE_EXHAUSTED
         return TpuctlError(f"no TPU capacity in {where.place()}: {text}", hint=_CAPACITY_HINT, exit_code=FAILED)
     if code == 8:

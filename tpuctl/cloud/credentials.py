@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuctl import gcloud_config
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.settings import Settings
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -102,7 +102,7 @@ def _from_adc(token_uri: str | None) -> Identity:
         credentials, project = google.auth.default(scopes=list(SCOPES))
     except exceptions.DefaultCredentialsError as err:
         # The library's message names the file it tried, which helps; it holds no secret.
-        reason = str(err).splitlines()[0]
+        reason = one_line(str(err), first=True)
         raise TpuctlError(f"no usable Google credentials: {reason}", hint=LOGIN_HINT, exit_code=FAILED) from None
     account = getattr(credentials, "service_account_email", None) or getattr(credentials, "account", None) or None
     if account in ("default", ""):
@@ -133,12 +133,7 @@ def check_token(identity: Identity) -> None:
         # RefreshError carries the token endpoint's reply; keep only its first short reason.
         reason = str(err.args[0]) if err.args else "refused"
         raise TpuctlError(
-            f"cannot get an access token with the {identity.source}: {_short(reason)}", hint=LOGIN_HINT, exit_code=FAILED
+            f"cannot get an access token with the {identity.source}: {one_line(reason, 160, first=True)}", hint=LOGIN_HINT, exit_code=FAILED
         ) from None
     except exceptions.TransportError as err:
-        raise TpuctlError(f"cannot reach the token endpoint: {_short(str(err))}", exit_code=FAILED) from None
-
-
-def _short(text: str) -> str:
-    line = text.splitlines()[0] if text else ""
-    return line[:160]
+        raise TpuctlError(f"cannot reach the token endpoint: {one_line(str(err), 160, first=True)}", exit_code=FAILED) from None

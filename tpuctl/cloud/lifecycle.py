@@ -11,35 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tpuctl.cloud import nodespec
 from tpuctl.cloud.api_errors import Where, operation_failed
+from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import TpuApi
+from tpuctl.cloud.tpu import NodeApi
 from tpuctl.errors import FAILED, TpuctlError
-
-if TYPE_CHECKING:
-    from google.cloud import tpu_v2
 
 # (state, seconds since the wait began) -> shown to the user
 Progress = Callable[[str, float], None]
-LOST_STATES = ("PREEMPTED", "TERMINATED")
 FIRST_POLL_S = 0.1
 MAX_POLL_S = 5.0
 QUEUED_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
-
-
-def state_name(node: tpu_v2.Node) -> str:
-    return node.state.name
-
-
-def health_name(node: tpu_v2.Node) -> str:
-    return node.health.name if node.health else "HEALTH_UNSPECIFIED"
-
-
-def is_ready(node: tpu_v2.Node) -> bool:
-    return state_name(node) == "READY" and health_name(node) == "HEALTHY"
 
 
 def _polls(sleep: Callable[[float], None]) -> Callable[[], None]:
@@ -55,11 +39,11 @@ def _polls(sleep: Callable[[float], None]) -> Callable[[], None]:
 
 @dataclass(frozen=True)
 class Ensured:
-    node: tpu_v2.Node
+    node: Node
     created: bool  # False when an existing node with the same spec was reused
 
 
-def ensure(api: TpuApi, spec: NodeSpec, progress: Progress, *, wait: bool = True, sleep: Callable[[float], None] = time.sleep) -> Ensured:
+def ensure(api: NodeApi, spec: NodeSpec, progress: Progress, *, wait: bool = True, sleep: Callable[[float], None] = time.sleep) -> Ensured:
     """The node as specified: reused when it exists with this spec, created otherwise."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None:
@@ -70,9 +54,9 @@ def ensure(api: TpuApi, spec: NodeSpec, progress: Progress, *, wait: bool = True
         return Ensured(node, created=False)
     operation: str | None = None
     if spec.queued:
-        api.create_queued(spec.zone, spec.name, spec.to_queued())
+        api.create_queued(spec.zone, spec.name, spec.queued_resource())
     else:
-        operation = api.create_node(spec.zone, spec.name, spec.to_node())
+        operation = api.create_node(spec.zone, spec.name, spec.resource())
         if operation is None:
             # 409: our own earlier attempt (a lost reply) or someone else's node.
             raced = api.get_node(spec.zone, spec.name)
@@ -81,15 +65,13 @@ def ensure(api: TpuApi, spec: NodeSpec, progress: Progress, *, wait: bool = True
     nodespec.save(spec)
     if not wait:
         found = api.get_node(spec.zone, spec.name)
-        from google.cloud import tpu_v2
-
-        return Ensured(found or tpu_v2.Node(name=api.node_path(spec.zone, spec.name)), created=True)
+        return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True)
     if spec.queued:
         wait_queued(api, spec, progress, sleep=sleep)
     return Ensured(wait_ready(api, spec, operation, progress, sleep=sleep), created=True)
 
 
-def _check_reusable(spec: NodeSpec, node: tpu_v2.Node) -> None:
+def _check_reusable(spec: NodeSpec, node: Node) -> None:
     differences = spec.differences(node)
     if differences:
         raise TpuctlError(
@@ -97,25 +79,25 @@ def _check_reusable(spec: NodeSpec, node: tpu_v2.Node) -> None:
             hint="delete it first (`tpuctl delete`) or choose another name",
             exit_code=FAILED,
         )
-    if state_name(node) in LOST_STATES:
+    if node.lost:
         raise TpuctlError(
-            f"node {spec.name} exists but is {state_name(node)}",
+            f"node {spec.name} exists but is {node.state}",
             hint=f"`tpuctl recreate {spec.name}` deletes and creates it again",
             exit_code=FAILED,
         )
 
 
-def _finished(api: TpuApi, zone: str, operation: str, where: Where) -> bool:
+def _finished(api: NodeApi, zone: str, operation: str, where: Where) -> bool:
     """Whether the operation is done; one that ended in error ends the wait with its reason."""
     done = api.operation(zone, operation)
-    if done.done and done.HasField("error"):
-        raise operation_failed(done.error.code, done.error.message, where)
-    return bool(done.done)
+    if done.failed:
+        raise operation_failed(done.error_code, done.error_message, where)
+    return done.done
 
 
 def wait_ready(
-    api: TpuApi, spec: NodeSpec, operation: str | None, progress: Progress, *, sleep: Callable[[float], None] = time.sleep
-) -> tpu_v2.Node:
+    api: NodeApi, spec: NodeSpec, operation: str | None, progress: Progress, *, sleep: Callable[[float], None] = time.sleep
+) -> Node:
     """Poll until READY and HEALTHY; a failed operation or a vanished node ends the wait with its reason."""
     where = Where(f"create node {spec.name}", spec.project, spec.zone, "tpu.nodes.create")
     started = time.monotonic()
@@ -134,24 +116,23 @@ def wait_ready(
                 )
             progress("CREATING", elapsed)
         else:
-            state = state_name(node)
-            progress(state if state != "READY" or is_ready(node) else f"READY, {health_name(node)}", elapsed)
-            if is_ready(node):
+            health = node.health or "HEALTH_UNSPECIFIED"
+            progress(node.state if node.state != "READY" or node.ready else f"READY, {health}", elapsed)
+            if node.ready:
                 return node
-            if state in LOST_STATES:
-                raise TpuctlError(f"node {spec.name} became {state} while starting", exit_code=FAILED)
+            if node.lost:
+                raise TpuctlError(f"node {spec.name} became {node.state} while starting", exit_code=FAILED)
         pause()
 
 
-def wait_queued(api: TpuApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> None:
+def wait_queued(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> None:
     """A queued resource waits (possibly hours) for capacity; follow it until its node exists."""
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
-        resource = api.get_queued(spec.zone, spec.name)
-        if resource is None:
+        state = api.get_queued(spec.zone, spec.name)
+        if state is None:
             raise TpuctlError(f"queued resource {spec.name} disappeared in zone {spec.zone}", exit_code=FAILED)
-        state = resource.state.state.name
         progress(f"queued: {state}", time.monotonic() - started)
         if state == "ACTIVE":
             return
@@ -164,7 +145,7 @@ def wait_queued(api: TpuApi, spec: NodeSpec, progress: Progress, *, sleep: Calla
         pause()
 
 
-def delete(api: TpuApi, zone: str, name: str, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> bool:
+def delete(api: NodeApi, zone: str, name: str, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> bool:
     """Delete and wait until gone; False when there was nothing to delete."""
     operation = api.delete_node(zone, name)
     if operation is None:
@@ -178,17 +159,17 @@ def delete(api: TpuApi, zone: str, name: str, progress: Progress, *, sleep: Call
         node = api.get_node(zone, name)
         if node is None:
             return True
-        progress(state_name(node), time.monotonic() - started)
+        progress(node.state, time.monotonic() - started)
         pause()
 
 
-def change_power(api: TpuApi, zone: str, name: str, stop: bool, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> bool:
+def change_power(api: NodeApi, zone: str, name: str, stop: bool, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> bool:
     """Stop or start and wait for the end state; False when the node is already there."""
     node = api.get_node(zone, name)
     if node is None:
         raise TpuctlError(f"no node {name} in zone {zone} of project {api.project}", hint="`tpuctl list` shows the nodes", exit_code=FAILED)
     target = "STOPPED" if stop else "READY"
-    if state_name(node) == target:
+    if node.state == target:
         return False
     verb = "stop" if stop else "start"
     operation = api.stop_node(zone, name) if stop else api.start_node(zone, name)
@@ -201,17 +182,17 @@ def change_power(api: TpuApi, zone: str, name: str, stop: bool, progress: Progre
         node = api.get_node(zone, name)
         if node is None:
             raise TpuctlError(f"node {name} disappeared while trying to {verb} it", exit_code=FAILED)
-        progress(state_name(node), time.monotonic() - started)
-        if state_name(node) == target:
+        progress(node.state, time.monotonic() - started)
+        if node.state == target:
             return True
         pause()
 
 
-def recreate(api: TpuApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> Ensured:
+def recreate(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> Ensured:
     """From the saved spec: a lost (preempted, terminated, deleted) node is replaced; a live one is kept."""
     existing = api.get_node(spec.zone, spec.name)
-    if existing is not None and state_name(existing) in LOST_STATES:
-        progress(f"deleting {state_name(existing)} node", 0.0)
+    if existing is not None and existing.lost:
+        progress(f"deleting {existing.state} node", 0.0)
         delete(api, spec.zone, spec.name, progress, sleep=sleep)
     if spec.queued and api.get_node(spec.zone, spec.name) is None:
         # The queued resource of a lost node stays behind and keeps its id taken.

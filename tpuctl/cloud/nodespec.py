@@ -11,26 +11,20 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from tpuctl import accelerators, settings
+from tpuctl.cloud.node import JSON, Node, last_part
 from tpuctl.errors import FAILED, TpuctlError
 
-if TYPE_CHECKING:
-    from google.cloud import tpu_v2
-
 NODE_ID = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
-ACCELERATOR_TYPE = re.compile(r"v[0-9]+[a-z]*-[0-9]+\Z")
-TOPOLOGY = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*){1,2}\Z")
 # Cloud label rules: lower-case keys starting with a letter, values may be empty.
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}\Z")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}\Z")
 MAX_LABELS = 64
 DURATION = re.compile(r"([0-9]+)([smhd])\Z")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-# --type words users write -> the v2 API's AcceleratorConfig.Type
-CONFIG_TYPES = {"v2": "V2", "v3": "V3", "v4": "V4", "v5litepod": "V5LITE_POD", "v5e": "V5LITE_POD", "v5p": "V5P", "v6e": "V6E"}
 
 
 @dataclass(frozen=True)
@@ -55,74 +49,62 @@ class NodeSpec:
     def accelerator(self) -> str:
         return self.accelerator_type or f"{self.config_type} {self.topology}"
 
-    def to_node(self) -> tpu_v2.Node:
-        from google.cloud import tpu_v2
+    def path(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}/nodes/{self.name}"
 
-        node = tpu_v2.Node(runtime_version=self.runtime_version, labels=dict(self.labels))
+    def resource(self) -> JSON:
+        """The create request's body: the v2 API's JSON `Node`, the same shape `Node.resource` reads."""
+        node: JSON = {"runtimeVersion": self.runtime_version, "labels": dict(self.labels)}
         if self.accelerator_type:
-            node.accelerator_type = self.accelerator_type
+            node["acceleratorType"] = self.accelerator_type
         else:
-            node.accelerator_config = tpu_v2.AcceleratorConfig(type_=self.config_type, topology=self.topology)
+            node["acceleratorConfig"] = {"type": self.config_type, "topology": self.topology}
         # A queued resource carries spot itself; the node inside must not repeat it.
         if not self.queued and (self.spot or self.preemptible):
-            node.scheduling_config = tpu_v2.SchedulingConfig(spot=self.spot, preemptible=self.preemptible)
+            node["schedulingConfig"] = {"spot": self.spot, "preemptible": self.preemptible}
         if self.network or self.subnetwork:
-            node.network_config = tpu_v2.NetworkConfig(network=self.network or "", subnetwork=self.subnetwork or "", enable_external_ips=True)
+            node["networkConfig"] = {"network": self.network or "", "subnetwork": self.subnetwork or "", "enableExternalIps": True}
         if self.service_account:
-            node.service_account = tpu_v2.ServiceAccount(
-                email=self.service_account, scope=["https://www.googleapis.com/auth/cloud-platform"]
-            )
+            node["serviceAccount"] = {"email": self.service_account, "scope": ["https://www.googleapis.com/auth/cloud-platform"]}
         if self.startup_script is not None:
-            node.metadata = {"startup-script": self.startup_script}
+            node["metadata"] = {"startup-script": self.startup_script}
         return node
 
-    def to_queued(self) -> tpu_v2.QueuedResource:
-        from google.cloud import tpu_v2
-        from google.protobuf import duration_pb2, timestamp_pb2
-
-        resource = tpu_v2.QueuedResource(
-            tpu=tpu_v2.QueuedResource.Tpu(
-                node_spec=[
-                    tpu_v2.QueuedResource.Tpu.NodeSpec(
-                        parent=f"projects/{self.project}/locations/{self.zone}", node_id=self.name, node=self.to_node()
-                    )
-                ]
-            )
-        )
+    def queued_resource(self) -> JSON:
+        """The queued-resource request (the v2 API's JSON `QueuedResource`) holding this node."""
+        parent = f"projects/{self.project}/locations/{self.zone}"
+        resource: JSON = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": self.name, "node": self.resource()}]}}
         if self.spot or self.preemptible:
-            resource.spot = tpu_v2.QueuedResource.Spot()
+            resource["spot"] = {}
         if self.valid_until:
             seconds = duration_seconds(self.valid_until)
             if seconds is not None:
-                policy = tpu_v2.QueuedResource.QueueingPolicy(valid_until_duration=duration_pb2.Duration(seconds=seconds))
+                resource["queueingPolicy"] = {"validUntilDuration": f"{seconds}s"}
             else:
-                stamp = timestamp_pb2.Timestamp()
-                stamp.FromDatetime(parse_time(self.valid_until))
-                policy = tpu_v2.QueuedResource.QueueingPolicy(valid_until_time=stamp)
-            resource.queueing_policy = policy
+                stamp = parse_time(self.valid_until).astimezone(timezone.utc)
+                resource["queueingPolicy"] = {"validUntilTime": stamp.isoformat().replace("+00:00", "Z")}
         return resource
 
-    def differences(self, node: tpu_v2.Node) -> list[str]:
+    def differences(self, node: Node) -> list[str]:
         """What an existing node has that this spec does not ask for, as `field: have != want` lines."""
         have: dict[str, object] = {"runtime version": node.runtime_version}
         want: dict[str, object] = {"runtime version": self.runtime_version}
         if self.accelerator_type:
             have["accelerator type"], want["accelerator type"] = node.accelerator_type, self.accelerator_type
         else:
-            config = node.accelerator_config
-            have["accelerator"] = f"{config.type_.name} {config.topology}"
+            have["accelerator"] = f"{node.config_type or 'TYPE_UNSPECIFIED'} {node.topology}"
             want["accelerator"] = f"{self.config_type} {self.topology}"
         if not self.queued:
-            have["spot"], want["spot"] = bool(node.scheduling_config.spot), self.spot
-            have["preemptible"], want["preemptible"] = bool(node.scheduling_config.preemptible), self.preemptible
+            have["spot"], want["spot"] = node.spot, self.spot
+            have["preemptible"], want["preemptible"] = node.preemptible, self.preemptible
         if self.labels:
-            have["labels"], want["labels"] = dict(node.labels), self.labels
+            have["labels"], want["labels"] = node.labels, self.labels
         if self.network:
-            have["network"], want["network"] = _last(node.network_config.network), _last(self.network)
+            have["network"], want["network"] = last_part(node.network), last_part(self.network)
         if self.subnetwork:
-            have["subnetwork"], want["subnetwork"] = _last(node.network_config.subnetwork), _last(self.subnetwork)
+            have["subnetwork"], want["subnetwork"] = last_part(node.subnetwork), last_part(self.subnetwork)
         if self.service_account:
-            have["service account"], want["service account"] = node.service_account.email, self.service_account
+            have["service account"], want["service account"] = node.service_account, self.service_account
         if self.startup_script is not None:
             have["startup script"] = "(differs)" if node.metadata.get("startup-script") != self.startup_script else "(same)"
             want["startup script"] = "(same)"
@@ -138,10 +120,6 @@ class NodeSpec:
             return cls(**data)
         except (ValueError, TypeError) as err:
             raise TpuctlError(f"saved node spec {source} is damaged: {err.__class__.__name__}", hint="delete it and create the node again") from None
-
-
-def _last(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def check_name(name: str) -> str:
@@ -175,20 +153,22 @@ def parse_labels(values: tuple[str, ...]) -> dict[str, str]:
 
 
 def parse_accelerator(accelerator_type: str | None, config_type: str | None, topology: str | None) -> tuple[str | None, str | None, str | None]:
-    """Either `--accelerator-type v4-8` or `--type v5litepod --topology 2x4`, never half of each."""
+    """Either `--accelerator-type v4-8` or `--type v5litepod --topology 2x4`, never half of each.
+
+    Names are checked against the accelerator table's grammar only: whether a zone
+    offers the type (or a generation newer than tpuctl) is the TPU API's to say.
+    """
     if config_type or topology:
         if not (config_type and topology):
             raise TpuctlError("--type and --topology go together", hint="e.g. --type v5litepod --topology 2x4")
         if accelerator_type:
             raise TpuctlError("give --accelerator-type or --type/--topology, not both")
-        api_type = CONFIG_TYPES.get(config_type.lower())
-        if api_type is None:
-            raise TpuctlError(f"--type {config_type!r} is not a TPU generation", hint=f"one of {', '.join(CONFIG_TYPES)}")
-        if not TOPOLOGY.match(topology):
-            raise TpuctlError(f"--topology {topology!r} is not a topology", hint="e.g. 2x4 or 2x2x2")
+        api_type = accelerators.config_type_of(config_type)
+        accelerators.topology_dims(topology)
         return None, api_type, topology
-    if accelerator_type is None or not ACCELERATOR_TYPE.match(accelerator_type):
-        raise TpuctlError(f"accelerator type {accelerator_type!r} is not valid", hint="e.g. v4-8, v5litepod-16")
+    if accelerator_type is None:
+        raise TpuctlError("no accelerator type given", hint="e.g. --accelerator-type v4-8 or --type v5litepod --topology 2x4")
+    accelerators.split_type(accelerator_type)
     return accelerator_type, None, None
 
 
@@ -212,6 +192,66 @@ def check_valid_until(text: str) -> str:
         parse_time(text)
     return text
 
+
+
+def from_flags(
+    name: str,
+    *,
+    accelerator_type: str | None,
+    config_type: str | None,
+    topology: str | None,
+    runtime_version: str | None,
+    spot: bool,
+    preemptible: bool,
+    queued: bool,
+    valid_until: str | None,
+    labels: tuple[str, ...],
+    network: str | None,
+    subnetwork: str | None,
+    service_account: str | None,
+    startup_script: Path | None,
+    **cloud: str | None,
+) -> tuple[NodeSpec, settings.Settings]:
+    """`tpuctl create`'s flags as a checked spec, with the settings they resolve to (cloud: project, zone, credentials).
+
+    Flags that contradict each other fail before any setting is read; the
+    accelerator comes from the flags, else from the [cloud] defaults.
+    """
+    check_name(name)
+    if spot and preemptible:
+        raise TpuctlError("--spot and --preemptible exclude each other", hint="--spot is the current kind")
+    if valid_until and not queued:
+        raise TpuctlError("--valid-until needs --queued")
+    resolved = settings.resolve({**cloud, "accelerator_type": accelerator_type, "runtime_version": runtime_version})
+    by_config = bool(config_type or topology)
+    accel, api_type, topo = parse_accelerator(accelerator_type if by_config else resolved.get("accelerator-type"), config_type, topology)
+    spec = NodeSpec(
+        name=name,
+        project=resolved.project,
+        zone=resolved.zone,
+        runtime_version=resolved.require("runtime-version"),
+        accelerator_type=accel,
+        config_type=api_type,
+        topology=topo,
+        spot=spot,
+        preemptible=preemptible,
+        queued=queued,
+        valid_until=check_valid_until(valid_until) if valid_until else None,
+        labels=parse_labels(labels),
+        network=network,
+        subnetwork=subnetwork,
+        service_account=service_account,
+        startup_script=_read_script(startup_script) if startup_script else None,
+    )
+    return spec, resolved
+
+
+def _read_script(path: Path) -> str:
+    """The script's text, kept in the spec: the file may be gone when the node is recreated."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise TpuctlError(f"cannot read --startup-script {path}: {err.__class__.__name__}") from None
 
 # Saved specs: one JSON file per node under the user's data directory.
 

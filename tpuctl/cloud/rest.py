@@ -2,8 +2,8 @@
 
 Cloud Resource Manager IAM, the legacy ml v1 and serviceusage v1beta1 each need
 one or two calls; google-auth's AuthorizedSession adds the token, and
-google-api-core turns an error reply into the same exception types the TPU
-client raises, so one `api_errors.explain` serves both.
+`api_errors.error_from_reply` turns an error reply into the same google-api-core
+exception types the TPU client raises, so one `api_errors.explain` serves both.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpuctl.cloud import retry
+from tpuctl.cloud.api_errors import error_from_reply
 from tpuctl.cloud.credentials import Identity
 
 TIMEOUT_S = 60.0
@@ -28,11 +29,10 @@ class RestApi:
         return retry.call(lambda: self._once(method, path, body))
 
     def _once(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        from google.api_core import exceptions as api
-
-        response = self._session.request(method, f"{self.endpoint}/{path.lstrip('/')}", json=body, timeout=TIMEOUT_S)
+        url = f"{self.endpoint}/{path.lstrip('/')}"
+        response = self._session.request(method, url, json=body, timeout=TIMEOUT_S)
         if response.status_code >= 400:
-            raise api.from_http_response(response)
+            raise error_from_reply(response.status_code, response.content, method, url)
         if not response.content:
             return {}
         reply = response.json()

@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from tpuctl.cloud.api_errors import Where, explain, is_api_failure
+from tpuctl.cloud.api_errors import Where, explained, operation_failed
 from tpuctl.cloud.credentials import Identity
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.settings import Settings
@@ -37,7 +38,7 @@ def tpu_service_identity(identity: Identity, settings: Settings, zone: str) -> s
     """The Cloud TPU service agent's email (TPU v2 generateServiceIdentity)."""
     from tpuctl.cloud.tpu import TpuApi
 
-    email = TpuApi(identity, settings).service_identity(zone)
+    email = TpuApi(settings, identity).service_identity(zone)
     if not email:
         raise TpuctlError(
             f"the TPU API returned no service identity for project {settings.project}, zone {zone}", exit_code=FAILED
@@ -58,7 +59,7 @@ def legacy_identity(
 
     ml = RestApi(identity, settings.get("ml-endpoint") or "https://ml.googleapis.com")
     where = Where("read the AI Platform config", project, None, "ml.projects.getConfig", "ml.googleapis.com")
-    config = _call(lambda: ml.call("GET", f"v1/projects/{project}:getConfig"), where)
+    config = explained(lambda: ml.call("GET", f"v1/projects/{project}:getConfig"), where)
     account = (config.get("config") or {}).get("tpuServiceAccount") if isinstance(config.get("config"), dict) else None
     if not isinstance(account, str) or not account:
         raise TpuctlError(
@@ -71,7 +72,7 @@ def legacy_identity(
     where = Where(
         "generate the TPU service identity", project, None, "serviceusage.services.use", "serviceusage.googleapis.com"
     )
-    operation = _call(
+    operation = explained(
         lambda: usage.call("POST", f"v1beta1/projects/{project}/services/{TPU_SERVICE}:generateServiceIdentity", {}),
         where,
     )
@@ -79,16 +80,13 @@ def legacy_identity(
     while not operation.get("done") and operation.get("name") and polls < OPERATION_POLLS:
         sleep(POLL_S)
         polls += 1
-        name = str(operation["name"])
-        operation = _call(lambda: usage.call("GET", f"v1beta1/{name}"), where)
+        operation = explained(partial(usage.call, "GET", f"v1beta1/{operation['name']}"), where)
     if not operation.get("done"):
         raise TpuctlError(
             f"generating the TPU service identity in project {project} did not finish", hint="re-run later", exit_code=FAILED
         )
     if operation.get("error"):
         error = operation["error"] if isinstance(operation["error"], dict) else {}
-        from tpuctl.cloud.api_errors import operation_failed
-
         raise operation_failed(int(error.get("code", 2) or 2), str(error.get("message", "")), where)
     return LegacyIdentity(account, _email(operation.get("response")))
 
@@ -103,12 +101,3 @@ def _email(response: Any) -> str | None:
     if isinstance(inner, dict) and isinstance(inner.get("email"), str) and inner["email"]:
         return str(inner["email"])
     return None
-
-
-def _call(fn: Callable[[], dict[str, Any]], where: Where) -> dict[str, Any]:
-    try:
-        return fn()
-    except Exception as exc:
-        if is_api_failure(exc):
-            raise explain(exc, where) from None
-        raise

@@ -7,10 +7,9 @@ on the internal addresses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from tpuctl.cloud.node import Node
 from tpuctl.errors import FAILED, USAGE, TpuctlError
 
 
@@ -24,20 +23,15 @@ class SliceHost:
         return self.internal_ip if internal or not self.external_ip else self.external_ip
 
 
-def slice_hosts(node: Mapping[str, Any], name: str) -> list[SliceHost]:
+def slice_hosts(node: Node) -> list[SliceHost]:
     """Every host of a READY node, in worker order; a node that is not READY has none to offer."""
-    state = str(node.get("state", ""))
-    if state != "READY":
-        raise TpuctlError(f"TPU VM {name} is {state or 'in an unknown state'}, not READY", hint=f"`tpuctl describe {name}`", exit_code=FAILED)
-    hosts = []
-    for index, endpoint in enumerate(node.get("networkEndpoints") or []):
-        if not isinstance(endpoint, Mapping) or not endpoint.get("ipAddress"):
-            continue
-        access = endpoint.get("accessConfig")
-        external = access.get("externalIp") if isinstance(access, Mapping) else None
-        hosts.append(SliceHost(index, str(endpoint["ipAddress"]), str(external) if external else None))
+    if node.state != "READY":
+        raise TpuctlError(
+            f"TPU VM {node.name} is {node.state or 'in an unknown state'}, not READY", hint=f"`tpuctl describe {node.name}`", exit_code=FAILED
+        )
+    hosts = [SliceHost(index, host.internal_ip, host.external_ip) for index, host in enumerate(node.endpoints) if host.internal_ip]
     if not hosts:
-        raise TpuctlError(f"TPU VM {name} lists no hosts", exit_code=FAILED)
+        raise TpuctlError(f"TPU VM {node.name} lists no hosts", exit_code=FAILED)
     return hosts
 
 

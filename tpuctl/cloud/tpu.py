@@ -1,36 +1,91 @@
-"""The Cloud TPU v2 API through google-cloud-tpu's REST transport.
+"""The one Cloud TPU v2 API client: reads over plain HTTP, changes through google-cloud-tpu.
 
-Every call is retried on transient failures and every failure leaves as a
-TpuctlError that names the project, zone and permission involved. REST rather
-than gRPC: it needs no HTTP/2 channel, honours an `http://` endpoint override
-(how tests and private endpoints reach it) and starts faster.
+Reads (nodes, operations, queued resources, zones, accelerator types, runtime
+versions) are GETs whose JSON reply is already the shape tpuctl works with
+(`Node.resource`, and exactly what `--json` prints), so they go over the
+standard library: importing google-cloud-tpu costs about 0.3 s, more than a
+whole `tpuctl list` may take (benchmarks/list_nodes.py: a quarter of gcloud's
+time). Changes (create, delete, stop, start, queued resources, the service
+identity) go through google-cloud-tpu's REST transport, imported only then;
+its requests are built from the same JSON with `from_json`, so no caller ever
+holds a proto. Both halves raise google-api-core's exceptions, every call is
+retried on transient failures, and every failure leaves through the one
+mapper, `api_errors.explain`, as a TpuctlError naming project, zone and
+permission.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+import http.client
+import json
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urlencode, urlsplit
 
-from tpuctl.cloud.api_errors import Where, guarded, names_location
-from tpuctl.cloud.credentials import Identity
+from tpuctl import __version__
+from tpuctl.cloud.api_errors import Where, error_from_reply, guarded, names_location
+from tpuctl.cloud.node import JSON, Node, mapping
+from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.settings import BY_KEY, Settings
 
 if TYPE_CHECKING:
     from google.cloud import tpu_v2
-    from google.longrunning import operations_pb2
 
-T = TypeVar("T")
+    from tpuctl.cloud.credentials import Identity
+
 TIMEOUT_S = 60.0
 
 
-class TpuApi:
-    def __init__(self, identity: Identity, settings: Settings) -> None:
-        from google.cloud import tpu_v2
+@dataclass(frozen=True)
+class Operation:
+    """A long-running operation as far as a wait needs it: finished or not, and why it failed."""
 
-        endpoint = settings.get("tpu-endpoint")
-        options = None if endpoint == BY_KEY["tpu-endpoint"].default else {"api_endpoint": endpoint}
-        self.client = tpu_v2.TpuClient(transport="rest", client_options=options, credentials=identity.credentials)
-        self.project = settings.project
+    done: bool
+    error_code: int = 0  # google.rpc.Code; 0 while running or when it succeeded
+    error_message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.done and self.error_code != 0
+
+
+class NodeApi(Protocol):
+    """What the lifecycle and babysit code need from the TPU API (TpuApi; a fake in tests)."""
+
+    project: str
+
+    def get_node(self, zone: str, name: str) -> Node | None: ...
+    def create_node(self, zone: str, name: str, resource: JSON) -> str | None: ...
+    def delete_node(self, zone: str, name: str) -> str | None: ...
+    def stop_node(self, zone: str, name: str) -> str | None: ...
+    def start_node(self, zone: str, name: str) -> str | None: ...
+    def operation(self, zone: str, name: str) -> Operation: ...
+    def create_queued(self, zone: str, resource_id: str, resource: JSON) -> bool: ...
+    def get_queued(self, zone: str, resource_id: str) -> str | None: ...
+    def delete_queued(self, zone: str, resource_id: str) -> None: ...
+
+
+class TpuApi:
+    def __init__(self, settings: Settings, identity: Identity | None = None) -> None:
+        """identity: credentials already loaded (by `tpuctl auth`); otherwise loaded from settings when needed."""
+        self.settings = settings
+        self.project = settings.require("project")
+        self.endpoint = settings.require("tpu-endpoint").rstrip("/")
+        parts = urlsplit(self.endpoint)
+        self._https = parts.scheme == "https"
+        self._host, self._port, self._base = parts.hostname or "", parts.port, parts.path
+        self._lock = threading.Lock()
+        self._identity = identity
+        self._token_file_token: str | None = None
+        self._client: tpu_v2.TpuClient | None = None
+
+    @classmethod
+    def connect(cls, settings: Settings) -> TpuApi:
+        """A client whose credentials were checked once up front, so a bad login is one line before any API work."""
+        api = cls(settings)
+        api._token()
+        return api
 
     def parent(self, zone: str) -> str:
         return f"projects/{self.project}/locations/{zone}"
@@ -38,11 +93,128 @@ class TpuApi:
     def node_path(self, zone: str, name: str) -> str:
         return f"{self.parent(zone)}/nodes/{name}"
 
-    def _call(self, fn: Callable[[], T], where: Where) -> T:
-        return guarded(fn, where)
-
     def _where(self, action: str, zone: str | None, permission: str) -> Where:
         return Where(action, self.project, zone, permission)
+
+    # Credentials: a token file needs no Google library; anything else is google-auth's, refreshed when stale.
+
+    def _token(self) -> str:
+        with self._lock:
+            if self._identity is None and self.settings.get("access-token-file"):
+                if self._token_file_token is None:
+                    from tpuctl.cloud.credentials import bearer_token
+
+                    self._token_file_token = bearer_token(self.settings)
+                return self._token_file_token
+            from tpuctl.cloud.credentials import check_token
+
+            identity = self._credentials()
+            check_token(identity)  # a refresh only when the token expired: babysit runs for days
+            return str(identity.credentials.token)
+
+    def _credentials(self) -> Identity:
+        if self._identity is None:
+            from tpuctl.cloud.credentials import load
+
+            self._identity = load(self.settings)
+        return self._identity
+
+    # Reads: stdlib HTTP, the API's JSON.
+
+    def _get(self, path: str, query: dict[str, str] | None = None) -> JSON:
+        connection: http.client.HTTPConnection
+        if self._https:
+            connection = http.client.HTTPSConnection(self._host, self._port, timeout=TIMEOUT_S)
+        else:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=TIMEOUT_S)
+        target = f"{self._base}/v2/{path}" + (f"?{urlencode(query)}" if query else "")
+        headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json", "User-Agent": f"tpuctl/{__version__}"}
+        try:
+            connection.request("GET", target, headers=headers)
+            response = connection.getresponse()
+            body = response.read()
+        finally:
+            connection.close()
+        if response.status >= 400:
+            raise error_from_reply(response.status, body, "GET", f"{self.endpoint}/v2/{path}")
+        try:
+            reply = json.loads(body) if body else {}
+        except ValueError:
+            raise TpuctlError(f"the TPU API at {self.endpoint} did not answer with JSON", exit_code=FAILED) from None
+        return reply if isinstance(reply, dict) else {}
+
+    def _pages(self, path: str, key: str) -> list[JSON]:
+        items: list[JSON] = []
+        token = ""
+        while True:
+            reply = self._get(path, {"pageToken": token} if token else None)
+            items += reply.get(key, [])
+            token = reply.get("nextPageToken", "")
+            if not token:
+                return items
+
+    def _get_or_none(self, path: str, where: Where) -> JSON | None:
+        """The resource, or None when it does not exist; a 404 about the zone itself stays an error."""
+        from google.api_core import exceptions as api
+
+        try:
+            return self._get(path)
+        except api.NotFound as exc:
+            if names_location(exc, where):
+                raise
+            return None
+
+    def zones(self) -> list[str]:
+        where = self._where("list zones", None, "tpu.locations.list")
+        found = guarded(lambda: self._pages(f"projects/{self.project}/locations", "locations"), where)
+        return sorted(str(location.get("locationId", "")) for location in found)
+
+    def accelerator_types(self, zone: str) -> list[JSON]:
+        where = self._where("list accelerator types", zone, "tpu.acceleratortypes.list")
+        found = guarded(lambda: self._pages(f"{self.parent(zone)}/acceleratorTypes", "acceleratorTypes"), where)
+        return sorted(found, key=lambda a: _type_order(str(a.get("type", ""))))
+
+    def runtime_versions(self, zone: str) -> list[str]:
+        where = self._where("list runtime versions", zone, "tpu.runtimeversions.list")
+        found = guarded(lambda: self._pages(f"{self.parent(zone)}/runtimeVersions", "runtimeVersions"), where)
+        return sorted(str(r.get("version", "")) for r in found)
+
+    def list_nodes(self, zone: str) -> list[Node]:
+        """The zone's nodes, by name."""
+        where = self._where("list nodes", zone, "tpu.nodes.list")
+        found = guarded(lambda: self._pages(f"{self.parent(zone)}/nodes", "nodes"), where)
+        return sorted((Node(resource, zone) for resource in found), key=lambda node: node.name)
+
+    def get_node(self, zone: str, name: str) -> Node | None:
+        """The node, or None when there is none of that name (a normal answer for idempotent commands)."""
+        where = self._where(f"get node {name}", zone, "tpu.nodes.get")
+        found = guarded(lambda: self._get_or_none(self.node_path(zone, name), where), where)
+        return None if found is None else Node(found, zone)
+
+    def operation(self, zone: str, name: str) -> Operation:
+        where = self._where("poll an operation", zone, "tpu.operations.get")
+        reply = guarded(lambda: self._get(name), where)
+        error = mapping(reply.get("error"))
+        return Operation(bool(reply.get("done")), int(error.get("code", 0) or 0), str(error.get("message", "")))
+
+    def get_queued(self, zone: str, resource_id: str) -> str | None:
+        """The queued resource's state (`WAITING_FOR_RESOURCES`, `ACTIVE`, …), or None when there is none."""
+        where = self._where(f"get queued resource {resource_id}", zone, "tpu.queuedresources.get")
+        found = guarded(lambda: self._get_or_none(f"{self.parent(zone)}/queuedResources/{resource_id}", where), where)
+        if found is None:
+            return None
+        return str(mapping(found.get("state")).get("state") or "STATE_UNSPECIFIED")
+
+    # Changes: google-cloud-tpu, imported on first use.
+
+    def _google(self) -> tpu_v2.TpuClient:
+        if self._client is None:
+            from google.cloud import tpu_v2
+
+            default = BY_KEY["tpu-endpoint"].default
+            options = None if self.settings.get("tpu-endpoint") == default else {"api_endpoint": self.endpoint}
+            self._client = tpu_v2.TpuClient(transport="rest", client_options=options, credentials=self._credentials().credentials)
+        return self._client
 
     def service_identity(self, zone: str) -> str:
         """The TPU service agent's email; the call also creates the agent the first time."""
@@ -50,48 +222,28 @@ class TpuApi:
 
         request = tpu_v2.GenerateServiceIdentityRequest(parent=self.parent(zone))
         where = self._where("generate the TPU service identity", zone, "tpu.locations.generateServiceIdentity")
-        reply = self._call(lambda: self.client.generate_service_identity(request=request, timeout=TIMEOUT_S), where)
+        reply = guarded(lambda: self._google().generate_service_identity(request=request, timeout=TIMEOUT_S), where)
         return str(reply.identity.email)
 
-    # Nodes
-
-    def get_node(self, zone: str, name: str) -> tpu_v2.Node | None:
-        """The node, or None when it does not exist (a normal answer for idempotent commands)."""
-        from google.api_core import exceptions as api
-
-        where = self._where(f"get node {name}", zone, "tpu.nodes.get")
-
-        def get() -> tpu_v2.Node | None:
-            try:
-                return self.client.get_node(name=self.node_path(zone, name), timeout=TIMEOUT_S)
-            except api.NotFound as exc:
-                if names_location(exc, where):
-                    raise
-                return None
-
-        return self._call(get, where)
-
-    def list_nodes(self, zone: str) -> list[tpu_v2.Node]:
-        where = self._where("list nodes", zone, "tpu.nodes.list")
-        return self._call(lambda: list(self.client.list_nodes(parent=self.parent(zone), timeout=TIMEOUT_S)), where)
-
-    def create_node(self, zone: str, name: str, node: tpu_v2.Node) -> str | None:
+    def create_node(self, zone: str, name: str, resource: JSON) -> str | None:
         """Start creating; the operation's name, or None when a node of that name already exists.
 
         A create whose reply was lost is retried and then meets its own node as
         409: the caller compares specs either way, so nothing is created twice.
         """
         from google.api_core import exceptions as api
+        from google.cloud import tpu_v2
 
+        node = tpu_v2.Node.from_json(json.dumps(resource))
         where = self._where(f"create node {name}", zone, "tpu.nodes.create")
 
         def create() -> str | None:
             try:
-                return str(self.client.create_node(parent=self.parent(zone), node_id=name, node=node, timeout=TIMEOUT_S).operation.name)
+                return str(self._google().create_node(parent=self.parent(zone), node_id=name, node=node, timeout=TIMEOUT_S).operation.name)
             except api.Conflict:
                 return None
 
-        return self._call(create, where)
+        return guarded(create, where)
 
     def delete_node(self, zone: str, name: str) -> str | None:
         """Start deleting: the operation's name, "" when already being deleted, None when already gone."""
@@ -101,18 +253,18 @@ class TpuApi:
 
         def delete() -> str | None:
             try:
-                return str(self.client.delete_node(name=self.node_path(zone, name), timeout=TIMEOUT_S).operation.name)
+                return str(self._google().delete_node(name=self.node_path(zone, name), timeout=TIMEOUT_S).operation.name)
             except api.NotFound as exc:
                 if names_location(exc, where):
                     raise
                 return None
             except api.BadRequest:
                 # Our own earlier attempt (a lost reply) may already be deleting it.
-                if self._state_now(zone, name) == "DELETING":
+                if self._state_now(zone, name, where) == "DELETING":
                     return ""
                 raise
 
-        return self._call(delete, where)
+        return guarded(delete, where)
 
     def stop_node(self, zone: str, name: str) -> str | None:
         """The operation's name, or None when the node is already stopping (a retried, lost reply)."""
@@ -126,74 +278,60 @@ class TpuApi:
         from google.api_core import exceptions as api
 
         where = self._where(f"{verb} node {name}", zone, f"tpu.nodes.{verb}")
-        method = self.client.stop_node if verb == "stop" else self.client.start_node
 
         def call() -> str | None:
+            client = self._google()
+            method = client.stop_node if verb == "stop" else client.start_node
             try:
                 return str(method(request={"name": self.node_path(zone, name)}, timeout=TIMEOUT_S).operation.name)
             except api.BadRequest:
-                if self._state_now(zone, name) in moving:
+                if self._state_now(zone, name, where) in moving:
                     return None
                 raise
 
-        return self._call(call, where)
+        return guarded(call, where)
 
-    def _state_now(self, zone: str, name: str) -> str | None:
+    def _state_now(self, zone: str, name: str, where: Where) -> str | None:
         """One unretried look at a node's state, inside a call that the retry loop already covers."""
-        from google.api_core import exceptions as api
+        found = self._get_or_none(self.node_path(zone, name), where)
+        return None if found is None else Node(found, zone).state
 
-        try:
-            return str(self.client.get_node(name=self.node_path(zone, name), timeout=TIMEOUT_S).state.name)
-        except api.NotFound:
-            return None
-
-    def operation(self, zone: str, name: str) -> operations_pb2.Operation:
-        where = self._where("poll an operation", zone, "tpu.operations.get")
-        return self._call(lambda: self.client.get_operation({"name": name}, timeout=TIMEOUT_S), where)
-
-    # Queued resources
-
-    def create_queued(self, zone: str, resource_id: str, resource: tpu_v2.QueuedResource) -> bool:
+    def create_queued(self, zone: str, resource_id: str, resource: JSON) -> bool:
         """Queue a request for a node; False when a queued resource of that id already exists."""
         from google.api_core import exceptions as api
+        from google.cloud import tpu_v2
 
+        queued = tpu_v2.QueuedResource.from_json(json.dumps(resource))
         where = self._where(f"queue resource {resource_id}", zone, "tpu.queuedresources.create")
 
         def create() -> bool:
             try:
-                self.client.create_queued_resource(
-                    parent=self.parent(zone), queued_resource_id=resource_id, queued_resource=resource, timeout=TIMEOUT_S
+                self._google().create_queued_resource(
+                    parent=self.parent(zone), queued_resource_id=resource_id, queued_resource=queued, timeout=TIMEOUT_S
                 )
                 return True
             except api.Conflict:
                 return False
 
-        return self._call(create, where)
-
-    def get_queued(self, zone: str, resource_id: str) -> tpu_v2.QueuedResource | None:
-        from google.api_core import exceptions as api
-
-        where = self._where(f"get queued resource {resource_id}", zone, "tpu.queuedresources.get")
-
-        def get() -> tpu_v2.QueuedResource | None:
-            try:
-                return self.client.get_queued_resource(name=f"{self.parent(zone)}/queuedResources/{resource_id}", timeout=TIMEOUT_S)
-            except api.NotFound:
-                return None
-
-        return self._call(get, where)
+        return guarded(create, where)
 
     def delete_queued(self, zone: str, resource_id: str) -> None:
         from google.api_core import exceptions as api
 
         where = self._where(f"delete queued resource {resource_id}", zone, "tpu.queuedresources.delete")
+        path = f"{self.parent(zone)}/queuedResources/{resource_id}"
 
         def delete() -> None:
             try:
-                self.client.delete_queued_resource(
-                    request={"name": f"{self.parent(zone)}/queuedResources/{resource_id}", "force": True}, timeout=TIMEOUT_S
-                )
+                self._google().delete_queued_resource(request={"name": path, "force": True}, timeout=TIMEOUT_S)
             except api.NotFound:
                 return
 
-        self._call(delete, where)
+        guarded(delete, where)
+
+
+def _type_order(name: str) -> tuple[str, int]:
+    """v4-8 before v4-16 before v4-128: by family, then by size."""
+    family, _, size = name.rpartition("-")
+    return (family, int(size) if size.isdigit() else 0)
+

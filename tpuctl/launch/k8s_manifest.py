@@ -14,7 +14,6 @@ TPUCTL_ATTEMPT (restarts belong to the operator, which does not number them).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import dataclass, replace
@@ -22,6 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tpuctl import worker_contract as contract
+from tpuctl.accelerators import GkeSlice, gke_slice, is_type_name
 from tpuctl.errors import TpuctlError
 from tpuctl.launch import k8s_yaml
 from tpuctl.launch.plan import Job, WorkerSpec, build_plan
@@ -49,36 +50,6 @@ REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS"}
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_TOPOLOGY = re.compile(r"[1-9][0-9]{0,2}(x[1-9][0-9]{0,2}){1,2}\Z")
-
-
-@dataclass(frozen=True)
-class TpuKind:
-    """A GKE TPU node label value: how many topology dimensions, chips per host."""
-
-    dims: int
-    chips_per_host: int
-    single_host_max: int  # slices up to this many chips run on one host (machine types with 1, 4 or 8 chips)
-    multi_host: bool = True
-
-
-# `cloud.google.com/gke-tpu-accelerator` values GKE documents, with their host shapes.
-TPU_KINDS: dict[str, TpuKind] = {
-    "tpu-v4-podslice": TpuKind(dims=3, chips_per_host=4, single_host_max=4),
-    "tpu-v5p-slice": TpuKind(dims=3, chips_per_host=4, single_host_max=4),
-    "tpu-v5-lite-podslice": TpuKind(dims=2, chips_per_host=4, single_host_max=8),
-    "tpu-v5-lite-device": TpuKind(dims=2, chips_per_host=8, single_host_max=8, multi_host=False),
-    "tpu-v6e-slice": TpuKind(dims=2, chips_per_host=4, single_host_max=8),
-}
-
-
-@dataclass(frozen=True)
-class TpuSlice:
-    accelerator: str
-    topology: str
-    chips: int
-    hosts: int
-    chips_per_host: int
 
 
 @dataclass(frozen=True)
@@ -88,7 +59,7 @@ class KubeOptions:
     image: str
     namespace: str = "default"
     name: str | None = None
-    accelerator: str | None = None  # tpu-... (a JobSet) or nvidia-... (GPU node selector on a TFJob)
+    accelerator: str | None = None  # a TPU type or tpu-... label (a JobSet), or nvidia-... (GPU node selector on a TFJob)
     topology: str | None = None
     chips_per_host: int | None = None
     gpus_per_worker: int = 0
@@ -103,7 +74,7 @@ class Manifest:
     text: str
     workers: tuple[str, ...]  # task names (`worker:0`, ...) in display order
     selector: str  # label selector matching the job and its pods
-    tpu: TpuSlice | None = None
+    tpu: GkeSlice | None = None
 
     @property
     def delete_command(self) -> str:
@@ -139,35 +110,9 @@ def check_image(image: str) -> str:
     return image
 
 
-def tpu_slice(accelerator: str, topology: str | None, chips_per_host: int | None = None) -> TpuSlice:
-    """Chips, hosts and chips per host of one slice; the numbers GKE's node pools have."""
-    if not topology:
-        raise TpuctlError(f"--accelerator {accelerator} needs --topology", hint="e.g. --topology 2x4 (v5e, v6e) or 2x2x4 (v4, v5p)")
-    if not _TOPOLOGY.match(topology):
-        raise TpuctlError(f"--topology {topology!r} is not a TPU topology", hint="e.g. 2x4 or 2x2x4")
-    dims = [int(part) for part in topology.split("x")]
-    chips = math.prod(dims)
-    kind = TPU_KINDS.get(accelerator)
-    if kind is None:
-        if not accelerator.startswith("tpu-") or chips_per_host is None:
-            known = ", ".join(TPU_KINDS)
-            raise TpuctlError(
-                f"--accelerator {accelerator!r}: unknown TPU type",
-                hint=f"one of {known}, or give --tpu-chips-per-host for another tpu-* node label",
-            )
-    elif len(dims) != kind.dims:
-        raise TpuctlError(f"--topology {topology}: {accelerator} slices have {kind.dims} dimensions", hint="e.g. " + ("2x2x4" if kind.dims == 3 else "2x4"))
-    if chips_per_host is None:
-        assert kind is not None
-        if chips <= kind.single_host_max:
-            chips_per_host = chips
-        elif not kind.multi_host:
-            raise TpuctlError(f"--accelerator {accelerator} is single-host: at most {kind.single_host_max} chips, not {chips}")
-        else:
-            chips_per_host = kind.chips_per_host
-    if chips_per_host < 1 or chips % chips_per_host:
-        raise TpuctlError(f"--topology {topology} has {chips} chips: not a whole number of hosts with {chips_per_host} chips each")
-    return TpuSlice(accelerator, topology, chips, chips // chips_per_host, chips_per_host)
+def is_tpu(accelerator: str) -> bool:
+    """A TPU type name as `tpuctl create` takes it (v4-8) or a GKE TPU node label (tpu-...)."""
+    return accelerator.startswith("tpu-") or is_type_name(accelerator)
 
 
 def tfjob_service(name: str, namespace: str, role: str, index: int) -> str:
@@ -211,9 +156,9 @@ def _render(template: str, **context: object) -> str:
 
 def _env(spec: WorkerSpec, index_from: dict[str, object]) -> list[dict[str, object]]:
     """The plan's variables for one worker, as a container's env list."""
-    dropped = {"TF_CONFIG", "TPUCTL_ATTEMPT", "TPUCTL_WORKER_INDEX"}
+    dropped = {"TF_CONFIG", contract.ATTEMPT, contract.WORKER_INDEX}
     env: list[dict[str, object]] = [{"name": k, "value": v} for k, v in spec.env.items() if k not in dropped]
-    env.append({"name": "TPUCTL_WORKER_INDEX", "valueFrom": index_from})
+    env.append({"name": contract.WORKER_INDEX, "valueFrom": index_from})
     return env
 
 
@@ -226,10 +171,10 @@ def render(job: Job, options: KubeOptions) -> Manifest:
     check_image(options.image)
     namespace = check_namespace(options.namespace)
     name = check_name(options.name) if options.name else default_name(job.script)
-    if options.accelerator and options.accelerator.startswith("tpu-"):
+    if options.accelerator and is_tpu(options.accelerator):
         return _render_jobset(job, options, name, namespace)
     if options.topology or options.chips_per_host:
-        raise TpuctlError("--topology and --tpu-chips-per-host are for TPU slices", hint="give --accelerator tpu-...")
+        raise TpuctlError("--topology and --tpu-chips-per-host are for TPU slices", hint="give --accelerator v5litepod-8, v4-32, ... or tpu-...")
     return _render_tfjob(job, options, name, namespace)
 
 
@@ -237,19 +182,22 @@ def _labels(name: str) -> dict[str, str]:
     return {LABEL_MANAGED_BY: "tpuctl", LABEL_INSTANCE: name}
 
 
+def _gpu_nodes(options: KubeOptions) -> tuple[dict[str, str], int]:
+    """The node selector and GPUs per worker: --accelerator nvidia-... means at least one GPU each."""
+    if not options.accelerator:
+        return {}, options.gpus_per_worker
+    if not options.accelerator.startswith("nvidia-"):
+        raise TpuctlError(
+            f"--accelerator {options.accelerator!r}: expected a TPU or GPU (nvidia-...) type",
+            hint="a TPU type such as v4-8 or v5litepod-16, or a GKE node label such as tpu-v5-lite-podslice or nvidia-l4",
+        )
+    return {GKE_GPU_ACCELERATOR: options.accelerator}, options.gpus_per_worker or 1
+
+
 def _render_tfjob(job: Job, options: KubeOptions, name: str, namespace: str) -> Manifest:
     if job.strategy == "tpu":
-        raise TpuctlError("--strategy tpu on Kubernetes runs a TPU slice", hint="give --accelerator tpu-... and --topology")
-    gpus = options.gpus_per_worker
-    node_selector: dict[str, str] = {}
-    if options.accelerator:
-        if not options.accelerator.startswith("nvidia-"):
-            raise TpuctlError(
-                f"--accelerator {options.accelerator!r}: expected a TPU (tpu-...) or GPU (nvidia-...) type",
-                hint="GKE node label values, e.g. tpu-v5-lite-podslice or nvidia-l4",
-            )
-        node_selector[GKE_GPU_ACCELERATOR] = options.accelerator
-        gpus = gpus or 1
+        raise TpuctlError("--strategy tpu on Kubernetes runs a TPU slice", hint="give --accelerator v5litepod-8, v4-32, ... (or tpu-... and --topology)")
+    node_selector, gpus = _gpu_nodes(options)
     counts = {"chief": 1 if job.parameter_server else 0, "worker": job.workers, "ps": job.ps}
     addresses = [tfjob_service(name, namespace, role, i) for role in ("chief", "worker", "ps") for i in range(counts[role])]
     plan = build_plan(job, addresses, run_id=name, attempt=1, host="kubernetes")
@@ -302,7 +250,8 @@ def _render_tfjob(job: Job, options: KubeOptions, name: str, namespace: str) -> 
 
 def _render_jobset(job: Job, options: KubeOptions, name: str, namespace: str) -> Manifest:
     assert options.accelerator is not None
-    tpu = tpu_slice(options.accelerator, options.topology, options.chips_per_host)
+    # A type name (v4-8) or a node label with --topology: the numbers GKE's node pools have.
+    tpu = gke_slice(options.accelerator, options.topology, options.chips_per_host)
     if job.strategy not in ("auto", "tpu"):
         raise TpuctlError(f"--strategy {job.strategy}: a TPU slice runs TPUStrategy", hint="leave --strategy at auto, or tpu")
     if job.workers not in (1, tpu.hosts):

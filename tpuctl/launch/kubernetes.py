@@ -34,15 +34,20 @@ class Options:
     accelerator: str | None = option(
         "--accelerator",
         metavar="TYPE",
-        help="GKE accelerator: tpu-v5-lite-podslice, tpu-v4-podslice, ... runs a JobSet on one TPU slice; "
+        help="A TPU type as `tpuctl create` takes it (v4-8, v5litepod-16, v6e-8, ...) or a GKE node label "
+        "(tpu-v5-lite-podslice, tpu-v4-podslice, ... with --topology) runs a JobSet on one TPU slice; "
         "nvidia-l4, ... puts GPU workers on such nodes.",
     )
-    topology: str | None = option("--topology", metavar="AxB[xC]", help="TPU slice topology for --accelerator tpu-..., e.g. 2x4 or 2x2x4.")
+    topology: str | None = option(
+        "--topology",
+        metavar="AxB[xC]",
+        help="TPU slice topology, e.g. 2x4 or 2x2x4: needed with a tpu-... label.  [default for a TPU type: its usual shape, v4-32 -> 2x2x4]",
+    )
     tpu_chips_per_host: int | None = option(
         "--tpu-chips-per-host",
         type=click.IntRange(min=1),
         help="Chips per TPU host where a topology comes in two machine types (4 makes v5e 2x4 two hosts).  "
-        "[default: one host up to 8 chips, else 4]",
+        "[default: one host while the slice fits one (8 chips v5e/v6e, 4 v4/v5p), else 4]",
     )
     gpus_per_worker: int = option("--gpus-per-worker", type=click.IntRange(min=0), default=0, help="nvidia.com/gpu for each chief and worker pod.")
 

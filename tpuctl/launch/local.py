@@ -8,6 +8,7 @@ dies, even by SIGKILL. That is how no worker outlives its launcher.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -24,9 +25,7 @@ from tpuctl.launch import ports
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
 from tpuctl.launch.runner import RunContext
-import contextlib
-
-_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+from tpuctl.launch.runtime_path import put_tpuctl_on_path
 
 
 class LocalHandle:
@@ -84,7 +83,7 @@ class LocalBackend:
             fds.append(reserved.fileno())
             env[contract.RESERVED_FD] = str(reserved.fileno())
         if not _same_interpreter(spec.argv[0]):
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self._runtime_shim()), env.get("PYTHONPATH")]))
+            put_tpuctl_on_path(env, self._run_dir / "pythonpath")
         try:
             proc = subprocess.Popen(
                 spec.argv,
@@ -120,26 +119,12 @@ class LocalBackend:
                 return sock
         return None
 
-    def _runtime_shim(self) -> Path:
-        """A directory holding only this tpuctl, for a --python from another environment.
-
-        Putting our own site-packages on its path would drag every other
-        package of this environment (a second TensorFlow) into the worker.
-        """
-        shim = self._run_dir / "pythonpath"
-        link = shim / "tpuctl"
-        if not link.exists():
-            shim.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(_PACKAGE_DIR, target_is_directory=True)
-        return shim
-
 
 def _same_interpreter(python: str) -> bool:
     """True only for this very interpreter path; symlinks are not resolved on purpose,
     because a venv's python resolves to its base interpreter, which lacks the venv's packages."""
     found = shutil.which(python)
     return found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
-
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import os
 import threading
 from collections import deque
 from pathlib import Path
-from typing import IO, TextIO
+from typing import Protocol, TextIO
 
 # Foreground colours, picked by worker position so a worker keeps its colour across restarts.
 _PALETTE = ("36", "35", "33", "32", "34", "96", "95", "93", "92", "94")
@@ -48,8 +48,17 @@ def display_text(raw: bytes) -> str:
     return segments[-1].rstrip() if segments else ""
 
 
-def pump(source: IO[bytes], prefix: str, writer: LineWriter, log_path: Path, tail: deque[str], *, append: bool = False) -> None:
-    """Copy one worker's output to the terminal (tagged) and to its log file (as is)."""
+class LineSource(Protocol):
+    """Where a worker's output comes from: a pipe, or an ssh session's merged streams (only `readline` is used)."""
+
+    def readline(self) -> bytes: ...
+
+
+def pump(source: LineSource, prefix: str, writer: LineWriter, log_path: Path, tail: deque[str], *, append: bool = False) -> None:
+    """Copy one worker's output to the terminal (tagged) and to its log file (as is), until EOF.
+
+    Every backend's output goes through here: the Supervisor's workers and kubectl's pod logs alike.
+    """
     with open(log_path, "ab" if append else "wb") as log:
         for raw in iter(source.readline, b""):
             log.write(raw)

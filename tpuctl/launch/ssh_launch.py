@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.plan import Job, Plan
     from tpuctl.launch.runner import RunContext
-    from tpuctl.launch.ssh import RemotePaths, SshOptions
+    from tpuctl.launch.ssh.options import SshOptions
+    from tpuctl.launch.ssh.placement import RemotePaths
 
-DEFAULT_FANOUT = 16  # the same as tpuctl.launch.ssh.DEFAULT_FANOUT, without importing it for --help
+DEFAULT_FANOUT = 16  # the same as tpuctl.launch.ssh.options.DEFAULT_FANOUT, without importing it for --help
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Connection:
 
     def ssh_options(self) -> SshOptions:
         """The checked options as the ssh machinery takes them."""
-        from tpuctl.launch.ssh import SshOptions
+        from tpuctl.launch.ssh.options import SshOptions
 
         for value in self.ssh_option:
             # What `ssh -o` takes: NAME=VALUE (or NAME VALUE).
@@ -105,12 +106,12 @@ class Options(Connection):
 
 def _slice_entries(options: Options) -> list[HostEntry]:
     """Every host of the slice, one worker each: TPUStrategy runs the same program on all of them."""
-    from tpuctl.cli.node_info import find_node
+    from tpuctl.cloud.node_lookup import find_node
     from tpuctl.cloud.slice_hosts import slice_hosts
 
     assert options.tpu_name is not None
-    node, _ = find_node(options.tpu_name, "`tpuctl list` shows the nodes", options.tpu_project, options.tpu_zone, None, None)
-    return [HostEntry(host.address(options.internal_ip)) for host in slice_hosts(node, options.tpu_name)]
+    node = find_node(options.tpu_name, "`tpuctl list` shows the nodes", options.tpu_project, options.tpu_zone, None, None)
+    return [HostEntry(host.address(options.internal_ip)) for host in slice_hosts(node)]
 
 
 def _entries(options: Options) -> tuple[list[HostEntry], str]:
@@ -147,7 +148,7 @@ class SshRunner:
 
         Without an explicit --workers the hosts' slots decide how many workers run.
         """
-        from tpuctl.launch.ssh import RemotePaths
+        from tpuctl.launch.ssh.placement import RemotePaths
 
         if not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}")
@@ -174,7 +175,7 @@ class SshRunner:
     def dry_run(self, job: Job, run_id: str) -> Plan:
         """The plan as it will run, with `<port>` where each host's free port will be."""
         from tpuctl.launch.plan import build_plan
-        from tpuctl.launch.ssh import place
+        from tpuctl.launch.ssh.placement import place
 
         self.ssh.check(self.entries[0].host)
         hosts = place(self.entries, job.processes)
@@ -183,7 +184,7 @@ class SshRunner:
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.launch.process_runner import run_supervised
-        from tpuctl.launch.ssh import SshBackend
+        from tpuctl.launch.ssh.backend import SshBackend
 
         assert self.paths is not None, "prepare() first"
         if self.options.cleanup:
@@ -195,7 +196,7 @@ class SshRunner:
 
     def _free_tpus(self, context: RunContext) -> None:
         """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
-        from tpuctl.launch.ssh import run_everywhere
+        from tpuctl.launch.ssh.fanout import run_everywhere
         from tpuctl.launch.tpu_cleanup import cleanup_argv
 
         results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO, Protocol
+from typing import Protocol
 
 from tpuctl.launch import logs, signals
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
@@ -30,7 +30,7 @@ class Handle(Protocol):
     spec: WorkerSpec
 
     @property
-    def output(self) -> IO[bytes]: ...
+    def output(self) -> logs.LineSource: ...
     def messages(self) -> Iterator[str]: ...
     def wait(self) -> int: ...
     def signal(self, sig: int) -> None: ...

@@ -137,8 +137,14 @@ def json_lines(update: Update) -> list[str]:
         json.dumps({"kind": "checkpoint", "run": c.run, "tag": c.kind, "step": c.step, "value": None, "wall_time": c.wall_time, "file": c.path})
         for c in update.checkpoints
     ]
-    lines += [json.dumps({"kind": "other", "run": None, "tag": kind, "step": None, "value": count, "wall_time": None, "file": None}) for kind, count in sorted(update.others.items())]
-    lines += [json.dumps({"kind": "damage", "run": None, "tag": d.reason, "step": None, "value": d.offset, "wall_time": None, "file": d.file}) for d in update.damage]
+    lines += [
+        json.dumps({"kind": "other", "run": None, "tag": kind, "step": None, "value": count, "wall_time": None, "file": None})
+        for kind, count in sorted(update.others.items())
+    ]
+    lines += [
+        json.dumps({"kind": "damage", "run": None, "tag": d.reason, "step": None, "value": d.offset, "wall_time": None, "file": d.file})
+        for d in update.damage
+    ]
     return lines
 
 

@@ -129,7 +129,7 @@ class Decoder:
         for data in records:
             try:
                 event = parse(data)
-            except Exception:  # protobuf's DecodeError: CRC-valid bytes that are no Event
+            except Exception:  # noqa: BLE001 - protobuf's DecodeError (its class depends on the backend): CRC-valid bytes that are no Event
                 self.undecodable += 1
                 continue
             values = event.summary.value

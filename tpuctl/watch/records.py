@@ -27,7 +27,7 @@ _MASK_DELTA = 0xA282EAD8
 
 def masked_crc(data: bytes | memoryview) -> int:
     """TFRecord's CRC: crc32c rotated right by 15 bits plus a constant, so CRCs of CRCs stay strong."""
-    crc = google_crc32c.value(data)
+    crc = int(google_crc32c.value(data))
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -91,12 +91,12 @@ class RecordBuffer:
                     append(body)
                     pos = stop + FOOTER_SIZE
                     continue
-            body, after = self.step(data, pos, base)
+            checked, after = self.step(data, pos, base)
             if after == pos:
                 break  # the last record is not all written yet
             pos = after
-            if body is not None:
-                append(body)
+            if checked is not None:
+                append(checked)
         self.keep(data, pos)
         return records
 
@@ -123,7 +123,8 @@ class RecordBuffer:
 
     @staticmethod
     def _header_ok(data: bytes, pos: int) -> bool:
-        return masked_crc(data[pos : pos + 8]) == HEADER.unpack_from(data, pos)[1]
+        crc: int = HEADER.unpack_from(data, pos)[1]
+        return masked_crc(data[pos : pos + 8]) == crc
 
     def _resync(self, data: bytes, start: int, end: int) -> int:
         """The next offset whose 12 bytes are a valid header, or where too few bytes remain to tell."""

@@ -8,6 +8,7 @@ never entered.
 
 from __future__ import annotations
 
+import builtins
 import os
 import stat
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ class LocalSource:
         self._walk(self._base, "", found)
         return found
 
-    def _walk(self, folder: Path, prefix: str, found: list[FileInfo]) -> None:
+    def _walk(self, folder: Path, prefix: str, found: builtins.list[FileInfo]) -> None:  # `list` is a method here
         try:
             entries = list(os.scandir(folder))
         except FileNotFoundError:
@@ -132,7 +133,7 @@ class GcsSource:
 
 def _client() -> Any:
     """A storage client: anonymous against an emulator, else tpuctl's credentials (ADC, key or token file)."""
-    from google.cloud import storage
+    import google.cloud.storage as storage
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials

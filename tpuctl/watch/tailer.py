@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import fnmatch
 import gc
-import time
 import posixpath
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -218,6 +218,8 @@ def _starts_like_records(chunk: bytes) -> bool:
     """Whether a file's first 12 bytes are a valid record header (checked once, at offset 0)."""
     if len(chunk) < HEADER_SIZE:
         return False
+    length: int
+    crc: int
     length, crc = HEADER.unpack_from(chunk, 0)
     return length <= MAX_RECORD and masked_crc(chunk[:8]) == crc
 

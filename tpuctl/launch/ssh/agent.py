@@ -1,20 +1,23 @@
-# The tpuctl agent: runs on a remote host as `python -S -c <this file's text> <hello>`.
+# The tpuctl agent: runs on a remote host as `python -S -c <source> <hello>`,
+# where the source is wire.py's text followed by this file's (session.agent_source).
 #
 # One agent per worker, in the worker's own ssh session. It is sent as source
 # text, so the host needs only Python (tpuctl itself for the worker runtime,
-# not for this). It imports only modules built into the interpreter, so that
+# not for this). It imports only modules the interpreter loads anyway, so that
 # it starts in about 10 ms, and contains no backslash, so that it reads the
 # same under any remote shell once quoted (unit tests check both). Comment
-# lines are dropped before it is sent.
+# lines are dropped before it is sent (docstrings would not be: the why is in
+# comments). Like wire.py it keeps to syntax an old Python 3 reads: no
+# f-strings, no variable annotations, annotations quoted.
 #
-# Messages both ways are "packed": NUL-separated key, value, key, value...
-# strings, UTF-8 (surrogateescape) and hex-encoded - one shell word, one line.
+# Messages both ways are "packed" (wire.pack): NUL-separated key, value, key,
+# value... strings, UTF-8 (surrogateescape) and hex-encoded - one shell word, one line.
 #
 #   1. hello: create/enter the working directory, check the script, bind a free
 #      port and hold it, report on stderr: NONCE hello <packed port, ip, ...>.
 #   2. read one line on stdin: <packed argv..., env...>; EOF instead = exit, nothing started.
 #   3. start the worker in its own session / process group, with the held port
-#      (TPUCTL_RESERVED_FD) and a control socket (TPUCTL_CONTROL_FD) as a local
+#      (worker_contract.RESERVED_FD) and a control socket (CONTROL_FD) as a local
 #      launch would, and report NONCE pgid N. Runtime messages ("ready") are
 #      relayed as NONCE msg TEXT.
 #   4. stdin lines INT / TERM / KILL signal the worker group; EOF (the
@@ -24,43 +27,46 @@
 #
 # The worker writes stdout and stderr to the agent's stdout (the session's
 # data channel); the agent writes only its NONCE lines to stderr.
+
+import _socket
 import os
+import select
 import sys
 
-import _signal
-import _socket
-import select
+TYPE_CHECKING = False  # typing costs the agent's start; mypy treats this name as True
+if TYPE_CHECKING:
+    import signal as _signal
+    from typing import NoReturn
+
+    # At run time these come from wire.py's text, sent ahead of this file's.
+    from tpuctl.launch.ssh.wire import manifest, manifest_pairs, pack, unpack
+else:
+    import _signal  # the C module: `signal` builds enums, which costs the start
 
 NL = chr(10)
-NUL = chr(0)
-HELLO = {}
+EOL = bytes([10])
+HELLO = {}  # type: dict[str, list[str]]
 NONCE = ""
 SIGNALS = {"INT": _signal.SIGINT, "TERM": _signal.SIGTERM, "KILL": _signal.SIGKILL}
 
 
-def pack(pairs):
-    return NUL.join(k + NUL + v for k, v in pairs).encode("utf-8", "surrogateescape").hex()
-
-
-def unpack(text):
-    words = bytes.fromhex(text.strip()).decode("utf-8", "surrogateescape").split(NUL)
-    return list(zip(words[0::2], words[1::2]))
-
-
-def say(*words):
+# One NONCE line on stderr, where the launcher looks for them.
+def say(*words: object) -> None:
     line = " ".join([NONCE] + [str(word) for word in words]) + NL
-    try:
+    # try/except rather than contextlib.suppress, here and below: contextlib costs the start.
+    try:  # noqa: SIM105
         os.write(2, line.encode("utf-8", "replace"))
     except OSError:
         pass
 
 
-def fail(problem):
+def fail(problem: str) -> "NoReturn":
     say("error", pack([("message", problem)]))
     os._exit(3)
 
 
-def which(name):
+# shutil.which without importing shutil (it costs the start).
+def which(name: str) -> "str | None":
     for folder in os.environ.get("PATH", "").split(":"):
         path = os.path.join(folder or ".", name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
@@ -68,22 +74,7 @@ def which(name):
     return None
 
 
-def manifest(folder, exclude):
-    found = []
-    for top, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if d not in exclude]
-        for name in files:
-            path = os.path.join(top, name)
-            try:
-                info = os.stat(path)
-            except OSError:
-                continue
-            found.append(("file", os.path.relpath(path, folder)))
-            found.append(("stat", str(info.st_size) + " " + str(int(info.st_mtime))))
-    return found
-
-
-def hold_port():
+def hold_port() -> "_socket.socket":
     for family, anywhere in ((_socket.AF_INET, "0.0.0.0"), (_socket.AF_INET6, "::")):
         try:
             sock = _socket.socket(family, _socket.SOCK_STREAM)
@@ -94,7 +85,8 @@ def hold_port():
     fail("cannot bind a free TCP port")
 
 
-def hello():
+# Step 1: the working directory, the script, a held port; report them (and a manifest for --sync).
+def hello() -> "_socket.socket":
     for folder in HELLO.get("mkdir", []):
         try:
             os.makedirs(folder, exist_ok=True)
@@ -120,23 +112,35 @@ def hello():
     for folder in HELLO.get("sync", []):
         if not HELLO.get("local_rsync", [""])[0] or not rsync:
             report.append(("manifest", folder))
-            report += manifest(folder, HELLO.get("exclude", [])) if os.path.isdir(folder) else []
+            report += manifest_pairs(manifest(folder, HELLO.get("exclude", []))) if os.path.isdir(folder) else []
     say("hello", pack(report))
     return held
 
 
-def read_line(pending):
-    while NL.encode() not in pending:
+def read_line(pending: bytes) -> "tuple[bytes | None, bytes]":
+    while EOL not in pending:
         chunk = os.read(0, 65536)
         if not chunk:
             return None, b""
         pending += chunk
-    line, rest = pending.split(NL.encode(), 1)
+    line, rest = pending.split(EOL, 1)
     return line, rest
 
 
-def spawn(argv, env, keep):
-    # fork and exec by hand (no subprocess module: it costs more to import than all the rest)
+# Step 2's line: the worker's argv, and its environment on top of the agent's.
+def read_job(line: bytes) -> "tuple[list[str], dict[str, str]]":
+    argv, env = [], dict(os.environ)
+    for key, value in unpack(line.decode()):
+        if key == "argv":
+            argv.append(value)
+        elif key == "env":
+            name, _, text = value.partition("=")
+            env[name] = text
+    return argv, env
+
+
+# fork and exec by hand (no subprocess module: it costs more to import than all the rest).
+def spawn(argv: "list[str]", env: "dict[str, str]", keep: "tuple[int, ...]") -> "tuple[int, str | None]":
     errors, report = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -168,35 +172,36 @@ def spawn(argv, env, keep):
     return pid, None
 
 
-def run(held):
-    line, pending = read_line(b"")
-    if not line or not line.strip():
-        return 0
-    argv, env = [], dict(os.environ)
-    for key, value in unpack(line.decode()):
-        if key == "argv":
-            argv.append(value)
-        elif key == "env":
-            name, _, text = value.partition("=")
-            env[name] = text
-    ours, theirs = _socket.socketpair()
-    env["TPUCTL_CONTROL_FD"] = str(theirs.fileno())
-    env["TPUCTL_RESERVED_FD"] = str(held.fileno())
-    pid, problem = spawn(argv, env, (theirs.fileno(), held.fileno()))
-    theirs.close()
-    held.close()
-    if problem is not None:
-        say("error", pack([("message", "cannot start " + argv[0] + ": " + problem)]))
-        say("exit", 127)
-        return 127
-    say("pgid", pid)
+def kill(pid: int, sig: int) -> None:
+    try:  # noqa: SIM105
+        os.killpg(pid, sig)
+    except OSError:
+        pass
 
-    def kill(sig):
-        try:
-            os.killpg(pid, sig)
-        except OSError:
-            pass
 
+# Signal the worker group for each whole INT / TERM / KILL line; returns the unfinished rest.
+def obey(pid: int, pending: bytes) -> bytes:
+    while EOL in pending:
+        word, pending = pending.split(EOL, 1)
+        sig = SIGNALS.get(word.strip().decode("ascii", "replace"))
+        if sig is not None:
+            kill(pid, sig)
+    return pending
+
+
+# Pass each whole line from the worker's control socket on as NONCE msg TEXT; returns the rest.
+def relay(messages: bytes) -> bytes:
+    while EOL in messages:
+        message, messages = messages.split(EOL, 1)
+        say("msg", message.decode("utf-8", "replace").strip())
+    return messages
+
+
+# Steps 3 and 4 until the worker exits: its wait status.
+#
+# Waits on a pidfd where the kernel has them, else polls every 100 ms. Once
+# stdin is gone the group was killed; 2 s later the agent leaves regardless.
+def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
     poller = select.poll()
     poller.register(0, select.POLLIN)
     poller.register(ours.fileno(), select.POLLIN)
@@ -208,45 +213,54 @@ def run(held):
         except OSError:
             pidfd = None
     messages = b""
-    give_up = None
-    for raw in pending.split(NL.encode()):
-        if raw.strip() in (b"INT", b"TERM", b"KILL"):
-            kill(SIGNALS[raw.strip().decode()])
-    pending = pending.rpartition(NL.encode())[2]
+    give_up = None  # type: int | None
+    pending = obey(pid, pending)
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            break
+            return status
         if give_up is not None and give_up <= 0:
             os._exit(255)
-        timeout = 100 if pidfd is None or give_up is not None else None
-        for fd, _ in poller.poll(timeout):
+        for fd, _ in poller.poll(100 if pidfd is None or give_up is not None else None):
             if fd == 0:
                 chunk = os.read(0, 65536)
                 if not chunk:
                     # The launcher or its connection is gone: nobody may outlive it.
-                    kill(_signal.SIGKILL)
+                    kill(pid, _signal.SIGKILL)
                     poller.unregister(0)
                     give_up = 20
                     continue
-                pending += chunk
-                while NL.encode() in pending:
-                    word, pending = pending.split(NL.encode(), 1)
-                    sig = SIGNALS.get(word.strip().decode("ascii", "replace"))
-                    if sig is not None:
-                        kill(sig)
+                pending = obey(pid, pending + chunk)
             elif fd == ours.fileno():
                 chunk = os.read(fd, 4096)
                 if not chunk:
                     poller.unregister(fd)
                     continue
-                messages += chunk
-                while NL.encode() in messages:
-                    message, messages = messages.split(NL.encode(), 1)
-                    say("msg", message.decode("utf-8", "replace").strip())
+                messages = relay(messages + chunk)
         if give_up is not None:
             give_up -= 1
-    kill(_signal.SIGKILL)
+
+
+# Steps 2 to 5; the agent's own exit status.
+def run(held: "_socket.socket") -> int:
+    line, pending = read_line(b"")
+    if not line or not line.strip():
+        return 0
+    argv, env = read_job(line)
+    ours, theirs = _socket.socketpair()
+    # The variables' names come in the hello, from tpuctl's one worker contract.
+    env[HELLO["control_fd"][0]] = str(theirs.fileno())
+    env[HELLO["reserved_fd"][0]] = str(held.fileno())
+    pid, problem = spawn(argv, env, (theirs.fileno(), held.fileno()))
+    theirs.close()
+    held.close()
+    if problem is not None:
+        say("error", pack([("message", "cannot start " + argv[0] + ": " + problem)]))
+        say("exit", 127)
+        return 127
+    say("pgid", pid)
+    status = watch(pid, ours, pending)
+    kill(pid, _signal.SIGKILL)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     say("exit", code)
     return code if code >= 0 else 128 - code

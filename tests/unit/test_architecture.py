@@ -1,0 +1,111 @@
+"""The shape of the code, as docs/architecture.md states it, checked so it cannot drift.
+
+Each rule here is one the architecture issue set: small modules, a CLI that only
+parses and renders, TensorFlow only in the runtime, one accelerator table, one
+environment contract, and docs that name only files that exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "tpuctl"
+MAX_MODULE_LINES = 500
+MAX_CLI_FUNCTION_LINES = 60
+# What the CLI layer may not do itself: start processes, speak HTTP, sleep in a loop.
+CLI_FORBIDDEN_IMPORTS = {"subprocess", "http", "requests", "urllib", "socket", "threading", "google"}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def _imported(tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    long = {_rel(p): n for p in _modules() if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these by job (at most {MAX_MODULE_LINES} lines): {long}"
+
+
+def test_cli_functions_are_short_and_do_no_machinery() -> None:
+    long: dict[str, int] = {}
+    machinery: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in _functions(tree):
+            size = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            if size > MAX_CLI_FUNCTION_LINES:
+                long[f"{_rel(path)}:{fn.name}"] = size
+        bad = sorted({name for name in _imported(tree) if name.split(".")[0] in CLI_FORBIDDEN_IMPORTS})
+        if bad:
+            machinery[_rel(path)] = bad
+    assert not long, f"cli functions over {MAX_CLI_FUNCTION_LINES} lines: {long}"
+    assert not machinery, f"process, HTTP or client machinery belongs in the core, not cli/: {machinery}"
+
+
+def test_only_the_runtime_imports_tensorflow() -> None:
+    offenders = []
+    for path in _modules():
+        if (PACKAGE / "runtime") in path.parents:
+            continue
+        names = set(_imported(ast.parse(path.read_text(encoding="utf-8"))))
+        if names & {"tensorflow", "tf_keras", "keras"} or any(n.startswith("tensorflow.") for n in names):
+            offenders.append(_rel(path))
+    assert not offenders
+
+
+def test_the_worker_contract_is_spelt_in_one_place() -> None:
+    """Every TPUCTL_* variable between a launch and its workers is written out in tpuctl/worker_contract.py only."""
+    from tpuctl import worker_contract
+
+    names = {v for k, v in vars(worker_contract).items() if k.isupper() and isinstance(v, str) and v.startswith("TPUCTL_")}
+    assert len(names) >= 10, names
+    pattern = re.compile(r"""["'](TPUCTL_[A-Z_]+)["']""")
+    offenders = {
+        _rel(p): found
+        for p in _modules()
+        if p.name != "worker_contract.py" and (found := sorted(set(pattern.findall(p.read_text(encoding="utf-8"))) & names))
+    }
+    assert not offenders, f"use the names of tpuctl/worker_contract.py: {offenders}"
+
+
+def test_tpu_generation_facts_live_in_the_accelerator_table() -> None:
+    """GKE accelerator labels and TPU API config types are spelt in tpuctl/accelerators.py alone."""
+    facts = re.compile(r"""["'](tpu-v\d[a-z0-9-]*|V5LITE_POD|V5P|V6E|TPU_V\d\w*|ct\d\w*-\w+)["']""")
+    offenders = {
+        _rel(p): sorted(set(facts.findall(text)))
+        for p in _modules()
+        if _rel(p) != "tpuctl/accelerators.py" and facts.search(text := p.read_text(encoding="utf-8"))
+    }
+    assert not offenders, f"move these into tpuctl/accelerators.py: {offenders}"
+
+
+@pytest.mark.parametrize("doc", [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"], ids=lambda p: p.name)
+def test_docs_name_only_files_that_exist(doc: Path) -> None:
+    named = set(re.findall(r"`((?:tpuctl|tests|benchmarks|examples|docs)/[\w./-]+?)`", doc.read_text(encoding="utf-8")))
+    placeholders = ("*", "NAME")
+    missing = sorted(path for path in named if not any(p in path for p in placeholders) and not (ROOT / path.rstrip("/")).exists())
+    assert not missing, f"{doc.name} names files that are not in the repository: {missing}"

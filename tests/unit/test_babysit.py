@@ -1,0 +1,136 @@
+"""Babysitting against a fake TPU API: when the node is lost it is recreated and the command runs again.
+
+The API is the fake of tests/unit/test_lifecycle.py (scripted node states);
+the babysit loop, the lifecycle and the recreate are tpuctl's own. Commands
+are fakes too, except where the process group is the point.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
+from tpuctl.cloud import babysit
+from tpuctl.cloud.babysit import Command, Watch
+from tpuctl.errors import TpuctlError
+
+
+@pytest.fixture(autouse=True)
+def _spec_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    yield
+
+
+class FakeCommand(Command):
+    """A command that runs for `polls` checks, then exits with `code` (None: runs until stopped)."""
+
+    def __init__(self, code: int | None, polls: int = 0) -> None:
+        self.code, self.polls, self.stopped = code, polls, False
+
+    def poll(self) -> int | None:
+        if self.stopped or self.code is None:
+            return None
+        self.polls -= 1
+        return self.code if self.polls < 0 else None
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class Runs:
+    """Starts the scripted commands in order and keeps them, so a test can see which were stopped."""
+
+    def __init__(self, *commands: FakeCommand) -> None:
+        self.waiting, self.started = list(commands), []
+
+    def __call__(self, argv: tuple[str, ...]) -> Command:
+        command = self.waiting.pop(0)
+        self.started.append(command)
+        return command
+
+
+def _watch(runs: Runs | None, notes: list[str], **options: Any) -> Watch:
+    start = runs if runs is not None else Command
+    return Watch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep, **options)
+
+
+def _ready_api() -> FakeApi:
+    api = FakeApi()
+    api.add(SPEC.name, "READY", **SPEC.resource())
+    return api
+
+
+def test_a_command_that_ends_on_a_healthy_node_ends_babysitting_with_its_status() -> None:
+    notes: list[str] = []
+    assert babysit.babysit(_ready_api(), SPEC, _watch(Runs(FakeCommand(0, polls=2)), notes)) == 0
+    assert notes == ["watching my-tpu in us-central2-b every 0.01s", "running train", "the command finished"]
+    failed: list[str] = []
+    assert babysit.babysit(_ready_api(), SPEC, _watch(Runs(FakeCommand(3)), failed)) == 3
+    assert failed[-1] == "the command failed with status 3 on a healthy node"
+
+
+def test_a_preempted_node_is_recreated_and_the_command_run_again() -> None:
+    api = _ready_api()
+    api.script[SPEC.name] = ["READY", "READY", "PREEMPTED"]
+    runs = Runs(FakeCommand(None), FakeCommand(0, polls=1))
+    notes: list[str] = []
+    assert babysit.babysit(api, SPEC, _watch(runs, notes)) == 0
+    assert runs.started[0].stopped and not runs.started[1].stopped
+    assert "my-tpu is PREEMPTED; stopping the command" in notes
+    assert "my-tpu is PREEMPTED; recreating it (1/10)" in notes and "my-tpu is READY again" in notes
+    assert api.calls == ["delete my-tpu", "create my-tpu"]
+
+
+def test_a_node_that_is_gone_at_the_start_is_recreated_before_the_command_runs() -> None:
+    api = FakeApi()
+    notes: list[str] = []
+    assert babysit.babysit(api, SPEC, _watch(Runs(FakeCommand(0)), notes)) == 0
+    assert notes[:3] == ["my-tpu is gone; recreating it (1/10)", "my-tpu is READY again", "watching my-tpu in us-central2-b every 0.01s"]
+    assert api.calls == ["create my-tpu"]
+
+
+def test_it_gives_up_after_max_recreates() -> None:
+    api = _ready_api()
+    api.script[SPEC.name] = ["READY", "READY", "PREEMPTED"]
+    with pytest.raises(TpuctlError, match="my-tpu is PREEMPTED again after 0 recreations; giving up"):
+        babysit.babysit(api, SPEC, _watch(Runs(FakeCommand(None)), [], max_recreates=0))
+
+
+def test_ctrl_c_stops_the_command_and_exits_130() -> None:
+    class Interrupting(FakeCommand):
+        def poll(self) -> int | None:
+            raise KeyboardInterrupt
+
+    runs = Runs(Interrupting(None))
+    notes: list[str] = []
+    assert babysit.babysit(_ready_api(), SPEC, _watch(runs, notes)) == babysit.INTERRUPTED
+    assert runs.started[0].stopped and notes[-1] == "interrupted"
+
+
+def test_stopping_a_real_command_stops_its_whole_process_group(tmp_path: Path) -> None:
+    """SIGINT reaches every process the command started; one that ignores it is killed after the grace period."""
+    pids = tmp_path / "pids"
+    script = f"trap '' INT; sleep 30 & echo $! > {pids}; wait"
+    command = Command(("sh", "-c", script), grace_s=0.2)
+    deadline = time.monotonic() + 10
+    while not pids.exists() or not pids.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    child = int(pids.read_text())
+    command.stop()
+    assert command.poll() == -signal.SIGKILL
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the command's child survived"
+        time.sleep(0.01)

@@ -1,0 +1,248 @@
+"""The node lifecycle against a fake TPU API: what create, delete, stop/start and recreate do, step by step.
+
+The fake stands in for Google's API only (scripted node states and replies);
+tpuctl's lifecycle code and its Node and NodeSpec types are the real ones.
+Nothing sleeps: waits record their pauses instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tpuctl.cloud import lifecycle, nodespec
+from tpuctl.cloud.node import Node
+from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.tpu import Operation
+from tpuctl.errors import TpuctlError
+
+ZONE = "us-central2-b"
+SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone=ZONE, runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")
+
+
+@dataclass
+class FakeApi:
+    """The TPU API as the lifecycle sees it: each poll of a node shows the next scripted state."""
+
+    project: str = "tpuctl-test"
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # name -> the states later polls will show; "GONE" removes the node
+    script: dict[str, list[str]] = field(default_factory=dict)
+    queued: dict[str, list[str]] = field(default_factory=dict)
+    failed_operation: tuple[int, str] | None = None
+    calls: list[str] = field(default_factory=list)
+
+    def add(self, name: str, state: str, health: str = "HEALTHY", **extra: Any) -> None:
+        self.nodes[name] = {"name": f"projects/{self.project}/locations/{ZONE}/nodes/{name}", "state": state, "health": health, **extra}
+
+    def get_node(self, zone: str, name: str) -> Node | None:
+        upcoming = self.script.get(name)
+        if upcoming:
+            state = upcoming.pop(0)
+            if state == "GONE":
+                self.nodes.pop(name, None)
+            elif name in self.nodes:
+                self.nodes[name]["state"] = state
+                if state == "READY" and not self.nodes[name]["health"]:
+                    self.nodes[name]["health"] = "HEALTHY"  # the service reports health once the node is up
+            else:
+                self.add(name, state, **SPEC.resource())
+        found = self.nodes.get(name)
+        return None if found is None else Node(dict(found), zone)
+
+    def create_node(self, zone: str, name: str, resource: dict[str, Any]) -> str | None:
+        self.calls.append(f"create {name}")
+        if name in self.nodes:
+            return None
+        self.add(name, "CREATING", health="", **resource)
+        self.script[name] = self.script.get(name) or ["CREATING", "READY"]
+        return "operations/create"
+
+    def delete_node(self, zone: str, name: str) -> str | None:
+        self.calls.append(f"delete {name}")
+        if name not in self.nodes:
+            return None
+        self.script[name] = ["DELETING", "GONE"]
+        return "operations/delete"
+
+    def stop_node(self, zone: str, name: str) -> str | None:
+        self.calls.append(f"stop {name}")
+        self.script[name] = ["STOPPING", "STOPPED"]
+        return "operations/stop"
+
+    def start_node(self, zone: str, name: str) -> str | None:
+        self.calls.append(f"start {name}")
+        self.script[name] = ["STARTING", "READY"]
+        return "operations/start"
+
+    def operation(self, zone: str, name: str) -> Operation:
+        if self.failed_operation:
+            return Operation(True, *self.failed_operation)
+        return Operation(done=False)
+
+    def create_queued(self, zone: str, resource_id: str, resource: dict[str, Any]) -> bool:
+        self.calls.append(f"queue {resource_id}")
+        self.queued.setdefault(resource_id, ["WAITING_FOR_RESOURCES", "ACTIVE"])
+        self.script[resource_id] = ["READY"]
+        return True
+
+    def get_queued(self, zone: str, resource_id: str) -> str | None:
+        states = self.queued.get(resource_id)
+        if not states:
+            return None
+        return states.pop(0) if len(states) > 1 else states[0]
+
+    def delete_queued(self, zone: str, resource_id: str) -> None:
+        self.calls.append(f"delete queued {resource_id}")
+        self.queued.pop(resource_id, None)
+
+
+@pytest.fixture(autouse=True)
+def _spec_dir(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    yield
+
+
+def no_sleep(seconds: float) -> None:
+    """Waits cost nothing; a wait that never ends reaches the longest pause and fails instead of hanging the suite."""
+    if seconds >= lifecycle.MAX_POLL_S:
+        raise AssertionError("the wait never ended")
+
+
+def _run(step: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
+    seen: list[str] = []
+    result = step(*args, lambda state, elapsed: seen.append(state), sleep=no_sleep)
+    return result, seen
+
+
+def test_create_follows_the_node_to_ready_and_saves_the_spec() -> None:
+    api = FakeApi()
+    ensured, seen = _run(lifecycle.ensure, api, SPEC)
+    assert ensured.created and ensured.node.ready and ensured.node.accelerator == "v4-8"
+    assert seen == ["CREATING", "READY"]
+    assert nodespec.load(SPEC.project, ZONE, SPEC.name) == SPEC
+    assert api.calls == ["create my-tpu"]
+
+
+def test_an_existing_node_with_the_same_spec_is_reused_and_a_different_one_refused() -> None:
+    api = FakeApi()
+    api.add("my-tpu", "READY", **SPEC.resource())
+    ensured, _ = _run(lifecycle.ensure, api, SPEC)
+    assert not ensured.created and api.calls == []
+    other = NodeSpec(**{**SPEC.__dict__, "accelerator_type": "v4-16"})
+    with pytest.raises(TpuctlError, match="accelerator type: 'v4-8' != 'v4-16'"):
+        _run(lifecycle.ensure, api, other)
+
+
+def test_a_preempted_node_is_not_reused() -> None:
+    api = FakeApi()
+    api.add("my-tpu", "PREEMPTED", **SPEC.resource())
+    with pytest.raises(TpuctlError, match="exists but is PREEMPTED") as err:
+        _run(lifecycle.ensure, api, SPEC)
+    assert "tpuctl recreate" in (err.value.hint or "")
+
+
+def test_ready_but_unhealthy_is_still_waited_for() -> None:
+    api = FakeApi()
+    api.add("my-tpu", "READY", health="UNHEALTHY_MAINTENANCE", **SPEC.resource())
+    api.script["my-tpu"] = ["READY"]
+    node = api.nodes["my-tpu"]
+
+    def heal(state: str, elapsed: float) -> None:
+        node["health"] = "HEALTHY"
+
+    ready = lifecycle.wait_ready(api, SPEC, None, heal, sleep=no_sleep)
+    assert ready.ready
+
+
+def test_a_failed_operation_ends_the_wait_with_its_reason() -> None:
+    api = FakeApi(failed_operation=(8, "There is no more capacity in the zone"))
+    with pytest.raises(TpuctlError, match="no TPU capacity in project tpuctl-test, zone us-central2-b"):
+        _run(lifecycle.ensure, api, SPEC)
+
+
+def test_a_node_that_vanishes_while_created_is_an_error() -> None:
+    api = FakeApi()
+    api.script["my-tpu"] = ["CREATING", "GONE", "GONE"]
+    api.add("my-tpu", "CREATING", **SPEC.resource())
+    with pytest.raises(TpuctlError, match="disappeared while it was being created"):
+        lifecycle.wait_ready(api, SPEC, None, lambda state, elapsed: None, sleep=no_sleep)
+
+
+def test_queued_request_waits_for_capacity_then_for_the_node() -> None:
+    api = FakeApi()
+    spec = NodeSpec(**{**SPEC.__dict__, "queued": True, "spot": True})
+    ensured, seen = _run(lifecycle.ensure, api, spec)
+    assert ensured.created and "queued: WAITING_FOR_RESOURCES" in seen and "queued: ACTIVE" in seen
+    assert api.calls == ["queue my-tpu"]
+
+
+def test_delete_waits_until_gone_and_a_gone_node_is_a_no_op() -> None:
+    api = FakeApi()
+    api.add("my-tpu", "READY")
+    deleted, seen = _run(lifecycle.delete, api, ZONE, "my-tpu")
+    assert deleted and seen == ["DELETING"] and "my-tpu" not in api.nodes
+    again, _ = _run(lifecycle.delete, api, ZONE, "my-tpu")
+    assert again is False
+
+
+def test_stop_and_start_wait_for_the_end_state_and_repeat_as_no_ops() -> None:
+    api = FakeApi()
+    api.add("my-tpu", "READY")
+    assert _run(lifecycle.change_power, api, ZONE, "my-tpu", True)[0] is True
+    assert _run(lifecycle.change_power, api, ZONE, "my-tpu", True)[0] is False
+    assert _run(lifecycle.change_power, api, ZONE, "my-tpu", False)[0] is True
+    assert api.calls == ["stop my-tpu", "start my-tpu"]
+    with pytest.raises(TpuctlError, match="no node other"):
+        _run(lifecycle.change_power, api, ZONE, "other", True)
+
+
+def test_recreate_replaces_a_lost_node_and_keeps_a_live_one() -> None:
+    api = FakeApi()
+    api.add("my-tpu", "READY", **SPEC.resource())
+    kept, _ = _run(lifecycle.recreate, api, SPEC)
+    assert not kept.created and api.calls == []
+    api.nodes["my-tpu"]["state"] = "PREEMPTED"
+    api.script["my-tpu"] = ["PREEMPTED"]
+    again, seen = _run(lifecycle.recreate, api, SPEC)
+    assert again.created and seen[0] == "deleting PREEMPTED node"
+    assert api.calls == ["delete my-tpu", "create my-tpu"]
+
+
+def test_recreate_of_a_queued_node_clears_the_old_queued_resource_first() -> None:
+    api = FakeApi()
+    spec = NodeSpec(**{**SPEC.__dict__, "queued": True})
+    api.queued["my-tpu"] = ["ACTIVE"]
+    _run(lifecycle.recreate, api, spec)
+    assert api.calls[:2] == ["delete queued my-tpu", "queue my-tpu"]
+
+
+# The spec's request and the comparison read the same JSON shape as everything else.
+
+
+def test_a_spec_has_no_differences_from_its_own_request() -> None:
+    full = NodeSpec(
+        **{**SPEC.__dict__, "spot": True, "labels": {"a": "b"}, "network": "default", "service_account": "sa@p.iam", "startup_script": "#!/bin/sh\n"}
+    )
+    assert full.differences(Node(full.resource(), ZONE)) == []
+    seen = {**full.resource(), "runtimeVersion": "tpu-vm-base", "schedulingConfig": {}, "labels": {"x": "y"}}
+    assert full.differences(Node(seen, ZONE))[:2] == ["runtime version: 'tpu-vm-base' != 'tpu-ubuntu2204-base'", "spot: False != True"]
+
+
+def test_networks_compare_by_name_not_url_form() -> None:
+    spec = NodeSpec(**{**SPEC.__dict__, "network": "default"})
+    seen = {**spec.resource(), "networkConfig": {"network": "projects/tpuctl-test/global/networks/default"}}
+    assert spec.differences(Node(seen, ZONE)) == []
+
+
+def test_queued_request_carries_spot_and_deadline_outside_the_node() -> None:
+    spec = NodeSpec(**{**SPEC.__dict__, "spot": True, "queued": True, "valid_until": "6h"})
+    resource = spec.queued_resource()
+    assert resource["spot"] == {} and resource["queueingPolicy"] == {"validUntilDuration": "21600s"}
+    node_spec = resource["tpu"]["nodeSpec"][0]
+    assert "schedulingConfig" not in node_spec["node"] and node_spec["parent"] == f"projects/tpuctl-test/locations/{ZONE}"
+    at = NodeSpec(**{**spec.__dict__, "valid_until": "2026-12-01T01:00:00+01:00"}).queued_resource()
+    assert at["queueingPolicy"] == {"validUntilTime": "2026-12-01T00:00:00Z"}

@@ -1,0 +1,209 @@
+"""The `tpuctl auth` flow: credentials, the project, the TPU service identity, and its IAM grants.
+
+The steps talk to three APIs one after another and tell the user what each
+found before the next one starts (so a failure at step 3 still shows what
+steps 1 and 2 established), then ask before the only write. The flow therefore
+reports through an `AuthUi` as it goes instead of returning one result: the CLI
+decides where lines go and how a question is asked; this module decides what
+is said and in which order. Nothing here ever names a token or key material.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from tpuctl import settings
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.credentials import Identity
+    from tpuctl.cloud.iam import Grant
+
+RESOURCE_MANAGER = "https://cloudresourcemanager.googleapis.com"
+
+
+class AuthUi(Protocol):
+    """Where the flow's words go."""
+
+    @property
+    def can_ask(self) -> bool:
+        """A person is there to answer confirm()."""
+
+    def say(self, line: str) -> None:
+        """A result (stdout)."""
+
+    def note(self, line: str) -> None:
+        """A warning, always shown (stderr)."""
+
+    def progress(self, line: str) -> None:
+        """What is happening now; may be dropped when nobody watches."""
+
+    def confirm(self, question: str) -> bool:
+        """Ask a yes/no question; only called when can_ask."""
+
+
+@dataclass(frozen=True)
+class AuthRequest:
+    """`tpuctl auth`'s flags (None where not given)."""
+
+    project: str | None = None
+    credentials: str | None = None
+    access_token_file: str | None = None
+    zone: str | None = None
+    model_dir: str | None = None
+    roles: tuple[str, ...] = ()
+    service_account: str | None = None
+    dry_run: bool = False
+    yes: bool = False
+    legacy_ai_platform: bool = False
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The request checked: settings resolved, roles and member validated, the bucket and zone chosen."""
+
+    resolved: settings.Settings
+    extra_roles: list[str]
+    extra_member: str | None
+    bucket: str | None
+    zone: str | None
+
+
+@dataclass(frozen=True)
+class _Who:
+    """Checked credentials and the project they act on (with the settings that name it)."""
+
+    identity: Identity
+    resolved: settings.Settings
+    project: str
+
+
+def authorize(request: AuthRequest, ui: AuthUi) -> None:
+    """Run the whole flow; re-running it changes nothing once every binding is in place."""
+    target = _check(request, ui)
+    who = _credentials(target.resolved, ui)
+    members = _service_members(request, target, who, ui)
+    _update_policy(request, target, who, members, ui)
+
+
+def _check(request: AuthRequest, ui: AuthUi) -> _Target:
+    """Bad input first, before any file or network is touched: exit 2."""
+    from tpuctl.cloud import iam
+
+    extra_roles = [iam.check_role(role) for role in request.roles]
+    extra_member = iam.service_account_member(request.service_account) if request.service_account else None
+    resolved = settings.resolve(
+        {
+            "project": request.project,
+            "zone": request.zone,
+            "model_dir": request.model_dir,
+            "credentials": request.credentials,
+            "access_token_file": request.access_token_file,
+        }
+    )
+    if not request.legacy_ai_platform:
+        chosen_dir = resolved.get("model-dir")
+        return _Target(resolved, extra_roles, extra_member, iam.bucket_of(chosen_dir) if chosen_dir else None, resolved.zone)
+    from tpuctl.cloud.service_agent import LEGACY_WARNING
+
+    if request.model_dir is not None:
+        raise TpuctlError(
+            "--model-dir has no effect with --legacy-ai-platform",
+            hint="the legacy flow grants roles/ml.serviceAgent project-wide; add --role for more",
+        )
+    ui.note(f"warning: {LEGACY_WARNING}")
+    return _Target(resolved, extra_roles, extra_member, None, None)
+
+
+def _credentials(resolved: settings.Settings, ui: AuthUi) -> _Who:
+    """The credentials, checked, and the project: the settings', else the one the credentials name."""
+    from tpuctl.cloud import credentials as creds
+
+    identity = creds.load(resolved)
+    project = resolved.get("project")
+    source = resolved.source("project")
+    if project is None and identity.project:
+        project, source = identity.project, f"the {identity.source}"
+        values = {setting.key: value for setting, value in resolved.items()}
+        values["project"] = settings.Value(project, source)
+        resolved = settings.Settings(values)
+    if project is None:
+        raise TpuctlError("no project set", hint="pass --project, set TPUCTL_PROJECT, or run `tpuctl init`", exit_code=USAGE)
+    creds.check_token(identity)
+    ui.say(f"credentials: {identity.source}")
+    ui.say(f"account: {identity.account or '(not named by these credentials)'}")
+    ui.say(f"project: {project} (from {source})")
+    return _Who(identity, resolved, project)
+
+
+def _service_members(request: AuthRequest, target: _Target, who: _Who, ui: AuthUi) -> list[str]:
+    """The IAM members to grant: the TPU service identity (or the legacy pair's account), plus --service-account."""
+    from tpuctl.cloud import iam, service_agent
+
+    project = who.project
+    if request.legacy_ai_platform:
+        ui.progress(f"asking ml.googleapis.com for the TPU service account of project {project}")
+        legacy = service_agent.legacy_identity(who.identity, who.resolved, project)
+        ui.say(f"TPU service account (ml getConfig): {legacy.tpu_service_account}")
+        ui.say(f"TPU service agent (serviceusage): {legacy.service_agent or '(not named in the reply)'}")
+        members = [iam.service_account_member(legacy.tpu_service_account)]
+    else:
+        assert target.zone is not None
+        ui.progress(f"asking the TPU API for the service identity of project {project}")
+        email = service_agent.tpu_service_identity(who.identity, who.resolved, target.zone)
+        ui.say(f"TPU service identity: {email}")
+        members = [iam.service_account_member(email)]
+    if target.extra_member and target.extra_member not in members:
+        members.append(target.extra_member)
+    return members
+
+
+def _update_policy(request: AuthRequest, target: _Target, who: _Who, members: list[str], ui: AuthUi) -> None:
+    """The IAM policy: read, diff, (dry run: show the gcloud commands), ask, write with the etag."""
+    from tpuctl.cloud import iam
+
+    project = who.project
+    grants = iam.legacy_grants(members, target.extra_roles) if request.legacy_ai_platform else iam.job_grants(members, target.bucket, target.extra_roles)
+    policy_api = iam.ProjectIam(who.identity, who.resolved.get("resourcemanager-endpoint") or RESOURCE_MANAGER, project)
+    ui.progress(f"reading the IAM policy of project {project}")
+    policy = policy_api.read()
+    todo = iam.missing(policy, grants)
+    if target.bucket is None and not request.legacy_ai_platform:
+        ui.say(f"note: no model dir set, so {iam.STORAGE_ROLE} applies to the whole project; pass --model-dir gs://BUCKET/PATH to limit it to one bucket")
+    if not todo:
+        ui.say(f"nothing to change: the IAM policy of project {project} already has all {len(grants)} binding(s)")
+        return
+    ui.say(f"IAM policy of project {project}, bindings to add:")
+    for line in iam.diff_lines(todo):
+        ui.say(line)
+    if request.dry_run:
+        _show_dry_run(project, todo, ui)
+        return
+    _consent(request, project, todo, ui)
+    ui.progress(f"updating the IAM policy of project {project}")
+    result = policy_api.add(todo, first=policy, on_conflict=lambda n: ui.progress(f"the policy changed meanwhile (conflict {n}); reading it again"))
+    # Whatever the path (our write, a retry of it whose reply was lost, or another writer
+    # adding the same bindings meanwhile), every binding listed is now in the policy.
+    after = f" after {result.conflicts} concurrent change(s)" if result.conflicts else ""
+    ui.say(f"updated the IAM policy of project {project}: all {len(todo)} binding(s) above are in place{after}")
+
+
+def _show_dry_run(project: str, todo: list[Grant], ui: AuthUi) -> None:
+    from tpuctl.cloud import iam, service_agent
+
+    ui.say("equivalent gcloud commands:")
+    ui.say(f"  {service_agent.gcloud_identity_command(project)}")
+    for command in iam.gcloud_commands(project, todo):
+        ui.say(f"  {command}")
+    ui.say("dry run: nothing changed")
+
+
+def _consent(request: AuthRequest, project: str, todo: list[Grant], ui: AuthUi) -> None:
+    """--yes, or a person who says yes; without a terminal to ask on, the change needs --yes (exit 2)."""
+    if request.yes:
+        return
+    if not ui.can_ask:
+        raise TpuctlError(f"would change the IAM policy of project {project}", hint="re-run with --yes or --dry-run", exit_code=USAGE)
+    if not ui.confirm(f"Add {len(todo)} binding(s) to the IAM policy of project {project}?"):
+        raise TpuctlError(f"the IAM policy of project {project} was not changed", exit_code=FAILED)

@@ -1,0 +1,73 @@
+"""Looking things up in the TPU API: a node by name, every node of a zone or of all zones, and `init`'s checks.
+
+It lives in the core, not in a command, so that core code (a devices listing, an
+ssh fan-out, a launch on a slice) can find a node without importing the CLI.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from tpuctl import settings
+from tpuctl.cloud.node import Node
+from tpuctl.errors import FAILED, TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.tpu import TpuApi
+
+MAX_ZONE_THREADS = 16
+
+
+def find_node(
+    name: str, hint: str, project: str | None, zone: str | None, credentials: str | None, access_token_file: str | None
+) -> Node:
+    """The node, or one line saying where it was looked for (exit 1, with `hint`).
+
+    The flags (None where not given) sit over every other settings layer. A
+    look-up is a read, so it costs no google-cloud-tpu import (tpuctl.cloud.tpu).
+    """
+    from tpuctl.cloud import nodespec
+    from tpuctl.cloud.tpu import TpuApi
+
+    nodespec.check_name(name)
+    resolved = settings.resolve({"project": project, "zone": zone, "credentials": credentials, "access_token_file": access_token_file})
+    api = TpuApi.connect(resolved)
+    node = api.get_node(resolved.zone, name)
+    if node is None:
+        raise TpuctlError(f"no TPU VM {name} in project {api.project}, zone {resolved.zone}", hint=hint, exit_code=FAILED)
+    return node
+
+
+def list_nodes(api: TpuApi, zone: str | None) -> list[Node]:
+    """The nodes of one zone, or (zone None) of every zone the project can use, zone by zone, each by name.
+
+    One request per zone, all at once: ten zones cost about as much as one.
+    """
+    zones = api.zones() if zone is None else [zone]
+    if len(zones) <= 1:
+        return [node for one in zones for node in api.list_nodes(one)]
+    with ThreadPoolExecutor(max_workers=min(MAX_ZONE_THREADS, len(zones))) as pool:
+        per_zone = list(pool.map(api.list_nodes, zones))
+    return [node for nodes in per_zone for node in nodes]
+
+
+def short_list(items: list[str], limit: int = 12) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f", … ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def check_defaults(api: TpuApi, answers: settings.Settings) -> None:
+    """The zone exists, offers the accelerator type, and knows the runtime version — else list the choices."""
+    zone = answers.zone
+    zones = api.zones()
+    if zone not in zones:
+        raise TpuctlError(f"zone {zone} has no Cloud TPUs for project {api.project}", hint=f"choose one of: {short_list(zones)}")
+    wanted = answers.require("accelerator-type")
+    offered = [str(a.get("type", "")) for a in api.accelerator_types(zone)]
+    if wanted not in offered:
+        raise TpuctlError(f"accelerator type {wanted} is not offered in {zone}", hint=f"choose one of: {short_list(offered)}")
+    version = answers.require("runtime-version")
+    versions = api.runtime_versions(zone)
+    if version not in versions:
+        raise TpuctlError(f"runtime version {version} does not exist in {zone}", hint=f"choose one of: {short_list(versions)}")

@@ -1,0 +1,67 @@
+"""`tpuctl ssh`'s work: pick the hosts of a TPU VM slice and run commands on them all at once.
+
+Placement (which workers, which of their addresses) and the fan-out belong to the
+core so that the command only parses and prints. The ssh machinery is imported
+only when a command really runs, keeping `tpuctl ssh --help` cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tpuctl.errors import TpuctlError
+from tpuctl.launch.ssh_launch import Connection
+
+if TYPE_CHECKING:
+    from tpuctl.launch.ssh.fanout import HostResult
+
+
+@dataclass(frozen=True)
+class SliceCommand:
+    """What `tpuctl ssh` was asked: a node, the command (empty with --cleanup alone), where and how to connect."""
+
+    name: str
+    command: tuple[str, ...]
+    connection: Connection
+    worker: str = "0"
+    internal_ip: bool = False
+    cleanup: bool = False
+    project: str | None = None
+    zone: str | None = None
+    credentials: str | None = None
+    access_token_file: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """One command's result on one worker of the slice, with the label its lines carry."""
+
+    label: str  # [worker:N@ADDRESS]
+    result: HostResult
+
+
+def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
+    """Each stage's results in worker order: the --cleanup first, then the command.
+
+    A stage runs on every chosen worker at once; after a stage that failed on
+    any worker, the next one is not started.
+    """
+    from tpuctl.cloud.node_lookup import find_node
+    from tpuctl.cloud.slice_hosts import pick_workers, slice_hosts
+    from tpuctl.launch.ssh.fanout import run_everywhere
+    from tpuctl.launch.tpu_cleanup import cleanup_argv
+
+    options = request.connection.ssh_options()
+    if not request.command and not request.cleanup:
+        raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {request.name} --worker all -- nvidia-smi")
+    node = find_node(request.name, "`tpuctl list` shows the nodes", request.project, request.zone, request.credentials, request.access_token_file)
+    chosen = pick_workers(slice_hosts(node), request.worker)
+    addresses = [host.address(request.internal_ip) for host in chosen]
+    labels = [f"[worker:{host.index}@{address}]" for host, address in zip(chosen, addresses, strict=True)]
+    for argv in ([cleanup_argv()] if request.cleanup else []) + ([list(request.command)] if request.command else []):
+        results = run_everywhere(addresses, argv, options)
+        yield [WorkerResult(label, result) for label, result in zip(labels, results, strict=True)]
+        if any(result.exit_code for result in results):
+            return
