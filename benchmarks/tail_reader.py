@@ -17,8 +17,14 @@ tpuctl's peak memory <= 1/4 of a TF-importing reader's. Also: after the full
 read, 1 KB of events is appended and one more poll is timed; target: <= 1% of
 the full read.
 
-Medians over --runs rounds (default 3) in a rotating order. A measurement,
-not a test: it exits 0 even when a target is missed.
+The whole command, too: `tpuctl tail --once --json FILE` in a subprocess, its
+stdout a pipe the benchmark drains, against a script that dumps the same file
+as JSON lines with TensorBoard's EventFileLoader (same keys, one json.dumps per
+value, TensorFlow imported as EventFileLoader uses it), also a subprocess.
+Both wall times include start-up. Target: tpuctl <= 0.15x the dump's time.
+
+Medians over --runs rounds (default 3) in a rotating order (the commands
+interleaved). A measurement, not a test: it exits 0 even when a target is missed.
 
     .venv/bin/python benchmarks/tail_reader.py [--runs N] [--mb SIZE]
 """
@@ -94,6 +100,62 @@ print(json.dumps({"events": events, "seconds": seconds, "rss_mb": resource.getru
 }
 
 
+# The anchor for the whole command: TensorBoard's loader printing what `tail --json` prints.
+LOADER_JSON = '''
+import json, struct, sys
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+import tensorflow  # what EventFileLoader reads records with when it is installed
+path = sys.argv[1]
+unpack = struct.Struct("<f").unpack
+write = sys.stdout.write
+for event in EventFileLoader(path).Load():
+    for value in event.summary.value:
+        number = value.simple_value if value.WhichOneof("value") == "simple_value" else unpack(value.tensor.tensor_content)[0]
+        write(json.dumps({"kind": "scalar", "run": ".", "tag": value.tag, "step": event.step, "value": number,
+                          "wall_time": event.wall_time, "file": path}) + "\\n")
+'''
+
+
+def tpuctl_command() -> list[str]:
+    script = Path(sys.executable).with_name("tpuctl")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tpuctl"]
+
+
+def time_command(args: list[str]) -> tuple[float, int]:
+    """Wall seconds of a command whose stdout is a pipe drained here, and the lines it printed."""
+    import time
+
+    started = time.perf_counter()
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+    assert process.stdout is not None
+    lines = 0
+    while chunk := process.stdout.read(1 << 20):
+        lines += chunk.count(b"\n")
+    code = process.wait()
+    seconds = time.perf_counter() - started
+    if code != 0:
+        raise SystemExit(f"{args[0]} exited {code}")
+    return seconds, lines
+
+
+def compare_commands(path: Path, runs: int) -> None:
+    """`tpuctl tail --once --json` against TensorBoard's loader dumping JSON: whole processes, interleaved."""
+    commands = {
+        "tpuctl tail --once --json": [*tpuctl_command(), "tail", str(path), "--once", "--json"],
+        "loader JSON dump": [sys.executable, "-c", LOADER_JSON, str(path)],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    lines: dict[str, int] = {}
+    for round_ in range(runs):
+        for name in list(commands)[round_ % 2 :] + list(commands)[: round_ % 2]:
+            seconds, lines[name] = time_command(commands[name])
+            times[name].append(seconds)
+    for name, runs_ in times.items():
+        print(f"{name:28} {statistics.median(runs_):7.2f} s  {lines[name]} lines  (runs: {', '.join(f'{t:.2f}' for t in runs_)})")
+    ratio = statistics.median(times["tpuctl tail --once --json"]) / statistics.median(times["loader JSON dump"])
+    print(f"{'tail --json / loader JSON dump (time)':38} {ratio:8.4f}  target <= 0.15  {'PASS' if ratio <= 0.15 else 'FAIL'}")
+
+
 def scalar_event(tag: str, step: int, value: float, first: bool) -> bytes:
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
@@ -145,6 +207,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--mb", type=int, default=52)
+    parser.add_argument("--only-command", action="store_true", help="time only the whole commands (tail --json vs the loader's JSON dump)")
     options = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as folder:
@@ -152,6 +215,9 @@ def main() -> None:
         total = write_file(master, options.mb)
         size_mb = master.stat().st_size / 2**20
         print(f"event file: {size_mb:.1f} MB, {total} events (TF2 scalars); {options.runs} run(s) per reader, medians")
+        compare_commands(master, options.runs)
+        if options.only_command:
+            return
         extra = appended_kb(10**7)
         results: dict[str, list[dict[str, float]]] = {name: [] for name in READERS}
         names = list(READERS)

@@ -16,9 +16,10 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from tpuctl.errors import TpuctlError
-from tpuctl.hosts import HostEntry, expand_addresses, parse_host
+from tpuctl.hosts import MAX_TASKS, HostEntry, expand_addresses, parse_host
 
 # Order in which tasks are numbered, addressed and started.
 CLUSTER_ROLES = ("chief", "worker", "ps")
@@ -72,7 +73,20 @@ class ClusterSpec:
         return {"cluster": cluster, "task": {"type": task.type, "index": task.index}}
 
     def tf_config_json(self, task: Task) -> str:
-        return json.dumps(self.tf_config(task), separators=(",", ":"))
+        """`json.dumps(tf_config(task))`, compact, with the cluster serialised once per spec, not once per task.
+
+        Every task's TF_CONFIG lists the whole cluster, so N tasks' configs are N² in
+        size whatever is done; re-serialising the cluster each time made them N² in
+        work too (4096 tasks: 16M addresses through json.dumps). Splicing one cached
+        text keeps the work proportional to the bytes written.
+        """
+        task_json = json.dumps({"type": task.type, "index": task.index}, separators=(",", ":"))
+        return f'{{"cluster":{self._cluster_json},"task":{task_json}}}'
+
+    @cached_property
+    def _cluster_json(self) -> str:
+        cluster = {role: list(addrs) for role, addrs in self.jobs.items() if addrs}
+        return json.dumps(cluster, separators=(",", ":"))
 
     def describe(self) -> str:
         """The cluster's tasks as ranges, e.g. `chief:0, worker:0-1, ps:0`."""
@@ -151,15 +165,17 @@ def cluster_from_hosts(
         raise TpuctlError(f"no cluster with {workers} worker(s), {ps} ps: it needs a chief or a worker")
     counts = role_counts(workers, chief=chief, ps=ps)
     needed = sum(counts.values())
+    if needed > MAX_TASKS:
+        raise TpuctlError(f"{needed} tasks ({describe_counts(counts)}) are more than the {MAX_TASKS} a cluster may have")
     if hosts is None:
         hosts = [HostEntry("localhost", slots=needed)]
-    addresses = expand_addresses(hosts, base_port)
-    if len(addresses) != needed:
+    supplied = sum(entry.slots for entry in hosts)  # counted before expanding: a typo may ask for billions
+    if supplied != needed:
         raise TpuctlError(
-            f"{source} gives {len(addresses)} address(es) but the cluster has {needed} task(s): "
-            + describe_counts(counts),
+            f"{source} gives {supplied} address(es) but the cluster has {needed} task(s): " + describe_counts(counts),
             hint="one address per task, in the order chief, workers, ps",
         )
+    addresses = expand_addresses(hosts, base_port)
     spec = make_cluster(workers, addresses, chief=chief, ps=ps, evaluator=evaluator)
     check_addresses(spec.jobs)
     return spec

@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tpuctl import inputs
 from tpuctl.errors import TpuctlError
 
 if sys.version_info >= (3, 11):
@@ -41,21 +43,47 @@ def config_files() -> list[Path]:
 
 
 def read_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    """The parsed file ({} when it does not exist), refused in one line when hostile.
+
+    Only a small regular file is read (/dev/zero or a FIFO would never end); tomllib
+    recurses once per level of `[[[…` or `{a={a=…`, so a deep file is a RecursionError
+    that becomes a message, and a file deep through dotted keys (no recursion while
+    parsing) is refused by depth; a NUL byte in any string would reach open() or exec()."""
+    what = "config file"
+    text = inputs.read_small_text(path, what)
+    if text is None:
         return {}
-    except (OSError, UnicodeDecodeError) as err:
-        raise TpuctlError(f"cannot read config file {path}: {err}") from None
+    if any(_key_depth(line) > inputs.MAX_NESTING for line in text.splitlines()):
+        raise TpuctlError(f"config file {path} nests deeper than {inputs.MAX_NESTING} levels")
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise TpuctlError(f"config file {path} is not valid TOML: {err}") from None
+    except ValueError as err:  # an integer past int()'s 4300 digits
+        raise TpuctlError(f"config file {path} is not valid TOML: {err.__class__.__name__}: {str(err)[:80]}") from None
+    except RecursionError:
+        raise TpuctlError(f"config file {path} nests deeper than {inputs.MAX_NESTING} levels") from None
+    inputs.check_data(data, f"config file {path}")
     return data
 
 
-def section_defaults(section: str, allowed: dict[str, type]) -> dict[str, Any]:
-    """Merged `[section]` values, checked against the option names and types a command takes."""
+def _key_depth(line: str) -> int:
+    """How many tables deep a line's dotted key or [table.header] reaches, counted before parsing:
+    tomllib's memory grows with the square of a dotted key's length (`a.a.a…` 20,000 long needs
+    gigabytes). Dots inside a quoted key count too, which only errs on the side of refusing."""
+    text = line.lstrip()
+    key = text.split("]", 1)[0] if text.startswith("[") else text.split("=", 1)[0]
+    return key.count(".")
+
+
+def section_defaults(section: str, allowed: Mapping[str, type | tuple[type, Any]]) -> dict[str, Any]:
+    """Merged `[section]` values, checked against the option names and types a command takes.
+
+    A key may map to `(type, param_type)`: the option's own click type then checks the
+    value too, so `start-timeout = nan` or `workers = 99999` in a file is refused in one
+    line naming the file, exactly as the flag would be (click would check a default_map
+    value as well, but without saying which file it came from).
+    """
     merged: dict[str, Any] = {}
     for path in config_files():
         table = read_file(path).get(section, {})
@@ -67,11 +95,28 @@ def section_defaults(section: str, allowed: dict[str, type]) -> dict[str, Any]:
                 raise TpuctlError(
                     f"{path}: unknown setting {section}.{key}", hint=f"known: {', '.join(sorted(allowed))}"
                 )
-            expected = allowed[name]
+            expected, check = _expectation(allowed[name])
             if not _has_type(value, expected):
                 raise TpuctlError(f"{path}: {section}.{key} must be {_TYPE_WORDS[expected]}, not {value!r}")
+            if check is not None:
+                _check_value(value, check, f"{path}: {section}.{key}")
             merged[name] = value
     return merged
+
+
+def _expectation(allowed: type | tuple[type, Any]) -> tuple[type, Any]:
+    """(TOML type, click type or None) from a section's declaration, which may be a bare type."""
+    return allowed if isinstance(allowed, tuple) else (allowed, None)
+
+
+def _check_value(value: object, check: Any, where: str) -> None:
+    """Run a click ParamType's own conversion on a file's value; its complaint becomes one line naming the file."""
+    import click
+
+    try:
+        check.convert(value, None, None)
+    except click.BadParameter as err:
+        raise TpuctlError(f"{where}: {err.message}") from None
 
 
 def _has_type(value: object, expected: type) -> bool:
@@ -122,11 +167,13 @@ def update_section(path: Path, section: str, values: dict[str, str]) -> bool:
     if check.get(section) != merged or not others_kept:
         # e.g. dotted `cloud.x = ...` keys elsewhere: refuse rather than write a file that means something else.
         raise TpuctlError(f"cannot update [{section}] in {path} safely", hint="edit the file by hand", exit_code=1)
+    from tpuctl.launch.private_files import private_dir, write_through
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_text(updated, encoding="utf-8")
-        partial.replace(path)
+        # A symlinked config (dotfiles) stays a symlink: its target is replaced, keeping its mode; a new file is 0600.
+        if not path.is_symlink():
+            private_dir(path.parent, tighten=False)
+        write_through(path, updated)
     except OSError as err:
         raise TpuctlError(f"cannot write {path}: {err.strerror}", exit_code=1) from None
     return True

@@ -29,6 +29,7 @@ from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.launch.runtime_path import put_tpuctl_on_path
 
 DEFAULT_TPU_TIMEOUT_S = 60.0
+MAX_TPU_TIMEOUT_S = 7 * 24 * 3600.0  # a week, as tpuctl.cli.seconds.Seconds allows
 # Beyond --tpu-timeout, what the worker may spend importing TensorFlow and listing devices.
 TF_ALLOWANCE_S = 60.0
 WORKER_MODULE = "tpuctl.runtime.devices"
@@ -61,6 +62,9 @@ class DeviceQuery:
         given = (("--project", self.project), ("--credentials", self.credentials), ("--access-token-file", self.access_token_file), ("--zone", self.zone))
         cloud = [flag for flag, value in given if value]
         tensorflow = [flag for flag, value in (("--python", self.python), ("--tpu-timeout", self.tpu_timeout)) if value is not None]
+        if self.tpu_timeout is not None and not 0 < self.tpu_timeout <= MAX_TPU_TIMEOUT_S:  # nan fails this too
+            # The CLI's Seconds type refuses these first; a caller in Python gets the same line, not a hang.
+            raise TpuctlError(f"--tpu-timeout {self.tpu_timeout!r} is not within (0, {MAX_TPU_TIMEOUT_S:g}] seconds")
         if self.fast and self.target is not None:
             raise TpuctlError("--fast looks at this machine only; drop --tpu, or drop --fast")
         if self.fast and tensorflow:

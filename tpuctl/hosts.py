@@ -20,6 +20,14 @@ from dataclasses import dataclass
 from tpuctl.errors import TpuctlError
 
 MAX_PORT = 65535
+# The most tasks (processes) one cluster may have, and so the most slots a host list may
+# offer. The largest single TPU slice TensorFlow can drive is a v5p 16x16x24: 1536 hosts,
+# one task each (TensorFlow has no multislice); MultiWorkerMirrored jobs run in the tens to
+# hundreds of workers. 4096 leaves headroom above both, while every worker's TF_CONFIG
+# (which lists every task) stays under Linux's 128 KiB limit for one environment variable
+# (MAX_ARG_STRLEN) with loopback addresses. Beyond it lies a typo (`host:999999999`) that
+# would otherwise expand into billions of addresses before anything is checked.
+MAX_TASKS = 4096
 
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
@@ -137,7 +145,16 @@ def _parse_port(text: str) -> int:
 def _parse_slots(text: str, label: str = "slots=") -> int:
     if not _SLOTS.fullmatch(text) or int(text) < 1:
         raise ValueError(f"{label}{text!r} is not a positive integer")
+    if int(text) > MAX_TASKS:
+        raise ValueError(f"{label}{text} is more than the {MAX_TASKS} tasks a cluster may have")
     return int(text)
+
+
+def _check_total(entries: Sequence[HostEntry], source: str) -> None:
+    """All slots together: past MAX_TASKS no cluster can use them, and expanding them would be the hang."""
+    total = sum(entry.slots for entry in entries)
+    if total > MAX_TASKS:
+        raise TpuctlError(f"{source}: {total} slots in all, more than the {MAX_TASKS} tasks a cluster may have")
 
 
 def parse_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
@@ -151,6 +168,7 @@ def parse_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
         except ValueError as err:
             raise TpuctlError(f"{source} entry {number} {item!r}: {err}") from None
     _reject_duplicates(entries, f"{source} entry", range(1, len(entries) + 1))
+    _check_total(entries, source)
     return entries
 
 
@@ -165,6 +183,7 @@ def parse_slot_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
         except ValueError as err:
             raise TpuctlError(f"{source} entry {number} {item!r}: {err}") from None
     _reject_duplicates(entries, f"{source} entry", range(1, len(entries) + 1))
+    _check_total(entries, source)
     return entries
 
 
@@ -194,6 +213,7 @@ def parse_hostfile(text: str, *, source: str = "hostfile", ports: bool = True) -
     if not entries:
         raise TpuctlError(f"{source}: no hosts", hint="one 'host slots=N' per line")
     _reject_duplicates(entries, f"{source} line", numbers)
+    _check_total(entries, source)
     return entries
 
 

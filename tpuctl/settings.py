@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import config, gcloud_config
+from tpuctl import config, gcloud_config, inputs
 from tpuctl.accelerators import is_type_name
 from tpuctl.errors import TpuctlError
 
@@ -40,7 +41,14 @@ def _accelerator_type(value: str) -> str | None:
 
 
 def _file(value: str) -> str | None:
-    return None if value.strip() else "a file path"
+    """A key or token file: /dev/zero or a FIFO would be read forever by the credential loader."""
+    if not value.strip():
+        return "a file path"
+    try:
+        info = os.stat(value)
+    except (OSError, ValueError):
+        return None  # missing or unreadable: the credential loader names the problem
+    return None if stat.S_ISREG(info.st_mode) else "a regular file, not a device, FIFO or directory"
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,8 @@ def _pick(setting: Setting, flags: Mapping[str, str | None], layers: list[tuple[
 
 
 def _checked(setting: Setting, value: str, source: str) -> Value:
+    # A NUL byte would pass a pattern such as the URL's and fail later in open() or an HTTP library.
+    inputs.check_text(value, f"{setting.key} from {source}")
     problem = setting.check(value)
     if problem:
         raise TpuctlError(f"{setting.key} {value!r} from {source} is not valid", hint=problem)

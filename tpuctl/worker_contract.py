@@ -39,6 +39,9 @@ TPU_TIMEOUT = "TPUCTL_TPU_TIMEOUT"
 CONTROL_FD = "TPUCTL_CONTROL_FD"  # socket: "ready" goes out on it; its EOF means the launcher is gone
 RESERVED_FD = "TPUCTL_RESERVED_FD"  # the bound socket holding the worker's port until TF takes it
 WATCHDOG_FD = "TPUCTL_WATCHDOG_FD"  # pipe of `tpuctl devices`: EOF means stop
+# Read by the bind shim preloaded into local workers (tpuctl/launch/bindshim), not by Python:
+# the ports whose wildcard bind() it turns into a loopback bind.
+LOOPBACK_PORTS = "TPUCTL_LOOPBACK_PORTS"
 
 
 def strategy_env(
@@ -83,18 +86,23 @@ def devices(environ: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def simulate_devices(environ: Mapping[str, str]) -> int:
+    # ASCII digits only, and few: str.isdigit() accepts "²", which int() refuses with a traceback.
     raw = environ.get(SIMULATE_DEVICES, "").strip() or "0"
-    if not raw.isdigit():
-        raise TpuctlError(f"{SIMULATE_DEVICES}={raw!r} is not a whole number")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):
+        raise TpuctlError(f"{SIMULATE_DEVICES}={raw[:40]!r} is not a whole number")
     return int(raw)
 
 
 def tpu_timeout(environ: Mapping[str, str]) -> float | None:
+    # nan and inf parse as floats but are no timeout: nan never expires, inf overflows a deadline.
     raw = environ.get(TPU_TIMEOUT, "")
     try:
-        return float(raw) if raw else None
+        seconds = float(raw) if raw else None
     except ValueError:
-        raise TpuctlError(f"{TPU_TIMEOUT}={raw!r} is not a number of seconds") from None
+        seconds = -1.0
+    if seconds is not None and not 0 < seconds < 1e9:
+        raise TpuctlError(f"{TPU_TIMEOUT}={raw[:40]!r} is not a number of seconds")
+    return seconds
 
 
 def model_dir(environ: Mapping[str, str]) -> str | None:

@@ -67,7 +67,8 @@ def test_a_flipped_byte_is_reported_once_and_skipped(tmp_path: Path) -> None:
     assert code == 0, stderr
     assert [e["step"] for e in events if e["kind"] == "scalar"] == [1, 2, 4, 5]
     damage = [e for e in events if e["kind"] == "damage"]
-    assert damage == [{"kind": "damage", "run": None, "tag": "record data fails its CRC; skipped", "step": None, "value": offset, "wall_time": None, "file": "events.out.tfevents.2"}]
+    reason = "record data fails its CRC; skipped"
+    assert damage == [{"kind": "damage", "run": None, "tag": reason, "step": None, "value": offset, "wall_time": None, "file": "events.out.tfevents.2"}]
     plain = run_tpuctl("tail", str(tmp_path), "--once")
     assert f"tpuctl: warning: events.out.tfevents.2 at byte {offset}: record data fails its CRC; skipped" in plain.stderr
 

@@ -134,3 +134,76 @@ def test_stopping_a_real_command_stops_its_whole_process_group(tmp_path: Path) -
             break
         assert time.monotonic() < deadline, "the command's child survived"
         time.sleep(0.01)
+
+
+def _wait_for_pids(path: Path, count: int) -> list[int]:
+    deadline = time.monotonic() + 10
+    while not path.exists() or len(path.read_text().split()) < count:
+        assert time.monotonic() < deadline, "the command never started its children"
+        time.sleep(0.01)
+    return [int(word) for word in path.read_text().split()]
+
+
+def _assert_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + 5
+    while left := [pid for pid in pids if _alive(pid)]:
+        assert time.monotonic() < deadline, f"survivors of the command: {left}"
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _real_command_starting(pids: Path) -> str:
+    """A shell that starts one child in its group and one in a session of its own, then waits."""
+    detached = "import os, sys, time; os.setsid(); time.sleep(60)"
+    return f"sleep 60 & echo $! >> {pids}; python3 -c '{detached}' & echo $! >> {pids}; wait"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda sig: sig.name)
+def test_a_stopping_signal_stops_the_command_and_all_it_started_and_exits_130(tmp_path: Path, sig: signal.Signals) -> None:
+    pids = tmp_path / "pids"
+
+    class Signalled(Command):
+        """The real command; once it runs, babysit itself receives `sig` (as `kill` would send it)."""
+
+        def poll(self) -> int | None:
+            _wait_for_pids(pids, 2)
+            os.kill(os.getpid(), sig)
+            return super().poll()
+
+    started: list[Command] = []
+
+    def start(argv: tuple[str, ...]) -> Command:
+        started.append(Signalled(("sh", "-c", _real_command_starting(pids)), grace_s=0.5))
+        return started[-1]
+
+    notes: list[str] = []
+    watch = Watch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep)
+    assert babysit.babysit(_ready_api(), SPEC, watch) == babysit.INTERRUPTED
+    assert notes[-1] == "interrupted" and f"received {sig.name}; stopping the command" in notes
+    _assert_gone([started[0].process.pid, *_wait_for_pids(pids, 2)])
+
+
+def test_an_api_that_keeps_failing_stops_the_command_before_the_error_leaves(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    api = _ready_api()
+    started: list[Command] = []
+
+    def start(argv: tuple[str, ...]) -> Command:
+        started.append(Command(("sh", "-c", _real_command_starting(pids)), grace_s=0.5))
+        _wait_for_pids(pids, 2)
+        api.get_node = _failing  # type: ignore[method-assign]
+        return started[-1]
+
+    with pytest.raises(TpuctlError, match="permission denied"):
+        babysit.babysit(api, SPEC, Watch(("train",), 0.01, start=start, pause=no_sleep))
+    _assert_gone([started[0].process.pid, *_wait_for_pids(pids, 2)])
+
+
+def _failing(zone: str, name: str) -> None:
+    raise TpuctlError("permission denied on projects/p (tpu.nodes.get)")

@@ -23,7 +23,7 @@ EXAMPLE = str(ROOT / "examples" / "train_keras.py")
     ("args", "message"),
     [
         (["launch", "missing.py"], "script not found: missing.py"),
-        (["launch", EXAMPLE, "--workers", "0"], "'--workers': 0 is not in the range x>=1"),
+        (["launch", EXAMPLE, "--workers", "0"], "'--workers': 0 is not in the range 1<=x<=4096"),
         (["launch", EXAMPLE, "--workers", "two"], "'two' is not a valid integer"),
         (["launch", EXAMPLE, "--env", "NOEQUALS"], "--env 'NOEQUALS' is not NAME=VALUE"),
         (["launch", EXAMPLE, "--env", "1BAD=x"], "is not NAME=VALUE"),

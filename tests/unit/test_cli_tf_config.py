@@ -175,9 +175,9 @@ def test_generated_configs_pass_check(tpuctl: Run) -> None:
     ("args", "message"),
     [
         ([], "--workers is required"),
-        (["--workers", "0"], "Invalid value for '--workers': 0 is not in the range x>=1."),
+        (["--workers", "0"], "Invalid value for '--workers': 0 is not in the range 1<=x<=4096."),
         (["--workers", "two"], "Invalid value for '--workers': 'two' is not a valid integer"),
-        (["--workers", "1", "--ps", "-1"], "Invalid value for '--ps': -1 is not in the range x>=0."),
+        (["--workers", "1", "--ps", "-1"], "Invalid value for '--ps': -1 is not in the range 0<=x<=4096."),
         (
             ["--workers", "1", "--base-port", "70000"],
             "Invalid value for '--base-port': 70000 is not in the range 1<=x<=65535.",

@@ -335,3 +335,21 @@ def test_every_generated_task_parses_back(shape: tuple[int, bool, int, bool, int
     assert parsed.evaluator == (task.type == "evaluator")
     assert parsed.is_chief(task) == spec.is_chief(task)
     assert parsed.num_workers == spec.num_workers
+
+
+@given(_shapes, st.data())
+def test_spliced_tf_config_is_exactly_what_json_dumps_writes(shape: tuple[int, bool, int, bool, int], data: st.DataObject) -> None:
+    """The cluster is serialised once and spliced per task; the text must not change for it."""
+    workers, chief, ps, evaluator, base_port = shape
+    spec = cluster_from_hosts(workers, chief=chief, ps=ps, evaluator=evaluator, base_port=base_port)
+    task = data.draw(st.sampled_from(spec.tasks()))
+    assert spec.tf_config_json(task) == json.dumps(spec.tf_config(task), separators=(",", ":"))
+
+
+def test_cluster_size_is_capped_before_any_address_is_made() -> None:
+    from tpuctl.hosts import MAX_TASKS
+
+    with pytest.raises(TpuctlError, match=f"more than the {MAX_TASKS}"):
+        cluster_from_hosts(MAX_TASKS, chief=True)
+    with pytest.raises(TpuctlError, match="gives 4000 address"):
+        cluster_from_hosts(2, [HostEntry("a", slots=4000)])

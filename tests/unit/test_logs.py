@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+from collections import deque
+from pathlib import Path
 
 from tpuctl.launch import logs
 
@@ -34,3 +38,44 @@ def test_pipes_and_no_color_get_plain_output(monkeypatch) -> None:  # type: igno
     assert logs.use_colour(Tty())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not logs.use_colour(Tty())
+
+
+def _pump(log_path: Path, lines: int = 5000) -> tuple[io.StringIO, list[str], deque[str]]:
+    source = io.BytesIO(b"".join(b"line %d\n" % i for i in range(lines)))
+    shown = io.StringIO()
+    warnings: list[str] = []
+    tail = logs.new_tail()
+    logs.pump(source, "[worker:0]", logs.LineWriter(shown), log_path, tail, warn=warnings.append)
+    return shown, warnings, tail
+
+
+def test_a_full_disk_costs_the_log_one_warning_and_nothing_else() -> None:
+    """/dev/full takes the open and fails every write with ENOSPC, as a full disk does."""
+    shown, warnings, tail = _pump(Path("/dev/full"))
+    assert shown.getvalue().count("\n") == 5000 and shown.getvalue().endswith("[worker:0] line 4999\n")
+    assert tail[-1] == "line 4999"
+    assert len(warnings) == 1
+    assert "/dev/full" in warnings[0] and os.strerror(errno.ENOSPC) in warnings[0]
+
+
+def test_a_log_that_cannot_be_opened_still_lets_the_output_through(tmp_path: Path) -> None:
+    shown, warnings, _ = _pump(tmp_path, lines=3)  # a directory where the file should be
+    assert shown.getvalue().splitlines() == ["[worker:0] line 0", "[worker:0] line 1", "[worker:0] line 2"]
+    assert len(warnings) == 1 and "Is a directory" in warnings[0]
+
+
+def test_without_a_warn_callback_the_warning_is_a_tagged_line(tmp_path: Path) -> None:
+    shown = io.StringIO()
+    logs.pump(io.BytesIO(b"hello\n"), "[worker:0]", logs.LineWriter(shown), tmp_path, logs.new_tail())
+    lines = shown.getvalue().splitlines()
+    assert lines[0].startswith("[worker:0] tpuctl: warning: cannot write log") and lines[1] == "[worker:0] hello"
+
+
+def test_a_terminal_that_fails_does_not_stop_the_pump(tmp_path: Path) -> None:
+    class FullStream(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    log = tmp_path / "w.log"
+    logs.pump(io.BytesIO(b"a\nb\n"), "[worker:0]", logs.LineWriter(FullStream()), log, logs.new_tail())
+    assert log.read_bytes() == b"a\nb\n"

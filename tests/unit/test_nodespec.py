@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tpuctl.cloud import nodespec
 from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.errors import TpuctlError
+from tpuctl.errors import FAILED, TpuctlError
 
 SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone="us-central2-b", runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")
 
@@ -108,3 +108,42 @@ def test_specs_round_trip_and_damage_is_one_line(tmp_path: Path, monkeypatch: py
     path.write_text('{"name": 3, "bogus": 1}')
     with pytest.raises(TpuctlError, match="damaged"):
         nodespec.load("tpuctl-test", "us-central2-b", "my-tpu")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"a": ' * 100_000 + "1" + "}" * 100_000,
+        "[]",
+        '"spec"',
+        "1" * 5000,
+        '{"name": "my-tpu", "project": "p", "zone": "z", "runtime_version": "r", "labels": "a=b"}',
+        '{"name": "my-tpu", "project": "p", "zone": "z", "runtime_version": "r", "labels": {"a": ["b"]}}',
+        '{"name": "my-tpu", "project": "p", "zone": "z", "runtime_version": "r", "spot": "yes"}',
+        '{"name": ["my-tpu"], "project": "p", "zone": "z", "runtime_version": "r"}',
+        '{"project": "p", "zone": "z", "runtime_version": "r"}',
+    ],
+    ids=["arrays-100k", "objects-100k", "list", "string", "huge-int", "labels-str", "labels-list", "spot-str", "name-list", "no-name"],
+)
+def test_hostile_saved_specs_are_damaged_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    path = nodespec.save(SPEC)
+    path.write_text(text)
+    with pytest.raises(TpuctlError, match="is damaged") as damaged:
+        nodespec.load(SPEC.project, SPEC.zone, SPEC.name)
+    assert damaged.value.exit_code == FAILED and "\n" not in str(damaged.value)
+
+
+@pytest.mark.parametrize("kind", ["directory", "huge", "not-utf8"])
+def test_a_saved_spec_that_is_no_small_text_file_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    path = nodespec.spec_path(SPEC.project, SPEC.zone, SPEC.name)
+    path.parent.mkdir(parents=True)
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"{" + b" " * (2 << 20) + b"}" if kind == "huge" else b'{"name": "\xff"}')
+    with pytest.raises(TpuctlError) as refused:
+        nodespec.load(SPEC.project, SPEC.zone, SPEC.name)
+    assert refused.value.exit_code == FAILED

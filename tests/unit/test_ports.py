@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from tpuctl.errors import TpuctlError
 from tpuctl.launch import ports
 
 
@@ -47,3 +53,87 @@ def test_release_frees_the_ports() -> None:
     held.release()
     with socket.socket() as other:
         other.bind(("127.0.0.1", port))
+
+
+# The lock folder: private, this user's, and emptied by releases (issue 12, Exposure).
+
+
+@pytest.fixture
+def tmpdir_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    return tmp_path / f"tpuctl-{os.getuid()}"
+
+
+def test_the_lock_folder_is_private_and_lock_files_go_with_their_release(tmpdir_base: Path) -> None:
+    held = ports.reserve(3)
+    folder = tmpdir_base / "ports"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(tmpdir_base.stat().st_mode) == 0o700
+    assert sorted(p.name for p in folder.iterdir()) == sorted(map(str, held.ports))
+    held.release()
+    assert list(folder.iterdir()) == []
+
+
+def test_a_lock_folder_left_open_by_an_older_tpuctl_is_closed_and_emptied(tmpdir_base: Path) -> None:
+    folder = tmpdir_base / "ports"
+    folder.mkdir(parents=True)
+    os.chmod(folder, 0o755)
+    for port in range(40000, 40300):  # what the older tpuctl left behind
+        (folder / str(port)).write_text("")
+    held_by_a_running_launch = os.open(folder / "40001", os.O_RDWR)
+    fcntl.flock(held_by_a_running_launch, fcntl.LOCK_EX)
+    try:
+        ports.reserve(1).release()
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert [p.name for p in folder.iterdir()] == ["40001"]  # a held lock stays
+    finally:
+        os.close(held_by_a_running_launch)
+
+
+@pytest.mark.parametrize("which", ["base", "ports"])
+def test_a_lock_folder_others_can_write_is_refused(tmpdir_base: Path, which: str) -> None:
+    (tmpdir_base / "ports").mkdir(parents=True)
+    os.chmod(tmpdir_base / "ports" if which == "ports" else tmpdir_base, 0o777)
+    with pytest.raises(TpuctlError, match="writable by other users"):
+        ports.reserve(1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_lock_folder_of_another_user_is_refused_in_one_line(tmpdir_base: Path) -> None:
+    (tmpdir_base / "ports").mkdir(parents=True, mode=0o700)
+    os.chown(tmpdir_base / "ports", 65534, 65534)
+    with pytest.raises(TpuctlError, match="belongs to uid 65534") as caught:
+        ports.reserve(1)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_symlinked_lock_folder_is_refused(tmpdir_base: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    tmpdir_base.mkdir(mode=0o700)
+    (tmpdir_base / "ports").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(TpuctlError, match="not a directory"):
+        ports.reserve(1)
+
+
+def test_a_lock_file_removed_between_open_and_flock_is_opened_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release race: we open the file, its holder unlinks and unlocks it, then we lock
+    the orphaned inode. A third launch could create and lock a new file at the same path, so
+    the lock we hold must be the one the path names."""
+    holder = ports._lock(tmp_path, 5000)
+    assert holder is not None
+    assert ports._lock(tmp_path, 5000) is None  # held: refused
+    real_flock = fcntl.flock
+    interleaved: list[int] = []
+
+    def flock(fd: int, operation: int) -> None:
+        if not interleaved:
+            interleaved.append(fd)
+            os.unlink(tmp_path / "5000")  # the holder's release, in its order: unlink, then unlock
+            os.close(holder)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    fd = ports._lock(tmp_path, 5000)
+    assert fd is not None
+    assert os.fstat(fd).st_ino == os.stat(tmp_path / "5000").st_ino
+    os.close(fd)

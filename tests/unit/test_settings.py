@@ -160,3 +160,30 @@ def test_config_show_names_sources(isolated: Path) -> None:
     bad = run_tpuctl("config", "show", cwd=isolated, env={**env, "TPUCTL_ZONE": "nowhere"})
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "TPUCTL_ZONE" in bad.stderr
+
+
+@pytest.mark.parametrize("key", ["credentials", "access_token_file", "tpu_endpoint", "project"])
+def test_a_nul_byte_in_a_setting_is_one_error(isolated: Path, key: str) -> None:
+    value = {"credentials": "key\x00.json", "access_token_file": "tok\x00", "tpu_endpoint": "https://a\x00b", "project": "my-pro\x00ject"}[key]
+    with pytest.raises(TpuctlError, match="NUL byte"):
+        settings.resolve({key: value})
+
+
+def test_a_nul_byte_in_the_cloud_table_is_one_error(isolated: Path) -> None:
+    (isolated / "user.toml").write_text('[cloud]\ncredentials = "key\\u0000.json"\n')
+    with pytest.raises(TpuctlError, match="NUL byte"):
+        settings.resolve()
+
+
+def test_a_deep_cloud_table_is_one_error(isolated: Path) -> None:
+    (isolated / "tpuctl.toml").write_text("[cloud]\nproject = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(TpuctlError, match="nests deeper"):
+        settings.resolve()
+
+
+@pytest.mark.parametrize("key", ["credentials", "access_token_file"])
+def test_a_device_or_fifo_as_key_file_is_refused_before_it_is_read(isolated: Path, key: str) -> None:
+    os.mkfifo(isolated / "fifo")
+    for value in ("/dev/zero", str(isolated / "fifo"), str(isolated)):
+        with pytest.raises(TpuctlError, match="regular file"):
+            settings.resolve({key: value})

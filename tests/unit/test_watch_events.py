@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
 from tpuctl.watch.events import Decoder
-from tpuctl.watch.records import RecordBuffer, frame
+from tpuctl.watch.records import RecordBuffer, frame, masked_crc
 
 tags = st.text(min_size=1, max_size=40).filter(lambda t: "\x00" not in t)
 floats = st.floats(width=32, allow_nan=False)
@@ -74,7 +74,7 @@ def test_scan_agrees_with_tensorboard(stream: list[tuple[bytes, list[tuple[str, 
     assert records == len(stream) and buffer.pending == b"" and not buffer.damage
     expected = [item for _, items in stream for item in items]
     assert [(tag, step) for tag, step, _, _ in got] == [(tag, step) for tag, step, _ in expected]
-    for (_, _, value, _), (_, _, want) in zip(got, expected):
+    for (_, _, value, _), (_, _, want) in zip(got, expected, strict=True):
         assert value == want or (math.isnan(value) and math.isnan(want))
 
 
@@ -86,3 +86,45 @@ def test_a_tag_of_another_plugin_is_counted_not_shown() -> None:
     decoder = Decoder()
     scalars, records = decoder.scan(RecordBuffer(), data)
     assert scalars == [] and records == 2 and decoder.others == {"histograms": 2}
+
+
+def _scalar_record(tag: str, step: int, value: float) -> bytes:
+    tensor = tensor_pb2.TensorProto(dtype=1, tensor_content=struct.pack("<f", value))
+    entry = summary_pb2.Summary.Value(tag=tag, tensor=tensor)
+    return event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(value=[entry])).SerializeToString()
+
+
+def test_a_header_claiming_unwritten_bytes_waits_inside_a_run() -> None:
+    """A row the bulk path matches but whose (valid) header claims more bytes than are written:
+    the scan stops there and waits, as for any half-written record (this once looped forever)."""
+    good = [frame(_scalar_record("loss", step, 0.5)) for step in range(3)]
+    body = _scalar_record("loss", 3, 0.25)
+    longer = struct.pack("<Q", len(body) + 50)
+    claimed = longer + struct.pack("<I", masked_crc(longer)) + body + struct.pack("<I", masked_crc(body))
+    decoder, buffer = Decoder(), RecordBuffer()
+    scalars, records = decoder.scan(buffer, b"".join(good) + claimed + frame(_scalar_record("loss", 4, 1.0)))
+    assert [step for _, step, _, _ in scalars] == [0, 1, 2] and records == 3
+    assert not buffer.damage and buffer.consumed == len(b"".join(good))
+
+
+def test_damage_inside_a_run_is_reported_and_the_run_goes_on() -> None:
+    records = [bytearray(frame(_scalar_record("loss", step, float(step)))) for step in range(6)]
+    records[2][-6] ^= 0x01  # the value: the data CRC fails
+    records[4][5] ^= 0x01  # the length's upper bytes: the header is damaged
+    data = b"".join(records)
+    decoder, buffer = Decoder(), RecordBuffer()
+    scalars, _ = decoder.scan(buffer, data)
+    assert [step for _, step, _, _ in scalars] == [0, 1, 3, 5]
+    offsets = [sum(map(len, records[:i])) for i in (2, 4)]
+    assert [d.offset for d in buffer.damage] == offsets
+
+
+def test_inconsistent_nested_lengths_go_through_protobuf() -> None:
+    """A CRC-valid record of the float-scalar layout whose summary length is wrong is not taken
+    by the bulk path: protobuf decides (here: it is no valid event)."""
+    body = bytearray(_scalar_record("loss", 7, 0.5))
+    summary = body.index(b"\x2a")
+    body[summary + 1] -= 1
+    decoder, buffer = Decoder(), RecordBuffer()
+    scalars, _ = decoder.scan(buffer, frame(bytes(body)))
+    assert scalars == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 from hypothesis import given, settings
@@ -23,7 +24,7 @@ def test_any_split_into_writes_gives_every_record_once_in_order(cuts: list[int])
     points = sorted({0, len(FILE), *cuts})
     reader = RecordBuffer()
     got: list[bytes] = []
-    for start, end in zip(points, points[1:]):
+    for start, end in itertools.pairwise(points):
         got += reader.feed(FILE[start:end])
     assert got == PAYLOADS
     assert reader.pending == b"" and reader.damage == [] and reader.offset == len(FILE)

@@ -12,8 +12,8 @@ import sys
 
 import click
 
-from tpuctl import __version__
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl import __version__, inputs
+from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
 
 # command name -> (module, attribute, one-line help shown in `tpuctl --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -40,6 +40,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 class LazyGroup(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Refuse a NUL byte in any argument before a command sees it.
+
+        No real command line can carry one (argv is C strings), but a caller in this
+        process can, and every path option would meet it as a ValueError from open()."""
+        for arg in args:
+            inputs.check_text(arg, "argument")
+        return super().parse_args(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -74,18 +83,38 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _print_error(message: str, hint: str | None = None) -> None:
+    """One line, whatever the message quotes: a path or value with a newline, a terminal escape
+    or a byte that is not UTF-8 (Python's surrogate escapes) is shown escaped."""
     red = sys.stderr.isatty() and "NO_COLOR" not in os.environ
     label = "\x1b[31mError:\x1b[0m" if red else "Error:"
-    line = f"{label} {message}"
+    line = f"{label} {one_line(message, _ERROR_CHARS)}"
     if hint:
-        line += f" ({hint})"
+        line += f" ({one_line(hint, _ERROR_CHARS)})"
     click.echo(line, err=True)
+
+
+_ERROR_CHARS = 2000  # a message quoting a 100k-character argument is cut, not printed whole
+
+
+def _debug_requested(args: list[str]) -> bool:
+    """Whether `--debug` is tpuctl's own: only before the command name, where the group's options go.
+
+    After the command it belongs to that command, and for `launch`/`ssh`/`babysit` to
+    the user's script or remote command (`tpuctl launch train.py --debug`, with or
+    without `--`); the group's options take no values, so the first word that is not
+    an option is the command."""
+    for arg in args:
+        if arg == "--debug":
+            return True
+        if arg == "--" or not arg.startswith("-"):
+            return False
+    return False
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every expected failure ends as one line on stderr and an exit status."""
     args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
+    debug = _debug_requested(args)
     try:
         code = cli.main(args=args, prog_name="tpuctl", standalone_mode=False)
     except TpuctlError as err:

@@ -15,6 +15,7 @@ import click
 from tpuctl import devices as dev
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.cli.display import StatusLine, print_table
+from tpuctl.cli.seconds import Seconds
 from tpuctl.devices_probe import DEFAULT_TPU_TIMEOUT_S, DeviceQuery, list_devices
 from tpuctl.errors import TpuctlError
 
@@ -54,9 +55,9 @@ def _say(line: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of device objects (fields in docs/devices.md).")
 @click.option(
     "--tpu-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(),
     metavar="S",
-    help=f"Seconds TensorFlow may take to reach the TPU.  [default: {DEFAULT_TPU_TIMEOUT_S:.0f}]",
+    help=f"Seconds TensorFlow may take to reach the TPU (0 < S <= 604800).  [default: {DEFAULT_TPU_TIMEOUT_S:.0f}]",
 )
 @click.option("--python", "python", metavar="PYTHON", help="Interpreter whose TensorFlow is asked.  [default: this one]")
 @project_options

@@ -6,17 +6,21 @@ draws each update (JSON lines, plain lines, or a live view on a terminal).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
+from tpuctl.cli.seconds import Seconds
 from tpuctl.errors import TpuctlError
 
 if TYPE_CHECKING:
     from tpuctl.watch.tailer import Update
 
 DEFAULT_INTERVAL_S = 2.0
+MIN_INTERVAL_S = 0.05  # faster polling only burns CPU (and, on gs://, requests)
 
 
 def parse_tags(text: str | None) -> tuple[str, ...]:
@@ -28,14 +32,23 @@ def parse_tags(text: str | None) -> tuple[str, ...]:
     return tags
 
 
-class Display:
-    """Where updates go: JSON lines, plain lines, or a live rich view on a terminal."""
+class PipeClosed(Exception):
+    """Whoever read our output has gone (`tail --json | head -1`): time to stop, quietly."""
 
-    def __init__(self, as_json: bool, live: bool) -> None:
+
+class Display:
+    """Where updates go: JSON lines, plain lines, or a live rich view on a terminal.
+
+    JSON and plain lines are written a whole update (up to a 4 MB chunk of the
+    file) at a time, straight to the binary stdout: one write per chunk, not one
+    click.echo per line, is what lets `tail --once --json` keep up with its reader."""
+
+    def __init__(self, as_json: bool, live: bool, out: BinaryIO | None = None) -> None:
         from tpuctl.watch.board import Board
 
         self.as_json = as_json
         self.board = Board()
+        self._out = out if out is not None else sys.stdout.buffer
         self._live: Any = None
         if live and not as_json:
             from rich.console import Console
@@ -47,35 +60,54 @@ class Display:
     def show(self, update: Update, status: str) -> None:
         from tpuctl.watch import board
 
-        self.board.add(update)
         if self.as_json:
-            for line in board.json_lines(update):
-                click.echo(line)
+            self._write(board.json_text(update))
             return
-        for damage in update.damage:
-            click.echo(f"tpuctl: warning: {damage.file} at byte {damage.offset}: {damage.reason}", err=True)
+        for line in board.damage_lines(update):
+            _say(line)
         if self._live is not None:
+            self.board.add(update)
             self._live.update(self.board.render(status))
             return
-        for line in board.plain_lines(update):
-            click.echo(line)
+        self._write("".join(line + "\n" for line in board.plain_lines(update)))
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self._out.write(text.encode("utf-8", "replace"))
+            self._out.flush()
+        except BrokenPipeError:
+            raise PipeClosed from None
 
     def close(self) -> None:
         if self._live is not None:
             self._live.__exit__(None, None, None)
 
 
+def _quiet_exit() -> None:
+    """The reader closed the pipe: point stdout at /dev/null, so that flushing what is
+    still buffered at exit cannot fail ("Broken pipe"), and end with status 0."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def _say(line: str) -> None:
-    click.echo(f"tpuctl: {line}", err=True)
+    with contextlib.suppress(BrokenPipeError):  # nobody reads stderr any more: the notice has nowhere to go
+        click.echo(f"tpuctl: {line}", err=True)
 
 
 @click.command("tail")
 @click.argument("model_dir")
 @click.option("--once", is_flag=True, help="Read everything present, print it, exit.")
 @click.option("--follow", "follow_flag", is_flag=True, help="Keep polling until Ctrl-C (the default).")
-@click.option("--until-idle", type=click.FloatRange(min=0, min_open=True), metavar="S", help="Exit after S seconds without new data.")
+@click.option("--until-idle", type=Seconds(), metavar="S", help="Exit after S seconds without new data (0 < S <= 604800).")
 @click.option("--tags", metavar="PATTERNS", help="Only these tags: comma-separated, shell wildcards (loss,acc*).")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=DEFAULT_INTERVAL_S, show_default=True, help="Seconds between polls.")
+@click.option(
+    "--interval", type=Seconds(MIN_INTERVAL_S, inclusive_minimum=True), metavar="S", default=DEFAULT_INTERVAL_S, show_default=True,
+    help="Seconds between polls (0.05 <= S <= 604800).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event (docs/tail.md).")
 def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None, tags: str | None, interval: float, as_json: bool) -> None:
     """Follow the scalars and checkpoints a training run writes under MODEL_DIR (a folder or gs://BUCKET/PATH).
@@ -96,5 +128,7 @@ def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None
         follow(source, patterns, display.show, _say, once=once, until_idle=until_idle, interval=interval)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+    except PipeClosed:
+        _quiet_exit()
     finally:
         display.close()

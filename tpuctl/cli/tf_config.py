@@ -17,7 +17,8 @@ from click.core import ParameterSource
 
 from tpuctl.cluster import DEFAULT_PORT, ClusterSpec, Task, cluster_from_hosts, parse_task, parse_tf_config
 from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.hosts import HostEntry, parse_hosts, read_hostfile
+from tpuctl.hosts import MAX_TASKS, HostEntry, parse_hosts, read_hostfile
+from tpuctl.launch.private_files import write_new_file
 
 # What a bare `--check` stands for. argv cannot contain NUL, so no typed value collides.
 _FROM_ENV = "\0TF_CONFIG"
@@ -33,9 +34,9 @@ def _task_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 @click.command("tf-config")
-@click.option("--workers", type=click.IntRange(min=1), metavar="N", help="Worker tasks (a --chief comes on top).")
+@click.option("--workers", type=click.IntRange(1, MAX_TASKS), metavar="N", help="Worker tasks (a --chief comes on top).")
 @click.option("--chief", is_flag=True, help="Add a chief task; without one, worker 0 is the chief.")
-@click.option("--ps", type=click.IntRange(min=0), default=0, show_default=True, metavar="K", help="Parameter-server tasks.")
+@click.option("--ps", type=click.IntRange(0, MAX_TASKS), default=0, show_default=True, metavar="K", help="Parameter-server tasks.")
 @click.option("--evaluator", is_flag=True, help="Add an evaluator; it runs beside the cluster, not in it.")
 @click.option("--hosts", metavar="HOST[:PORT],...", help="One address per task, in the order chief, workers, ps; a host without a port gets --base-port.")
 @click.option("--hostfile", metavar="FILE", help="'host[:port] [slots=N]' lines; a host supplies N tasks on consecutive ports.")
@@ -174,7 +175,7 @@ def _write_dir(spec: ClusterSpec, tasks: list[Task], directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for task in tasks:
             path = directory / f"{task.type}-{task.index}.json"
-            path.write_text(spec.tf_config_json(task) + "\n", encoding="utf-8")
+            write_new_file(path, spec.tf_config_json(task) + "\n")  # never through a symlink planted there
             click.echo(f"wrote {path}")
     except OSError as err:
         raise TpuctlError(

@@ -4,25 +4,27 @@ Spot and preemptible nodes are taken away without notice; the service first
 marks them PREEMPTED, later deletes them. The babysitter notices either,
 recreates the node from its saved spec and runs the command again — a
 `tpuctl launch` with BackupAndRestore then resumes from its last checkpoint.
-The command runs on this machine in its own process group, so stopping it
-stops everything it started.
+The command runs on this machine in its own process group under a reaper,
+so stopping it stops everything it started, on every way babysitting ends.
 """
 
 from __future__ import annotations
 
-import os
+import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from types import FrameType
 
+from tpuctl import reaper
 from tpuctl.cloud import lifecycle
 from tpuctl.cloud.lifecycle import Progress
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
 from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.launch import signals
 
 STOP_GRACE_S = 10.0
 POLL_S = 0.2  # how often the command's exit is checked between looks at the node
@@ -30,31 +32,28 @@ INTERRUPTED = 130
 
 
 class Command:
-    """The user's command in its own process group, so stopping it stops everything it started."""
+    """The user's command in its own process group under a reaper (tpuctl/reaper.py), so stopping
+    it stops everything it started, also children in sessions of their own, and so that it dies
+    with babysit even when babysit is killed with SIGKILL."""
 
     def __init__(self, argv: tuple[str, ...], grace_s: float = STOP_GRACE_S) -> None:
         self.grace_s = grace_s
+        # The reaper reports a command it cannot exec only by status 127: say why here, in one line.
+        if shutil.which(argv[0]) is None:
+            raise TpuctlError(f"cannot run {argv[0]!r}: No such file or directory, or not executable", exit_code=FAILED)
         try:
-            self.process = subprocess.Popen(argv, start_new_session=True)
+            self.reaped = reaper.spawn(argv)
         except OSError as err:
             raise TpuctlError(f"cannot run {argv[0]!r}: {err.strerror}", exit_code=FAILED) from None
+        self.process = self.reaped.proc
 
     def poll(self) -> int | None:
         return self.process.poll()
 
-    def stop(self) -> None:
-        """SIGINT first (a launch then stops its workers cleanly), SIGKILL after a grace period."""
-        for sig in (signal.SIGINT, signal.SIGKILL):
-            with suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
-            try:
-                self.process.wait(self.grace_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        # The leader may be gone while children it started linger in the group.
-        with suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+    def stop(self, grace_s: float | None = None) -> None:
+        """SIGINT first (a launch then stops its workers cleanly), then, after the grace period,
+        SIGKILL to all it started, wherever they went."""
+        self.reaped.stop(self.grace_s if grace_s is None else grace_s)
 
 
 @dataclass(frozen=True)
@@ -75,15 +74,33 @@ def _quiet() -> AbstractContextManager[Progress]:
 
 
 def babysit(api: NodeApi, spec: NodeSpec, watch: Watch) -> int:
-    """Run until the command ends on a healthy node (its exit status) or Ctrl-C (130); recreate the node whenever it is lost."""
+    """Run until the command ends on a healthy node (its exit status) or a stopping signal (130:
+    SIGINT, SIGTERM, SIGHUP); recreate the node whenever it is lost. However babysitting ends
+    (also by an error from the API), the command and all it started are stopped first."""
     sitter = _Sitter(api, spec, watch)
-    try:
-        return sitter.run()
-    except KeyboardInterrupt:
-        if sitter.running is not None:
-            sitter.running.stop()
-        watch.note("interrupted")
-        return INTERRUPTED
+    with signals.handled(_raise_stopped):
+        try:
+            return sitter.run()
+        except (KeyboardInterrupt, _Stopped) as stopped:
+            name = signal.Signals(stopped.signum).name if isinstance(stopped, _Stopped) else "SIGINT"
+            watch.note(f"received {name}; stopping the command" if sitter.running is not None else f"received {name}")
+            sitter.stop_command()
+            watch.note("interrupted")
+            return INTERRUPTED
+        finally:
+            sitter.stop_command()
+
+
+class _Stopped(Exception):
+    """A stopping signal arrived."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped(signum)
 
 
 class _Sitter:
@@ -91,6 +108,16 @@ class _Sitter:
         self.api, self.spec, self.watch = api, spec, watch
         self.recreated = 0
         self.running: Command | None = None
+
+    def stop_command(self) -> None:
+        """Stop the command if it runs; a second signal meanwhile cuts its grace period short."""
+        running, self.running = self.running, None
+        if running is None:
+            return
+        try:
+            running.stop()
+        except (KeyboardInterrupt, _Stopped):
+            running.stop(grace_s=0)
 
     def lost(self) -> str | None:
         """Why the node is unusable (its state, or 'gone'), None while it lives."""

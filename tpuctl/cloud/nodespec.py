@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tpuctl import accelerators, settings
+from tpuctl import accelerators, inputs, settings
 from tpuctl.cloud.node import JSON, Node, last_part
 from tpuctl.errors import FAILED, TpuctlError
 
@@ -115,11 +115,50 @@ class NodeSpec:
 
     @classmethod
     def from_json(cls, text: str, source: str) -> NodeSpec:
+        """The spec a create saved, or one line saying the file is damaged.
+
+        json.loads recurses once per level, so `[[[…` 100,000 deep is a RecursionError;
+        a file that parses must still have every field with the type a create writes,
+        or recreate would fail later, far from the cause, with a traceback."""
         try:
             data = json.loads(text)
+        except (ValueError, RecursionError) as err:
+            raise _damaged(source, err.__class__.__name__) from None
+        if not isinstance(data, dict):
+            raise _damaged(source, "not a JSON object")
+        for name, value in data.items():
+            problem = _field_problem(name, value)
+            if problem:
+                raise _damaged(source, problem)
+        try:
             return cls(**data)
-        except (ValueError, TypeError) as err:
-            raise TpuctlError(f"saved node spec {source} is damaged: {err.__class__.__name__}", hint="delete it and create the node again") from None
+        except TypeError as err:
+            raise _damaged(source, err.__class__.__name__) from None
+
+
+# The type each saved field must have: what to_json() writes.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    f: (str,) for f in ("name", "project", "zone", "runtime_version")
+} | {
+    f: (str, type(None))
+    for f in ("accelerator_type", "config_type", "topology", "valid_until", "network", "subnetwork", "service_account", "startup_script")
+} | {f: (bool,) for f in ("spot", "preemptible", "queued")} | {"labels": (dict,)}
+
+
+def _field_problem(name: str, value: object) -> str | None:
+    """Why a saved field cannot be what a create wrote, or None."""
+    types = _FIELD_TYPES.get(name)
+    if types is None:
+        return f"unknown field {name[:40]!r}"
+    if not isinstance(value, types):
+        return f"{name} is a {type(value).__name__}"
+    if isinstance(value, dict) and not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return f"{name} holds more than text"
+    return None
+
+
+def _damaged(source: str, why: str) -> TpuctlError:
+    return TpuctlError(f"saved node spec {source} is damaged: {why}", hint="delete it and create the node again", exit_code=FAILED)
 
 
 def check_name(name: str) -> str:
@@ -248,10 +287,10 @@ def from_flags(
 
 def _read_script(path: Path) -> str:
     """The script's text, kept in the spec: the file may be gone when the node is recreated."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise TpuctlError(f"cannot read --startup-script {path}: {err.__class__.__name__}") from None
+    text = inputs.read_small_text(path, "--startup-script")  # metadata values are at most 256 KiB anyway
+    if text is None:
+        raise TpuctlError(f"cannot read --startup-script {path}: FileNotFoundError")
+    return text
 
 # Saved specs: one JSON file per node under the user's data directory.
 
@@ -280,14 +319,11 @@ def save(spec: NodeSpec) -> Path:
 
 
 def load(project: str, zone: str, name: str) -> NodeSpec | None:
+    """The saved spec of a node, None when there is none; a file that is not one a create
+    wrote (huge, a device, not UTF-8, damaged) is one line, exit 1."""
     path = spec_path(project, zone, name)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as err:
-        raise TpuctlError(f"cannot read the saved node spec {path}: {err.__class__.__name__}", exit_code=FAILED) from None
-    return NodeSpec.from_json(text, str(path))
+    text = inputs.read_small_text(path, "saved node spec", exit_code=FAILED)
+    return None if text is None else NodeSpec.from_json(text, str(path))
 
 
 def load_saved(project: str, zone: str, name: str, purpose: str) -> NodeSpec:

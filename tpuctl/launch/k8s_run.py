@@ -31,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from tpuctl import reaper
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch import logs, signals
 from tpuctl.launch.k8s_manifest import (
@@ -96,14 +97,14 @@ class Kubectl:
             raise TpuctlError("kubectl get printed something that is not a JSON object", exit_code=FAILED)
         return data
 
-    def follow_logs(self, pod: str) -> subprocess.Popen[bytes]:
-        # A session of its own: Ctrl-C on the terminal reaches tpuctl, which stops these itself.
-        return subprocess.Popen(
+    def follow_logs(self, pod: str) -> reaper.Reaped:
+        """`kubectl logs -f` in a session of its own (Ctrl-C on the terminal reaches tpuctl, which
+        stops these itself) under a reaper, so that it dies with tpuctl however tpuctl ends, SIGKILL included."""
+        return reaper.spawn(
             self.argv("logs", "--follow", pod, "--container", CONTAINER),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
         )
 
 
@@ -200,7 +201,8 @@ class _Follower:
         self.pod = pod
         self.notice = notice
         self.stopping = False
-        self.proc = kubectl.follow_logs(pod)
+        self.reaped = kubectl.follow_logs(pod)
+        self.proc = self.reaped.proc
         self.thread = threading.Thread(target=self._pump, args=(prefix, writer, log_path, tail), daemon=True)
         self.thread.start()
 
@@ -214,12 +216,7 @@ class _Follower:
 
     def stop(self) -> None:
         self.stopping = True
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        self.reaped.stop(grace_s=2, first=signal.SIGTERM)
         self.thread.join(timeout=2)
 
 

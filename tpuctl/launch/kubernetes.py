@@ -102,8 +102,10 @@ class KubernetesRunner:
 
         manifest = self.dry_run(job, context.run_id).manifest
         attempt_dir = context.log_dir / "attempt-1"
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        (attempt_dir / "manifest.yaml").write_text(manifest.text)
+        from tpuctl.launch.private_files import private_dir, write_private
+
+        private_dir(attempt_dir)  # the manifest holds --env values
+        write_private(attempt_dir / "manifest.yaml", manifest.text)
         return follow(manifest, context)
 
 

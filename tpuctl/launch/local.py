@@ -1,9 +1,11 @@
 """The local backend (the default): every worker a process group on this machine.
 
 Each worker gets a socketpair end as its control channel. The worker says
-"ready" on it once its strategy is built, and its runtime kills its own
-process group when the channel reaches EOF, which is what happens when tpuctl
-dies, even by SIGKILL. That is how no worker outlives its launcher.
+"ready" on it once its strategy is built. Its runtime forks first thing: the
+parent stays as the worker's reaper (tpuctl/reaper.py), which kills everything
+the worker started, in its group or not, when the channel reaches EOF (tpuctl
+closed it, or died, even by SIGKILL) or the worker's main process ends. That
+is how no worker, nor anything it started, outlives its launcher.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from tpuctl import worker_contract as contract
 from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.launch import ports
+from tpuctl.launch import bindshim, ports
+from tpuctl.launch.option_fields import option
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
 from tpuctl.launch.runner import RunContext
@@ -53,7 +56,7 @@ class LocalHandle:
             os.killpg(self.proc.pid, sig)
 
     def close(self) -> None:
-        """Close the control channel; a worker still running then kills its group."""
+        """Close the control channel: the worker's reaper then kills all the worker started."""
         with contextlib.suppress(OSError):
             self._control.shutdown(socket.SHUT_RDWR)
         self._control.close()
@@ -63,8 +66,9 @@ class LocalBackend:
     name = "local"
     host = "localhost"
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, shim: Path | None = None) -> None:
         self._run_dir = run_dir
+        self._shim = shim  # the bind shim that keeps each worker's server on loopback (None: --expose, or unavailable)
         self._held: ports.PortReservation | None = None
 
     def reserve(self, count: int) -> list[str]:
@@ -82,6 +86,8 @@ class LocalBackend:
         if reserved is not None:
             fds.append(reserved.fileno())
             env[contract.RESERVED_FD] = str(reserved.fileno())
+        if self._shim is not None and spec.address is not None:
+            bindshim.worker_env(env, self._shim, int(spec.address.rsplit(":", 1)[1]))
         if not _same_interpreter(spec.argv[0]):
             put_tpuctl_on_path(env, self._run_dir / "pythonpath")
         try:
@@ -129,11 +135,22 @@ def _same_interpreter(python: str) -> bool:
 
 @dataclass(frozen=True)
 class Options:
-    """The local backend reads only the options every launch has."""
+    """The local backend's one option of its own: whether its workers' servers may listen beyond loopback."""
+
+    expose: bool = option(
+        "--expose",
+        is_flag=True,
+        default=False,
+        help="Let local workers' TensorFlow servers listen on every interface, as TensorFlow does by default "
+        "(tpuctl keeps them on 127.0.0.1; docs/security.md).",
+    )
 
 
 class LocalRunner:
     name = "local"
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.options = options or Options()
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         if not os.path.isfile(job.script):
@@ -146,19 +163,45 @@ class LocalRunner:
         return replace(job, python=job.python or sys.executable, model_dir=model_dir)
 
     def dry_run(self, job: Job, run_id: str) -> Plan:
-        """The plan with real free ports (reserved and released: a launch picks afresh)."""
-        held = ports.reserve(job.processes)
-        try:
-            return build_plan(job, held.addresses, run_id=run_id, attempt=1)
-        finally:
-            held.release()
+        """The plan with real free ports, each bound and released in turn (a launch picks afresh).
+
+        A dry run holds nothing: reserving every port at once took two descriptors per
+        worker, and `--dry-run --workers 1001` died of EMFILE under a 1024 limit.
+        """
+        return build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.launch.process_runner import run_supervised
 
         context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
-        return run_supervised(LocalBackend(context.log_dir), job, context)
+        shim = None if self.options.expose else _loopback_shim(context.notice)
+        return run_supervised(LocalBackend(context.log_dir, shim), job, context)
+
+
+def _loopback_shim(notice: Callable[[str], None]) -> Path | None:
+    """The bind shim, or None after one warning line where it cannot apply (docs/security.md)."""
+    try:
+        return bindshim.library()
+    except bindshim.Unavailable as why:
+        notice(bindshim.warning(str(why)))
+        return None
+
+
+def _free_addresses(count: int) -> list[str]:
+    """`count` distinct loopback ports that were free a moment ago, one socket open at a time.
+
+    Ports the kernel offers twice are drawn again; on a machine too busy to offer enough,
+    the rest read `<port>`, as an ssh dry run's do: a dry run never fails for want of ports.
+    """
+    found: dict[int, None] = {}
+    for _ in range(4 * count + 100):
+        if len(found) == count:
+            break
+        with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((ports.LOOPBACK, 0))
+            found[sock.getsockname()[1]] = None
+    return [f"{ports.LOOPBACK}:{port}" for port in found] + [f"{ports.LOOPBACK}:<port>"] * (count - len(found))
 
 
 def runner(options: Options) -> LocalRunner:
-    return LocalRunner()
+    return LocalRunner(options)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import BinaryIO, Protocol, TextIO
 
 # Foreground colours, picked by worker position so a worker keeps its colour across restarts.
 _PALETTE = ("36", "35", "33", "32", "34", "96", "95", "93", "92", "94")
@@ -36,8 +38,9 @@ class LineWriter:
             try:
                 self.stream.write(line + "\n")
                 self.stream.flush()
-            except (BrokenPipeError, ValueError):
-                # A closed reader (`| head`) must not stop the launch or its log files.
+            except (OSError, ValueError):
+                # A closed reader (`| head`) or a full disk under a redirected stdout must not
+                # stop the pumps: a pump that dies leaves its worker blocked on a full pipe.
                 pass
 
 
@@ -54,18 +57,69 @@ class LineSource(Protocol):
     def readline(self) -> bytes: ...
 
 
-def pump(source: LineSource, prefix: str, writer: LineWriter, log_path: Path, tail: deque[str], *, append: bool = False) -> None:
+def pump(
+    source: LineSource,
+    prefix: str,
+    writer: LineWriter,
+    log_path: Path,
+    tail: deque[str],
+    *,
+    append: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> None:
     """Copy one worker's output to the terminal (tagged) and to its log file (as is), until EOF.
 
     Every backend's output goes through here: the Supervisor's workers and kubectl's pod logs alike.
+    The pipe is drained whatever happens to the log file: a worker whose pipe nobody
+    reads blocks on its next print, and the launch would hang forever. So a log that
+    cannot be opened or written (a full disk, a directory in its place) costs one
+    warning through `warn` (by default a tagged line) and the rest of that log, never
+    the terminal's copy, the tail of last lines, or the launch.
     """
-    with open(log_path, "ab" if append else "wb") as log:
+    log = _LogFile(log_path, append, warn or (lambda message: writer.write(f"{prefix} tpuctl: {message}")))
+    try:
         for raw in iter(source.readline, b""):
             log.write(raw)
-            log.flush()
             line = display_text(raw)
             tail.append(line)
             writer.write(f"{prefix} {line}")
+    except (OSError, ValueError):
+        pass  # the pipe itself was closed under us (the worker's handle closed): nothing left to drain
+    finally:
+        log.close()
+
+
+class _LogFile:
+    """A worker's log file that turns its first failure into one warning and then stays quiet."""
+
+    def __init__(self, path: Path, append: bool, warn: Callable[[str], None]) -> None:
+        self.path = path
+        self._warn = warn
+        self._file: BinaryIO | None = None
+        try:
+            self._file = open(path, "ab" if append else "wb")  # noqa: SIM115 - closed by close()
+        except OSError as err:
+            self._fail(err)
+
+    def write(self, raw: bytes) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.write(raw)
+            self._file.flush()
+        except OSError as err:
+            self._fail(err)
+
+    def _fail(self, err: OSError) -> None:
+        self.close()
+        reason = err.strerror or str(err)
+        self._warn(f"warning: cannot write log {self.path}: {reason}; its output goes on to the terminal only")
+
+    def close(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()
 
 
 def new_tail() -> deque[str]:

@@ -50,6 +50,14 @@ def from_params(cls: type[T], params: Mapping[str, Any]) -> T:
     return cls(**{name: params[name] for name in names(cls) if name in params})
 
 
+def param_type(cls: type, name: str) -> Any:
+    """The click type an option field declares (None for flags and plain strings), e.g. to check a config file's value with it."""
+    for f in _option_fields(cls):
+        if f.name == name:
+            return f.metadata[_CLICK][1].get("type")
+    raise KeyError(name)
+
+
 def flag(cls: type, name: str) -> str:
     """The option's long spelling as a user types it, for messages."""
     for f in _option_fields(cls):

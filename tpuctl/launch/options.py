@@ -18,17 +18,24 @@ from typing import Any, TextIO
 
 import click
 
+from tpuctl.cli.seconds import Seconds
 from tpuctl.errors import TpuctlError
+from tpuctl.hosts import MAX_TASKS
 from tpuctl.launch import logs, option_fields
 from tpuctl.launch.option_fields import option
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job
+from tpuctl.launch.private_files import private_dir, write_private
 from tpuctl.launch.runner import BACKENDS, RunContext, Runner, backend_module
 from tpuctl.worker_contract import COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DEVICE = re.compile(r"/?(job:[a-z]+/(replica:\d+/)?(task:\d+/)?)?(device:)?(CPU|GPU|TPU|cpu|gpu|tpu):\d+\Z")
 DEFAULT_START_TIMEOUT_S = 300.0
+# Restarts past this are a typo; each one is a new attempt folder of logs.
+MAX_RESTARTS = 1000
+# Virtual CPUs for a rehearsal of one host's devices (a TPU host has at most 8 chips): far past any machine.
+MAX_SIMULATED_DEVICES = 4096
 # The backend that options such as --hosts imply when --backend is not given.
 IMPLIED_BACKEND = "ssh"
 
@@ -37,7 +44,9 @@ IMPLIED_BACKEND = "ssh"
 class LaunchOptions:
     """Options every backend reads."""
 
-    workers: int = option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+    workers: int = option(
+        "--workers", type=click.IntRange(1, MAX_TASKS), default=1, show_default=True, help=f"Worker processes (at most {MAX_TASKS})."
+    )
     strategy: str = option(
         "--strategy",
         type=click.Choice(STRATEGIES),
@@ -47,7 +56,11 @@ class LaunchOptions:
     )
     model_dir: str | None = option("--model-dir", help="Where the script keeps checkpoints and summaries (TPUCTL_MODEL_DIR).")
     max_restarts: int = option(
-        "--max-restarts", type=click.IntRange(min=0), default=0, show_default=True, help="Restart all workers this many times after a failure."
+        "--max-restarts",
+        type=click.IntRange(0, MAX_RESTARTS),
+        default=0,
+        show_default=True,
+        help="Restart all workers this many times after a failure."
     )
     log_dir: str | None = option(
         "--log-dir", type=click.Path(file_okay=False), help="Per-worker log files, one folder per attempt.  [default: tpuctl's state dir]"
@@ -58,10 +71,11 @@ class LaunchOptions:
     python: str | None = option("--python", metavar="PATH", help="Interpreter for the workers.  [default: this one]")
     start_timeout: float = option(
         "--start-timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=Seconds(),
+        metavar="S",
         default=DEFAULT_START_TIMEOUT_S,
         show_default=True,
-        help="Seconds every worker has to build its strategy.",
+        help="Seconds every worker has to build its strategy (0 < S <= 604800).",
     )
     scope: bool = option("--scope/--no-scope", default=True, show_default=True, help="Run the script inside strategy.scope().")
     keras: str = option(
@@ -73,7 +87,7 @@ class LaunchOptions:
     )
     ps: int = option(
         "--ps",
-        type=click.IntRange(min=0),
+        type=click.IntRange(0, MAX_TASKS),
         default=0,
         show_default=True,
         help="Parameter-server tasks (with --strategy parameter-server; a chief coordinates).",
@@ -85,12 +99,16 @@ class LaunchOptions:
         "--devices", metavar="DEV[,DEV]", help="Devices for --strategy mirrored, e.g. GPU:0,GPU:1.  [default: all]"
     )
     simulate_devices: int = option(
-        "--simulate-devices", type=click.IntRange(min=0), default=0, help="Split the CPU into N logical devices: MirroredStrategy with N replicas."
+        "--simulate-devices",
+        type=click.IntRange(0, MAX_SIMULATED_DEVICES),
+        default=0,
+        help="Split the CPU into N logical devices: MirroredStrategy with N replicas.",
     )
     tpu_timeout: float | None = option(
         "--tpu-timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        help="Seconds a worker may spend reaching its TPU (TPU_NAME; default 300).",
+        type=Seconds(),
+        metavar="S",
+        help="Seconds a worker may spend reaching its TPU (TPU_NAME; 0 < S <= 604800; default 300).",
     )
     tail_view: bool = option(
         "--tail", is_flag=True, default=False, help="Show the scalars and checkpoints written to --model-dir while the workers run."
@@ -106,8 +124,8 @@ class LaunchOptions:
     )
 
 
-# Options that tpuctl.toml / the user config file may set under [launch].
-CONFIG_KEYS: dict[str, type] = {
+# Options that tpuctl.toml / the user config file may set under [launch], with their TOML types.
+_CONFIG_TYPES: dict[str, type] = {
     "workers": int,
     "strategy": str,
     "model_dir": str,
@@ -121,6 +139,11 @@ CONFIG_KEYS: dict[str, type] = {
     "communication": str,
     "simulate_devices": int,
     "tpu_timeout": float,
+}
+# ... each paired with its option's click type, so a file's value meets the same limits as the flag's.
+CONFIG_KEYS: dict[str, type | tuple[type, Any]] = {
+    name: (base, checker) if (checker := option_fields.param_type(LaunchOptions, name)) is not None else base
+    for name, base in _CONFIG_TYPES.items()
 }
 
 
@@ -244,6 +267,8 @@ def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any]
     )
     job = runner.prepare(job, given)
     check_strategy_options(job.strategy, job.workers, job.ps, job.communication, job.devices, job.simulate_devices, job.tpu_timeout)
+    if job.processes > MAX_TASKS:  # --workers and --ps are capped each; a chief and the ps come on top
+        raise TpuctlError(f"{job.processes} processes are more than the {MAX_TASKS} tasks a cluster may have", hint="lower --workers or --ps")
     return Launch(job=job, runner=runner, options=replace(common, backend=chosen), run_id=run_id(job.script))
 
 
@@ -251,7 +276,7 @@ def execute(launch: Launch, stream: TextIO, notice: Callable[[str], None]) -> Ou
     """Run a prepared launch: worker lines to `stream`, tpuctl's own to `notice`; the outcome also lands in LOG_DIR/outcome.json."""
     log_dir = launch.log_dir
     try:
-        log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(log_dir, tighten=False)  # new folders 0700; a folder the user made keeps its mode
     except OSError as err:
         raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror}", hint="pass --log-dir") from None
     context = RunContext(
@@ -264,5 +289,8 @@ def execute(launch: Launch, stream: TextIO, notice: Callable[[str], None]) -> Ou
     )
     outcome = launch.runner.run(launch.job, context)
     record = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=log_dir)
-    (log_dir / "outcome.json").write_text(json.dumps(record, indent=2) + "\n")
+    try:
+        write_private(log_dir / "outcome.json", json.dumps(record, indent=2) + "\n")
+    except OSError as err:  # a full disk loses the record, never the exit status or the summary
+        notice(f"warning: cannot write {log_dir / 'outcome.json'}: {err.strerror or err}")
     return outcome

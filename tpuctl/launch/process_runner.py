@@ -9,20 +9,22 @@ from __future__ import annotations
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job
 from tpuctl.launch.runner import RunContext
+from tpuctl.launch.side_tail import SideTail
 from tpuctl.launch.supervisor import Backend, Supervisor
 
 
 def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
-    follower = None
-    if context.tail_view and job.model_dir:
-        from tpuctl.watch.follower import Follower
-
-        follower = Follower(job.model_dir, context.writer.write)
-        follower.start()
+    side = SideTail.start(job.model_dir, context.writer.write) if context.tail_view and job.model_dir else None
     supervisor = Supervisor(backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour)
-    outcome = supervisor.run(job, context.run_id)
-    if follower is not None:
-        for line in follower.finish():
+    try:
+        outcome = supervisor.run(job, context.run_id)
+    finally:
+        if side is not None:
+            side.stop()
+    if side is not None:
+        for line in side.finish():
             context.notice(line)
             outcome.notes.append(line)
+        if side.failure is not None:
+            outcome.notes.append(side.failure)  # already shown when it happened, among the workers' lines
     return outcome

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpuctl import inputs
 from tpuctl.errors import TpuctlError
 from tpuctl.launch.ssh_launch import Connection
 
@@ -56,6 +57,7 @@ def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
     options = request.connection.ssh_options()
     if not request.command and not request.cleanup:
         raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {request.name} --worker all -- nvidia-smi")
+    check_workers(request.worker)
     node = find_node(request.name, "`tpuctl list` shows the nodes", request.project, request.zone, request.credentials, request.access_token_file)
     chosen = pick_workers(slice_hosts(node), request.worker)
     addresses = [host.address(request.internal_ip) for host in chosen]
@@ -65,3 +67,14 @@ def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
         yield [WorkerResult(label, result) for label, result in zip(labels, results, strict=True)]
         if any(result.exit_code for result in results):
             return
+
+
+def check_workers(worker: str) -> None:
+    """`--worker` as gcloud takes it (`all`, `N` or `N,M`), checked before any look-up.
+
+    The slice's size is known only later; this refuses what is no worker number at all,
+    such as "²" (a digit to str.isdigit(), not to int()) or 5000 digits (past int()'s limit)."""
+    if worker == "all":
+        return
+    for part in worker.split(","):
+        inputs.whole_number(part, "--worker", digits=4, hint="give all, a worker number, or numbers like 0,2")

@@ -18,11 +18,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from tpuctl.errors import TpuctlError
 from tpuctl.launch import logs, signals
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
 from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
+from tpuctl.launch.private_files import private_dir, write_private
 
 STOP_GRACE_S = 3.0
+REAP_S = 2.0  # for the workers' reapers to kill what is left once their channels close
 EXIT_START_TIMEOUT = 1
 
 
@@ -85,6 +88,7 @@ class Supervisor:
         # (kind, attempt, worker position or signal number, value); attempt 0 is a signal.
         self._events: queue.SimpleQueue[tuple[str, int, int, object]] = queue.SimpleQueue()
         self._signals = 0
+        self.notes: list[str] = []  # what went wrong beside the workers (a log that could not be written)
 
     def run(self, job: Job, run_id: str) -> Outcome:
         started = time.monotonic()
@@ -103,6 +107,7 @@ class Supervisor:
                     f"restarting all workers (attempt {attempt + 1}/{job.attempts})"
                 )
         outcome.elapsed_s = time.monotonic() - started
+        outcome.notes.extend(self.notes)
         return outcome
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -110,13 +115,15 @@ class Supervisor:
         self._events.put(("signal", 0, signum, self._signals))
 
     def _run_attempt(self, job: Job, run_id: str, attempt: int) -> Outcome:
+        attempt_dir = self._attempt_dir(attempt)
         addresses = self.backend.reserve(job.processes)
         placement = getattr(self.backend, "placement", None)
         hosts = placement(job.processes) if placement is not None else None
         plan = build_plan(job, addresses, run_id=run_id, attempt=attempt, host=self.backend.host, hosts=hosts)
-        attempt_dir = self.log_dir / f"attempt-{attempt}"
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        (attempt_dir / "plan.json").write_text(json.dumps(plan.to_json(), indent=2) + "\n")
+        try:
+            write_private(attempt_dir / "plan.json", json.dumps(plan.to_json(), indent=2) + "\n")
+        except OSError as err:  # a full disk loses the record, not the run (docs/launch.md, Failure behaviour)
+            self._log_warning(f"warning: cannot write {attempt_dir / 'plan.json'}: {err.strerror or err}")
         run = _Attempt(plan=plan, handles=[], started_at=time.monotonic(), log_dir=attempt_dir)
         try:
             for spec in plan.workers:
@@ -128,6 +135,26 @@ class Supervisor:
             self._stop(run)
             self.backend.release()
 
+    def _attempt_dir(self, attempt: int) -> Path:
+        """The attempt's log folder, made before any port or process is taken, so a failure leaves nothing behind.
+
+        Something other than a folder in its place (a file named `attempt-1` in --log-dir)
+        is bad input: one line, exit 2.
+        """
+        attempt_dir = self.log_dir / f"attempt-{attempt}"
+        try:
+            private_dir(attempt_dir)  # plan.json and the logs may hold --env values
+        except OSError as err:
+            raise TpuctlError(
+                f"cannot create log folder {attempt_dir}: {err.strerror or err}", hint="pass a --log-dir that tpuctl can write"
+            ) from None
+        return attempt_dir
+
+    def _log_warning(self, message: str) -> None:
+        """A log that cannot be written: said once on stderr, and kept in the outcome's notes."""
+        self.notes.append(message)
+        self.notice(message)
+
     def _watch(self, run: _Attempt) -> None:
         for position, handle in enumerate(run.handles):
             tail = logs.new_tail()
@@ -135,7 +162,10 @@ class Supervisor:
             prefix = logs.tag(handle.spec.name, position, self.colour, host=self._host_tag(handle.spec))
             log_path = self._log_path(run, handle.spec)
             pump = threading.Thread(
-                target=logs.pump, args=(handle.output, prefix, self.writer, log_path, tail), daemon=True
+                target=logs.pump,
+                args=(handle.output, prefix, self.writer, log_path, tail),
+                kwargs={"warn": self._log_warning},
+                daemon=True,
             )
             pump.start()
             attempt = run.plan.attempt
@@ -217,23 +247,32 @@ class Supervisor:
         return Outcome(exit_code=EXIT_START_TIMEOUT, attempts=0, elapsed_s=0.0, failure=failure)
 
     def _stop(self, run: _Attempt) -> None:
-        """SIGINT every group still running, SIGKILL after a grace period, then
-        SIGKILL every group regardless so that no stray child survives."""
+        """SIGINT every group still running and give it STOP_GRACE_S; then close every control
+        channel, on which each worker's reaper kills everything the worker started (its group and
+        children that left it) and exits; then SIGKILL every group regardless, for a worker that
+        has no reaper (another --python's wrapper, a platform without one)."""
         running = [p for p in range(len(run.handles)) if p not in run.exited]
         for p in running:
             run.handles[p].signal(signal.SIGINT)
-        grace_ends = time.monotonic() + STOP_GRACE_S
+        self._await_exits(run, running, STOP_GRACE_S)
+        for handle in run.handles:
+            handle.close()
+        # Before the SIGKILL: a reaper killed by it would leave its worker's detached children behind.
+        self._await_exits(run, running, REAP_S)
+        for handle in run.handles:
+            handle.signal(signal.SIGKILL)
+
+    def _await_exits(self, run: _Attempt, positions: list[int], patience: float) -> None:
+        """Wait up to `patience` seconds for these workers to exit; a second Ctrl-C cuts it short."""
+        ends = time.monotonic() + patience
         signals_before = self._signals
-        while any(p not in run.exited for p in running) and time.monotonic() < grace_ends:
+        while any(p not in run.exited for p in positions) and time.monotonic() < ends:
             if self._signals > signals_before:
-                break  # a second Ctrl-C: no more patience
+                return  # a second Ctrl-C: no more patience
             try:
-                kind, attempt, position, value = self._events.get(timeout=max(0.0, grace_ends - time.monotonic()))
+                kind, attempt, position, value = self._events.get(timeout=max(0.0, ends - time.monotonic()))
             except queue.Empty:
-                break
+                return
             if kind == "exit" and attempt == run.plan.attempt:
                 assert isinstance(value, int)
                 run.exited[position] = (value, time.monotonic())
-        for handle in run.handles:
-            handle.signal(signal.SIGKILL)
-            handle.close()

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 
+from tpuctl import reaper
 from tpuctl import worker_contract as contract
 from tpuctl.errors import USAGE, TpuctlError
 
@@ -37,12 +38,22 @@ def say(message: str) -> None:
 
 
 def adopt_control_channel() -> int | None:
-    """Watch the launcher: when its end of the channel (a socket) closes, kill this worker's process group."""
+    """Watch the launcher: when its end of the channel (a socket) closes, kill everything this worker started.
+
+    Where it can (Linux), this process forks: the parent stays behind as the
+    worker's reaper (tpuctl/reaper.py), which kills every descendant, also those
+    in sessions of their own, when the channel closes or the worker's main
+    process ends, even while the worker holds the GIL. Elsewhere a thread kills
+    this worker's process group when the channel closes.
+    """
     raw = os.environ.pop(contract.CONTROL_FD, None)
     if raw is None:
         return None
     channel = int(raw)
     os.set_inheritable(channel, False)
+    reserved = os.environ.get(contract.RESERVED_FD)
+    if reaper.guard(channel, drop=() if reserved is None else (int(reserved),)):
+        return channel
 
     def watch() -> None:
         try:

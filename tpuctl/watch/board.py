@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,8 +78,8 @@ class Board:
             rate = series.steps_per_s()
             rows.append(
                 [
-                    run,
-                    tag,
+                    shown(run),
+                    shown(tag),
                     number(series.value),
                     str(series.step),
                     f"{rate:.2f}" if rate is not None else "-",
@@ -102,19 +103,19 @@ class Board:
         if self.checkpoints:
             marks = Table("checkpoint", "step", "kind", box=None, header_style="bold")
             for mark in self.checkpoints[-CHECKPOINTS_SHOWN:]:
-                marks.add_row(escape(mark.path), str(mark.step) if mark.step is not None else "-", mark.kind)
+                marks.add_row(escape(shown(mark.path)), str(mark.step) if mark.step is not None else "-", mark.kind)
             parts.append(marks)
         if self.others:
-            parts.append(Text("also: " + ", ".join(f"{count} {kind}" for kind, count in sorted(self.others.items())), style="dim"))
+            parts.append(Text("also: " + ", ".join(f"{count} {shown(kind)}" for kind, count in sorted(self.others.items())), style="dim"))
         parts.append(Text(status, style="dim"))
         return Group(*parts)
 
     def summary(self) -> list[str]:
         """The last value per tag and the last checkpoint: what a finished launch prints."""
-        lines = [f"{run}/{tag}: {number(s.value)} at step {s.step}" for (run, tag), s in sorted(self.series.items())]
+        lines = [f"{shown(run)}/{shown(tag)}: {number(s.value)} at step {s.step}" for (run, tag), s in sorted(self.series.items())]
         if self.checkpoints:
             last = self.checkpoints[-1]
-            lines.append(f"last checkpoint: {last.path}" + (f" (step {last.step})" if last.step is not None else ""))
+            lines.append(f"last checkpoint: {shown(last.path)}" + (f" (step {last.step})" if last.step is not None else ""))
         return lines
 
 
@@ -122,19 +123,65 @@ def number(value: float) -> str:
     return f"{value:.6g}"
 
 
+_SHOWN: dict[str, str] = {}
+
+
+def shown(text: str) -> str:
+    """Text from a file (a tag, a run folder, a checkpoint or file name) safe for a terminal:
+    control characters, escape sequences included, written as escapes (one_line's rule,
+    without its cut or whitespace folding). Asked per line, so the answer is cached per text."""
+    safe = _SHOWN.get(text)
+    if safe is None:
+        safe = text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        if len(_SHOWN) < 100_000:
+            _SHOWN[text] = safe
+    return safe
+
+
 def _json_number(value: float) -> float | str:
-    """JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf"."""
+    """JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf" (docs/tail.md)."""
     return value if math.isfinite(value) else str(value)
 
 
-def json_lines(update: Update) -> list[str]:
-    """One object per event, in the documented schema (docs/tail.md)."""
+_STRING = json.encoder.encode_basestring_ascii  # C; what json.dumps uses for strings
+_VALUE = operator.itemgetter(2)
+_WALL_TIME = operator.itemgetter(3)
+
+
+def json_text(update: Update) -> str:
+    """Every JSON line of an update as one string, each line ending in a newline.
+
+    This is `tail --json`'s hot path (a million lines from a large file): the
+    constant parts of a scalar's line are built once per run, file and tag, and
+    numbers are formatted as json.dumps would (`repr`, which is most of the
+    time). JSON has no NaN or infinity: a batch holding one, which a sum of its
+    numbers betrays in C (a NaN or infinity makes the sum one; a rare overflow
+    only costs the slow way), is built through `_json_number` instead. The
+    text is pure ASCII (non-ASCII is escaped)."""
+    parts: list[str] = []
+    for run, file, scalars in update.batches:
+        head = '{"kind": "scalar", "run": ' + _STRING(run) + ', "tag": '
+        end = ', "file": ' + _STRING(file) + "}\n"
+        prefix = {tag: head + _STRING(tag) + ', "step": ' for tag in {scalar[0] for scalar in scalars}}
+        if math.isfinite(sum(map(_VALUE, scalars)) + sum(map(_WALL_TIME, scalars))):
+            parts += [f'{prefix[tag]}{step}, "value": {value!r}, "wall_time": {wall_time!r}{end}' for tag, step, value, wall_time in scalars]
+        else:
+            parts += [
+                f'{prefix[tag]}{step}, "value": {json.dumps(_json_number(value))}, "wall_time": {json.dumps(_json_number(wall_time))}{end}'
+                for tag, step, value, wall_time in scalars
+            ]
+    parts += [line + "\n" for line in json_lines(update, scalars=False)]
+    return "".join(parts)
+
+
+def json_lines(update: Update, *, scalars: bool = True) -> list[str]:
+    """One object per event, in the documented schema (docs/tail.md); `json_text` is the fast way for scalars."""
     lines = [
-        json.dumps({"kind": "scalar", "run": run, "tag": tag, "step": step, "value": _json_number(value), "wall_time": wall_time, "file": file})
-        for run, file, (tag, step, value, wall_time) in update.scalars()
+        json.dumps({"kind": "scalar", "run": run, "tag": tag, "step": step, "value": _json_number(value), "wall_time": _json_number(wall_time), "file": file})
+        for run, file, (tag, step, value, wall_time) in (update.scalars() if scalars else ())
     ]
     lines += [
-        json.dumps({"kind": "checkpoint", "run": c.run, "tag": c.kind, "step": c.step, "value": None, "wall_time": c.wall_time, "file": c.path})
+        json.dumps({"kind": "checkpoint", "run": c.run, "tag": c.kind, "step": c.step, "value": None, "wall_time": _json_number(c.wall_time), "file": c.path})
         for c in update.checkpoints
     ]
     lines += [
@@ -149,8 +196,14 @@ def json_lines(update: Update) -> list[str]:
 
 
 def plain_lines(update: Update) -> list[str]:
-    lines = [f"{run} {tag} step={step} value={number(value)}" for run, _, (tag, step, value, _) in update.scalars()]
-    lines += [f"{c.kind} {c.path}" + (f" step={c.step}" if c.step is not None else "") for c in update.checkpoints]
+    """`RUN TAG step=S value=V` per scalar and `KIND PATH step=S` per checkpoint, names escaped (`shown`)."""
+    lines = [f"{shown(run)} {shown(tag)} step={step} value={number(value)}" for run, _, (tag, step, value, _) in update.scalars()]
+    lines += [f"{c.kind} {shown(c.path)}" + (f" step={c.step}" if c.step is not None else "") for c in update.checkpoints]
     if update.others:
-        lines.append("other summaries: " + ", ".join(f"{kind} +{count}" for kind, count in sorted(update.others.items())))
+        lines.append("other summaries: " + ", ".join(f"{shown(kind)} +{count}" for kind, count in sorted(update.others.items())))
     return lines
+
+
+def damage_lines(update: Update) -> list[str]:
+    """`warning: FILE at byte N: REASON` per damage found (the callers add their prefix)."""
+    return [f"warning: {shown(d.file)} at byte {d.offset}: {shown(d.reason)}" for d in update.damage]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,13 +92,30 @@ class LocalSource:
             return handle.read(end - start)
 
 
+class StorageUnreachable(ConnectionError):
+    """Storage did not answer within RETRY_S (refused, unreachable, timing out, 5xx).
+
+    A ConnectionError, so the follow loop treats it as passing: following, the
+    next poll tries again; with --once it is the one-line error, exit 1."""
+
+
+# google-cloud-storage retries a failed call for up to 120 s by default (98 s was seen
+# before a RetryError traceback). A tail retries for a few seconds per poll: following,
+# the next poll is the next retry; once, the user learns in seconds, not minutes.
+RETRY_S = 5.0
+TIMEOUT_S = (5.0, 60.0)  # connect, read (per socket read, not per download)
+
+
 class GcsSource:
     """google-cloud-storage: a prefix listing per poll, ranged GETs for what grew.
 
-    Honours STORAGE_EMULATOR_HOST (how tests reach a local emulator).
+    Honours STORAGE_EMULATOR_HOST (how tests reach a local emulator). Every call
+    is bounded: RETRY_S of retries, TIMEOUT_S per request (docs/tail.md).
     """
 
     def __init__(self, location: str) -> None:
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
         self.root = location
         bucket, _, prefix = location[len("gs://") :].partition("/")
         if not bucket:
@@ -105,18 +123,21 @@ class GcsSource:
         self._prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self._bucket = _client().bucket(bucket)
         self._checked = False
+        self._retry = DEFAULT_RETRY.with_timeout(RETRY_S).with_delay(initial=0.25, maximum=2.0)
 
     def list(self) -> list[FileInfo]:
         from google.api_core import exceptions as api
 
         try:
             if not self._checked:
-                if not self._bucket.exists():
+                if not self._bucket.exists(timeout=TIMEOUT_S, retry=self._retry):
                     raise TpuctlError(f"bucket gs://{self._bucket.name} does not exist", exit_code=FAILED)
                 self._checked = True
-            blobs = list(self._bucket.list_blobs(prefix=self._prefix))
+            blobs = list(self._bucket.list_blobs(prefix=self._prefix, timeout=TIMEOUT_S, retry=self._retry))
         except api.Forbidden:
             raise TpuctlError(f"permission denied listing {self.root}", hint="the account needs storage.objects.list", exit_code=FAILED) from None
+        except api.RetryError as err:
+            raise _unreachable(err) from None
         found = []
         for blob in blobs:
             name = blob.name[len(self._prefix) :]
@@ -126,9 +147,29 @@ class GcsSource:
         return found
 
     def read(self, path: str, start: int, end: int) -> bytes:
+        from google.api_core import exceptions as api
+
         blob = self._bucket.blob(self._prefix + path)
-        data: bytes = blob.download_as_bytes(start=start, end=end - 1, checksum=None)
+        try:
+            data: bytes = blob.download_as_bytes(start=start, end=end - 1, checksum=None, timeout=TIMEOUT_S, retry=self._retry)
+        except api.NotFound:
+            raise FileNotFoundError(path) from None  # removed since the listing: nothing to read now
+        except api.RequestRangeNotSatisfiable:
+            return b""  # rewritten shorter since the listing; the next poll sees its new size
+        except api.RetryError as err:
+            raise _unreachable(err) from None
         return data
+
+
+def _unreachable(err: Exception) -> StorageUnreachable:
+    """One short reason out of a RetryError, whose text nests urllib3's whole story."""
+    from tpuctl.errors import one_line
+
+    cause = getattr(err, "cause", None) or err.__cause__ or err
+    text = str(cause)
+    errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)
+    reason = errno.group(0) if errno else one_line(text, 160) or type(cause).__name__
+    return StorageUnreachable(f"no answer from storage after {RETRY_S:g} s of retries: {reason}")
 
 
 def _client() -> Any:

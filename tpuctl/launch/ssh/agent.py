@@ -21,7 +21,8 @@
 #      launch would, and report NONCE pgid N. Runtime messages ("ready") are
 #      relayed as NONCE msg TEXT.
 #   4. stdin lines INT / TERM / KILL signal the worker group; EOF (the
-#      launcher or its connection is gone) kills the group at once.
+#      launcher or its connection is gone) ends the control socket, on which
+#      the worker's reaper kills all it started; the group is killed 2 s later.
 #   5. when the worker exits, kill what is left of its group, report
 #      NONCE exit STATUS (negative: killed by that signal), exit.
 #
@@ -220,13 +221,17 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
         if done:
             return status
         if give_up is not None and give_up <= 0:
+            kill(pid, _signal.SIGKILL)
             os._exit(255)
         for fd, _ in poller.poll(100 if pidfd is None or give_up is not None else None):
             if fd == 0:
                 chunk = os.read(0, 65536)
                 if not chunk:
-                    # The launcher or its connection is gone: nobody may outlive it.
-                    kill(pid, _signal.SIGKILL)
+                    # The launcher or its connection is gone: nobody may outlive it. The
+                    # worker's reaper (tpuctl/reaper.py) kills all the worker started once
+                    # its channel ends; a SIGKILL of the group now would kill the reaper
+                    # first, so the group is killed only if it is still there 2 s later.
+                    ours.shutdown(2)
                     poller.unregister(0)
                     give_up = 20
                     continue

@@ -1,0 +1,278 @@
+"""The faults matrix: whatever ends a run, no process started for it survives, and the exit status is the documented one.
+
+Outcomes (success, a worker crash, a worker killed from outside, SIGINT, SIGTERM
+and SIGHUP to tpuctl, SIGKILL of tpuctl, a worker that ignores SIGINT and
+SIGTERM, one that holds the GIL in C code, one whose main process exits leaving
+a child in its group or in a new session) for the local and ssh backends, and
+the subsets that apply to `tpuctl babysit` and to the Kubernetes follower.
+
+Every run carries a unique mark: in tpuctl's environment (inherited by its
+children: workers, ssh, kubectl, a babysat command) and in the worker script's
+path (which reaches the remote agent's command line, hex-packed). Within 10 s of
+the outcome, /proc must hold no live process with the mark. Workers are the
+stdlib script scripts/faults_worker.py with --strategy none: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SCRIPTS, tpuctl_cmd, wait_for
+from tests.integration.sshd import SshCluster, running_cluster
+from tests.standins.fixtures import standin_env
+from tests.standins.google_apis import GoogleStandin
+
+SURVIVAL_S = 10.0
+ZONE = "us-central2-b"
+
+
+# ---- finding the run's processes -----------------------------------------------------------
+
+
+def survivors(mark: str) -> list[str]:
+    """Live processes (not zombies) with the mark in their environment or command line, as `pid: argv`."""
+    needles = (mark.encode(), mark.encode().hex().encode())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            argv = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if state in ("Z", "X"):
+            continue
+        if any(needle in argv for needle in needles) or needles[0] in environ:
+            words = argv.replace(bytes(1), b" ").decode(errors="replace")
+            found.append(f"{entry.name}: {words[:200]}")
+    return found
+
+
+def assert_none_survive(mark: str, since: float) -> None:
+    """No process of the run is alive SURVIVAL_S after `since` (the outcome); kill and name any that are."""
+    while (left := survivors(mark)) and time.monotonic() < since + SURVIVAL_S:
+        time.sleep(0.05)
+    for line in left:
+        with contextlib.suppress(OSError):
+            os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
+    assert not left, f"{len(left)} process(es) of the run outlived it by {SURVIVAL_S:g}s:\n" + "\n".join(left)
+
+
+@dataclass
+class Run:
+    """One run under test: its mark, its pid folder, its worker script (in a folder named by the mark)."""
+
+    tmp_path: Path
+    mark: str = field(default_factory=lambda: f"faultsmark{uuid.uuid4().hex[:12]}")
+
+    def __post_init__(self) -> None:
+        self.pid_dir = self.tmp_path / "pids"
+        self.pid_dir.mkdir()
+        folder = self.tmp_path / self.mark
+        folder.mkdir()
+        self.script = folder / "faults_worker.py"
+        shutil.copy(SCRIPTS / "faults_worker.py", self.script)
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        return {**(base if base is not None else os.environ), "FAULTS_MARK": self.mark, "NO_COLOR": "1"}
+
+    def wait_ready(self, count: int, proc: subprocess.Popen[bytes]) -> None:
+        try:
+            wait_for(lambda: len(list(self.pid_dir.glob("ready-*"))) >= count or proc.poll() is not None, timeout=60)
+        except AssertionError:
+            proc.kill()
+            raise
+        assert proc.poll() is None, f"ended before its workers were ready: {proc.returncode}"
+
+    def pid(self, name: str) -> int:
+        return int((self.pid_dir / f"{name}.pid").read_text())
+
+
+def strike(proc: subprocess.Popen[bytes], run: Run, action: str) -> None:
+    if action == "kill-worker":
+        os.kill(run.pid("worker-1"), signal.SIGKILL)
+    elif action != "wait":
+        proc.send_signal(signal.Signals[action])
+
+
+def start(args: list[str], run: Run, env: dict[str, str], **popen: object) -> subprocess.Popen[bytes]:
+    """tpuctl with its stderr in a file: a survivor holding a pipe must not hang the test, only fail it."""
+    with open(run.tmp_path / "stderr", "wb") as err:
+        return subprocess.Popen(tpuctl_cmd(*args), env=env, stdin=subprocess.DEVNULL, stderr=err, **popen)  # type: ignore[call-overload]
+
+
+def finish(proc: subprocess.Popen[bytes], run: Run, action: str, timeout: float = 60) -> tuple[int, str, float]:
+    """(exit status, stderr, when it ended): the outcome's moment, from which survivors are counted."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        assert_none_survive(run.mark, time.monotonic() - SURVIVAL_S)
+        raise AssertionError(f"still running {timeout:g}s after {action}: {_stderr(run)[-2000:]}") from None
+    return proc.returncode, _stderr(run), time.monotonic()
+
+
+def _stderr(run: Run) -> str:
+    return (run.tmp_path / "stderr").read_text(errors="replace")
+
+
+# ---- the launch matrix: local and ssh ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    fault: str
+    action: str  # wait, kill-worker, or the name of the signal sent to tpuctl
+    expected: int | None  # exit status; None after SIGKILL of tpuctl
+    hang: bool = False  # leave-*: worker 1 hangs instead of exiting
+
+
+CASES = {
+    "success": Case("exit", "wait", 0),
+    "worker-crash": Case("crash", "wait", 7),
+    "worker-killed": Case("hang", "kill-worker", 128 + signal.SIGKILL),
+    "sigint": Case("hang", "SIGINT", 130),
+    "sigterm": Case("hang", "SIGTERM", 130),
+    "sighup": Case("hang", "SIGHUP", 130),
+    "sigkill": Case("hang", "SIGKILL", None),
+    "ignores-signals": Case("ignore", "SIGTERM", 130),
+    "ignores-signals-sigkill": Case("ignore", "SIGKILL", None),
+    "holds-the-gil-sigkill": Case("gil", "SIGKILL", None),
+    "leaves-group-child": Case("leave-group", "wait", 0),
+    "leaves-session-child": Case("leave-session", "wait", 0),
+    "leaves-group-child-sigkill": Case("leave-group", "SIGKILL", None, hang=True),
+    "leaves-session-child-sigkill": Case("leave-session", "SIGKILL", None, hang=True),
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
+    yield from running_cluster(tmp_path_factory, 2)
+
+
+@pytest.fixture(params=["local", "ssh"])
+def backend(request: pytest.FixtureRequest) -> list[str]:
+    """The launch options that pick the backend (ssh: two sshd hosts on loopback)."""
+    if request.param == "local":
+        return []
+    cluster: SshCluster = request.getfixturevalue("cluster")
+    return ["--ssh-config", str(cluster.config), "--hosts", "host1,host2"]
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_launch(backend: list[str], case: Case, tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    worker_env = {"FAULT": case.fault, "PID_DIR": str(run.pid_dir), "FAULTS_MARK": run.mark, **({"HANG": "1"} if case.hang else {})}
+    args = ["launch", str(run.script), "--workers", "2", "--strategy", "none", "--log-dir", str(tmp_path / "logs"), *backend]
+    for name, value in worker_env.items():
+        args += ["--env", f"{name}={value}"]
+    proc = start(args, run, run.env(), stdout=subprocess.DEVNULL)
+    if case.action != "wait":
+        run.wait_ready(2, proc)
+    strike(proc, run, case.action)
+    status, err, ended = finish(proc, run, case.action)
+    assert_none_survive(run.mark, ended)  # first: it also kills what survived, whatever else failed
+    if case.expected is not None:
+        assert status == case.expected, err[-3000:]
+
+
+# ---- babysit -------------------------------------------------------------------------------
+
+BABYSIT_CASES = {
+    "success": Case("exit", "wait", 0),
+    "command-fails": Case("crash", "wait", 7),
+    "sigint": Case("hang", "SIGINT", 130),
+    "sigterm": Case("hang", "SIGTERM", 130),
+    "sighup": Case("hang", "SIGHUP", 130),
+    "sigkill": Case("hang", "SIGKILL", None),
+    "api-keeps-failing": Case("hang", "api-down", 1),
+    "leaves-session-child": Case("leave-session", "wait", 0),
+    "leaves-session-child-sigterm": Case("leave-session", "SIGTERM", 130, hang=True),
+}
+
+
+@pytest.mark.parametrize("case", BABYSIT_CASES.values(), ids=BABYSIT_CASES.keys())
+def test_babysit(google_standin: GoogleStandin, case: Case, tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    env = {**run.env(standin_env(google_standin, tmp_path)), "TPUCTL_ZONE": ZONE, "FAULT": case.fault, "PID_DIR": str(run.pid_dir)}
+    # worker 1 of the launch matrix is the one that crashes or hangs: the command plays it.
+    env.update({"TPUCTL_WORKER_INDEX": "1", **({"HANG": "1"} if case.hang else {})})
+    if "PYTHONPATH" in os.environ:  # the stand-in's environment is sealed; keep the tpuctl under test
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    created = subprocess.run(tpuctl_cmd("create", "sat", "--accelerator-type", "v4-8", "--spot"), env=env, cwd=tmp_path, capture_output=True, timeout=120)
+    assert created.returncode == 0, created.stderr
+    command = ["babysit", "sat", "--interval", "0.2", "--", sys.executable, str(run.script)]
+    proc = start(command, run, env, cwd=tmp_path, stdout=subprocess.DEVNULL)
+    if case.action != "wait":
+        run.wait_ready(1, proc)
+    if case.action == "api-down":
+        google_standin.faults.burst(100_000, 403)
+    else:
+        strike(proc, run, case.action)
+    status, err, ended = finish(proc, run, case.action)
+    assert_none_survive(run.mark, ended)  # first: it also kills what survived, whatever else failed
+    if case.expected is not None:
+        assert status == case.expected, err[-3000:]
+
+
+# ---- the Kubernetes follower ---------------------------------------------------------------
+
+KUBE_CASES = {
+    "success": (None, "wait", 0),
+    "replica-fails": (7, "wait", 7),
+    "sigint": (None, "SIGINT", 130),
+    "sigterm": (None, "SIGTERM", 130),
+    "sighup": (None, "SIGHUP", 130),
+    "sigkill": (None, "SIGKILL", None),
+}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.parametrize(("exit_code", "action", "expected"), KUBE_CASES.values(), ids=KUBE_CASES.keys())
+def test_kubernetes_follower(tmp_path: Path, exit_code: int | None, action: str, expected: int | None) -> None:
+    from tests.integration.test_launch_kubernetes import read_until
+    from tests.standins.kube_api import KubeStandin, PodScript
+
+    run = Run(tmp_path)
+    forever = action != "wait"
+    with KubeStandin() as standin:
+        standin.scripts = {
+            "worker:0": PodScript(lines=["training"], exit_code=None if forever else 0),
+            "worker:1": PodScript(lines=["training"], exit_code=None if forever else (exit_code or 0), start_after=0.2),
+        }
+        env = {
+            **run.env(),
+            "KUBECONFIG": str(standin.write_kubeconfig(tmp_path / "kubeconfig")),
+            "KUBECACHEDIR": str(tmp_path / "kube-cache"),
+            "TPUCTL_KUBE_POLL_S": "0.1",
+        }
+        args = ["launch", "train.py", "--backend", "kubernetes", "--image", "registry.example/train:1", "--workers", "2",
+                "--job-name", "faults", "--log-dir", str(tmp_path / "logs")]
+        proc = start(args, run, env, stdout=subprocess.PIPE)
+        try:
+            if forever:
+                assert proc.stdout is not None
+                read_until(proc.stdout, "[worker:1] training")
+                strike(proc, run, action)
+            status, err, ended = finish(proc, run, action)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert_none_survive(run.mark, ended)  # first: it also kills what survived, whatever else failed
+        if expected is not None:
+            assert status == expected, err[-3000:]

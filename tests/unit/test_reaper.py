@@ -1,0 +1,88 @@
+"""The reaper (tpuctl/reaper.py) with real processes: it reports the command's status as the command
+ended, and leaves nothing behind, neither children in sessions of their own nor orphans."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tpuctl import reaper
+
+pytestmark = pytest.mark.skipif(not reaper.supported(), reason="the reaper needs Linux (/proc, PR_SET_CHILD_SUBREAPER)")
+
+# Starts a child in its own session and a grandchild orphaned at once (its parent exits), records both, then acts.
+FAMILY = """
+import os, subprocess, sys, time
+out = sys.argv[1]
+detached = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+sleeper = "import time; time.sleep(60)"
+parent = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {sleeper!r}], stdout=subprocess.DEVNULL).pid)"
+orphan = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE)
+orphaned = orphan.communicate()[0].decode().strip()
+with open(out, "w") as f:
+    f.write(f"{detached.pid} {orphaned}")
+if sys.argv[2] == "exit":
+    sys.exit(5)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _family(tmp_path: Path, then: str) -> tuple[reaper.Reaped, list[int]]:
+    out = tmp_path / "pids"
+    reaped = reaper.spawn([sys.executable, "-c", FAMILY, str(out), then])
+    deadline = time.monotonic() + 20
+    while not out.exists() or len(out.read_text().split()) < 2:
+        assert time.monotonic() < deadline, "the family never started"
+        time.sleep(0.01)
+    return reaped, [int(pid) for pid in out.read_text().split()]
+
+
+def _assert_gone(pids: list[int], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while left := [pid for pid in pids if _alive(pid)]:
+        assert time.monotonic() < deadline, f"survivors: {left}"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(("argv", "status"), [(["sh", "-c", "exit 7"], 7), (["sh", "-c", "kill -TERM $$"], -signal.SIGTERM), (["true"], 0)])
+def test_the_status_is_the_commands(argv: list[str], status: int) -> None:
+    assert reaper.spawn(argv).proc.wait(timeout=20) == status
+
+
+def test_when_the_command_ends_what_it_left_anywhere_is_killed(tmp_path: Path) -> None:
+    reaped, pids = _family(tmp_path, "exit")
+    assert reaped.proc.wait(timeout=20) == 5
+    _assert_gone(pids)
+
+
+def test_cutting_the_lifeline_kills_the_whole_tree(tmp_path: Path) -> None:
+    reaped, pids = _family(tmp_path, "hang")
+    reaped.cut()
+    assert reaped.proc.wait(timeout=20) == -signal.SIGKILL
+    _assert_gone([reaped.pid, *pids])
+
+
+def test_the_stopping_signals_are_for_the_command_not_the_reaper(tmp_path: Path) -> None:
+    reaped, pids = _family(tmp_path, "hang")
+    reaped.proc.send_signal(signal.SIGTERM)  # the reaper alone: ignored
+    time.sleep(0.2)
+    assert reaped.proc.poll() is None
+    reaped.stop(grace_s=5)  # SIGINT to the group ends the command (KeyboardInterrupt), then the rest
+    assert reaped.proc.returncode in (1, -signal.SIGINT)
+    _assert_gone([reaped.pid, *pids])
+
+
+def test_a_command_that_cannot_start_gives_127() -> None:
+    assert reaper.spawn(["/nonexistent/command"], stderr=subprocess.DEVNULL).proc.wait(timeout=20) == 127

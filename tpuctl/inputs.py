@@ -1,0 +1,104 @@
+"""Checks every parser of user data shares: whole numbers, path text, small files, nesting.
+
+Each one exists because Python's own answer to hostile input is a traceback, not
+a message: `int()` refuses digits that `str.isdigit()` accepts ("²", "①") and
+strings of more than 4300 digits; `open()` raises ValueError on a NUL byte;
+reading /dev/zero or a FIFO never ends; a parser recursing through `[[[[…` or
+`{"a": {"a": …` runs out of stack. Every check here raises TpuctlError (exit 2
+unless told otherwise) with the offending text shown on one line.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from tpuctl.errors import USAGE, TpuctlError, one_line
+
+# Deeper than any real config file or saved spec nests, shallow enough that every
+# recursive walk over the data (==, repr, json.dumps) stays far from the stack limit.
+MAX_NESTING = 64
+# A config file, hostfile or saved spec is a few kilobytes; a megabyte is a mistake (or /dev/zero).
+MAX_FILE_BYTES = 1 << 20
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """User input echoed in a message: quoted, control characters escaped, long text cut."""
+    return repr(one_line(text, limit))
+
+
+def whole_number(
+    text: str, what: str, *, minimum: int = 0, maximum: int | None = None, digits: int = 9, hint: str | None = None
+) -> int:
+    """`text` as a non-negative whole number written in ASCII digits, within [minimum, maximum].
+
+    `str.isdigit()` is true for "²" (which `int()` refuses) and for Arabic-Indic digits
+    (which it reads as another number); `digits` caps the length so int() never meets its 4300-digit limit."""
+    plain = text.strip()
+    if not plain or len(plain) > digits or not (plain.isascii() and plain.isdigit()):
+        raise TpuctlError(f"{what} {shown(text)} is not a whole number", hint=hint or f"digits 0-9, at most {digits}")
+    value = int(plain)
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f"-{maximum}" if maximum is not None else " or more"
+        raise TpuctlError(f"{what} {value} is out of range", hint=hint or f"{minimum}{upper}")
+    return value
+
+
+def check_text(value: str, what: str) -> str:
+    """A path or name that the OS will see: no NUL byte (open() and exec() raise ValueError on one).
+
+    No real command line or environment can carry a NUL; a config file (TOML's "\\u0000")
+    or a caller in the same process can."""
+    if "\x00" in value:
+        raise TpuctlError(f"{what} {shown(value)} contains a NUL byte")
+    return value
+
+
+def read_small_text(path: Path, what: str, *, limit: int = MAX_FILE_BYTES, exit_code: int = USAGE) -> str | None:
+    """The UTF-8 text of a regular file of at most `limit` bytes; None when it does not exist.
+
+    A directory, a device (/dev/zero) or a FIFO is refused before it is read: the first
+    two would fill memory, the last would block forever."""
+    check_text(str(path), what)
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise TpuctlError(f"cannot read {what} {path}: not a regular file", exit_code=exit_code)
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise TpuctlError(f"cannot read {what} {path}: {err.strerror or err.__class__.__name__}", exit_code=exit_code) from None
+    if len(data) > limit:
+        raise TpuctlError(f"{what} {path} is larger than {limit} bytes", exit_code=exit_code)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TpuctlError(f"{what} {path} is not UTF-8 text", exit_code=exit_code) from None
+
+
+def _children(value: object) -> Iterator[object]:
+    if isinstance(value, dict):
+        yield from value.keys()
+        yield from value.values()
+    elif isinstance(value, (list, tuple)):
+        yield from value
+
+
+def check_data(data: object, what: str, *, max_depth: int = MAX_NESTING, exit_code: int = USAGE) -> None:
+    """Parsed data (TOML, JSON) nested at most `max_depth` deep, with no NUL byte in any string.
+
+    Walked with an explicit stack: the point is that a hostile depth must not recurse."""
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise TpuctlError(f"{what} holds a NUL byte in {shown(value)}", exit_code=exit_code)
+            continue
+        if isinstance(value, (dict, list, tuple)):
+            if depth >= max_depth:
+                raise TpuctlError(f"{what} nests deeper than {max_depth} levels", exit_code=exit_code)
+            stack.extend((child, depth + 1) for child in _children(value))

@@ -1,0 +1,307 @@
+"""Nothing a run starts outlives it: a small "reaper" process as the parent of each worker,
+babysat command and `kubectl logs -f`.
+
+Why a process of its own: a process group kill misses children that started a
+session of their own (`start_new_session=True`), and children left behind by a
+main process that already exited have nobody watching them once tpuctl is
+killed with SIGKILL. A watch thread inside the worker does not help either: a
+worker holding the GIL in C code never lets it run.
+
+How (Linux): the reaper makes itself a child subreaper (prctl
+PR_SET_CHILD_SUBREAPER), so every descendant orphaned below it is reparented
+to it rather than to init, and the whole tree can be found by walking /proc's
+parent links down from it. It ignores SIGINT, SIGTERM and SIGHUP (they are for
+the command, whose process group it shares) and watches a *lifeline*: a file
+descriptor whose other end only the launcher holds. EOF on it means the
+launcher closed it (stop now) or died, even by SIGKILL. Then, and as soon as
+the command's main process ends, it kills every descendant with SIGKILL,
+reaps them, and exits with the command's status (a death by signal N is
+mirrored, so the launcher's `wait` sees what it would have seen).
+
+Two ways in, one loop (`watch`):
+- `guard(lifeline)`: the worker runtime calls it first thing; it forks, the
+  parent becomes the worker's reaper, the child goes on as the worker. A fork
+  and about 1 ms of start-up, instead of another interpreter.
+- `python -I -S reaper.py FD ARGV...` (`spawn` builds it): for commands tpuctl
+  does not start as its own Python (kubectl, a babysat command).
+
+Elsewhere (no prctl or no /proc: macOS, the BSDs) `supported()` is False and
+callers keep to process-group kills, which miss descendants that left the
+group. This module is standard library only and importable under `python -S`:
+it is on every worker's start-up path and runs as a script by path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from contextlib import suppress  # loaded anyway in a worker (runpy imports it)
+
+TYPE_CHECKING = False  # typing costs the worker's start; mypy treats this name as True
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Sequence
+    from typing import Any, NoReturn
+
+PR_SET_CHILD_SUBREAPER = 36
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+KILL_DEADLINE_S = 5.0  # a process stuck in the kernel (D state) must not keep the reaper forever
+
+
+def supported() -> bool:
+    return sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+
+
+def become_subreaper() -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER, 1) through _ctypes' own entry points: the ctypes package
+    costs 5-15 ms to import, the C module under 1 ms, and this runs before every worker."""
+    if not supported():
+        return False
+    try:
+        import _ctypes
+
+        prctl = _ctypes.dlsym(_ctypes.dlopen(None), "prctl")  # type: ignore[arg-type]
+        return bool(_ctypes.call_function(prctl, (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0)
+    except (ImportError, AttributeError, OSError):
+        pass
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (ImportError, AttributeError, OSError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root`, by the parent links in /proc/PID/stat."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as stat:
+                ppid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class _Reaper:
+    def __init__(self, main: int) -> None:
+        self.main = main
+        self.status: int | None = None
+
+    def reap(self) -> bool:
+        """Collect every finished child (orphans come to us too); False once we have no child at all."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid == self.main:
+                self.status = status
+
+    def kill_all(self) -> None:
+        """SIGKILL every descendant until none is left: a process forked meanwhile is
+        orphaned by the kill of its parent, so it comes to us and the next round finds it."""
+        import time
+
+        deadline = time.monotonic() + KILL_DEADLINE_S
+        while time.monotonic() < deadline:
+            found = descendants(os.getpid())
+            for pid in found:
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if not self.reap() and not found:
+                return
+            time.sleep(0.002)
+
+    def exit(self) -> NoReturn:
+        """Leave as the command did: its exit code, or death by the same signal."""
+        status = self.status
+        if status is None:
+            os._exit(128 + signal.SIGKILL)
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            try:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the command's crash, not ours, may dump core
+            except (ImportError, ValueError, OSError):
+                pass
+            if sig != signal.SIGKILL:
+                signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+            os._exit(128 + sig)
+        os._exit(os.WEXITSTATUS(status))
+
+
+def watch(main: int, lifeline: int) -> NoReturn:
+    """The reaper's life: wait for the command's main process to end or the lifeline to close,
+    then kill every descendant and exit as the command did. Never returns."""
+    import select
+
+    for sig in STOPPING:
+        signal.signal(sig, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # hold none of the command's pipes: its readers see EOF when it ends
+        os.dup2(null, fd)
+    os.close(null)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    poller = select.poll()
+    poller.register(lifeline, select.POLLIN)
+    poller.register(wake_read, select.POLLIN)
+    reaper = _Reaper(main)
+    try:
+        while True:
+            reaper.reap()
+            if reaper.status is not None:
+                break
+            ready = [fd for fd, _ in poller.poll()]
+            if wake_read in ready:
+                while _read(wake_read):
+                    pass
+            if lifeline in ready and not _read(lifeline):
+                break  # EOF: the launcher stopped us or is gone
+    finally:
+        # Whatever happened, this process must never go back to the caller (it would run the worker twice).
+        try:
+            reaper.kill_all()
+        finally:
+            try:
+                reaper.exit()
+            finally:
+                os._exit(128 + signal.SIGKILL)
+
+
+def _read(fd: int) -> bytes:
+    """Up to 256 bytes; b"" at EOF, and also for an empty non-blocking pipe or a broken channel."""
+    try:
+        return os.read(fd, 256)
+    except OSError:
+        return b""
+
+
+def guard(lifeline: int, drop: Sequence[int] = ()) -> bool:
+    """Fork this (worker) process: the parent becomes its reaper and never returns, the child
+    returns True and goes on as the worker. False where no reaper can be had (then nothing forked).
+    `drop`: descriptors the reaper must not keep (a reserved port, which must be free for the worker)."""
+    if not become_subreaper():
+        return False
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
+    if pid == 0:
+        return True
+    for fd in drop:
+        with suppress(OSError):
+            os.close(fd)
+    watch(pid, lifeline)
+
+
+# ---- the launcher's side ----------------------------------------------------------------------
+
+
+class Reaped:
+    """A command started under a reaper: its Popen (whose status is the command's) and the lifeline's
+    launcher end. Closing the lifeline stops the command and everything it started, at once."""
+
+    def __init__(self, proc: subprocess.Popen[Any], lifeline: int | None) -> None:
+        self.proc = proc
+        self.lifeline = lifeline
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def cut(self) -> None:
+        """Close the lifeline: the reaper kills every descendant and exits."""
+        if self.lifeline is not None:
+            lifeline, self.lifeline = self.lifeline, None
+            os.close(lifeline)
+
+    def stop(self, grace_s: float, first: int | None = signal.SIGINT) -> None:
+        """`first` to the command's process group, `grace_s` to end by itself, then the lifeline cut,
+        and SIGKILL to the group for whatever a missing reaper left."""
+        import subprocess
+
+        if first is not None and self.proc.poll() is None:
+            _killpg(self.proc.pid, first)
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(grace_s)
+        reaped = self.lifeline is not None
+        self.cut()
+        if reaped:
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(KILL_DEADLINE_S)
+        _killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with suppress(OSError):
+        os.killpg(pgid, sig)
+
+
+def spawn(argv: Sequence[str], **popen: Any) -> Reaped:
+    """subprocess.Popen(argv, **popen) with the command under a reaper in a session of its own
+    (so Ctrl-C on the terminal is the launcher's to handle). Where no reaper can run, the command
+    runs directly and only its process group can be stopped."""
+    import subprocess
+
+    if not supported():
+        return Reaped(subprocess.Popen(list(argv), start_new_session=True, **popen), None)
+    theirs, ours = os.pipe()  # neither is inherited by anything else the launcher starts (PEP 446)
+    try:
+        wrapped = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(theirs), *argv]
+        proc = subprocess.Popen(wrapped, start_new_session=True, pass_fds=(theirs,), **popen)
+    except BaseException:
+        os.close(ours)
+        raise
+    finally:
+        os.close(theirs)
+    return Reaped(proc, ours)
+
+
+def _main(args: list[str]) -> NoReturn:
+    """`reaper.py FD ARGV...`: run ARGV under a reaper whose lifeline is FD."""
+    lifeline, argv = int(args[0]), args[1:]
+    become_subreaper()
+    errors, report = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(lifeline)
+            os.close(errors)
+            for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess' restore_signals does
+                if hasattr(signal, name):
+                    signal.signal(getattr(signal, name), signal.SIG_DFL)
+            os.execvp(argv[0], argv)
+        except OSError as err:
+            os.write(report, ("cannot run " + argv[0] + ": " + str(err.strerror)).encode())
+        os._exit(127)
+    os.close(report)
+    problem = os.read(errors, 4096)
+    os.close(errors)
+    if problem:
+        os.write(2, problem + b"\n")
+    watch(pid, lifeline)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
