@@ -29,7 +29,7 @@ from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.launch.runtime_path import put_tpuctl_on_path
 
 DEFAULT_TPU_TIMEOUT_S = 60.0
-MAX_TPU_TIMEOUT_S = 7 * 24 * 3600.0  # a week, as tpuctl.cli.seconds.Seconds allows
+MAX_TPU_TIMEOUT_S = 7 * 24 * 3600.0  # a week, as tpuctl.seconds.Seconds allows
 # Beyond --tpu-timeout, what the worker may spend importing TensorFlow and listing devices.
 TF_ALLOWANCE_S = 60.0
 WORKER_MODULE = "tpuctl.runtime.devices"

@@ -79,3 +79,14 @@ def test_a_terminal_that_fails_does_not_stop_the_pump(tmp_path: Path) -> None:
     log = tmp_path / "w.log"
     logs.pump(io.BytesIO(b"a\nb\n"), "[worker:0]", logs.LineWriter(FullStream()), log, logs.new_tail())
     assert log.read_bytes() == b"a\nb\n"
+
+
+def test_a_log_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """A worker may print what --env handed it: its log is 0600 whatever the umask, appended or new."""
+    old = os.umask(0o022)
+    try:
+        shown, warnings, _ = _pump(tmp_path / "worker-0.log", lines=2)
+    finally:
+        os.umask(old)
+    assert not warnings and (tmp_path / "worker-0.log").read_text() == "line 0\nline 1\n"
+    assert (tmp_path / "worker-0.log").stat().st_mode & 0o777 == 0o600

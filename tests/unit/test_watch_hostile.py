@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
-from tpuctl.cli.seconds import Seconds
 from tpuctl.errors import TpuctlError
+from tpuctl.seconds import Seconds
 from tpuctl.watch import board
 from tpuctl.watch.events import Decoder
 from tpuctl.watch.records import HEADER, HEADER_SIZE, MAX_RECORD, RecordBuffer, frame, masked_crc

@@ -33,8 +33,9 @@ def babysit(
 
     Put COMMAND after `--`. It runs on this machine, first once the node is
     READY, then again after every recreation. Babysitting ends with the
-    command's exit status when it ends on a healthy node, or on Ctrl-C.
-    Without a command, it watches until Ctrl-C.
+    command's exit status when it ends on a healthy node, or with 130 on Ctrl-C,
+    SIGTERM or SIGHUP. Without a command, it watches until then. However it ends,
+    the command and everything it started are stopped.
     """
     from tpuctl.cloud import babysit as sitter
     from tpuctl.cloud import nodespec

@@ -15,9 +15,9 @@ import click
 from tpuctl import devices as dev
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.cli.display import StatusLine, print_table
-from tpuctl.cli.seconds import Seconds
 from tpuctl.devices_probe import DEFAULT_TPU_TIMEOUT_S, DeviceQuery, list_devices
 from tpuctl.errors import TpuctlError
+from tpuctl.seconds import Seconds
 
 HEADERS: dict[str, str] = {
     "name": "NAME",

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
-from tpuctl.cli.seconds import Seconds
 from tpuctl.errors import TpuctlError
+from tpuctl.seconds import Seconds
 
 if TYPE_CHECKING:
     from tpuctl.watch.tailer import Update

@@ -42,6 +42,7 @@ from tpuctl.launch.k8s_manifest import (
     Manifest,
 )
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, JobRef, Outcome
+from tpuctl.launch.private_files import private_dir
 from tpuctl.launch.runner import RunContext
 
 DEFAULT_POLL_S = 2.0
@@ -301,8 +302,7 @@ class KubeRun:
 
     def _log_path(self, worker: str, restarts: int) -> Path:
         """The local launch's layout: one folder per attempt (a container's run), one file per worker."""
-        folder = self.log_dir / f"attempt-{restarts + 1}"
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = private_dir(self.log_dir / f"attempt-{restarts + 1}")
         return folder / f"{worker.replace(':', '-')}.log"
 
     def _say_once(self, pod: str, reason: str, line: str) -> None:

@@ -97,7 +97,9 @@ class _LogFile:
         self._warn = warn
         self._file: BinaryIO | None = None
         try:
-            self._file = open(path, "ab" if append else "wb")  # noqa: SIM115 - closed by close()
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+            # 0600: a worker may print what --env gave it; the attempt folder is 0700 too.
+            self._file = os.fdopen(os.open(path, flags, 0o600), "ab" if append else "wb")
         except OSError as err:
             self._fail(err)
 

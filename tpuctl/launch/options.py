@@ -18,7 +18,6 @@ from typing import Any, TextIO
 
 import click
 
-from tpuctl.cli.seconds import Seconds
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import MAX_TASKS
 from tpuctl.launch import logs, option_fields
@@ -27,6 +26,7 @@ from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job
 from tpuctl.launch.private_files import private_dir, write_private
 from tpuctl.launch.runner import BACKENDS, RunContext, Runner, backend_module
+from tpuctl.seconds import Seconds
 from tpuctl.worker_contract import COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

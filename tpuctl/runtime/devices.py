@@ -28,7 +28,7 @@ from tpuctl.runtime import tpu_connect, worker_env
 def _watch_parent() -> None:
     """Leave when tpuctl goes away: it holds the write end of a pipe whose read end we were given."""
     raw = os.environ.get(contract.WATCHDOG_FD, "")
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         return
     fd = int(raw)
 
