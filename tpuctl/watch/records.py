@@ -144,7 +144,11 @@ class RecordBuffer:
         crc32c = google_crc32c.value
         find = data.find
         checked: dict[bytes, bool] = {}
+        budget = _DENSE  # candidates checked one by one before switching to the bulk filter
         while pos <= last:
+            if budget <= 0:
+                found = _bulk_resync(data, pos, last)
+                return found if found >= 0 else last + 1
             candidate = find(_ZERO4, pos + 4, end - 4) - 4
             if candidate < 0:
                 break
@@ -160,8 +164,92 @@ class RecordBuffer:
                 checked[window] = valid = length <= MAX_RECORD and (((value >> 15) | (value << 17)) + _MASK_DELTA) & 0xFFFFFFFF == crc
             if valid:
                 return candidate
+            budget -= 1
             pos = candidate + 1
         return max(pos, last + 1)
+
+
+def _header_valid(data: bytes, pos: int) -> bool:
+    length, crc = HEADER.unpack_from(data, pos)
+    return bool(length <= MAX_RECORD and masked_crc(data[pos : pos + 8]) == crc)
+
+
+def _byte_tables() -> tuple[int, list[list[bytes]], list[tuple[bytes, bytes, bytes, bytes]]]:
+    """Tables for `_bulk_resync`, from the CRC's linearity: for a length whose upper four bytes are
+    zero, rotr15(crc32c(length)) is a constant XOR one table entry per low length byte, so each of
+    its bytes is four `bytes.translate`s XORed. The stored field minus the mask constant is undone
+    byte by byte with borrows, each borrow a 0x00/0xFF byte from a translate."""
+
+    def rotr15(crc: int) -> int:
+        return ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
+
+    zero = int(google_crc32c.value(bytes(8)))
+    const = rotr15(zero)
+    crc_tables: list[list[bytes]] = []  # [j][k]: byte k of rotr15(crc) contributed by length byte j
+    for j in range(4):
+        contributions = []
+        for v in range(256):
+            length = bytearray(8)
+            length[j] = v
+            contributions.append(rotr15(int(google_crc32c.value(bytes(length))) ^ zero))
+        crc_tables.append([bytes((c >> (8 * k)) & 0xFF for c in contributions) for k in range(4)])
+    field_tables = []  # [k]: field byte minus mask byte, minus one more, borrow out without / with borrow in
+    for k in range(4):
+        d = (_MASK_DELTA >> (8 * k)) & 0xFF
+        field_tables.append(
+            (
+                bytes((v - d) & 0xFF for v in range(256)),
+                bytes((v - d - 1) & 0xFF for v in range(256)),
+                bytes(0xFF if v < d else 0 for v in range(256)),
+                bytes(0xFF if v <= d else 0 for v in range(256)),
+            )
+        )
+    return const, crc_tables, field_tables
+
+
+_CONST, _CRC_TABLES, _FIELD_TABLES = _byte_tables()
+_DENSE = 64  # candidates in one search before the dense-garbage path takes over
+_BLOCK = 1 << 18  # offsets filtered per bulk step
+
+
+def _bulk_resync(data: bytes, start: int, last: int) -> int:
+    """The first offset in [start, last] with a valid header, or -1: every offset tested at once.
+
+    For a block of offsets, each header condition is computed for all of them as one big integer
+    with a byte per offset (bytes.translate and integer XOR/AND/OR run in C): the four zero upper
+    length bytes, and the stored CRC field equal to the masked CRC of the low four length bytes.
+    An offset passes only if its byte of the OR of all differences is zero, which is exactly a
+    valid header of length < 4 GiB; each one found is checked again the plain way (MAX_RECORD)."""
+    pos = start
+    while pos <= last:
+        n = min(_BLOCK, last + 1 - pos)
+
+        def stream(off: int, table: bytes | None = None, at: int = pos, n: int = n) -> int:
+            part = data[at + off : at + off + n]
+            return int.from_bytes(part.translate(table) if table is not None else part, "little")
+
+        ones = int.from_bytes(b"\xff" * n, "little")
+        diff = stream(4) | stream(5) | stream(6) | stream(7)
+        borrow = 0  # 0x00/0xFF per offset: a borrow into field byte k
+        for k in range(4):
+            expect = int.from_bytes(bytes([(_CONST >> (8 * k)) & 0xFF]) * n, "little")
+            for j in range(4):
+                expect ^= stream(j, _CRC_TABLES[j][k])
+            minus, minus_one, lt, le = _FIELD_TABLES[k]
+            plain = stream(8 + k, minus)
+            got = plain ^ ((plain ^ stream(8 + k, minus_one)) & borrow)
+            diff |= got ^ expect
+            if k < 3:
+                out = stream(8 + k, lt)
+                borrow = (out ^ ((out ^ stream(8 + k, le)) & borrow)) & ones
+        flags = diff.to_bytes(n, "little")
+        at = flags.find(0)
+        while at >= 0:
+            if _header_valid(data, pos + at):
+                return pos + at
+            at = flags.find(0, at + 1)
+        pos += n
+    return -1
 
 
 _ZERO4 = bytes(4)
