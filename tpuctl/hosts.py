@@ -16,8 +16,10 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tpuctl.errors import TpuctlError
+from tpuctl.inputs import read_small_text
 
 MAX_PORT = 65535
 # The most tasks (processes) one cluster may have, and so the most slots a host list may
@@ -244,13 +246,12 @@ def _describe(entry: HostEntry) -> str:
 
 
 def read_hostfile(path: str | os.PathLike[str], *, ports: bool = True) -> list[HostEntry]:
-    """Read and parse a hostfile; an unreadable file is bad input, not a crash."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as err:
-        reason = getattr(err, "strerror", None) or str(err)
-        raise TpuctlError(f"cannot read hostfile {os.fspath(path)}: {reason}") from None
+    """Read and parse a hostfile; an unreadable file is bad input, not a crash.
+
+    Read through read_small_text: /dev/zero would fill memory and a FIFO would block forever."""
+    text = read_small_text(Path(path), "hostfile")
+    if text is None:
+        raise TpuctlError(f"cannot read hostfile {os.fspath(path)}: No such file or directory")
     return parse_hostfile(text, source=os.fspath(path), ports=ports)
 
 

@@ -122,7 +122,10 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
         (("tail", str(tmp_path), "--tags", "loss,,acc"), 2, "empty pattern"),
         (("tail", "s3://bucket/run", "--once"), 2, "cannot tail s3:// paths"),
         (("tail", str(tmp_path), "--interval", "0"), 2, "--interval"),
+        (("tail", "x" * 300, "--once"), 2, "File name too long"),
+        (("tail", str(tmp_path / "loop"), "--once"), 2, "Too many levels of symbolic links"),
     ]
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
     for args, code, words in cases:
         result = run_tpuctl(*args)
         assert result.returncode == code and result.stderr.count("\n") == 1 and words in result.stderr, (args, result.stderr)

@@ -240,6 +240,16 @@ def test_bad_input_is_one_line_and_exit_2(tpuctl: Run, args: list[str], message:
     assert result.err.count("\n") == 1 and result.err.endswith("\n")
 
 
+def test_files_larger_than_a_megabyte_are_bad_input(tpuctl: Run, tmp_path: Path) -> None:
+    """Hostfiles and --check files are read through read_small_text: /dev/zero cannot fill memory."""
+    big = tmp_path / "big"
+    big.write_bytes(b"h slots=1\n" * 200_000)
+    for args in (["--workers", "2", "--hostfile", str(big)], ["--check", f"@{big}"]):
+        result = tpuctl(*args)
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+        assert "is larger than 1048576 bytes" in result.err
+
+
 def test_check_of_non_utf8_stdin_is_bad_input(tpuctl: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff{}"), encoding="utf-8"))
     result = tpuctl("--check", "-")

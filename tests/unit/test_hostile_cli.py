@@ -329,23 +329,9 @@ def _report(findings: list[str]) -> None:
     assert not findings, "\n".join(findings)
 
 
-# Findings in code that other parts of issue 12 own, reported to them with these repros; the
+# Findings in code that other parts of issue 12 own, reported to them with repros (none open now); the
 # sweep still runs each case (a crash elsewhere would show), it only does not fail on these.
-ELSEWHERE = {
-    # tpuctl/hosts.py, tpuctl/cli/tf_config.py: a hostfile is read whole, /dev/zero fills memory, a FIFO blocks.
-    "launch ssh_hostfile='/dev/zero'",
-    "launch ssh_hostfile='FIFO'",
-    "tf-config hostfile='/dev/zero'",
-    "tf-config hostfile='FIFO'",
-    # launch's plan rendering: an argument that is not UTF-8 (\udcff) meets a strict UTF-8 stdout (CliRunner's, or
-    # Python's under a UTF-8 locale other than C.UTF-8) as UnicodeEncodeError; under C/C.UTF-8 it prints.
-    "launch script_args='\\udcff'",
-    "launch model_dir='\\udcff'",
-    # tpuctl/watch: a run directory whose name is too long or a symlink loop: OSError (errno 36, 40).
-    "tail model_dir='999999999999'",
-    "tail model_dir='xxxxxxxxxxxx'",
-    "tail model_dir='LOOP'",
-}
+ELSEWHERE: set[str] = set()
 
 
 # --- the sweep: hostile contents in every file and variable a command reads -----------------
@@ -381,15 +367,7 @@ READERS: dict[str, tuple[list[str], str | None]] = {
     "saved-spec-recreate": (["recreate", "missing-node"], "SPEC"),
     "saved-spec-babysit": (["babysit", "missing-node", "--max-recreates", "0", "--", "true"], "SPEC"),
 }
-FILES_ELSEWHERE = {
-    # tpuctl/cli/tf_config.py reads --check @FILE whole; tpuctl/hosts.py (via tf_config/launch) reads hostfiles whole.
-    ("tf-config-check-file", "/dev/zero"),
-    ("tf-config-check-file", "FIFO"),
-    ("tf-config-hostfile", "/dev/zero"),
-    ("tf-config-hostfile", "FIFO"),
-    ("launch-hostfile", "/dev/zero"),
-    ("launch-hostfile", "FIFO"),
-}
+FILES_ELSEWHERE: set[tuple[str, str]] = set()
 
 
 @pytest.mark.parametrize("reader", list(READERS))

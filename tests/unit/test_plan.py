@@ -38,3 +38,12 @@ def test_plan_serialises_for_dry_run() -> None:
 def test_command_line_is_shell_quoted() -> None:
     plan = build_plan(Job(script="s.py", args=("a b", "$X"), python="py"), ["h:1"], run_id="r", attempt=1)
     assert plan.workers[0].command_line() == "py -m tpuctl.runtime s.py 'a b' '$X'"
+
+
+def test_render_escapes_arguments_that_are_not_utf8() -> None:
+    # A byte 0xff on the command line reaches Python as "\udcff"; a strict UTF-8 stdout cannot encode it.
+    job = Job(script="s.py", args=("\udcff",), model_dir="/m/\udcfe", python="py")
+    text = build_plan(job, ["h:1"], run_id="r", attempt=1).render()
+    text.encode("utf-8")  # no UnicodeEncodeError
+    assert "s.py '\\udcff'" in text
+    assert "\\udcfe" in text

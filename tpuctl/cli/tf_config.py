@@ -18,6 +18,7 @@ from click.core import ParameterSource
 from tpuctl.cluster import DEFAULT_PORT, ClusterSpec, Task, cluster_from_hosts, parse_task, parse_tf_config
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.hosts import MAX_TASKS, HostEntry, parse_hosts, read_hostfile
+from tpuctl.inputs import read_small_text
 from tpuctl.launch.private_files import write_new_file
 
 # What a bare `--check` stands for. argv cannot contain NUL, so no typed value collides.
@@ -116,7 +117,10 @@ def _check_text(value: str) -> str:
     if value == "-":
         return _read(sys.stdin.read, "stdin")
     if value.startswith("@"):
-        return _read(lambda: Path(value[1:]).read_text(encoding="utf-8"), value[1:])
+        text = read_small_text(Path(value[1:]), "--check file")
+        if text is None:
+            raise TpuctlError(f"cannot read {value[1:]}: No such file or directory")
+        return text
     return value
 
 

@@ -115,7 +115,9 @@ class Plan:
             lines.append(f"  command: {worker.command_line()}")
             lines.extend(f"  env: {name}={shlex.quote(shown_value(name, value))}" for name, value in worker.env.items())
         lines.append("(dry run: nothing started; ports are chosen afresh at launch)")
-        return "\n".join(lines)
+        # An argument that is not UTF-8 reaches Python as lone surrogates ("\udcff" for the byte 0xff),
+        # which a strict UTF-8 stdout cannot encode: show those as backslash escapes instead.
+        return "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def build_plan(

@@ -9,6 +9,7 @@ never entered.
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import re
 import stat
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs import shown
 
 SKIPPED_PREFIX = "workertemp_"
 
@@ -54,6 +56,11 @@ class LocalSource:
             raise TpuctlError(f"{root} does not exist", hint="give the --model-dir of a run", exit_code=FAILED) from None
         except PermissionError:
             raise TpuctlError(f"{root}: permission denied", exit_code=FAILED) from None
+        except OSError as err:
+            # A name too long for the OS (ENAMETOOLONG) or a symlink loop (ELOOP) is bad input, not a crash.
+            bad_input = err.errno in (errno.ENAMETOOLONG, errno.ELOOP)
+            reason = err.strerror or err.__class__.__name__
+            raise TpuctlError(f"cannot tail {shown(root)}: {reason}", exit_code=USAGE if bad_input else FAILED) from None
         self._single = stat.S_ISREG(mode)  # a single event file may be tailed by itself
 
     def list(self) -> list[FileInfo]:
