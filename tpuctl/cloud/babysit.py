@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from types import FrameType
 
 from tpuctl import reaper
 from tpuctl.cloud import lifecycle
@@ -78,29 +77,17 @@ def babysit(api: NodeApi, spec: NodeSpec, watch: Watch) -> int:
     SIGINT, SIGTERM, SIGHUP); recreate the node whenever it is lost. However babysitting ends
     (also by an error from the API), the command and all it started are stopped first."""
     sitter = _Sitter(api, spec, watch)
-    with signals.handled(_raise_stopped):
+    with signals.handled(signals.raise_stopped):
         try:
             return sitter.run()
-        except (KeyboardInterrupt, _Stopped) as stopped:
-            name = signal.Signals(stopped.signum).name if isinstance(stopped, _Stopped) else "SIGINT"
+        except (KeyboardInterrupt, signals.Stopped) as stopped:
+            name = signal.Signals(stopped.signum).name if isinstance(stopped, signals.Stopped) else "SIGINT"
             watch.note(f"received {name}; stopping the command" if sitter.running is not None else f"received {name}")
             sitter.stop_command()
             watch.note("interrupted")
             return INTERRUPTED
         finally:
             sitter.stop_command()
-
-
-class _Stopped(Exception):
-    """A stopping signal arrived."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    raise _Stopped(signum)
 
 
 class _Sitter:
@@ -116,7 +103,7 @@ class _Sitter:
             return
         try:
             running.stop()
-        except (KeyboardInterrupt, _Stopped):
+        except (KeyboardInterrupt, signals.Stopped):
             running.stop(grace_s=0)
 
     def lost(self) -> str | None:

@@ -28,7 +28,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from tpuctl import reaper
@@ -171,18 +170,6 @@ class Ended:
     restarts: int = 0  # the container's restart count: which attempt this run was
 
 
-class _Stopped(Exception):
-    """A stopping signal arrived while following the job."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    raise _Stopped(signum)
-
-
 # ---- following pods -------------------------------------------------------------------------
 
 
@@ -323,7 +310,7 @@ class KubeRun:
                 exit_code=FAILED,
             )
         try:
-            with signals.handled(_raise_stopped):
+            with signals.handled(signals.raise_stopped):
                 try:
                     self.kubectl.run("apply", "-f", "-", stdin=self.manifest.text, hint=hint)
                     self.notice(f"applied {self.manifest.kind} {self.manifest.name} in namespace {self.manifest.namespace}; following its pods")
@@ -331,7 +318,7 @@ class KubeRun:
                 finally:
                     for follower in self.followers.values():
                         follower.stop()
-        except _Stopped as stopped:
+        except signals.Stopped as stopped:
             return self._interrupted(stopped.signum)
 
     def _follow(self) -> Outcome:
@@ -413,7 +400,7 @@ class KubeRun:
 
             try:
                 delete = click.confirm(f"tpuctl: interrupted. Delete {where} and its pods?", default=False, err=True)
-            except (click.Abort, KeyboardInterrupt, EOFError, _Stopped):
+            except (click.Abort, KeyboardInterrupt, EOFError, signals.Stopped):
                 delete = False
             if delete:
                 self.kubectl.run("delete", self.manifest.resource, self.manifest.name, "--wait=false", "--ignore-not-found")

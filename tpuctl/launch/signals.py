@@ -24,3 +24,16 @@ def handled(handler: Handler) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+class Stopped(Exception):
+    """A stopping signal arrived: raised by `raise_stopped` so the code it interrupts can unwind."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_stopped(signum: int, frame: FrameType | None) -> None:
+    """A handler for `handled()` that turns the signal into `Stopped` in the main thread."""
+    raise Stopped(signum)
