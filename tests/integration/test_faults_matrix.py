@@ -3,7 +3,7 @@
 Outcomes (success, a worker crash, a worker killed from outside, SIGINT, SIGTERM
 and SIGHUP to tpuctl, SIGKILL of tpuctl, a worker that ignores SIGINT and
 SIGTERM, one that holds the GIL in C code, one whose main process exits leaving
-a child in its group or in a new session) for the local and ssh backends, and
+a child in its group or in a new session, a full log disk) for the local and ssh backends, and
 the subsets that apply to `tpuctl babysit` and to the Kubernetes follower.
 
 Every run carries a unique mark: in tpuctl's environment (inherited by its
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -140,6 +141,7 @@ class Case:
     action: str  # wait, kill-worker, or the name of the signal sent to tpuctl
     expected: int | None  # exit status; None after SIGKILL of tpuctl
     hang: bool = False  # leave-*: worker 1 hangs instead of exiting
+    full_disk: bool = False  # tpuctl's files may not grow past 32 KiB: its log writes fail as on a full disk
 
 
 CASES = {
@@ -157,7 +159,14 @@ CASES = {
     "leaves-session-child": Case("leave-session", "wait", 0),
     "leaves-group-child-sigkill": Case("leave-group", "SIGKILL", None, hang=True),
     "leaves-session-child-sigkill": Case("leave-session", "SIGKILL", None, hang=True),
+    "full-log-disk": Case("loud", "wait", 7, full_disk=True),
 }
+
+
+def _full_disk() -> None:
+    """In tpuctl's process: a write past 32 KiB fails with EFBIG (SIGXFSZ ignored), as a full disk fails it."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (32 * 1024, resource.RLIM_INFINITY))
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +190,7 @@ def test_launch(backend: list[str], case: Case, tmp_path: Path) -> None:
     args = ["launch", str(run.script), "--workers", "2", "--strategy", "none", "--log-dir", str(tmp_path / "logs"), *backend]
     for name, value in worker_env.items():
         args += ["--env", f"{name}={value}"]
-    proc = start(args, run, run.env(), stdout=subprocess.DEVNULL)
+    proc = start(args, run, run.env(), stdout=subprocess.DEVNULL, preexec_fn=_full_disk if case.full_disk else None)
     if case.action != "wait":
         run.wait_ready(2, proc)
     strike(proc, run, case.action)
@@ -189,6 +198,8 @@ def test_launch(backend: list[str], case: Case, tmp_path: Path) -> None:
     assert_none_survive(run.mark, ended)  # first: it also kills what survived, whatever else failed
     if case.expected is not None:
         assert status == case.expected, err[-3000:]
+    if case.full_disk:
+        assert "cannot write log" in err, err[-3000:]  # the fault really happened
 
 
 # ---- babysit -------------------------------------------------------------------------------

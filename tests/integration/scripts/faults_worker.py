@@ -7,7 +7,8 @@ inherit $FAULTS_MARK, by which the test finds every process of the run.
 FAULT: exit (exit 0), crash (worker 1 exits 7, the others hang), hang, ignore
 (ignores SIGINT and SIGTERM, hangs), gil (holds the GIL in C code), leave-group
 / leave-session (starts a child in its own process group or in a new session,
-then exits 0; with HANG=1 worker 1 hangs instead of exiting).
+then exits 0; with HANG=1 worker 1 hangs instead of exiting), loud (prints
+~320 KB, far more than a pipe holds; worker 1 then exits 7, the others 0).
 """
 import os
 import signal
@@ -34,6 +35,10 @@ def ready() -> None:
 record(f"worker-{index}", os.getpid())
 if fault == "exit":
     sys.exit(0)
+if fault == "loud":
+    for line in range(3000):
+        print("x" * 100, line)
+    sys.exit(7 if index == "1" else 0)
 if fault == "ignore":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
