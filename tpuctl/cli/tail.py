@@ -40,15 +40,17 @@ class Display:
     """Where updates go: JSON lines, plain lines, or a live rich view on a terminal.
 
     JSON and plain lines are written a whole update (up to a 4 MB chunk of the
-    file) at a time, straight to the binary stdout: one write per chunk, not one
-    click.echo per line, is what lets `tail --once --json` keep up with its reader."""
+    file) at a time, straight to the binary stdout and on a thread of their own:
+    one write per chunk, not one click.echo per line, overlapped with reading the
+    next, is what lets `tail --once --json` keep up with its reader."""
 
     def __init__(self, as_json: bool, live: bool, out: BinaryIO | None = None) -> None:
         from tpuctl.watch.board import Board
+        from tpuctl.watch.overlapped_output import OverlappedWriter
 
         self.as_json = as_json
         self.board = Board()
-        self._out = out if out is not None else sys.stdout.buffer
+        self._out = OverlappedWriter(out if out is not None else sys.stdout.buffer)
         self._live: Any = None
         if live and not as_json:
             from rich.console import Console
@@ -76,7 +78,13 @@ class Display:
             return
         try:
             self._out.write(text.encode("utf-8", "replace"))
-            self._out.flush()
+        except BrokenPipeError:
+            raise PipeClosed from None
+
+    def flush(self) -> None:
+        """Wait until everything shown has been written."""
+        try:
+            self._out.finish()
         except BrokenPipeError:
             raise PipeClosed from None
 
@@ -126,6 +134,7 @@ def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None
     display = Display(as_json, live=rich_wanted(sys.stdout))
     try:
         follow(source, patterns, display.show, _say, once=once, until_idle=until_idle, interval=interval)
+        display.flush()
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except PipeClosed:
