@@ -146,9 +146,12 @@ class _Reaper:
         os._exit(os.WEXITSTATUS(status))
 
 
-def watch(main: int, lifeline: int) -> NoReturn:
+def watch(main: int, lifeline: int, dumps: int | None = None) -> NoReturn:
     """The reaper's life: wait for the command's main process to end or the lifeline to close,
-    then kill every descendant and exit as the command did. Never returns."""
+    then kill every descendant and exit as the command did. Never returns.
+
+    With `dumps` (a worker's: the pipe its faulthandler writes to), a "stacks" line
+    on the lifeline is answered on it with `stacks HEX`: the worker's stacks (tpuctl/stack_dump.py)."""
     import select
 
     for sig in STOPPING:
@@ -175,8 +178,12 @@ def watch(main: int, lifeline: int) -> NoReturn:
             if wake_read in ready:
                 while _read(wake_read):
                     pass
-            if lifeline in ready and not _read(lifeline):
-                break  # EOF: the launcher stopped us or is gone
+            if lifeline in ready:
+                request = _read(lifeline)
+                if not request:
+                    break  # EOF: the launcher stopped us or is gone
+                if dumps is not None and b"stacks" in request:
+                    _answer_stacks(main, lifeline, dumps)
     finally:
         # Whatever happened, this process must never go back to the caller (it would run the worker twice).
         try:
@@ -188,6 +195,15 @@ def watch(main: int, lifeline: int) -> NoReturn:
                 os._exit(128 + signal.SIGKILL)
 
 
+def _answer_stacks(main: int, lifeline: int, dumps: int) -> None:
+    from tpuctl import stack_dump
+
+    line = b"stacks " + stack_dump.capture(main, dumps).hex().encode() + b"\n"
+    with suppress(OSError):  # the launcher went away meanwhile: the next read sees EOF
+        while line:
+            line = line[os.write(lifeline, line) :]
+
+
 def _read(fd: int) -> bytes:
     """Up to 256 bytes; b"" at EOF, and also for an empty non-blocking pipe or a broken channel."""
     try:
@@ -196,22 +212,34 @@ def _read(fd: int) -> bytes:
         return b""
 
 
-def guard(lifeline: int, drop: Sequence[int] = ()) -> bool:
+def guard(lifeline: int, drop: Sequence[int] = (), stacks: bool = False) -> bool:
     """Fork this (worker) process: the parent becomes its reaper and never returns, the child
     returns True and goes on as the worker. False where no reaper can be had (then nothing forked).
-    `drop`: descriptors the reaper must not keep (a reserved port, which must be free for the worker)."""
+    `drop`: descriptors the reaper must not keep (a reserved port, which must be free for the worker).
+    `stacks`: the reaper answers the launcher's requests for the worker's stacks (tpuctl/stack_dump.py)."""
     if not become_subreaper():
         return False
+    dumps = os.pipe() if stacks else None
     try:
         pid = os.fork()
     except OSError:
+        for fd in dumps or ():
+            os.close(fd)
         return False
     if pid == 0:
+        if dumps is not None:
+            from tpuctl import stack_dump
+
+            os.close(dumps[0])
+            stack_dump.register(dumps[1])
         return True
     for fd in drop:
         with suppress(OSError):
             os.close(fd)
-    watch(pid, lifeline)
+    if dumps is not None:
+        os.close(dumps[1])
+        os.set_blocking(dumps[0], False)
+    watch(pid, lifeline, None if dumps is None else dumps[0])
 
 
 # ---- the launcher's side ----------------------------------------------------------------------

@@ -20,6 +20,12 @@ STRATEGIES = ("auto", MULTI_WORKER, "mirrored", "tpu", "one-device", PARAMETER_S
 COMMUNICATIONS = ("auto", "ring", "nccl")
 KERAS_CHOICES = ("auto", "tf-keras", "keras3")
 
+# A worker that ends with this status was preempted (TensorFlow's PreemptionCheckpointHandler exits
+# so after saving on SIGTERM off Google Cloud; tpuctl.runtime.preemption_handler arranges it where
+# TF would not): the launch restarts it from the last checkpoint, up to --max-preemptions, instead
+# of counting a failure.
+PREEMPTED_EXIT_CODE = 42
+
 # Set per worker by the launch (plan.py).
 RUN_ID = "TPUCTL_RUN_ID"
 ATTEMPT = "TPUCTL_ATTEMPT"

@@ -24,14 +24,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import SCRIPTS, tpuctl_cmd, wait_for
-from tests.integration.sshd import SshCluster, running_cluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
 
@@ -167,20 +165,6 @@ def _full_disk() -> None:
     """In tpuctl's process: a write past 32 KiB fails with EFBIG (SIGXFSZ ignored), as a full disk fails it."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (32 * 1024, resource.RLIM_INFINITY))
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
-
-
-@pytest.fixture(params=["local", "ssh"])
-def backend(request: pytest.FixtureRequest) -> list[str]:
-    """The launch options that pick the backend (ssh: two sshd hosts on loopback)."""
-    if request.param == "local":
-        return []
-    cluster: SshCluster = request.getfixturevalue("cluster")
-    return ["--ssh-config", str(cluster.config), "--hosts", "host1,host2"]
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())

@@ -254,6 +254,21 @@ class GoogleStandin:
             self.tpu.advance()
             self.tpu.vanish(zone, name)
 
+    def set_node_state(self, zone: str, name: str, state: str, addresses: list[str] | None = None, health: str = "HEALTHY") -> None:
+        """The service moves the node by itself (a repair, a restart after maintenance): READY comes
+        back with `health`, any other state without; `addresses` are its hosts' new internal IPs."""
+        with self._lock:
+            self.tpu.advance()
+            node = self.tpu.nodes[(zone, name)]
+            node["state"] = state
+            if state == "READY":
+                node["health"] = health
+            else:
+                node.pop("health", None)
+            for endpoint, address in zip(node["networkEndpoints"], addresses or [], strict=False):
+                endpoint["ipAddress"] = address
+            self.tpu.bump((zone, name))
+
     def add_ready_nodes(self, zone: str, count: int, prefix: str = "bench", accelerator_type: str | None = None) -> list[str]:
         """Create `count` READY nodes named PREFIX-0000.. directly (no API traffic); returns their ids."""
         names = [f"{prefix}-{i:04d}" for i in range(count)]

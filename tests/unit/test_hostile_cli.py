@@ -242,6 +242,7 @@ BASES: dict[str, list[str]] = {
     "recreate": ["recreate", "missing-node"],
     "runtimes": ["runtimes"],
     "ssh": ["ssh", "missing-node", "--", "true"],
+    "stacks": ["stacks", "missing-run", "--wait", "1"],
     "start": ["start", "missing-node"],
     "stop": ["stop", "missing-node"],
     "tail": ["tail", "RUN", "--once"],

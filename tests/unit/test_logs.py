@@ -90,3 +90,59 @@ def test_a_log_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
         os.umask(old)
     assert not warnings and (tmp_path / "worker-0.log").read_text() == "line 0\nline 1\n"
     assert (tmp_path / "worker-0.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_hidden_lines_reach_the_log_but_not_the_terminal_or_the_tail(tmp_path: Path) -> None:
+    raw = b"I0000 noise 1\nEpoch 1/5\nI0000 noise 2\n1/2\r2/2 done\nTraceback (most recent call last):\nI0000 noise 3\n"
+    shown = io.StringIO()
+    tail = logs.new_tail()
+    seen: list[str] = []
+
+    def hide(line: str) -> bool:
+        seen.append(line)
+        return line.startswith("I0000")
+
+    log = tmp_path / "worker-0.log"
+    logs.pump(io.BytesIO(raw), "[worker:0]", logs.LineWriter(shown), log, tail, hide=hide)
+    assert log.read_bytes() == raw
+    assert shown.getvalue().splitlines() == ["[worker:0] Epoch 1/5", "[worker:0] 2/2 done", "[worker:0] Traceback (most recent call last):"]
+    assert list(tail) == ["Epoch 1/5", "2/2 done", "Traceback (most recent call last):"]
+    # the filter judges what the terminal would show, without the worker's tag
+    assert seen == ["I0000 noise 1", "Epoch 1/5", "I0000 noise 2", "2/2 done", "Traceback (most recent call last):", "I0000 noise 3"]
+
+
+def test_a_tail_of_hidden_lines_does_not_push_out_the_last_real_ones(tmp_path: Path) -> None:
+    raw = b"the error the user needs\n" + b"I0000 chatter\n" * (logs.TAIL_LINES * 3)
+    tail = logs.new_tail()
+    logs.pump(io.BytesIO(raw), "[worker:0]", logs.LineWriter(io.StringIO()), tmp_path / "w.log", tail, hide=lambda s: s.startswith("I0000"))
+    assert list(tail) == ["the error the user needs"]
+
+
+def test_without_a_log_file_nothing_is_hidden(tmp_path: Path) -> None:
+    """The promise of folding is "it is in the log file": with no log file, the terminal keeps every line.
+
+    The filter still sees each line: the Supervisor's also counts them as progress (--hang-timeout).
+    """
+    shown = io.StringIO()
+    warnings: list[str] = []
+    seen: list[str] = []
+
+    def hide(line: str) -> bool:
+        seen.append(line)
+        return True
+
+    logs.pump(io.BytesIO(b"I0000 noise\nreal\n"), "[worker:0]", logs.LineWriter(shown), tmp_path, logs.new_tail(), warn=warnings.append, hide=hide)
+    assert shown.getvalue().splitlines() == ["[worker:0] I0000 noise", "[worker:0] real"] and len(warnings) == 1
+    assert seen == ["I0000 noise", "real"]
+    full = io.StringIO()
+    logs.pump(io.BytesIO(b"I0000 noise\n"), "[worker:0]", logs.LineWriter(full), Path("/dev/full"), logs.new_tail(), warn=warnings.append, hide=lambda s: True)
+    assert full.getvalue() == "[worker:0] I0000 noise\n"
+
+
+def test_a_filter_that_raises_shows_the_line_and_the_pump_goes_on(tmp_path: Path) -> None:
+    def hide(line: str) -> bool:
+        raise RuntimeError("bug in a filter")
+
+    shown = io.StringIO()
+    logs.pump(io.BytesIO(b"a\nb\n"), "[worker:0]", logs.LineWriter(shown), tmp_path / "w.log", logs.new_tail(), hide=hide)
+    assert shown.getvalue().splitlines() == ["[worker:0] a", "[worker:0] b"]

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "recreate": ("tpuctl.cli.node_ops", "recreate", "Create a TPU VM again from its saved spec."),
     "runtimes": ("tpuctl.cli.node_info", "runtimes", "List the TPU VM runtime versions a zone offers."),
     "ssh": ("tpuctl.cli.ssh_cmd", "ssh", "Run a command on every host of a TPU VM slice; free a stale TPU (--cleanup)."),
+    "stacks": ("tpuctl.cli.stacks", "stacks", "Show every worker's Python stacks in a running launch, without stopping it."),
     "start": ("tpuctl.cli.node_ops", "start", "Start a stopped TPU VM."),
     "stop": ("tpuctl.cli.node_ops", "stop", "Stop a TPU VM."),
     "tail": ("tpuctl.cli.tail", "tail", "Follow scalars and checkpoints as training writes them (local or gs://)."),

@@ -33,6 +33,7 @@ from typing import Any
 from tpuctl import reaper
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch import logs, signals
+from tpuctl.launch.cause import classify
 from tpuctl.launch.k8s_manifest import (
     CONTAINER,
     JOB_INDEX_ANNOTATION,
@@ -376,14 +377,17 @@ class KubeRun:
 
     def _failure(self, ended: Ended) -> Failure:
         reason = f" ({ended.reason})" if ended.reason and ended.reason != "Error" else ""
+        tail = list(self.tails.get(ended.worker, ()))
         return Failure(
             worker=ended.worker,
             host=ended.pod,
             status=f"exited with {ended.exit_code}{reason}",
             exit_code=ended.exit_code,
             runtime_s=None,
-            tail=list(self.tails.get(ended.worker, ())),
+            tail=tail,
             log=self._log_path(ended.worker, ended.restarts),
+            # A container's status is its process's, 128+N for signal N; the kubelet names the OOM killer.
+            cause=classify(ended.exit_code, tail, oom_reported=ended.reason == "OOMKilled"),
         )
 
     def _interrupted(self, signum: int) -> Outcome:

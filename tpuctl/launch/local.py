@@ -55,6 +55,11 @@ class LocalHandle:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
 
+    def request_stacks(self) -> None:
+        """Ask the worker's reaper for its stacks; they come back among `messages()` as `stacks HEX`."""
+        with contextlib.suppress(OSError):
+            self._control.send(b"stacks\n")
+
     def close(self) -> None:
         """Close the control channel: the worker's reaper then kills all the worker started."""
         with contextlib.suppress(OSError):

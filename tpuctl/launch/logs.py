@@ -66,6 +66,7 @@ def pump(
     *,
     append: bool = False,
     warn: Callable[[str], None] | None = None,
+    hide: Callable[[str], bool] | None = None,
 ) -> None:
     """Copy one worker's output to the terminal (tagged) and to its log file (as is), until EOF.
 
@@ -75,18 +76,32 @@ def pump(
     cannot be opened or written (a full disk, a directory in its place) costs one
     warning through `warn` (by default a tagged line) and the rest of that log, never
     the terminal's copy, the tail of last lines, or the launch.
+
+    `hide` sees every line (as the terminal would show it, untagged). One for which it is true
+    (tf_noise.Fold.hides) goes to the log file only: neither to the terminal nor to the tail, so
+    a failed worker's last lines are its own, not TensorFlow's start-up chatter. Once the log file
+    has failed nothing is hidden: the terminal is then the only copy.
     """
     log = _LogFile(log_path, append, warn or (lambda message: writer.write(f"{prefix} tpuctl: {message}")))
     try:
         for raw in iter(source.readline, b""):
             log.write(raw)
             line = display_text(raw)
+            if hide is not None and _hidden(hide, line) and log.ok:
+                continue
             tail.append(line)
             writer.write(f"{prefix} {line}")
     except (OSError, ValueError):
         pass  # the pipe itself was closed under us (the worker's handle closed): nothing left to drain
     finally:
         log.close()
+
+
+def _hidden(hide: Callable[[str], bool], line: str) -> bool:
+    try:
+        return hide(line)
+    except Exception:  # noqa: BLE001 - a filter that fails shows the line: the pump must go on draining the pipe
+        return False
 
 
 class _LogFile:
@@ -102,6 +117,11 @@ class _LogFile:
             self._file = os.fdopen(os.open(path, flags, 0o600), "ab" if append else "wb")
         except OSError as err:
             self._fail(err)
+
+    @property
+    def ok(self) -> bool:
+        """The file is open and every write so far reached it."""
+        return self._file is not None
 
     def write(self, raw: bytes) -> None:
         if self._file is None:

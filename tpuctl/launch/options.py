@@ -34,6 +34,8 @@ _DEVICE = re.compile(r"/?(job:[a-z]+/(replica:\d+/)?(task:\d+/)?)?(device:)?(CPU
 DEFAULT_START_TIMEOUT_S = 300.0
 # Restarts past this are a typo; each one is a new attempt folder of logs.
 MAX_RESTARTS = 1000
+# Preemptions are routine on spot TPUs: a day's run may see several; each is a restart from the last checkpoint.
+DEFAULT_MAX_PREEMPTIONS = 10
 # Virtual CPUs for a rehearsal of one host's devices (a TPU host has at most 8 chips): far past any machine.
 MAX_SIMULATED_DEVICES = 4096
 # The backend that options such as --hosts imply when --backend is not given.
@@ -61,6 +63,20 @@ class LaunchOptions:
         default=0,
         show_default=True,
         help="Restart all workers this many times after a failure."
+    )
+    max_preemptions: int = option(
+        "--max-preemptions",
+        type=click.IntRange(0, MAX_RESTARTS),
+        default=DEFAULT_MAX_PREEMPTIONS,
+        show_default=True,
+        help="Restart all workers this many times after a preemption (a worker exiting 42), besides --max-restarts.",
+    )
+    hang_timeout: float | None = option(
+        "--hang-timeout",
+        type=Seconds(),
+        metavar="S",
+        help="Stop (or restart) when no worker printed and no new step reached --model-dir for S seconds; "
+        "every worker's stacks are shown first (0 < S <= 604800).  [default: off]",
     )
     log_dir: str | None = option(
         "--log-dir", type=click.Path(file_okay=False), help="Per-worker log files, one folder per attempt.  [default: tpuctl's state dir]"
@@ -110,6 +126,9 @@ class LaunchOptions:
         metavar="S",
         help="Seconds a worker may spend reaching its TPU (TPU_NAME; 0 < S <= 604800; default 300).",
     )
+    verbose: bool = option(
+        "--verbose", is_flag=True, default=False, help="Show TensorFlow's start-up log lines too (they are always in the log files)."
+    )
     tail_view: bool = option(
         "--tail", is_flag=True, default=False, help="Show the scalars and checkpoints written to --model-dir while the workers run."
     )
@@ -130,6 +149,9 @@ _CONFIG_TYPES: dict[str, type] = {
     "strategy": str,
     "model_dir": str,
     "max_restarts": int,
+    "max_preemptions": int,
+    "hang_timeout": float,
+    "verbose": bool,
     "log_dir": str,
     "python": str,
     "start_timeout": float,
@@ -258,6 +280,8 @@ def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any]
         scope=common.scope,
         keras=common.keras,
         max_restarts=common.max_restarts,
+        max_preemptions=common.max_preemptions,
+        hang_timeout=common.hang_timeout,
         start_timeout=common.start_timeout,
         ps=common.ps,
         communication=common.communication,
@@ -286,6 +310,7 @@ def execute(launch: Launch, stream: TextIO, notice: Callable[[str], None]) -> Ou
         notice=notice,
         colour=logs.use_colour(stream),
         tail_view=launch.options.tail_view,
+        verbose=launch.options.verbose,
     )
     outcome = launch.runner.run(launch.job, context)
     record = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=log_dir)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpuctl.launch.cause import Cause
+
 EXIT_INTERRUPTED = 130
 SUCCEEDED, FAILED, INTERRUPTED = "succeeded", "failed", "interrupted"
 
@@ -28,6 +30,7 @@ class Failure:
     runtime_s: float | None  # None where the backend cannot tell (a pod's run)
     tail: list[str]
     log: Path | None
+    cause: Cause | None = None  # why, classified (tpuctl.launch.cause); None where nobody classified it
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Outcome:
     failure: Failure | None = None
     interrupted: bool = False
     job: JobRef | None = None
+    preemptions: int = 0  # attempts that ended in a preemption and were restarted
     notes: list[str] = field(default_factory=list)  # what tpuctl reported beside the workers, already shown (the --tail summary)
 
     @property
@@ -70,6 +74,7 @@ class Outcome:
             "result": self.result,
             "exit_code": self.exit_code,
             "attempts": self.attempts,
+            "preemptions": self.preemptions,
             "elapsed_s": round(self.elapsed_s, 3),
             "interrupted": self.interrupted,
             "log_dir": str(log_dir),
@@ -83,6 +88,7 @@ class Outcome:
                 "runtime_s": None if failure.runtime_s is None else round(failure.runtime_s, 3),
                 "tail": failure.tail,
                 "log": None if failure.log is None else str(failure.log),
+                "cause": None if failure.cause is None else {"kind": failure.cause.kind, "summary": failure.cause.summary},
             },
             "job": None if self.job is None else self.job.to_json(),
             "notes": self.notes,
@@ -104,21 +110,24 @@ def summarise(outcome: Outcome, workers: int, log_dir: Path, say: Callable[[str]
     """The end-of-launch lines for a person: `say` prefixes a line with `tpuctl:`, `show` prints it as is."""
     failure, job = outcome.failure, outcome.job
     subject = f"{job.kind} {job.name}" if job else f"{workers} worker(s)"
+    after = f", after {outcome.preemptions} preemption(s)" if outcome.preemptions else ""
     if outcome.interrupted:
         stopped = "all workers stopped" if job is None else f"{subject} {'deleted' if job.deleted else 'left running'}"
         say(f"interrupted; {stopped} (exit {outcome.exit_code}); logs: {log_dir}")
         return
     if outcome.exit_code == 0:
-        done = f"succeeded after {outcome.elapsed_s:.1f}s" if job else f"finished in {outcome.elapsed_s:.1f}s (attempt {outcome.attempts})"
+        done = f"succeeded after {outcome.elapsed_s:.1f}s" if job else f"finished in {outcome.elapsed_s:.1f}s (attempt {outcome.attempts}{after})"
         say(f"{subject} {done}; logs: {log_dir}")
         return
     if failure is None:
         say(f"{subject} failed" + (f": {job.message}" if job and job.message else "; no worker's exit status is known"))
     elif job is not None:
-        say(f"{subject} failed: {failure.worker} (pod {failure.host}) {failure.status}")
+        say(f"{subject} failed: {failure.worker} (pod {failure.host}) {failure.status}{after}")
     else:
         runtime = f" after {failure.runtime_s:.1f}s" if failure.runtime_s is not None else ""
-        say(f"{failure.worker} on {failure.host} failed: {failure.status}{runtime} (attempt {outcome.attempts}); all workers stopped")
+        say(f"{failure.worker} on {failure.host} failed: {failure.status}{runtime} (attempt {outcome.attempts}{after}); all workers stopped")
+    if failure is not None and failure.cause is not None:
+        say(f"cause: {failure.cause.summary}")
     if failure is not None and failure.tail:
         say(f"last lines of {failure.worker}:")
         for line in failure.tail:

@@ -26,6 +26,8 @@ class Job:
     scope: bool = True
     keras: str = "auto"
     max_restarts: int = 0
+    max_preemptions: int = 10
+    hang_timeout: float | None = None  # seconds without output or a new step before the workers' stacks are taken and the run stopped
     start_timeout: float = 300.0
     ps: int = 0  # parameter-server tasks (strategy parameter-server)
     communication: str = "auto"

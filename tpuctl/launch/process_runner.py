@@ -11,16 +11,21 @@ from tpuctl.launch.plan import Job
 from tpuctl.launch.runner import RunContext
 from tpuctl.launch.side_tail import SideTail
 from tpuctl.launch.supervisor import Backend, Supervisor
+from tpuctl.launch.tf_noise import Fold
 
 
 def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
     side = SideTail.start(job.model_dir, context.writer.write) if context.tail_view and job.model_dir else None
-    supervisor = Supervisor(backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour)
+    fold = Fold(context.verbose)
+    supervisor = Supervisor(backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold)
     try:
         outcome = supervisor.run(job, context.run_id)
     finally:
         if side is not None:
             side.stop()
+    folded = fold.note()
+    if folded is not None:
+        context.notice(folded)
     if side is not None:
         for line in side.finish():
             context.notice(line)

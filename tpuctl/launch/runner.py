@@ -48,6 +48,7 @@ class RunContext:
     notice: Callable[[str], None]  # tpuctl's own lines (stderr)
     colour: bool
     tail_view: bool = False  # --tail: the model dir's scalars beside the logs
+    verbose: bool = False  # --verbose: TensorFlow's start-up log lines on the console too
 
 
 class Runner(Protocol):

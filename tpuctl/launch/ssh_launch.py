@@ -8,8 +8,9 @@ machinery itself loads only when a launch really goes over ssh.
 from __future__ import annotations
 
 import os
+import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -20,6 +21,7 @@ from tpuctl.hosts import HostEntry, format_address, parse_slot_hosts, read_hostf
 from tpuctl.launch.option_fields import option
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.plan import Job, Plan
     from tpuctl.launch.runner import RunContext
@@ -104,27 +106,72 @@ class Options(Connection):
         return "--hosts" if params.get("ssh_hosts") is not None else str(params.get("ssh_hostfile"))
 
 
-def _slice_entries(options: Options) -> list[HostEntry]:
-    """Every host of the slice, one worker each: TPUStrategy runs the same program on all of them."""
-    from tpuctl.cloud.node_lookup import find_node
-    from tpuctl.cloud.slice_hosts import slice_hosts
+class TpuSlice:
+    """The TPU VM behind --tpu: every host of it, one worker each (TPUStrategy runs the same
+    program on all of them), looked up before the launch and again after a preemption."""
 
-    assert options.tpu_name is not None
-    node = find_node(options.tpu_name, "`tpuctl list` shows the nodes", options.tpu_project, options.tpu_zone, None, None)
-    return [HostEntry(host.address(options.internal_ip)) for host in slice_hosts(node)]
+    def __init__(self, options: Options) -> None:
+        from tpuctl.cloud.node_lookup import find_node
+
+        assert options.tpu_name is not None
+        self.options = options
+        self.node = find_node(options.tpu_name, "`tpuctl list` shows the nodes", options.tpu_project, options.tpu_zone, None, None)
+        self.entries = self._entries()
+
+    def _entries(self) -> list[HostEntry]:
+        from tpuctl.cloud.slice_hosts import slice_hosts
+
+        return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(self.node)]
+
+    def _api(self) -> TpuApi:
+        from tpuctl import settings
+        from tpuctl.cloud.tpu import TpuApi
+
+        flags = {"project": self.options.tpu_project, "zone": self.node.zone, "credentials": None, "access_token_file": None}
+        return TpuApi.connect(settings.resolve(flags))
+
+    def down(self) -> str | None:
+        """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
+        from tpuctl.cloud.babysit import down_now
+
+        try:
+            return down_now(self._api(), self.node.zone, self.node.name)
+        except (TpuctlError, OSError):
+            return None  # cannot tell: the lost connection stays a failure
+
+    def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
+        """After a preemption: wait until the node is READY again (tpuctl.cloud.babysit), then its
+        hosts as they are now. Ctrl-C, SIGTERM or SIGHUP end the wait with 130."""
+        from tpuctl.cloud.babysit import wait_ready_again
+        from tpuctl.launch import signals
+        from tpuctl.launch.outcome import EXIT_INTERRUPTED
+
+        name, zone = self.node.name, self.node.zone
+        with signals.handled(signals.raise_stopped):
+            try:
+                api = self._api()
+                self.node = wait_ready_again(api, zone, name, notice)
+            except signals.Stopped as stopped:
+                notice(f"received {signal.Signals(stopped.signum).name}; no longer waiting for TPU VM {name}")
+                raise TpuctlError(f"interrupted while waiting for TPU VM {name} to be READY again", exit_code=EXIT_INTERRUPTED) from None
+        before, self.entries = self.entries, self._entries()
+        if [entry.host for entry in self.entries] != [entry.host for entry in before]:
+            notice(f"TPU VM {name}'s hosts are now " + ", ".join(entry.host for entry in self.entries))
+        return self.entries
 
 
-def _entries(options: Options) -> tuple[list[HostEntry], str]:
+def _entries(options: Options) -> tuple[list[HostEntry], str, TpuSlice | None]:
     if sum(value is not None for value in (options.ssh_hosts, options.ssh_hostfile, options.tpu_name)) > 1:
         raise TpuctlError("give one of --hosts, --hostfile, --tpu")
     if options.tpu_name is None and (options.tpu_project or options.tpu_zone or options.internal_ip):
         raise TpuctlError("--project, --zone and --internal-ip are for --tpu NAME")
     if options.tpu_name is not None:
-        return _slice_entries(options), f"TPU VM {options.tpu_name}"
+        tpu = TpuSlice(options)
+        return tpu.entries, f"TPU VM {options.tpu_name}", tpu
     if options.ssh_hosts is not None:
-        return parse_slot_hosts(options.ssh_hosts, source="--hosts"), "--hosts"
+        return parse_slot_hosts(options.ssh_hosts, source="--hosts"), "--hosts", None
     if options.ssh_hostfile is not None:
-        return read_hostfile(options.ssh_hostfile, ports=False), options.ssh_hostfile
+        return read_hostfile(options.ssh_hostfile, ports=False), options.ssh_hostfile, None
     raise TpuctlError("--backend ssh needs --hosts or --hostfile")
 
 
@@ -133,7 +180,7 @@ class SshRunner:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.entries, self.source = _entries(options)
+        self.entries, self.source, self.slice = _entries(options)
         self.ssh = options.ssh_options()
         if options.remote_dir is not None and not options.remote_dir.strip():
             raise TpuctlError("--remote-dir is empty")
@@ -191,7 +238,16 @@ class SshRunner:
             self._free_tpus(context)
         where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
         context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
-        backend = SshBackend(self.entries, self.ssh, self.paths, python=job.python, sync=self.options.sync, notice=context.notice)
+        backend = SshBackend(
+            self.entries,
+            self.ssh,
+            self.paths,
+            python=job.python,
+            sync=self.options.sync,
+            notice=context.notice,
+            hosts_again=self.slice.hosts_again if self.slice is not None else None,
+            node_down=self.slice.down if self.slice is not None else None,
+        )
         return run_supervised(backend, job, context)
 
     def _free_tpus(self, context: RunContext) -> None:

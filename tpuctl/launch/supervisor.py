@@ -6,6 +6,7 @@ knows nothing about restarts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import signal
@@ -19,14 +20,19 @@ from types import FrameType
 from typing import Protocol
 
 from tpuctl.errors import TpuctlError
-from tpuctl.launch import logs, signals
+from tpuctl.launch import cause, logs, run_registry, signals, stacks
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
 from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
 from tpuctl.launch.private_files import private_dir, write_private
+from tpuctl.launch.progress import ProgressClock, StepWatch
+from tpuctl.launch.tf_noise import Fold
+from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
 STOP_GRACE_S = 3.0
 REAP_S = 2.0  # for the workers' reapers to kill what is left once their channels close
 EXIT_START_TIMEOUT = 1
+EXIT_HANG = 124  # what timeout(1) exits with when its command ran out of time
+PREEMPTION_GRACE_S = 20.0  # for the other workers to finish their checkpoint after the first preempted one exits
 
 
 class Handle(Protocol):
@@ -48,6 +54,11 @@ class Backend(Protocol):
     `remote = True`: tag output lines and log file names with each worker's host.
     A Handle may have `describe_exit(returncode) -> str | None` to word its
     failure better than an exit status does (e.g. a lost connection).
+    `lost_to_preemption(failure) -> str | None`: a failure that was really a preemption
+    (a TPU slice's host went down with its node): the node's condition.
+    `after_preemption(notice)`: called after a preempted attempt, before the next
+    one reserves anything; returns once the hosts can run workers again (a TPU
+    slice: its node READY again), or raises TpuctlError.
     """
 
     name: str
@@ -68,6 +79,7 @@ class _Attempt:
     tails: list[deque[str]] = field(default_factory=list)
     ready: set[int] = field(default_factory=set)
     exited: dict[int, tuple[int, float]] = field(default_factory=dict)
+    clock: ProgressClock = field(default_factory=ProgressClock)
 
 
 class Supervisor:
@@ -79,40 +91,78 @@ class Supervisor:
         notice: Callable[[str], None],
         log_dir: Path,
         colour: bool,
+        fold: Fold | None = None,
     ) -> None:
         self.backend = backend
         self.writer = writer
         self.notice = notice
         self.log_dir = log_dir
         self.colour = colour
+        self.fold = fold  # TensorFlow's start-up log lines, kept out of the console (--verbose shows them)
         # (kind, attempt, worker position or signal number, value); attempt 0 is a signal.
         self._events: queue.SimpleQueue[tuple[str, int, int, object]] = queue.SimpleQueue()
         self._signals = 0
+        self._stacks = stacks.StackCollector()
         self.notes: list[str] = []  # what went wrong beside the workers (a log that could not be written)
 
     def run(self, job: Job, run_id: str) -> Outcome:
+        """Attempts until one succeeds, is interrupted, or no restart is left: a preemption spends
+        one of --max-preemptions, any other failure one of --max-restarts."""
         started = time.monotonic()
-        with signals.handled(self._on_signal):
-            outcome = Outcome(exit_code=0, attempts=0, elapsed_s=0.0)
-            for attempt in range(1, job.attempts + 1):
+        restarts = preemptions = 0
+        with signals.handled(self._on_signal), self._stacks_on_request(run_id):
+            attempt = 0
+            while True:
+                attempt += 1
                 outcome = self._run_attempt(job, run_id, attempt)
-                outcome.attempts = attempt
+                outcome.attempts, outcome.preemptions = attempt, preemptions
                 if self._signals and not outcome.interrupted:
-                    outcome = Outcome(EXIT_INTERRUPTED, attempt, 0.0, outcome.failure, interrupted=True)
-                if outcome.exit_code == 0 or outcome.interrupted or attempt == job.attempts:
+                    outcome = Outcome(EXIT_INTERRUPTED, attempt, 0.0, outcome.failure, interrupted=True, preemptions=preemptions)
+                if outcome.exit_code == 0 or outcome.interrupted:
                     break
-                assert outcome.failure is not None
-                self.notice(
-                    f"{outcome.failure.worker} failed ({outcome.failure.status}); "
-                    f"restarting all workers (attempt {attempt + 1}/{job.attempts})"
-                )
+                failure = outcome.failure
+                assert failure is not None
+                if _preempted(failure) or self._went_with_its_node(failure):
+                    if preemptions == job.max_preemptions:
+                        break
+                    preemptions += 1
+                    self.notice(
+                        f"{failure.worker} was preempted ({failure.status}); restarting all workers from the last checkpoint "
+                        f"(preemption {preemptions}/{job.max_preemptions}, attempt {attempt + 1})"
+                    )
+                    recover = getattr(self.backend, "after_preemption", None)
+                    if recover is not None:
+                        recover(self.notice)
+                    continue
+                if restarts == job.max_restarts:
+                    break
+                restarts += 1
+                self.notice(f"{failure.worker} failed ({failure.status}); restarting all workers (attempt {attempt + 1}/{job.attempts + preemptions})")
         outcome.elapsed_s = time.monotonic() - started
         outcome.notes.extend(self.notes)
         return outcome
 
+    def _went_with_its_node(self, failure: Failure) -> bool:
+        """A TPU VM's preemption ends no worker with 42: its hosts go down. The backend tells that from a crash."""
+        check = getattr(self.backend, "lost_to_preemption", None)
+        condition = check(failure) if check is not None else None
+        if condition:
+            self.notice(f"{failure.worker} was lost with its TPU VM, which is {condition} now: a preemption")
+        return bool(condition)
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
         self._events.put(("signal", 0, signum, self._signals))
+
+    @contextlib.contextmanager
+    def _stacks_on_request(self, run_id: str) -> Iterator[None]:
+        """SIGQUIT (Ctrl-\\, `tpuctl stacks`) shows every worker's stacks; the run is registered for `tpuctl stacks` meanwhile."""
+        previous = signal.signal(signal.SIGQUIT, lambda signum, frame: self._events.put(("stacks", 0, 0, None)))
+        try:
+            with run_registry.registered(run_id, self.log_dir):
+                yield
+        finally:
+            signal.signal(signal.SIGQUIT, previous)
 
     def _run_attempt(self, job: Job, run_id: str, attempt: int) -> Outcome:
         attempt_dir = self._attempt_dir(attempt)
@@ -130,7 +180,14 @@ class Supervisor:
                 run.handles.append(self.backend.start(spec))
             self.backend.started()
             self._watch(run)
-            return self._supervise(run, job.start_timeout)
+            steps = StepWatch(job.model_dir, run.clock, job.hang_timeout) if job.hang_timeout and job.model_dir else None
+            if steps is not None:
+                steps.start()
+            try:
+                return self._supervise(run, job.start_timeout, job.hang_timeout)
+            finally:
+                if steps is not None:
+                    steps.stop()
         finally:
             self._stop(run)
             self.backend.release()
@@ -164,13 +221,24 @@ class Supervisor:
             pump = threading.Thread(
                 target=logs.pump,
                 args=(handle.output, prefix, self.writer, log_path, tail),
-                kwargs={"warn": self._log_warning},
+                kwargs={"warn": self._log_warning, "hide": self._line_filter(run)},
                 daemon=True,
             )
             pump.start()
             attempt = run.plan.attempt
             threading.Thread(target=self._read_messages, args=(attempt, position, handle), daemon=True).start()
             threading.Thread(target=self._wait_exit, args=(attempt, position, handle, pump), daemon=True).start()
+
+    def _line_filter(self, run: _Attempt) -> Callable[[str], bool]:
+        """Every line a worker prints passes here: it is progress (--hang-timeout), and TensorFlow's
+        start-up chatter stays out of the console (tpuctl/launch/tf_noise.py)."""
+        fold = self.fold
+
+        def hide(line: str) -> bool:
+            run.clock.touch()
+            return fold is not None and fold.hides(line)
+
+        return hide
 
     def _host_tag(self, spec: WorkerSpec) -> str | None:
         return spec.host if getattr(self.backend, "remote", False) else None
@@ -184,6 +252,8 @@ class Supervisor:
         for message in handle.messages():
             if message == "ready":
                 self._events.put(("ready", attempt, position, None))
+            else:
+                self._stacks.offer(position, message)
 
     def _wait_exit(self, attempt: int, position: int, handle: Handle, pump: threading.Thread) -> None:
         returncode = handle.wait()
@@ -192,7 +262,7 @@ class Supervisor:
         pump.join(timeout=2.0)
         self._events.put(("exit", attempt, position, returncode))
 
-    def _supervise(self, run: _Attempt, start_timeout: float) -> Outcome:
+    def _supervise(self, run: _Attempt, start_timeout: float, hang_timeout: float | None) -> Outcome:
         count = len(run.handles)
         deadline = run.started_at + start_timeout
         finite = [p for p, handle in enumerate(run.handles) if not handle.spec.server]
@@ -200,41 +270,84 @@ class Supervisor:
         while not all(p in run.exited for p in finite):
             waiting = len(run.ready | set(run.exited)) < count
             try:
-                kind, attempt, position, value = self._events.get(
-                    timeout=max(0.0, deadline - time.monotonic()) if waiting else None
-                )
+                kind, attempt, position, value = self._events.get(timeout=self._patience(run, waiting, deadline, hang_timeout))
             except queue.Empty:
-                return self._start_timeout(run, start_timeout)
+                if waiting:
+                    return self._start_timeout(run, start_timeout)
+                assert hang_timeout is not None
+                if time.monotonic() - run.clock.last >= hang_timeout:
+                    return self._hang(run, hang_timeout)
+                continue
             if attempt not in (0, run.plan.attempt):
                 continue  # late news from a previous attempt's workers
             if kind == "signal":
                 self.notice(f"received {signal.Signals(position).name}; stopping all workers")
                 return Outcome(exit_code=EXIT_INTERRUPTED, attempts=0, elapsed_s=0.0, interrupted=True)
-            if kind == "ready":
+            if kind == "stacks":
+                self._show_stacks(run, "on request (SIGQUIT)")
+            elif kind == "ready":
                 run.ready.add(position)
+                if len(run.ready | set(run.exited)) == count:
+                    run.clock.touch()  # the hang clock starts once every worker has started: until then --start-timeout rules
             elif kind == "exit":
                 assert isinstance(value, int)
                 run.exited[position] = (value, time.monotonic())
                 if value != 0:
                     failure = self._failure(run, position, value)
+                    if _preempted(failure):
+                        # TensorFlow has every worker save, then exit by itself: a stop now could cut a slower one's checkpoint.
+                        self._await_exits(run, [p for p in range(count) if p not in run.exited], PREEMPTION_GRACE_S)
                     return Outcome(exit_code=failure.exit_code, attempts=0, elapsed_s=0.0, failure=failure)
         return Outcome(exit_code=0, attempts=0, elapsed_s=0.0)
+
+    @staticmethod
+    def _patience(run: _Attempt, waiting: bool, deadline: float, hang_timeout: float | None) -> float | None:
+        """How long to wait for the next event: until the start-up deadline, then until the hang deadline."""
+        if waiting:
+            return max(0.0, deadline - time.monotonic())
+        if hang_timeout is not None:
+            return max(0.0, run.clock.last + hang_timeout - time.monotonic())
+        return None
+
+    def _show_stacks(self, run: _Attempt, why: str) -> list[str]:
+        """Every live worker's stacks on the console and in the attempt's log folder; the workers that differ."""
+        live = {p for p in range(len(run.handles)) if p not in run.exited}
+        self.notice(f"taking every worker's stacks {why}")
+        dumps = self._stacks.collect(run.handles, live)
+        view, differing = stacks.record([h.spec for h in run.handles], dumps, run.log_dir, self.log_dir)
+        for line in view:
+            self.notice(line)
+        return differing
+
+    def _hang(self, run: _Attempt, hang_timeout: float) -> Outcome:
+        self.notice(f"no worker printed anything and no new step was written for {hang_timeout:g}s (--hang-timeout)")
+        differing = self._show_stacks(run, "before stopping them")
+        names = [h.spec.name for h in run.handles]
+        live = [p for p in range(len(run.handles)) if p not in run.exited]
+        suspect = names.index(differing[0]) if differing else (live[0] if live else 0)
+        failure = self._failure(run, suspect, 0)
+        failure.status = f"made no progress for {hang_timeout:g}s" + (f" ({', '.join(differing)} stuck elsewhere than the rest)" if differing else "")
+        failure.exit_code = EXIT_HANG
+        failure.cause = cause.hang(hang_timeout, differing)
+        return Outcome(exit_code=EXIT_HANG, attempts=0, elapsed_s=0.0, failure=failure)
 
     def _failure(self, run: _Attempt, position: int, returncode: int) -> Failure:
         spec = run.handles[position].spec
         status, exit_code = describe_returncode(returncode)
         explain = getattr(run.handles[position], "describe_exit", None)
-        if explain is not None:
-            status = explain(returncode) or status
+        explained = explain(returncode) if explain is not None else None
         ended = run.exited.get(position, (returncode, time.monotonic()))[1]
+        tail = list(run.tails[position])
         return Failure(
             worker=spec.name,
             host=spec.host,
-            status=status,
+            status=explained or status,
             exit_code=exit_code,
             runtime_s=ended - run.started_at,
-            tail=list(run.tails[position]),
+            tail=tail,
             log=self._log_path(run, spec),
+            # The first failure comes before tpuctl stops anyone: a SIGKILL in it was never tpuctl's.
+            cause=cause.Cause(cause.EXIT, explained) if explained else cause.classify(returncode, tail),
         )
 
     def _start_timeout(self, run: _Attempt, start_timeout: float) -> Outcome:
@@ -243,6 +356,7 @@ class Supervisor:
         failure = self._failure(run, late[0], 0)
         failure.status = f"did not start within {start_timeout:g}s"
         failure.exit_code = EXIT_START_TIMEOUT
+        failure.cause = cause.never_started([run.handles[p].spec.name for p in late], start_timeout)
         self.notice(f"{names} did not start within {start_timeout:g}s (--start-timeout); stopping all workers")
         return Outcome(exit_code=EXIT_START_TIMEOUT, attempts=0, elapsed_s=0.0, failure=failure)
 
@@ -276,3 +390,8 @@ class Supervisor:
             if kind == "exit" and attempt == run.plan.attempt:
                 assert isinstance(value, int)
                 run.exited[position] = (value, time.monotonic())
+
+
+def _preempted(failure: Failure) -> bool:
+    """Exit status 42 (not a death by signal 42, nor an ssh status): the worker was preempted after saving."""
+    return failure.exit_code == PREEMPTED_EXIT_CODE and failure.status.startswith("exit status")

@@ -1,6 +1,6 @@
 """What a training script can ask while it runs as a tpuctl worker.
 
-Importing this package does not import TensorFlow; only `strategy()` does, so
+Importing this package does not import TensorFlow; only `strategy()` (and what calls it) does, so
 `python -m tpuctl.runtime` can choose Keras before TensorFlow loads. Nor does it
 read the worker's environment until asked: a `--strategy none` worker starts its
 script with nothing but the bootstrap imported.
@@ -78,6 +78,21 @@ def global_batch_size(per_replica: int) -> int:
         raise ValueError(f"per_replica must be at least 1, not {per_replica}")
     replicas: int = strategy().num_replicas_in_sync
     return per_replica * replicas
+
+
+def preemption_handler(
+    checkpoint: Any, directory: str | None = None, *, strategy: Any = None, termination_config: Any = None
+) -> tf.distribute.experimental.PreemptionCheckpointHandler:
+    """TensorFlow's PreemptionCheckpointHandler for this worker's strategy, set up for where it runs.
+
+    Restores the latest checkpoint in `directory` now; on a preemption notice
+    (SIGTERM on a local or ssh launch) every worker saves at the same step and
+    exits 42, on which `tpuctl launch` restarts them all (--max-preemptions).
+    See tpuctl/runtime/preemption.py and docs/runtime.md, "Preemption".
+    """
+    from tpuctl.runtime import preemption
+
+    return preemption.preemption_handler(checkpoint, directory, strategy=strategy, termination_config=termination_config)
 
 
 def write_dir(model_dir: str) -> str:

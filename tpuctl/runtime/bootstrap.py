@@ -52,7 +52,7 @@ def adopt_control_channel() -> int | None:
     channel = int(raw)
     os.set_inheritable(channel, False)
     reserved = os.environ.get(contract.RESERVED_FD)
-    if reaper.guard(channel, drop=() if reserved is None else (int(reserved),)):
+    if reaper.guard(channel, drop=() if reserved is None else (int(reserved),), stacks=True):
         return channel
 
     def watch() -> None:

@@ -20,7 +20,8 @@
 #      (worker_contract.RESERVED_FD) and a control socket (CONTROL_FD) as a local
 #      launch would, and report NONCE pgid N. Runtime messages ("ready") are
 #      relayed as NONCE msg TEXT.
-#   4. stdin lines INT / TERM / KILL signal the worker group; EOF (the
+#   4. stdin lines INT / TERM / KILL signal the worker group; STACKS asks the
+#      worker's reaper for its stacks (relayed back as NONCE msg stacks HEX); EOF (the
 #      launcher or its connection is gone) ends the control socket, on which
 #      the worker's reaper kills all it started; the group is killed 2 s later.
 #   5. when the worker exits, kill what is left of its group, report
@@ -180,13 +181,20 @@ def kill(pid: int, sig: int) -> None:
         pass
 
 
-# Signal the worker group for each whole INT / TERM / KILL line; returns the unfinished rest.
-def obey(pid: int, pending: bytes) -> bytes:
+# Signal the worker group for each whole INT / TERM / KILL line, pass STACKS on to the worker's
+# reaper; returns the unfinished rest.
+def obey(pid: int, ours: "_socket.socket", pending: bytes) -> bytes:
     while EOL in pending:
         word, pending = pending.split(EOL, 1)
-        sig = SIGNALS.get(word.strip().decode("ascii", "replace"))
+        word = word.strip()
+        sig = SIGNALS.get(word.decode("ascii", "replace"))
         if sig is not None:
             kill(pid, sig)
+        elif word == b"STACKS":
+            try:  # noqa: SIM105
+                ours.send(b"stacks" + EOL)
+            except OSError:
+                pass
     return pending
 
 
@@ -215,7 +223,7 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
             pidfd = None
     messages = b""
     give_up = None  # type: int | None
-    pending = obey(pid, pending)
+    pending = obey(pid, ours, pending)
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -235,7 +243,7 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
                     poller.unregister(0)
                     give_up = 20
                     continue
-                pending = obey(pid, pending + chunk)
+                pending = obey(pid, ours, pending + chunk)
             elif fd == ours.fileno():
                 chunk = os.read(fd, 4096)
                 if not chunk:

@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from tpuctl import worker_contract as contract
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.hosts import HostEntry
+from tpuctl.launch.outcome import Failure
 from tpuctl.launch.plan import WorkerSpec
 from tpuctl.launch.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.launch.ssh.options import SSH_FAILED, SshOptions
 from tpuctl.launch.ssh.placement import RemotePaths, place
-from tpuctl.launch.ssh.session import HELLO_TIMEOUT_S, Session, SshHandle, abandon, read_hello, spawn_agent
+from tpuctl.launch.ssh.session import HELLO_TIMEOUT_S, LOST_CONNECTION, Session, SshHandle, abandon, read_hello, spawn_agent
 from tpuctl.launch.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.launch.ssh.wire import pack
 
@@ -49,8 +50,15 @@ class SshBackend:
         python: str,
         sync: bool = False,
         notice: Callable[[str], None] = lambda line: None,
+        hosts_again: Callable[[Callable[[str], None]], list[HostEntry]] | None = None,
+        node_down: Callable[[], str | None] | None = None,
     ) -> None:
+        """hosts_again: for the hosts of a TPU slice, waits until they can run workers again after a
+        preemption and returns them as they are then (ssh_launch.TpuSlice.hosts_again).
+        node_down: for a TPU slice, the node's condition when it is not READY now (TpuSlice.down)."""
         self.entries = list(entries)
+        self.hosts_again = hosts_again
+        self.node_down = node_down
         self.options = options
         self.paths = paths
         self.python = python
@@ -113,6 +121,28 @@ class SshBackend:
                 handle.proc.kill()
                 handle.proc.wait()
         self._kill_unheard(handles)
+
+    def lost_to_preemption(self, failure: Failure) -> str | None:
+        """A worker of a TPU slice whose connection was lost while its node is not READY went with the
+        node (a TPU VM's preemption ends no worker with 42): the node's condition, else None."""
+        if self.node_down is None or not failure.status.startswith(LOST_CONNECTION):
+            return None
+        return self.node_down()
+
+    def after_preemption(self, notice: Callable[[str], None]) -> None:
+        """After a preempted attempt, before the next reserve(): a TPU slice's hosts once its node is
+        READY again, read afresh (a repair may give them new addresses); hosts the user listed are
+        used as they are, at once."""
+        if self.hosts_again is None:
+            return
+        entries = self.hosts_again(notice)
+        if len(entries) != len(self.entries):
+            raise TpuctlError(
+                f"the TPU slice came back with {len(entries)} host(s), not {len(self.entries)}; the launch was planned for those",
+                exit_code=FAILED,
+            )
+        self.entries = entries
+        self._synced = False  # a repaired host may have lost the copy: --sync sends what differs
 
     # internals ------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from tpuctl.launch.ssh.options import SSH_FAILED, SshOptions
 from tpuctl.launch.ssh.wire import pack, read_manifest, unpack
 
 HELLO_TIMEOUT_S = 60.0
+LOST_CONNECTION = "lost the ssh connection"  # how a worker that never reported its exit is described
 _SIGNAL_WORDS = {signal.SIGINT: "INT", signal.SIGTERM: "TERM", signal.SIGKILL: "KILL"}
 
 
@@ -166,13 +167,18 @@ class SshHandle:
 
     def describe_exit(self, returncode: int) -> str | None:
         if self.status is None:
-            return f"lost the ssh connection to {self.spec.host} (worker state unknown)"
+            return f"{LOST_CONNECTION} to {self.spec.host} (worker state unknown)"
         return None
 
     def signal(self, sig: int) -> None:
         word = _SIGNAL_WORDS.get(signal.Signals(sig))
         if word is not None and self.status is None:
             self._session.send(word)
+
+    def request_stacks(self) -> None:
+        """Ask the agent for the worker's stacks; they come back among `messages()` as `stacks HEX`."""
+        if self.status is None:
+            self._session.send("STACKS")
 
     def close(self) -> None:
         """End the session's input: an agent still running kills its worker group."""

@@ -1,0 +1,24 @@
+"""Fixtures the integration modules share: the same tests on the local and the ssh backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.sshd import SshCluster, running_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
+    """Two sshd hosts on loopback, host1 and host2 (a module may define its own, with another count)."""
+    yield from running_cluster(tmp_path_factory, 2)
+
+
+@pytest.fixture(params=["local", "ssh"])
+def backend(request: pytest.FixtureRequest) -> list[str]:
+    """The launch options that pick the backend (ssh: two sshd hosts on loopback)."""
+    if request.param == "local":
+        return []
+    cluster: SshCluster = request.getfixturevalue("cluster")
+    return ["--ssh-config", str(cluster.config), "--hosts", "host1,host2"]

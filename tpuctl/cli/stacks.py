@@ -1,0 +1,29 @@
+"""`tpuctl stacks [RUN_ID]`: where every worker of a running launch is, right now (docs/hangs.md)."""
+
+from __future__ import annotations
+
+import click
+
+from tpuctl.seconds import Seconds
+
+
+@click.command("stacks")
+@click.argument("run_id", required=False)
+@click.option(
+    "--wait", "wait_s", type=Seconds(), metavar="S", default=30.0, show_default=True,
+    help="Seconds to wait for the launch to answer (0 < S <= 604800).",
+)
+@click.option("--list", "list_runs", is_flag=True, help="List your running launches instead, newest first.")
+def stacks(run_id: str | None, wait_s: float, list_runs: bool) -> None:
+    """Print every worker's Python stacks in a running launch of yours (default: the newest), local or over ssh.
+
+    The launch keeps running. It prints the same view on its own console, and keeps
+    the full dumps in its log folder. Sending SIGQUIT (Ctrl-\\) to `tpuctl launch` does the same.
+    """
+    from tpuctl.launch import run_registry
+
+    if list_runs:
+        for entry in run_registry.running():
+            click.echo(f"{entry.run_id}  pid {entry.pid}  logs {entry.log_dir}")
+        return
+    click.echo(run_registry.request_stacks(run_registry.find(run_id), wait_s), nl=False)

@@ -1,0 +1,180 @@
+"""Why a launch failed, in one line for a person: the first failure, classified.
+
+The summary shows a status and last lines; this says what they mean (a traceback's last line is
+the error; TF's UnavailableError on one worker means *another* died; a SIGKILL nobody sent is
+usually the OOM killer), once for every backend, from what all have: an exit status and
+`Failure.tail` (the last `logs.TAIL_LINES` display lines). It never raises: output is any text.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+
+from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
+
+EXCEPTION, SIGNAL, OOM, PREEMPTED = "exception", "signal", "oom-suspected", "preempted"
+PEER_LOST, NEVER_STARTED, HANG, EXIT = "peer-lost", "never-started", "hang", "exit"
+KINDS = (EXCEPTION, SIGNAL, OOM, PREEMPTED, PEER_LOST, NEVER_STARTED, HANG, EXIT)
+DETAIL_CHARS = 160  # of a quoted message: the cause stays one line
+
+# What TensorFlow prints when another task died, froze or cannot be reached, most telling first, and
+# how to say it: texts in TF 2.21's own binaries and their sources (xla/tsl coordination_service.cc,
+# core/common_runtime), gRPC's as TF issues quote them. gRPC's words (True) count only beside TF's
+# distributed words: a cloud API client says them too. "Collective ops is aborted by:" is left out
+# on purpose: TF wraps every collective abort in it, a local NCCL error too; the reason decides.
+_PEER_SIGNS = (
+    ("stopped sending heartbeats", "a task stopped sending heartbeats", False),  # "The following tasks are unhealthy (stopped sending heartbeats):"
+    ("heartbeat timeout", "a task missed its heartbeats", False),  # "Task /job:worker/replica:0/task:1 heartbeat timeout. This indicates ..."
+    ("task has disconnected", "a task disconnected during a barrier", False),  # "Barrier failed because a task has disconnected."
+    ("Failed to send RPC to coordination service", "the coordination service (run by the first worker) is unreachable", False),
+    ("different incarnation", "a task restarted under the others", False),  # "... tried to connect with a different incarnation."
+    ("Collective has timed out", "a collective timed out", False),  # "... during execution." (CommunicationOptions(timeout_seconds=...))
+    ("Socket closed", "a peer's connection closed", True),
+    ("Connection reset by peer", "a peer reset its connection", True),
+    ("failed to connect to all addresses", "a peer cannot be reached", True),
+    ("Deadline Exceeded", "a call to a peer timed out", True),
+)
+_LOST_CODES = re.compile(r"\b(?:UnavailableError|DeadlineExceededError|UNAVAILABLE:|DEADLINE_EXCEEDED:)")
+_DISTRIBUTED = ("Collective", "/job:", "coordination")  # where those codes are about other tasks, not a file system
+_LOOK = "another worker died, froze or was preempted, and its own log holds the root cause"
+_TASK = re.compile(r"/job:([\w-]+)/(?:replica:\d+/)?task:(\d+)")
+_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
+_NAME_ENDS = ("Error", "Exception", "Exit", "Interrupt", "Iteration", "Warning", "Failure", "Fault", "Timeout")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_TF_PREFIX = "tensorflow.python.framework.errors_impl."
+_TF_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+_SIGNAL_NAMES = {s.value: s.name for s in signal.Signals}
+_CRASHES = {"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"}
+_OOM_SUSPECTED = (
+    "killed by SIGKILL, which tpuctl did not send: OOM-killer suspected "
+    "(the kernel's OOM killer is the usual sender; check `dmesg` or `journalctl -k` on its host)"
+)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """What ended the launch: a kind a program can test (one of KINDS) and one line for a person."""
+
+    kind: str
+    summary: str
+
+
+def classify(returncode: int, tail: list[str], *, killed_by_tpuctl: bool = False, oom_reported: bool = False) -> Cause:
+    """One worker's failure from its status (negative: killed by that signal) and its last lines.
+
+    `killed_by_tpuctl`: tpuctl itself sent the signal. `oom_reported`: the platform says the OOM
+    killer ended it (Kubernetes' reason OOMKilled), where a status alone can only suggest it.
+    """
+    lines = [_ANSI.sub("", str(line)).rstrip() for line in tail]
+    if oom_reported:
+        return Cause(OOM, "killed by the OOM killer (Kubernetes reports OOMKilled): it went over its memory limit")
+    if returncode == PREEMPTED_EXIT_CODE:
+        return Cause(PREEMPTED, f"preempted (exit status {returncode}): restarted from the last checkpoint while --max-preemptions allows")
+    if returncode < 0:
+        return _signal(_SIGNAL_NAMES.get(-returncode, f"signal {-returncode}"), lines, killed_by_tpuctl)
+    at = _exception_at(lines)
+    peer = _peer_lost(lines[at:] if at is not None else lines)  # a generic exception beats older peer noise
+    if peer is not None:
+        return peer
+    if at is not None:
+        return Cause(EXCEPTION, f"uncaught Python exception: {_exception_text(lines, at)}")
+    shell = f" (128+{returncode - 128}: how a shell or container reports {_SIGNAL_NAMES[returncode - 128]})" if returncode - 128 in _SIGNAL_NAMES else ""
+    return Cause(EXIT, f"exit status {returncode}{shell}; no Python exception in its last lines")
+
+
+def never_started(workers: list[str], seconds: float) -> Cause:
+    """Workers that did not report ready in time (meanwhile the others wait in TF's start-up barrier)."""
+    who = ", ".join(workers) if workers else "the workers"
+    return Cause(NEVER_STARTED, f"never started: {who} did not start within {seconds:g}s (--start-timeout)")
+
+
+def hang(seconds: float, differing: list[str]) -> Cause:
+    """No progress for `seconds`; `differing`: the workers whose stacks differ from the rest (may be none)."""
+    verb = "differs" if len(differing) == 1 else "differ"
+    where = f"{', '.join(differing)} {verb} from the others: look there first" if differing else "all workers look alike"
+    return Cause(HANG, f"hang: no progress for {seconds:g}s; {where}")
+
+
+def _signal(name: str, lines: list[str], killed_by_tpuctl: bool) -> Cause:
+    if killed_by_tpuctl:
+        return Cause(SIGNAL, f"killed by {name}, sent by tpuctl")
+    if name == "SIGKILL":
+        return Cause(OOM, _OOM_SUSPECTED)
+    if name == "SIGABRT":  # TF aborts itself (LOG(FATAL)) after some peer errors: the error is the news
+        return _peer_lost(lines) or Cause(SIGNAL, "killed by SIGABRT: it aborted itself (a failed check in native code; see its last lines)")
+    if name in _CRASHES:
+        return Cause(SIGNAL, f"killed by {name}: it crashed in native code (TensorFlow, a driver or an extension)")
+    return Cause(SIGNAL, f"killed by {name}, which tpuctl did not send (a scheduler, a preemption, a shutdown or a `kill`)")
+
+
+def _exception_at(lines: list[str]) -> int | None:
+    """Where the last `SomeError: message` line of a traceback is: a name that says so, or any
+    dotted name with a message right after a frame line (a custom exception)."""
+    for at in range(len(lines) - 1, -1, -1):
+        name, _ = _split_exception(lines[at])
+        after_frame = at > 0 and lines[at - 1].startswith("  ") and ": " in lines[at]
+        if name is not None and (name.endswith(_NAME_ENDS) or after_frame):
+            return at
+    return None
+
+
+def _split_exception(line: str) -> tuple[str | None, str]:
+    head, sep, message = line.partition(": ")
+    head = head if sep else line.removesuffix(":")
+    if len(head) > 200 or not _NAME.fullmatch(head):  # bounded: a line may be megabytes
+        return None, ""
+    return head.rsplit(".", 1)[-1], message.strip()
+
+
+def _exception_text(lines: list[str], at: int) -> str:
+    """The exception line without TF's module path; where its message only announces what follows
+    (TF's "Graph execution error:", autograph's "in user code:"), what follows."""
+    line = _TF_NODE.sub("", lines[at].removeprefix(_TF_PREFIX))
+    if not line.endswith(":"):
+        return _clip(line)
+    rest = lines[at + 1 :]
+    nested = [s for s in (x.strip() for x in rest) if _split_exception(s)[1]]  # autograph's inner error
+    if nested:
+        return _clip(_TF_NODE.sub("", nested[-1]))
+    plain = [x for x in rest if x.strip() and not x[0].isspace() and not x.startswith("Detected at node")]
+    return _clip(f"{line} {plain[0]}" if plain else line)
+
+
+def _peer_lost(lines: list[str]) -> Cause | None:
+    """TF's words for a peer that died, froze or cannot be reached, anywhere in these lines."""
+    text = "\n".join(lines)
+    distributed = any(word in text for word in _DISTRIBUTED)
+    for sign, phrase, grpc in _PEER_SIGNS:
+        if sign in text and (not grpc or distributed or _LOST_CODES.search(text)):
+            tasks = _stale_tasks(lines) if "heartbeat" in sign else []
+            if tasks:  # TF named them: say who; the quote would add nothing
+                who, whose = " and ".join(tasks), "its" if len(tasks) == 1 else "their"
+                return Cause(PEER_LOST, f"peer lost: {who} {phrase.removeprefix('a task ')}; {whose} own log holds the root cause")
+            quote = next(x for x in lines if sign in x).strip().removeprefix(_TF_PREFIX)
+            return Cause(PEER_LOST, f"peer lost: {phrase} ({_clip(quote)}); {_LOOK}")
+    if distributed and _LOST_CODES.search(text):
+        at = _exception_at(lines)
+        quote = _exception_text(lines, at) if at is not None else _clip(next(x for x in lines if _LOST_CODES.search(x)))
+        return Cause(PEER_LOST, f"peer lost: TensorFlow lost contact with another task ({quote}); {_LOOK}")
+    return None
+
+
+def _stale_tasks(lines: list[str]) -> list[str]:
+    """The tasks a heartbeat error names, as tpuctl names workers (`worker:1`)."""
+    found: list[str] = []
+    for at, line in enumerate(lines):
+        if "heartbeat timeout" in line:  # "Task /job:worker/replica:0/task:1 heartbeat timeout"
+            found += [f"{job}:{task}" for job, task in _TASK.findall(line.partition(" heartbeat timeout")[0])[-1:]]
+        elif "stopped sending heartbeats" in line:  # then one task a line
+            for listed in lines[at + 1 :]:
+                if not (match := _TASK.fullmatch(listed.strip())):
+                    break
+                found.append(f"{match[1]}:{match[2]}")
+    return list(dict.fromkeys(found))
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"

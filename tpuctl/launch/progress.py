@@ -1,0 +1,69 @@
+"""When a run last moved, for --hang-timeout: any worker's output line, or a new step in the model dir.
+
+A run is stuck when neither happens for the timeout: a worker blocked in its
+input pipeline or in a collective prints nothing, and the model dir's event
+files gain no step. A script that is merely quiet (no per-step output) but
+writes summaries still counts as moving; so does one that only prints.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tpuctl.errors import TpuctlError
+from tpuctl.watch.sources import open_source
+from tpuctl.watch.tailer import Tailer
+
+MAX_POLL_S = 10.0
+MIN_POLL_S = 0.5
+
+
+class ProgressClock:
+    """The moment of the last sign of progress; written by the pumps and the step watcher, read by the Supervisor."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+
+class StepWatch:
+    """Polls the model dir's event files on a thread; a step past the highest seen touches the clock.
+
+    Reading failures are not progress and never end the launch: the next poll tries again."""
+
+    def __init__(self, model_dir: str, clock: ProgressClock, hang_timeout: float) -> None:
+        self._model_dir = model_dir
+        self._clock = clock
+        self._interval = min(MAX_POLL_S, max(MIN_POLL_S, hang_timeout / 5))
+        self._tailer: Tailer | None = None
+        self._best = -1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tpuctl-steps", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - a hang watch must never end a launch; a failed read is simply no progress
+                continue
+
+    def poll(self) -> None:
+        if self._tailer is None:
+            try:
+                self._tailer = Tailer(open_source(self._model_dir))
+            except TpuctlError:
+                return  # not created yet
+        for update in self._tailer.updates():
+            steps = [step for _, _, (_, step, _, _) in update.scalars()] + [c.step for c in update.checkpoints if c.step is not None]
+            if steps and max(steps) > self._best:
+                self._best = max(steps)
+                self._clock.touch()
