@@ -98,6 +98,19 @@ def test_logs_are_prefixed_saved_and_success_exits_0(kube: tuple[KubeStandin, di
     assert json.loads((tmp_path / "logs" / "outcome.json").read_text())["result"] == "succeeded"
 
 
+def test_tensorflow_start_up_lines_are_folded_from_the_console_and_kept_in_the_log(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    chatter = "I0000 00:00:1763900000.123456    1234 port.cc:153] oneDNN custom operations are on."
+    standin.scripts = {"worker:0": PodScript(lines=[chatter, "epoch 1 loss 0.5"])}
+    result = run_tpuctl(*launch_args(tmp_path, "--job-name", "quiet"), env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "[worker:0] epoch 1 loss 0.5" in result.stdout.splitlines() and "oneDNN" not in result.stdout
+    assert "1 TensorFlow log line folded" in result.stderr, result.stderr
+    assert chatter in (tmp_path / "logs" / "attempt-1" / "worker-0.log").read_text()
+    verbose = run_tpuctl(*launch_args(tmp_path / "v", "--job-name", "loud", "--verbose"), env=env, timeout=60)
+    assert f"[worker:0] {chatter}" in verbose.stdout.splitlines(), verbose.stdout
+
+
 def test_a_failed_replica_gives_its_exit_code(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
     standin, env = kube
     standin.scripts = {

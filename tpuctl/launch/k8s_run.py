@@ -44,6 +44,7 @@ from tpuctl.launch.k8s_manifest import (
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, JobRef, Outcome
 from tpuctl.launch.private_files import private_dir
 from tpuctl.launch.runner import RunContext
+from tpuctl.launch.tf_noise import Fold
 
 DEFAULT_POLL_S = 2.0
 DRAIN_S = 10.0  # how long the logs of finished pods may take to arrive once the job is over
@@ -186,10 +187,12 @@ class _Follower:
         log_path: Path,
         tail: deque[str],
         notice: Callable[[str], None],
+        fold: Fold,
     ) -> None:
         self.pod = pod
         self.notice = notice
         self.stopping = False
+        self.fold = fold
         self.reaped = kubectl.follow_logs(pod)
         self.proc = self.reaped.proc
         self.thread = threading.Thread(target=self._pump, args=(prefix, writer, log_path, tail), daemon=True)
@@ -198,7 +201,7 @@ class _Follower:
     def _pump(self, prefix: str, writer: logs.LineWriter, log_path: Path, tail: deque[str]) -> None:
         assert self.proc.stdout is not None and self.proc.stderr is not None
         # Appended: a JobSet restart brings new pods for the same worker within one attempt's file.
-        logs.pump(self.proc.stdout, prefix, writer, log_path, tail, append=True)
+        logs.pump(self.proc.stdout, prefix, writer, log_path, tail, append=True, hide=self.fold.hides)
         error = self.proc.stderr.read().decode("utf-8", "replace")
         if self.proc.wait() != 0 and not self.stopping:
             self.notice(f"could not follow the log of pod {self.pod}: {one_line(error, last=True) or 'kubectl logs failed'}")
@@ -220,8 +223,10 @@ class KubeRun:
         log_dir: Path,
         colour: bool,
         poll_s: float,
+        fold: Fold | None = None,
     ) -> None:
         self.manifest = manifest
+        self.fold = fold if fold is not None else Fold(verbose=True)  # TensorFlow's start-up lines (tf_noise.py)
         self.kubectl = kubectl
         self.writer = writer
         self.notice = notice
@@ -269,7 +274,7 @@ class KubeRun:
                 tail = self.tails.setdefault(worker, logs.new_tail())
                 prefix = logs.tag(worker, self._position(worker), self.colour)
                 log_path = self._log_path(worker, restarts)
-                self.followers[key] = _Follower(self.kubectl, name, prefix, self.writer, log_path, tail, self.notice)
+                self.followers[key] = _Follower(self.kubectl, name, prefix, self.writer, log_path, tail, self.notice, self.fold)
         terminated = state.get("terminated")
         if terminated is not None and (name, restarts) not in self.ended:
             self.ended[(name, restarts)] = Ended(
@@ -429,5 +434,10 @@ def follow(manifest: Manifest, context: RunContext) -> Outcome:
         log_dir=context.log_dir,
         colour=context.colour,
         poll_s=poll_interval(),
+        fold=Fold(context.verbose),
     )
-    return run.run()
+    outcome = run.run()
+    folded = run.fold.note()
+    if folded is not None:
+        context.notice(folded)
+    return outcome
