@@ -460,6 +460,8 @@ def test_a_tpu_named_as_create_takes_it_reaches_the_jobset() -> None:
         (["--topology", "2x4"], "--topology is for --backend kubernetes"),
         (["--backend", "kubernetes"], "needs --image IMAGE"),
         (["--backend", "kubernetes", "--image", IMAGE, "--start-timeout", "5"], "--start-timeout is for local and ssh"),
+        (["--backend", "kubernetes", "--image", IMAGE, "--hang-timeout", "60"], "--hang-timeout is for local and ssh"),
+        (["--backend", "kubernetes", "--image", IMAGE, "--max-preemptions", "3"], "--max-preemptions is for local and ssh"),
         (["--backend", "kubernetes", "--image", IMAGE, "--job-name", "Bad"], "--job-name 'Bad'"),
         (["--backend", "kubernetes", "--image", IMAGE, "--accelerator", "v2-8"], "GKE has no v2"),
     ],

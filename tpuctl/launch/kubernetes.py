@@ -75,6 +75,9 @@ class KubernetesRunner:
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         if "start_timeout" in given:
             raise TpuctlError("--start-timeout is for local and ssh workers", hint="on Kubernetes, pods wait for the scheduler as long as it takes")
+        if "hang_timeout" in given or "max_preemptions" in given:
+            flag = "--hang-timeout" if "hang_timeout" in given else "--max-preemptions"
+            raise TpuctlError(f"{flag} is for local and ssh workers", hint="on Kubernetes, the operator's restart policy (--max-restarts) decides")
         if "tail_view" in given:
             raise TpuctlError("--tail is not available with --backend kubernetes", hint="run `tpuctl tail MODEL_DIR` beside it")
         if not self.options.image:
