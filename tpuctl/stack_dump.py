@@ -62,9 +62,7 @@ def _drain(fd: int) -> None:
     try:
         while os.read(fd, 65536):
             pass
-    except BlockingIOError:
-        pass
-    except OSError:
+    except OSError:  # BlockingIOError included: nothing (more) waiting
         pass
 
 

@@ -64,6 +64,7 @@ class StepWatch:
                 return  # not created yet
         for update in self._tailer.updates():
             steps = [step for _, _, (_, step, _, _) in update.scalars()] + [c.step for c in update.checkpoints if c.step is not None]
-            if steps and max(steps) > self._best:
-                self._best = max(steps)
+            newest = max(steps, default=-1)
+            if newest > self._best:
+                self._best = newest
                 self._clock.touch()
