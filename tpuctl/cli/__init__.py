@@ -6,6 +6,7 @@ a bare click program and never pulls in rich, google.cloud or TensorFlow.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -48,7 +49,21 @@ class LazyGroup(click.Group):
         process can, and every path option would meet it as a ValueError from open()."""
         for arg in args:
             inputs.check_text(arg, "argument")
+        if all(arg == "--debug" for arg in args):
+            # A newcomer's first touch: the help as help, not flattened into an error line.
+            # Exit 2 as click >= 8.2 and gcloud do (no command is a usage error, and a script
+            # that runs `tpuctl` alone should not pass); click 8.1 alone would exit 0.
+            click.echo(ctx.get_help(), err=True, color=ctx.color)
+            ctx.exit(USAGE)
         return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0]
+        if name == "help":
+            return name, _help_command, args[1:]
+        if name not in COMMANDS and not name.startswith("-"):
+            raise unknown_command(name)
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -64,6 +79,30 @@ class LazyGroup(click.Group):
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def unknown_command(name: str) -> TpuctlError:
+    """The closest command names, as git and gcloud suggest them: click's own suggestion
+    needs every command imported, which a lazy group never does."""
+    close = difflib.get_close_matches(name, COMMANDS, n=2)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "tpuctl --help lists them"
+    return TpuctlError(f"no command {name!r}", hint=hint)
+
+
+@click.command(add_help_option=False, hidden=True)
+@click.argument("command", required=False)
+@click.pass_context
+def _help_command(ctx: click.Context, command: str | None) -> None:
+    """`tpuctl help [COMMAND]`, the git and gcloud habit: the same text as `--help`."""
+    group = ctx.find_root()
+    if command is None:
+        click.echo(group.get_help())
+        return
+    if command not in COMMANDS:
+        raise unknown_command(command)
+    found = cli.get_command(group, command)
+    assert found is not None
+    click.echo(found.get_help(click.Context(found, info_name=command, parent=group)))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

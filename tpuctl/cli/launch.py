@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import sys
 
 import click
@@ -33,6 +35,12 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
     to the script untouched. The launch exits with the status of the first
     worker that failed, or 130 when interrupted.
     """
+    if script.startswith("-") and not os.path.exists(script):
+        # Unknown options reach the script (they may be its own), so a mistyped one of
+        # ours before SCRIPT would otherwise be reported as a missing script.
+        typed = script.split("=", 1)[0]
+        names = [opt for param in ctx.command.params for opt in param.opts if opt.startswith("--")]
+        raise click.NoSuchOption(typed, possibilities=difflib.get_close_matches(typed, names, n=2, cutoff=0.75), ctx=ctx)
     given = frozenset(name for name in params if ctx.get_parameter_source(name) in _EXPLICIT)
     prepared = prepare(script, script_args, params, given)
     if prepared.options.dry_run:
