@@ -105,3 +105,66 @@ def test_each_check_flags_the_script_that_breaks_it(tmp_path: Path, defect: str,
     assert (outcome["exit_code"], outcome["result"], outcome["failure"]) == (exit_code, "failed" if exit_code else "succeeded", None)
     others = {name: c["verdict"] for name, c in found.items() if name != check}
     assert "failed" not in others.values(), others  # one defect, one finding
+
+
+# --- TPUEstimator (TensorFlow 2.15 with tensorflow-estimator, through --python) -------------------------------
+
+
+def _rehearse_tf215(script: Path, accelerator: str, tmp_path: Path, *args: str) -> tuple[Any, str]:
+    from tests.integration.compat_env import tf215_env
+
+    worker = tf215_env()  # a skip saying how to build it, or a failure where CI requires it
+    env = {k: v for k, v in os.environ.items() if k not in ("COLAB_TPU_ADDR", "TPU_NAME")}
+    result = run_tpuctl(
+        "launch", str(script), "--rehearse", accelerator, "--python", str(worker.python), "--json",
+        "--log-dir", str(tmp_path / "logs"), *args, env=env, timeout=240,
+    )
+    assert result.stdout.strip(), result.stderr
+    return json.loads(result.stdout.splitlines()[-1]), result.stderr
+
+
+def _printed(outcome: Any, script: str) -> dict[str, Any]:
+    """The JSON line the script printed, read back from the worker's log."""
+    log = Path(outcome["log_dir"]) / "attempt-1" / "worker-0.log"
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"script": "' + script)]
+    assert lines, log.read_text()[-3000:]
+    return lines[-1]
+
+
+def test_a_tpu_estimator_script_trains_and_evaluates_and_the_report_says_what_was_not_rehearsed(tmp_path: Path) -> None:
+    # TPUClusterResolver(tpu='') with no TPU_NAME stopped it at once ("Please provide a TPU Name to connect to"),
+    # and CrossShardOptimizer's CrossReplicaSum has no CPU kernel.
+    model_dir = tmp_path / "model"
+    outcome, stderr = _rehearse_tf215(REHEARSE / "tpu_estimator.py", "v2-8", tmp_path, "--model-dir", str(model_dir))
+    assert outcome["exit_code"] == 0, (outcome, stderr[-3000:])
+    seen = _printed(outcome, "tpu_estimator")
+    assert seen["global_step"] == 20 and 0 <= seen["accuracy"] <= 1, seen  # trained to max_steps, then evaluated
+    assert seen["latest_checkpoint"] == str(model_dir / "model.ckpt-20")
+    assert (seen["input_fn_batch"], seen["model_fn_batch"]) == ([64], [64])  # use_tpu=False hands out the global batch
+    assert seen["master"] == "grpc://rehearsal:8470"
+    rehearsal = outcome["rehearsal"]
+    assert (rehearsal["global_batch"], rehearsal["per_replica_batch"], rehearsal["steps"]) == (64, 8, 20)
+    found = {c["check"]: c for c in rehearsal["checks"]}
+    assert {name: c["verdict"] for name, c in found.items()} == {
+        "batch split": "ok", "static shapes": "ok", "XLA ops": "ok", "float64": "ok",
+        "TPUEstimator train": "ok", "TPUEstimator eval": "ok", "iterations_per_loop": "ok", "TPU program": "not checked",
+    }
+    # What the TPU would hand out, from TPUEstimator's own context told the slice's metadata.
+    assert "params['batch_size'] 64 in input_fn and 8 in model_fn" in found["TPUEstimator train"]["detail"]
+    assert found["iterations_per_loop"]["detail"].startswith("10 per loop on the TPU")
+    not_rehearsed = found["TPU program"]["detail"]
+    assert "use_tpu=False" in not_rehearsed and "not 8 shards of 8" in not_rehearsed and "cross-replica sum" in not_rehearsed
+
+
+def test_tensorflow_s_own_tpu_estimator_guide_rehearses_and_tpu_estimator_s_own_checks_fail_a_slice_it_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    # guide/migrate/tpu_estimator.ipynb unchanged: train_batch_size=8 and eval_batch_size=8 on a v4-32's 16 replicas.
+    outcome, _ = _rehearse_tf215(REHEARSE / "tpu_estimator_guide.py", "v4-32", tmp_path)
+    assert "loss" in _printed(outcome, "tpu_estimator_guide")  # the script ran to its end: it trained and evaluated
+    assert (outcome["exit_code"], outcome["failure"]) == (1, None)  # the rehearsal's findings fail the launch
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert found["TPUEstimator train"]["verdict"] == "failed"
+    assert found["TPUEstimator train"]["detail"].endswith("train batch size 8 must be divisible by number of replicas 16")
+    assert found["TPUEstimator eval"]["detail"].endswith("eval batch size 8 must be divisible by number of replicas 16")
+    assert outcome["rehearsal"]["steps"] == 1

@@ -29,7 +29,7 @@ from tensorflow.python.distribute.cluster_resolver import cluster_resolver as re
 
 from tpuctl import accelerators
 from tpuctl import worker_contract as contract
-from tpuctl.runtime import rehearsal_checks
+from tpuctl.runtime import rehearsal_checks, rehearsal_estimator
 from tpuctl.runtime.strategies import simulate_devices
 
 # The shape of tf.tpu.experimental.TPUSystemMetadata, which scripts read for core counts.
@@ -48,6 +48,7 @@ class Rehearsal:
         self.report_path = report_path
         self.checks = rehearsal_checks.Checks(self.replicas)
         self.strategy: Any = None
+        self.estimator = rehearsal_estimator.install(self.checks, self.replicas, self.shape.hosts)
         self._samples: list[tuple[float, int]] = []
 
     # --- the report -------------------------------------------------------------------------
@@ -72,6 +73,8 @@ class Rehearsal:
 
     def steps(self) -> tuple[int, float | None]:
         """Train steps run, and CPU seconds per step between the first and the last observed step."""
+        if self.estimator.steps:  # a TPUEstimator's: counted by a session hook, not by a strategy
+            return self.estimator.steps, self.estimator.seconds_per_step()
         self._sample()
         if not self._samples:
             return 0, None
@@ -94,15 +97,21 @@ class Rehearsal:
             "per_replica_batch": self.checks.per_replica_batch,
             "steps": steps,
             "seconds_per_step": None if per_step is None else round(per_step, 4),
-            "checks": self.checks.verdicts(multi_host=shape.hosts > 1, model_dir=contract.model_dir(os.environ)),
+            "checks": self.checks.verdicts(multi_host=shape.hosts > 1, model_dir=contract.model_dir(os.environ))
+            + self.estimator.verdicts(),
         }
 
     def write_report(self) -> None:
         if not self.report_path:
             return
         try:
+            report = self.report()
+        except Exception as err:  # noqa: BLE001 - at exit, a fault in tpuctl's own checks: say so in one line, not a traceback
+            print(f"tpuctl: warning: the rehearsal report could not be made ({type(err).__name__}: {err}); no checks to report", flush=True)
+            return
+        try:
             with open(self.report_path, "w", encoding="utf-8") as out:
-                json.dump(self.report(), out)
+                json.dump(report, out)
         except OSError as err:
             print(f"tpuctl: warning: cannot write the rehearsal report {self.report_path}: {err.strerror or err}", flush=True)
 
@@ -121,6 +130,9 @@ def install(accelerator: str, report_path: str | None) -> Any:
     rehearsal = Rehearsal(accelerator, report_path)
     # Colab-era scripts read the TPU's address from here, unguarded: 'grpc://' + os.environ['COLAB_TPU_ADDR'].
     os.environ.setdefault("COLAB_TPU_ADDR", _ADDRESS)
+    # A TPU host has no TF_CONFIG (its resolver is the cluster), and Estimator's RunConfig refuses the
+    # one-worker cluster of a launch ("it must have one chief"): the rehearsal runs as a TPU host does.
+    os.environ.pop("TF_CONFIG", None)
     simulate_devices(rehearsal.replicas)
     rehearsal.checks.xla_available = rehearsal_checks.register_xla_kernels()
     strategy_class = _strategy_class(rehearsal)
@@ -246,6 +258,8 @@ def _patch(strategy_class: type, resolver_class: type, rehearsal: Rehearsal) -> 
         module.TPUStrategy = strategy_class
         module.experimental.TPUStrategy = strategy_class
         module.cluster_resolver.TPUClusterResolver = resolver_class
+    # tf.compat.v1's is another module: TPUEstimator code (and the TPUEstimator guide) find the resolver there.
+    tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver = resolver_class
 
     def reach(*_: Any, **__: Any) -> None:
         return None
@@ -265,6 +279,7 @@ def _patch(strategy_class: type, resolver_class: type, rehearsal: Rehearsal) -> 
         return found
 
     tf.config.list_logical_devices = list_logical_devices
+    tf.compat.v1.config.list_logical_devices = list_logical_devices
 
 
 def _one_step_per_execution_in_keras3(checks: rehearsal_checks.Checks) -> None:

@@ -30,7 +30,9 @@ _XLA_DEVICE = "XLA_CPU_JIT"
 # Graph plumbing that is no op of the step on a TPU: function arguments, and the collectives
 # MirroredStrategy uses where TPUStrategy would all-reduce inside the compiled program.
 _PLUMBING_PREFIXES = ("Collective", "Nccl")
-_PLUMBING = frozenset({"Placeholder", "NoOp", "Const", "Identity"})
+# A resource variable's handle (VarHandleOp, in a TPUEstimator model_fn) is an argument of the compiled
+# program, as a variable captured by a tf.function step is a Placeholder.
+_PLUMBING = frozenset({"Placeholder", "NoOp", "Const", "Identity", "VarHandleOp"})
 _DT_DOUBLE = tf.float64.as_datatype_enum
 _SHOWN = 6  # op names listed in a verdict
 
@@ -117,6 +119,10 @@ class Checks:
             self._scanned.add(key)
         if not first:
             return call()
+        return self.graph_ops(call)
+
+    def graph_ops(self, call: Callable[[], Any]) -> Any:
+        """Run `call` (a step being traced: a replica's, or a TPUEstimator model_fn) and read the op types it adds to the graph."""
         graph = tf.compat.v1.get_default_graph()
         functions: dict[str, Any] = getattr(graph, "_functions", {})
         ops_before, functions_before = len(graph.get_operations()), set(functions)
@@ -150,7 +156,7 @@ class Checks:
         found = [self._batch_split(), self._static_batch(), self._xla_ops(), self._float64()]
         if self.eager_runs:
             found.append(
-                _verdict(
+                verdict(
                     "tf.function",
                     WARNING,
                     f"strategy.run was called {self.eager_runs} time(s) outside tf.function; TPUStrategy runs steps only inside one",
@@ -159,7 +165,7 @@ class Checks:
         looped = sorted(s for s in self.executions if s > 1)
         if looped:
             found.append(
-                _verdict(
+                verdict(
                     "steps_per_execution",
                     OK,
                     f"{looped[-1]} steps per execution on the TPU; rehearsed one step per call, as Keras 3 "
@@ -174,71 +180,75 @@ class Checks:
         name = "batch split"
         sizes = [d.global_batch for d in self.datasets if d.global_batch is not None]
         if not sizes:
-            return _verdict(name, NOT_CHECKED, "no dataset with a static batch size reached the strategy")
+            return verdict(name, NOT_CHECKED, "no dataset with a static batch size reached the strategy")
         uneven = sorted({b for b in sizes if b % self.replicas})
         if uneven:
-            return _verdict(
+            return verdict(
                 name,
                 FAILED,
                 f"global batch {uneven[0]} does not split across {self.replicas} replicas; "
                 f"use a multiple of {self.replicas} (e.g. {self.replicas * max(1, uneven[0] // self.replicas)})",
             )
         shown = ", ".join(f"{b} = {self.replicas} x {b // self.replicas}" for b in sorted(set(sizes)))
-        return _verdict(name, OK, f"global batch {shown} per replica")
+        return verdict(name, OK, f"global batch {shown} per replica")
 
     def _static_batch(self) -> dict[str, str]:
         name = "static shapes"
         if not self.datasets:
-            return _verdict(name, NOT_CHECKED, "no dataset reached the strategy")
+            return verdict(name, NOT_CHECKED, "no dataset reached the strategy")
         dynamic = sum(1 for d in self.datasets if not d.static)
         if dynamic:
-            return _verdict(
+            return verdict(
                 name,
                 WARNING,
                 f"{dynamic} dataset(s) can end in a partial batch (batch dimension None): a TPU pads it and compiles "
                 "another program; batch with drop_remainder=True",
             )
-        return _verdict(name, OK, "every batch has a static size (drop_remainder=True)")
+        return verdict(name, OK, "every batch has a static size (drop_remainder=True)")
 
     def _xla_ops(self) -> dict[str, str]:
         name = "XLA ops"
         if not self.xla_available:
-            return _verdict(name, NOT_CHECKED, "this TensorFlow has no XLA CPU compiler")
+            return verdict(name, NOT_CHECKED, "this TensorFlow has no XLA CPU compiler")
         if not self.traced_steps:
-            return _verdict(name, NOT_CHECKED, "no step ran inside tf.function")
+            return verdict(name, NOT_CHECKED, "no step ran inside tf.function")
         steps = {t for t in self.op_types if t not in _PLUMBING and not t.startswith(_PLUMBING_PREFIXES)}
         missing = sorted(t for t in steps if not _has_xla_kernel(t))
         if missing:
-            return _verdict(name, FAILED, f"no XLA kernel for {_listed(missing)}: a TPU cannot compile the step")
-        return _verdict(name, OK, f"all {len(steps)} op types of the step have XLA kernels")
+            return verdict(name, FAILED, f"no XLA kernel for {_listed(missing)}: a TPU cannot compile the step")
+        return verdict(name, OK, f"all {len(steps)} op types of the step have XLA kernels")
 
     def _float64(self) -> dict[str, str]:
         name = "float64"
         if not self.traced_steps:
-            return _verdict(name, NOT_CHECKED, "no step ran inside tf.function")
+            return verdict(name, NOT_CHECKED, "no step ran inside tf.function")
         if self.float64_ops:
-            return _verdict(name, FAILED, f"the step computes in float64 ({_listed(sorted(set(self.float64_ops)))}); TPUs have no float64")
-        return _verdict(name, OK, "no float64 in the step")
+            return verdict(name, FAILED, f"the step computes in float64 ({_listed(sorted(set(self.float64_ops)))}); TPUs have no float64")
+        return verdict(name, OK, "no float64 in the step")
 
     @staticmethod
     def _checkpoints(model_dir: str | None) -> dict[str, str]:
         name = "checkpoints"
         if not model_dir:
-            return _verdict(name, NOT_CHECKED, "no --model-dir")
+            return verdict(name, NOT_CHECKED, "no --model-dir")
         if model_dir.startswith("gs://"):
-            return _verdict(name, OK, f"{model_dir} is shared by every host")
-        return _verdict(name, WARNING, f"{model_dir} is a local path: each host of the slice would write its own; use gs://")
+            return verdict(name, OK, f"{model_dir} is shared by every host")
+        return verdict(name, WARNING, f"{model_dir} is a local path: each host of the slice would write its own; use gs://")
 
 
 def _batch_dims(element_spec: Any) -> list[int | None]:
-    """The first dimension of each batched component (None: not static); scalars have none."""
+    """The first dimension of each batched component (None: not static); scalars have none.
+
+    Under TF1 behaviour (disable_v2_behavior, as TPUEstimator scripts run) a shape's
+    dimensions are Dimension objects, not ints: dimension_value reads both.
+    """
     dims: list[int | None] = []
     for spec in tf.nest.flatten(element_spec):
         shape = getattr(spec, "shape", None)
         if shape is None or shape.rank is None:
             dims.append(None)
         elif shape.rank > 0:
-            dims.append(shape[0])
+            dims.append(tf.compat.dimension_value(shape[0]))
     return dims
 
 
@@ -255,5 +265,5 @@ def _listed(names: list[str]) -> str:
     return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
-def _verdict(check: str, verdict: str, detail: str) -> dict[str, str]:
-    return {"check": check, "verdict": verdict, "detail": detail}
+def verdict(check: str, found: str, detail: str) -> dict[str, str]:
+    return {"check": check, "verdict": found, "detail": detail}
