@@ -34,3 +34,21 @@ def test_tensorflow_info_lines_are_in_the_log_not_on_the_console_unless_verbose(
     assert len(INFO.findall(loud.stdout)) >= 2, loud.stdout
     assert "[worker:0] constant: 7" in loud.stdout
     assert "folded from the console" not in loud.stdout + loud.stderr
+
+
+def test_a_tpu_script_where_there_is_no_tpu_fails_in_one_line(tmp_path: Path) -> None:
+    """TensorFlow's TPU guide, launched plainly on a machine without a TPU: one line, not two chained tracebacks."""
+    done = run_tpuctl("launch", str(SCRIPTS / "tpu_guide_start.py"), "--workers", "1", "--log-dir", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    hint = "no TPU here (TPUs not found in the cluster): try --rehearse v2-8 (a rehearsal on this machine's CPU) or --tpu NAME"
+    assert f"[worker:0] tpuctl: error: {hint}" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr and "tpuctl/runtime" not in done.stdout
+    assert f"tpuctl: cause: exit status 1: {hint}" in done.stderr
+
+
+def test_deprecation_notices_name_the_scripts_line(tmp_path: Path) -> None:
+    """TensorFlow counts frames up from its deprecation wrapper: the runtime's watch on strategy constructors sat between."""
+    done = run_tpuctl("launch", str(SCRIPTS / "deprecated_strategy.py"), "--workers", "1", "--log-dir", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"WARNING:tensorflow:From {SCRIPTS / 'deprecated_strategy.py'}:4: _CollectiveAllReduceStrategyExperimental.__init__" in done.stdout
+    assert "tpuctl/runtime" not in done.stdout

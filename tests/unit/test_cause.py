@@ -9,6 +9,7 @@ TensorFlow's sources and public issues, named beside each sample.
 
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from tpuctl.launch import cause, logs
 from tpuctl.launch.cause import Cause, classify
 from tpuctl.launch.outcome import Failure, JobRef, Outcome, summarise
+from tpuctl.launch.tf_noise import Fold
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
 
@@ -221,7 +223,7 @@ Collective has timed out during execution.
 
 def test_a_peer_that_stopped_sending_heartbeats_is_named() -> None:
     tail = tf_sample(SIGKILLED_PEER)
-    assert len(tail) == logs.TAIL_LINES
+    assert "" not in tail  # the tail keeps no blank lines
     assert classify(1, tail) == Cause(cause.PEER_LOST, "peer lost: worker:1 stopped sending heartbeats; its own log holds the root cause")
 
 
@@ -412,3 +414,64 @@ def test_a_pod_failure_shows_its_cause_too() -> None:
 def test_a_heartbeat_error_without_task_names_still_reads() -> None:
     tail = ["tensorflow.python.framework.errors_impl.UnavailableError: The following tasks are unhealthy (stopped sending heartbeats):"]
     assert classify(1, tail).summary.startswith("peer lost: a task stopped sending heartbeats (UnavailableError: The following tasks")
+
+
+# ---- TensorFlow's multi-line errors, as real runs printed them (tests/data/tf_console/) ----------
+
+TF_CONSOLE = Path(__file__).resolve().parents[1] / "data" / "tf_console"
+
+
+def pumped(name: str, tmp_path: Path) -> tuple[list[str], list[str]]:
+    """A real worker output through the launch's own pump and noise filter: the console's lines and the tail."""
+    shown = io.StringIO()
+    tail = logs.new_tail()
+    logs.pump(io.BytesIO((TF_CONSOLE / name).read_bytes()), "[worker:0]", logs.LineWriter(shown), tmp_path / "w.log", tail, hide=Fold(False).hides)
+    return shown.getvalue().splitlines(), list(tail)
+
+
+def test_a_graph_execution_error_names_its_type_node_and_message(tmp_path: Path) -> None:
+    # Keras 3 fit, one label past the last class: TF's error line is ~60 lines of "defined at" frames
+    # before its message, so the last TAIL_LINES lines alone were frames and blank lines.
+    console, tail = pumped("keras3_fit_bad_label.log", tmp_path)
+    assert tail[0] == "tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:"
+    assert tail[1].strip().startswith("[… ") and len(tail) == logs.TAIL_LINES
+    assert tail[-2].startswith("Received a label value of 12")
+    found = classify(1, tail)
+    assert found.kind == cause.EXCEPTION
+    assert found.summary.startswith(
+        "uncaught Python exception: InvalidArgumentError at node SparseSoftmaxCrossEntropyWithLogits: "
+        "Received a label value of 12 which is outside the valid range of [0, 10)."
+    )
+    assert found.summary.endswith("; labels must be class numbers below the last layer's units (sparse categorical loss)")
+    assert "[worker:0] " not in console and not any(not line.removeprefix("[worker:0]").strip() for line in console)
+
+
+def test_a_short_graph_execution_error_keeps_its_message(tmp_path: Path) -> None:
+    _, tail = pumped("gather_bad_index.txt", tmp_path)
+    assert classify(1, tail).summary == "uncaught Python exception: InvalidArgumentError at node Gather: indices[1] = 12 is not in [0, 10)"
+
+
+@pytest.mark.parametrize(
+    ("name", "start", "fix"),
+    [
+        (
+            "keras3_lazy_optimizer_mirrored.txt",
+            "InvalidArgumentError at node Placeholder_1: You must feed a value for placeholder tensor 'cond/else/_1/cond/Placeholder_1'",
+            "build the optimizer before the first step: optimizer.build(model.trainable_variables) in strategy.scope(), or --keras tf-keras",
+        ),
+        ("keras3_legacy_optimizer.txt", "ImportError: `keras.optimizers.legacy` is not supported in Keras 3.", "--keras tf-keras (pip install tf-keras)"),
+        ("tensorboard_missing.txt", "TBNotInstalledError: TensorBoard is not installed", "pip install tensorboard"),
+        ("tpu_guide_no_tpu.log", "NotFoundError: TPUs not found in the cluster.", "no TPU here: try --rehearse v2-8"),
+    ],
+)
+def test_known_errors_say_their_fix(name: str, start: str, fix: str, tmp_path: Path) -> None:
+    _, tail = pumped(name, tmp_path)
+    found = classify(1, tail)
+    assert found.kind == cause.EXCEPTION
+    assert found.summary.startswith(f"uncaught Python exception: {start}"), found.summary
+    assert fix in found.summary.partition("; ")[2], found.summary
+
+
+def test_an_error_the_runtime_reported_itself_is_the_cause() -> None:
+    tail = ["tpuctl: error: " + cause.NO_TPU]
+    assert classify(1, tail) == Cause(cause.EXIT, f"exit status 1: {cause.NO_TPU}")

@@ -8,6 +8,7 @@ import os
 from collections import deque
 from pathlib import Path
 
+from tests.conftest import ROOT
 from tpuctl.launch import logs
 
 
@@ -146,3 +147,41 @@ def test_a_filter_that_raises_shows_the_line_and_the_pump_goes_on(tmp_path: Path
     shown = io.StringIO()
     logs.pump(io.BytesIO(b"a\nb\n"), "[worker:0]", logs.LineWriter(shown), tmp_path / "w.log", logs.new_tail(), hide=hide)
     assert shown.getvalue().splitlines() == ["[worker:0] a", "[worker:0] b"]
+
+
+def test_a_log_line_glued_onto_a_progress_bar_gets_its_own_line(tmp_path: Path) -> None:
+    """Keras 3's bar ends its line only at the end of an epoch; TF's C++ warning arrived meanwhile
+    (tests/data/tf_console/keras3_fit_bad_label.log, a real worker log)."""
+    raw = (ROOT / "tests" / "data" / "tf_console" / "keras3_fit_bad_label.log").read_bytes()
+    glued = next(line for line in raw.splitlines(keepends=True) if b"OP_REQUIRES failed" in line)
+    bar, warning = logs.display_lines(glued)
+    assert bar.endswith("loss: 2.3531") and "\x1b[1m1/4\x1b[0m" in bar
+    assert warning.startswith("W0000 00:00:1795586699.661483    6111 op_kernel.cc:1858] OP_REQUIRES failed at sparse_xent_op.cc:103")
+    shown = io.StringIO()
+    logs.pump(io.BytesIO(glued), "[worker:0]", logs.LineWriter(shown), tmp_path / "w.log", logs.new_tail())
+    assert shown.getvalue().splitlines()[1] == f"[worker:0] {warning}"
+    assert (tmp_path / "w.log").read_bytes() == glued
+
+
+def test_a_traceback_glued_onto_a_bar_and_plain_lines_are_left_alone() -> None:
+    assert logs.display_lines(b"\r3/3 done - loss: 0.1Traceback (most recent call last):\n") == ["3/3 done - loss: 0.1", "Traceback (most recent call last):"]
+    assert logs.display_lines(b"step W0000 is not a log line\n") == ["step W0000 is not a log line"]
+    assert logs.display_lines(b"\n") == [""]
+
+
+def test_blank_lines_reach_the_log_only(tmp_path: Path) -> None:
+    shown = io.StringIO()
+    tail = logs.new_tail()
+    logs.pump(io.BytesIO(b"a\n\n   \nb\n"), "[worker:0]", logs.LineWriter(shown), tmp_path / "w.log", tail)
+    assert shown.getvalue().splitlines() == ["[worker:0] a", "[worker:0] b"] and list(tail) == ["a", "b"]
+    assert (tmp_path / "w.log").read_bytes() == b"a\n\n   \nb\n"
+
+
+def test_the_exception_line_stays_at_the_head_of_the_tail_for_a_while() -> None:
+    tail = logs.new_tail()
+    for line in ["Traceback (most recent call last):", "ValueError: the news", *[f"frame {i}" for i in range(30)]]:
+        tail.append(line)
+    assert list(tail) == ["ValueError: the news", "    [… 20 lines …]", *[f"frame {i}" for i in range(20, 30)]]
+    for i in range(logs.PIN_LINES):
+        tail.append(f"later {i}")
+    assert "ValueError: the news" not in tail and len(tail) == logs.TAIL_LINES

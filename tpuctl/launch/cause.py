@@ -44,7 +44,31 @@ _NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
 _NAME_ENDS = ("Error", "Exception", "Exit", "Interrupt", "Iteration", "Warning", "Failure", "Fault", "Timeout")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _TF_PREFIX = "tensorflow.python.framework.errors_impl."
+_TF_MODULE = re.compile(r"tensorflow\.python\.(?:\w+\.)+(?=\w+: )")  # errors_impl, tb_summary: TF's private paths say nothing
 _TF_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+_TF_DETECTED = re.compile(r"Detected at node (\S+) defined at")  # TF's graph-execution errors name the node twice
+_TF_NODE_LINE = re.compile(r"\s*\[\[\{\{node ([^}]+)\}\}\]\]")  # "\t [[{{node Gather}}]] [Op:__inference_lookup_27]"
+_TF_NOT_MESSAGE = re.compile(r"\d+ root error\(s\) found\.|\d+ successful operations\.|\d+ derived errors ignored\.|\[")
+_TF_CODE = re.compile(r"\(\d+\) [A-Z_]+:\s+")  # "  (0) INVALID_ARGUMENT:  You must feed ..." of several root errors
+_TPUCTL_ERROR = "tpuctl: error: "  # what the worker's runtime says before it exits (tpuctl/runtime/bootstrap.py)
+NO_TPU = "no TPU here: try --rehearse v2-8 (a rehearsal on this machine's CPU) or --tpu NAME"
+# Errors whose fix is known, matched in the last lines of a failed worker; each seen in a real run
+# (tests/data/tf_console/, the scripts that made them in its scripts/ folder).
+_FIXES = (
+    (
+        re.compile(r"You must feed a value for placeholder tensor 'cond/"),
+        "Keras 3 creates the optimizer's variables inside the first strategy.run, which fails on several replicas "
+        "(keras#19246): build the optimizer before the first step: optimizer.build(model.trainable_variables) "
+        "in strategy.scope(), or --keras tf-keras",
+    ),
+    (re.compile(r"keras\.optimizers\.legacy`? is not supported"), "the legacy optimizers are tf-keras': --keras tf-keras (pip install tf-keras)"),
+    (re.compile(r"TBNotInstalledError"), "pip install tensorboard (TensorFlow 2.21 does not bring it; tf.summary and Keras' TensorBoard callback need it)"),
+    (re.compile(r"TPUs not found in the cluster|Please provide a TPU Name"), NO_TPU),
+    (
+        re.compile(r"Received a label value of -?\d+ which is outside the valid range"),
+        "labels must be class numbers below the last layer's units (sparse categorical loss)",
+    ),
+)
 _SIGNAL_NAMES = {s.value: s.name for s in signal.Signals}
 _CRASHES = {"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"}
 _OOM_SUSPECTED = (
@@ -79,7 +103,10 @@ def classify(returncode: int, tail: list[str], *, killed_by_tpuctl: bool = False
     if peer is not None:
         return peer
     if at is not None:
-        return Cause(EXCEPTION, f"uncaught Python exception: {_exception_text(lines, at)}")
+        return Cause(EXCEPTION, f"uncaught Python exception: {_exception_text(lines, at)}{_fix(lines[at:])}")
+    said = [x.removeprefix(_TPUCTL_ERROR) for x in lines if x.startswith(_TPUCTL_ERROR)]
+    if said:
+        return Cause(EXIT, f"exit status {returncode}: {_clip(said[-1])}")
     shell = f" (128+{returncode - 128}: how a shell or container reports {_SIGNAL_NAMES[returncode - 128]})" if returncode - 128 in _SIGNAL_NAMES else ""
     return Cause(EXIT, f"exit status {returncode}{shell}; no Python exception in its last lines")
 
@@ -109,6 +136,19 @@ def _signal(name: str, lines: list[str], killed_by_tpuctl: bool) -> Cause:
     return Cause(SIGNAL, f"killed by {name}, which tpuctl did not send (a scheduler, a preemption, a shutdown or a `kill`)")
 
 
+def is_exception_line(line: str) -> bool:
+    """`SomeError: message` at the start of a line: where a traceback ends and TF's error text begins."""
+    if not line or line[0].isspace():
+        return False
+    name, _ = _split_exception(_ANSI.sub("", line) if "\x1b" in line else line)
+    return name is not None and name.endswith(_NAME_ENDS)
+
+
+def _fix(lines: list[str]) -> str:
+    text = "\n".join(lines)
+    return next((f"; {fix}" for sign, fix in _FIXES if sign.search(text)), "")
+
+
 def _exception_at(lines: list[str]) -> int | None:
     """Where the last `SomeError: message` line of a traceback is: a name that says so, or any
     dotted name with a message right after a frame line (a custom exception)."""
@@ -131,15 +171,33 @@ def _split_exception(line: str) -> tuple[str | None, str]:
 def _exception_text(lines: list[str], at: int) -> str:
     """The exception line without TF's module path; where its message only announces what follows
     (TF's "Graph execution error:", autograph's "in user code:"), what follows."""
-    line = _TF_NODE.sub("", lines[at].removeprefix(_TF_PREFIX))
+    line = _TF_NODE.sub("", _TF_MODULE.sub("", lines[at], count=1))
     if not line.endswith(":"):
         return _clip(line)
     rest = lines[at + 1 :]
     nested = [s for s in (x.strip() for x in rest) if _split_exception(s)[1]]  # autograph's inner error
     if nested:
         return _clip(_TF_NODE.sub("", nested[-1]))
-    plain = [x for x in rest if x.strip() and not x[0].isspace() and not x.startswith("Detected at node")]
-    return _clip(f"{line} {plain[0]}" if plain else line)
+    # TF's graph-execution error: frames of where the node was defined, then what went wrong.
+    node = next((m[1] for x in rest if (m := _TF_DETECTED.match(x) or _TF_NODE_LINE.match(x))), None)
+    message = next((x for x in map(_tf_message, rest) if x), None)
+    if message is None:
+        return _clip(line)
+    if node is None:
+        return _clip(f"{line} {message}")
+    name = line.partition(": ")[0]
+    return _clip(f"{name} at node {node.rsplit('/', 1)[-1]}: {message}")
+
+
+def _tf_message(line: str) -> str | None:
+    """A line of TF's error text that says what went wrong, without its status code; None for a
+    frame, a node or a count."""
+    text = line.strip()
+    if _TF_CODE.match(text):  # one of several root errors, indented
+        return _TF_CODE.sub("", text, count=1)
+    if not text or line[0].isspace() or line.startswith("Detected at node") or _TF_NOT_MESSAGE.match(text):
+        return None
+    return text
 
 
 def _peer_lost(lines: list[str]) -> Cause | None:

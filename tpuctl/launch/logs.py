@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol, TextIO
 
+from tpuctl.launch.cause import is_exception_line
+
 # Foreground colours, picked by worker position so a worker keeps its colour across restarts.
 _PALETTE = ("36", "35", "33", "32", "34", "96", "95", "93", "92", "94")
 TAIL_LINES = 12
+# How long an exception line stays pinned at the top of the tail: TensorFlow's "Detected at node ...
+# defined at" blocks run to ~60 lines under Keras' fit (tests/data/tf_console/keras3_fit_bad_label.log);
+# an exception that is that far behind was caught, and what followed it is the news.
+PIN_LINES = 200
+# A line that starts in the middle of another: a Keras progress bar has no newline until its epoch
+# ends, so the next stderr line (TF's C++ log, a traceback) lands on the bar's line.
+_GLUED = re.compile(
+    r"(?<=\S)(?=[IWEF]\d{4} \d+:\d+:\d+\.\d+ +\d+ [\w./-]+:\d+\]"  # absl: W0000 00:00:1795586699.661483    6111 op_kernel.cc:1858]
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] [\w./-]+:\d+\]"  # TF before 2.16
+    r"|Traceback \(most recent call last\):$)"
+)
 
 
 def use_colour(stream: TextIO) -> bool:
@@ -51,6 +65,51 @@ def display_text(raw: bytes) -> str:
     return segments[-1].rstrip() if segments else ""
 
 
+def display_lines(raw: bytes) -> list[str]:
+    """`display_text`, with a log line glued onto a progress bar given a line of its own.
+
+    The worker's stdout and stderr share one pipe: a bar that has not ended its line yet
+    (`2/4 ━━━━ loss: 2.3531`) takes the next C++ log line or traceback as its own tail, which
+    would show a warning inside a bar and hide it from the noise filter.
+    """
+    line = display_text(raw)
+    parts = [part.rstrip() for part in _GLUED.split(line[:4096])] + ([line[4096:]] if len(line) > 4096 else [])
+    return [part for part in parts if part] or [""]
+
+
+class Tail(deque[str]):
+    """A worker's last display lines for the failure summary: blank ones left out, and the last
+    exception line kept in sight while the lines after it run past the window.
+
+    TensorFlow's errors put the exception line first and the details after it (a "Detected at
+    node ... defined at" block of frames, then the message): the last TAIL_LINES lines alone
+    would be frames. Then the tail is that line, `[… N lines …]`, and the last lines.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(maxlen=TAIL_LINES)
+        self._recent: deque[str] = deque(maxlen=TAIL_LINES)
+        self._pinned: str | None = None
+        self._after = 0  # lines since the pinned one
+
+    def append(self, line: str) -> None:
+        if not line.strip():
+            return
+        self._recent.append(line)
+        if is_exception_line(line):
+            self._pinned, self._after = line, 0
+        elif self._pinned is not None:
+            self._after += 1
+            if self._after > PIN_LINES:
+                self._pinned = None
+        if self._pinned is None or self._after < TAIL_LINES:
+            super().append(line)
+            return
+        kept = list(self._recent)[-(TAIL_LINES - 2) :]
+        self.clear()
+        self.extend([self._pinned, f"    [… {self._after - len(kept)} lines …]", *kept])
+
+
 class LineSource(Protocol):
     """Where a worker's output comes from: a pipe, or an ssh session's merged streams (only `readline` is used)."""
 
@@ -79,18 +138,21 @@ def pump(
 
     `hide` sees every line (as the terminal would show it, untagged). One for which it is true
     (tf_noise.Fold.hides) goes to the log file only: neither to the terminal nor to the tail, so
-    a failed worker's last lines are its own, not TensorFlow's start-up chatter. Once the log file
-    has failed nothing is hidden: the terminal is then the only copy.
+    a failed worker's last lines are its own, not TensorFlow's start-up chatter. Blank lines go the
+    same way (a TensorFlow error prints one after every frame). Once the log file has failed
+    nothing is hidden: the terminal is then the only copy.
     """
     log = _LogFile(log_path, append, warn or (lambda message: writer.write(f"{prefix} tpuctl: {message}")))
     try:
         for raw in iter(source.readline, b""):
             log.write(raw)
-            line = display_text(raw)
-            if hide is not None and _hidden(hide, line) and log.ok:
-                continue
-            tail.append(line)
-            writer.write(f"{prefix} {line}")
+            for line in display_lines(raw):
+                if hide is not None and _hidden(hide, line) and log.ok:
+                    continue
+                if not line.strip() and log.ok:
+                    continue  # a traceback's blank lines (TF's run to dozens) stay in the log only
+                tail.append(line)
+                writer.write(f"{prefix} {line}")
     except (OSError, ValueError):
         pass  # the pipe itself was closed under us (the worker's handle closed): nothing left to drain
     finally:
@@ -144,5 +206,5 @@ class _LogFile:
                 file.close()
 
 
-def new_tail() -> deque[str]:
-    return deque(maxlen=TAIL_LINES)
+def new_tail() -> Tail:
+    return Tail()

@@ -191,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(USAGE)
     script, script_args = args[0], args[1:]
     channel = adopt_control_channel()
+    from tpuctl.runtime import script_frames
+
+    script_frames.name_the_script_in_deprecations()
     # --strategy none: nothing to build, so the script starts with no more than this module imported.
     plain = contract.strategy(os.environ) == "none"
     own: Shape | None = None
@@ -233,6 +236,30 @@ def main(argv: list[str] | None = None) -> None:
     except TpuctlError as err:  # from tpuctl inside the script: a TPU deadline, tpuctl.runtime.strategy()
         say(f"error: {err}")
         sys.exit(err.exit_code)
+    except Exception as err:  # noqa: BLE001 - the script's own error, told as `python SCRIPT` would tell it
+        _script_failed(err)
+
+
+NO_TPU = "no TPU here ({}): try --rehearse v2-8 (a rehearsal on this machine's CPU) or --tpu NAME"
+_NO_TPU_SIGNS = ("TPUs not found in the cluster", "Please provide a TPU Name")
+
+
+def _script_failed(err: Exception) -> None:
+    """Exit 1 as Python would, with the traceback from the script's frame on; a TPU script run
+    where there is no TPU gets one line instead of TensorFlow's two chained tracebacks."""
+    import traceback
+
+    from tpuctl.runtime import script_frames, worker_env
+
+    chain: list[BaseException] = [err]
+    while (inner := chain[-1].__cause__ or chain[-1].__context__) is not None and inner not in chain:
+        chain.append(inner)
+    sign = next((s for s in _NO_TPU_SIGNS for e in chain if s in str(e)), None)
+    if sign is not None and not worker_env.tpu_present():
+        say(f"error: {NO_TPU.format(sign)}")
+    else:
+        traceback.print_exception(type(err), err, script_frames.from_the_script(err.__traceback__))
+    sys.exit(1)
 
 
 def _run_own_strategy(shape: Shape, env: WorkerEnv, channel: int | None, script: str, script_args: list[str]) -> None:
