@@ -45,13 +45,13 @@ def test_a_colab_script_rehearses_as_v2_8_without_colab_tpu_addr(tmp_path: Path)
     seen = json.loads(re.findall(r"^\[worker:0\] (\{.*\})$", result.stdout, re.M)[-1])
     assert seen == {
         "replicas": 8, "is_tpu_strategy": True, "tpu_devices": 8, "master": "grpc://rehearsal:8470",
-        "epochs": 2, "variables_mirrored": True,
+        "epochs": 2, "validated": 2, "variables_mirrored": True,
     }
     assert "the script's TPUStrategy(...) is tpuctl's rehearsal of v2-8" in result.stdout
     report = (tmp_path / "logs" / "rehearsal.json").read_text()
     rehearsal = json.loads(report)
     assert (rehearsal["replicas"], rehearsal["global_batch"], rehearsal["per_replica_batch"]) == (8, 64, 8)
-    assert rehearsal["steps"] == 2 * (512 // 64)  # every step of both epochs, counted inside the step
+    assert rehearsal["steps"] == 2 * (512 // 64)  # every train step of both epochs, counted inside the step; not validation's
     assert rehearsal["seconds_per_step"] > 0
     assert {c["check"]: c["verdict"] for c in rehearsal["checks"]} == {
         "batch split": "ok", "static shapes": "ok", "XLA ops": "ok", "float64": "ok", "steps_per_execution": "ok",

@@ -62,9 +62,17 @@ def _has_xla_kernel(op_type: str) -> bool:
 
 
 def is_train_step(fn: Any) -> bool:
-    """Keras builds its evaluate and predict steps in make_test_function / make_predict_function; the rest train."""
-    name = getattr(fn, "__qualname__", "") or getattr(getattr(fn, "python_function", None), "__qualname__", "")
-    return "make_test_function" not in name and "make_predict_function" not in name
+    """Whether strategy.run was given a train step: Keras' evaluate and predict steps are told apart, the rest train.
+
+    tf-keras passes a function built in make_test_function / make_predict_function;
+    Keras 3 passes the model's own test_step method itself (make_test_function and
+    make_train_function share one builder), and for predict a function built in
+    make_predict_function.
+    """
+    function = getattr(fn, "python_function", fn)
+    name = getattr(function, "__qualname__", "") or ""
+    method = getattr(function, "__name__", "") or ""
+    return method not in ("test_step", "predict_step") and "make_test_function" not in name and "make_predict_function" not in name
 
 
 @dataclass

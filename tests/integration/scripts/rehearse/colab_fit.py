@@ -1,6 +1,6 @@
 """Keras fit on a TPU as the Cloud TPU Colab notebooks wrote it: the TPU's address read unguarded from
-COLAB_TPU_ADDR, connect, initialise, its own TPUStrategy, a batch sized by the replica count, and
-steps_per_execution. Prints one JSON line of what the script saw."""
+COLAB_TPU_ADDR, connect, initialise, its own TPUStrategy, a batch sized by the replica count,
+steps_per_execution, and validation data each epoch. Prints one JSON line of what the script saw."""
 
 import json
 import os
@@ -37,13 +37,14 @@ with strategy.scope():
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["sparse_categorical_accuracy"],
     )
-history = model.fit(get_dataset(batch_size), epochs=2, verbose=2)
+history = model.fit(get_dataset(batch_size), epochs=2, validation_data=get_dataset(batch_size), verbose=2)
 print(json.dumps({
     "replicas": strategy.num_replicas_in_sync,
     "is_tpu_strategy": isinstance(strategy, tf.distribute.TPUStrategy),
     "tpu_devices": len(tf.config.list_logical_devices("TPU")),
     "master": resolver.master(),
     "epochs": len(history.history["loss"]),
+    "validated": len(history.history["val_loss"]),
     "variables_mirrored": all(
         len(strategy.experimental_local_results(getattr(v, "value", v))) == strategy.num_replicas_in_sync for v in model.trainable_variables
     ),
