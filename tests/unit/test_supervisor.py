@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tpuctl.launch import logs
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job, WorkerSpec
 from tpuctl.launch.supervisor import Supervisor
+from tpuctl.launch.tf_noise import Fold
 
 
 @dataclass
@@ -35,6 +37,8 @@ class Script:
     exit: int | None = 0  # None: runs until signalled
     delay: float = 0.0  # seconds before it exits
     ignores_sigint: bool = False
+    on_sigint: list[str] = field(default_factory=list)  # printed as it stops (Python's KeyboardInterrupt traceback)
+    late_lines: list[str] = field(default_factory=list)  # printed after `delay`, just before it exits
 
 
 class _Stream:
@@ -63,6 +67,8 @@ class FakeHandle:
         if self.script.ready:
             self._messages.put("ready")
         if self.script.exit is not None and not self._exited.wait(self.script.delay):
+            for line in self.script.late_lines:
+                self.output.chunks.put(line.encode() + b"\n")
             self._end(self.script.exit)
 
     def _end(self, returncode: int) -> None:
@@ -84,6 +90,9 @@ class FakeHandle:
 
     def signal(self, sig: int) -> None:
         self.signals.append(sig)
+        if sig == signal.SIGINT and not self._exited.is_set():
+            for line in self.script.on_sigint:
+                self.output.chunks.put(line.encode() + b"\n")
         if sig == signal.SIGKILL or not self.script.ignores_sigint:
             self._end(-sig)
 
@@ -117,7 +126,9 @@ class FakeBackend:
         self.released += 1
 
 
-def supervise(tmp_path: Path, job: Job, scripts: dict[str, list[Script]]) -> tuple[Outcome, FakeBackend, list[str], list[str]]:
+def supervise(
+    tmp_path: Path, job: Job, scripts: dict[str, list[Script]], fold: Fold | None = None
+) -> tuple[Outcome, FakeBackend, list[str], list[str]]:
     backend = FakeBackend(scripts)
     printed: list[str] = []
     notices: list[str] = []
@@ -133,7 +144,7 @@ def supervise(tmp_path: Path, job: Job, scripts: dict[str, list[Script]]) -> tup
             return False
 
     writer = logs.LineWriter(Collect())  # type: ignore[arg-type]
-    supervisor = Supervisor(backend, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False)
+    supervisor = Supervisor(backend, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False, fold=fold)
     return supervisor.run(job, "run-1"), backend, printed, notices
 
 
@@ -226,3 +237,41 @@ def test_a_stopping_signal_stops_every_worker_and_exits_130(tmp_path: Path, sig:
     assert all(h.returncode == -signal.SIGINT for h in backend.handles)
     assert notices == [f"received {sig.name}; stopping all workers"]
     assert signal.getsignal(sig) == before  # the launch's handler is gone again
+
+
+# Python's own words for a SIGINT in a worker busy in TensorFlow (what a survivor prints when tpuctl stops it).
+INTERRUPTED = [
+    "Traceback (most recent call last):",
+    '  File "/tmp/train.py", line 30, in <module>',
+    "    total += float(distributed_train_step(batch))",
+    "KeyboardInterrupt",
+]
+
+
+def test_a_restart_names_the_cause_and_the_stopped_workers_tracebacks_stay_in_their_logs(tmp_path: Path) -> None:
+    scripts = {
+        "worker:0": [Script(lines=["step 1", "ValueError: bad batch"], exit=1, delay=0.05), Script()],
+        "worker:1": [Script(lines=["step 1"], exit=None, on_sigint=INTERRUPTED), Script()],
+    }
+    outcome, _, printed, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=1), scripts)
+    assert outcome.exit_code == 0
+    assert notices == [
+        "what worker:1 printed while tpuctl stopped it is in the log only",
+        "worker:0 failed (exit status 1): uncaught Python exception: ValueError: bad batch; restarting all workers (attempt 2/2)",
+    ]
+    assert not any("KeyboardInterrupt" in line or "Traceback" in line for line in printed)
+    assert (tmp_path / "attempt-1" / "worker-1.log").read_text() == "step 1\n" + "\n".join(INTERRUPTED) + "\n"
+
+
+
+def test_the_coordination_service_lost_after_the_first_task_ended_well_is_folded(tmp_path: Path) -> None:
+    """worker:1's last lines of a real 2-worker run whose worker:0 had finished (tests/data/tf_console/)."""
+    lines = (ROOT / "tests" / "data" / "tf_console" / "shutdown_after_leader.log").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "Failed to send RPC to coordination service" in line)
+    scripts = {"worker:0": [Script(lines=["done"])], "worker:1": [Script(late_lines=lines[start : start + 4], delay=0.5)]}
+    fold = Fold(verbose=False)
+    outcome, _, printed, _ = supervise(tmp_path, Job("train.py", workers=2), scripts, fold)
+    assert outcome.exit_code == 0
+    assert [line for line in printed if line.startswith("[worker:1]")] == ["[worker:1] done"]
+    assert fold.shutdown_note() is not None
+    assert "Failed to send RPC" in (tmp_path / "attempt-1" / "worker-1.log").read_text()

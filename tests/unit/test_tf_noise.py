@@ -107,3 +107,16 @@ def test_only_a_cxx_source_makes_a_line_tensorflows() -> None:
     assert not is_noise("I1123 12:00:00.123456 140231 session.py:42] hello")  # absl-py: the user's logging
     assert is_noise("I1123 12:00:00.123456 140231 session.cc:42]")  # an empty INFO message is still INFO
     assert not is_noise("Ithis is not 1123 a prefix.cc:1] at all")
+
+
+def test_losing_the_coordination_service_after_the_first_task_ended_is_folded_and_explained() -> None:
+    """worker:1 of a 2-worker run whose worker:0 finished 15 s earlier (scripts/mw_exit.py; the run succeeded)."""
+    lines = (DATA / "shutdown_after_leader.log").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if "Failed to send RPC to coordination service" in line)
+    fold = Fold(verbose=False)
+    assert [fold.hides_after_leader(line) for line in lines[start : start + 4]] == [True, True, True, False]
+    assert lines[start + 3] == "done"
+    note = fold.shutdown_note()
+    assert note is not None and note.startswith('3 TensorFlow error line(s) folded ("Failed to send RPC to coordination service"')
+    assert Fold(verbose=True).hides_after_leader(lines[start]) is False
+    assert Fold(verbose=False).shutdown_note() is None

@@ -23,9 +23,9 @@ def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
     finally:
         if side is not None:
             side.stop()
-    folded = fold.note()
-    if folded is not None:
-        context.notice(folded)
+    for folded in (fold.note(), fold.shutdown_note()):
+        if folded is not None:
+            context.notice(folded)
     if side is not None:
         for line in side.finish():
             context.notice(line)

@@ -80,6 +80,8 @@ class _Attempt:
     ready: set[int] = field(default_factory=set)
     exited: dict[int, tuple[int, float]] = field(default_factory=dict)
     clock: ProgressClock = field(default_factory=ProgressClock)
+    stopping: bool = False  # tpuctl is stopping the workers: what they print now (KeyboardInterrupt tracebacks) is not news
+    quieted: set[int] = field(default_factory=set)  # workers whose lines went to their logs only meanwhile
 
 
 class Supervisor:
@@ -137,7 +139,8 @@ class Supervisor:
                 if restarts == job.max_restarts:
                     break
                 restarts += 1
-                self.notice(f"{failure.worker} failed ({failure.status}); restarting all workers (attempt {attempt + 1}/{job.attempts + preemptions})")
+                why = f": {failure.cause.summary}" if failure.cause is not None and failure.cause.kind != cause.EXIT else ""
+                self.notice(f"{failure.worker} failed ({failure.status}){why}; restarting all workers (attempt {attempt + 1}/{job.attempts + preemptions})")
         outcome.elapsed_s = time.monotonic() - started
         outcome.notes.extend(self.notes)
         return outcome
@@ -221,7 +224,7 @@ class Supervisor:
             pump = threading.Thread(
                 target=logs.pump,
                 args=(handle.output, prefix, self.writer, log_path, tail),
-                kwargs={"warn": self._log_warning, "hide": self._line_filter(run)},
+                kwargs={"warn": self._log_warning, "hide": self._line_filter(run, position)},
                 daemon=True,
             )
             pump.start()
@@ -229,13 +232,20 @@ class Supervisor:
             threading.Thread(target=self._read_messages, args=(attempt, position, handle), daemon=True).start()
             threading.Thread(target=self._wait_exit, args=(attempt, position, handle, pump), daemon=True).start()
 
-    def _line_filter(self, run: _Attempt) -> Callable[[str], bool]:
-        """Every line a worker prints passes here: it is progress (--hang-timeout), and TensorFlow's
-        start-up chatter stays out of the console (tpuctl/launch/tf_noise.py)."""
+    def _line_filter(self, run: _Attempt, position: int) -> Callable[[str], bool]:
+        """Every line a worker prints passes here: it is progress (--hang-timeout), TensorFlow's
+        start-up chatter stays out of the console (tpuctl/launch/tf_noise.py), and so does what a
+        worker prints once tpuctl is stopping it (its KeyboardInterrupt traceback from tpuctl's
+        SIGINT): the cause is elsewhere, and its log keeps every line."""
         fold = self.fold
 
         def hide(line: str) -> bool:
             run.clock.touch()
+            if run.stopping and position not in run.exited:
+                run.quieted.add(position)
+                return True
+            if fold is not None and position != 0 and run.exited.get(0, (None, 0.0))[0] == 0 and fold.hides_after_leader(line):
+                return True  # the first task (TF's coordination service) ended well; the others lose it as they end
             return fold is not None and fold.hides(line)
 
         return hide
@@ -366,6 +376,7 @@ class Supervisor:
         children that left it) and exits; then SIGKILL every group regardless, for a worker that
         has no reaper (another --python's wrapper, a platform without one)."""
         running = [p for p in range(len(run.handles)) if p not in run.exited]
+        run.stopping = True
         for p in running:
             run.handles[p].signal(signal.SIGINT)
         self._await_exits(run, running, STOP_GRACE_S)
@@ -375,6 +386,9 @@ class Supervisor:
         self._await_exits(run, running, REAP_S)
         for handle in run.handles:
             handle.signal(signal.SIGKILL)
+        if run.quieted:
+            names = ", ".join(run.handles[p].spec.name for p in sorted(run.quieted))
+            self.notice(f"what {names} printed while tpuctl stopped {'it' if len(run.quieted) == 1 else 'them'} is in the log only")
 
     def _await_exits(self, run: _Attempt, positions: list[int], patience: float) -> None:
         """Wait up to `patience` seconds for these workers to exit; a second Ctrl-C cuts it short."""

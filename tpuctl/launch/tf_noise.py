@@ -76,6 +76,13 @@ _BARE_NOISE = re.compile(
 _ANNOUNCES = re.compile(r"Example stragglers:\s*$")
 _FOLLOW_UP = re.compile(r"/job:[^/\s]+/replica:\d+/task:\d+")
 
+# A task that outlives the first worker (which runs the coordination service) loses it at shutdown:
+# "E0000 … base_collective_executor.cc:252] BaseCollectiveExecutor::StartAbort UNAVAILABLE: Failed to
+# send RPC to coordination service. …", then gRPC's detail on two lines of its own
+# (tests/data/tf_console/shutdown_after_leader.log). Noise only once that worker has ended well.
+_LEADER_GONE = re.compile(r"Failed to send RPC to coordination service")
+_GRPC_DETAIL = re.compile(r"Additional GRPC error information from remote target .*|:?UNKNOWN:Error received from peer .*")
+
 
 class Fold:
     """Decides, line by line, what of a worker's output the console skips; counts what it skipped.
@@ -88,6 +95,7 @@ class Fold:
     def __init__(self, verbose: bool) -> None:
         self.verbose = verbose
         self._folded = 0
+        self._after_leader = 0
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -102,6 +110,31 @@ class Fold:
             with self._lock:
                 self._folded += 1
         return hidden
+
+    def hides_after_leader(self, line: str) -> bool:
+        """True for TensorFlow's complaint that the coordination service is gone, and gRPC's detail
+        lines after it; the caller asks only once the worker running that service ended with status 0.
+        Counted apart: `shutdown_note` explains it."""
+        if self.verbose:
+            return False
+        detail = getattr(self._local, "leader_gone", False) and _GRPC_DETAIL.fullmatch(line) is not None
+        gone = detail or (_LEADER_GONE.search(line) is not None and (_ABSL.fullmatch(line) or _TF_OLD.fullmatch(line)) is not None)
+        self._local.leader_gone = gone
+        if gone:
+            with self._lock:
+                self._after_leader += 1
+        return gone
+
+    def shutdown_note(self) -> str | None:
+        """One line for the end of a run whose later tasks lost the coordination service as the first task finished."""
+        with self._lock:
+            count = self._after_leader
+        if count == 0:
+            return None
+        return (
+            f"{count} TensorFlow error line(s) folded (\"Failed to send RPC to coordination service\" and its detail): they came after "
+            "the first task, which runs TensorFlow's coordination service, had ended well; tasks that outlive it say so at shutdown (in the log files)"
+        )
 
     @property
     def folded(self) -> int:
