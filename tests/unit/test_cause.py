@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tpuctl.launch import cause, logs
 from tpuctl.launch.cause import Cause, classify
-from tpuctl.launch.outcome import Failure, JobRef, Outcome, summarise
+from tpuctl.launch.outcome import Failure, JobRef, Outcome, summarise, tasks
 from tpuctl.launch.tf_noise import Fold
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
@@ -380,7 +380,7 @@ def test_the_json_outcome_carries_the_cause() -> None:
 
 def summary_lines(outcome: Outcome) -> list[str]:
     lines: list[str] = []
-    summarise(outcome, 2, Path("/logs"), lambda line: lines.append(f"tpuctl: {line}"), lines.append)
+    summarise(outcome, tasks(2), Path("/logs"), lambda line: lines.append(f"tpuctl: {line}"), lines.append)
     return lines
 
 
@@ -475,3 +475,11 @@ def test_known_errors_say_their_fix(name: str, start: str, fix: str, tmp_path: P
 def test_an_error_the_runtime_reported_itself_is_the_cause() -> None:
     tail = ["tpuctl: error: " + cause.NO_TPU]
     assert classify(1, tail) == Cause(cause.EXIT, f"exit status 1: {cause.NO_TPU}")
+
+
+def test_a_parameter_server_run_ends_counting_as_it_started() -> None:
+    """`launching 2 worker(s)` at the start; the end once said "5 worker(s)", chief and ps counted as workers."""
+    lines: list[str] = []
+    summarise(Outcome(0, 1, 4.0), tasks(2, ps=2), Path("/logs"), lines.append, lines.append)
+    assert lines == ["2 worker(s), a chief and 2 ps finished in 4.0s (attempt 1); logs: /logs"]
+    assert tasks(2) == "2 worker(s)"

@@ -83,7 +83,7 @@ def test_a_report_with_a_failed_check_is_shown_and_named_at_the_end(tmp_path: Pa
     report = rehearsal_report.read(path)
     assert report == REPORT
     lines: list[str] = []
-    summarise(Outcome(1, 1, 3.0, rehearsal=report), 1, tmp_path, lambda line: lines.append("tpuctl: " + line), lines.append)
+    summarise(Outcome(1, 1, 3.0, rehearsal=report), "1 worker(s)", tmp_path, lambda line: lines.append("tpuctl: " + line), lines.append)
     assert lines[:3] == [
         "tpuctl: rehearsal of v2-8: 8 replicas; rehearsed as one process, one virtual CPU per replica",
         "tpuctl:   batch: 100 global",

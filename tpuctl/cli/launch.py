@@ -12,7 +12,7 @@ from click.core import ParameterSource
 
 from tpuctl.launch.option_fields import click_options
 from tpuctl.launch.options import CONFIG_KEYS, Launch, LaunchOptions, execute, prepare
-from tpuctl.launch.outcome import summarise
+from tpuctl.launch.outcome import summarise, tasks
 from tpuctl.launch.runner import BACKENDS, backend_module
 
 __all__ = ["CONFIG_KEYS", "launch"]  # CONFIG_KEYS: the [launch] keys a config file may set (read by tpuctl.cli)
@@ -57,5 +57,6 @@ def _run(prepared: Launch) -> int:
     if as_json:
         click.echo(json.dumps(outcome.to_json(backend=prepared.runner.name, run_id=prepared.run_id, log_dir=prepared.log_dir)))
     else:
-        summarise(outcome, prepared.job.processes, prepared.log_dir, say, lambda line: click.echo(line, err=True))
+        job = prepared.job
+        summarise(outcome, tasks(job.workers, job.ps if job.parameter_server else None), prepared.log_dir, say, lambda line: click.echo(line, err=True))
     return outcome.exit_code

@@ -111,10 +111,18 @@ def describe_returncode(returncode: int) -> tuple[str, int]:
     return f"exit status {returncode}", returncode
 
 
-def summarise(outcome: Outcome, workers: int, log_dir: Path, say: Callable[[str], None], show: Callable[[str], None]) -> None:
-    """The end-of-launch lines for a person: `say` prefixes a line with `tpuctl:`, `show` prints it as is."""
+def tasks(workers: int, ps: int | None = None) -> str:
+    """The processes of a launch by role, counted as `launching N worker(s)` counted them: a
+    parameter-server run (`ps` not None) has a chief and its ps tasks beside the workers."""
+    return f"{workers} worker(s)" if ps is None else f"{workers} worker(s), a chief and {ps} ps"
+
+
+def summarise(outcome: Outcome, subject: str, log_dir: Path, say: Callable[[str], None], show: Callable[[str], None]) -> None:
+    """The end-of-launch lines for a person: `say` prefixes a line with `tpuctl:`, `show` prints it as is.
+
+    `subject`: what ran, as `tasks()` words it (a cluster's job names itself instead)."""
     failure, job = outcome.failure, outcome.job
-    subject = f"{job.kind} {job.name}" if job else f"{workers} worker(s)"
+    subject = f"{job.kind} {job.name}" if job else subject
     after = f", after {outcome.preemptions} preemption(s)" if outcome.preemptions else ""
     rehearsed = None
     if outcome.rehearsal is not None:
