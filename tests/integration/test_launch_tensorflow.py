@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS, run_tpuctl
+from tests.conftest import ROOT, SCRIPTS, run_tpuctl, tpuctl_cmd
 
 pytestmark = pytest.mark.tf
 
@@ -121,3 +123,31 @@ def test_multi_worker_without_tf_keras_fails_before_training(tmp_path: Path) -> 
     result = launch()
     assert "tf-keras" not in result.stdout
     assert "stand-in TensorFlow imported, TF_USE_LEGACY_KERAS=None" in result.stdout
+
+
+def test_a_peer_frozen_by_sigstop_is_named_as_stopped_not_as_holding_the_cause(tmp_path: Path) -> None:
+    """Its log is empty after the freeze: the cause says what tpuctl sees (process state T), TF's heartbeats aside."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    launch = subprocess.Popen(
+        [*tpuctl_cmd("launch", str(SCRIPTS / "mw_steps_pid.py"), "--workers", "2", "--log-dir", str(tmp_path / "logs"))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PID_DIR": str(pids)},
+    )
+    frozen: int | None = None
+    try:
+        assert launch.stdout is not None
+        for line in launch.stdout:
+            if line.startswith("[worker:1] step 3"):
+                frozen = int((pids / "1").read_text())
+                os.kill(frozen, signal.SIGSTOP)
+                break
+        out, err = launch.communicate(timeout=120)
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+        if frozen is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(frozen, signal.SIGKILL)
+    assert frozen is not None and launch.returncode != 0, err
+    assert "tpuctl: cause: peer lost: worker:1 is stopped (process state T: SIGSTOP or Ctrl-Z)" in err, err
+    assert "holds the root cause" not in err

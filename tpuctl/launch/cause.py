@@ -117,6 +117,16 @@ def never_started(workers: list[str], seconds: float) -> Cause:
     return Cause(NEVER_STARTED, f"never started: {who} did not start within {seconds:g}s (--start-timeout)")
 
 
+def stopped(workers: list[str]) -> Cause:
+    """Peers that are stopped (SIGSTOP, Ctrl-Z): they stopped sending heartbeats and print nothing, so their logs say nothing."""
+    who, verb = " and ".join(workers), "is" if len(workers) == 1 else "are"
+    return Cause(
+        PEER_LOST,
+        f"peer lost: {who} {verb} stopped (process state T: SIGSTOP or Ctrl-Z) and stopped answering TensorFlow's heartbeats; "
+        "its log says nothing after that (`kill -CONT` resumes a stopped process)",
+    )
+
+
 def hang(seconds: float, differing: list[str]) -> Cause:
     """No progress for `seconds`; `differing`: the workers whose stacks differ from the rest (may be none)."""
     verb = "differs" if len(differing) == 1 else "differ"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import signal
 import threading
@@ -348,6 +349,12 @@ class Supervisor:
         explained = explain(returncode) if explain is not None else None
         ended = run.exited.get(position, (returncode, time.monotonic()))[1]
         tail = list(run.tails[position])
+        found = cause.Cause(cause.EXIT, explained) if explained else cause.classify(returncode, tail)
+        if found.kind == cause.PEER_LOST:
+            # A peer frozen by SIGSTOP (Ctrl-Z, a debugger) prints nothing: its log cannot hold the root cause, its state can.
+            frozen = [h.spec.name for p, h in enumerate(run.handles) if p != position and p not in run.exited and _stopped(h)]
+            if frozen:
+                found = cause.stopped(frozen)
         return Failure(
             worker=spec.name,
             host=spec.host,
@@ -357,7 +364,7 @@ class Supervisor:
             tail=tail,
             log=self._log_path(run, spec),
             # The first failure comes before tpuctl stops anyone: a SIGKILL in it was never tpuctl's.
-            cause=cause.Cause(cause.EXIT, explained) if explained else cause.classify(returncode, tail),
+            cause=found,
         )
 
     def _start_timeout(self, run: _Attempt, start_timeout: float) -> Outcome:
@@ -404,6 +411,30 @@ class Supervisor:
             if kind == "exit" and attempt == run.plan.attempt:
                 assert isinstance(value, int)
                 run.exited[position] = (value, time.monotonic())
+
+
+def _stopped(handle: Handle) -> bool:
+    """A local worker with a process in state T (stopped: SIGSTOP, SIGTSTP) in its process group,
+    which is its process's id. Where tpuctl cannot look (ssh: the process is on another host), False."""
+    proc = getattr(handle, "proc", None)
+    group = getattr(proc, "pid", None)
+    if not isinstance(group, int):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if len(fields) > 2 and fields[0] in (b"T", b"t") and fields[2] == str(group).encode():
+            return True
+    return False
 
 
 def _preempted(failure: Failure) -> bool:
