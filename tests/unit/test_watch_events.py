@@ -18,14 +18,26 @@ floats = st.floats(width=32, allow_nan=False)
 
 @st.composite
 def events(draw: st.DrawFn) -> tuple[bytes, list[tuple[str, int, float]]]:
-    """One serialized event and the scalars it holds, in the layouts TF, Keras and TF1 write."""
+    """One serialized event and the scalars it holds, in the layouts TF, Keras and TF1 write: "tf2" as
+    tf.summary.scalar and Keras' callback (the plugin named in every event), "tensorboard" as
+    tensorboard.summary.Writer (a data class, the value in float_val), the rest as older writers."""
     step = draw(st.one_of(st.just(0), st.integers(0, 200), st.integers(0, 2**40)))
-    layout = draw(st.sampled_from(["content", "content+shape", "float_val", "double", "int64", "simple", "image", "text", "two"]))
+    layout = draw(st.sampled_from(["tf2", "tensorboard", "content", "content+shape", "float_val", "double", "int64", "simple", "image", "text", "two"]))
     tag = draw(tags)
     value = draw(floats)
     expected: list[tuple[str, int, float]] = []
     entries = []
-    if layout in ("content", "content+shape"):
+    if layout in ("tf2", "tensorboard"):
+        field = {"tf2": "tensor_content", "tensorboard": "float_val"}[layout]
+        tensor = tensor_pb2.TensorProto(dtype=1, **{field: struct.pack("<f", value) if field == "tensor_content" else [value]})
+        tensor.tensor_shape.SetInParent()
+        entry = summary_pb2.Summary.Value(tag=tag, tensor=tensor)
+        entry.metadata.plugin_data.plugin_name = "scalars"
+        if layout == "tensorboard":
+            entry.metadata.data_class = summary_pb2.DATA_CLASS_SCALAR
+        entries.append(entry)
+        expected.append((tag, step, value))
+    elif layout in ("content", "content+shape"):
         tensor = tensor_pb2.TensorProto(dtype=1, tensor_content=struct.pack("<f", value))
         if layout == "content+shape":
             tensor.tensor_shape.SetInParent()

@@ -176,13 +176,28 @@ def test_fuzz_seconds(text: str) -> None:
 # --- fuzz targets (benchmarks/tail_fuzz.py runs these >= 10,000 times each) -----------------
 
 
+def _real_bodies() -> list[bytes]:
+    """Every record payload of the event files TensorFlow's writers made (tests/data/tfevents):
+    scalars with their metadata, graphs, histograms, images, text."""
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "data" / "tfevents").glob("*.tfevents")):
+        found += RecordBuffer().feed(path.read_bytes())
+    return found
+
+
+REAL_BODIES = _real_bodies()
+
+
 @st.composite
 def mutated_events(draw: st.DrawFn) -> bytes:
     """Valid framing around event bodies that are real events with bytes flipped, cut or inserted:
-    the CRC checks pass, so every byte reaches the protobuf decoder."""
+    the CRC checks pass, so every byte reaches the decoders. Half are records TensorFlow wrote."""
     records = []
     for _ in range(draw(st.integers(1, 6))):
-        body = bytearray(scalar(draw(st.text(max_size=12)), draw(st.integers(0, 2**40)), draw(st.floats(width=32)))[HEADER_SIZE:-4])
+        if draw(st.booleans()):
+            body = bytearray(draw(st.sampled_from(REAL_BODIES)))
+        else:
+            body = bytearray(scalar(draw(st.text(max_size=12)), draw(st.integers(0, 2**40)), draw(st.floats(width=32)))[HEADER_SIZE:-4])
         for _ in range(draw(st.integers(0, 4))):
             at = draw(st.integers(0, max(0, len(body) - 1)))
             action = draw(st.sampled_from(["flip", "cut", "insert"]))

@@ -1,9 +1,13 @@
 """Events out of record payloads: scalars to show, everything else counted by kind.
 
-TF2's `tf.summary.scalar` stores its value as a 0-d tensor (float32 in
-`tensor_content`) and names the "scalars" plugin only in a tag's first event;
-TF1 and Keras' old paths use `simple_value`. Both are scalars here. Images,
-histograms, text, audio and other plugins are counted, not shown.
+TF2's `tf.summary.scalar` (TF 2.15 and 2.21, and Keras' TensorBoard callback,
+Keras 3 and tf-keras alike, which call it) stores its value as a 0-d tensor
+(float32 in `tensor_content`) and names the "scalars" plugin in every event, not
+only a tag's first: it is TF1's `FileWriter` that strips repeated metadata.
+TensorBoard's own `tensorboard.summary.Writer` adds a data class and stores the
+value in `float_val`. TF1 and Keras' old paths use `simple_value`. All are
+scalars here. Images, histograms, text, audio, graphs and other plugins are
+counted, not shown. As in TensorBoard, a tag's first metadata decides its plugin.
 
 This loop is the tail's hot path (benchmarks/tail_reader.py): runs of the common
 float-scalar record are recognised by their bytes a window at a time and checked
@@ -17,6 +21,7 @@ import struct
 import sys
 from array import array
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -39,21 +44,32 @@ NOT_AN_EVENT = "record is not a valid event (malformed protobuf); skipped"
 # (tag, step, value, wall_time)
 Scalar = tuple[str, int, float, float]
 
+# The metadata a float-scalar record may carry after its tensor, as the writers lay
+# it out (Summary.Value field 9): none (TF1's FileWriter after a tag's first
+# event), plugin_data{plugin_name: "scalars"} (tf.summary.scalar, TF 2.15 to 2.21,
+# in every event), and the same plus data_class: DATA_CLASS_SCALAR
+# (tensorboard.summary.Writer). b"" last: `_shape_tag` tells them apart by suffix.
+_SCALAR_METADATA = (b"J\x0b\n\t\n\x07scalars", b"J\r\n\t\n\x07scalars \x01", b"")
+_CLAIMS = _SCALAR_METADATA[:2]
+
 # A run of whole framed records each holding one TF2 float scalar, exactly as
 # TensorFlow writes them: length < 128 and its CRC, then Event{wall_time, step?,
-# summary{value{tag, tensor}}}, then the data CRC. Fields come in field-number
-# order, so the layout is fixed but for the step's varint and the tag. One
-# findall per window returns every such record as a row of groups; the final
-# `|.+` alternative swallows the rest of the window at the first record that is
-# not one, so the rows are contiguous from where the search starts and their
-# offsets follow from their lengths. Every group is checked in bulk (RunScan).
+# summary{value{tag, tensor, metadata?}}}, then the data CRC. Fields come in
+# field-number order, so the layout is fixed but for the step's varint, the tag and
+# which of `_SCALAR_METADATA` ends it. One findall per window returns every such
+# record as a row of groups; the final `|.+` alternative swallows the rest of the
+# window at the first record that is not one, so the rows are contiguous from where
+# the search starts and their offsets follow from their lengths. Every group is
+# checked in bulk (`Decoder._run`).
 _RUN = re.compile(
     rb"([\x00-\x7f]\x00{7}.{4})"  # 1 header: length, length CRC
     rb"(\x09(.{8})"  # 2 body; 3 wall_time
     rb"(?:\x10([\x80-\xff]{0,7}[\x00-\x7f]))?"  # 4 step: absent when 0; 8 bytes at most (below 2**56)
-    rb"(\x2a[\x00-\x7f]\x0a[\x00-\x7f]\x0a[\x00-\x7f].{0,113}?\x42(?:\x08\x08\x01|\x0a\x08\x01\x12\x00)\x22\x04)"  # 5 shape
-    rb"(.{4}))"  # 6 the float32 value
-    rb"(.{4})"  # 7 data CRC
+    # 5 shape: summary, value, tag, then the tensor: dtype 1, shape {} or none, 4 bytes of content or float_val
+    rb"(\x2a[\x00-\x7f]\x0a[\x00-\x7f]\x0a[\x00-\x7f].{0,113}?\x42(?:\x08\x08\x01|\x0a\x08\x01\x12\x00)[\x22\x2a]\x04)"
+    rb"(.{4})"  # 6 the float32 value
+    rb"(J\x0b\n\t\n\x07scalars|J\r\n\t\n\x07scalars \x01)?)"  # 7 metadata (_SCALAR_METADATA)
+    rb"(.{4})"  # 8 data CRC
     rb"|.+",
     re.S,
 )
@@ -61,18 +77,22 @@ _RUN = re.compile(
 _HEADERS = tuple(struct.pack("<QI", n, masked_crc(struct.pack("<Q", n))) if n < 128 else b"" for n in range(256))
 # Bytes scanned per findall: bounds the rows held at once and what a resync makes us scan again.
 WINDOW = 256 << 10
-_TENSOR_HEADS = {b"\x42\x08\x08\x01\x22\x04": 8, b"\x42\x0a\x08\x01\x12\x00\x22\x04": 10}
+# A shape group's tensor head -> the tensor's length: tensor_content (\x22) or packed float_val (\x2a).
+_TENSOR_HEADS = {b"\x42\x08\x08\x01" + field + b"\x04": 8 for field in (b"\x22", b"\x2a")} | {
+    b"\x42\x0a\x08\x01\x12\x00" + field + b"\x04": 10 for field in (b"\x22", b"\x2a")
+}
 
 
 @dataclass
 class Decoder:
-    """Per file: remembers tags of other plugins, which TF names only in a tag's first event."""
+    """Per file: remembers each tag's plugin, from its first metadata (TF1 writes it only there)."""
 
     plugins: dict[str, str] = field(default_factory=dict)
     not_scalars: set[str] = field(default_factory=set)  # tags another plugin claimed
     others: Counter[str] = field(default_factory=Counter)
     undecodable: int = 0
-    _shapes: dict[bytes, str] = field(default_factory=dict)  # a run's shape group -> tag ("" if not a scalar's)
+    fast: int = 0  # records taken by the bulk path (`_run`): how tests tell it met a writer's layout
+    _shapes: dict[bytes, str] = field(default_factory=dict)  # a row's shape + metadata groups -> tag ("" if not a scalar's)
 
     def scan(self, buffer: RecordBuffer, chunk: bytes) -> tuple[list[Scalar], int]:
         """Frame and decode a chunk in one pass: (scalars, records). The tail's hot loop.
@@ -106,10 +126,12 @@ class Decoder:
         a record of another kind starts there, records taken).
 
         A row is taken only if its header is the one its body's length has (length
-        and length CRC), its data CRC holds and its shape names a scalar tag with
-        consistent nested lengths (`_shape_tag`); all rows pass in the common case,
+        and length CRC), its data CRC holds and its shape and metadata name a scalar
+        tag with consistent nested lengths (`_shape_tag`); all rows pass in the common case,
         checked by comparing whole lists. Otherwise rows are taken one by one, and a
-        failing row goes through `_slow`, which reports it exactly as before.
+        failing row goes through `_slow`, which reports it exactly as before; a tag it
+        gives another plugin clears the cache, so later rows are looked up again. Rows
+        with scalars metadata claim their tag when taken, in file order (`_claim`).
         """
         rows = _RUN.findall(data, pos, stop)
         gap = bool(rows) and not rows[-1][0]
@@ -117,26 +139,34 @@ class Decoder:
             rows.pop()
         if not rows:
             return pos, gap, 0
-        headers, bodies, walls, steps, shapes, values, footers = zip(*rows, strict=True)
+        headers, bodies, walls, steps, shapes, values, metadata, footers = zip(*rows, strict=True)
         sizes = list(map(len, bodies))
         masked = _masked_crcs(bodies)
         sums = array("Q", array("I", b"".join(footers)))
         if _SWAP:
             sums.byteswap()
-        distinct = set(shapes)
-        for shape in distinct.difference(self._shapes):  # each new one once, not per row
-            self._shape_tag(shape)
-        tags = list(map(self._shapes.__getitem__, shapes))
+        keys = list(map(bytes.__add__, shapes, metadata))  # a record's nested lengths count its metadata
+        distinct = set(keys)
+        for key in distinct.difference(self._shapes):  # each new one once, not per row
+            self._shape_tag(key)
         numbers = _steps(steps)
         if masked == sums and tuple(map(_HEADERS.__getitem__, sizes)) == headers and all(map(self._shapes.__getitem__, distinct)):
-            scalars += zip(tags, numbers, _numbers("f", values), _numbers("d", walls), strict=True)
+            scalars += zip(map(self._shapes.__getitem__, keys), numbers, _numbers("f", values), _numbers("d", walls), strict=True)
+            self._claim(distinct)
+            self.fast += len(rows)
             return pos + sum(sizes) + (HEADER_SIZE + FOOTER_SIZE) * len(rows), gap, len(rows)
         taken = 0
         for index, size in enumerate(sizes):
             after = pos + HEADER_SIZE + size + FOOTER_SIZE
-            if masked[index] == sums[index] and headers[index] == _HEADERS[size] and tags[index]:
-                scalars.append((tags[index], numbers[index], _FLOAT.unpack(values[index])[0], _DOUBLE.unpack(walls[index])[0]))
+            key = keys[index]
+            tag = self._shapes.get(key)
+            if tag is None:  # a record read by `_slow` gave a tag another plugin
+                tag = self._shape_tag(key)
+            if masked[index] == sums[index] and headers[index] == _HEADERS[size] and tag:
+                scalars.append((tag, numbers[index], _FLOAT.unpack(values[index])[0], _DOUBLE.unpack(walls[index])[0]))
+                self._claim((key,))
                 pos, taken = after, taken + 1
+                self.fast += 1
                 continue
             resume, counted = self._slow(data, pos, buffer, base, scalars)
             taken += counted
@@ -205,22 +235,36 @@ class Decoder:
         return scalars
 
     def _learn(self, tag: str, metadata: bytes) -> None:
+        """A tag's plugin, from its first metadata only, as TensorBoard's EventAccumulator keeps it:
+        TF2 repeats the metadata in every event, and parsing it again would decide nothing."""
+        if tag in self.plugins:
+            return
         plugin = SummaryMetadata.FromString(metadata).plugin_data.plugin_name
         self.plugins[tag] = plugin
         if plugin not in _SCALAR_PLUGINS:
             self.not_scalars.add(tag)
             self._shapes.clear()
 
-    def _shape_tag(self, shape: bytes) -> str:
-        """The tag in a run's shape group (`summary{value{tag, tensor head}}` around the tag), or ""
-        when its plugin is not scalars or its nested lengths are not those of exactly that layout
-        (then protobuf decides what it is). Checked once per distinct tag, then cached."""
+    def _shape_tag(self, key: bytes) -> str:
+        """The tag in a row's shape and metadata groups (`summary{value{tag, tensor head}}` around
+        the tag, then one of `_SCALAR_METADATA`), or "" when its plugin is not scalars or its nested
+        lengths are not those of exactly that layout (then protobuf decides what it is). Checked
+        once per distinct tag and metadata, then cached."""
+        metadata = next(suffix for suffix in _SCALAR_METADATA if key.endswith(suffix))
+        shape = key[: len(key) - len(metadata)]
         size = shape[5]
         head = _TENSOR_HEADS.get(shape[6 + size :])
-        ok = head is not None and shape[3] == size + head + 4 and shape[1] == shape[3] + 2
-        tag = shape[6 : 6 + size].decode("utf-8", "replace") if ok else ""
-        self._shapes[shape] = name = "" if tag in self.not_scalars else tag
+        ok = head is not None and shape[3] == size + head + 4 + len(metadata) and shape[1] == shape[3] + 2
+        tag = _utf8(shape[6 : 6 + size]) if ok else ""
+        self._shapes[key] = name = "" if tag in self.not_scalars else tag
         return name
+
+    def _claim(self, taken: Iterable[bytes]) -> None:
+        """Taken rows whose metadata names the scalars plugin give a new tag to it, as `_learn`
+        does for the same record on the general path (a tag's first metadata decides)."""
+        for key in taken:
+            if key.endswith(_CLAIMS):
+                self.plugins.setdefault(self._shapes[key], "scalars")
 
     def _other(self, value: Any, tag: str, tensor: bytes) -> float | None:
         """The slow path: simple_value, other tensor layouts, and everything that is not a scalar."""
@@ -291,11 +335,13 @@ def _numbers(typecode: str, parts: tuple[bytes, ...]) -> list[Any]:
     return numbers.tolist()
 
 
-def _varint(raw: bytes) -> int:
-    number = 0
-    for shift, byte in enumerate(raw):
-        number |= (byte & 0x7F) << (7 * shift)
-    return number
+def _utf8(raw: bytes) -> str:
+    """A tag's text, or "" when it is not UTF-8: protobuf refuses such a string field, so the
+    record goes to it and is reported as it would be there."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
 
 
 def _tensor_scalar(tensor: Any) -> float | None:
