@@ -18,7 +18,9 @@ from tpuctl.watch.tailer import Tailer
 
 
 def scalar_event(tag: str, step: int, value: float, *, tf2: bool = True, plugin: str = "") -> bytes:
-    """An event as TensorFlow/TensorBoard serialize it (TensorBoard's own protos, not ours)."""
+    """An event in TensorFlow's layouts, serialized by TensorBoard's own protos (not ours). TF2's
+    writers name the plugin in every event (pass plugin="scalars"); the files they really write are
+    in tests/data/tfevents, read by `test_tail_reads_what_keras_fit_wrote`."""
     if tf2:
         tensor = tensor_pb2.TensorProto(dtype=1, tensor_content=struct.pack("<f", value))
         tensor.tensor_shape.SetInParent()
@@ -200,3 +202,23 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     row = next(line for line in text.splitlines() if " loss " in line)
     # last value 1 at step 30; 30 steps over 30 s of wall time; min 1, max 4; falling sparkline
     assert row.split() == [".", "loss", "1", "30", "1.00", "1", "4", "█▆▃▁"], row
+
+
+def test_tail_reads_what_keras_fit_wrote(tmp_path: Path) -> None:
+    """The train/ and validation/ files of a real Keras 3 fit (graph, per-batch and per-epoch scalars,
+    histograms): every scalar TensorBoard's protos find, the rest counted by plugin, no warning."""
+    from tests.unit.test_watch_real_files import DATA, expected
+
+    want: list[tuple[str, str, int, float]] = []
+    for run in ("train", "validation"):
+        data = (DATA / f"keras3-fit-{run}.tfevents").read_bytes()
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "events.out.tfevents.1795586518.host.1.v2").write_bytes(data)
+        want += [(run, tag, step, value) for tag, step, value, _ in expected(data)[0]]
+    lines, stderr, code = tail_once(tmp_path)
+    assert code == 0 and stderr == ""
+    got = [(line["run"], line["tag"], line["step"], line["value"]) for line in lines if line["kind"] == "scalar"]
+    assert got == want and any(tag == "batch_loss" for _, tag, _, _ in got) and any(tag == "epoch_loss" for _, tag, _, _ in got)
+    others = {line["tag"]: line["value"] for line in lines if line["kind"] == "other"}
+    assert others == {"graph_keras_model": 1, "histograms": 8}
+    assert not [line for line in lines if line["kind"] == "damage"]
