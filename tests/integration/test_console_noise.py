@@ -52,3 +52,13 @@ def test_deprecation_notices_name_the_scripts_line(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"WARNING:tensorflow:From {SCRIPTS / 'deprecated_strategy.py'}:4: _CollectiveAllReduceStrategyExperimental.__init__" in done.stdout
     assert "tpuctl/runtime" not in done.stdout
+
+
+def test_a_script_with_its_own_in_process_cluster_is_told_tpuctls_workers_are_not_used(tmp_path: Path) -> None:
+    done = run_tpuctl("launch", str(SCRIPTS / "ps_in_process.py"), "--workers", "1", "--log-dir", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[worker:0] variable on /job:ps/replica:0/task:0/device:CPU:0" in done.stdout
+    assert (
+        "[worker:0] tpuctl: worker:0: the script builds its own in-process cluster (line 15): it does not use the workers "
+        "tpuctl started or their TF_CONFIG; run it as one process: --workers 1 --strategy none"
+    ) in done.stdout

@@ -153,6 +153,18 @@ def script_builds_strategy(env: WorkerEnv, kind: str, script: str) -> Shape | No
     return shape if shape.own and not tpu_fallback else None
 
 
+def _note_in_process_cluster(env: WorkerEnv, script: str) -> None:
+    """A script that starts its own servers in its own process trains on those: say that tpuctl's are idle."""
+    from tpuctl.runtime import script_scan
+
+    line = script_scan.in_process_cluster(script) if env.is_chief else None
+    if line is not None:
+        say(
+            f"{env.task.name}: the script builds its own in-process cluster (line {line}): it does not use the workers "
+            "tpuctl started or their TF_CONFIG; run it as one process: --workers 1 --strategy none"
+        )
+
+
 def run_script(script: str, args: list[str]) -> None:
     """Run the script as `python SCRIPT ARGS...` would: argv intact, its directory first on sys.path."""
     sys.argv = [script, *args]
@@ -212,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
                 _serve(env, channel)
                 return
             own = script_builds_strategy(env, kind, script)
+            _note_in_process_cluster(env, script)
             choose_keras(env, kind)
             release_reserved_port()
             if kind != worker_env.REHEARSE:

@@ -238,3 +238,26 @@ def _first(shape: Shape, field: str, line: int) -> None:
     current = getattr(shape, field)
     if current is None or line < current:
         setattr(shape, field, line)
+
+
+# A cluster the script makes inside its own process (TensorFlow's parameter-server tutorial:
+# `create_in_process_cluster`, ports from portpicker, tf.distribute.Server on localhost): its
+# strategy talks to those servers, never to the workers tpuctl started.
+_IN_PROCESS = re.compile(rb"\bcreate_in_process_cluster\s*\(|\bpick_unused_port\s*\(|\bmulti_process_runner\b")
+_SERVER_CALL = re.compile(rb"\bServer\s*\(")
+_LOCALHOST = re.compile(rb"[\"']localhost:")
+
+
+def in_process_cluster(path: str) -> int | None:
+    """The line where the script builds a TensorFlow cluster of its own, in its own process; None if it does not."""
+    try:
+        with open(path, "rb") as source:
+            data = source.read(MAX_READ_BYTES)
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    found = _IN_PROCESS.search(data)
+    if found is None and _LOCALHOST.search(data):
+        found = _SERVER_CALL.search(data)  # a server on an address the script chose itself
+    return None if found is None else data.count(b"\n", 0, found.start()) + 1
