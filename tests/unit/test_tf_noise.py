@@ -120,3 +120,15 @@ def test_losing_the_coordination_service_after_the_first_task_ended_is_folded_an
     assert note is not None and note.startswith('3 TensorFlow error line(s) folded ("Failed to send RPC to coordination service"')
     assert Fold(verbose=True).hides_after_leader(lines[start]) is False
     assert Fold(verbose=False).shutdown_note() is None
+
+
+def test_a_protobuf_dump_after_a_folded_line_is_folded_with_it() -> None:
+    """A C++ INFO line that dumps a ConfigProto (~100 lines of protobuf text format) folds whole;
+    the first line that is not protobuf text is the script's again."""
+    lines = _lines("session_options_dump.txt")
+    fold = Fold(verbose=False)
+    assert [line for line in lines if not fold.hides(line)] == ["Epoch 1/2"]
+    assert fold.folded == len(lines) - 1
+    # without the folded head, the same text is the user's: a script printing a config shows it
+    unfolded = Fold(verbose=False)
+    assert not any(unfolded.hides(line) for line in lines[1:])

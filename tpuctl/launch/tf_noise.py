@@ -9,6 +9,8 @@ launched the run to see. The rule, meant to be simple enough to predict:
   ``2025-01-01 12:00:00.123456: I tensorflow/….cc:45] …``) is folded;
 - a C++ WARNING line is folded only when it is on `_KNOWN_WARNINGS`: start-up chatter that asks
   nothing of the user;
+- the un-prefixed lines that continue a folded line fold with it, while they keep the shape it
+  announced (a list of tasks, a protobuf message in text format);
 - a C++ ERROR line shows, unless it is on `_KNOWN_ERRORS`: the few errors TensorFlow prints on
   every start of a healthy run (see there); FATAL lines always show;
 - everything else shows: Python output (print, logging, warnings, tracebacks, Keras progress,
@@ -72,9 +74,14 @@ _BARE_NOISE = re.compile(
     r"|To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags\."
 )
 
-# A folded line that announces un-prefixed follow-up lines, and the shape those take.
-_ANNOUNCES = re.compile(r"Example stragglers:\s*$")
-_FOLLOW_UP = re.compile(r"/job:[^/\s]+/replica:\d+/task:\d+")
+# Folded lines that announce un-prefixed follow-up lines, each with the shape those take: the
+# coordination service's straggler list (one task a line), and a protobuf message dumped with
+# DebugString() after a label (TFRT's "SessionOptions: " + a ConfigProto, "... with config: ", some
+# 100 lines of protobuf text format: `field: value`, `message {`, `}`, indented by two).
+_FOLLOW_UPS = (
+    (re.compile(r"Example stragglers:\s*$"), re.compile(r"/job:[^/\s]+/replica:\d+/task:\d+")),
+    (re.compile(r"(?:Options|config): (?:\w+ \{|\w+: \S.*)?$"), re.compile(r"(?:  )*(?:\w+ \{|\}|\w+: \S.*)")),
+)
 
 # A task that outlives the first worker (which runs the coordination service) loses it at shutdown:
 # "E0000 … base_collective_executor.cc:252] BaseCollectiveExecutor::StartAbort UNAVAILABLE: Failed to
@@ -88,7 +95,8 @@ class Fold:
     """Decides, line by line, what of a worker's output the console skips; counts what it skipped.
 
     One Fold serves every pump of a launch (one thread per worker). The count is shared behind a
-    lock; the only per-worker state, "the line before was a folded announcement", lives in a
+    lock; the only per-worker state, "the lines before were a folded announcement" (and the shape
+    its follow-up lines take), lives in a
     thread-local, so one worker's lines never change how another's are judged.
     """
 
@@ -103,9 +111,12 @@ class Fold:
         """True when `line` (as the terminal would show it, no worker tag) stays off the console."""
         if self.verbose:
             return False
-        follow_up = getattr(self._local, "following", False) and _FOLLOW_UP.fullmatch(line) is not None
+        shape: re.Pattern[str] | None = getattr(self._local, "following", None)
+        follow_up = shape is not None and shape.fullmatch(line) is not None
         hidden = follow_up or is_noise(line)
-        self._local.following = follow_up or (hidden and _ANNOUNCES.search(line) is not None)
+        if not follow_up:
+            shape = next((then for announces, then in _FOLLOW_UPS if announces.search(line)), None) if hidden else None
+        self._local.following = shape
         if hidden:
             with self._lock:
                 self._folded += 1
