@@ -9,6 +9,7 @@ For N = 2, 8 and 32 hosts:
     tpuctl       tpuctl launch scripts/stamp.py --hosts host1,...,hostN --strategy none
                  (a fresh ControlMaster dir every run: every connection is a full handshake)
     tpuctl-warm  the same, with the previous run's ControlMasters still up (informational)
+    tpuctl-ship  tpuctl, with every host's cache emptied first: the runtime is shipped (informational)
     pdsh         pdsh -R ssh -f 32 -w host1,...,hostN PYTHON scripts/stamp.py DIR
     ssh-loop     ssh HOST PYTHON scripts/stamp.py DIR, one host after the other
 
@@ -100,6 +101,7 @@ class Subjects:
         found: dict[str, Callable[[list[str], Path], tuple[list[str], dict[str, str], Path | None]]] = {
             "tpuctl": self.tpuctl_cold,
             "tpuctl-warm": self.tpuctl_warm,
+            "tpuctl-ship": self.tpuctl_ship,
         }
         if self.pdsh:
             found["pdsh"] = self.pdsh_command
@@ -115,6 +117,12 @@ class Subjects:
     def tpuctl_cold(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
         tmp = short_tmpdir("tfc")
         return self._tpuctl(hosts, stamps), {**self.env, "TMPDIR": str(tmp)}, tmp
+
+    def tpuctl_ship(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
+        """A first launch ever: no ControlMaster, and no host has tpuctl's runtime in its cache yet."""
+        for index in range(1, len(hosts) + 1):
+            shutil.rmtree(self.cluster.cache(index) / "tpuctl", ignore_errors=True)
+        return self.tpuctl_cold(hosts, stamps)
 
     def tpuctl_warm(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
         return self._tpuctl(hosts, stamps), {**self.env, "TMPDIR": str(self.warm_tmp)}, None
@@ -265,6 +273,8 @@ def main() -> int:
             verdict(f"pdsh local CPU ({high}) / ({low})", locals_[("pdsh", high)] / locals_[("pdsh", low)], None)
     for count in counts:
         verdict(f"tpuctl-warm / tpuctl, {count} hosts", running[("tpuctl-warm", count)] / running[("tpuctl", count)], None)
+    for count in counts:
+        verdict(f"tpuctl-ship / tpuctl, {count} hosts", running[("tpuctl-ship", count)] / running[("tpuctl", count)], None)
     print(f"(medians of 'all running'; every host is this machine, so all hosts share its {os.cpu_count()} CPU(s))")
     return 0
 

@@ -71,6 +71,10 @@ class SshCluster:
     def config(self) -> Path:
         return self.folder / "ssh_config"
 
+    def cache(self, index: int) -> Path:
+        """host<index>'s XDG_CACHE_HOME (where tpuctl keeps the runtime it ships)."""
+        return self.folder / f"cache{index}"
+
     @property
     def hosts(self) -> list[str]:
         return [f"host{i}" for i in range(1, self.count + 1)]
@@ -138,6 +142,9 @@ class SshCluster:
                     "MaxStartups 200:30:400",
                     "MaxSessions 64",
                     "LogLevel ERROR",
+                    # Each "host" its own cache (tpuctl's shipped runtime), as separate machines have,
+                    # and none of it in this machine's own ~/.cache.
+                    f"SetEnv XDG_CACHE_HOME={self.cache(index)}",
                     "",
                 ]
             )

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,11 +51,33 @@ def assert_none_survive(pid_dir: Path, timeout: float = 5.0) -> None:
         raise AssertionError("survivors: " + "; ".join(describe(p) for p in pids if alive(p))) from None
 
 
+@pytest.fixture(scope="module")
+def tf_python_without_tpuctl(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A host's Python with TensorFlow and no tpuctl: a venv of the base interpreter whose .pth names this
+    venv's site-packages as a plain folder (so the .pth files there, tpuctl's editable install among
+    them, are not read)."""
+    folder = tmp_path_factory.mktemp("host-python")
+    subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv", "--without-pip", str(folder / "venv")], check=True)
+    site = folder / "venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (site / "host-tensorflow.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = str(folder / "venv" / "bin" / "python")
+    assert _importable(python, folder) == {"tpuctl": False, "tensorflow": True}
+    return python
+
+
+def _importable(python: str, cwd: Path) -> dict[str, bool]:
+    probe = "import importlib.util as u, json; print(json.dumps({m: u.find_spec(m) is not None for m in ('tpuctl', 'tensorflow')}))"
+    return dict(json.loads(subprocess.run([python, "-c", probe], cwd=cwd, capture_output=True, text=True, check=True).stdout))
+
+
 @pytest.mark.tf
-def test_two_hosts_train_in_sync_with_real_tensorflow(cluster: SshCluster, tmp_path: Path) -> None:
+def test_two_hosts_train_in_sync_with_real_tensorflow(cluster: SshCluster, tmp_path: Path, tf_python_without_tpuctl: str) -> None:
+    """The hosts' Python has TensorFlow and no tpuctl: the launch ships the runtime. (Run outside the
+    checkout: `python -m` puts the working directory first on sys.path, and a tpuctl there would do.)"""
     result = ssh_launch(
         cluster, str(SCRIPTS / "single_device_keras.py"), "--hosts", "host1,host2", "--log-dir", str(tmp_path / "logs"),
-        "--env", f"WEIGHTS_OUT={tmp_path}", "--env", "TF_CPP_MIN_LOG_LEVEL=2", timeout=120,
+        "--env", f"WEIGHTS_OUT={tmp_path}", "--env", "TF_CPP_MIN_LOG_LEVEL=2", "--python", tf_python_without_tpuctl,
+        timeout=120, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[worker:0@host1] replicas in sync: 2" in result.stdout
@@ -262,3 +285,64 @@ def test_run_everywhere_reports_each_host_and_retries_only_connections(cluster: 
     assert (own.exit_code, own.output, own.error, own.attempts) == (255, "once\n", None, 1)
     [fed] = run_everywhere(["host2"], ["cat"], options, stdin=b"to stdin\n")
     assert fed.ok and fed.output == "to stdin\n"
+
+
+# The runtime shipped to hosts whose Python has no tpuctl (issue 28, item 5).
+
+WHERE = "import os, sys, tpuctl\nprint('tpuctl from', tpuctl.__file__, 'path', os.environ.get('PYTHONPATH'), sys.argv[1:])\n"
+
+
+@pytest.fixture
+def bare_python(tmp_path: Path) -> str:
+    """A host with nothing but Python's standard library: the base interpreter under -S, so no
+    site-packages at all (no tpuctl, click, rich or google)."""
+    wrapper = tmp_path / "python3"
+    wrapper.write_text(f'#!/bin/sh\nexec {Path(sys.base_prefix) / "bin" / "python3"} -S "$@"\n')
+    wrapper.chmod(0o755)
+    probe = subprocess.run([str(wrapper), "-c", "import tpuctl"], cwd=tmp_path, capture_output=True, text=True)
+    assert "No module named 'tpuctl'" in probe.stderr
+    return str(wrapper)
+
+
+def _launch_where(cluster: SshCluster, cwd: Path, python: str) -> subprocess.CompletedProcess[str]:
+    return ssh_launch(
+        cluster, "--hosts", "host1:2,host2", "--strategy", "none", "--python", python, "--env", "PYTHONPATH=/opt/theirs",
+        "where.py", "a b", cwd=cwd, timeout=60,
+    )
+
+
+def test_a_host_without_tpuctl_gets_the_runtime_once_and_a_damaged_copy_is_replaced(cluster: SshCluster, tmp_path: Path, bare_python: str) -> None:
+    from tpuctl.launch.runtime_files import shipment
+
+    for index in (1, 2):
+        shutil.rmtree(cluster.cache(index) / "tpuctl", ignore_errors=True)  # earlier tests shipped it too
+    (tmp_path / "where.py").write_text(WHERE)
+    digest = shipment().digest
+    copies = {host: cluster.cache(index) / "tpuctl" / "runtime" / digest for index, host in ((1, "host1"), (2, "host2"))}
+
+    first = _launch_where(cluster, tmp_path, bare_python)
+    assert first.returncode == 0, first.stderr
+    assert f"tpuctl: shipped tpuctl's runtime {digest[:12]} ({len(shipment().files)} files) to host1, host2;" in first.stderr
+    for tag, host in (("worker:0@host1", "host1"), ("worker:1@host1", "host1"), ("worker:2@host2", "host2")):
+        # The shipped copy is the worker's tpuctl, ahead of the user's own PYTHONPATH.
+        assert f"[{tag}] tpuctl from {copies[host]}/tpuctl/__init__.py path {copies[host]}:/opt/theirs ['a b']" in first.stdout
+
+    second = _launch_where(cluster, tmp_path, bare_python)
+    assert second.returncode == 0, second.stderr
+    assert "shipped" not in second.stderr  # the cache is used as it is
+
+    (copies["host2"] / "tpuctl" / "errors.py").write_text("raise SystemExit('not the runtime tpuctl shipped')\n")
+    third = _launch_where(cluster, tmp_path, bare_python)
+    assert third.returncode == 0, third.stderr
+    assert "to host2 (replaced: tpuctl/errors.py differs from what was shipped);" in third.stderr
+    assert (copies["host2"] / "tpuctl" / "errors.py").read_bytes() == dict(shipment().files)["tpuctl/errors.py"]
+
+    os.chown(copies["host1"], 65534, 65534)  # someone else's: neither used nor replaced, nothing started
+    try:
+        refused = _launch_where(cluster, tmp_path, bare_python)
+    finally:
+        os.chown(copies["host1"], os.getuid(), os.getgid())
+    assert refused.returncode == 1
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [f"Error: host1: {copies['host1']} belongs to another user (uid 65534); tpuctl neither uses nor replaces it there (remove it)"]
+    assert "tpuctl from" not in refused.stdout

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tests.conftest import ROOT, run_tpuctl
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import HostEntry
+from tpuctl.launch import runtime_files
 from tpuctl.launch.ssh import options as ssh_options
 from tpuctl.launch.ssh import session, sync, wire
 from tpuctl.launch.ssh.options import SshOptions, remote_command
@@ -39,13 +40,16 @@ def test_remote_command_is_one_shell_line_that_gives_back_the_argv(argv: list[st
     assert json.loads(done.stdout) == argv
 
 
-def test_agent_source_ships_without_comments_or_backslashes() -> None:
-    assert "\\" not in session.AGENT_SOURCE and "\\" not in sync.UNTAR_SOURCE
-    assert not any(line.lstrip().startswith("#") for line in session.AGENT_SOURCE.splitlines())
-    compile(session.AGENT_SOURCE, "<agent>", "exec")
+@pytest.mark.parametrize("source", [session.AGENT_SOURCE, session.install_source()], ids=["agent", "installer"])
+def test_agent_source_ships_without_comments_or_backslashes(source: str) -> None:
+    assert "\\" not in source and "\\" not in sync.UNTAR_SOURCE
+    assert not any(line.lstrip().startswith("#") for line in source.splitlines())
+    compile(source, "<agent>", "exec")
     # A host's `python` may be old: no f-strings, variable annotations or walrus (Python's own check).
-    ast.parse(session.AGENT_SOURCE, feature_version=(3, 5))
-    assert len(session.AGENT_SOURCE) < 8000  # sent on every worker's command line
+    ast.parse(source, feature_version=(3, 5))
+    # The agent is sent on every worker's command line (the runtime cache's check included);
+    # the installer only to a host whose cache lacks the runtime.
+    assert len(source) < 13000
 
 
 # Runs the shipped agent source as the host would, minus its main: each stdin line is a packed
@@ -246,6 +250,12 @@ def test_dry_run_over_ssh_places_workers_without_connecting(tmp_path: Path) -> N
     assert config["cluster"]["worker"] == ["node-a.invalid:<port>"] * 2 + ["node-b.invalid:<port>"] * 2
     assert config["task"] == {"type": "worker", "index": 3}
     assert plan["workers"][0]["argv"][3] == "train_keras.py"  # outside the working directory: lands in --remote-dir
+    # The runtime every host gets (or has from an earlier launch), named by its digest.
+    shipment = runtime_files.shipment()
+    assert plan["runtime"]["digest"] == shipment.digest and "tpuctl/runtime/bootstrap.py" in plan["runtime"]["files"]
+    assert plan["runtime"]["folder"] == f"~/.cache/tpuctl/runtime/{shipment.digest}"
+    text = run_tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", cwd=tmp_path).stdout
+    assert f"from ~/.cache/tpuctl/runtime/{shipment.digest[:12]}… on each host (shipped where missing)" in text
 
 
 def test_explicit_workers_use_the_first_slots(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
+from tpuctl import __version__
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
 from tpuctl.launch import shared_options
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.plan import Job, Plan
     from tpuctl.launch.runner import RunContext
+    from tpuctl.launch.runtime_files import Shipment
     from tpuctl.launch.ssh.options import SshOptions
     from tpuctl.launch.ssh.placement import RemotePaths
 
@@ -220,15 +222,16 @@ class SshRunner:
             model_dir = self.paths.remote_path(os.path.abspath(model_dir))
         return replace(job, workers=workers, script=self.paths.script, model_dir=model_dir, python=job.python or sys.executable)
 
-    def dry_run(self, job: Job, run_id: str) -> Plan:
-        """The plan as it will run, with `<port>` where each host's free port will be."""
+    def dry_run(self, job: Job, run_id: str) -> ShippedPlan:
+        """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
+        from tpuctl.launch import runtime_files
         from tpuctl.launch.plan import build_plan
         from tpuctl.launch.ssh.placement import place
 
         self.ssh.check(self.entries[0].host)
         hosts = place(self.entries, job.processes)
         addresses = [format_address(host, 0).rsplit(":", 1)[0] + ":<port>" for host in hosts]
-        return build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts)
+        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), runtime_files.shipment())
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.launch.process_runner import run_supervised
@@ -264,6 +267,31 @@ class SshRunner:
         if failed:
             first = failed[0]
             raise TpuctlError(f"--cleanup failed on {first.host}: {first.error or f'exit status {first.exit_code}'}", exit_code=FAILED)
+
+
+@dataclass(frozen=True)
+class ShippedPlan:
+    """An ssh launch's dry run: the plan, and the copy of tpuctl's runtime each host gets if it lacks it."""
+
+    plan: Plan
+    runtime: Shipment
+
+    def to_json(self) -> dict[str, object]:
+        from tpuctl.launch.ssh.backend import RUNTIME_HOME
+
+        files = [name for name, _ in self.runtime.files]
+        shipped = {"digest": self.runtime.digest, "folder": RUNTIME_HOME + self.runtime.digest, "files": files, "bytes": self.runtime.size}
+        return {**self.plan.to_json(), "runtime": shipped}
+
+    def render(self) -> str:
+        from tpuctl.launch.ssh.backend import RUNTIME_HOME
+
+        *lines, last = self.plan.render().splitlines()
+        lines.append(
+            f"runtime: tpuctl {__version__}'s runtime ({len(self.runtime.files)} files, {self.runtime.size // 1024} KiB) from "
+            f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"
+        )
+        return "\n".join([*lines, last])
 
 
 def runner(options: Options) -> SshRunner:

@@ -2,7 +2,8 @@
 
 Vertex installs every `packageUris` entry with pip before it runs
 `python -m <pythonModule>`. The bundle is a source distribution holding two
-packages: tpuctl itself (the worker runtime must match this launcher) and
+packages: tpuctl's worker runtime (tpuctl/launch/runtime_files.py: the runtime and
+what it imports, as ssh hosts get it; it must match this launcher) and
 `tpuctl_job`, the script's folder as it is here, less what the ignore file
 (`.tpuctlignore`, else `.gitignore`) and the usual caches leave out. Inside
 the job, tpuctl/runtime/bundle.py finds that folder and runs the script in it.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.launch import runtime_files
 
 PACKAGE = "tpuctl_job"
 DIST = "tpuctl-job-0.0.0"
@@ -109,18 +111,6 @@ def _walk(folder: Path, patterns: list[str], skipped: list[str]) -> Iterator[tup
             yield prefix + name, path
 
 
-def _tpuctl_files() -> Iterator[tuple[str, Path]]:
-    import tpuctl
-
-    package = Path(tpuctl.__file__).parent
-    for current, dirs, files in os.walk(package):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if not name.endswith((".pyc", ".so")):
-                path = Path(current) / name
-                yield "tpuctl/" + path.relative_to(package).as_posix(), path
-
-
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(f"{DIST}/{name}")
     info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
@@ -150,13 +140,14 @@ def build(script: str) -> Bundle:
             f"{folder} holds {_size(total)} to ship, more than {_size(MAX_BYTES)} (largest: {largest})",
             hint="keep data in a bucket and list it in .tpuctlignore",
         )
-    packages = sorted(".".join(Path(name).parent.parts) for name, _ in _tpuctl_files() if name.endswith("/__init__.py"))
+    runtime = runtime_files.shipment().files  # what the job's workers import of tpuctl, as ssh hosts get it
+    packages = sorted(".".join(Path(name).parent.parts) for name, _ in runtime if name.endswith("/__init__.py"))
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
         _add(tar, "setup.py", _SETUP.format(packages=[*packages, PACKAGE]).encode())
         _add(tar, "PKG-INFO", b"Metadata-Version: 2.1\nName: tpuctl-job\nVersion: 0.0.0\n")
-        for name, path in _tpuctl_files():
-            _add(tar, name, _read(path))
+        for name, data in runtime:
+            _add(tar, name, data)
         _add(tar, f"{PACKAGE}/__init__.py", b"")
         for name, path in shipped:
             if name != "__init__.py":

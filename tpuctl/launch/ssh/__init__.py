@@ -14,6 +14,9 @@ can name a real port on every host before any training starts:
             connected at a time; connection failures retried), each agent binds
             and holds a free port on its host and says hello. An unreachable
             host fails the whole launch here, with nothing started anywhere.
+            The first agent on each host also says whether the host has this
+            tpuctl's runtime; if not, it is shipped before the host's other
+            sessions open.
   start     each agent is sent its worker's argv and environment (one hex
             line on stdin, see `wire.pack`) and starts it in a new process group,
             handing it the held port and a control socket as a local launch does.
@@ -35,5 +38,7 @@ cheap `tpuctl.launch.ssh_launch` can name them without loading them):
   session    one agent session: spawn, hello, the worker's Handle
   sync       --sync: rsync, or a tar of the changed files without it
   backend    SshBackend, the Supervisor's Backend over ssh
-  wire, agent  the remote agent's source (wire is also imported here)
+  wire, cache, agent  the remote agent's source (wire and cache are also imported here);
+             cache checks the host's copy of tpuctl's runtime, which every worker imports
+  install    sent after cache's text only to a host that lacks that copy: writes it
 """

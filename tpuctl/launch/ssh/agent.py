@@ -15,6 +15,9 @@
 #
 #   1. hello: create/enter the working directory, check the script, bind a free
 #      port and hold it, report on stderr: NONCE hello <packed port, ip, ...>.
+#      The first agent on a host also checks the host's copy of tpuctl's runtime
+#      (cache.py) and says why it cannot be used, if it cannot; tpuctl then sends
+#      a fresh copy (install.py) before any worker starts.
 #   2. read one line on stdin: <packed argv..., env...>; EOF instead = exit, nothing started.
 #   3. start the worker in its own session / process group, with the held port
 #      (worker_contract.RESERVED_FD) and a control socket (CONTROL_FD) as a local
@@ -40,7 +43,8 @@ if TYPE_CHECKING:
     import signal as _signal
     from typing import NoReturn
 
-    # At run time these come from wire.py's text, sent ahead of this file's.
+    # At run time these come from wire.py's and cache.py's text, sent ahead of this file's.
+    from tpuctl.launch.ssh.cache import runtime_problem, runtime_root
     from tpuctl.launch.ssh.wire import manifest, manifest_pairs, pack, unpack
 else:
     import _signal  # the C module: `signal` builds enums, which costs the start
@@ -115,6 +119,12 @@ def hello() -> "_socket.socket":
         if not HELLO.get("local_rsync", [""])[0] or not rsync:
             report.append(("manifest", folder))
             report += manifest_pairs(manifest(folder, HELLO.get("exclude", []))) if os.path.isdir(folder) else []
+    digest = HELLO.get("runtime", [""])[0]
+    if digest and HELLO.get("check_runtime"):
+        problem = runtime_problem(digest)
+        if problem.startswith("!"):
+            fail(problem[1:] + "; tpuctl neither uses nor replaces it there (remove it)")
+        report.append(("runtime", problem))
     say("hello", pack(report))
     return held
 
@@ -260,6 +270,11 @@ def run(held: "_socket.socket") -> int:
     if not line or not line.strip():
         return 0
     argv, env = read_job(line)
+    digest = HELLO.get("runtime", [""])[0]
+    if digest:
+        # The shipped runtime first: it wins over a tpuctl the host's Python may have installed.
+        folder = os.path.join(runtime_root(), digest)
+        env["PYTHONPATH"] = folder + ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else folder
     ours, theirs = _socket.socketpair()
     # The variables' names come in the hello, from tpuctl's one worker contract.
     env[HELLO["control_fd"][0]] = str(theirs.fileno())

@@ -14,16 +14,28 @@ import time
 from collections.abc import Callable, Sequence
 
 from tpuctl import worker_contract as contract
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.hosts import HostEntry
+from tpuctl.launch import runtime_files
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.plan import WorkerSpec
 from tpuctl.launch.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.launch.ssh.options import SSH_FAILED, SshOptions
 from tpuctl.launch.ssh.placement import RemotePaths, place
-from tpuctl.launch.ssh.session import HELLO_TIMEOUT_S, LOST_CONNECTION, Session, SshHandle, abandon, read_hello, spawn_agent
+from tpuctl.launch.ssh.session import (
+    HELLO_TIMEOUT_S,
+    LOST_CONNECTION,
+    Session,
+    SshHandle,
+    abandon,
+    install_source,
+    read_hello,
+    spawn_agent,
+)
 from tpuctl.launch.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.launch.ssh.wire import pack
+
+RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
 
 
 class HostProblem(Exception):
@@ -70,12 +82,16 @@ class SshBackend:
         self._handles: list[SshHandle] = []
         self._synced = False
         self._options_checked = threading.Lock()
+        self.runtime = runtime_files.shipment()
+        self.installed: list[tuple[str, str]] = []  # (host, why) for each host the runtime was shipped to
+        self._lock = threading.Lock()
 
     # Backend protocol ---------------------------------------------------------
 
     def reserve(self, count: int) -> list[str]:
         self._placement = place(self.entries, count)
         sessions = self._connect(self._placement)
+        self._say_installed()
         addresses = []
         self._pending = {}
         for host, session in zip(self._placement, sessions, strict=True):
@@ -149,7 +165,9 @@ class SshBackend:
     def _hello(self, first: bool) -> list[tuple[str, str]]:
         """What an agent is asked to do before it says hello; the first per host prepares the host."""
         hello = [("nonce", self.nonce), ("cwd", self.paths.workdir), ("control_fd", contract.CONTROL_FD), ("reserved_fd", contract.RESERVED_FD)]
+        hello.append(("runtime", self.runtime.digest))
         if first:
+            hello.append(("check_runtime", "1"))
             if self.sync:
                 hello += [("mkdir", self.paths.workdir), ("mkdir", self.paths.sync_dest)]
                 if not self._synced:
@@ -183,6 +201,18 @@ class SshBackend:
                 time.sleep(0.25 * 2 ** (attempt - 1))
         raise HostProblem(host, f"cannot reach {host} over ssh ({self.options.attempts} attempts): {problem}", connection=True)
 
+    def _install_runtime(self, host: str, why: str) -> None:
+        """Ship the runtime to a host whose copy is missing or unusable, before any of its workers starts:
+        one more command over the same connection, only then (the next launch finds the copy)."""
+        [result] = run_everywhere(
+            [host], [self.python, "-S", "-c", install_source(), self.runtime.digest], self.options, stdin=self.runtime.payload, timeout=120.0
+        )
+        if not result.ok:
+            said = result.error or one_line(result.output, last=True) or f"exit status {result.exit_code}"
+            raise HostProblem(host, f"{host}: cannot install tpuctl's runtime: {said}", connection=False)
+        with self._lock:
+            self.installed.append((host, why))
+
     def _check_options(self, host: str) -> None:
         """After a failed connection, once: is it our options (a usage error) rather than the host?
 
@@ -196,6 +226,8 @@ class SshBackend:
         sessions: list[Session] = []
         try:
             sessions.append(self._open(host, first=True))
+            if sessions[0].hello.runtime:
+                self._install_runtime(host, sessions[0].hello.runtime)
             if count > 1:
                 sessions += parallel(lambda _: self._open(host, first=False), range(count - 1), count - 1)
         except HostProblem as problem:
@@ -223,6 +255,19 @@ class SshBackend:
                     abandon(session.proc)
             raise launch_error(problems)
         return [opened[host].pop(0) for host in placement]
+
+    def _say_installed(self) -> None:
+        installed, self.installed = self.installed, []
+        if not installed:
+            return
+        order = {host: index for index, host in enumerate(self._placement)}
+        installed.sort(key=lambda item: order.get(item[0], 0))  # they finish in any order
+        shown = ", ".join(host if why == "missing" else f"{host} (replaced: {why})" for host, why in installed[:8])
+        more = f" and {len(installed) - 8} more" if len(installed) > 8 else ""
+        self.notice(
+            f"shipped tpuctl's runtime {self.runtime.digest[:12]} ({len(self.runtime.files)} files) to {shown}{more}; "
+            f"kept in {RUNTIME_HOME} for the next launches"
+        )
 
     def _drop_pending(self) -> None:
         pending, self._pending = self._pending, {}

@@ -39,8 +39,13 @@ def _shipped_lines(name: str) -> list[str]:
 
 
 def agent_source() -> str:
-    """The remote agent as one program: wire.py, which the launcher imports too, then agent.py."""
-    return "\n".join(_shipped_lines("wire.py") + _shipped_lines("agent.py")) + "\n"
+    """The remote agent as one program: wire.py and cache.py, which the launcher imports too, then agent.py."""
+    return "\n".join(_shipped_lines("wire.py") + _shipped_lines("cache.py") + _shipped_lines("agent.py")) + "\n"
+
+
+def install_source() -> str:
+    """The runtime installer, sent only to a host whose cache lacks this runtime: cache.py, then install.py."""
+    return "\n".join(_shipped_lines("cache.py") + _shipped_lines("install.py")) + "\n"
 
 
 AGENT_SOURCE = agent_source()
@@ -55,6 +60,7 @@ class Hello:
     hostname: str = ""
     rsync: bool = False
     manifest: dict[str, tuple[int, int]] | None = None  # sync folder's files: size, mtime (when asked for)
+    runtime: str = ""  # why the host's copy of the runtime cannot be used ("" when it can, or was not asked)
 
     @classmethod
     def parse(cls, text: str) -> Hello:
@@ -65,6 +71,8 @@ class Hello:
                 hello.port = int(value)
             elif key in ("ip", "hostname"):
                 setattr(hello, key, value)
+            elif key == "runtime":
+                hello.runtime = value
             elif key == "rsync":
                 hello.rsync = bool(value)
             elif key == "manifest":
