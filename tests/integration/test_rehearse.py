@@ -107,6 +107,12 @@ def test_each_check_flags_the_script_that_breaks_it(tmp_path: Path, defect: str,
     assert "failed" not in others.values(), others  # one defect, one finding
 
 
+def test_a_script_that_skips_the_report_is_told_nothing_was_checked(tmp_path: Path) -> None:
+    outcome, stderr = _rehearse(REHEARSE / "custom_loop.py", "v2-8", tmp_path, "--", "--steps", "1", "--hard-exit")
+    assert (outcome["exit_code"], outcome["rehearsal"]) == (0, None)
+    assert "the rehearsal wrote no report" in stderr and "nothing was checked" in stderr and "os._exit()" in stderr
+
+
 # --- TPUEstimator (TensorFlow 2.15 with tensorflow-estimator, through --python) -------------------------------
 
 

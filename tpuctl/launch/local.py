@@ -188,6 +188,11 @@ class LocalRunner:
         job = replace(job, env=(*job.env, (contract.REHEARSAL_REPORT, str(report))))
         outcome = run_supervised(LocalBackend(context.log_dir, shim), job, context)
         outcome.rehearsal = rehearsal_report.read(report)
+        if outcome.rehearsal is None and outcome.exit_code == 0:
+            context.notice(
+                f"the rehearsal wrote no report ({report} is missing or unreadable): nothing was checked; "
+                "a script that leaves through os._exit() skips the report, see the worker's log"
+            )
         if outcome.rehearsal is not None and outcome.exit_code == 0 and rehearsal_report.problems(outcome.rehearsal):
             outcome.exit_code = FAILED
         return outcome
