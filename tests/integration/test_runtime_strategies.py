@@ -104,3 +104,22 @@ def test_tpu_targets_fail_within_the_deadline(tmp_path: Path, silent_port: int) 
         assert len(errors) == 1 and words in errors[0] and detail in errors[0], result.stdout
         # TensorFlow's import (a few seconds on 2 cores) comes on top of the deadline.
         assert elapsed < timeout + 20, f"{target}: {elapsed:.1f}s"
+
+
+def test_a_keras3_custom_loop_on_simulated_devices_gets_its_lazily_created_variables_built_in_scope(tmp_path: Path) -> None:
+    """The tutorials' custom loop (a model without an input shape, Adam built by its first apply_gradients inside
+    strategy.run) on 2 replicas in one process: Keras 3 failed its first step ("You must feed a value for placeholder
+    tensor 'cond/...'"); under the default --keras it now trains, still Keras 3, and the chief says what tpuctl did."""
+    result = run_tpuctl(
+        "launch", str(SCRIPTS / "custom_loop_lazy.py"), "--simulate-devices", "2", "--model-dir", str(tmp_path / "model"),
+        "--log-dir", str(tmp_path / "logs"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (report,) = _json_line(result.stdout)
+    assert str(report.pop("keras")).startswith("3.")
+    assert report == {"replicas": 2, "steps": 2 * 512 // 64, "losses_finite": True, "replicas_in_sync": True, "checkpoint": "ckpt-2"}
+    built = "[worker:0] tpuctl: Keras 3 on 2 replicas in one process: built {} in the strategy's scope before the first step"
+    assert built.format("the layers of 'sequential'") in result.stdout
+    assert built.format("Adam's variables") in result.stdout
+    assert "keras-team/keras#19246); --keras tf-keras runs tf-keras instead" in result.stdout
+    assert "TF_USE_LEGACY_KERAS" not in result.stdout

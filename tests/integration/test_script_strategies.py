@@ -89,3 +89,18 @@ def test_a_scripts_own_tpu_connection_fails_within_the_deadline(tmp_path: Path, 
     assert "Traceback" not in result.stdout
     # TensorFlow's import (a few seconds on 2 cores) comes on top of the deadline.
     assert elapsed < timeout + 20, f"{elapsed:.1f}s"
+
+
+def test_a_script_with_its_own_in_process_parameter_server_cluster_gets_tf_keras(tmp_path: Path) -> None:
+    """TensorFlow's parameter-server tutorial in one process: its own ParameterServerStrategy on its own servers,
+    fit and a ClusterCoordinator loop with tf.keras.optimizers.legacy. One worker, default options: tpuctl saw the
+    strategy, and Keras 3 refused the legacy optimizers ("keras.optimizers.legacy is not supported")."""
+    result = run_tpuctl("launch", str(SCRIPTS / "ps_in_process_keras.py"), "--log-dir", str(tmp_path / "logs"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "[worker:0] tpuctl: tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): the script builds a ParameterServerStrategy, "
+        "whose model.fit and legacy optimizers Keras 3 does not support (the script constructs ParameterServerStrategy(...) on line 42)"
+    ) in result.stdout
+    assert "[worker:0] fit done" in result.stdout
+    assert re.search(r"\[worker:0\] Finished epoch 1, accuracy is [0-9.]+\.", result.stdout)
+    assert re.search(r"\[worker:0\] Final loss is [0-9.]+", result.stdout)

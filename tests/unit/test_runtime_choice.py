@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tpuctl.cluster import make_cluster
+from tpuctl.cluster import Task, make_cluster
 from tpuctl.errors import TpuctlError
 from tpuctl.launch.options import check_strategy_options, parse_devices
 from tpuctl.launch.plan import Job, build_plan
+from tpuctl.runtime import bootstrap, tf_version
+from tpuctl.runtime.script_scan import keras2_only, scan_file
 from tpuctl.runtime.worker_env import WorkerEnv, tpu_present
 
 TWO = make_cluster(2, ["127.0.0.1:1", "127.0.0.1:2"])
@@ -17,8 +21,6 @@ ONE = make_cluster(1, ["127.0.0.1:1"])
 
 
 def env(strategy: str = "auto", cluster: object = None, simulate: int = 0) -> WorkerEnv:
-    from tpuctl.cluster import Task
-
     return WorkerEnv(cluster=cluster, task=Task("worker", 0), strategy=strategy, scope=True, keras="auto", simulate_devices=simulate)  # type: ignore[arg-type]
 
 
@@ -93,3 +95,112 @@ def test_strategy_options_reach_every_worker_and_defaults_stay_out() -> None:
     assert {w.env["TPUCTL_TPU_TIMEOUT"] for w in plan.workers} == {"30"}
     plain = build_plan(Job(script="t.py"), ["127.0.0.1:1"], run_id="r", attempt=1).workers[0].env
     assert not {"TPUCTL_COMMUNICATION", "TPUCTL_DEVICES", "TPUCTL_SIMULATE_DEVICES", "TPUCTL_TPU_TIMEOUT"} & set(plain)
+
+
+# --- which Keras tf.keras is, for the script and the run it is (runtime/bootstrap.choose_keras) -------------------
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "integration" / "scripts"
+
+
+def _keras2_only(tmp_path: Path, source: str) -> tuple[str, int] | None:
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    return keras2_only(str(script))
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ("import tensorflow as tf\n\nopt = tf.keras.optimizers.legacy.SGD()\n", ("uses tf.keras.optimizers.legacy", 3)),
+        ("from tensorflow.keras.optimizers.legacy import Adam\n", ("uses tf.keras.optimizers.legacy", 1)),
+        # TensorFlow's own TPU guide and custom-training tutorial, at each epoch's end:
+        ("m = tf.keras.metrics.Mean()\nfor e in range(2):\n    m.reset_states()\n", ("calls reset_states()", 3)),
+        ("m = tf.keras.metrics.Mean()\nm.reset_state()\n", None),  # Keras 3's name
+        ("# reset_states() was Keras 2's; tf.keras.optimizers.legacy too\nm.reset_state()\n", None),  # a comment
+        ("lstm = tf.keras.layers.LSTM(4, stateful=True)\nlstm.reset_states()\n", None),  # a stateful RNN's: Keras 3 too
+        ('"""Not tf.keras.optimizers.legacy: m.reset_states() is gone."""\nprint(1)\n', None),  # a docstring
+        ("print('no keras at all')\n", None),
+        ("def broken(:\n    opt = tf.keras.optimizers.legacy.Adam()\n", ("uses tf.keras.optimizers.legacy", 2)),  # no syntax tree: the text
+    ],
+)
+def test_scripts_written_for_tf_keras_are_recognised(tmp_path: Path, source: str, found: tuple[str, int] | None) -> None:
+    seen = _keras2_only(tmp_path, source)
+    assert (seen if seen is None else (seen[0].split(",")[0], seen[1])) == found
+
+
+def test_the_test_scripts_are_read_as_what_they_are() -> None:
+    assert keras2_only(str(SCRIPTS / "ps_in_process_keras.py")) == ("uses tf.keras.optimizers.legacy, which Keras 3 refuses", 50)
+    assert keras2_only(str(SCRIPTS / "custom_loop_lazy.py")) is None  # Keras 3's reset_state()
+    assert keras2_only(str(SCRIPTS / "rehearse" / "tpu_guide_custom_loop.py")) is None
+    assert keras2_only(str(SCRIPTS / "no-such-script.py")) is None
+
+
+@pytest.fixture
+def tensorflow_2_21(monkeypatch: pytest.MonkeyPatch) -> Callable[[bool], None]:
+    """The workers' TensorFlow is 2.21 (tf.keras is Keras 3), with or without tf-keras beside it."""
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    monkeypatch.setattr(tf_version, "find", lambda: ("/site/tensorflow", (2, 21)))
+    real = bootstrap.importlib.util.find_spec
+
+    def pretend(tf_keras: bool) -> None:
+        monkeypatch.setattr(
+            bootstrap.importlib.util, "find_spec", lambda name, *a: (object() if tf_keras else None) if name == "tf_keras" else real(name, *a)
+        )
+
+    return pretend
+
+
+def _legacy_keras() -> str | None:
+    return os.environ.pop("TF_USE_LEGACY_KERAS", None)
+
+
+def test_a_scripts_own_parameter_server_strategy_on_one_worker_gets_tf_keras(
+    tensorflow_2_21: Callable[[bool], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    tensorflow_2_21(True)
+    script = str(SCRIPTS / "ps_in_process_keras.py")
+    bootstrap.choose_keras(env(), "auto", scan_file(script), script)
+    assert _legacy_keras() == "1"
+    said = capsys.readouterr().err
+    assert "the script builds a ParameterServerStrategy, whose model.fit and legacy optimizers Keras 3 does not support" in said
+    assert "(the script constructs ParameterServerStrategy(...) on line 42)" in said
+    # --strategy none builds nothing, and chooses all the same (tpuctl's note for in-process clusters suggests it)
+    bootstrap._choose_keras_alone(script)
+    assert _legacy_keras() == "1"
+    # without tf-keras it stops before training, as tpuctl's own parameter-server runs do
+    tensorflow_2_21(False)
+    with pytest.raises(TpuctlError, match=r"tf-keras is not installed, and Keras 3 .* does not work under ParameterServerStrategy"):
+        bootstrap.choose_keras(env(), "auto", scan_file(script), script)
+
+
+def test_a_script_written_for_tf_keras_gets_it_on_every_kind_of_run(
+    tmp_path: Path, tensorflow_2_21: Callable[[bool], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Alike on a TPU, in its rehearsal, on one device: a rehearsal decides as the TPU run will."""
+    script = tmp_path / "tpu_guide.py"
+    script.write_text("import tensorflow as tf\nloss = tf.keras.metrics.Mean()\n\nloss.reset_states()\n")
+    tensorflow_2_21(True)
+    for kind in ("tpu", "rehearse", "mirrored", "auto"):
+        bootstrap.choose_keras(env(), kind, None, str(script))
+        assert _legacy_keras() == "1", kind
+    said = capsys.readouterr().err
+    assert (
+        "tpuctl: tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): "
+        "the script calls reset_states(), which Keras 3 metrics do not have (reset_state() there) (line 4)"
+    ) in said
+    # --keras keras3 keeps Keras 3; without tf-keras Keras 3 stays too, and the chief says what the script needs
+    bootstrap.choose_keras(WorkerEnv(cluster=None, task=Task("worker", 0), strategy="auto", scope=True, keras="keras3"), "auto", None, str(script))
+    assert _legacy_keras() is None
+    tensorflow_2_21(False)
+    bootstrap.choose_keras(env(), "rehearse", None, str(script))
+    assert _legacy_keras() is None
+    assert "(line 4): it needs tf-keras; pip install tf-keras==2.21.* into the workers' environment" in capsys.readouterr().err
+
+
+def test_a_keras3_script_on_one_process_keeps_keras_3(tmp_path: Path, tensorflow_2_21: Callable[[bool], None], capsys: pytest.CaptureFixture[str]) -> None:
+    tensorflow_2_21(True)
+    for name in ("custom_loop_lazy.py", "rehearse/tpu_guide_custom_loop.py"):
+        script = str(SCRIPTS / name)
+        bootstrap.choose_keras(env(simulate=2), "rehearse", scan_file(script), script)
+        assert _legacy_keras() is None
+    assert capsys.readouterr().err == ""

@@ -41,6 +41,10 @@ PS_TF_KERAS_NOTE = (
     "parameter-server run: tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1), "
     "because Keras 3 model.fit does not support ParameterServerStrategy"
 )
+OWN_PS_TF_KERAS_NOTE = (
+    "tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): the script builds a ParameterServerStrategy, "
+    "whose model.fit and legacy optimizers Keras 3 does not support"
+)
 
 
 def say(message: str) -> None:
@@ -85,18 +89,34 @@ def release_reserved_port() -> None:
         os.close(int(fd))
 
 
-def choose_keras(env: WorkerEnv, kind: str) -> None:
+def choose_keras(env: WorkerEnv, kind: str, own: Shape | None = None, script: str | None = None) -> None:
     """Make tf.keras mean tf-keras where Keras 3 would break, before TensorFlow loads.
 
-    Only TensorFlow 2.16 and later have Keras 3 as tf.keras; the version is read
-    from the workers' own interpreter (tpuctl/runtime/tf_version.py), without
-    importing TensorFlow. Older TensorFlow keeps its own Keras 2: nothing to do.
+    Under --keras auto: for multi-worker and parameter-server runs, those the
+    script's own ParameterServerStrategy makes one (its in-process cluster as
+    TensorFlow's tutorial builds it), and scripts written for tf-keras
+    (script_scan.keras2_only), on every kind of run alike, so that a rehearsal
+    decides as the TPU run will. Only TensorFlow 2.16 and later have Keras 3 as
+    tf.keras; the version is read from the workers' own interpreter
+    (tpuctl/runtime/tf_version.py), without importing TensorFlow. Older
+    TensorFlow keeps its own Keras 2: nothing to do.
     """
     if "TF_USE_LEGACY_KERAS" in os.environ:
         return
+    if own is not None and own.strategy == "ParameterServerStrategy":
+        kind = contract.PARAMETER_SERVER
+    elif own is not None and own.strategy == "MultiWorkerMirroredStrategy" and env.num_workers > 1:
+        kind = contract.MULTI_WORKER  # --strategy none: the script's own cluster all the same
     multi = kind in (contract.MULTI_WORKER, contract.PARAMETER_SERVER)
+    written: tuple[str, int] | None = None
     if env.keras == "auto" and not multi:
-        return
+        if script is None:
+            return
+        from tpuctl.runtime import script_scan
+
+        written = script_scan.keras2_only(script)
+        if written is None:
+            return
     from tpuctl.runtime import tf_version
 
     package, version = tf_version.find()
@@ -112,10 +132,14 @@ def choose_keras(env: WorkerEnv, kind: str) -> None:
     if env.keras == "keras3":
         return
     where = "ParameterServerStrategy" if kind == contract.PARAMETER_SERVER else "MultiWorkerMirroredStrategy"
+    pin = f"tf-keras=={version[0]}.{version[1]}.*" if version else "tf-keras matching your TensorFlow version"
     if importlib.util.find_spec("tf_keras") is None:
-        pin = f"tf-keras=={version[0]}.{version[1]}.*" if version else "tf-keras matching your TensorFlow version"
         if env.keras == "tf-keras":
             raise TpuctlError("tf-keras is not installed (--keras tf-keras)", hint=f"pip install {pin} into the workers' environment")
+        if written is not None:
+            if env.is_chief:  # Keras 3 it stays: the script then fails as `python SCRIPT` would, and this says why
+                say(f"the script {written[0]} (line {written[1]}): it needs tf-keras; pip install {pin} into the workers' environment")
+            return
         raise TpuctlError(
             f"tf-keras is not installed, and Keras 3 (tf.keras in {tf_version.shown(version)}) model.fit does not work under {where}",
             hint=f"pip install {pin} into the workers' environment, "
@@ -123,7 +147,12 @@ def choose_keras(env: WorkerEnv, kind: str) -> None:
         )
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     if env.is_chief and env.keras == "auto":
-        say(PS_TF_KERAS_NOTE if kind == contract.PARAMETER_SERVER else TF_KERAS_NOTE)
+        if written is not None:
+            say(f"tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): the script {written[0]} (line {written[1]})")
+        elif own is not None and own.strategy == "ParameterServerStrategy":
+            say(f"{OWN_PS_TF_KERAS_NOTE} (the script {own.describe()})")
+        else:
+            say(PS_TF_KERAS_NOTE if kind == contract.PARAMETER_SERVER else TF_KERAS_NOTE)
 
 
 def script_builds_strategy(env: WorkerEnv, kind: str, script: str) -> Shape | None:
@@ -151,6 +180,13 @@ def script_builds_strategy(env: WorkerEnv, kind: str, script: str) -> Shape | No
     # which is all tpuctl would build there.)
     tpu_fallback = shape.strategy == "TPUStrategy" and kind not in ("tpu", "auto") and shape.graph_mode is None and not shape.estimator
     return shape if shape.own and not tpu_fallback else None
+
+
+def _choose_keras_alone(script: str) -> None:
+    """--strategy none builds nothing, yet --keras auto still chooses tf.keras for the script it is."""
+    from tpuctl.runtime import script_scan, worker_env
+
+    choose_keras(worker_env.current(), "none", script_scan.scan_file(script), script)
 
 
 def _note_in_process_cluster(env: WorkerEnv, script: str) -> None:
@@ -214,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
             raise TpuctlError(f"script not found: {script}")
         if plain:
             release_reserved_port()
+            _choose_keras_alone(script)
         else:
             from tpuctl.runtime import worker_env
 
@@ -225,7 +262,10 @@ def main(argv: list[str] | None = None) -> None:
                 return
             own = script_builds_strategy(env, kind, script)
             _note_in_process_cluster(env, script)
-            choose_keras(env, kind)
+            choose_keras(env, kind, own, script)
+            from tpuctl.runtime import keras3_replicas
+
+            keras3_replicas.watch(say if env.is_chief else None)  # Keras 3 on several replicas in one process
             release_reserved_port()
             if kind != worker_env.REHEARSE:
                 from tpuctl.runtime import tpu_connect

@@ -261,3 +261,74 @@ def in_process_cluster(path: str) -> int | None:
     if found is None and _LOCALHOST.search(data):
         found = _SERVER_CALL.search(data)  # a server on an address the script chose itself
     return None if found is None else data.count(b"\n", 0, found.start()) + 1
+
+
+# What only tf-keras (Keras 2) has, written as scripts from before Keras 3 write it (TensorFlow's own TPU guide
+# and distributed-training tutorials among them): Keras 3 refuses the legacy optimizers with an ImportError and
+# its metrics have reset_state() but no reset_states(). A stateful RNN's reset_states() is Keras 3 too: a script
+# with `stateful=True` is not judged by that call.
+LEGACY_OPTIMIZERS = "uses tf.keras.optimizers.legacy, which Keras 3 refuses"
+RESET_STATES = "calls reset_states(), which Keras 3 metrics do not have (reset_state() there)"
+_LEGACY_TEXT = re.compile(rb"\bkeras\.optimizers\.legacy\b")
+_RESET_TEXT = re.compile(rb"\.reset_states\s*\(\s*\)")
+_STATEFUL_TEXT = re.compile(rb"\bstateful\s*=\s*True\b")
+
+
+def keras2_only(path: str) -> tuple[str, int] | None:
+    """(what the script uses that Keras 3 lacks, its first line) where it was written for tf-keras; None otherwise.
+
+    Read from the syntax tree, so a docstring or comment that names these is no use of them.
+    """
+    try:
+        with open(path, "rb") as source:
+            data = source.read(MAX_READ_BYTES)
+    except OSError:
+        return None
+    if b"\0" in data or not (_LEGACY_TEXT.search(data) or _RESET_TEXT.search(data)):
+        return None
+    tree = _parse(data) if len(data) <= MAX_PARSED_BYTES else None
+    if tree is None:
+        return _keras2_in_text(data)
+    import ast
+
+    found: dict[str, int] = {}
+    stateful = False
+    for node in ast.walk(tree):
+        what = None
+        if _names_legacy_optimizers(node):
+            what = LEGACY_OPTIMIZERS
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "reset_states" and not node.args and not node.keywords:
+                what = RESET_STATES
+            stateful |= any(k.arg == "stateful" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
+        line = getattr(node, "lineno", None)
+        if what is not None and line is not None:
+            found[what] = min(found.get(what, line), line)
+    if stateful:
+        found.pop(RESET_STATES, None)
+    for what in (LEGACY_OPTIMIZERS, RESET_STATES):
+        if what in found:
+            return what, found[what]
+    return None
+
+
+def _names_legacy_optimizers(node: ast.AST) -> bool:
+    """`tf.keras.optimizers.legacy` (any prefix), or `from ...keras.optimizers[.legacy] import ...legacy...`."""
+    import ast
+
+    if isinstance(node, ast.Attribute):
+        return node.attr == "legacy" and (_dotted(node.value) or "").endswith("keras.optimizers")
+    if isinstance(node, ast.ImportFrom):
+        return any(_LEGACY_TEXT.search(f"{node.module or ''}.{alias.name}".encode()) for alias in node.names)
+    return False
+
+
+def _keras2_in_text(data: bytes) -> tuple[str, int] | None:
+    """A file Python cannot parse here: the same, searched in its text."""
+    checks = [(_LEGACY_TEXT, LEGACY_OPTIMIZERS)]
+    if not _STATEFUL_TEXT.search(data):
+        checks.append((_RESET_TEXT, RESET_STATES))
+    for pattern, what in checks:
+        if found := pattern.search(data):
+            return what, data.count(b"\n", 0, found.start()) + 1
+    return None
