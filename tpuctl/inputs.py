@@ -10,8 +10,9 @@ unless told otherwise) with the offending text shown on one line.
 
 from __future__ import annotations
 
+import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tpuctl.errors import USAGE, TpuctlError, one_line
@@ -55,28 +56,105 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
-def read_small_text(path: Path, what: str, *, limit: int = MAX_FILE_BYTES, exit_code: int = USAGE) -> str | None:
-    """The UTF-8 text of a regular file of at most `limit` bytes; None when it does not exist.
+def _open_regular(path: Path, what: str, exit_code: int) -> int | None:
+    """A descriptor on `path` once it is known to be a regular file; None when it does not exist.
 
-    A directory, a device (/dev/zero) or a FIFO is refused before it is read: the first
-    two would fill memory, the last would block forever."""
+    Opened without blocking and checked on the descriptor itself (fstat), so a FIFO cannot
+    hang the open and nothing can be swapped in between the check and the read."""
     check_text(str(path), what)
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise TpuctlError(f"cannot read {what} {path}: not a regular file", exit_code=exit_code)
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
         return None
     except OSError as err:
         raise TpuctlError(f"cannot read {what} {path}: {err.strerror or err.__class__.__name__}", exit_code=exit_code) from None
+    try:
+        kind = os.fstat(fd).st_mode
+    except OSError as err:
+        os.close(fd)
+        raise TpuctlError(f"cannot read {what} {path}: {err.strerror or err.__class__.__name__}", exit_code=exit_code) from None
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        raise TpuctlError(f"cannot read {what} {path}: not a regular file", exit_code=exit_code)
+    return fd
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to limit + 1 bytes (one more than allowed, so that "too large" can be told)."""
+    chunks: list[bytes] = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_small_bytes(path: Path, what: str, *, limit: int = MAX_FILE_BYTES, exit_code: int = USAGE) -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes; None when it does not exist.
+
+    A directory, a device (/dev/zero) or a FIFO is refused before it is read: the first
+    two would fill memory, the last would block forever."""
+    fd = _open_regular(path, what, exit_code)
+    if fd is None:
+        return None
+    try:
+        data = _read_at_most(fd, limit)
+    except OSError as err:
+        raise TpuctlError(f"cannot read {what} {path}: {err.strerror or err.__class__.__name__}", exit_code=exit_code) from None
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise TpuctlError(f"{what} {path} is larger than {limit} bytes", exit_code=exit_code)
+    return data
+
+
+def _utf8(data: bytes, what: str, exit_code: int, *, reading: bool = False) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise TpuctlError(f"{what} {path} is not UTF-8 text", exit_code=exit_code) from None
+        message = f"cannot read {what}: not UTF-8 text" if reading else f"{what} is not UTF-8 text"
+        raise TpuctlError(message, exit_code=exit_code) from None
+
+
+def read_small_text(path: Path, what: str, *, limit: int = MAX_FILE_BYTES, exit_code: int = USAGE) -> str | None:
+    """The UTF-8 text of a regular file of at most `limit` bytes; None when it does not exist."""
+    data = read_small_bytes(path, what, limit=limit, exit_code=exit_code)
+    return None if data is None else _utf8(data, f"{what} {path}", exit_code)
+
+
+def read_stream_text(read: Callable[[int], bytes | str], what: str, *, limit: int = MAX_FILE_BYTES, exit_code: int = USAGE) -> str:
+    """The UTF-8 text of an open stream (stdin, through its `read`), read no further than `limit`.
+
+    A stream has no size to check first: `< /dev/zero` or an endless pipe is cut at the
+    limit and refused, instead of growing in memory until the kernel steps in."""
+    try:
+        data = read(limit + 1)
+    except (OSError, ValueError, UnicodeDecodeError) as err:  # ValueError: a closed stream
+        reason = getattr(err, "strerror", None) or ("not UTF-8 text" if isinstance(err, UnicodeDecodeError) else str(err))
+        raise TpuctlError(f"cannot read {what}: {reason}", exit_code=exit_code) from None
+    if len(data) > limit:
+        raise TpuctlError(f"{what} holds more than {limit} bytes", exit_code=exit_code)
+    return data if isinstance(data, str) else _utf8(data, what, exit_code, reading=True)
+
+
+def tool_file(path: str, what: str, *, limit: int = MAX_FILE_BYTES) -> str:
+    """`path`, checked as a regular file of at most `limit` bytes before another tool reads it.
+
+    ssh reads its -F file with no limit of its own (`/dev/zero` grew it to 12 GB) and
+    blocks on a FIFO; the file is checked here, where the refusal can be one line."""
+    fd = _open_regular(Path(path), what, USAGE)
+    if fd is None:
+        raise TpuctlError(f"{what} {path} does not exist")
+    try:
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise TpuctlError(f"{what} {path} is larger than {limit} bytes")
+    return path
 
 
 def _children(value: object) -> Iterator[object]:

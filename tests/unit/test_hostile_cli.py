@@ -13,6 +13,7 @@ import importlib
 import os
 import resource
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -249,10 +250,10 @@ BASES: dict[str, list[str]] = {
     "tf-config": ["tf-config", "--workers", "2"],
 }
 
-# No option of tpuctl means a NUL byte: accepted silently, that is a finding.
-NEVER_VALID = ["a\x00b"]
+# No option of tpuctl means a NUL byte or an empty value: accepted silently, that is a finding.
+NEVER_VALID = ["a\x00b", "", " "]
 # Values that a number option must refuse (and a text option may or may not).
-NOT_A_NUMBER = ["", " ", "nan", "inf", "-inf", "1e300", "-1", "0x10", "²", "9" * 5000, "x" * 100_000]
+NOT_A_NUMBER = ["nan", "inf", "-inf", "1e300", "-1", "0x10", "²", "9" * 5000, "x" * 100_000]
 # Values that must end in a message or a result, never in a traceback or a hang. "\udcff" is
 # how Python hands over an argument that is not UTF-8 (the byte 0xff).
 ODD = ["\u0661\u0662", "1_000", "\x1b[2J\x1b[31mred", "a\nb", "/dev/zero", "DIR", "LOOP", "FIFO", "@/dev/zero", "{}", "-", "--", "ﬁ", "\udcff"]
@@ -399,3 +400,78 @@ def test_every_file_a_command_reads_survives_hostile_contents(cloud: GoogleStand
         if variable == "SPEC":
             path.unlink(missing_ok=True)
     _report(findings)
+
+
+# --- closed output and terminals that cannot show every character, through the real CLI ---------
+
+
+def _event_file(folder: Path) -> Path:
+    """A scalar whose tag is not ASCII, written by TensorBoard's own event writer."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(folder))
+    for step in range(2):
+        value = summary_pb2.Summary.Value(tag="lößs/€", simple_value=0.5 * step)
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary_pb2.Summary(value=[value])))
+    writer.close()
+    return folder
+
+
+def _cli(args: list[str], home: Path, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "TPUCTL_CONFIG": str(home / "user.toml"), "CLOUDSDK_CONFIG": str(home / "gcloud")}
+    env.update(kwargs.pop("env", {}))  # type: ignore[call-overload]
+    return subprocess.run([sys.executable, "-m", "tpuctl", *args], stderr=subprocess.PIPE, env=env, timeout=60, check=False, **kwargs)  # type: ignore[call-overload]
+
+
+def _one_error_line(done: subprocess.CompletedProcess[bytes], what: str) -> str:
+    err = done.stderr.decode(errors="replace")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert done.returncode == 1 and len(lines) == 1 and lines[0].startswith("Error:"), f"{what}: exit {done.returncode}, {err[-600:]!r}"
+    return lines[0]
+
+
+REPRESENTATIVE = [["--help"], ["launch", "--help"], ["tf-config", "--workers", "2"], ["launch", "train.py", "--dry-run"], ["devices", "--fast"], ["config", "show"], ["accelerators", "--help"]]
+
+
+@pytest.mark.parametrize("args", REPRESENTATIVE, ids=" ".join)
+def test_a_closed_stdout_or_a_reader_gone_is_one_line(home: Path, args: list[str]) -> None:
+    closed = _cli(args, home, stdout=None, preexec_fn=lambda: os.close(1))
+    assert "stdout is closed" in _one_error_line(closed, "stdout closed")
+    read, write = os.pipe()
+    os.close(read)  # `| head -0`: the reader is gone before the first line
+    try:
+        gone = _cli(args, home, stdout=write)
+    finally:
+        os.close(write)
+    assert "broken pipe" in _one_error_line(gone, "reader gone")
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_escapes_not_a_traceback(home: Path) -> None:
+    import pty
+
+    run = _event_file(home / "run")
+    for env in ({"PYTHONIOENCODING": "ascii"}, {"PYTHONIOENCODING": "latin-1", "LC_ALL": "C"}):
+        ours, theirs = pty.openpty()  # rich draws its table only on a terminal
+        try:
+            done = _cli(["tail", str(run), "--once"], home, stdout=theirs, env=env)
+            os.close(theirs)
+            shown = b""
+            with contextlib.suppress(OSError):
+                while chunk := os.read(ours, 65536):
+                    shown += chunk
+        finally:
+            os.close(ours)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr + shown, (env, done.stderr[-600:])
+        assert b"s/\\u20ac" in shown, shown[-600:]  # "€" as an escape, the rest of the table intact
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # an unbounded read meets MemoryError, not the OOM killer
+
+
+def test_stdin_is_read_no_further_than_the_limit(home: Path) -> None:
+    with open("/dev/zero", "rb") as zero:
+        done = _cli(["tf-config", "--check", "-"], home, stdin=zero, stdout=subprocess.PIPE, preexec_fn=_capped)
+    err = done.stderr.decode(errors="replace")
+    assert done.returncode == 2 and err.count("\n") == 1 and "stdin holds more than 1048576 bytes" in err, err[-600:]

@@ -6,10 +6,15 @@ a bare click program and never pulls in rich, google.cloud or TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
+import io
 import os
 import sys
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import click
 
@@ -43,6 +48,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 class LazyGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _closed_output():
+            return self._parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _closed_output():
+            return super().invoke(ctx)
+
+    def _parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Refuse a NUL byte in any argument before a command sees it.
 
         No real command line can carry one (argv is C strings), but a caller in this
@@ -73,12 +86,77 @@ class LazyGroup(click.Group):
             return None
         module, attr, _ = COMMANDS[cmd_name]
         command: click.Command = getattr(importlib.import_module(module), attr)
+        refuse_empty_values(command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+_GIVEN = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT, click.core.ParameterSource.DEFAULT_MAP)
+
+
+_REFUSING: weakref.WeakSet[click.Parameter] = weakref.WeakSet()  # parameters already checked (commands are imported once)
+
+
+def refuse_empty_values(command: click.Command) -> None:
+    """Every option and argument of `command` (and of its subcommands) refuses an empty value.
+
+    `--log-dir ''` or `--env ''` is a mistake (an unset shell variable, most often) that
+    would otherwise be read as "here" or "nothing" deep in the command; one rule at the
+    entry point refuses it the way any other bad value is refused. A script's or remote
+    command's own arguments (nargs=-1) are theirs: an empty one is passed on."""
+    for param in command.params:
+        if param in _REFUSING or getattr(param, "is_flag", False) or param.nargs == -1:
+            continue
+        param.callback = _refusing_empty(param.callback)
+        _REFUSING.add(param)
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            refuse_empty_values(sub)
+
+
+def _refusing_empty(inner: Callable[[click.Context, click.Parameter, Any], Any] | None) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        values = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, str) and not v.strip() for v in values) and ctx.get_parameter_source(str(param.name)) in _GIVEN:
+            shown_as = param.get_error_hint(ctx)
+            raise click.BadParameter("an empty value is not allowed", ctx=ctx, param=param, param_hint=shown_as)
+        return inner(ctx, param, value) if inner is not None else value
+
+    return check
+
+
+@contextlib.contextmanager
+def _closed_output() -> Iterator[None]:
+    """A reader that went away (`tpuctl ... | head -0`) ends the command in one line.
+
+    Raised as TpuctlError here, inside click's main, because click itself turns a broken
+    pipe into a silent exit 1. What is still buffered for the closed pipe goes to
+    /dev/null, or Python's own flush at exit would print a second error."""
+    try:
+        yield
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        raise TpuctlError("the output was closed before everything was written (broken pipe)", exit_code=FAILED) from None
+
+
+def _usable_streams() -> None:
+    """Make stdout and stderr safe to write anything to, or refuse to start.
+
+    A closed stdout (`>&-`) makes Python's sys.stdout None: click would drop every line and
+    exit 0, rich would raise. A terminal whose encoding cannot show a character
+    (PYTHONIOENCODING=ascii, a latin-1 locale) would raise UnicodeEncodeError in the middle of
+    a table: such characters are written as backslash escapes instead."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+    if sys.stdout is None:
+        raise TpuctlError("stdout is closed: nothing tpuctl prints could be seen", hint="redirect it to /dev/null to discard it", exit_code=FAILED)
 
 
 def unknown_command(name: str) -> TpuctlError:
@@ -125,12 +203,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def _print_error(message: str, hint: str | None = None) -> None:
     """One line, whatever the message quotes: a path or value with a newline, a terminal escape
     or a byte that is not UTF-8 (Python's surrogate escapes) is shown escaped."""
-    red = sys.stderr.isatty() and "NO_COLOR" not in os.environ
+    red = sys.stderr is not None and sys.stderr.isatty() and "NO_COLOR" not in os.environ
     label = "\x1b[31mError:\x1b[0m" if red else "Error:"
     line = f"{label} {one_line(message, _ERROR_CHARS)}"
     if hint:
         line += f" ({one_line(hint, _ERROR_CHARS)})"
-    click.echo(line, err=True)
+    with contextlib.suppress(OSError):  # stderr closed or its reader gone too: the exit status still says it
+        click.echo(line, err=True)
 
 
 _ERROR_CHARS = 2000  # a message quoting a 100k-character argument is cut, not printed whole
@@ -156,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = _debug_requested(args)
     try:
+        _usable_streams()
         code = cli.main(args=args, prog_name="tpuctl", standalone_mode=False)
     except TpuctlError as err:
         if debug:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -18,7 +17,7 @@ from click.core import ParameterSource
 from tpuctl.cluster import DEFAULT_PORT, ClusterSpec, Task, cluster_from_hosts, parse_task, parse_tf_config
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.hosts import MAX_TASKS, HostEntry, parse_hosts, read_hostfile
-from tpuctl.inputs import read_small_text
+from tpuctl.inputs import read_small_text, read_stream_text
 from tpuctl.launch.private_files import write_new_file
 
 # What a bare `--check` stands for. argv cannot contain NUL, so no typed value collides.
@@ -115,7 +114,7 @@ def _check_text(value: str) -> str:
             raise TpuctlError("TF_CONFIG is not set", hint="or pass it: --check JSON, --check @FILE, --check -")
         return text
     if value == "-":
-        return _read(sys.stdin.read, "stdin")
+        return _stdin_text()
     if value.startswith("@"):
         text = read_small_text(Path(value[1:]), "--check file")
         if text is None:
@@ -124,13 +123,12 @@ def _check_text(value: str) -> str:
     return value
 
 
-def _read(reader: Callable[[], str], name: str) -> str:
-    """An unreadable or non-UTF-8 input is bad input: one line, not a traceback."""
-    try:
-        return reader()
-    except (OSError, UnicodeDecodeError) as err:
-        reason = getattr(err, "strerror", None) or str(err)
-        raise TpuctlError(f"cannot read {name}: {reason}") from None
+def _stdin_text() -> str:
+    """stdin, bounded: `--check - < /dev/zero` is refused at the size limit."""
+    if sys.stdin is None:
+        raise TpuctlError("cannot read stdin: it is closed")
+    stream = getattr(sys.stdin, "buffer", sys.stdin)
+    return read_stream_text(stream.read, "stdin")
 
 
 def _summary(spec: ClusterSpec, task: Task) -> str:
