@@ -171,7 +171,7 @@ def test_a_job_name_in_use_is_refused_not_changed(kube: tuple[KubeStandin, dict[
     standin, env = kube
     first = run_tpuctl(*launch_args(tmp_path, "--job-name", "twice"), env=env, timeout=60)
     assert first.returncode == 0, first.stderr
-    again = run_tpuctl(*launch_args(tmp_path, "--job-name", "twice", "--workers", "3"), env=env, timeout=60)
+    again = run_tpuctl(*launch_args(tmp_path / "again", "--job-name", "twice", "--workers", "3"), env=env, timeout=60)  # its own --log-dir
     assert again.returncode == 1
     assert "TFJob twice already exists in namespace default" in again.stderr
     assert len(standin.created) == 1

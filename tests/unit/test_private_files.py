@@ -3,17 +3,19 @@ never wider than the file was (issue 12, Exposure)."""
 
 from __future__ import annotations
 
+import io
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_tpuctl
+from tests.conftest import ROOT, run_tpuctl, tpuctl_cmd
 from tpuctl import config
 from tpuctl.cli import main
 from tpuctl.errors import TpuctlError
-from tpuctl.launch import private_files
+from tpuctl.launch import logs, private_files
 
 NOOP = ROOT / "benchmarks" / "scripts" / "noop.py"
 
@@ -146,25 +148,101 @@ def test_a_config_write_failure_is_one_line(tmp_path: Path) -> None:
         config.update_section(blocked / "config.toml", "cloud", {"zone": "b"})
 
 
-# -- what the screen shows -----------------------------------------------------
+# -- folders of others, planted links, shared log dirs (issue 29) ------------------------------
+
+NOBODY = 65534
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user (chown) needs root")
 
 
-def test_dry_run_hides_values_of_secret_looking_variables_but_json_keeps_them(tmp_path: Path) -> None:
-    args = ("launch", str(NOOP), "--dry-run", "--env", "HF_TOKEN=hf_abcdef", "--env", "AWS_SECRET_ACCESS_KEY=wJalr", "--env", "TF_CPP_MIN_LOG_LEVEL=2")
-    shown = run_tpuctl(*args, timeout=60)
-    assert shown.returncode == 0, shown.stderr
-    assert "hf_abcdef" not in shown.stdout and "wJalr" not in shown.stdout
-    assert "HF_TOKEN='<hidden: 9 characters>'" in shown.stdout
-    assert "TF_CPP_MIN_LOG_LEVEL=2" in shown.stdout  # not a secret: shown, so the plan can still be checked
-    as_json = run_tpuctl(*args, "--json", timeout=60)
-    assert as_json.returncode == 0, as_json.stderr
-    assert "hf_abcdef" in as_json.stdout  # the exact request, for tools
+def _planted_attempt(logs: Path, victim: Path) -> None:
+    """The attack: attempt-1/ open to everyone, its worker log a link to a file of the victim's."""
+    (logs / "attempt-1").mkdir(parents=True)
+    os.chmod(logs / "attempt-1", 0o777)
+    (logs / "attempt-1" / "worker-0.log").symlink_to(victim)
+    victim.write_text("precious\n")
 
 
-@pytest.mark.parametrize(
-    ("name", "hidden"),
-    [("HF_TOKEN", True), ("WANDB_API_KEY", True), ("DB_PASSWORD", True), ("GOOGLE_APPLICATION_CREDENTIALS", True),
-     ("MY_SECRET", True), ("KEY", True), ("TF_CPP_MIN_LOG_LEVEL", False), ("KEYRING_BACKEND", False), ("BATCH_SIZE", False)],
-)
-def test_secret_looking_names(name: str, hidden: bool) -> None:
-    assert (private_files.shown_value(name, "v") != "v") is hidden
+def _refused_and_untouched(result: subprocess.CompletedProcess[str], logs: Path, victim: Path, problem: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert problem in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in logs.rglob("*")) == ["attempt-1", "worker-0.log"]  # nothing written: no plan.json, no outcome
+
+
+@AS_ROOT
+def test_a_log_dir_another_user_owns_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    logs, victim = tmp_path / "shared", tmp_path / "victim"
+    logs.mkdir()
+    _planted_attempt(logs, victim)
+    for path in (logs, logs / "attempt-1"):
+        os.chown(path, NOBODY, NOBODY)
+    os.chmod(logs, 0o777)
+    result = run_tpuctl("launch", str(NOOP), "--strategy", "none", "--env", "API_TOKEN=t0k3n", "--log-dir", str(logs), timeout=120)
+    _refused_and_untouched(result, logs, victim, f"belongs to uid {NOBODY}")
+
+
+def test_a_log_dir_other_users_can_write_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    logs, victim = tmp_path / "open", tmp_path / "victim"
+    logs.mkdir()
+    _planted_attempt(logs, victim)
+    os.chmod(logs, 0o777)
+    result = run_tpuctl("launch", str(NOOP), "--strategy", "none", "--log-dir", str(logs), timeout=120)
+    _refused_and_untouched(result, logs, victim, "is writable by other users (mode 0777)")
+
+
+@AS_ROOT
+def test_an_attempt_folder_of_another_user_is_refused(tmp_path: Path) -> None:
+    attempt = tmp_path / "attempt-1"
+    attempt.mkdir(mode=0o700)
+    os.chown(attempt, NOBODY, NOBODY)
+    with pytest.raises(TpuctlError, match=f"belongs to uid {NOBODY}") as caught:
+        private_files.private_dir(attempt)
+    assert "\n" not in str(caught.value)
+
+
+def test_tpuctls_own_folders_are_never_symlinks_but_a_users_log_dir_may_be_one_of_theirs(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (tmp_path / "attempt-1").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(TpuctlError, match="not a directory"):
+        private_files.private_dir(tmp_path / "attempt-1")
+    assert private_files.private_dir(tmp_path / "attempt-1", tighten=False) == tmp_path / "attempt-1"
+
+
+def test_a_log_file_is_never_opened_through_a_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "worker-0.log").symlink_to(victim)
+    shown = io.StringIO()
+    for append in (False, True):
+        logs.pump(io.BytesIO(b"overwrite\n"), "[w0]", logs.LineWriter(shown), tmp_path / "worker-0.log", logs.new_tail(), append=append)
+    assert victim.read_text() == "precious\n"
+    assert shown.getvalue().count("cannot write log") == 2 and shown.getvalue().count("overwrite") == 2  # the terminal still has it
+
+
+def test_a_second_launch_into_a_used_log_dir_is_refused(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    first = run_tpuctl("launch", str(NOOP), "--strategy", "none", "--log-dir", str(logs), timeout=120)
+    assert first.returncode == 0, first.stderr
+    before = (logs / "outcome.json").read_text()
+    again = run_tpuctl("launch", str(NOOP), "--strategy", "none", "--log-dir", str(logs), timeout=120)
+    assert again.returncode == 2 and f"--log-dir {logs} already holds a launch" in again.stderr, again.stderr
+    assert "pass a new --log-dir" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert (logs / "outcome.json").read_text() == before
+
+
+def test_a_log_dir_in_use_by_a_running_launch_is_refused(tmp_path: Path) -> None:
+    logs, go = tmp_path / "logs", tmp_path / "go"
+    script = tmp_path / "wait.py"
+    script.write_text(f"import os, time\nprint('started', flush=True)\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n")
+    running = subprocess.Popen(tpuctl_cmd("launch", str(script), "--strategy", "none", "--log-dir", str(logs)), stdout=subprocess.PIPE, text=True)
+    try:
+        assert running.stdout is not None and "started" in running.stdout.readline()
+        second = run_tpuctl("launch", str(NOOP), "--strategy", "none", "--log-dir", str(logs), timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert f"--log-dir {logs} is in use by a running launch (" in second.stderr and f"pid {running.pid})" in second.stderr
+    finally:
+        go.write_text("")
+        assert running.wait(timeout=120) == 0
+    assert sorted(p.name for p in logs.iterdir()) == ["attempt-1", "outcome.json", "run.json"]
+    assert [p.name for p in (logs / "attempt-1").iterdir() if p.suffix == ".log"] == ["worker-0.log"]

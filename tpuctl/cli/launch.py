@@ -12,6 +12,7 @@ from click.core import ParameterSource
 
 from tpuctl.launch.option_fields import click_options
 from tpuctl.launch.options import CONFIG_KEYS, Launch, LaunchOptions, execute, prepare
+from tpuctl.launch.options import request as dry_run_request
 from tpuctl.launch.outcome import summarise, tasks
 from tpuctl.launch.runner import BACKENDS, backend_module
 
@@ -44,7 +45,7 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
     given = frozenset(name for name in params if ctx.get_parameter_source(name) in _EXPLICIT)
     prepared = prepare(script, script_args, params, given)
     if prepared.options.dry_run:
-        request = prepared.runner.dry_run(prepared.job, prepared.run_id)
+        request = dry_run_request(prepared)
         click.echo(json.dumps(request.to_json(), indent=2) if prepared.options.as_json else request.render())
         return
     sys.exit(_run(prepared))

@@ -100,8 +100,11 @@ class KubernetesRunner:
         attempt_dir = context.log_dir / "attempt-1"
         from tpuctl.launch.private_files import private_dir, write_private
 
-        private_dir(attempt_dir)  # the manifest holds --env values
-        write_private(attempt_dir / "manifest.yaml", manifest.text)
+        try:
+            private_dir(attempt_dir)  # the manifest holds --env values
+            write_private(attempt_dir / "manifest.yaml", manifest.text)
+        except OSError as err:
+            raise TpuctlError(f"cannot write {attempt_dir / 'manifest.yaml'}: {err.strerror or err}", hint="pass a --log-dir that tpuctl can write") from None
         return follow(manifest, context)
 
 

