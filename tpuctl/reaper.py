@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, NoReturn
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_DEADLINE_S = 5.0  # a process stuck in the kernel (D state) must not keep the reaper forever
@@ -53,24 +54,43 @@ def supported() -> bool:
     return sys.platform.startswith("linux") and os.path.isdir("/proc/self")
 
 
-def become_subreaper() -> bool:
-    """prctl(PR_SET_CHILD_SUBREAPER, 1) through _ctypes' own entry points: the ctypes package
-    costs 5-15 ms to import, the C module under 1 ms, and this runs before every worker."""
+def _prctl(option: int, value: int) -> bool:
+    """prctl(option, value) through _ctypes' own entry points: the ctypes package costs 5-15 ms
+    to import, the C module under 1 ms, and this runs before every worker."""
     if not supported():
         return False
     try:
         import _ctypes
 
         prctl = _ctypes.dlsym(_ctypes.dlopen(None), "prctl")  # type: ignore[arg-type]
-        return bool(_ctypes.call_function(prctl, (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0)
+        return bool(_ctypes.call_function(prctl, (option, value, 0, 0, 0)) == 0)
     except (ImportError, AttributeError, OSError):
         pass
     try:
         import ctypes
 
-        return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0)
     except (ImportError, AttributeError, OSError):
         return False
+
+
+def become_subreaper(on: bool = True) -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER): orphans below this process come to it, not to init."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, int(on))
+
+
+def on_parent_death(sig: int, parent: int) -> None:
+    """prctl(PR_SET_PDEATHSIG, sig): the kernel sends `sig` when the parent ends, whatever ends it.
+
+    Why both ends of a reaper use it: its command's main process gets SIGKILL, so a worker
+    that kills its reaper (after os.setsid(), out of reach of group kills) dies with it;
+    the reaper gets SIGCONT, so a reaper stopped with everything else (SIGSTOP) wakes up
+    when its launcher is killed, finds the lifeline closed and kills what it watches
+    (SIGKILL ends stopped processes too). SIGCONT is harmless if it comes early: the kernel
+    sends it when the *thread* that started the process ends. `parent`: the pid the parent
+    had, to catch a death before the prctl."""
+    if _prctl(PR_SET_PDEATHSIG, sig) and os.getppid() != parent:
+        os.kill(os.getpid(), sig)
 
 
 def descendants(root: int) -> list[int]:
@@ -188,6 +208,7 @@ def watch(main: int, lifeline: int, dumps: int | None = None) -> NoReturn:
         # Whatever happened, this process must never go back to the caller (it would run the worker twice).
         try:
             reaper.kill_all()
+            _say(lifeline, b"ended\n")  # the launcher tells this end from the reaper itself being killed
         finally:
             try:
                 reaper.exit()
@@ -198,8 +219,13 @@ def watch(main: int, lifeline: int, dumps: int | None = None) -> NoReturn:
 def _answer_stacks(main: int, lifeline: int, dumps: int) -> None:
     from tpuctl import stack_dump
 
-    line = b"stacks " + stack_dump.capture(main, dumps).hex().encode() + b"\n"
-    with suppress(OSError):  # the launcher went away meanwhile: the next read sees EOF
+    _say(lifeline, b"stacks " + stack_dump.capture(main, dumps).hex().encode() + b"\n")
+
+
+def _say(lifeline: int, line: bytes) -> None:
+    """A line to the launcher on a worker's control channel (a socket); nothing on a one-way
+    lifeline (a pipe's read end) or once the launcher went away (the next read sees EOF)."""
+    with suppress(OSError):
         while line:
             line = line[os.write(lifeline, line) :]
 
@@ -220,6 +246,7 @@ def guard(lifeline: int, drop: Sequence[int] = (), stacks: bool = False) -> bool
     if not become_subreaper():
         return False
     dumps = os.pipe() if stacks else None
+    reaper = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -227,12 +254,15 @@ def guard(lifeline: int, drop: Sequence[int] = (), stacks: bool = False) -> bool
             os.close(fd)
         return False
     if pid == 0:
+        on_parent_death(signal.SIGKILL, reaper)
         if dumps is not None:
             from tpuctl import stack_dump
 
             os.close(dumps[0])
             stack_dump.register(dumps[1])
         return True
+    on_parent_death(signal.SIGCONT, os.getppid())
+    _say(lifeline, b"reaper\n")  # so the launcher can tell this reaper killed from its worker killed
     for fd in drop:
         with suppress(OSError):
             os.close(fd)
@@ -270,6 +300,7 @@ class Reaped:
 
         if first is not None and self.proc.poll() is None:
             _killpg(self.proc.pid, first)
+            _killpg(self.proc.pid, signal.SIGCONT)  # a stopped command acts on `first` only once continued
             with suppress(subprocess.TimeoutExpired):
                 self.proc.wait(grace_s)
         reaped = self.lifeline is not None
@@ -279,6 +310,54 @@ class Reaped:
                 self.proc.wait(KILL_DEADLINE_S)
         _killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+
+
+def adopt_orphans() -> frozenset[int] | None:
+    """Make the launcher a subreaper for the length of a local run: a worker's descendant whose
+    reaper was killed (by the worker, out of its group after os.setsid()) comes to the launcher,
+    not to init, and `kill_adopted` finds it. Returns the children the launcher had before (not
+    the run's to kill: a caller in the same process may have its own), None where there is no subreaper."""
+    if not become_subreaper():
+        return None
+    return frozenset(_children_of(os.getpid()))
+
+
+def _children_of(pid: int) -> list[int]:
+    return [child for child in descendants(pid) if _parent(child) == pid]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open("/proc/" + str(pid) + "/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill_adopted(before: frozenset[int]) -> list[int]:
+    """SIGKILL every process below this one but those under the children it had `before`, reap
+    the ones that became its children, and stop adopting. Called once every worker of the run
+    has ended: what is left escaped its reaper. Returns the pids killed."""
+    import time
+
+    killed: list[int] = []
+    deadline = time.monotonic() + KILL_DEADLINE_S
+    while time.monotonic() < deadline:
+        kept = {pid for root in before for pid in (root, *descendants(root))}
+        found = [pid for pid in descendants(os.getpid()) if pid not in kept]
+        if not found:
+            break
+        for pid in found:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            if pid not in killed:
+                killed.append(pid)
+        for pid in killed:
+            with suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)  # only the pids found: a Popen's own status stays its own
+        time.sleep(0.01)
+    become_subreaper(False)
+    return killed
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -310,10 +389,13 @@ def _main(args: list[str]) -> NoReturn:
     """`reaper.py FD ARGV...`: run ARGV under a reaper whose lifeline is FD."""
     lifeline, argv = int(args[0]), args[1:]
     become_subreaper()
+    on_parent_death(signal.SIGCONT, os.getppid())
     errors, report = os.pipe()
+    reaper = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
+            on_parent_death(signal.SIGKILL, reaper)
             os.close(lifeline)
             os.close(errors)
             for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess' restore_signals does

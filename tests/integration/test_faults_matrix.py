@@ -104,6 +104,14 @@ class Run:
 def strike(proc: subprocess.Popen[bytes], run: Run, action: str) -> None:
     if action == "kill-worker":
         os.kill(run.pid("worker-1"), signal.SIGKILL)
+    elif action == "stop-all-then-SIGKILL":
+        # Everything of the run frozen at once (a debugger, a cgroup freezer, a hostile user), then tpuctl killed:
+        # nothing is left to notice but the kernel.
+        for pid in [proc.pid, *(int(line.split(":", 1)[0]) for line in survivors(run.mark))]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        proc.kill()
     elif action != "wait":
         proc.send_signal(signal.Signals[action])
 
@@ -158,6 +166,8 @@ CASES = {
     "leaves-group-child-sigkill": Case("leave-group", "SIGKILL", None, hang=True),
     "leaves-session-child-sigkill": Case("leave-session", "SIGKILL", None, hang=True),
     "full-log-disk": Case("loud", "wait", 7, full_disk=True),
+    "escapes-its-reaper": Case("escape", "wait", 128 + signal.SIGKILL),
+    "all-stopped-then-sigkill": Case("hang", "stop-all-then-SIGKILL", None),
 }
 
 
@@ -168,7 +178,11 @@ def _full_disk() -> None:
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_launch(backend: list[str], case: Case, tmp_path: Path) -> None:
+def test_launch(backend: list[str], case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    if backend and case in (CASES["escapes-its-reaper"], CASES["all-stopped-then-sigkill"]):
+        # Open (issue 29): over ssh the escapee comes to the remote agent, which is no subreaper yet, and the
+        # ssh clients tpuctl starts have no parent-death signal; stopped with everything else, nothing wakes them.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="ssh: the remote agent does not adopt escapees yet"))
     run = Run(tmp_path)
     worker_env = {"FAULT": case.fault, "PID_DIR": str(run.pid_dir), "FAULTS_MARK": run.mark, **({"HANG": "1"} if case.hang else {})}
     args = ["launch", str(run.script), "--workers", "2", "--strategy", "none", "--log-dir", str(tmp_path / "logs"), *backend]
@@ -184,6 +198,8 @@ def test_launch(backend: list[str], case: Case, tmp_path: Path) -> None:
         assert status == case.expected, err[-3000:]
     if case.full_disk:
         assert "cannot write log" in err, err[-3000:]  # the fault really happened
+    if case.fault == "escape" and not backend:
+        assert "its reaper was killed (SIGKILL)" in err and "OOM" not in err, err[-3000:]
 
 
 # ---- babysit -------------------------------------------------------------------------------

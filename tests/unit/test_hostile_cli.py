@@ -475,3 +475,29 @@ def test_stdin_is_read_no_further_than_the_limit(home: Path) -> None:
         done = _cli(["tf-config", "--check", "-"], home, stdin=zero, stdout=subprocess.PIPE, preexec_fn=_capped)
     err = done.stderr.decode(errors="replace")
     assert done.returncode == 2 and err.count("\n") == 1 and "stdin holds more than 1048576 bytes" in err, err[-600:]
+
+
+# --- files handed to another tool: ssh's -F and -i ------------------------------------------------
+
+
+def test_ssh_files_are_small_regular_files_before_ssh_reads_them(home: Path) -> None:
+    _hostile_files(home)
+    including = home / "including.config"
+    including.write_text(f"Host *\n  Include {home / 'fifo'}\n")
+    nested = home / "nested.config"
+    nested.write_text(f"Include = {including}\n")
+    for flag, path in (("--ssh-config", "/dev/zero"), ("--ssh-config", str(home / "fifo")), ("--ssh-config", str(nested)), ("--ssh-key", "/dev/zero")):
+        for base in (["launch", "train.py", "--dry-run", "--hosts", "a,b"], ["ssh", "missing-node"]):
+            args = [*base, flag, path, "--", "true"] if base[0] == "ssh" else [*base, flag, path]
+            assert "not a regular file" in assert_bad_input(args).err
+
+
+def test_ssh_that_never_finishes_reading_its_config_is_one_line(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tpuctl.errors import TpuctlError
+    from tpuctl.launch.ssh import options
+
+    config = home / "slow.config"
+    config.write_text('Match exec "sleep 30"\n  Port 2222\n')  # ssh -G runs Match exec itself
+    monkeypatch.setattr(options, "SSH_G_TIMEOUT_S", 1)
+    with pytest.raises(TpuctlError, match="did not finish reading its configuration within 1s"):
+        options.SshOptions(config=str(config), control_path=str(home / "%C")).check("somehost")

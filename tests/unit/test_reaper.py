@@ -3,6 +3,8 @@ ended, and leaves nothing behind, neither children in sessions of their own nor 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -86,3 +88,59 @@ def test_the_stopping_signals_are_for_the_command_not_the_reaper(tmp_path: Path)
 
 def test_a_command_that_cannot_start_gives_127() -> None:
     assert reaper.spawn(["/nonexistent/command"], stderr=subprocess.DEVNULL).proc.wait(timeout=20) == 127
+
+
+# Leaves its group and session, starts a child in a session of its own, then SIGKILLs its parent (the reaper).
+ESCAPE = """
+import os, signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+with open(sys.argv[1], "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+os.setsid()
+os.kill(os.getppid(), signal.SIGKILL)
+time.sleep(60)
+"""
+
+
+def test_a_command_that_kills_its_reaper_dies_with_it_and_its_escapees_come_to_the_launcher(tmp_path: Path) -> None:
+    out = tmp_path / "pids"
+    before = reaper.adopt_orphans()
+    assert before is not None
+    try:
+        reaped = reaper.spawn([sys.executable, "-c", ESCAPE, str(out)])
+        assert reaped.proc.wait(timeout=20) == -signal.SIGKILL
+        pids = [int(pid) for pid in out.read_text().split()]
+        _assert_gone(pids[:1])  # the command: its parent-death signal
+        assert _alive(pids[1]) and pids[1] in reaper.descendants(os.getpid())  # its child: adopted by the launcher
+    finally:
+        killed = reaper.kill_adopted(before)
+    assert pids[1] in killed
+    _assert_gone(pids)
+
+
+def test_a_stopped_reaper_wakes_when_its_launcher_dies(tmp_path: Path) -> None:
+    # The launcher is a shell that spawns the reaper, then everything is stopped and the launcher SIGKILLed.
+    out = tmp_path / "pids"
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {str(Path(reaper.__file__).parents[1])!r}); "
+         f"from tpuctl import reaper; r = reaper.spawn([sys.executable, '-c', {FAMILY!r}, {str(out)!r}, 'hang']); "
+         "print(r.pid, flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+    )
+    assert launcher.stdout is not None
+    reaper_pid = int(launcher.stdout.readline())
+    deadline = time.monotonic() + 20
+    while not out.exists() or len(out.read_text().split()) < 2:
+        assert time.monotonic() < deadline, "the family never started"
+        time.sleep(0.01)
+    family = [reaper_pid, *reaper.descendants(reaper_pid)]
+    try:
+        for pid in family:
+            os.kill(pid, signal.SIGSTOP)
+        launcher.kill()
+        launcher.wait()
+        _assert_gone(family)
+    finally:
+        for pid in family:  # a failure must not leave stopped processes behind
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

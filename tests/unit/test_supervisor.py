@@ -89,6 +89,8 @@ class FakeHandle:
         return self.returncode
 
     def signal(self, sig: int) -> None:
+        if sig == signal.SIGCONT:
+            return  # a process that is not stopped goes on as it was
         self.signals.append(sig)
         if sig == signal.SIGINT and not self._exited.is_set():
             for line in self.script.on_sigint:

@@ -85,15 +85,28 @@ class Cause:
     summary: str
 
 
-def classify(returncode: int, tail: list[str], *, killed_by_tpuctl: bool = False, oom_reported: bool = False) -> Cause:
+_REAPER_KILLED = (
+    "its reaper was killed ({}), not by tpuctl: the small process tpuctl keeps above each worker to stop "
+    "everything it starts (the worker itself, e.g. after os.setsid(), or another `kill`); "
+    "the worker and what it started were killed with it"
+)
+
+
+def classify(
+    returncode: int, tail: list[str], *, killed_by_tpuctl: bool = False, oom_reported: bool = False, reaper_killed: bool = False
+) -> Cause:
     """One worker's failure from its status (negative: killed by that signal) and its last lines.
 
     `killed_by_tpuctl`: tpuctl itself sent the signal. `oom_reported`: the platform says the OOM
     killer ended it (Kubernetes' reason OOMKilled), where a status alone can only suggest it.
+    `reaper_killed`: the worker's reaper (tpuctl/reaper.py) was itself killed, without ending as
+    it does, so the status is the reaper's: not a worker the OOM killer chose.
     """
     lines = [_ANSI.sub("", str(line)).rstrip() for line in tail]
     if oom_reported:
         return Cause(OOM, "killed by the OOM killer (Kubernetes reports OOMKilled): it went over its memory limit")
+    if reaper_killed and returncode < 0:
+        return Cause(SIGNAL, _REAPER_KILLED.format(_SIGNAL_NAMES.get(-returncode, f"signal {-returncode}")))
     if returncode == PREEMPTED_EXIT_CODE:
         return Cause(PREEMPTED, f"preempted (exit status {returncode}): restarted from the last checkpoint while --max-preemptions allows")
     if returncode < 0:

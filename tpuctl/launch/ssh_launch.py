@@ -58,7 +58,8 @@ class Connection:
 
     def ssh_options(self) -> SshOptions:
         """The checked options as the ssh machinery takes them."""
-        from tpuctl.launch.ssh.options import SshOptions
+        from tpuctl.inputs import tool_file
+        from tpuctl.launch.ssh.options import SshOptions, checked_config
 
         for value in self.ssh_option:
             # What `ssh -o` takes: NAME=VALUE (or NAME VALUE).
@@ -66,9 +67,9 @@ class Connection:
                 raise TpuctlError(f"--ssh-option {value!r} is not NAME=VALUE", hint="e.g. --ssh-option ProxyJump=bastion")
         return SshOptions(
             user=self.ssh_user,
-            key=os.path.abspath(self.ssh_key) if self.ssh_key else None,
+            key=os.path.abspath(tool_file(self.ssh_key, "--ssh-key")) if self.ssh_key else None,
             options=tuple(self.ssh_option),
-            config=os.path.abspath(self.ssh_config) if self.ssh_config else None,
+            config=os.path.abspath(checked_config(self.ssh_config)) if self.ssh_config else None,
             fanout=self.fanout,
         )
 

@@ -106,6 +106,7 @@ class Supervisor:
         self._events: queue.SimpleQueue[tuple[str, int, int, object]] = queue.SimpleQueue()
         self._signals = 0
         self._stacks = stacks.StackCollector()
+        self._reaper_news: dict[tuple[int, int], set[str]] = {}  # (attempt, position) -> what its reaper said
         self.notes: list[str] = []  # what went wrong beside the workers (a log that could not be written)
 
     def run(self, job: Job, run_id: str) -> Outcome:
@@ -230,8 +231,9 @@ class Supervisor:
             )
             pump.start()
             attempt = run.plan.attempt
-            threading.Thread(target=self._read_messages, args=(attempt, position, handle), daemon=True).start()
-            threading.Thread(target=self._wait_exit, args=(attempt, position, handle, pump), daemon=True).start()
+            reader = threading.Thread(target=self._read_messages, args=(attempt, position, handle), daemon=True)
+            reader.start()
+            threading.Thread(target=self._wait_exit, args=(attempt, position, handle, pump, reader), daemon=True).start()
 
     def _line_filter(self, run: _Attempt, position: int) -> Callable[[str], bool]:
         """Every line a worker prints passes here: it is progress (--hang-timeout), TensorFlow's
@@ -263,14 +265,17 @@ class Supervisor:
         for message in handle.messages():
             if message == "ready":
                 self._events.put(("ready", attempt, position, None))
+            elif message in ("reaper", "ended"):  # the worker's reaper started, and ended as it should
+                self._reaper_news.setdefault((attempt, position), set()).add(message)
             else:
                 self._stacks.offer(position, message)
 
-    def _wait_exit(self, attempt: int, position: int, handle: Handle, pump: threading.Thread) -> None:
+    def _wait_exit(self, attempt: int, position: int, handle: Handle, pump: threading.Thread, reader: threading.Thread) -> None:
         returncode = handle.wait()
         # Let the last lines reach the log before anyone reads the tail; a
         # grandchild still holding the pipe must not delay the verdict.
         pump.join(timeout=2.0)
+        reader.join(timeout=1.0)  # the reaper's last word, "ended", tells its own death from the worker's
         self._events.put(("exit", attempt, position, returncode))
 
     def _supervise(self, run: _Attempt, start_timeout: float, hang_timeout: float | None) -> Outcome:
@@ -349,7 +354,9 @@ class Supervisor:
         explained = explain(returncode) if explain is not None else None
         ended = run.exited.get(position, (returncode, time.monotonic()))[1]
         tail = list(run.tails[position])
-        found = cause.Cause(cause.EXIT, explained) if explained else cause.classify(returncode, tail)
+        news = self._reaper_news.get((run.plan.attempt, position), set())
+        reaper_killed = "reaper" in news and "ended" not in news
+        found = cause.Cause(cause.EXIT, explained) if explained else cause.classify(returncode, tail, reaper_killed=reaper_killed)
         if found.kind == cause.PEER_LOST:
             # A peer frozen by SIGSTOP (Ctrl-Z, a debugger) prints nothing: its log cannot hold the root cause, its state can.
             frozen = [h.spec.name for p, h in enumerate(run.handles) if p != position and p not in run.exited and _stopped(h)]
@@ -386,6 +393,7 @@ class Supervisor:
         run.stopping = True
         for p in running:
             run.handles[p].signal(signal.SIGINT)
+            run.handles[p].signal(signal.SIGCONT)  # a stopped worker acts on SIGINT only once continued
         self._await_exits(run, running, STOP_GRACE_S)
         for handle in run.handles:
             handle.close()

@@ -8,7 +8,9 @@ FAULT: exit (exit 0), crash (worker 1 exits 7, the others hang), hang, ignore
 (ignores SIGINT and SIGTERM, hangs), gil (holds the GIL in C code), leave-group
 / leave-session (starts a child in its own process group or in a new session,
 then exits 0; with HANG=1 worker 1 hangs instead of exiting), loud (prints
-~320 KB, far more than a pipe holds; worker 1 then exits 7, the others 0).
+~320 KB, far more than a pipe holds; worker 1 then exits 7, the others 0),
+escape (worker 1 starts a child in a new session, leaves its own group with
+os.setsid() and SIGKILLs its parent, tpuctl's reaper; then it hangs, as do the others).
 """
 import os
 import signal
@@ -53,6 +55,11 @@ if fault in ("leave-group", "leave-session"):
         sys.exit(0)
 else:
     ready()
+if fault == "escape" and index == "1":
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    record(f"child-{index}", child.pid)
+    os.setsid()
+    os.kill(os.getppid(), signal.SIGKILL)
 if fault == "crash" and index == "1":
     time.sleep(0.3)
     print("worker 1 about to crash", flush=True)

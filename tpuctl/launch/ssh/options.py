@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shlex
 import stat
@@ -13,11 +14,14 @@ from pathlib import Path
 
 from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
 from tpuctl.hosts import HostEntry
+from tpuctl.inputs import read_small_text, tool_file
 
 DEFAULT_FANOUT = 16
 CONNECT_ATTEMPTS = 3
 CONNECT_TIMEOUT_S = 10
 CONTROL_PERSIST = "60s"
+SSH_G_TIMEOUT_S = 30  # `ssh -G` reads files and resolves nothing: seconds mean something blocks
+MAX_INCLUDE_DEPTH = 16  # OpenSSH's own limit on nested Include (READCONF_MAX_DEPTH)
 SSH_FAILED = 255  # ssh's own status when it could not connect or lost the connection
 _SUN_PATH_MAX = 104  # the smallest sockaddr_un path among the systems OpenSSH runs on
 
@@ -90,12 +94,50 @@ class SshOptions:
         """Let ssh itself validate the options and config file, without connecting (`ssh -G`)."""
         argv = [arg for arg in self.base() if arg not in ("-T", "-x")]
         try:
-            done = subprocess.run([*argv, "-G", "--", host], capture_output=True, text=True, timeout=30, check=False)
+            done = subprocess.run([*argv, "-G", "--", host], capture_output=True, text=True, timeout=SSH_G_TIMEOUT_S, check=False)
         except FileNotFoundError:
             raise TpuctlError("ssh (OpenSSH client) is not installed", hint="e.g. apt-get install openssh-client") from None
+        except subprocess.TimeoutExpired:
+            raise TpuctlError(
+                f"ssh -G did not finish reading its configuration within {SSH_G_TIMEOUT_S}s", hint="check --ssh-config and the files it includes"
+            ) from None
         if done.returncode != 0:
             problem = one_line(done.stderr, last=True) or f"ssh -G exit status {done.returncode}"
             raise TpuctlError(f"ssh rejects the options: {problem}", hint="check --ssh-option / --ssh-config", exit_code=USAGE)
+
+
+def checked_config(path: str) -> str:
+    """An ssh config file (`--ssh-config`) and every file it includes, checked as small regular files.
+
+    ssh reads them with no size limit (`/dev/zero` grew it to 12 GB) and blocks on a FIFO;
+    refused here in one line instead. Include patterns are expanded as ssh does: `~`, globs,
+    and relative paths under ~/.ssh."""
+    pending = [(path, 0)]
+    while pending:
+        name, depth = pending.pop()
+        text = read_small_text(Path(tool_file(name, "ssh config file")), "ssh config file") or ""
+        for target in _includes(text):
+            for found in sorted(glob.glob(target)):
+                if depth + 1 > MAX_INCLUDE_DEPTH:
+                    raise TpuctlError(f"ssh config file {path} includes files more than {MAX_INCLUDE_DEPTH} levels deep")
+                pending.append((found, depth + 1))
+    return path
+
+
+def _includes(text: str) -> list[str]:
+    """The file patterns of a config text's `Include` lines, as ssh would look them up."""
+    patterns = []
+    for line in text.splitlines():
+        words = line.strip().replace("=", " ", 1).split(None, 1)
+        if len(words) == 2 and words[0].lower() == "include":
+            try:
+                targets = shlex.split(words[1], comments=True)
+            except ValueError:
+                continue  # ssh -G reports the unbalanced quote itself
+            for target in targets:
+                expanded = os.path.expanduser(target)
+                patterns.append(expanded if os.path.isabs(expanded) else str(Path.home() / ".ssh" / expanded))
+    return patterns
 
 
 def remote_command(argv: Sequence[str]) -> str:
