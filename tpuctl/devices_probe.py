@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tpuctl import devices as dev
+from tpuctl import reaper
 from tpuctl import worker_contract as contract
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.launch.runtime_path import put_tpuctl_on_path
@@ -160,19 +160,21 @@ def tensorflow_devices(python: str, target: str | None, timeout_s: float, waitin
 
 
 def _run_watched(argv: list[str], env: dict[str, str], limit: float) -> tuple[int, bytes, bytes]:
-    """Run the worker in its own session with a watchdog pipe; kill its group at `limit` or on any interruption."""
+    """Run the worker under a reaper (tpuctl/reaper.py) with a watchdog pipe; stop it at `limit` or on any interruption.
+
+    The reaper is what makes an interpreter that never answers (or starts children of its
+    own) die with tpuctl, even by SIGKILL; the watchdog pipe is for platforms without one."""
     python = argv[0]
     watch_read, watch_write = os.pipe()  # the worker leaves when this end closes (tpuctl died)
     env = {**env, contract.WATCHDOG_FD: str(watch_read)}
     try:
         try:
-            proc = subprocess.Popen(
+            child = reaper.spawn(
                 argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,
                 pass_fds=(watch_read,),
             )
         except OSError as err:
@@ -180,22 +182,19 @@ def _run_watched(argv: list[str], env: dict[str, str], limit: float) -> tuple[in
         finally:
             os.close(watch_read)
         try:
-            out, err_text = proc.communicate(timeout=limit)
+            out, err_text = child.proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
-            _kill(proc)
+            child.stop(0, first=None)
             raise TpuctlError(f"TensorFlow worker ({python}) gave no answer within {limit:.0f}s", hint=FAST_HINT, exit_code=FAILED) from None
         except BaseException:
-            _kill(proc)
+            child.stop(0, first=None)
             raise
+        child.cut()
     finally:
         os.close(watch_write)
-    return proc.returncode, out, err_text
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    if child.proc.returncode == 127 and not out and b"cannot run " in err_text:
+        raise TpuctlError(f"cannot start {python}: {err_text.decode('utf-8', 'replace').strip().rpartition(': ')[2]}", exit_code=FAILED)
+    return child.proc.returncode, out, err_text
 
 
 def worker_failure(python: str, code: int, stderr: str, fast_hint: bool) -> TpuctlError:

@@ -376,7 +376,8 @@ def spawn(argv: Sequence[str], **popen: Any) -> Reaped:
     theirs, ours = os.pipe()  # neither is inherited by anything else the launcher starts (PEP 446)
     try:
         wrapped = [sys.executable, "-I", "-S", os.path.abspath(__file__), str(theirs), *argv]
-        proc = subprocess.Popen(wrapped, start_new_session=True, pass_fds=(theirs,), **popen)
+        passed = (theirs, *popen.pop("pass_fds", ()))
+        proc = subprocess.Popen(wrapped, start_new_session=True, pass_fds=passed, **popen)
     except BaseException:
         os.close(ours)
         raise

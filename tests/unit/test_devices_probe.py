@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import stat
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import alive, tpuctl_cmd
+from tpuctl import devices_probe
 from tpuctl import worker_contract as contract
 from tpuctl.cli import cli
 from tpuctl.devices_probe import DeviceQuery, list_devices, parse_answer, tensorflow_devices, worker_failure
@@ -134,3 +140,56 @@ def test_devices_command_renders_the_listing_and_the_tensorflow_line(tmp_path: P
     as_json = CliRunner().invoke(cli, ["devices", "--tpu", "grpc://10.0.0.2:8470", "--python", python, "--json"])
     assert json.loads(as_json.stdout) == [{"name": "/device:CPU:0", "device_type": "CPU", "source": "tensorflow"}]
     assert "TensorFlow 9.9" not in as_json.stderr
+
+
+# -- an interpreter that never answers: a deadline, and it dies with tpuctl ------------
+
+
+def _never_answers(tmp_path: Path) -> tuple[str, Path]:
+    """An interpreter that never answers and starts a child of its own in a session of its own."""
+    pids = tmp_path / "pids"
+    body = f'setsid sleep 600 & echo "$$ $!" > {pids}.tmp && mv {pids}.tmp {pids}\nexec sleep 600\n'
+    return interpreter(tmp_path, body), pids
+
+
+def _gone(pids: list[int], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not [pid for pid in pids if alive(pid)]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_interpreter_that_never_answers_is_stopped_at_the_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python, pids = _never_answers(tmp_path)
+    monkeypatch.setattr(devices_probe, "TF_ALLOWANCE_S", 0.5)  # the allowance for importing TensorFlow, beyond --tpu-timeout
+    started = time.monotonic()
+    try:
+        with pytest.raises(TpuctlError, match=r"gave no answer within 2s"):
+            tensorflow_devices(python, None, 1.5, lambda _label: contextlib.nullcontext())
+        assert time.monotonic() - started < 10
+        assert _gone([int(pid) for pid in pids.read_text().split()])
+    finally:
+        for pid in [int(p) for p in pids.read_text().split()] if pids.exists() else []:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_an_interpreter_that_never_answers_dies_with_tpuctl(tmp_path: Path) -> None:
+    python, pids = _never_answers(tmp_path)
+    proc = subprocess.Popen(tpuctl_cmd("devices", "--python", python, "--tpu-timeout", "2"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not pids.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the interpreter never started"
+            time.sleep(0.05)
+        family = [int(pid) for pid in pids.read_text().split()]
+        proc.kill()
+        proc.wait()
+        assert _gone(family), f"survivors: {[p for p in family if alive(p)]}"
+    finally:
+        proc.kill()
+        for pid in [int(p) for p in pids.read_text().split()] if pids.exists() else []:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
