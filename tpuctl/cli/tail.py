@@ -7,8 +7,10 @@ draws each update (JSON lines, plain lines, or a live view on a terminal).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
@@ -44,11 +46,12 @@ class Display:
     one write per chunk, not one click.echo per line, overlapped with reading the
     next, is what lets `tail --once --json` keep up with its reader."""
 
-    def __init__(self, as_json: bool, live: bool, out: BinaryIO | None = None) -> None:
+    def __init__(self, as_json: bool, live: bool, out: BinaryIO | None = None, *, only_tags: bool = False) -> None:
         from tpuctl.watch.board import Board
         from tpuctl.watch.overlapped_output import OverlappedWriter
 
         self.as_json = as_json
+        self.only_tags = only_tags  # --tags: other summaries are not what was asked for
         self.board = Board()
         self._out = OverlappedWriter(out if out is not None else sys.stdout.buffer)
         self._live: Any = None
@@ -62,6 +65,8 @@ class Display:
     def show(self, update: Update, status: str) -> None:
         from tpuctl.watch import board
 
+        if self.only_tags and update.others:
+            update = dataclasses.replace(update, others=Counter())
         if self.as_json:
             self._write(board.json_text(update))
             return
@@ -131,7 +136,7 @@ def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None
         raise TpuctlError("give one of --once, --follow, --until-idle")
     patterns = parse_tags(tags)
     source = open_source(model_dir)
-    display = Display(as_json, live=rich_wanted(sys.stdout))
+    display = Display(as_json, live=rich_wanted(sys.stdout), only_tags=bool(patterns))
     try:
         follow(source, patterns, display.show, _say, once=once, until_idle=until_idle, interval=interval)
         display.flush()
