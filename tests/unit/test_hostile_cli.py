@@ -501,3 +501,9 @@ def test_ssh_that_never_finishes_reading_its_config_is_one_line(home: Path, monk
     monkeypatch.setattr(options, "SSH_G_TIMEOUT_S", 1)
     with pytest.raises(TpuctlError, match="did not finish reading its configuration within 1s"):
         options.SshOptions(config=str(config), control_path=str(home / "%C")).check("somehost")
+
+
+def test_a_group_without_its_subcommand_prints_its_help(home: Path) -> None:
+    result = invoke(["config"])
+    assert result.code == 2 and result.crash is None
+    assert result.err.startswith("Usage: tpuctl config [OPTIONS] COMMAND [ARGS]...") and "show" in result.err, result.err

@@ -10,9 +10,14 @@ from tpuctl import config, settings
 from tpuctl.cli.display import print_table
 
 
-@click.group("config")
-def config_group() -> None:
+@click.group("config", invoke_without_command=True, subcommand_metavar="COMMAND [ARGS]...")
+@click.pass_context
+def config_group(ctx: click.Context) -> None:
     """Inspect tpuctl's settings."""
+    if ctx.invoked_subcommand is None:
+        # As bare `tpuctl` does: the help as help (stderr, exit 2), not click's squashed "Missing command".
+        click.echo(ctx.get_help(), err=True, color=ctx.color)
+        ctx.exit(2)
 
 
 @config_group.command("show")
