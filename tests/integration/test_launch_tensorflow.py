@@ -98,13 +98,13 @@ def test_multi_worker_without_tf_keras_fails_before_training(tmp_path: Path) -> 
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
 
-    def launch() -> subprocess.CompletedProcess[str]:
+    def launch(log_dir: str) -> subprocess.CompletedProcess[str]:
         return run_tpuctl(
             "launch", str(SCRIPTS / "single_device_keras.py"), "--workers", "2", "--python", str(bare / "bin" / "python"),
-            "--log-dir", str(tmp_path / "logs"),
+            "--log-dir", str(tmp_path / log_dir),
         )
 
-    result = launch()
+    result = launch("logs-no-tf")
     assert result.returncode == 2
     assert f"tpuctl: error: TensorFlow is not installed for {bare / 'bin' / 'python'}" in result.stdout
     # A stand-in TensorFlow, known by its metadata alone (the runtime never imports it before choosing Keras).
@@ -114,13 +114,13 @@ def test_multi_worker_without_tf_keras_fails_before_training(tmp_path: Path) -> 
         "import os, sys\nsys.exit(f'stand-in TensorFlow imported, TF_USE_LEGACY_KERAS={os.environ.get(\"TF_USE_LEGACY_KERAS\")}')\n"
     )
     (site / "tensorflow-2.21.0.dist-info").mkdir()
-    result = launch()
+    result = launch("logs-stand-in-tf")
     assert result.returncode == 2
     assert "tf-keras is not installed, and Keras 3 (tf.keras in TensorFlow 2.21)" in result.stdout
     assert "pip install tf-keras==2.21.*" in result.stdout
     # TensorFlow 2.15: tf.keras is Keras 2, so no tf-keras is needed and none is asked for.
     (site / "tensorflow-2.21.0.dist-info").rename(site / "tensorflow_cpu-2.15.1.dist-info")
-    result = launch()
+    result = launch("logs-tf215")
     assert "tf-keras" not in result.stdout
     assert "stand-in TensorFlow imported, TF_USE_LEGACY_KERAS=None" in result.stdout
 

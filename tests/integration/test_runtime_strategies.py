@@ -92,11 +92,11 @@ def test_tpu_targets_fail_within_the_deadline(tmp_path: Path, silent_port: int) 
         ("local", "no TPU on this machine", "/dev/accel"),
     ]
     timeout = 4.0
-    for target, words, detail in cases:
+    for case, (target, words, detail) in enumerate(cases):
         started = time.monotonic()
         result = run_tpuctl(
             "launch", str(SCRIPTS / "argv_dump.py"), "--strategy", "tpu", "--tpu-timeout", str(timeout),
-            "--log-dir", str(tmp_path / "logs"), env={**os.environ, "TPU_NAME": target},
+            "--log-dir", str(tmp_path / f"logs-{case}"), env={**os.environ, "TPU_NAME": target},  # one folder, one launch
         )
         elapsed = time.monotonic() - started
         assert result.returncode == 1, result.stdout + result.stderr

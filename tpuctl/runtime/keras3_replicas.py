@@ -123,9 +123,10 @@ def build_across_replicas(build: Callable[[], object], built: Callable[[], bool]
         return 0
     context = tf.distribute.get_replica_context()
     extended = context.strategy.extended
-    devices = getattr(extended, "worker_devices", ())
-    if not isinstance(extended, mirrored_strategy.MirroredExtended) or len(devices) < 2:
+    # Checked before `worker_devices`, which the default strategy answers with a RuntimeError.
+    if not isinstance(extended, mirrored_strategy.MirroredExtended) or len(extended.worker_devices) < 2:
         return 0
+    devices = extended.worker_devices
 
     def once(distribution: Any) -> None:
         if not built():
