@@ -110,6 +110,27 @@ def test_specs_round_trip_and_damage_is_one_line(tmp_path: Path, monkeypatch: py
         nodespec.load("tpuctl-test", "us-central2-b", "my-tpu")
 
 
+def test_a_saved_spec_is_private_and_never_written_through_a_planted_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tpuctl recreate` runs what the spec says: no other user may write it or plant a link where it goes."""
+    import os
+    import stat
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    folder = nodespec.spec_path(SPEC.project, SPEC.zone, SPEC.name).parent
+    folder.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    for name in (f"{SPEC.name}.json", f"{SPEC.name}.{os.getpid()}.tmp"):  # the target and the old, predictable temporary name
+        (folder / name).symlink_to(victim)
+    path = nodespec.save(SPEC)
+    assert victim.read_text() == "keep me\n" and not path.is_symlink()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert nodespec.load(SPEC.project, SPEC.zone, SPEC.name) == SPEC
+    folder.chmod(0o777)  # once another user can write it, tpuctl writes nothing there
+    with pytest.raises(TpuctlError, match="writable by other users"):
+        nodespec.save(SPEC)
+
+
 @pytest.mark.parametrize(
     "text",
     [

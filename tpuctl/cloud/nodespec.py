@@ -8,7 +8,6 @@ same spec is what an idempotent `create` compares an existing node against.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -306,13 +305,14 @@ def spec_path(project: str, zone: str, name: str) -> Path:
 
 
 def save(spec: NodeSpec) -> Path:
+    """Write the spec 0600 into a 0700 folder of this user's (a recreate runs what it says: no one else
+    may write or plant a link there), through a fresh temporary file renamed over the old one."""
+    from tpuctl.launch.private_files import private_dir, write_private
+
     path = spec_path(spec.project, spec.zone, spec.name)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename: an interrupted save must not leave half a spec behind.
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(spec.to_json() + "\n", encoding="utf-8")
-        partial.replace(path)
+        private_dir(path.parent)
+        write_private(path, spec.to_json() + "\n")
     except OSError as err:
         raise TpuctlError(f"cannot save the node spec to {path}: {err.strerror}", exit_code=FAILED) from None
     return path
