@@ -12,6 +12,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tpuctl import inputs
+from tpuctl.errors import TpuctlError
+
+_SMALL = 4096  # active_config holds one configuration's name
+
 
 @dataclass(frozen=True)
 class GcloudValue:
@@ -29,10 +34,11 @@ def active_configuration() -> str:
     name = os.environ.get("CLOUDSDK_ACTIVE_CONFIG_NAME", "").strip()
     if name:
         return name
-    try:
-        return (config_dir() / "active_config").read_text(encoding="utf-8").strip() or "default"
-    except (OSError, UnicodeDecodeError):
+    try:  # a small regular file, as gcloud writes it: a FIFO or /dev/zero there must not hang or fill memory
+        text = inputs.read_small_text(config_dir() / "active_config", "gcloud's active_config", limit=_SMALL)
+    except TpuctlError:
         return "default"
+    return (text or "").strip() or "default"
 
 
 def read_property(section: str, name: str) -> GcloudValue | None:
@@ -44,9 +50,9 @@ def read_property(section: str, name: str) -> GcloudValue | None:
     path = config_dir() / "configurations" / f"config_{configuration}"
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read(path, encoding="utf-8")
+        parser.read_string(inputs.read_small_text(path, "gcloud configuration") or "", str(path))
         value = parser.get(section, name, fallback="").strip()
-    except (configparser.Error, OSError, UnicodeDecodeError):
+    except (configparser.Error, TpuctlError):
         # A damaged gcloud file must not break tpuctl; gcloud is only the lowest layer.
         return None
     return GcloudValue(value, f"gcloud configuration '{configuration}'") if value else None

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuctl import gcloud_config
+from tpuctl import gcloud_config, inputs
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.settings import Settings
+
+_TOKEN_BYTES = 64 * 1024  # an OAuth access token is a few KB at most
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 LOGIN_HINT = (
@@ -52,10 +54,10 @@ def bearer_token(settings: Settings) -> str:
 
 
 def _read_token_file(path: Path, source: str) -> str:
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as err:
-        raise TpuctlError(f"cannot read access token file {path} (from {source}): {err.__class__.__name__}") from None
+    text = inputs.read_small_text(path, f"access token file (from {source})", limit=_TOKEN_BYTES)
+    if text is None:
+        raise TpuctlError(f"cannot read access token file {path} (from {source}): FileNotFoundError")
+    token = text.strip()
     if not token or any(c.isspace() for c in token):
         raise TpuctlError(f"access token file {path} does not hold one token", hint="write only the token, e.g. `gcloud auth print-access-token > FILE`")
     return token
@@ -70,11 +72,12 @@ def _from_token_file(path: Path, source: str) -> Identity:
 
 
 def _read_key(path: Path) -> dict[str, Any]:
+    text = inputs.read_small_text(path, "credentials file")
+    if text is None:
+        raise TpuctlError(f"cannot read credentials file {path}: FileNotFoundError")
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise TpuctlError(f"cannot read credentials file {path}: {err.__class__.__name__}") from None
-    except ValueError:
+        info = json.loads(text)
+    except (ValueError, RecursionError):
         # The parser's message can quote the file's content, which may be key material.
         raise TpuctlError(f"credentials file {path} is not JSON") from None
     if not isinstance(info, dict) or not isinstance(info.get("type"), str):

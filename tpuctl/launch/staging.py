@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tpuctl import inputs
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch import runtime_files
 
@@ -57,10 +58,8 @@ def _patterns(folder: Path) -> list[str]:
     for name in IGNORE_FILES:
         path = folder / name
         if path.is_file():
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError as err:
-                raise TpuctlError(f"cannot read {path}: {err.strerror}") from None
+            data = inputs.read_small_bytes(path, "ignore file") or b""
+            text = data.decode("utf-8", errors="replace")
             lines = [line.strip() for line in text.splitlines()]
             return [*ALWAYS_IGNORED, *(line for line in lines if line and not line.startswith(("#", "!")))]
     return list(ALWAYS_IGNORED)
@@ -163,10 +162,11 @@ def _size(count: int) -> str:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise TpuctlError(f"cannot read {path}: {err.strerror or err}") from None
+    # The sizes were checked by stat; read no further than they allow, whatever the file became since.
+    data = inputs.read_small_bytes(path, "file to ship", limit=MAX_BYTES, exit_code=FAILED)
+    if data is None:
+        raise TpuctlError(f"cannot read {path}: it went away while the bundle was made", exit_code=FAILED)
+    return data
 
 
 def staged_uri(staging: str, run_id: str) -> str:
