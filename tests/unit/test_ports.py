@@ -90,6 +90,30 @@ def test_a_lock_folder_left_open_by_an_older_tpuctl_is_closed_and_emptied(tmpdir
         os.close(held_by_a_running_launch)
 
 
+def test_the_lock_files_of_a_launch_killed_by_sigkill_go_with_the_next_launch(tmpdir_base: Path) -> None:
+    """The kernel drops a SIGKILLed launch's flocks, not its files: the next launch removes them as it starts."""
+    holder = textwrap.dedent(
+        """
+        import os, sys, tempfile
+        tempfile.gettempdir = lambda: sys.argv[1]
+        from tpuctl.launch import ports
+        held = ports.reserve(3)
+        print(" ".join(map(str, held.ports)), flush=True)
+        os.kill(os.getpid(), 9)
+        """
+    )
+    killed = subprocess.run([sys.executable, "-c", holder, str(tmpdir_base.parent)], capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    left = sorted(killed.stdout.split())
+    folder = tmpdir_base / "ports"
+    assert sorted(p.name for p in folder.iterdir()) == left  # behind, locking nothing
+    held = ports.reserve(1)
+    try:
+        assert sorted(p.name for p in folder.iterdir()) == [str(held.ports[0])]
+    finally:
+        held.release()
+
+
 @pytest.mark.parametrize("which", ["base", "ports"])
 def test_a_lock_folder_others_can_write_is_refused(tmpdir_base: Path, which: str) -> None:
     (tmpdir_base / "ports").mkdir(parents=True)

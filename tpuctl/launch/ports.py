@@ -42,12 +42,12 @@ def _lock_dir() -> Path:
             raise TpuctlError(f"cannot create the port-lock folder {folder}: {err.strerror}", exit_code=FAILED) from None
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(path, 0o700)  # ours (checked), from a tpuctl that made it 0755: close it
-        _sweep(path)  # and clear the lock files that tpuctl never removed
+    _sweep(path)  # the lock files of launches that never released them (SIGKILL): they lock nothing
     return path
 
 
 def _sweep(path: Path) -> None:
-    """Remove lock files nobody holds, each under its own lock, as a release does (once, on upgrade)."""
+    """Remove lock files nobody holds, each under its own lock, as a release does; a held one is a live launch's."""
     for entry in os.scandir(path):
         if entry.name.isdigit():
             fd = _lock(path, int(entry.name))
