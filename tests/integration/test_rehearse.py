@@ -107,6 +107,16 @@ def test_each_check_flags_the_script_that_breaks_it(tmp_path: Path, defect: str,
     assert "failed" not in others.values(), others  # one defect, one finding
 
 
+def test_a_batch_that_breaks_the_cpu_run_too_is_named_first_in_the_cause(tmp_path: Path) -> None:
+    # Keras' fit over 8 replicas with a global batch of 100: the first step fails on the CPU as on the TPU, with
+    # TensorFlow's AddN error, which names an op; the cause leads with what the rehearsal found.
+    outcome, stderr = _rehearse(REHEARSE / "colab_fit.py", "v2-8", tmp_path, "--", "100")
+    cause = outcome["failure"]["cause"]["summary"]
+    assert outcome["exit_code"] == 1
+    assert cause.startswith("the rehearsal's batch split check failed (global batch 100 does not split across 8 replicas"), cause
+    assert "then uncaught Python exception: InvalidArgumentError" in cause
+
+
 def test_a_script_that_skips_the_report_is_told_nothing_was_checked(tmp_path: Path) -> None:
     outcome, stderr = _rehearse(REHEARSE / "custom_loop.py", "v2-8", tmp_path, "--", "--steps", "1", "--hard-exit")
     assert (outcome["exit_code"], outcome["rehearsal"]) == (0, None)

@@ -193,6 +193,9 @@ class LocalRunner:
             )
         if outcome.rehearsal is not None and outcome.exit_code == 0 and rehearsal_report.problems(outcome.rehearsal):
             outcome.exit_code = FAILED
+        failure = outcome.failure
+        if outcome.rehearsal is not None and failure is not None and failure.cause is not None:
+            failure.cause = rehearsal_report.explained(failure.cause, outcome.rehearsal)
         return outcome
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from tpuctl import accelerators
 from tpuctl.errors import TpuctlError, one_line
+from tpuctl.launch.cause import Cause
 
 # Each replica is a thread over a virtual CPU: past this a laptop rehearses thread scheduling, not the job.
 MAX_REPLICAS = 256
@@ -87,6 +88,17 @@ def render(report: dict[str, Any]) -> list[str]:
         mark = {"ok": "ok", "warning": "WARN", "failed": "FAIL", "not checked": "--"}[check["verdict"]]
         lines.append(f"  {mark:>4}  {one_line(check['check'], 40):<{width}}  {one_line(check['detail'], 300)}")
     return lines
+
+
+def explained(cause: Cause, report: dict[str, Any]) -> Cause:
+    """A failure's cause with the rehearsal's finding first: a batch that does not split also breaks the CPU
+    run, in its first step, where TensorFlow's own error names an op, not the batch the report names."""
+    found = problems(report)
+    if not found:
+        return cause
+    first = found[0]
+    finding = f"the rehearsal's {one_line(first['check'], 40)} check failed ({one_line(first['detail'], 200)})"
+    return Cause(cause.kind, f"{finding}; then {cause.summary}")
 
 
 def verdict_line(report: dict[str, Any]) -> str | None:
