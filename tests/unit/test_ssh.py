@@ -48,8 +48,9 @@ def test_agent_source_ships_without_comments_or_backslashes(source: str) -> None
     # A host's `python` may be old: no f-strings, variable annotations or walrus (Python's own check).
     ast.parse(source, feature_version=(3, 5))
     # The agent is sent on every worker's command line (the runtime cache's check included);
-    # the installer only to a host whose cache lacks the runtime.
-    assert len(source) < 13000
+    # the installer only to a host whose cache lacks the runtime. A budget, not a limit of ssh's (one argument may
+    # be 128 KiB): 14000 since the agent adopts orphans (issue 29).
+    assert len(source) < 14000
 
 
 # Runs the shipped agent source as the host would, minus its main: each stdin line is a packed

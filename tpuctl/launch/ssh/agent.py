@@ -240,6 +240,7 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
             return status
         if give_up is not None and give_up <= 0:
             kill(pid, _signal.SIGKILL)
+            kill_adopted()
             os._exit(255)
         for fd, _ in poller.poll(100 if pidfd is None or give_up is not None else None):
             if fd == 0:
@@ -264,6 +265,40 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
             give_up -= 1
 
 
+# Orphans below the agent come to it, not to init (prctl PR_SET_CHILD_SUBREAPER, Linux only), so that a
+# worker's child that left its group and lost its parents (os.setsid(), then its reaper killed) is still ours.
+def adopt() -> None:
+    try:
+        import _ctypes
+
+        _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"), (36, 1, 0, 0, 0))  # type: ignore[arg-type]
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
+# Once the worker is reaped, every child the agent still has was adopted: kill it, reap it, and
+# again for what its death hands on, until none is left (as tpuctl/reaper.py does locally).
+def kill_adopted() -> None:
+    me = str(os.getpid()).encode()
+    for _ in range(100):
+        found = []
+        for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            try:
+                with open("/proc/" + name + "/stat", "rb") as stat:
+                    if name.isdigit() and stat.read().rsplit(b")", 1)[1].split()[1] == me:
+                        found.append(int(name))
+            except (OSError, IndexError):
+                pass
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, _signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+
+
 # Steps 2 to 5; the agent's own exit status.
 def run(held: "_socket.socket") -> int:
     line, pending = read_line(b"")
@@ -279,6 +314,7 @@ def run(held: "_socket.socket") -> int:
     # The variables' names come in the hello, from tpuctl's one worker contract.
     env[HELLO["control_fd"][0]] = str(theirs.fileno())
     env[HELLO["reserved_fd"][0]] = str(held.fileno())
+    adopt()
     pid, problem = spawn(argv, env, (theirs.fileno(), held.fileno()))
     theirs.close()
     held.close()
@@ -289,6 +325,7 @@ def run(held: "_socket.socket") -> int:
     say("pgid", pid)
     status = watch(pid, ours, pending)
     kill(pid, _signal.SIGKILL)
+    kill_adopted()
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     say("exit", code)
     return code if code >= 0 else 128 - code
