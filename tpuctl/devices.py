@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tpuctl import reaper
 from tpuctl.accelerators import Shape, shape_from_config, shape_of
 from tpuctl.errors import FAILED, TpuctlError
 
@@ -198,7 +199,7 @@ def nvidia_smi_rows(executable: str | None = None) -> list[Row]:
         return []
     argv = [path, f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"]
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=NVIDIA_SMI_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        done = reaper.run(argv, capture_output=True, timeout=NVIDIA_SMI_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise TpuctlError(f"nvidia-smi gave no answer within {NVIDIA_SMI_TIMEOUT_S:.0f}s", exit_code=FAILED) from None
     except OSError as err:

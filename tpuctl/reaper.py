@@ -41,7 +41,7 @@ from contextlib import suppress  # loaded anyway in a worker (runpy imports it)
 TYPE_CHECKING = False  # typing costs the worker's start; mypy treats this name as True
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
@@ -363,6 +363,40 @@ def kill_adopted(before: frozenset[int]) -> list[int]:
 def _killpg(pgid: int, sig: int) -> None:
     with suppress(OSError):
         os.killpg(pgid, sig)
+
+
+def dies_with_parent(sig: int) -> Callable[[], None] | None:
+    """A `preexec_fn` that gives a child `sig` as its parent-death signal, or None where there is none.
+
+    prctl is looked up here, in the parent: the forked child of a threaded tpuctl must not import
+    or dlopen (another thread may have held the loader's lock at the fork). The kernel sends `sig`
+    when the *thread* that started the child ends: SIGKILL only for a child its thread waits for
+    (`run`); SIGCONT, harmless early, for a long-lived one (an ssh client)."""
+    if not supported():
+        return None
+    try:
+        import _ctypes
+
+        prctl = _ctypes.dlsym(_ctypes.dlopen(None), "prctl")  # type: ignore[arg-type]
+    except (ImportError, AttributeError, OSError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        _ctypes.call_function(prctl, (PR_SET_PDEATHSIG, sig, 0, 0, 0))
+        if os.getppid() != parent:  # the parent died before the prctl
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
+def run(argv: Sequence[str], *, timeout: float | None, **popen: Any) -> subprocess.CompletedProcess[Any]:
+    """subprocess.run for the one-shot commands tpuctl runs (kubectl, nvidia-smi, py-spy, ssh, rsync, a compiler):
+    a deadline, and SIGKILL when tpuctl dies, SIGKILL included (the calling thread waits for it). `timeout` is
+    None only for the user's own remote command (`tpuctl ssh -- CMD`), which lasts as long as they want."""
+    import subprocess
+
+    return subprocess.run(list(argv), timeout=timeout, preexec_fn=dies_with_parent(signal.SIGKILL), **popen)
 
 
 def spawn(argv: Sequence[str], **popen: Any) -> Reaped:

@@ -46,11 +46,13 @@ def _py_spy(pid: int) -> bytes:
     import shutil
     import subprocess
 
+    from tpuctl import reaper
+
     tool = shutil.which("py-spy")
     if tool is None:
         return b""
     try:
-        done = subprocess.run(
+        done = reaper.run(
             [tool, "dump", "--native", "--full-filenames", "--pid", str(pid)], capture_output=True, timeout=PY_SPY_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.SubprocessError):

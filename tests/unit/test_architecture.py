@@ -109,3 +109,30 @@ def test_docs_name_only_files_that_exist(doc: Path) -> None:
     placeholders = ("*", "NAME")
     missing = sorted(path for path in named if not any(p in path for p in placeholders) and not (ROOT / path.rstrip("/")).exists())
     assert not missing, f"{doc.name} names files that are not in the repository: {missing}"
+
+
+# Where tpuctl starts a process without reaper.run, and why that one is bounded and dies with tpuctl anyway.
+_OWN_START = {
+    "tpuctl/reaper.py": "the reaper itself: run() and spawn()",
+    "tpuctl/launch/local.py": "workers: their runtime puts each under a reaper whose lifeline tpuctl holds",
+    "tpuctl/launch/ssh/session.py": "ssh clients: SIGCONT as parent-death signal, so a stopped one wakes and ends when tpuctl dies",
+}
+
+
+def test_every_child_tpuctl_starts_has_a_deadline_and_dies_with_tpuctl() -> None:
+    """Issue 29: a one-shot command (kubectl, nvidia-smi, py-spy, ssh, rsync, a compiler) goes through reaper.run:
+    a timeout, and SIGKILL when tpuctl dies. Anything else that starts a process is named above, with its reason."""
+    found = []
+    for path in _modules():
+        name = path.relative_to(ROOT).as_posix()
+        if name.startswith("tpuctl/runtime/"):
+            continue  # inside a worker, itself under a reaper
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                call = f"{node.func.value.id}.{node.func.attr}"
+                if call in ("subprocess.run", "subprocess.Popen", "subprocess.call", "subprocess.check_call", "subprocess.check_output", "os.system", "os.popen"):
+                    if name not in _OWN_START:
+                        found.append(f"{name}:{node.lineno} {call}")
+                if call == "reaper.run" and not any(k.arg == "timeout" for k in node.keywords):
+                    found.append(f"{name}:{node.lineno} reaper.run without timeout=")
+    assert not found, found

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -144,3 +145,39 @@ def test_a_stopped_reaper_wakes_when_its_launcher_dies(tmp_path: Path) -> None:
         for pid in family:  # a failure must not leave stopped processes behind
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_one_shot_command_dies_with_tpuctl_even_by_sigkill(tmp_path: Path) -> None:
+    """reaper.run: what tpuctl runs for a moment (kubectl, py-spy, rsync) is gone once tpuctl is, SIGKILL included,
+    even while started from a thread other than the main one."""
+    pid_file = tmp_path / "child.pid"
+    launcher = textwrap.dedent(
+        f"""
+        import sys, threading, time
+        from tpuctl import reaper
+        code = "import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+        threading.Thread(target=lambda: reaper.run([sys.executable, "-c", code], timeout=600)).start()
+        time.sleep(300)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", launcher])
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")

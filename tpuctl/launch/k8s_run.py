@@ -75,7 +75,7 @@ class Kubectl:
     def run(self, *args: str, stdin: str | None = None, timeout: float = 120, hint: str | None = None) -> str:
         feed: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         try:
-            done = subprocess.run(self.argv(*args), check=False, capture_output=True, text=True, timeout=timeout, **feed)
+            done = reaper.run(self.argv(*args), check=False, capture_output=True, text=True, timeout=timeout, **feed)
         except subprocess.TimeoutExpired:
             raise TpuctlError(f"kubectl {args[0]} did not answer in {timeout:.0f}s", exit_code=FAILED) from None
         if done.returncode != 0:

@@ -29,6 +29,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
+from tpuctl import reaper
 from tpuctl import worker_contract as contract
 
 SOURCE = Path(__file__).with_name("bindshim.c")
@@ -116,7 +117,7 @@ def _compile(target: Path) -> None:
     argv = [compiler, "-shared", "-fPIC", "-O2", "-o", str(partial), str(SOURCE), "-ldl"]
     try:
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            done = reaper.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as err:
             raise Unavailable(f"{compiler} did not run: {err}") from None
         if done.returncode != 0:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tpuctl import reaper
 from tpuctl.errors import one_line
 from tpuctl.hosts import HostEntry
 from tpuctl.launch.ssh.options import SSH_FAILED, SshOptions, remote_command
@@ -103,7 +104,7 @@ def _run_on(
     error = ""
     for attempt in range(1, options.attempts + 1):
         try:
-            done = subprocess.run(
+            done = reaper.run(
                 options.command(host, remote),
                 input=stdin,
                 stdin=None if stdin is not None else subprocess.DEVNULL,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tpuctl import reaper
 from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
 from tpuctl.hosts import HostEntry
 from tpuctl.inputs import read_small_text, tool_file
@@ -94,7 +95,7 @@ class SshOptions:
         """Let ssh itself validate the options and config file, without connecting (`ssh -G`)."""
         argv = [arg for arg in self.base() if arg not in ("-T", "-x")]
         try:
-            done = subprocess.run([*argv, "-G", "--", host], capture_output=True, text=True, timeout=SSH_G_TIMEOUT_S, check=False)
+            done = reaper.run([*argv, "-G", "--", host], capture_output=True, text=True, timeout=SSH_G_TIMEOUT_S, check=False)
         except FileNotFoundError:
             raise TpuctlError("ssh (OpenSSH client) is not installed", hint="e.g. apt-get install openssh-client") from None
         except subprocess.TimeoutExpired:

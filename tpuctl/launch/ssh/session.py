@@ -15,10 +15,11 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tpuctl import reaper
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import format_address
 from tpuctl.launch.plan import WorkerSpec
@@ -276,21 +277,10 @@ def spawn_agent(options: SshOptions, host: str, python: str, hello: list[tuple[s
             start_new_session=True,
             # Stopped with everything else (SIGSTOP) and tpuctl then killed, an ssh client would never see its stdin
             # end, nor tell the agent: SIGCONT when tpuctl's spawning thread ends wakes it to do both (harmless early).
-            preexec_fn=_wake_when_orphaned(),
+            preexec_fn=reaper.dies_with_parent(signal.SIGCONT),
         )
     except FileNotFoundError:
         raise TpuctlError("ssh (OpenSSH client) is not installed", hint="e.g. apt-get install openssh-client") from None
-
-
-def _wake_when_orphaned() -> Callable[[], None] | None:
-    import _ctypes  # noqa: F401  (loaded here: the forked child of a threaded tpuctl must not import)
-
-    from tpuctl import reaper
-
-    if not reaper.supported():
-        return None
-    parent = os.getpid()
-    return lambda: reaper.on_parent_death(signal.SIGCONT, parent)
 
 
 def abandon(proc: subprocess.Popen[bytes]) -> None:

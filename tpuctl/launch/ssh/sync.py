@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tpuctl import reaper
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch.ssh.fanout import parallel, run_everywhere
 from tpuctl.launch.ssh.options import SshOptions
@@ -23,6 +23,7 @@ from tpuctl.launch.ssh.session import Session
 from tpuctl.launch.ssh.wire import manifest
 
 SYNC_EXCLUDES = ("__pycache__", ".git")
+SYNC_TIMEOUT_S = 600.0  # a whole folder over a slow link; a sync that takes longer is stuck
 
 # Extracts a tar stream from stdin into argv[1]; the sync fallback when rsync is missing.
 UNTAR_SOURCE = """import sys, tarfile
@@ -67,12 +68,13 @@ class FolderSync:
         """One host: what was done, for the notice, or "!" and why it failed."""
         host = session.host
         if local_rsync and session.hello.rsync:
-            done = subprocess.run(
+            done = reaper.run(
                 rsync_command(self.options, host, self.paths.sync_source, self.paths.sync_dest),
                 capture_output=True,
                 text=True,
                 check=False,
                 start_new_session=True,
+                timeout=SYNC_TIMEOUT_S,
             )
             if done.returncode != 0:
                 return f"!{host}: rsync failed: {one_line(done.stderr, last=True) or done.returncode}"
@@ -83,7 +85,7 @@ class FolderSync:
             return f"{host} (unchanged)"
         payload = _tar(self.paths.sync_source, changed)
         [result] = run_everywhere(
-            [host], [self.python, "-S", "-c", UNTAR_SOURCE, self.paths.sync_dest], self.options, stdin=payload, timeout=600
+            [host], [self.python, "-S", "-c", UNTAR_SOURCE, self.paths.sync_dest], self.options, stdin=payload, timeout=SYNC_TIMEOUT_S
         )
         if not result.ok:
             return f"!{host}: copying {len(changed)} file(s) failed: {result.error or one_line(result.output, last=True)}"
