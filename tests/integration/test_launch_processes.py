@@ -62,23 +62,38 @@ def test_crash_stops_the_others_and_leaves_no_process(tmp_path: Path, pid_dir: P
     assert (logs / "worker-0.log").exists() and (logs / "plan.json").exists()
 
 
-def _start_hanging_launch(tmp_path: Path, pid_dir: Path) -> subprocess.Popen[str]:
+def _start_hanging_launch(tmp_path: Path, pid_dir: Path, *, nohup: bool = False) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         tpuctl_cmd("launch", str(SCRIPTS / "crash_or_hang.py"), "--workers", "2", "--strategy", "none",
                    "--log-dir", str(tmp_path / "logs")),
         env={**os.environ, "PID_DIR": str(pid_dir)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # what `nohup` does before it execs the command: SIGHUP ignored
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
     )
     wait_for(lambda: len(read_pids(pid_dir)) == 4)
     return proc
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_interrupt_tears_down_and_exits_130(tmp_path: Path, pid_dir: Path, sig: signal.Signals) -> None:
     proc = _start_hanging_launch(tmp_path, pid_dir)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted" in err
+    pids = read_pids(pid_dir)
+    wait_for(lambda: not any(alive(p) for p in pids), timeout=5)
+
+
+def test_nohup_keeps_the_run_through_a_hangup(tmp_path: Path, pid_dir: Path) -> None:
+    """`nohup tpuctl launch ... &`: the terminal's hangup must not stop the run (issue 30)."""
+    proc = _start_hanging_launch(tmp_path, pid_dir, nohup=True)
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(2)
+    assert proc.poll() is None and all(alive(p) for p in read_pids(pid_dir))
+    proc.send_signal(signal.SIGTERM)  # what still stops it
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
     pids = read_pids(pid_dir)
     wait_for(lambda: not any(alive(p) for p in pids), timeout=5)
 

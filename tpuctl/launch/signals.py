@@ -17,8 +17,10 @@ def handled(handler: Handler) -> Iterator[None]:
 
     Installing a handler also covers a SIGINT that the shell left ignored (a
     launch started in the background), which Python would otherwise never see.
+    A SIGHUP ignored on the way in stays ignored: that is `nohup`'s promise (the
+    run outlives the terminal); the workers, in sessions of their own, never get it.
     """
-    previous = {sig: signal.signal(sig, handler) for sig in HANDLED}
+    previous = {sig: signal.signal(sig, handler) for sig in HANDLED if not (sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN)}
     try:
         yield
     finally:
