@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuctl.launch import stack_view
+from tpuctl.launch import cause, stack_view
 from tpuctl.launch.stack_view import Frame, differing, own_code_predicate, parse, render, signature
 
 STACKS = Path(__file__).resolve().parents[1] / "data" / "stacks"
@@ -207,6 +207,11 @@ def test_no_majority_names_nobody() -> None:
     view = render(dumps, OWN)
     assert view[0] == "stacks of 3 workers: they differ, and no majority shows which is off (main thread, innermost first):"
     assert not any(line.startswith("!") for line in view)
+    # The hang's cause line says what the view says (issue 30: it said "all workers look alike" here).
+    summary = cause.hang(600, differing(dumps, OWN), stack_view.places(dumps, OWN)).summary
+    assert "look alike" not in summary and "3 different places" in summary
+    same = {f"worker:{i}": dump("input_wait.faulthandler") for i in range(2)}
+    assert cause.hang(600, differing(same, OWN), stack_view.places(same, OWN)).summary.endswith("all workers look alike")
 
 
 def test_gil_holder_and_the_library_call_it_is_in() -> None:

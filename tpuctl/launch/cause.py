@@ -140,10 +140,16 @@ def stopped(workers: list[str]) -> Cause:
     )
 
 
-def hang(seconds: float, differing: list[str]) -> Cause:
-    """No progress for `seconds`; `differing`: the workers whose stacks differ from the rest (may be none)."""
+def hang(seconds: float, differing: list[str], places: int = 1) -> Cause:
+    """No progress for `seconds`; `differing`: the workers whose stacks differ from the rest (may be none);
+    `places`: how many places the workers are at (stack_view.places), so this says what the stacks view says."""
     verb = "differs" if len(differing) == 1 else "differ"
-    where = f"{', '.join(differing)} {verb} from the others: look there first" if differing else "all workers look alike"
+    if differing:
+        where = f"{', '.join(differing)} {verb} from the others: look there first"
+    elif places > 1:
+        where = f"the workers are at {places} different places and no majority shows which is off: compare their stacks"
+    else:
+        where = "all workers look alike"
     return Cause(HANG, f"hang: no progress for {seconds:g}s; {where}")
 
 

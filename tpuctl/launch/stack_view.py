@@ -192,6 +192,11 @@ def differing(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) 
     return [name for name, place in places.items() if place != leaders[0]]
 
 
+def places(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) -> int:
+    """How many places the workers that answered are at: what the view's title and the hang's cause line both say."""
+    return len({signature(parse(text), own_code) for text in dumps.values() if text} - {()})
+
+
 def _where(file: str) -> str:
     """A short name for the library a Python file belongs to (tensorflow, the stdlib)."""
     parts = [p for p in file.replace("\\", "/").split("/") if p] or ["?"]
@@ -248,13 +253,13 @@ def render(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) -> 
     for name, threads in parsed.items():
         groups.setdefault((name in off, _state(threads), _body(threads, own_code)), []).append(name)
     silent = [name for name, text in dumps.items() if not text]
-    places = {signature(threads, own_code) for threads in parsed.values()} - {()}
+    where = places(dumps, own_code)
     title = f"stacks of {len(dumps)} workers"
     if len(dumps) == 1:
         title = "stack of 1 worker"
-    elif len(places) == 1 and len(parsed) > 1 and all(signature(t, own_code) for t in parsed.values()):
+    elif where == 1 and len(parsed) > 1 and all(signature(t, own_code) for t in parsed.values()):
         title += f": all {'that answered ' if silent else ''}at the same place"
-    elif len(places) > 1 and not off:
+    elif where > 1 and not off:
         title += ": they differ, and no majority shows which is off"
     lines = [f"{title} (main thread, innermost first):"]
     ordered = sorted(groups.items(), key=lambda group: not group[0][0])
