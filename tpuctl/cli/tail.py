@@ -53,7 +53,12 @@ class Display:
         self.as_json = as_json
         self.only_tags = only_tags  # --tags: other summaries are not what was asked for
         self.board = Board()
-        self._out = OverlappedWriter(out if out is not None else sys.stdout.buffer)
+        stream = out if out is not None else sys.stdout.buffer
+        self._out = OverlappedWriter(stream)
+        try:
+            self._fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # an in-memory stream
+            self._fd = None
         self._live: Any = None
         if live and not as_json:
             from rich.console import Console
@@ -65,6 +70,8 @@ class Display:
     def show(self, update: Update, status: str) -> None:
         from tpuctl.watch import board
 
+        if not update and self._reader_gone():
+            raise PipeClosed  # `tail ... | head -1`, nothing new to write: a write would never come to tell
         if self.only_tags and update.others:
             update = dataclasses.replace(update, others=Counter())
         if self.as_json:
@@ -77,6 +84,21 @@ class Display:
             self._live.update(self.board.render(status))
             return
         self._write("".join(line + "\n" for line in board.plain_lines(update)))
+
+    def _reader_gone(self) -> bool:
+        """Whether stdout is a pipe nobody reads any more (poll reports POLLERR on its write end)."""
+        import select
+        import stat
+
+        try:
+            fd = self._fd
+            if fd is None or not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                return False
+            poller = select.poll()
+            poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
+            return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+        except (OSError, ValueError):
+            return False
 
     def _write(self, text: str) -> None:
         if not text:

@@ -180,6 +180,9 @@ class Tailer:
                 if self._keras.get(path) != mark:
                     self._keras[path] = mark
                     update.checkpoints.append(Checkpoint(run_of(path), path, _step(name), info.mtime, "keras"))
+        # By step, as training wrote them: a listing's order puts epoch-10 before epoch-02, and files
+        # copied or restored together share one mtime. Without a step, by time, after those with one.
+        update.checkpoints.sort(key=lambda c: (c.step is None, c.step or 0, c.wall_time, c.path))
 
     def _state_file(self, path: str, by_path: dict[str, FileInfo], update: Update) -> None:
         try:
@@ -199,7 +202,6 @@ class Tailer:
                 continue  # still being written; the .index comes last
             self._seen_checkpoints.add(key)
             update.checkpoints.append(Checkpoint(folder or ".", key, _step(posixpath.basename(key)), index.mtime, kind))
-        update.checkpoints.sort(key=lambda c: (c.wall_time, c.path))
 
 
 def _scan(decoder: Decoder, buffer: RecordBuffer, chunk: bytes) -> tuple[list[Scalar], int]:
