@@ -10,6 +10,7 @@ import sys
 import click
 from click.core import ParameterSource
 
+from tpuctl.launch import script_flags
 from tpuctl.launch.option_fields import click_options
 from tpuctl.launch.options import CONFIG_KEYS, Launch, LaunchOptions, execute, prepare
 from tpuctl.launch.options import request as dry_run_request
@@ -21,7 +22,14 @@ __all__ = ["CONFIG_KEYS", "launch"]  # CONFIG_KEYS: the [launch] keys a config f
 _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
+class _LaunchCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["tpuctl.raw_args"] = list(args)  # where each word stood: script_flags reads what came after SCRIPT
+        return super().parse_args(ctx, args)
+
+
 @click.command(
+    cls=_LaunchCommand,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
     short_help="Run a training script as N workers under a distribution strategy.",
 )
@@ -32,16 +40,22 @@ _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **params: object) -> None:
     """Run SCRIPT as N workers, each with its own TF_CONFIG, under a distribution strategy.
 
-    tpuctl's options may come before or after SCRIPT; everything after `--` goes
-    to the script untouched. The launch exits with the status of the first
-    worker that failed, or 130 when interrupted.
+    tpuctl's options may come before or after SCRIPT; other options go to the
+    script, and everything after `--` goes to it untouched. A tpuctl option after
+    SCRIPT that the script defines too is tpuctl's (it says so); one close to a
+    tpuctl option that the script does not define is refused as a typo. The
+    launch exits with the status of the first worker that failed, or 130 when
+    interrupted.
     """
+    names = [opt for param in ctx.command.params for opt in param.opts if opt.startswith("--")]
     if script.startswith("-") and not os.path.exists(script):
         # Unknown options reach the script (they may be its own), so a mistyped one of
         # ours before SCRIPT would otherwise be reported as a missing script.
         typed = script.split("=", 1)[0]
-        names = [opt for param in ctx.command.params for opt in param.opts if opt.startswith("--")]
         raise click.NoSuchOption(typed, possibilities=difflib.get_close_matches(typed, names, n=2, cutoff=0.75), ctx=ctx)
+    reading = script_flags.read(ctx.meta.get("tpuctl.raw_args", []), script, names)
+    if reading.note:
+        click.echo(f"tpuctl: {reading.note}", err=True)
     given = frozenset(name for name in params if ctx.get_parameter_source(name) in _EXPLICIT)
     prepared = prepare(script, script_args, params, given)
     if prepared.options.dry_run:
