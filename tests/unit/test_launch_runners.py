@@ -93,8 +93,8 @@ def test_a_kubernetes_dry_run_is_the_manifest_as_yaml_or_inside_json() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--image", "x"], "--image is for --backend kubernetes (this launch uses --backend local)"),
-        (["--hosts", "a", "--image", "x"], "--image is for --backend kubernetes (this launch uses --backend ssh)"),
+        (["--image", "x"], "--image is for --backend kubernetes or vertex (this launch uses --backend local)"),
+        (["--hosts", "a", "--image", "x"], "--image is for --backend kubernetes or vertex (this launch uses --backend ssh)"),
         (["--backend", "kubernetes", "--image", "x", "--sync"], "--sync is for launches over ssh"),
         (["--backend", "kubernetes", "--image", "x", "--tail", "--model-dir", "m"], "--tail is not available with --backend kubernetes"),
     ],

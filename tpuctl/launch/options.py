@@ -294,15 +294,19 @@ def _choose_backend(named: str, params: Mapping[str, Any], given: frozenset[str]
 
 
 def _refuse_other_backends(chosen: str, given: frozenset[str]) -> None:
-    """An option of another backend is a mistake, not something to ignore."""
+    """An option of another backend is a mistake, not something to ignore; named with every backend that takes it
+    (--accelerator and --image are kubernetes' and vertex's)."""
+    others = given - set(option_fields.names(backend_module(chosen).Options))
+    owners: dict[str, list[str]] = {}
     for name in BACKENDS:
-        if name == chosen:
-            continue
-        options = backend_module(name).Options
-        flags = option_fields.given_flags(options, given - set(option_fields.names(backend_module(chosen).Options)))
-        if flags:
-            template = getattr(options, "misplaced", "{flag} is for --backend {backend} (this launch uses --backend {chosen})")
-            raise TpuctlError(template.format(flag=flags[0], backend=name, chosen=chosen))
+        if name != chosen:
+            for flag in option_fields.given_flags(backend_module(name).Options, others):
+                owners.setdefault(flag, []).append(name)
+    if owners:
+        flag, names = next(iter(owners.items()))
+        template = getattr(backend_module(names[0]).Options, "misplaced", None) if len(names) == 1 else None
+        template = template or "{flag} is for --backend {backend} (this launch uses --backend {chosen})"
+        raise TpuctlError(template.format(flag=flag, backend=" or ".join(names), chosen=chosen))
 
 
 def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any], given: frozenset[str]) -> Launch:

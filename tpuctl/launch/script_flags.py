@@ -27,6 +27,9 @@ from pathlib import Path
 from tpuctl import inputs
 from tpuctl.errors import TpuctlError
 
+# tpuctl's options whose value reaches the script anyway, in its environment (TPUCTL_MODEL_DIR): a script that
+# defines the same flag usually defaults it from there (examples/train_keras.py), so taking it loses nothing.
+_HANDED_ON = frozenset({"--model-dir"})
 _ABSL_DEFINES = ("DEFINE_string", "DEFINE_integer", "DEFINE_float", "DEFINE_boolean", "DEFINE_bool", "DEFINE_enum", "DEFINE_list", "DEFINE_multi_string")
 
 
@@ -81,7 +84,7 @@ def read(raw: Sequence[str], script: str, own: Iterable[str]) -> Reading:
                 f"{word} (after SCRIPT) is not a tpuctl option, nor one the script defines; did you mean {' or '.join(close)}?",
                 hint=f"to give {word} to the script anyway, put it after `--`: tpuctl launch {script} ... -- {word} ...",
             )
-    taken = sorted({word for word in words if word in ours and word in theirs})
+    taken = sorted({word for word in words if word in ours and word in theirs} - _HANDED_ON)
     if not taken:
         return Reading([], None)
     return Reading(
