@@ -127,10 +127,12 @@ def request_stacks(entry: Entry, wait_s: float = DEFAULT_WAIT_S) -> str:
         time.sleep(0.1)
         if _stamp(view) not in (before, None):
             time.sleep(0.1)  # the view is written in one go; let a slow disk finish it
-            try:
-                return view.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+            try:  # a bounded read of a regular file, as every read of tpuctl's (a FIFO there would block)
+                data = read_small_bytes(view, "stacks view", exit_code=FAILED)
+            except TpuctlError:
                 continue
+            if data is not None:
+                return data.decode("utf-8", "replace")
     raise TpuctlError(f"launch {entry.run_id} wrote no stacks within {wait_s:g}s", hint=f"its log folder: {entry.log_dir}", exit_code=FAILED)
 
 
