@@ -138,7 +138,7 @@ def update_section(path: Path, section: str, values: dict[str, str]) -> bool:
     comments and layout elsewhere; only the section's own lines are replaced.
     False when the file already holds these values.
     """
-    text = inputs.read_small_text(path, "config file") or ""
+    text = (inputs.read_small_text(path, "config file") or "") if path.exists() else ""  # no file yet: the write says why
     before = read_file(path) if text else {}
     current = before.get(section, {})
     if not isinstance(current, dict):
