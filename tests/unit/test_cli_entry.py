@@ -94,3 +94,13 @@ def test_a_script_whose_name_starts_with_a_dash_still_launches(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     done = tpuctl("launch", "--dry-run", "--strategy", "none", "-odd.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("words", "cword", "expected"), [("tpuctl la", 1, "plain,launch"), ("tpuctl launch --work", 2, "plain,--workers")])
+def test_shell_completion_completes_commands_and_options(words: str, cword: int, expected: str) -> None:
+    """docs/index.md's completion (click's): completing the first word parses no arguments, which is not a bare `tpuctl`."""
+    env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(cword), "_TPUCTL_COMPLETE": "bash_complete"}
+    done = subprocess.run([TPUCTL], env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == [expected], done.stdout + done.stderr
+    source = subprocess.run([TPUCTL], env={**os.environ, "_TPUCTL_COMPLETE": "bash_source"}, capture_output=True, text=True, timeout=60)
+    assert "_tpuctl_completion" in source.stdout

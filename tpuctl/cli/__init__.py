@@ -62,7 +62,7 @@ class LazyGroup(click.Group):
         process can, and every path option would meet it as a ValueError from open()."""
         for arg in args:
             inputs.check_text(arg, "argument")
-        if all(arg == "--debug" for arg in args):
+        if all(arg == "--debug" for arg in args) and not ctx.resilient_parsing:  # shell completion parses [] too
             # A newcomer's first touch: the help as help, not flattened into an error line.
             # Exit 2 as click >= 8.2 and gcloud do (no command is a usage error, and a script
             # that runs `tpuctl` alone should not pass); click 8.1 alone would exit 0.
