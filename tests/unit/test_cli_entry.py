@@ -104,3 +104,10 @@ def test_shell_completion_completes_commands_and_options(words: str, cword: int,
     assert done.stdout.split() == [expected], done.stdout + done.stderr
     source = subprocess.run([TPUCTL], env={**os.environ, "_TPUCTL_COMPLETE": "bash_source"}, capture_output=True, text=True, timeout=60)
     assert "_tpuctl_completion" in source.stdout
+
+
+def test_an_unset_variable_given_as_a_value_is_named_as_the_likely_cause() -> None:
+    """`tpuctl tf-config --check "$TF_CONFIG"` where the shell has no TF_CONFIG (issue 30)."""
+    done = tpuctl("tf-config", "--check", "")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "Error: Invalid value for '--check': an empty value is not allowed (an unset shell variable?)"

@@ -123,7 +123,8 @@ def _refusing_empty(inner: Callable[[click.Context, click.Parameter, Any], Any] 
         values = value if isinstance(value, tuple) else (value,)
         if any(isinstance(v, str) and not v.strip() for v in values) and ctx.get_parameter_source(str(param.name)) in _GIVEN:
             shown_as = param.get_error_hint(ctx)
-            raise click.BadParameter("an empty value is not allowed", ctx=ctx, param=param, param_hint=shown_as)
+            # Most often an unset shell variable: `tf-config --check "$TF_CONFIG"` in a shell that has none.
+            raise click.BadParameter("an empty value is not allowed (an unset shell variable?)", ctx=ctx, param=param, param_hint=shown_as)
         return inner(ctx, param, value) if inner is not None else value
 
     return check
