@@ -142,3 +142,14 @@ def test_an_integer_of_5000_digits_is_one_error(tmp_path: Path) -> None:
     path.write_text("[launch]\nworkers = " + "9" * 5000 + "\n")
     with pytest.raises(TpuctlError, match="not valid TOML"):
         config.read_file(path)
+
+
+def test_config_show_says_which_config_files_exist(tmp_path: Path) -> None:
+    """Both places are looked in; one that holds no file is said so, not listed as read (issue 30)."""
+    user = tmp_path / "user.toml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TPUCTL_")}
+    result = run_tpuctl("config", "show", env={**env, "TPUCTL_CONFIG": str(user), "NO_GCE_CHECK": "true"}, cwd=tmp_path)
+    assert f"config files (highest first): {tmp_path / 'tpuctl.toml'} (none there), {user} (none there)" in result.stderr
+    user.write_text('[launch]\nworkers = 2\n')
+    result = run_tpuctl("config", "show", env={**env, "TPUCTL_CONFIG": str(user), "NO_GCE_CHECK": "true"}, cwd=tmp_path)
+    assert f"{tmp_path / 'tpuctl.toml'} (none there), {user}\n" in result.stderr

@@ -37,5 +37,6 @@ def show(project: str | None, zone: str | None, as_json: bool) -> None:
         return
     rows = [[s.key, v.value if v.value is not None else "-", v.source] for s, v in resolved.items()]
     print_table(["SETTING", "VALUE", "SOURCE"], rows)
-    files = ", ".join(str(path) for path in reversed(config.config_files()))
-    click.echo(f"files read (highest first): {files}", err=True)
+    # Both places are looked in; say which hold a file, so a user does not edit one that is never read.
+    files = ", ".join(f"{path}{'' if path.exists() else ' (none there)'}" for path in reversed(config.config_files()))
+    click.echo(f"config files (highest first): {files}", err=True)
