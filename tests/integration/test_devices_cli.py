@@ -96,6 +96,8 @@ def test_devices_grpc_closed_port_fails_within_the_deadline(tmp_path: Path) -> N
     elapsed = time.monotonic() - started
     assert result.returncode == 1
     assert one_error_line(result).startswith(f"Error: TPU at grpc://127.0.0.1:{port} is not reachable")
+    # the hint names the port given (issue 30: it named 8470 whatever was typed), and where TPUs serve
+    assert f"is port {port} open to this machine?; TPU nodes serve gRPC on port 8470" in one_error_line(result)
     assert elapsed < 5 + 3
 
 

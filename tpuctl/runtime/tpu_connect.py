@@ -205,7 +205,9 @@ def _wait_reachable(address: tuple[str, int], attempts: Attempts, deadline: floa
         if not _pause(attempt, deadline):
             raise TpuctlError(
                 f"TPU at grpc://{host}:{port} is not reachable ({attempts.summary()})",
-                hint="is the TPU READY, and is port 8470 open to this machine?",
+                # The port given, not the usual one: a hint about 8470 sends someone who typed :1 the wrong way.
+                hint=f"is the TPU READY, and is port {port} open to this machine?"
+                + ("" if port == 8470 else "; TPU nodes serve gRPC on port 8470"),
                 exit_code=FAILED,
             )
         attempt += 1
