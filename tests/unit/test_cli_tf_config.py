@@ -214,7 +214,7 @@ def test_generated_configs_pass_check(tpuctl: Run) -> None:
         ),
         (
             ["--workers", "2", "--format", "yaml"],
-            "Invalid value for '--format': 'yaml' is not one of 'json', 'env', 'dir'.",
+            "Invalid value for '--format' / '--output' / '-o': 'yaml' is not one of 'json', 'env', 'dir'.",
         ),
         (["--workers", "2", "--format", "dir"], "--format dir needs a directory"),
         (["--workers", "2", "out"], "unexpected argument 'out' (a DIR argument goes with --format dir)"),

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from tpuctl import __version__, inputs
+from tpuctl.cli import output_flags
 from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
 
 # command name -> (module, attribute, one-line help shown in `tpuctl --help`)
@@ -87,6 +88,7 @@ class LazyGroup(click.Group):
         module, attr, _ = COMMANDS[cmd_name]
         command: click.Command = getattr(importlib.import_module(module), attr)
         refuse_empty_values(command)
+        output_flags.accept_aliases(command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
