@@ -119,3 +119,20 @@ def test_parse_env_accepts_or_rejects_cleanly(values: list[str]) -> None:
         return
     for (name, value), raw in zip(pairs, values):
         assert f"{name}={value}" == raw
+
+
+def test_launch_help_is_grouped_by_backend() -> None:
+    """Issue 30: 170 lines of four backends' options in one flat list; now one section each, shared ones named again."""
+    import subprocess
+
+    from tests.conftest import tpuctl_cmd
+
+    text = subprocess.run(tpuctl_cmd("launch", "--help"), capture_output=True, text=True, timeout=60).stdout
+    sections = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert sections == [
+        "Options:", "Local workers (the default):", "SSH hosts and TPU VM slices (--hosts, --hostfile, --tpu):",
+        "Kubernetes (--backend kubernetes):", "Vertex AI (--backend vertex):",
+    ]
+    vertex = text.split("Vertex AI (--backend vertex):")[1]
+    assert "--staging-bucket" in vertex and "(also)" in vertex and "--image" in vertex
+    assert text.count("  --image ") == 1  # listed once, under Kubernetes; named again under Vertex

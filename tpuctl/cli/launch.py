@@ -10,7 +10,7 @@ import sys
 import click
 from click.core import ParameterSource
 
-from tpuctl.launch import script_flags
+from tpuctl.launch import option_fields, script_flags
 from tpuctl.launch.option_fields import click_options
 from tpuctl.launch.options import CONFIG_KEYS, Launch, LaunchOptions, execute, prepare
 from tpuctl.launch.options import request as dry_run_request
@@ -22,10 +22,42 @@ __all__ = ["CONFIG_KEYS", "launch"]  # CONFIG_KEYS: the [launch] keys a config f
 _EXPLICIT = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
+# Section titles of `launch --help`, one per backend; a backend missing here gets "--backend NAME".
+_SECTIONS = {
+    "local": "Local workers (the default)",
+    "ssh": "SSH hosts and TPU VM slices (--hosts, --hostfile, --tpu)",
+    "kubernetes": "Kubernetes (--backend kubernetes)",
+    "vertex": "Vertex AI (--backend vertex)",
+}
+
+
 class _LaunchCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["tpuctl.raw_args"] = list(args)  # where each word stood: script_flags reads what came after SCRIPT
         return super().parse_args(ctx, args)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """One section per backend, so a user reads the options of the backend they use, not 170 lines of all four.
+        An option two backends share is listed under the first and named under the second."""
+        params = {str(p.name): p for p in self.get_params(ctx)}
+        shown: set[str] = set()
+
+        def rows(names: list[str]) -> list[tuple[str, str]]:
+            found = [record for name in names if name in params and (record := params[name].get_help_record(ctx))]
+            shown.update(names)
+            return found
+
+        common = [name for name in params if not any(name in option_fields.names(backend_module(b).Options) for b in BACKENDS)]
+        with formatter.section("Options"):
+            formatter.write_dl(rows(common))
+        for backend in BACKENDS:
+            names = option_fields.names(backend_module(backend).Options)
+            again = [flag for name in names if name in shown and (flag := params[name].opts[0])]
+            found = rows([name for name in names if name not in shown])
+            if again:
+                found.append(("(also)", ", ".join(again) + ", as above"))
+            with formatter.section(_SECTIONS.get(backend, f"--backend {backend}")):
+                formatter.write_dl(found)
 
 
 @click.command(
