@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -263,3 +264,23 @@ def test_explicit_workers_use_the_first_slots(tmp_path: Path) -> None:
     result = run_tpuctl("launch", EXAMPLE, "--hosts", "a:2,b:2", "--workers", "3", "--dry-run", "--json")
     assert result.returncode == 0, result.stderr
     assert [w["host"] for w in json.loads(result.stdout)["workers"]] == ["a", "a", "b"]
+
+
+def test_a_remote_dry_run_shows_the_remote_side_and_warns_about_laptop_paths(tmp_path: Path) -> None:
+    """Issue 30: the ssh command per host, the sync, the remote folder and interpreter; this machine's paths named."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node-a.invalid\nnode-b.invalid\n")
+    plain = run_tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    remote = json.loads(plain.stdout)["remote"]
+    assert remote["sync"] is None and remote["python"] == sys.executable
+    assert set(remote["ssh"]) == {"node-a.invalid", "node-b.invalid"}
+    assert shlex.split(remote["ssh"]["node-b.invalid"])[-2:][0] == "node-b.invalid"
+    assert any("this machine's Python" in w for w in remote["warnings"]) and any("--sync" in w for w in remote["warnings"])
+    synced = run_tpuctl(
+        "launch", EXAMPLE, "--hostfile", str(hostfile), "--sync", "--remote-dir", "/srv/train", "--python", "python3", "--dry-run", cwd=tmp_path
+    )
+    assert synced.returncode == 0, synced.stderr
+    assert "remote: workers run in /srv/train with python3" in synced.stdout
+    assert f"sync: {os.path.dirname(os.path.abspath(EXAMPLE))}/ -> HOST:/srv/train/" in synced.stdout
+    assert "ssh to node-a.invalid: ssh " in synced.stdout and "warning:" not in synced.stdout

@@ -8,6 +8,8 @@ machinery itself loads only when a launch really goes over ssh.
 from __future__ import annotations
 
 import os
+import posixpath
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -189,6 +191,7 @@ class SshRunner:
         if options.remote_dir is not None and not options.remote_dir.strip():
             raise TpuctlError("--remote-dir is empty")
         self.paths: RemotePaths | None = None
+        self.warnings: list[str] = []  # laptop paths the hosts may not have: said by the dry run and the run
 
     @property
     def slots(self) -> int:
@@ -218,6 +221,7 @@ class SshRunner:
                 hint="add hosts, use host:SLOTS, or lower --workers",
             )
         self.paths = RemotePaths.resolve(job.script, self.options.remote_dir)
+        self.warnings = _laptop_paths(job.python, self.paths, self.options)
         model_dir = job.model_dir
         if model_dir and "://" not in model_dir:
             model_dir = self.paths.remote_path(os.path.abspath(model_dir))
@@ -232,7 +236,12 @@ class SshRunner:
         self.ssh.check(self.entries[0].host)
         hosts = place(self.entries, job.processes)
         addresses = [format_address(host, 0).rsplit(":", 1)[0] + ":<port>" for host in hosts]
-        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), runtime_files.shipment())
+        assert self.paths is not None, "prepare() first"
+        # Each host's session exactly as the run starts it (session.spawn_agent), the agent's source shown by size.
+        ssh = {entry.host: shlex.join(self.ssh.command(entry, [job.python, "-S", "-c", "<agent>", "<hello>"])) for entry in self.entries}
+        sync = f"{self.paths.sync_source}/ -> HOST:{self.paths.sync_dest}/ (rsync where both ends have it, else tar over ssh)" if self.options.sync else None
+        remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
+        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), runtime_files.shipment(), remote)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.launch.process_runner import run_supervised
@@ -241,6 +250,8 @@ class SshRunner:
         assert self.paths is not None, "prepare() first"
         if self.options.cleanup:
             self._free_tpus(context)
+        for warning in self.warnings:
+            context.notice(f"warning: {warning}")
         where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
         context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
         backend = SshBackend(
@@ -276,23 +287,42 @@ class ShippedPlan:
 
     plan: Plan
     runtime: Shipment
+    remote: dict[str, Any]  # the hosts' side: workdir, python, sync, each host's ssh command, warnings
 
     def to_json(self) -> dict[str, object]:
         from tpuctl.launch.ssh.backend import RUNTIME_HOME
 
         files = [name for name, _ in self.runtime.files]
         shipped = {"digest": self.runtime.digest, "folder": RUNTIME_HOME + self.runtime.digest, "files": files, "bytes": self.runtime.size}
-        return {**self.plan.to_json(), "runtime": shipped}
+        return {**self.plan.to_json(), "runtime": shipped, "remote": self.remote}
 
     def render(self) -> str:
         from tpuctl.launch.ssh.backend import RUNTIME_HOME
 
         *lines, last = self.plan.render().splitlines()
+        lines.append(f"remote: workers run in {self.remote['workdir']} with {self.remote['python']}")
+        lines.append(f"sync: {self.remote['sync'] or 'none: the hosts must already have the script there (--sync copies it)'}")
+        lines += [f"ssh to {host}: {command}" for host, command in self.remote["ssh"].items()]
+        lines += [f"warning: {warning}" for warning in self.remote["warnings"]]
         lines.append(
             f"runtime: tpuctl {__version__}'s runtime ({len(self.runtime.files)} files, {self.runtime.size // 1024} KiB) from "
             f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"
         )
         return "\n".join([*lines, last])
+
+
+def _laptop_paths(python: str | None, paths: RemotePaths, options: Options) -> list[str]:
+    """What a launch from a laptop plans for the hosts that only the laptop may have: its own interpreter's path
+    (no --python), and the script's folder at the laptop's path (neither --sync nor --remote-dir)."""
+    found = []
+    if not python:
+        found.append(f"the hosts will run {sys.executable}, this machine's Python: pass --python with theirs (e.g. --python python3)")
+    if not options.sync and options.remote_dir is None:
+        found.append(
+            f"the hosts must already have {posixpath.join(paths.workdir, paths.script)}, this machine's path: "
+            "pass --sync to copy the script's folder, or --remote-dir DIR where it is"
+        )
+    return found
 
 
 def runner(options: Options) -> SshRunner:
