@@ -60,6 +60,18 @@ def test_command_on_every_worker_with_prefixes_and_status(slice_env: tuple[dict[
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr
 
 
+def test_a_dry_run_prints_each_host_s_command_and_runs_nothing(slice_env: tuple[dict[str, str], Path, list[str]], tmp_path: Path) -> None:
+    """Issue 30: `tpuctl ssh` had no --dry-run. The node is looked up (its hosts); nothing connects to them."""
+    env, config, (name, ip0, ip1) = slice_env
+    mark = tmp_path / "ran"
+    dry = run_tpuctl("ssh", name, "--worker", "all", "--ssh-config", str(config), "--dry-run", "--", "touch", str(mark), env=env)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == [f"[worker:0@{ip0}]", f"[worker:1@{ip1}]"]
+    assert all(f" -- {ip} " in line and f"touch {mark}" in line for line, ip in zip(lines, (ip0, ip1)))
+    assert not mark.exists()
+
+
 def test_cleanup_frees_a_tpu_held_by_a_stale_process(slice_env: tuple[dict[str, str], Path, list[str]]) -> None:
     env, config, (name, ip0, _) = slice_env
     if os.path.exists(LOCKFILE):

@@ -23,6 +23,7 @@ from tpuctl.launch.ssh_launch import Connection
 @click.option("--worker", default="0", show_default=True, metavar="all|N[,N]", help="Which hosts of the slice.")
 @click.option("--internal-ip", is_flag=True, help="Connect to the hosts' internal IPs (from inside the VPC).")
 @click.option("--cleanup", is_flag=True, help="First kill stale processes holding the TPU and remove /tmp/libtpu_lockfile.")
+@click.option("--dry-run", is_flag=True, help="Print each host's ssh command (the node is looked up); connect to none.")
 @click_options(Connection)
 def ssh(
     name: str,
@@ -34,6 +35,7 @@ def ssh(
     worker: str,
     internal_ip: bool,
     cleanup: bool,
+    dry_run: bool,
     ssh_user: str | None,
     ssh_key: str | None,
     ssh_option: tuple[str, ...],
@@ -45,10 +47,14 @@ def ssh(
     Exits 0 when it succeeded everywhere, else with the first failing host's
     status (255 when ssh could not connect).
     """
-    from tpuctl.launch.ssh_command import SliceCommand, run_on_slice
+    from tpuctl.launch.ssh_command import SliceCommand, plan_on_slice, run_on_slice
 
     connection = Connection(ssh_user=ssh_user, ssh_key=ssh_key, ssh_option=ssh_option, ssh_config=ssh_config, fanout=fanout)
-    request = SliceCommand(name, command, connection, worker, internal_ip, cleanup, project, zone, credentials, access_token_file)
+    request = SliceCommand(name, command, connection, worker, internal_ip, cleanup, project, zone, credentials, access_token_file, dry_run)
+    if dry_run:
+        for line in plan_on_slice(request):
+            click.echo(line)
+        return
     status = 0
     for stage in run_on_slice(request):
         for worker_result in stage:

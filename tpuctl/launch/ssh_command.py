@@ -33,6 +33,7 @@ class SliceCommand:
     zone: str | None = None
     credentials: str | None = None
     access_token_file: str | None = None
+    dry_run: bool = False  # print each host's ssh command, connect nowhere
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,36 @@ def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
     A stage runs on every chosen worker at once; after a stage that failed on
     any worker, the next one is not started.
     """
+    from tpuctl.launch.ssh.fanout import run_everywhere
+
+    labels, addresses, stages = _targets(request)
+    options = request.connection.ssh_options()
+    for argv in stages:
+        results = run_everywhere(addresses, argv, options)
+        yield [WorkerResult(label, result) for label, result in zip(labels, results, strict=True)]
+        if any(result.exit_code for result in results):
+            return
+
+
+def plan_on_slice(request: SliceCommand) -> list[str]:
+    """`tpuctl ssh --dry-run`: each stage's ssh command per chosen worker, exactly as the run builds it (the
+    node is looked up, to know its hosts; nothing connects to them)."""
+    import shlex
+
+    from tpuctl.launch.ssh.fanout import marked
+
+    labels, addresses, stages = _targets(request)
+    options = request.connection.ssh_options()
+    pairs = list(zip(labels, addresses, strict=True))
+    return [f"{label} {shlex.join(options.command(address, marked(argv, '<marker>')))}" for argv in stages for label, address in pairs]
+
+
+def _targets(request: SliceCommand) -> tuple[list[str], list[str], list[list[str]]]:
+    """The chosen workers' labels and addresses, and the commands to run there in order (--cleanup's first)."""
     from tpuctl.cloud.node_lookup import find_node
     from tpuctl.cloud.slice_hosts import pick_workers, slice_hosts
-    from tpuctl.launch.ssh.fanout import run_everywhere
     from tpuctl.launch.tpu_cleanup import cleanup_argv
 
-    options = request.connection.ssh_options()
     if not request.command and not request.cleanup:
         raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {request.name} --worker all -- nvidia-smi")
     check_workers(request.worker)
@@ -62,11 +87,8 @@ def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
     chosen = pick_workers(slice_hosts(node), request.worker)
     addresses = [host.address(request.internal_ip) for host in chosen]
     labels = [f"[worker:{host.index}@{address}]" for host, address in zip(chosen, addresses, strict=True)]
-    for argv in ([cleanup_argv()] if request.cleanup else []) + ([list(request.command)] if request.command else []):
-        results = run_everywhere(addresses, argv, options)
-        yield [WorkerResult(label, result) for label, result in zip(labels, results, strict=True)]
-        if any(result.exit_code for result in results):
-            return
+    stages = ([cleanup_argv()] if request.cleanup else []) + ([list(request.command)] if request.command else [])
+    return labels, addresses, stages
 
 
 def check_workers(worker: str) -> None:

@@ -94,13 +94,17 @@ def run_everywhere(
     return parallel(lambda host: _run_on(host, remote, options, timeout, stdin), hosts, options.fanout)
 
 
+def marked(argv: Sequence[str], marker: str) -> list[str]:
+    """The remote argv as run: the marker proves the command started, so after it a 255 is the command's own status."""
+    return ["sh", "-c", f'echo {marker} >&2; exec "$@"', "sh", *argv]
+
+
 def _run_on(
     host: str | HostEntry, argv: list[str], options: SshOptions, timeout: float | None, stdin: bytes | None
 ) -> HostResult:
     name = host.host if isinstance(host, HostEntry) else host
     marker = f"tpuctl-connected-{token()}"
-    # The marker proves the command started: after it, a 255 is the command's own status.
-    remote = ["sh", "-c", f'echo {marker} >&2; exec "$@"', "sh", *argv]
+    remote = marked(argv, marker)
     error = ""
     for attempt in range(1, options.attempts + 1):
         try:
