@@ -52,8 +52,8 @@ def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
     """
     from tpuctl.launch.ssh.fanout import run_everywhere
 
+    options = request.connection.ssh_options()  # bad ssh options are bad input, before any API call
     labels, addresses, stages = _targets(request)
-    options = request.connection.ssh_options()
     for argv in stages:
         results = run_everywhere(addresses, argv, options)
         yield [WorkerResult(label, result) for label, result in zip(labels, results, strict=True)]
@@ -68,8 +68,8 @@ def plan_on_slice(request: SliceCommand) -> list[str]:
 
     from tpuctl.launch.ssh.fanout import marked
 
-    labels, addresses, stages = _targets(request)
     options = request.connection.ssh_options()
+    labels, addresses, stages = _targets(request)
     pairs = list(zip(labels, addresses, strict=True))
     return [f"{label} {shlex.join(options.command(address, marked(argv, '<marker>')))}" for argv in stages for label, address in pairs]
 
