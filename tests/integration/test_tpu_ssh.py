@@ -4,6 +4,7 @@ reached through real sshd servers (the stand-in's host IPs are mapped to them in
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -68,7 +69,7 @@ def test_a_dry_run_prints_each_host_s_command_and_runs_nothing(slice_env: tuple[
     assert dry.returncode == 0, dry.stderr
     lines = dry.stdout.splitlines()
     assert [line.split(" ", 1)[0] for line in lines] == [f"[worker:0@{ip0}]", f"[worker:1@{ip1}]"]
-    assert all(f" -- {ip} " in line and f"touch {mark}" in line for line, ip in zip(lines, (ip0, ip1)))
+    assert all(f" -- {ip} " in line and f"touch {mark}" in line for line, ip in zip(lines, (ip0, ip1), strict=True))
     assert not mark.exists()
 
 
@@ -117,5 +118,15 @@ def test_launch_on_every_host_of_a_slice_after_cleanup(slice_env: tuple[dict[str
     assert [json.loads(d["env"]["TF_CONFIG"])["task"]["index"] for d in dumps] == [0, 1]
     dry = run_tpuctl("launch", str(SCRIPTS / "argv_dump.py"), "--tpu", name, "--ssh-config", str(config), "--cleanup", "--dry-run", env=env, cwd=tmp_path)
     assert dry.returncode == 0 and "cleanup" not in dry.stderr  # a dry run changes nothing anywhere
+    # Issue 30: the slice's side of the plan, and this machine's paths planned for its hosts said as such.
+    for ip in (ip0, ip1):
+        ssh = next(line for line in dry.stdout.splitlines() if line.startswith(f"ssh to {ip}: "))
+        argv = shlex.split(ssh.split(": ", 1)[1])
+        assert argv[:3] == ["ssh", "-F", str(config)] and argv[-3:-1] == ["--", ip]
+        assert shlex.split(argv[-1])[:3] == ["exec", sys.executable, "-S"]
+    assert f"remote: workers run in {tmp_path} with {sys.executable}" in dry.stdout
+    assert "sync: none" in dry.stdout
+    assert f"warning: the hosts will run {sys.executable}, this machine's Python: pass --python" in dry.stdout
+    assert f"warning: the hosts must already have {SCRIPTS / 'argv_dump.py'}, this machine's path: pass --sync" in dry.stdout
     both = run_tpuctl("launch", str(SCRIPTS / "argv_dump.py"), "--tpu", name, "--hosts", "h1", env=env, cwd=tmp_path)
     assert both.returncode == 2 and "give one of --hosts, --hostfile, --tpu" in both.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,27 @@ def test_an_ssh_dry_run_places_workers_on_hosts_and_leaves_ports_open() -> None:
         ("gpu-a", "gpu-a:<port>"),
         ("gpu-b", "gpu-b:<port>"),
     ]
+
+
+def test_an_ssh_dry_run_shows_each_host_s_command_quoted_once_and_the_sync() -> None:
+    """Issue 30: the hosts' side of a dry run, as a launch builds it: a word with a space stays one word on the
+    host (quoted once for its shell), the sync copies the script's folder to the remote one, with the same ssh."""
+    args = (EXAMPLE, "--hosts", "gpu-a,gpu-b", "--python", "/opt/my env/bin/python", "--remote-dir", "/srv/my train", "--sync")
+    code, out, err = invoke(*args, "--ssh-option", "User=trainer", "--dry-run", "--json")
+    assert code == 0, err
+    remote = json.loads(out)["remote"]
+    assert (remote["workdir"], remote["python"], remote["warnings"]) == ("/srv/my train", "/opt/my env/bin/python", [])
+    for host in ("gpu-a", "gpu-b"):
+        argv = shlex.split(remote["ssh"][host])
+        assert argv[0] == "ssh" and "User=trainer" in argv and argv[-3:-1] == ["--", host]
+        assert shlex.split(argv[-1]) == ["exec", "/opt/my env/bin/python", "-S", "-c", "<agent>", "<hello>"]
+    sync = remote["sync"]
+    rsync = shlex.split(sync["command"])
+    assert rsync[0] == "rsync" and rsync[-2:] == [str(Path(EXAMPLE).parent) + "/", "HOST:/srv/my train/examples/"]  # its place under the working directory
+    assert "User=trainer" in shlex.split(rsync[rsync.index("-e") + 1])  # the same ssh as the sessions
+    code, text, _ = invoke(*args, "--dry-run")
+    assert code == 0 and f"sync: {Path(EXAMPLE).parent}/ -> each host's /srv/my train/examples/ (not __pycache__, .git), with: rsync " in text
+    assert "remote: workers run in /srv/my train with /opt/my env/bin/python" in text and "warning:" not in text
 
 
 def test_a_kubernetes_dry_run_is_the_manifest_as_yaml_or_inside_json() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tpuctl.errors import USAGE, TpuctlError
-from tpuctl.launch.ssh_command import SliceCommand, run_on_slice
+from tpuctl.launch.ssh_command import SliceCommand, plan_on_slice, run_on_slice
 from tpuctl.launch.ssh_launch import Connection
 
 
@@ -22,4 +22,7 @@ def test_nothing_to_run_or_a_bad_ssh_option_is_bad_input(request_: SliceCommand,
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(TpuctlError, match=expected) as refused:
         next(run_on_slice(request_))
+    assert refused.value.exit_code == USAGE
+    with pytest.raises(TpuctlError, match=expected) as refused:  # `--dry-run` refuses the same, before any look-up
+        plan_on_slice(request_)
     assert refused.value.exit_code == USAGE

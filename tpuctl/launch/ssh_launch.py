@@ -237,9 +237,13 @@ class SshRunner:
         hosts = place(self.entries, job.processes)
         addresses = [format_address(host, 0).rsplit(":", 1)[0] + ":<port>" for host in hosts]
         assert self.paths is not None, "prepare() first"
-        # Each host's session exactly as the run starts it (session.spawn_agent), the agent's source shown by size.
-        ssh = {entry.host: shlex.join(self.ssh.command(entry, [job.python, "-S", "-c", "<agent>", "<hello>"])) for entry in self.entries}
-        sync = f"{self.paths.sync_source}/ -> HOST:{self.paths.sync_dest}/ (rsync where both ends have it, else tar over ssh)" if self.options.sync else None
+        # Each host's session and the sync built by the functions a launch runs them with (stand-ins for the
+        # agent's source and its hello), so the dry run cannot drift from the run.
+        from tpuctl.launch.ssh.session import agent_command
+        from tpuctl.launch.ssh.sync import planned
+
+        ssh = {entry.host: shlex.join(agent_command(self.ssh, entry.host, job.python, "<hello>", source="<agent>")) for entry in self.entries}
+        sync = planned(self.ssh, self.paths) if self.options.sync else None
         remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), runtime_files.shipment(), remote)
 
@@ -301,7 +305,13 @@ class ShippedPlan:
 
         *lines, last = self.plan.render().splitlines()
         lines.append(f"remote: workers run in {self.remote['workdir']} with {self.remote['python']}")
-        lines.append(f"sync: {self.remote['sync'] or 'none: the hosts must already have the script there (--sync copies it)'}")
+        sync = self.remote["sync"]
+        if sync is None:
+            lines.append("sync: none: the hosts must already have the script there (--sync copies it)")
+        else:
+            excluded = ", ".join(sync["exclude"])
+            lines.append(f"sync: {sync['source']} -> each host's {sync['dest']} (not {excluded}), with: {sync['command']}")
+            lines.append(f"  ({sync['fallback']})")
         lines += [f"ssh to {host}: {command}" for host, command in self.remote["ssh"].items()]
         lines += [f"warning: {warning}" for warning in self.remote["warnings"]]
         lines.append(

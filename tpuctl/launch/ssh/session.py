@@ -263,9 +263,15 @@ def message(packed: str) -> str:
     return dict(unpack(packed)).get("message", "?")
 
 
+def agent_command(options: SshOptions, host: str, python: str, hello: str, source: str = AGENT_SOURCE) -> list[str]:
+    """One agent session's ssh argv. A dry run prints it with stand-ins for the agent's source and the hello,
+    so that what it shows is what a launch runs, not a copy that could drift."""
+    return options.command(host, [python, "-S", "-c", source, hello])
+
+
 def spawn_agent(options: SshOptions, host: str, python: str, hello: list[tuple[str, str]]) -> subprocess.Popen[bytes]:
     """Start one agent session; it answers on stderr (see read_hello)."""
-    argv = options.command(host, [python, "-S", "-c", AGENT_SOURCE, pack(hello)])
+    argv = agent_command(options, host, python, pack(hello))
     try:
         return subprocess.Popen(
             argv,

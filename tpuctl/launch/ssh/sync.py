@@ -43,6 +43,18 @@ def rsync_command(options: SshOptions, host: str, source: str, dest: str) -> lis
     return ["rsync", "-a", "--protect-args", *excludes, "-e", shlex.join(options.base()), "--", f"{source}/", f"{host}:{dest}/"]
 
 
+def planned(options: SshOptions, paths: RemotePaths) -> dict[str, object]:
+    """The --sync step as a dry run shows it: what is copied from where to where, and the rsync command a
+    launch runs for each host (HOST standing for it), built by the same function."""
+    return {
+        "source": f"{paths.sync_source}/",
+        "dest": f"{paths.sync_dest}/",
+        "exclude": list(SYNC_EXCLUDES),
+        "command": shlex.join(rsync_command(options, "HOST", paths.sync_source, paths.sync_dest)),
+        "fallback": "a host without rsync gets the files that differ as a tar over ssh, unpacked by the hosts' Python",
+    }
+
+
 @dataclass(frozen=True)
 class FolderSync:
     """Copies `paths.sync_source` to `paths.sync_dest` on each host of the sessions given."""
