@@ -29,6 +29,13 @@ _SECTIONS = {
     "kubernetes": "Kubernetes (--backend kubernetes)",
     "vertex": "Vertex AI (--backend vertex)",
 }
+# The options every backend takes, past the few a first launch needs (those stay under "Options", with any option
+# added later): a newcomer reads --workers, --strategy, --model-dir, --dry-run and --backend, not 30 tuning knobs.
+_COMMON_SECTIONS = (
+    ("How each worker builds its strategy", ("strategy_builder", "scope", "keras", "ps", "communication", "device_list")),
+    ("Failures, restarts and deadlines", ("max_restarts", "max_preemptions", "hang_timeout", "start_timeout", "tpu_timeout")),
+    ("Rehearsal and watching", ("rehearse", "simulate_devices", "verbose", "tail_view")),
+)
 
 
 class _LaunchCommand(click.Command):
@@ -39,7 +46,7 @@ class _LaunchCommand(click.Command):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """One section per backend, so a user reads the options of the backend they use, not 170 lines of all four.
         An option two backends share is listed under the first and named under the second."""
-        params = {str(p.name): p for p in self.get_params(ctx)}
+        params = {str(p.name): p for p in self.get_params(ctx) if isinstance(p, click.Option)}  # click 8.5 gives arguments rows too
         shown: set[str] = set()
 
         def rows(names: list[str]) -> list[tuple[str, str]]:
@@ -48,8 +55,12 @@ class _LaunchCommand(click.Command):
             return found
 
         common = [name for name in params if not any(name in option_fields.names(backend_module(b).Options) for b in BACKENDS)]
+        grouped = {name for _, section in _COMMON_SECTIONS for name in section}
         with formatter.section("Options"):
-            formatter.write_dl(rows(common))
+            formatter.write_dl(rows([name for name in common if name not in grouped]))
+        for title, section in _COMMON_SECTIONS:
+            with formatter.section(title):
+                formatter.write_dl(rows(list(section)))
         for backend in BACKENDS:
             names = option_fields.names(backend_module(backend).Options)
             again = [flag for name in names if name in shown and (flag := params[name].opts[0])]
