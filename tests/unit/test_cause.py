@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tpuctl.launch import cause, logs
 from tpuctl.launch.cause import Cause, classify
+from tpuctl.launch.stack_view import Comparison
 from tpuctl.launch.outcome import Failure, JobRef, Outcome, summarise, tasks
 from tpuctl.launch.tf_noise import Fold
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
@@ -327,8 +328,10 @@ def test_never_started_names_the_missing_workers() -> None:
 
 
 def test_a_hang_names_the_odd_worker_or_says_all_look_alike() -> None:
-    assert cause.hang(600.0, ["worker:1"]).summary == "hang: no progress for 600s; worker:1 differs from the others: look there first"
-    assert cause.hang(90.5, []) == Cause(cause.HANG, "hang: no progress for 90.5s; all workers look alike")
+    off = Comparison(off=("worker:1",), places=2, readable=2, answered=2, workers=2)
+    alike = Comparison(off=(), places=1, readable=2, answered=2, workers=2)
+    assert cause.hang(600.0, off).summary == "hang: no progress for 600s; worker:1 differs from the others: look there first"
+    assert cause.hang(90.5, alike) == Cause(cause.HANG, "hang: no progress for 90.5s; all workers look alike")
 
 
 # ---- never raises -------------------------------------------------------------------------------

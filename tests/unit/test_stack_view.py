@@ -7,6 +7,7 @@ Python 3.11.7, py-spy 0.4.3, TensorFlow 2.21; the scripts ran from SCRIPT_DIR.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -208,10 +209,54 @@ def test_no_majority_names_nobody() -> None:
     assert view[0] == "stacks of 3 workers: they differ, and no majority shows which is off (main thread, innermost first):"
     assert not any(line.startswith("!") for line in view)
     # The hang's cause line says what the view says (issue 30: it said "all workers look alike" here).
-    summary = cause.hang(600, differing(dumps, OWN), stack_view.places(dumps, OWN)).summary
+    summary = cause.hang(600, stack_view.compare(dumps, OWN)).summary
     assert "look alike" not in summary and "3 different places" in summary
+
+
+def _cause_and_view(dumps: dict[str, str | None]) -> tuple[str, list[str]]:
+    """The hang's cause line and the stacks view as a hang report prints them: from one comparison."""
+    comparison = stack_view.compare(dumps, OWN)
+    return cause.hang(600, comparison).summary, render(dumps, OWN, comparison)
+
+
+# Every dump of tests/data/stacks, in both formats where there are both.
+REAL_DUMPS = sorted(path.name.removesuffix(".txt") for path in STACKS.glob("*.txt"))
+
+
+@pytest.mark.parametrize(("workers", "names"), [(2, REAL_DUMPS), (3, [f"{scenario}.faulthandler" for scenario in SCENARIOS])])
+def test_the_cause_line_and_the_view_tell_one_story_on_every_mix_of_real_dumps(workers: int, names: list[str]) -> None:
+    """Issue 30: whatever mix of real dumps a hang meets, the workers the view marks '!' are the ones the
+    cause line names, and 'look alike' / 'different places' come with the view's same/differ title."""
+    marked_once = False
+    for mix in itertools.product([*names, None], repeat=workers):
+        dumps = {f"worker:{i}": None if name is None else dump(name) for i, name in enumerate(mix)}
+        summary, view = _cause_and_view(dumps)
+        marked = [line[2:].split("  ")[0] for line in view if line.startswith("! ")]
+        named = summary.split("; ", 1)[1]
+        if marked:
+            marked_once = True
+            assert named.startswith(", ".join(marked) + (" differs" if len(marked) == 1 else " differ")), (mix, view, summary)
+        else:
+            assert "from the others" not in named, (mix, view, summary)
+        assert ("look alike" in named) <= ("at the same place" in view[0]), (mix, view, summary)
+        assert ("different places" in named) == ("they differ" in view[0]), (mix, view, summary)
+    assert marked_once
+
+
+def test_a_hang_with_a_worker_off_names_it_as_the_view_marks_it() -> None:
+    summary, view = _cause_and_view({"worker:0": dump("tf_collective.faulthandler"), "worker:1": dump("input_wait.py-spy-native")})
+    assert view[1] == "! worker:1  differs from the others"
+    assert summary == "hang: no progress for 600s; worker:1 differs from the others: look there first"
+
+
+def test_a_hang_without_readable_stacks_does_not_say_they_look_alike() -> None:
+    summary, view = _cause_and_view({"worker:0": None, "worker:1": None})
+    assert summary.endswith("no worker's stack could be read, so nothing shows where they wait") and "no stack" in view[-1]
+    summary, _ = _cause_and_view({"worker:0": dump("lock_wait.py-spy"), "worker:1": None, "worker:2": "\x00 not a dump"})
+    assert summary.endswith("only 1 of 3 workers' stacks could be read")
     same = {f"worker:{i}": dump("input_wait.faulthandler") for i in range(2)}
-    assert cause.hang(600, differing(same, OWN), stack_view.places(same, OWN)).summary.endswith("all workers look alike")
+    summary, view = _cause_and_view(same)
+    assert summary.endswith("all workers look alike") and view[0].startswith("stacks of 2 workers: all at the same place")
 
 
 def test_gil_holder_and_the_library_call_it_is_in() -> None:

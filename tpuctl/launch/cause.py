@@ -11,8 +11,12 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
+
+if TYPE_CHECKING:
+    from tpuctl.launch.stack_view import Comparison
 
 EXCEPTION, SIGNAL, OOM, PREEMPTED = "exception", "signal", "oom-suspected", "preempted"
 PEER_LOST, NEVER_STARTED, HANG, EXIT = "peer-lost", "never-started", "hang", "exit"
@@ -140,14 +144,21 @@ def stopped(workers: list[str]) -> Cause:
     )
 
 
-def hang(seconds: float, differing: list[str], places: int = 1) -> Cause:
-    """No progress for `seconds`; `differing`: the workers whose stacks differ from the rest (may be none);
-    `places`: how many places the workers are at (stack_view.places), so this says what the stacks view says."""
-    verb = "differs" if len(differing) == 1 else "differ"
-    if differing:
-        where = f"{', '.join(differing)} {verb} from the others: look there first"
-    elif places > 1:
-        where = f"the workers are at {places} different places and no majority shows which is off: compare their stacks"
+def hang(seconds: float, workers: Comparison) -> Cause:
+    """No progress for `seconds`; `workers`: the stacks view's own comparison (stack_view.compare), so that
+    the cause line never says other than the view above it."""
+    off = list(workers.off)
+    if off:
+        where = f"{', '.join(off)} {'differs' if len(off) == 1 else 'differ'} from the others: look there first"
+    elif workers.places > 1:
+        where = f"the workers are at {workers.places} different places and no majority shows which is off: compare their stacks"
+    elif not workers.readable:
+        where = "no worker's stack could be read, so nothing shows where they wait"
+    elif workers.workers == 1:
+        where = "its stack shows where it waits"
+    elif workers.readable < workers.workers:
+        alike = " and they look alike" if workers.readable > 1 else ""
+        where = f"only {workers.readable} of {workers.workers} workers' stacks could be read{alike}"
     else:
         where = "all workers look alike"
     return Cause(HANG, f"hang: no progress for {seconds:g}s; {where}")

@@ -175,6 +175,25 @@ def _waits_on_peers(threads: list[Thread], own: Callable[[str], bool]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """Where the workers are relative to each other, computed once from their dumps: the view's marks and
+    title and the hang's cause line all read this, so they cannot tell two stories (issue 30)."""
+
+    off: tuple[str, ...]  # the workers away from the most common place: marked '!', named by the cause line
+    places: int  # how many places the workers with a readable stack are at
+    readable: int  # workers whose stack was read and shows a place
+    answered: int  # workers that sent a dump at all
+    workers: int  # workers asked
+
+
+def compare(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) -> Comparison:
+    """The one comparison of the workers' places (see Comparison)."""
+    found = [signature(parse(text), own_code) for text in dumps.values() if text]
+    readable = [place for place in found if place]
+    return Comparison(tuple(differing(dumps, own_code)), len(set(readable)), len(readable), len(found), len(dumps))
+
+
 def differing(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) -> list[str]:
     """The workers away from the most common place. A tie goes to the place inside a collective
     (the others wait there for the one elsewhere); with no such tie-break nobody is named.
@@ -190,11 +209,6 @@ def differing(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) 
         if len(leaders) != 1:
             return []
     return [name for name, place in places.items() if place != leaders[0]]
-
-
-def places(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) -> int:
-    """How many places the workers that answered are at: what the view's title and the hang's cause line both say."""
-    return len({signature(parse(text), own_code) for text in dumps.values() if text} - {()})
 
 
 def _where(file: str) -> str:
@@ -243,23 +257,23 @@ def _names(names: list[str]) -> str:
     return shown if len(names) <= MAX_NAMES else f"{shown} and {len(names) - MAX_NAMES} more ({len(names)} workers)"
 
 
-def render(dumps: Mapping[str, str | None], own_code: Callable[[str], bool]) -> list[str]:
+def render(dumps: Mapping[str, str | None], own_code: Callable[[str], bool], comparison: Comparison | None = None) -> list[str]:
     """The console view. Workers at the same place are shown once (the view stays short for
     any number of workers and any dump size): those that differ from the others first,
-    marked '!', then the rest, then those without a stack."""
+    marked '!', then the rest, then those without a stack. `comparison`: compare()'s, when
+    the caller also tells the cause line from it."""
+    seen = comparison or compare(dumps, own_code)
     parsed = {name: parse(text) for name, text in dumps.items() if text}
-    off = set(differing(dumps, own_code))
     groups: dict[tuple[bool, str, tuple[str, ...]], list[str]] = {}
     for name, threads in parsed.items():
-        groups.setdefault((name in off, _state(threads), _body(threads, own_code)), []).append(name)
+        groups.setdefault((name in seen.off, _state(threads), _body(threads, own_code)), []).append(name)
     silent = [name for name, text in dumps.items() if not text]
-    where = places(dumps, own_code)
     title = f"stacks of {len(dumps)} workers"
     if len(dumps) == 1:
         title = "stack of 1 worker"
-    elif where == 1 and len(parsed) > 1 and all(signature(t, own_code) for t in parsed.values()):
+    elif seen.places == 1 and seen.readable == seen.answered > 1:
         title += f": all {'that answered ' if silent else ''}at the same place"
-    elif where > 1 and not off:
+    elif seen.places > 1 and not seen.off:
         title += ": they differ, and no majority shows which is off"
     lines = [f"{title} (main thread, innermost first):"]
     ordered = sorted(groups.items(), key=lambda group: not group[0][0])

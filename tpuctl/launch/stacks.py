@@ -74,16 +74,17 @@ def script_dir(spec: WorkerSpec) -> str:
     return ""
 
 
-def record(specs: Sequence[WorkerSpec], dumps: list[str | None], attempt_dir: Path, log_dir: Path) -> tuple[list[str], list[str], int]:
-    """Keep the dumps and the view; (the view's lines, the workers whose stacks differ from the rest, how many
-    places the workers are at), so that the cause line says what the view says.
+def record(
+    specs: Sequence[WorkerSpec], dumps: list[str | None], attempt_dir: Path, log_dir: Path
+) -> tuple[list[str], stack_view.Comparison]:
+    """Keep the dumps and the view; (the view's lines, the comparison it was drawn from), so that the
+    hang's cause line reads the same comparison.
 
     Failing to write costs the files, never the view on the console."""
     named = {spec.name: dump for spec, dump in zip(specs, dumps, strict=True)}
     own = stack_view.own_code_predicate(script_dir(specs[0])) if specs else (lambda path: False)
-    view = stack_view.render(named, own)
-    differing = stack_view.differing(named, own)
-    places = stack_view.places(named, own)
+    comparison = stack_view.compare(named, own)
+    view = stack_view.render(named, own, comparison)
     try:
         folder = _next_folder(attempt_dir)
         for name, dump in named.items():
@@ -94,7 +95,7 @@ def record(specs: Sequence[WorkerSpec], dumps: list[str | None], attempt_dir: Pa
         view = [*view, f"full stacks: {folder}"]
     except OSError as err:
         view = [*view, f"(cannot keep the stacks in {attempt_dir}: {err.strerror or err})"]
-    return view, differing, places
+    return view, comparison
 
 
 def _next_folder(attempt_dir: Path) -> Path:

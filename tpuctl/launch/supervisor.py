@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Protocol
 
 from tpuctl.errors import TpuctlError
-from tpuctl.launch import cause, logs, run_registry, signals, stacks
+from tpuctl.launch import cause, logs, run_registry, signals, stack_view, stacks
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
 from tpuctl.launch.plan import Job, Plan, WorkerSpec, build_plan
 from tpuctl.launch.private_files import private_dir, write_private
@@ -325,27 +325,27 @@ class Supervisor:
             return max(0.0, run.clock.last + hang_timeout - time.monotonic())
         return None
 
-    def _show_stacks(self, run: _Attempt, why: str) -> tuple[list[str], int]:
-        """Every live worker's stacks on the console and in the attempt's log folder; the workers that differ, and
-        at how many places the workers are."""
+    def _show_stacks(self, run: _Attempt, why: str) -> stack_view.Comparison:
+        """Every live worker's stacks on the console and in the attempt's log folder; the comparison the view shows."""
         live = {p for p in range(len(run.handles)) if p not in run.exited}
         self.notice(f"taking every worker's stacks {why}")
         dumps = self._stacks.collect(run.handles, live)
-        view, differing, places = stacks.record([h.spec for h in run.handles], dumps, run.log_dir, self.log_dir)
+        view, comparison = stacks.record([h.spec for h in run.handles], dumps, run.log_dir, self.log_dir)
         for line in view:
             self.notice(line)
-        return differing, places
+        return comparison
 
     def _hang(self, run: _Attempt, hang_timeout: float) -> Outcome:
         self.notice(f"no worker printed anything and no new step was written for {hang_timeout:g}s (--hang-timeout)")
-        differing, places = self._show_stacks(run, "before stopping them")
+        comparison = self._show_stacks(run, "before stopping them")
+        differing = list(comparison.off)
         names = [h.spec.name for h in run.handles]
         live = [p for p in range(len(run.handles)) if p not in run.exited]
         suspect = names.index(differing[0]) if differing else (live[0] if live else 0)
         failure = self._failure(run, suspect, 0)
         failure.status = f"made no progress for {hang_timeout:g}s" + (f" ({', '.join(differing)} stuck elsewhere than the rest)" if differing else "")
         failure.exit_code = EXIT_HANG
-        failure.cause = cause.hang(hang_timeout, differing, places)
+        failure.cause = cause.hang(hang_timeout, comparison)
         return Outcome(exit_code=EXIT_HANG, attempts=0, elapsed_s=0.0, failure=failure)
 
     def _failure(self, run: _Attempt, position: int, returncode: int) -> Failure:
