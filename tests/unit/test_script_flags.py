@@ -74,3 +74,48 @@ def test_the_script_s_own_flags_pass_absl_style_included(tmp_path: Path) -> None
 def test_a_script_whose_flags_cannot_be_read_defines_none(tmp_path: Path, text: str) -> None:
     assert script_flags.defined_by(_script(tmp_path, text)) == set()
     assert script_flags.defined_by(tmp_path / "missing.py") == set()
+
+
+CLICK = '''
+import click
+
+
+@click.command()
+@click.option("--worker", type=int, default=0, help="this host's index")
+@click.option("--noise/--no-noise", default=False)
+def main(worker: int, noise: bool) -> None:
+    print(worker, noise)
+
+
+if __name__ == "__main__":
+    main()
+'''
+ABSL_BOOL = '''
+from absl import app, flags
+flags.DEFINE_bool("scope", True, "wrap the model in a scope")
+flags.DEFINE_multi_integer("stratgy", [], "not a typo here: the script's own flag")
+app.run(lambda argv: None)
+'''
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [(CLICK, ["--worker", "1", "--no-noise"]), (ABSL_BOOL, ["--noscope", "--stratgy=1"])],
+    ids=["click", "absl-bool-and-multi"],
+)
+def test_flags_defined_with_click_or_any_absl_define_are_the_script_s(tmp_path: Path, text: str, words: list[str]) -> None:
+    """A near-miss of tpuctl's options that the script defines (click's option, absl's `--noNAME` of a boolean,
+    any flags.DEFINE_*) is the script's, not a typo to refuse."""
+    script = _script(tmp_path, text)
+    result = run_tpuctl("launch", str(script), *words, "--dry-run", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert _argv(result)[-len(words):] == words
+
+
+def test_tpuctl_s_own_off_switches_after_script_are_tpuctl_s(tmp_path: Path) -> None:
+    """`--no-scope` is the second spelling of `--scope/--no-scope`: tpuctl's, not a near-miss of `--scope`."""
+    script = _script(tmp_path, ARGPARSE)
+    result = run_tpuctl("launch", str(script), "--no-scope", "--lr", "0.1", "--dry-run", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["workers"][0]["env"]["TPUCTL_SCOPE"] == "0" and _argv(result)[-2:] == ["--lr", "0.1"]

@@ -90,7 +90,7 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
     launch exits with the status of the first worker that failed, or 130 when
     interrupted.
     """
-    names = [opt for param in ctx.command.params for opt in param.opts if opt.startswith("--")]
+    names = [opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")]
     if script.startswith("-") and not os.path.exists(script):
         # Unknown options reach the script (they may be its own), so a mistyped one of
         # ours before SCRIPT would otherwise be reported as a missing script.

@@ -30,7 +30,8 @@ from tpuctl.errors import TpuctlError
 # tpuctl's options whose value reaches the script anyway, in its environment (TPUCTL_MODEL_DIR): a script that
 # defines the same flag usually defaults it from there (examples/train_keras.py), so taking it loses nothing.
 _HANDED_ON = frozenset({"--model-dir"})
-_ABSL_DEFINES = ("DEFINE_string", "DEFINE_integer", "DEFINE_float", "DEFINE_boolean", "DEFINE_bool", "DEFINE_enum", "DEFINE_list", "DEFINE_multi_string")
+# Calls whose `--x` string arguments name an option: argparse, optparse, click and typer.
+_DECLARERS = frozenset({"add_argument", "add_option", "option", "Option"})
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class Reading:
 
 
 def defined_by(script: Path) -> set[str]:
-    """The long options the script defines: argparse's add_argument('--x') and absl's flags.DEFINE_*('x')."""
+    """The long options the script defines: argparse's add_argument('--x'), optparse's add_option, click's and
+    typer's option('--x/--no-x'), and absl's flags.DEFINE_*('x') (a boolean's `--nox` too)."""
     try:
         text = inputs.read_small_text(script, "script")
         tree = ast.parse(text or "")
@@ -52,10 +54,12 @@ def defined_by(script: Path) -> set[str]:
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
         words = [arg.value for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
-        if name == "add_argument":
-            found.update(word.split("=", 1)[0] for word in words if word.startswith("--"))
-        elif name in _ABSL_DEFINES and words:
+        if name in _DECLARERS:
+            found.update(part.strip() for word in words for part in word.split("/") if part.strip().startswith("--"))
+        elif name.startswith("DEFINE_") and words:
             found.add("--" + words[0])
+            if name in ("DEFINE_bool", "DEFINE_boolean"):
+                found.add("--no" + words[0])
     return found
 
 
