@@ -86,16 +86,22 @@ def test_interrupt_tears_down_and_exits_130(tmp_path: Path, pid_dir: Path, sig: 
 
 
 def test_nohup_keeps_the_run_through_a_hangup(tmp_path: Path, pid_dir: Path) -> None:
-    """`nohup tpuctl launch ... &`: the terminal's hangup must not stop the run (issue 30)."""
-    proc = _start_hanging_launch(tmp_path, pid_dir, nohup=True)
+    """`nohup tpuctl launch ... &`: the terminal's hangup must not stop the run, which then ends well (issue 30)."""
+    release = tmp_path / "release"
+    proc = subprocess.Popen(
+        tpuctl_cmd("launch", str(SCRIPTS / "wait_for_release.py"), "--workers", "2", "--strategy", "none", "--log-dir", str(tmp_path / "logs")),
+        env={**os.environ, "PID_DIR": str(pid_dir), "RELEASE": str(release)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what `nohup` does before it execs the command
+    )
+    wait_for(lambda: len(read_pids(pid_dir)) == 2)
     proc.send_signal(signal.SIGHUP)
-    time.sleep(2)
+    time.sleep(1)
     assert proc.poll() is None and all(alive(p) for p in read_pids(pid_dir))
-    proc.send_signal(signal.SIGTERM)  # what still stops it
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    pids = read_pids(pid_dir)
-    wait_for(lambda: not any(alive(p) for p in pids), timeout=5)
+    release.touch()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.count("released") == 2 and "SIGHUP" not in err
+    assert json.loads((tmp_path / "logs" / "outcome.json").read_text())["exit_code"] == 0
 
 
 def test_workers_die_with_a_killed_launcher(tmp_path: Path, pid_dir: Path) -> None:

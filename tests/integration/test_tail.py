@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +51,13 @@ def test_every_event_once_in_order_while_tensorflow_writes(tmp_path: Path) -> No
     assert others == {"histograms": STEPS, "images": STEPS, "text": STEPS}
     assert not [e for e in events if e["kind"] == "damage"]
     assert set(events[0]) == {"kind", "run", "tag", "step", "value", "wall_time", "file"}
+    # The same checkpoints copied or restored together (one mtime for all, as `gsutil -m cp` may leave them):
+    # listed by step, not by name, where ckpt-14 sorts before ckpt-4 (issue 30).
+    restored = tmp_path / "restored"
+    shutil.copytree(model_dir / "checkpoints", restored / "checkpoints")
+    for path in (restored / "checkpoints").iterdir():
+        os.utime(path, (1_795_000_000, 1_795_000_000))
+    again = subprocess.run(tpuctl_cmd("tail", str(restored), "--once", "--json"), capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    listed = [json.loads(line) for line in again.stdout.splitlines()]
+    assert [c["step"] for c in listed if c["kind"] == "checkpoint"] == list(range(4, STEPS, 5))
