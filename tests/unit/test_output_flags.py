@@ -35,6 +35,9 @@ def test_every_command_with_json_takes_the_aliases() -> None:
         target = command.commands[sub[0]] if sub and isinstance(command, click.Group) else command
         opts = {opt for param in target.params for opt in param.opts}
         assert {"--format", "--output", "-o"} <= opts, words
+        for alias in (["--format", "json"], ["-o", "json"], ["--output=json"]):
+            parsed = target.make_context(words, list(alias), resilient_parsing=True)
+            assert parsed.params["output_format"] == "json", (words, alias)
 
 
 @pytest.mark.parametrize("flag", [["--format", "json"], ["-o", "json"], ["--output=json"], ["--json"]])
@@ -58,3 +61,11 @@ def test_launch_leaves_o_to_the_script(tmp_path: Path) -> None:
     result = run_tpuctl("launch", str(script), "-o", "out.txt", "--dry-run", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["workers"][0]["argv"][-2:] == ["-o", "out.txt"]
+
+
+def test_json_and_text_together_are_refused_not_guessed(tmp_path: Path) -> None:
+    both = run_tpuctl("config", "show", "--json", "-o", "text", cwd=tmp_path)
+    assert both.returncode == 2 and both.stdout == ""
+    assert both.stderr.strip().startswith("Error: --json and --format/--output text ask for different outputs")
+    plain = run_tpuctl("config", "show", "--format", "text", cwd=tmp_path, env={**os.environ, "NO_GCE_CHECK": "true"})
+    assert plain.returncode == 0 and "SETTING" in plain.stdout

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from tpuctl.errors import TpuctlError
+
 ALIASES = ("--format", "--output", "-o")
 FORMATS = ("json", "text")
 _DONE: set[int] = set()
@@ -46,6 +48,8 @@ def _with_format(callback: Any) -> Any:
     def run(*args: Any, output_format: str | None = None, **params: Any) -> Any:
         if output_format == "json":
             params["as_json"] = True
+        elif output_format == "text" and params.get("as_json"):  # which one the user meant cannot be guessed
+            raise TpuctlError("--json and --format/--output text ask for different outputs", hint="give one of them")
         return callback(*args, **params)
 
     return run
