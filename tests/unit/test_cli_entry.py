@@ -110,4 +110,10 @@ def test_an_unset_variable_given_as_a_value_is_named_as_the_likely_cause() -> No
     """`tpuctl tf-config --check "$TF_CONFIG"` where the shell has no TF_CONFIG (issue 30)."""
     done = tpuctl("tf-config", "--check", "")
     assert done.returncode == 2
-    assert done.stderr.strip() == "Error: Invalid value for '--check': an empty value is not allowed (an unset shell variable?)"
+    assert done.stderr.strip() == (
+        "Error: Invalid value for '--check': an empty value is not allowed "
+        "(is TF_CONFIG unset in this shell? `tpuctl tf-config --check` alone reads the variable)"
+    )
+    other = tpuctl("tf-config", "--workers", "2", "--hosts", "")
+    assert other.returncode == 2
+    assert other.stderr.strip() == "Error: Invalid value for '--hosts': an empty value is not allowed (an unset shell variable?)"

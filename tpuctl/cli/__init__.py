@@ -100,6 +100,9 @@ class LazyGroup(click.Group):
 _GIVEN = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT, click.core.ParameterSource.DEFAULT_MAP)
 
 
+# (command, parameter) -> what an empty value there almost always means: the docs' `--check "$TF_CONFIG"`.
+_EMPTY_BECAUSE = {("tf-config", "check"): "is TF_CONFIG unset in this shell? `tpuctl tf-config --check` alone reads the variable"}
+
 _REFUSING: weakref.WeakSet[click.Parameter] = weakref.WeakSet()  # parameters already checked (commands are imported once)
 
 
@@ -125,8 +128,9 @@ def _refusing_empty(inner: Callable[[click.Context, click.Parameter, Any], Any] 
         values = value if isinstance(value, tuple) else (value,)
         if any(isinstance(v, str) and not v.strip() for v in values) and ctx.get_parameter_source(str(param.name)) in _GIVEN:
             shown_as = param.get_error_hint(ctx)
-            # Most often an unset shell variable: `tf-config --check "$TF_CONFIG"` in a shell that has none.
-            raise click.BadParameter("an empty value is not allowed (an unset shell variable?)", ctx=ctx, param=param, param_hint=shown_as)
+            # Most often an unset shell variable; where the variable is as good as certain, name it.
+            likely = _EMPTY_BECAUSE.get((str(ctx.command.name), str(param.name)), "an unset shell variable?")
+            raise click.BadParameter(f"an empty value is not allowed ({likely})", ctx=ctx, param=param, param_hint=shown_as)
         return inner(ctx, param, value) if inner is not None else value
 
     return check
