@@ -106,6 +106,24 @@ def test_shell_completion_completes_commands_and_options(words: str, cword: int,
     assert "_tpuctl_completion" in source.stdout
 
 
+def test_the_documented_completion_lines_work_in_bash_and_print_zsh_and_fish_scripts() -> None:
+    """docs/index.md's lines, run as a user's shell runs them: bash evals the script, then its function answers a
+    TAB after `tpuctl tf-config --format `; zsh and fish get their own scripts from the same console script."""
+    env = {**os.environ, "PATH": f"{Path(TPUCTL).parent}{os.pathsep}{os.environ['PATH']}"}
+    shell = (
+        'eval "$(_TPUCTL_COMPLETE=bash_source tpuctl)" && complete -p tpuctl && '
+        'COMP_WORDS=(tpuctl tf-config --format ""); COMP_CWORD=3; _tpuctl_completion tpuctl; echo "${COMPREPLY[*]}"'
+    )
+    done = subprocess.run(["bash", "--norc", "-c", shell], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["complete -o nosort -F _tpuctl_completion tpuctl", "json env dir"]
+    index = (Path(__file__).parents[2] / "docs" / "index.md").read_text(encoding="utf-8")
+    for shell_name, first in (("zsh", "#compdef tpuctl"), ("fish", "function _tpuctl_completion")):
+        assert f"_TPUCTL_COMPLETE={shell_name}_source tpuctl" in index
+        script = subprocess.run([TPUCTL], env={**env, "_TPUCTL_COMPLETE": f"{shell_name}_source"}, capture_output=True, text=True, timeout=60)
+        assert script.returncode == 0 and script.stdout.startswith(first), script.stdout[:200] + script.stderr
+
+
 def test_an_unset_variable_given_as_a_value_is_named_as_the_likely_cause() -> None:
     """`tpuctl tf-config --check "$TF_CONFIG"` where the shell has no TF_CONFIG (issue 30)."""
     done = tpuctl("tf-config", "--check", "")
