@@ -116,23 +116,69 @@ _OWN_START = {
     "tpuctl/reaper.py": "the reaper itself: run() and spawn()",
     "tpuctl/launch/local.py": "workers: their runtime puts each under a reaper whose lifeline tpuctl holds",
     "tpuctl/launch/ssh/session.py": "ssh clients: SIGCONT as parent-death signal, so a stopped one wakes and ends when tpuctl dies",
+    "tpuctl/launch/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
 }
+_STARTS = {
+    *(f"subprocess.{f}" for f in ("run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput")),
+    *(f"os.{f}" for f in ("system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp")),
+    "pty.spawn",
+    "pty.fork",
+}
+_STARTS_BY_PREFIX = ("os.exec", "os.spawn", "asyncio.create_subprocess")
+# Other ways to start a process, which would hide a start from the walk below (`from subprocess import Popen`, an alias).
+_START_MODULES = {"subprocess", "multiprocessing", "pty", "concurrent.futures.process"}
+_START_NAMES = {"ProcessPoolExecutor"}  # concurrent.futures' process pool, however it was imported
+# Callers that start a process on tpuctl's behalf, each with a `timeout` every call must name (None: the user's own command).
+_BOUNDED = {"reaper.run", "run_everywhere"}
+
+
+def _process_starts(name: str, tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in _START_MODULES:
+            if node.module != "subprocess" or any(f"subprocess.{alias.name}" in _STARTS for alias in node.names):
+                yield f"{name}:{node.lineno} from {node.module} import " + ", ".join(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in _START_MODULES and (alias.name != "subprocess" or alias.asname is not None):
+                    yield f"{name}:{node.lineno} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+        elif isinstance(node, ast.Name | ast.Attribute) and (node.id if isinstance(node, ast.Name) else node.attr) in _START_NAMES:
+            yield f"{name}:{node.lineno} a process pool"
+        elif isinstance(node, ast.Call):
+            func = node.func
+            call = f"{func.value.id}.{func.attr}" if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+            if call is not None and (call in _STARTS or call.startswith(_STARTS_BY_PREFIX)) and name not in _OWN_START:
+                yield f"{name}:{node.lineno} {call}"
+            called = call or (func.id if isinstance(func, ast.Name) else None)
+            if called in _BOUNDED and not any(k.arg == "timeout" for k in node.keywords):
+                yield f"{name}:{node.lineno} {called} without timeout="
 
 
 def test_every_child_tpuctl_starts_has_a_deadline_and_dies_with_tpuctl() -> None:
-    """Issue 29: a one-shot command (kubectl, nvidia-smi, py-spy, ssh, rsync, a compiler) goes through reaper.run:
-    a timeout, and SIGKILL when tpuctl dies. Anything else that starts a process is named above, with its reason."""
+    """Issue 29: a one-shot command (kubectl, nvidia-smi, py-spy, ssh, rsync, a compiler) goes through reaper.run
+    (or run_everywhere, which uses it) and names its deadline: a timeout, and SIGKILL when tpuctl dies. Anything else
+    that starts a process is named above, with its reason; other ways to start one (an alias, multiprocessing) are refused."""
     found = []
     for path in _modules():
         name = path.relative_to(ROOT).as_posix()
         if name.startswith("tpuctl/runtime/"):
             continue  # inside a worker, itself under a reaper
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-                call = f"{node.func.value.id}.{node.func.attr}"
-                if call in ("subprocess.run", "subprocess.Popen", "subprocess.call", "subprocess.check_call", "subprocess.check_output", "os.system", "os.popen"):
-                    if name not in _OWN_START:
-                        found.append(f"{name}:{node.lineno} {call}")
-                if call == "reaper.run" and not any(k.arg == "timeout" for k in node.keywords):
-                    found.append(f"{name}:{node.lineno} reaper.run without timeout=")
+        found += _process_starts(name, ast.parse(path.read_text(encoding="utf-8")))
     assert not found, found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from subprocess import Popen\nPopen(['x'])",
+        "import subprocess as sp\nsp.run(['x'])",
+        "import multiprocessing",
+        "from concurrent import futures\nfutures.ProcessPoolExecutor()",
+        "import os\nos.execvp('x', ['x'])",
+        "import asyncio\nasyncio.create_subprocess_exec('x')",
+        "from tpuctl import reaper\nreaper.run(['x'])",
+        "run_everywhere(hosts, ['x'], options)",
+    ],
+)
+def test_the_process_walk_sees_every_way_to_start_one(source: str) -> None:
+    """The walk above must not pass by a spelling it was not written for."""
+    assert list(_process_starts("tpuctl/example.py", ast.parse(source)))

@@ -51,11 +51,13 @@ def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
     any worker, the next one is not started.
     """
     from tpuctl.launch.ssh.fanout import run_everywhere
+    from tpuctl.launch.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
 
     options = request.connection.ssh_options()  # bad ssh options are bad input, before any API call
     labels, addresses, stages = _targets(request)
     for argv in stages:
-        results = run_everywhere(addresses, argv, options)
+        # --cleanup has a deadline; the user's own command runs as long as they want, as under plain ssh.
+        results = run_everywhere(addresses, argv, options, timeout=CLEANUP_TIMEOUT_S if argv == cleanup_argv() else None)
         yield [WorkerResult(label, result) for label, result in zip(labels, results, strict=True)]
         if any(result.exit_code for result in results):
             return

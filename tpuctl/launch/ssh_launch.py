@@ -273,9 +273,9 @@ class SshRunner:
     def _free_tpus(self, context: RunContext) -> None:
         """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
         from tpuctl.launch.ssh.fanout import run_everywhere
-        from tpuctl.launch.tpu_cleanup import cleanup_argv
+        from tpuctl.launch.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
 
-        results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh)
+        results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh, timeout=CLEANUP_TIMEOUT_S)
         for result in results:
             for line in result.output.splitlines():
                 context.notice(f"cleanup on {result.host}: {line}")

@@ -10,6 +10,7 @@ one line per thing it did, which tpuctl shows prefixed by the host.
 from __future__ import annotations
 
 LOCKFILE = "/tmp/libtpu_lockfile"
+CLEANUP_TIMEOUT_S = 60.0  # per ssh try: the script waits 5 s for what it killed; the rest is ssh connecting
 
 _SCRIPT = r"""
 import os, re, signal, sys, time

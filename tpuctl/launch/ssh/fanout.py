@@ -85,7 +85,9 @@ def run_everywhere(
 
     A connection failure is retried (`options.attempts` tries in all); a command
     that ran is never run twice. `timeout` bounds each try; on expiry the
-    result has exit_code 124 and an error.
+    result has exit_code 124 and an error. Every caller in tpuctl names it (issue 29:
+    every child has a deadline; tests/unit/test_architecture.py checks); None is for the
+    user's own command alone (`tpuctl ssh -- CMD`), which lasts as long as they want.
     """
     if not hosts:
         return []
