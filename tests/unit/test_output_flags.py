@@ -61,6 +61,9 @@ def test_launch_leaves_o_to_the_script(tmp_path: Path) -> None:
     result = run_tpuctl("launch", str(script), "-o", "out.txt", "--dry-run", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["workers"][0]["argv"][-2:] == ["-o", "out.txt"]
+    for alias in ("--format", "-o", "--output"):  # before SCRIPT they cannot be the script's: launch names its --json
+        before = run_tpuctl("launch", alias, "json", str(script), "--dry-run", cwd=tmp_path)
+        assert before.returncode == 2 and before.stderr.strip() == f"Error: No such option '{alias}'. Did you mean '--json'?"
 
 
 def test_json_and_text_together_are_refused_not_guessed(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import sys
 import click
 from click.core import ParameterSource
 
+from tpuctl.cli import output_flags
 from tpuctl.launch import option_fields, script_flags
 from tpuctl.launch.option_fields import click_options
 from tpuctl.launch.options import CONFIG_KEYS, Launch, LaunchOptions, execute, prepare
@@ -95,6 +96,8 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
         # Unknown options reach the script (they may be its own), so a mistyped one of
         # ours before SCRIPT would otherwise be reported as a missing script.
         typed = script.split("=", 1)[0]
+        if typed in output_flags.ALIASES:  # gcloud's --format json, kubectl's -o json; after SCRIPT they are the script's
+            raise click.NoSuchOption(typed, f"No such option {typed!r}. Did you mean '--json'?", ctx=ctx)
         raise click.NoSuchOption(typed, possibilities=difflib.get_close_matches(typed, names, n=2, cutoff=0.75), ctx=ctx)
     reading = script_flags.read(ctx.meta.get("tpuctl.raw_args", []), script, names)
     if reading.note:
