@@ -50,6 +50,10 @@ def test_a_tpuctl_option_the_script_defines_too_is_taken_and_said(tmp_path: Path
     assert _argv(result)[-2:] == ["--lr", "0.01"]
     given = run_tpuctl("launch", str(script), "--strategy", "none", "--dry-run", "--json", "--", "--verbose", cwd=tmp_path)
     assert given.returncode == 0 and _argv(given)[-1] == "--verbose" and "took" not in given.stderr
+    # `--` before SCRIPT: every word after SCRIPT is the script's, near-misses included; nothing is said to be taken
+    before = run_tpuctl("launch", "--strategy", "none", "--dry-run", "--json", "--", str(script), "--verbose", "--worker", "2", cwd=tmp_path)
+    assert before.returncode == 0, before.stderr
+    assert _argv(before)[-3:] == ["--verbose", "--worker", "2"] and before.stderr == ""
 
 
 @pytest.mark.parametrize("typo", ["--worker", "--stratgy", "--model-dri"])

@@ -64,8 +64,9 @@ def defined_by(script: Path) -> set[str]:
 
 
 def after_script(raw: Sequence[str], script: str) -> list[str]:
-    """The option words between SCRIPT and `--` on the command line, names only (`--lr=0.1` -> `--lr`)."""
-    if script not in raw:
+    """The option words between SCRIPT and `--` on the command line, names only (`--lr=0.1` -> `--lr`).
+    None when `--` comes before SCRIPT: then every word after SCRIPT is the script's, as the parser took it."""
+    if script not in raw or ("--" in raw and raw.index("--") < raw.index(script)):
         return []
     start = raw.index(script) + 1
     end = raw.index("--", start) if "--" in raw[start:] else len(raw)
