@@ -285,3 +285,28 @@ def test_without_kubectl_the_launch_fails_in_one_line(kube: tuple[KubeStandin, d
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert "kubectl not found on PATH" in result.stderr
+
+
+def test_a_refusal_that_quotes_the_manifest_never_shows_a_secret(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    """An admission webhook that quotes what it denies (Gatekeeper does) relays the --env value through kubectl's error:
+    tpuctl's words keep the job's secrets out (docs/security.md), the refusal itself stays readable."""
+    standin, env = kube
+    token, password = "tok-3f9a1c7e2b", "pw-long-enough"
+
+    def deny(obj: dict[str, Any]) -> str | None:
+        container = obj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        values = {item["name"]: item.get("value") for item in container.get("env", [])}
+        return f"[no-plaintext-secrets] API_TOKEN={values.get('API_TOKEN')} args={' '.join(container['command'][-4:])}"
+
+    standin.admission = deny
+    for extra in ((), ("--json",)):
+        logs = tmp_path / f"logs{len(extra)}"
+        args = ["launch", "train.py", "--backend", "kubernetes", "--image", IMAGE, "--log-dir", str(logs), "--job-name", f"secret{len(extra)}"]
+        result = run_tpuctl(*args, "--env", f"API_TOKEN={token}", *extra, "--", "--password", password, "--epochs", "3", env=env, timeout=60)
+        assert result.returncode == 1, result.stderr
+        written = (logs / "outcome.json").read_text() if (logs / "outcome.json").exists() else ""
+        shown = result.stdout + result.stderr + written
+        assert "denied the request: [no-plaintext-secrets] API_TOKEN=" in result.stderr and "--epochs 3" in result.stderr, result.stderr  # readable
+        assert token not in shown and password not in shown, shown
+        assert "<hidden: 14 characters>" in result.stderr
+    assert standin.created == []

@@ -179,3 +179,32 @@ def test_a_missing_staging_bucket_is_one_line_and_nothing_is_submitted(google_st
     assert result.returncode == 1
     assert "Error: staging bucket gs://no-such-bucket does not exist" in result.stderr
     assert g.vertex.created_bodies == []
+
+
+TOKEN, PASSWORD = "tok-3f9a1c7e2b", "pw-long-enough"
+
+
+def _shown_secrets(result: subprocess.CompletedProcess[str], tmp_path: Path) -> list[str]:
+    outcome = tmp_path / "logs" / "outcome.json"
+    shown = result.stdout + result.stderr + (outcome.read_text() if outcome.exists() else "")
+    return [value for value in (TOKEN, PASSWORD) if value in shown]
+
+
+@pytest.mark.parametrize("where", ["refused-create", "failed-job"])
+def test_an_api_error_that_quotes_the_body_never_shows_a_secret(google_standin: GoogleStandin, tmp_path: Path, where: str) -> None:
+    """Vertex relays what it was sent, in a refusal or in a failed job's error: tpuctl's words hide the job's secrets."""
+    g = google_standin
+
+    def quoted(body: dict[str, Any]) -> str:
+        container = body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+        env = ",".join(f"{item['name']}={item['value']}" for item in container.get("env", []) if item["name"] == "API_TOKEN")
+        return f"Organization policy denies plaintext credentials: env {env}; args {' '.join(container.get('args', [])[-4:])}"
+
+    if where == "refused-create":
+        g.vertex.refuse = quoted
+    else:
+        g.vertex.next_script(JobScript(end="JOB_STATE_FAILED", error=f"Invalid argument: env API_TOKEN={TOKEN}; args --password {PASSWORD} --epochs 3"))
+    result = _launch(_env(g, tmp_path), tmp_path, "--env", f"API_TOKEN={TOKEN}", "--", "--password", PASSWORD, "--epochs", "3")
+    assert result.returncode == (2 if where == "refused-create" else 1), result.stderr  # a refused request is bad input
+    assert "API_TOKEN=<hidden: 14 characters>" in result.stderr and "--epochs 3" in result.stderr, result.stderr  # still readable
+    assert _shown_secrets(result, tmp_path) == [], result.stdout + result.stderr

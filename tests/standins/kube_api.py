@@ -77,6 +77,8 @@ class KubeStandin:
         self.deleted: list[tuple[str, str, str]] = []
         self.requests: list[tuple[str, str]] = []
         self.pods: dict[tuple[str, str], Pod] = {}
+        # An admission webhook (Gatekeeper, say): a reason to deny a create, which the server relays as it words it.
+        self.admission: Callable[[JSON], str | None] | None = None
         self.lock = threading.RLock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -388,6 +390,9 @@ def _handler(standin: KubeStandin) -> type[BaseHTTPRequestHandler]:
                     name = obj.get("metadata", {}).get("name", "")
                     if (kind, namespace, name) in standin.jobs:
                         return self._send(409, _status(409, "AlreadyExists", f'{plural}.{group} "{name}" already exists'))
+                    denied = standin.admission(obj) if standin.admission else None
+                    if denied:
+                        return self._send(403, _status(403, "Forbidden", f'admission webhook "validation.gatekeeper.sh" denied the request: {denied}'))
                     if query.get("fieldValidation") == "Strict":
                         from tests.standins.kube_schemas import crd_errors
 

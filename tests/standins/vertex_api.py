@@ -222,6 +222,8 @@ class VertexService:
         self.cancelled: list[str] = []
         self.operations: dict[str, JSON] = {}
         self.cancel_delay_s = 0.3
+        # A refusal of a create that quotes the request (an organisation policy, say): its message, or None to accept.
+        self.refuse: Callable[[JSON], str | None] | None = None
         self.logging = LoggingService(host)
         self._scripts: list[JobScript] = []
         self._events: list[_Event] = []
@@ -323,6 +325,9 @@ class VertexService:
     def create_job(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
         spec = normalize(body, CUSTOM_JOB, "custom_job")
         self.validate(spec)
+        refused = self.refuse(body) if self.refuse else None
+        if refused:
+            raise invalid(refused)
         for key in OUTPUT_ONLY:
             spec.pop(key, None)
         self.created_bodies.append(body)

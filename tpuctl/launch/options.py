@@ -419,6 +419,7 @@ def execute(launch: Launch, stream: TextIO, notice: Callable[[str], None]) -> Ou
     )
     try:
         outcome = launch.runner.run(job, context)
+        secret_values.scrub_outcome(outcome, job)
         record = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=log_dir)
         try:
             write_private(log_dir / "outcome.json", json.dumps(record, indent=2) + "\n")

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.plan import Job
 
 # A name is secret when one of its words (split at _, -, . and lowerUpper) contains one of these ...
@@ -82,3 +83,16 @@ def scrub(text: str, job: Job) -> str:
         if len(value) >= 4:  # a 1-3 character "secret" would blank out ordinary words
             text = text.replace(value, hidden(value))
     return text
+
+
+def scrub_outcome(outcome: Outcome, job: Job) -> None:
+    """Take the job's hidden values out of what an outcome relays from elsewhere: a cluster's or an API's last
+    word on the job (a failed Vertex job's error can quote the request) and the failure's cause, which the summary,
+    `--json` and outcome.json print. The failure's last lines stay as the worker printed them: they are its own."""
+    if outcome.job is not None:
+        outcome.job.message = scrub(outcome.job.message, job)
+    failure = outcome.failure
+    if failure is not None:
+        failure.status = scrub(failure.status, job)
+        if failure.cause is not None:
+            failure.cause = replace(failure.cause, summary=scrub(failure.cause.summary, job))
