@@ -366,6 +366,8 @@ READERS: dict[str, tuple[list[str], str | None]] = {
     "tf-config-check-file": (["tf-config", "--check", "@FILE"], None),
     "tf-config-hostfile": (["tf-config", "--workers", "2", "--hostfile", "FILE"], None),
     "launch-hostfile": (["launch", "train.py", "--dry-run", "--hostfile", "FILE"], None),
+    "credentials-key-file": (["list", "--credentials", "FILE"], "-TPUCTL_ACCESS_TOKEN_FILE"),  # the token file would come first
+    "access-token-file": (["list", "--access-token-file", "FILE"], None),
     "saved-spec-recreate": (["recreate", "missing-node"], "SPEC"),
     "saved-spec-babysit": (["babysit", "missing-node", "--max-recreates", "0", "--", "true"], "SPEC"),
 }
@@ -389,7 +391,9 @@ def test_every_file_a_command_reads_survives_hostile_contents(cloud: GoogleStand
             if variable == "SPEC":
                 path.unlink(missing_ok=True)
                 path.symlink_to(where)
-        env: dict[str, str | None] = {variable: where} if variable and variable != "SPEC" else {}
+        env: dict[str, str | None] = {variable: where} if variable and variable not in ("SPEC",) and variable[0] != "-" else {}
+        if variable and variable[0] == "-":  # "-NAME": NAME unset
+            env[variable[1:]] = None
         args = [a.replace("@FILE", "@" + where).replace("FILE", where) for a in argv]
         result = invoke(args, env)
         bad = result.crash is not None or "Traceback" in result.out + result.err
@@ -507,3 +511,22 @@ def test_a_group_without_its_subcommand_prints_its_help(home: Path) -> None:
     result = invoke(["config"])
     assert result.code == 2 and result.crash is None
     assert result.err.startswith("Usage: tpuctl config [OPTIONS] COMMAND [ARGS]...") and "show" in result.err, result.err
+
+
+# --- state files tpuctl finds on its own: the registry of running launches ---------------------
+
+
+def test_records_of_running_launches_that_are_no_small_files_are_passed_over(home: Path) -> None:
+    """`tpuctl stacks` reads every record in the state folder: a FIFO there must not block it, /dev/zero or a
+    huge file must not fill its memory; none of them is a launch (issue 29: state files are bounded reads too)."""
+    registry = home / "state" / "tpuctl" / "running"
+    registry.mkdir(parents=True, mode=0o700)
+    os.mkfifo(registry / "fifo.json")
+    (registry / "zero.json").symlink_to("/dev/zero")
+    (registry / "huge.json").write_bytes(b'{"run_id": "' + b"x" * (2 << 20) + b'"}')
+    (registry / "dir.json").mkdir()
+    for args in (["stacks", "--list"], ["stacks"]):
+        result = invoke(args)
+        assert result.crash is None and "Traceback" not in result.err, result.explain(args)
+        assert (result.code, result.out) == ((0, "") if "--list" in args else (1, "")), result.explain(args)
+        assert args == ["stacks", "--list"] or (result.one_line_error and "no running launch" in result.err), result.explain(args)

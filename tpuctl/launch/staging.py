@@ -131,7 +131,7 @@ def build(script: str) -> Bundle:
         raise TpuctlError(f"{script} is left out of the bundle by {folder}'s ignore file", hint="remove its pattern from .tpuctlignore")
     if len(shipped) > MAX_FILES:
         raise TpuctlError(f"{folder} has {len(shipped)} files to ship, more than {MAX_FILES}", hint="list data folders in .tpuctlignore")
-    sizes = [(path.stat().st_size, name) for name, path in shipped]
+    sizes = [(_stat_size(path), name) for name, path in shipped]
     total = sum(size for size, _ in sizes)
     if total > MAX_BYTES:
         largest = ", ".join(f"{name} ({_size(size)})" for size, name in sorted(sizes, reverse=True)[:3])
@@ -148,9 +148,12 @@ def build(script: str) -> Bundle:
         for name, data in runtime:
             _add(tar, name, data)
         _add(tar, f"{PACKAGE}/__init__.py", b"")
+        left = MAX_BYTES  # the total, held on the reads too: a file may have grown since its size was taken
         for name, path in shipped:
             if name != "__init__.py":
-                _add(tar, f"{PACKAGE}/{name}", _read(path))
+                data = _read(path, left)
+                left -= len(data)
+                _add(tar, f"{PACKAGE}/{name}", data)
     return Bundle(out.getvalue(), len(shipped), tuple(skipped))
 
 
@@ -161,11 +164,21 @@ def _size(count: int) -> str:
     return f"{count} bytes"
 
 
-def _read(path: Path) -> bytes:
-    # The sizes were checked by stat; read no further than they allow, whatever the file became since.
+def _stat_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError as err:
+        raise TpuctlError(f"cannot read {path}: {err.strerror or err.__class__.__name__}", exit_code=FAILED) from None
+
+
+def _read(path: Path, left: int) -> bytes:
+    """The file's bytes, at most `left` (what the bundle's limit leaves), from a descriptor on a regular file:
+    the sizes were checked by stat, but the file may have grown, or become a FIFO, since."""
     data = inputs.read_small_bytes(path, "file to ship", limit=MAX_BYTES, exit_code=FAILED)
     if data is None:
         raise TpuctlError(f"cannot read {path}: it went away while the bundle was made", exit_code=FAILED)
+    if len(data) > left:
+        raise TpuctlError(f"{path} grew while the bundle was made, past its limit of {_size(MAX_BYTES)}", exit_code=FAILED)
     return data
 
 
