@@ -246,3 +246,26 @@ def test_a_log_dir_in_use_by_a_running_launch_is_refused(tmp_path: Path) -> None
         assert running.wait(timeout=120) == 0
     assert sorted(p.name for p in logs.iterdir()) == ["attempt-1", "outcome.json", "run.json"]
     assert [p.name for p in (logs / "attempt-1").iterdir() if p.suffix == ".log"] == ["worker-0.log"]
+
+
+@pytest.mark.parametrize("damage", ["nobody", "open", "link"])
+def test_the_bind_shim_cache_follows_the_private_folder_rule(tmp_path: Path, damage: str) -> None:
+    """The cache holds code every worker preloads: a folder another user owns or can write, or a link planted in
+    its place, would let them pick that code. The shim is then not used (the launch warns), nothing is built there."""
+    from tpuctl.launch import bindshim
+
+    folder = tmp_path / "bindshim"
+    if damage == "link":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        folder.symlink_to(elsewhere)
+    else:
+        folder.mkdir(mode=0o700)
+        if damage == "nobody":
+            os.chown(folder, NOBODY, NOBODY)
+        else:
+            folder.chmod(0o777)
+    with pytest.raises(bindshim.Unavailable, match="not a private folder of this user") as refused:
+        bindshim.library(tmp_path)
+    assert "\n" not in str(refused.value)
+    assert list(folder.iterdir()) == []

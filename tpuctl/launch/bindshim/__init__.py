@@ -88,15 +88,16 @@ def _cache_folder(cache_dir: Path | None) -> Path:
         from platformdirs import user_cache_path
 
         cache_dir = user_cache_path("tpuctl")
+    from tpuctl.errors import TpuctlError
+    from tpuctl.launch.private_files import private_dir
+
     folder = cache_dir / "bindshim"
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        info = os.lstat(folder)
+        return private_dir(folder)  # the rule every folder tpuctl writes into follows
+    except TpuctlError as err:
+        raise Unavailable(f"not a private folder of this user: {err.message}") from None
     except OSError as err:
         raise Unavailable(f"cannot create {folder}: {err.strerror}") from None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o022:
-        raise Unavailable(f"{folder} is not a private folder of this user; remove it")
-    return folder
 
 
 def _compiler(environ: Mapping[str, str]) -> str:
