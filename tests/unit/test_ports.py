@@ -161,3 +161,31 @@ def test_a_lock_file_removed_between_open_and_flock_is_opened_afresh(tmp_path: P
     assert fd is not None
     assert os.fstat(fd).st_ino == os.stat(tmp_path / "5000").st_ino
     os.close(fd)
+
+
+def test_a_real_launch_killed_by_sigkill_leaves_locks_that_the_next_launch_sweeps(tmp_path: Path) -> None:
+    """docs/launch.md's promise, end to end: tpuctl SIGKILLed mid-run (no release ran) leaves its lock files,
+    locking nothing; the next launch removes them as it starts. Stdlib scripts: no TensorFlow needed for ports."""
+    from tests.conftest import tpuctl_cmd
+
+    (tmp_path / "wait.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    (tmp_path / "quick.py").write_text("print('done')\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "NO_COLOR": "1"}
+    folder = tmp_path / f"tpuctl-{os.getuid()}" / "ports"
+    argv = ["launch", "--workers", "2", "--strategy", "none"]
+    first_argv = tpuctl_cmd(*argv, "--log-dir", str(tmp_path / "a"), str(tmp_path / "wait.py"))
+    first = subprocess.Popen(first_argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert first.stdout is not None
+        while b"up" not in first.stdout.readline():
+            assert first.poll() is None, first.stderr.read() if first.stderr else ""
+        left = sorted(p.name for p in folder.iterdir())
+        assert len(left) >= 2
+    finally:
+        first.kill()
+        first.wait()
+    assert sorted(p.name for p in folder.iterdir()) == left  # behind: the kernel dropped the flocks, not the files
+    second_argv = tpuctl_cmd(*argv, "--log-dir", str(tmp_path / "b"), str(tmp_path / "quick.py"))
+    second = subprocess.run(second_argv, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert list(folder.iterdir()) == []  # its own released, the killed launch's swept
