@@ -4,7 +4,8 @@ Outcomes (success, a worker crash, a worker killed from outside, SIGINT, SIGTERM
 and SIGHUP to tpuctl, SIGKILL of tpuctl, a worker that ignores SIGINT and
 SIGTERM, one that holds the GIL in C code, one whose main process exits leaving
 a child in its group or in a new session, a full log disk) for the local and ssh backends, and
-the subsets that apply to `tpuctl babysit` and to the Kubernetes follower.
+the subsets that apply to `tpuctl babysit` and to the Kubernetes follower, and a one-shot
+kubectl that outlives a SIGKILLed tpuctl (the representative of reaper.run's children).
 
 Every run carries a unique mark: in tpuctl's environment (inherited by its
 children: workers, ssh, kubectl, a babysat command) and in the worker script's
@@ -296,3 +297,34 @@ def test_kubernetes_follower(tmp_path: Path, exit_code: int | None, action: str,
         assert_none_survive(run.mark, ended)  # first: it also kills what survived, whatever else failed
         if expected is not None:
             assert status == expected, err[-3000:]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_a_one_shot_kubectl_dies_with_a_killed_tpuctl(tmp_path: Path) -> None:
+    """Issue 29: tpuctl SIGKILLed while a one-shot kubectl waits on an API server that accepts and never answers (a
+    hung control plane): kubectl goes too (reaper.run's parent-death signal), where it used to wait on for good."""
+    import json
+    import socket
+
+    run = Run(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel completes each connection; nothing replies
+        server = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        config = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "hung", "cluster": {"server": server}}],
+                  "contexts": [{"name": "hung", "context": {"cluster": "hung", "namespace": "default"}}], "current-context": "hung",
+                  "users": [{"name": "hung", "user": {}}]}  # fmt: skip
+        (tmp_path / "kubeconfig").write_text(json.dumps(config), encoding="utf-8")
+        env = {**run.env(), "KUBECONFIG": str(tmp_path / "kubeconfig"), "KUBECACHEDIR": str(tmp_path / "kube-cache")}
+        args = ["launch", "train.py", "--backend", "kubernetes", "--image", "registry.example/train:1", "--workers", "2",
+                "--job-name", "hung", "--log-dir", str(tmp_path / "logs")]  # fmt: skip
+        proc = start(args, run, env, stdout=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: any("kubectl" in line for line in survivors(run.mark)) or proc.poll() is not None)
+            assert proc.poll() is None, (run.tmp_path / "stderr").read_text()[-3000:]
+            time.sleep(0.5)  # kubectl is waiting on the server, not starting
+            proc.kill()
+            proc.wait()
+            ended = time.monotonic()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert_none_survive(run.mark, ended)
