@@ -167,7 +167,7 @@ def update_section(path: Path, section: str, values: dict[str, str]) -> bool:
     if check.get(section) != merged or not others_kept:
         # e.g. dotted `cloud.x = ...` keys elsewhere: refuse rather than write a file that means something else.
         raise TpuctlError(f"cannot update [{section}] in {path} safely", hint="edit the file by hand", exit_code=1)
-    from tpuctl.launch.private_files import private_dir, write_through
+    from tpuctl.private_files import private_dir, write_through
 
     try:
         # A symlinked config (dotfiles) stays a symlink: its target is replaced, keeping its mode; a new file is 0600.

@@ -57,29 +57,15 @@ WATCHDOG_FD = "TPUCTL_WATCHDOG_FD"  # pipe of `tpuctl devices`: EOF means stop
 LOOPBACK_PORTS = "TPUCTL_LOOPBACK_PORTS"
 
 
-def strategy_env(
-    strategy: str,
-    scope: bool,
-    keras: str,
-    communication: str,
-    devices: tuple[str, ...],
-    simulate_devices: int,
-    tpu_timeout: float | None,
-    rehearse: str | None = None,
-    builder: str = "auto",
-) -> dict[str, str]:
-    """The strategy settings as variables; defaults are left out, so a plan shows only what was chosen."""
-    env = {STRATEGY: strategy, SCOPE: "1" if scope else "0", KERAS: keras}
-    optional = {
-        COMMUNICATION: "" if communication == "auto" else communication,
-        DEVICES: ",".join(devices),
-        SIMULATE_DEVICES: str(simulate_devices) if simulate_devices else "",
-        TPU_TIMEOUT: f"{tpu_timeout:g}" if tpu_timeout else "",
-        REHEARSE: rehearse or "",
-        STRATEGY_BUILDER: "" if builder == "auto" else builder,
-    }
-    env.update({name: value for name, value in optional.items() if value})
-    return env
+def encode(value: object) -> str:
+    """A launch option's value as its variable holds it (tpuctl/launch/job.py's worker_env); the readers below undo it."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "" if value is None else str(value)
 
 
 def strategy(environ: Mapping[str, str]) -> str:

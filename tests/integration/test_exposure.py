@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SCRIPTS, run_tpuctl
-from tpuctl.launch import bindshim
+from tpuctl.backends.local import bindshim
 
 WILDCARD = re.compile(r"^(\*|0\.0\.0\.0|\[::\])$")
 LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")

@@ -22,11 +22,11 @@ import pytest
 
 from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
+from tpuctl.backends.ssh.backend import SshBackend
+from tpuctl.backends.ssh.client_args import SshOptions
+from tpuctl.backends.ssh.fanout import run_everywhere
+from tpuctl.backends.ssh.placement import RemotePaths
 from tpuctl.hosts import parse_slot_hosts
-from tpuctl.launch.ssh.backend import SshBackend
-from tpuctl.launch.ssh.fanout import run_everywhere
-from tpuctl.launch.ssh.options import SshOptions
-from tpuctl.launch.ssh.placement import RemotePaths
 
 HOSTILE = [
     "a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "$(id)", "ünïcødé ✓", "--workers", "-x", "--", "",

@@ -28,6 +28,7 @@ import pytest
 from tests.conftest import ROOT, SCRIPTS
 from tpuctl import worker_contract as contract
 from tpuctl.cluster import Task, parse_tf_config
+from tpuctl.launch.job import Job, worker_env
 from tpuctl.runtime.vertex_env import parse_cluster_spec
 
 pytestmark = pytest.mark.tf
@@ -69,9 +70,9 @@ def _vertex_env(pools: dict[str, list[str]], pool: str, role: str, base: Path, j
 def test_two_vertex_replicas_train_in_sync(tmp_path: Path) -> None:
     chief_port, worker_port = _free_ports(2)
     pools = {"workerpool0": [f"127.0.0.1:{chief_port}"], "workerpool1": [f"127.0.0.1:{worker_port}"]}
-    # What the vertex backend writes into every pool's env (tpuctl/launch/vertex_job.py).
+    # What the vertex backend writes into every pool's env (tpuctl/backends/vertex/job_body.py).
     job_env = {
-        **contract.strategy_env("auto", True, "auto", "auto", (), 0, None),
+        **worker_env(Job(script="train.py")),
         contract.RUN_ID: "vertex-rehearsal",
         contract.MODEL_DIR: str(tmp_path / "model"),
         "PYTHONUNBUFFERED": "1",

@@ -114,9 +114,9 @@ def test_docs_name_only_files_that_exist(doc: Path) -> None:
 # Where tpuctl starts a process without reaper.run, and why that one is bounded and dies with tpuctl anyway.
 _OWN_START = {
     "tpuctl/reaper.py": "the reaper itself: run() and spawn()",
-    "tpuctl/launch/local.py": "workers: their runtime puts each under a reaper whose lifeline tpuctl holds",
-    "tpuctl/launch/ssh/session.py": "ssh clients: SIGCONT as parent-death signal, so a stopped one wakes and ends when tpuctl dies",
-    "tpuctl/launch/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
+    "tpuctl/backends/local/processes.py": "workers: their runtime puts each under a reaper whose lifeline tpuctl holds",
+    "tpuctl/backends/ssh/session.py": "ssh clients: SIGCONT as parent-death signal, so a stopped one wakes and ends when tpuctl dies",
+    "tpuctl/backends/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
 }
 _STARTS = {
     *(f"subprocess.{f}" for f in ("run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput")),

@@ -41,8 +41,8 @@ def _app(tmp_path: Path) -> Path:
 def test_a_vertex_bundle_reads_only_small_regular_files(tmp_path: Path, damage: str) -> None:
     """The script's folder is read to ship it: a FIFO, a device (a link to /dev/zero, a node made there) or an
     oversized file, as the ignore file or beside the script, is left out or refused in one line, never read on."""
+    from tpuctl.backends.vertex import staging
     from tpuctl.errors import TpuctlError
-    from tpuctl.launch import staging
 
     app = _app(tmp_path)
     for path in (app / ".tpuctlignore", app / "data.bin"):

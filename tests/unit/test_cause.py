@@ -20,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpuctl.launch import cause, logs
+from tpuctl.launch import cause
 from tpuctl.launch.cause import Cause, classify
-from tpuctl.launch.stack_view import Comparison
+from tpuctl.launch.console import logs
+from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.outcome import Failure, JobRef, Outcome, summarise, tasks
-from tpuctl.launch.tf_noise import Fold
+from tpuctl.stack_view import Comparison
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
 from tpuctl.errors import TpuctlError
-from tpuctl.launch.options import parse_env
+from tpuctl.launch.job import parse_env
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 

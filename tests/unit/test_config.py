@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.conftest import ROOT, run_tpuctl
 from tpuctl import config
 from tpuctl.errors import TpuctlError
-from tpuctl.launch.options import CONFIG_KEYS
+from tpuctl.launch.launch_options import CONFIG_KEYS
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 

@@ -19,10 +19,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import alive, tpuctl_cmd
-from tpuctl import devices_probe
 from tpuctl import worker_contract as contract
 from tpuctl.cli import cli
-from tpuctl.devices_probe import DeviceQuery, list_devices, parse_answer, tensorflow_devices, worker_failure
+from tpuctl.devices import probe as devices_probe
+from tpuctl.devices.probe import DeviceQuery, list_devices, parse_answer, tensorflow_devices, worker_failure
 from tpuctl.errors import FAILED, USAGE, TpuctlError
 
 
@@ -77,7 +77,7 @@ def test_the_worker_gets_its_deadline_watchdog_and_this_tpuctl(tmp_path: Path) -
     python = interpreter(
         tmp_path,
         'echo "sitecustomize says hi"\n'
-        'ours=no; test -f "${PYTHONPATH%%:*}/tpuctl/devices_probe.py" && ours=yes\n'
+        'ours=no; test -f "${PYTHONPATH%%:*}/tpuctl/devices/probe.py" && ours=yes\n'
         'printf \'{"tensorflow": "%s|%s|%s|%s|%s", "python": "fake", '
         '"devices": [{"name": "/device:CPU:0", "device_type": "CPU", "source": "tensorflow"}]}\\n\' '
         f'"${contract.TPU_TIMEOUT}" "${contract.WATCHDOG_FD}" "$PYTHONPATH" "$ours" "$*"\n',

@@ -108,7 +108,7 @@ def test_every_command_line_in_the_docs_parses(where: str, line: str) -> None:
 
 def test_every_launch_key_the_docs_name_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tpuctl import config
-    from tpuctl.launch.options import CONFIG_KEYS
+    from tpuctl.launch.launch_options import CONFIG_KEYS
 
     tables = []
     for path in DOCS:
@@ -128,7 +128,7 @@ def test_every_launch_key_the_docs_name_is_accepted(tmp_path: Path, monkeypatch:
 
 
 def test_the_launch_keys_docs_list_are_exactly_the_accepted_ones() -> None:
-    from tpuctl.launch.options import CONFIG_KEYS
+    from tpuctl.launch.launch_options import CONFIG_KEYS
 
     text = (ROOT / "docs" / "launch.md").read_text(encoding="utf-8")
     listed = text.split("These launch options can get their default from a `[launch]` table:", 1)[1].split("— the ones", 1)[0]

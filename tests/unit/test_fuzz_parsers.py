@@ -31,12 +31,13 @@ from hypothesis import strategies as st
 
 from tpuctl import cluster, config, hosts, inputs, worker_contract
 from tpuctl import settings as cloud_settings
+from tpuctl.backends.ssh.command import check_workers
+from tpuctl.backends.ssh.runner import Connection
 from tpuctl.cli import main
 from tpuctl.cloud import nodespec
 from tpuctl.errors import TpuctlError
-from tpuctl.launch.options import CONFIG_KEYS, parse_env
-from tpuctl.launch.ssh_command import check_workers
-from tpuctl.launch.ssh_launch import Connection
+from tpuctl.launch.launch_options import CONFIG_KEYS
+from tpuctl.launch.job import parse_env
 
 pytestmark = pytest.mark.fuzz
 

@@ -22,17 +22,17 @@ from hypothesis import strategies as st
 from tests.conftest import ROOT, run_tpuctl
 from tests.standins import kube_schemas
 from tpuctl.accelerators import gke_slice
-from tpuctl.cluster import parse_tf_config
-from tpuctl.errors import TpuctlError
-from tpuctl.launch import k8s_yaml
-from tpuctl.launch.k8s_manifest import (
+from tpuctl.backends.kubernetes import yaml_values as k8s_yaml
+from tpuctl.backends.kubernetes.manifest import (
     KubeOptions,
     Manifest,
     check_name,
     render,
     tfjob_tf_config,
 )
-from tpuctl.launch.plan import Job
+from tpuctl.cluster import parse_tf_config
+from tpuctl.errors import TpuctlError
+from tpuctl.launch.job import Job
 
 TEMPLATES = ROOT / "tpuctl" / "templates" / "kubernetes"
 IMAGE = "us-docker.pkg.dev/proj/repo/train:1"

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tpuctl.launch import logs
-from tpuctl.launch.k8s_manifest import KubeOptions, render
-from tpuctl.launch.k8s_run import Ended, Kubectl, KubeRun, job_result, worker_name
-from tpuctl.launch.plan import Job
+from tpuctl.backends.kubernetes.follow import Ended, Kubectl, KubeRun, job_result, worker_name
+from tpuctl.backends.kubernetes.manifest import KubeOptions, render
+from tpuctl.launch.console import logs
+from tpuctl.launch.job import Job
 
 
 @pytest.mark.parametrize(

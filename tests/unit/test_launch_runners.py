@@ -15,8 +15,9 @@ from click.testing import CliRunner
 from tests.conftest import ROOT, documented_outcome, run_tpuctl
 from tpuctl.cli import main
 from tpuctl.launch import option_fields
-from tpuctl.launch.options import LaunchOptions
-from tpuctl.launch.runner import BACKENDS, backend_module
+from tpuctl.launch.job import Job
+from tpuctl.launch.launch_options import LaunchOptions
+from tpuctl.launch.registry import BACKENDS, backend_module
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 
@@ -40,7 +41,7 @@ def test_each_backend_declares_its_options_as_a_frozen_dataclass(name: str) -> N
 
 def test_two_option_groups_share_a_name_only_as_one_shared_option() -> None:
     """--image means one thing whichever backend reads it: a name in two groups is one tpuctl.launch.shared_options declaration."""
-    groups = [LaunchOptions, *(backend_module(name).Options for name in BACKENDS)]
+    groups = [Job, LaunchOptions, *(backend_module(name).Options for name in BACKENDS)]
     seen: dict[str, tuple[object, object]] = {}
     shared = 0
     for group in groups:
@@ -59,7 +60,7 @@ def test_the_launch_command_imports_no_backend_machinery() -> None:
     probe = "import sys, tpuctl.cli.launch; print(sorted({m.split('.')[0] for m in sys.modules} & {'jinja2', 'yaml', 'google', 'tensorflow', 'rich'}))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"
-    probe = "import sys, tpuctl.cli.launch; print('tpuctl.launch.ssh' in sys.modules, 'tpuctl.launch.k8s_manifest' in sys.modules)"
+    probe = "import sys, tpuctl.cli.launch; print('tpuctl.backends.ssh.session' in sys.modules, 'tpuctl.backends.kubernetes.manifest' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.split() == ["False", "False"]
 

@@ -9,7 +9,7 @@ from collections import deque
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tpuctl.launch import logs
+from tpuctl.launch.console import logs
 
 
 def test_tags_are_stable_and_coloured_only_when_asked() -> None:

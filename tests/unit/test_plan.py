@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tpuctl.launch.plan import Job, build_plan
+from tpuctl.launch.job import Job
+
+from tpuctl.launch.process.plan import build_plan
 
 
 def test_every_worker_gets_its_own_task_and_the_same_cluster() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tpuctl.errors import TpuctlError
-from tpuctl.launch import ports
+from tpuctl.launch.process import ports
 
 
 def test_reserved_ports_are_distinct_and_held() -> None:
@@ -35,7 +35,7 @@ def test_a_port_handed_to_a_worker_stays_off_limits_to_other_launches() -> None:
         held.close_sockets()  # the workers now own the ports; only the locks remain
         probe = textwrap.dedent(
             """
-            from tpuctl.launch import ports
+            from tpuctl.launch.process import ports
             others = ports.reserve(200)
             print(" ".join(map(str, others.ports)))
             others.release()
@@ -96,7 +96,7 @@ def test_the_lock_files_of_a_launch_killed_by_sigkill_go_with_the_next_launch(tm
         """
         import os, sys, tempfile
         tempfile.gettempdir = lambda: sys.argv[1]
-        from tpuctl.launch import ports
+        from tpuctl.launch.process import ports
         held = ports.reserve(3)
         print(" ".join(map(str, held.ports)), flush=True)
         os.kill(os.getpid(), 9)

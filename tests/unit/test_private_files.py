@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_tpuctl, tpuctl_cmd
-from tpuctl import config
+from tpuctl import config, private_files
 from tpuctl.cli import main
 from tpuctl.errors import TpuctlError
-from tpuctl.launch import logs, private_files
+from tpuctl.launch.console import logs
 
 NOOP = ROOT / "benchmarks" / "scripts" / "noop.py"
 
@@ -252,7 +252,7 @@ def test_a_log_dir_in_use_by_a_running_launch_is_refused(tmp_path: Path) -> None
 def test_the_bind_shim_cache_follows_the_private_folder_rule(tmp_path: Path, damage: str) -> None:
     """The cache holds code every worker preloads: a folder another user owns or can write, or a link planted in
     its place, would let them pick that code. The shim is then not used (the launch warns), nothing is built there."""
-    from tpuctl.launch import bindshim
+    from tpuctl.backends.local import bindshim
 
     folder = tmp_path / "bindshim"
     if damage == "link":

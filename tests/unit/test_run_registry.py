@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl
+from tpuctl import private_files
 from tpuctl.errors import TpuctlError
-from tpuctl.launch import private_files, run_registry
+from tpuctl.runs import registry as run_registry
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import pytest
 
 from tpuctl.cluster import Task, make_cluster
 from tpuctl.errors import TpuctlError
-from tpuctl.launch.options import check_strategy_options, parse_devices
-from tpuctl.launch.plan import Job, build_plan
+from tpuctl.launch.job import check_strategy_options, parse_devices
+from tpuctl.launch.job import Job
+from tpuctl.launch.process.plan import build_plan
 from tpuctl.runtime import bootstrap, tf_version
 from tpuctl.runtime.script_scan import keras2_only, scan_file
 from tpuctl.runtime.worker_env import WorkerEnv, tpu_present

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from tests.conftest import ROOT
 from tpuctl.cli import main
 from tpuctl.launch import secret_values
-from tpuctl.launch.plan import Job
+from tpuctl.launch.job import Job
 
 NOOP = ROOT / "benchmarks" / "scripts" / "noop.py"
 SECRETS = {

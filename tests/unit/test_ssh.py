@@ -20,13 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
+from tpuctl.backends.ssh import client_args as ssh_options
+from tpuctl.backends.ssh import session, sync, wire
+from tpuctl.backends.ssh.client_args import SshOptions, remote_command
+from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import HostEntry
 from tpuctl.launch import runtime_files
-from tpuctl.launch.ssh import options as ssh_options
-from tpuctl.launch.ssh import session, sync, wire
-from tpuctl.launch.ssh.options import SshOptions, remote_command
-from tpuctl.launch.ssh.placement import RemotePaths, place
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 _ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12), min_size=1, max_size=6)

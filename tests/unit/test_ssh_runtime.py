@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tpuctl.backends.ssh import session, wire
 from tpuctl.launch import runtime_files
-from tpuctl.launch.ssh import session, wire
 
 SHIPMENT = runtime_files.shipment()
 DIGEST = SHIPMENT.digest

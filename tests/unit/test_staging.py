@@ -1,5 +1,5 @@
 """What a Vertex launch ships: the script's folder less its ignore file, no link out of it, within limits,
-as a source distribution pip installs and runs (tpuctl/launch/staging.py, tpuctl/runtime/bundle.py)."""
+as a source distribution pip installs and runs (tpuctl/backends/vertex/staging.py, tpuctl/runtime/bundle.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tpuctl.backends.vertex import staging
 from tpuctl.errors import TpuctlError
-from tpuctl.launch import staging
 
 
 def _names(bundle: staging.Bundle) -> set[str]:

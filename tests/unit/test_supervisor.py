@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tpuctl.launch import logs
+from tpuctl.launch.console import logs
+from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.outcome import Outcome
-from tpuctl.launch.plan import Job, WorkerSpec
-from tpuctl.launch.supervisor import Supervisor
-from tpuctl.launch.tf_noise import Fold
+from tpuctl.launch.job import Job
+from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.launch.process.supervisor import Supervisor
 
 
 @dataclass

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
-from tpuctl.launch.tf_noise import Fold, is_noise
+from tpuctl.launch.console.tf_noise import Fold, is_noise
 
 DATA = ROOT / "tests" / "data" / "tf_console"
 

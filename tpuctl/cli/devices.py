@@ -1,6 +1,6 @@
 """`tpuctl devices` and `tpuctl connect`: what a script will see, and the code that reaches a TPU.
 
-The CLI never imports TensorFlow: the listing comes from tpuctl.devices_probe
+The CLI never imports TensorFlow: the listing comes from tpuctl.devices.probe
 (TensorFlow's view from a worker subprocess with its own deadline, the fast view
 from /dev, nvidia-smi and the OS, a cloud TPU's from the TPU API); this module
 parses the flags and draws the table.
@@ -15,7 +15,7 @@ import click
 from tpuctl import devices as dev
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.cli.display import StatusLine, print_table
-from tpuctl.devices_probe import DEFAULT_TPU_TIMEOUT_S, DeviceQuery, list_devices
+from tpuctl.devices.probe import DEFAULT_TPU_TIMEOUT_S, DeviceQuery, list_devices
 from tpuctl.errors import TpuctlError
 from tpuctl.seconds import Seconds
 

@@ -12,11 +12,14 @@ from click.core import ParameterSource
 
 from tpuctl.cli import output_flags
 from tpuctl.launch import option_fields, script_flags
+from tpuctl.launch.execute import execute
+from tpuctl.launch.job import Job
+from tpuctl.launch.launch_options import CONFIG_KEYS, LaunchOptions
 from tpuctl.launch.option_fields import click_options
-from tpuctl.launch.options import CONFIG_KEYS, Launch, LaunchOptions, execute, prepare
-from tpuctl.launch.options import request as dry_run_request
 from tpuctl.launch.outcome import summarise, tasks
-from tpuctl.launch.runner import BACKENDS, backend_module
+from tpuctl.launch.prepare import Launch, prepare
+from tpuctl.launch.prepare import request as dry_run_request
+from tpuctl.launch.registry import BACKENDS, backend_module
 
 __all__ = ["CONFIG_KEYS", "launch"]  # CONFIG_KEYS: the [launch] keys a config file may set (read by tpuctl.cli)
 
@@ -30,10 +33,12 @@ _SECTIONS = {
     "kubernetes": "Kubernetes (--backend kubernetes)",
     "vertex": "Vertex AI (--backend vertex)",
 }
+# What a first launch needs, at the top of "Options" in this order; the rest follow as declared.
+_FIRST = ("workers", "strategy", "model_dir", "log_dir")
 # The options every backend takes, past the few a first launch needs (those stay under "Options", with any option
 # added later): a newcomer reads --workers, --strategy, --model-dir, --dry-run and --backend, not 30 tuning knobs.
 _COMMON_SECTIONS = (
-    ("How each worker builds its strategy", ("strategy_builder", "scope", "keras", "ps", "communication", "device_list")),
+    ("How each worker builds its strategy", ("strategy_builder", "scope", "keras", "ps", "communication", "devices")),
     ("Failures, restarts and deadlines", ("max_restarts", "max_preemptions", "hang_timeout", "start_timeout", "tpu_timeout")),
     ("Rehearsal and watching", ("rehearse", "simulate_devices", "verbose", "tail_view")),
 )
@@ -56,6 +61,7 @@ class _LaunchCommand(click.Command):
             return found
 
         common = [name for name in params if not any(name in option_fields.names(backend_module(b).Options) for b in BACKENDS)]
+        common.sort(key=lambda name: _FIRST.index(name) if name in _FIRST else len(_FIRST))
         grouped = {name for _, section in _COMMON_SECTIONS for name in section}
         with formatter.section("Options"):
             formatter.write_dl(rows([name for name in common if name not in grouped]))
@@ -79,7 +85,7 @@ class _LaunchCommand(click.Command):
 )
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@click_options(LaunchOptions, *(backend_module(name).Options for name in BACKENDS))
+@click_options(Job, LaunchOptions, *(backend_module(name).Options for name in BACKENDS))
 @click.pass_context
 def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **params: object) -> None:
     """Run SCRIPT as N workers, each with its own TF_CONFIG, under a distribution strategy.

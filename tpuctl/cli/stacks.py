@@ -20,7 +20,7 @@ def stacks(run_id: str | None, wait_s: float, list_runs: bool) -> None:
     The launch keeps running. It prints the same view on its own console, and keeps
     the full dumps in its log folder. Sending SIGQUIT (Ctrl-\\) to `tpuctl launch` does the same.
     """
-    from tpuctl.launch import run_registry
+    from tpuctl.runs import registry as run_registry
 
     if list_runs:
         for entry in run_registry.running():

@@ -18,7 +18,7 @@ from tpuctl.cluster import DEFAULT_PORT, ClusterSpec, Task, cluster_from_hosts, 
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.hosts import MAX_TASKS, HostEntry, parse_hosts, read_hostfile
 from tpuctl.inputs import read_small_text, read_stream_text
-from tpuctl.launch.private_files import write_new_file
+from tpuctl.private_files import write_new_file
 
 # What a bare `--check` stands for. argv cannot contain NUL, so no typed value collides.
 _FROM_ENV = "\0TF_CONFIG"

@@ -24,14 +24,13 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-from tpuctl import reaper
+from tpuctl import reaper, signals
 from tpuctl.cloud import lifecycle
 from tpuctl.cloud.lifecycle import Progress
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
 from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.launch import signals
 
 STOP_GRACE_S = 10.0
 POLL_S = 0.2  # how often the command's exit is checked between looks at the node

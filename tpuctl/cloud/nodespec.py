@@ -307,7 +307,7 @@ def spec_path(project: str, zone: str, name: str) -> Path:
 def save(spec: NodeSpec) -> Path:
     """Write the spec 0600 into a 0700 folder of this user's (a recreate runs what it says: no one else
     may write or plant a link there), through a fresh temporary file renamed over the old one."""
-    from tpuctl.launch.private_files import private_dir, write_private
+    from tpuctl.private_files import private_dir, write_private
 
     path = spec_path(spec.project, spec.zone, spec.name)
     try:

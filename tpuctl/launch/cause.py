@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
 if TYPE_CHECKING:
-    from tpuctl.launch.stack_view import Comparison
+    from tpuctl.stack_view import Comparison
 
 EXCEPTION, SIGNAL, OOM, PREEMPTED = "exception", "signal", "oom-suspected", "preempted"
 PEER_LOST, NEVER_STARTED, HANG, EXIT = "peer-lost", "never-started", "hang", "exit"

@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl.launch.ssh.cache import digest_of, manifest_of
+from tpuctl.backends.ssh.cache import digest_of, manifest_of
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ RUNTIME_IMPORTS = (
     "tpuctl/__init__.py",
     "tpuctl/accelerators.py",
     "tpuctl/cluster.py",
-    "tpuctl/devices.py",
+    "tpuctl/devices/__init__.py",
     "tpuctl/errors.py",
     "tpuctl/hosts.py",
     "tpuctl/inputs.py",
@@ -46,7 +46,7 @@ class Shipment:
 
     @functools.cached_property
     def payload(self) -> bytes:
-        """What the installer reads (tpuctl/launch/ssh/install.py): zlib of the manifest, a NUL, every file's bytes in order.
+        """What the installer reads (tpuctl/backends/ssh/install.py): zlib of the manifest, a NUL, every file's bytes in order.
         Made once, whatever the number of hosts that lack the runtime."""
         return zlib.compress(self.manifest + b"\0" + b"".join(data for _, data in self.files), 6)
 

@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
-    from tpuctl.launch.plan import Job
 
 # A name is secret when one of its words (split at _, -, . and lowerUpper) contains one of these ...
 _SECRET_PARTS = ("TOKEN", "SECRET", "PASSW", "PASSPHRASE", "CREDENTIAL", "CREDS", "AUTH", "PRIVATE", "COOKIE", "SESSION", "APIKEY", "ACCESSKEY", "SIGNATURE")

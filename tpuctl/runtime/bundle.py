@@ -1,6 +1,6 @@
 """`python -m tpuctl.runtime.bundle SCRIPT [ARGS...]`: a Vertex job's entry into a staged bundle.
 
-Vertex pip-installs the bundle tpuctl staged (tpuctl/launch/staging.py), which
+Vertex pip-installs the bundle tpuctl staged (tpuctl/backends/vertex/staging.py), which
 puts the script's folder in site-packages as the package `tpuctl_job`. This
 finds that folder without importing it (nothing of the user's runs before the script),
 makes it the working directory, as the folder was on the launching machine,

@@ -1,0 +1,1 @@
+"""The Kubernetes backend: a TFJob or JobSet applied and followed with kubectl."""

@@ -1,0 +1,296 @@
+"""A launch as a Kubernetes manifest: a TFJob for CPU/GPU workers, a JobSet for a GKE TPU slice.
+
+Pure: a Job and the Kubernetes options in, YAML text out. The text comes from
+the Jinja2 templates in tpuctl/templates/kubernetes/, and every value in it
+goes through `k8s_yaml.flow`, so user input is data, never YAML structure.
+
+The environment is the Plan's (tpuctl.launch.process.plan.build_plan), less what
+Kubernetes provides per pod: TF_CONFIG (the TFJob operator writes it; a TPU
+slice needs none), TPUCTL_WORKER_INDEX (read from the pod's own labels through
+the downward API, since one template serves every replica of a type) and
+TPUCTL_ATTEMPT (restarts belong to the operator, which does not number them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpuctl import worker_contract as contract
+from tpuctl.accelerators import GkeSlice, gke_slice, is_type_name
+from tpuctl.backends.kubernetes import yaml_values as k8s_yaml
+from tpuctl.errors import TpuctlError
+from tpuctl.launch.job import Job
+from tpuctl.launch.process.plan import WorkerSpec, build_plan
+
+if TYPE_CHECKING:
+    import jinja2
+
+TFJOB_PORT = 2222
+CONTAINER = "tensorflow"  # the TFJob operator writes TF_CONFIG into the container of this name only
+MAX_NAME = 40  # TFJob Services are NAME-worker-N, JobSet pods NAME-slice-0-N-xxxxx: both must stay <= 63
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+# Where each pod finds its index (downward API): the operators put it there.
+TFJOB_INDEX_LABEL = "training.kubeflow.org/replica-index"
+TFJOB_TYPE_LABEL = "training.kubeflow.org/replica-type"
+JOB_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+GPU_RESOURCE = "nvidia.com/gpu"
+TPU_RESOURCE = "google.com/tpu"
+GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+GKE_GPU_ACCELERATOR = "cloud.google.com/gke-accelerator"
+
+# TFJob replica type (the key in tfReplicaSpecs) for each of tpuctl's task types.
+REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS"}
+
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    """What only the kubernetes backend reads."""
+
+    image: str
+    namespace: str = "default"
+    name: str | None = None
+    accelerator: str | None = None  # a TPU type or tpu-... label (a JobSet), or nvidia-... (GPU node selector on a TFJob)
+    topology: str | None = None
+    chips_per_host: int | None = None
+    gpus_per_worker: int = 0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    kind: str  # "TFJob" or "JobSet"
+    resource: str  # what kubectl calls it, fully qualified
+    name: str
+    namespace: str
+    text: str
+    workers: tuple[str, ...]  # task names (`worker:0`, ...) in display order
+    selector: str  # label selector matching the job and its pods
+    tpu: GkeSlice | None = None
+
+    @property
+    def delete_command(self) -> str:
+        return f"kubectl delete {self.resource} {self.name} -n {self.namespace}"
+
+
+def default_name(script: str) -> str:
+    """`<script stem>-<4 hex>`, lower-case DNS label; `tpuctl-` first when the stem does not start with a letter."""
+    stem = re.sub(r"[^a-z0-9]+", "-", Path(script).stem.lower()).strip("-")[:24].rstrip("-")
+    if not stem or not stem[0].isalpha():
+        stem = f"tpuctl-{stem}".rstrip("-")
+    return f"{stem}-{os.urandom(2).hex()}"
+
+
+def check_name(name: str) -> str:
+    if len(name) > MAX_NAME or not _DNS_LABEL.match(name):
+        raise TpuctlError(
+            f"--job-name {name!r} is not a usable Kubernetes name",
+            hint=f"lower-case letters, digits and '-', starting with a letter, at most {MAX_NAME} characters",
+        )
+    return name
+
+
+def check_namespace(namespace: str) -> str:
+    if len(namespace) > 63 or not _NAMESPACE.match(namespace):
+        raise TpuctlError(f"--namespace {namespace!r} is not a Kubernetes namespace name", hint="lower-case letters, digits and '-'")
+    return namespace
+
+
+def check_image(image: str) -> str:
+    if not image or any(ch.isspace() or not ch.isprintable() for ch in image):
+        raise TpuctlError(f"--image {image!r} is not a container image reference", hint="e.g. us-docker.pkg.dev/PROJECT/REPO/train:1")
+    return image
+
+
+def is_tpu(accelerator: str) -> bool:
+    """A TPU type name as `tpuctl create` takes it (v4-8) or a GKE TPU node label (tpu-...)."""
+    return accelerator.startswith("tpu-") or is_type_name(accelerator)
+
+
+def tfjob_service(name: str, namespace: str, role: str, index: int) -> str:
+    """The address the TFJob operator gives a replica in TF_CONFIG (one headless Service per pod)."""
+    return f"{name}-{role}-{index}.{namespace}.svc:{TFJOB_PORT}"
+
+
+def tfjob_tf_config(name: str, namespace: str, counts: dict[str, int], role: str, index: int) -> str:
+    """TF_CONFIG exactly as training-operator v1 writes it: Go's json.Marshal of
+    {cluster (map, keys sorted), task {type, index}, environment "cloud"}, no spaces."""
+    cluster = {r: [tfjob_service(name, namespace, r, i) for i in range(n)] for r, n in sorted(counts.items()) if n}
+    config = {"cluster": cluster, "task": {"type": role, "index": index}, "environment": "cloud"}
+    return json.dumps(config, separators=(",", ":"))
+
+
+@lru_cache(maxsize=1)
+def _templates() -> jinja2.Environment:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("tpuctl", "templates/kubernetes"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["yaml"] = k8s_yaml.flow
+    env.filters["comment"] = lambda value: k8s_yaml.comment(str(value))
+    return env
+
+
+def _render(template: str, **context: object) -> str:
+    from tpuctl import __version__
+
+    try:
+        return _templates().get_template(template).render(version=__version__, **context)
+    except k8s_yaml.UnsafeValue as err:
+        raise TpuctlError(f"cannot write the manifest: {err}", hint="arguments and --env values must be UTF-8 text") from None
+
+
+def _env(spec: WorkerSpec, index_from: dict[str, object]) -> list[dict[str, object]]:
+    """The plan's variables for one worker, as a container's env list."""
+    dropped = {"TF_CONFIG", contract.ATTEMPT, contract.WORKER_INDEX}
+    env: list[dict[str, object]] = [{"name": k, "value": v} for k, v in spec.env.items() if k not in dropped]
+    env.append({"name": contract.WORKER_INDEX, "valueFrom": index_from})
+    return env
+
+
+def _field(path: str) -> dict[str, object]:
+    return {"fieldRef": {"fieldPath": path}}
+
+
+def render(job: Job, options: KubeOptions) -> Manifest:
+    """The manifest for `job`: a JobSet when --accelerator names a TPU, else a TFJob."""
+    check_image(options.image)
+    namespace = check_namespace(options.namespace)
+    name = check_name(options.name) if options.name else default_name(job.script)
+    if options.accelerator and is_tpu(options.accelerator):
+        return _render_jobset(job, options, name, namespace)
+    if options.topology or options.chips_per_host:
+        raise TpuctlError("--topology and --tpu-chips-per-host are for TPU slices", hint="give --accelerator v5litepod-8, v4-32, ... or tpu-...")
+    return _render_tfjob(job, options, name, namespace)
+
+
+def _labels(name: str) -> dict[str, str]:
+    return {LABEL_MANAGED_BY: "tpuctl", LABEL_INSTANCE: name}
+
+
+def _gpu_nodes(options: KubeOptions) -> tuple[dict[str, str], int]:
+    """The node selector and GPUs per worker: --accelerator nvidia-... means at least one GPU each."""
+    if not options.accelerator:
+        return {}, options.gpus_per_worker
+    if not options.accelerator.startswith("nvidia-"):
+        raise TpuctlError(
+            f"--accelerator {options.accelerator!r}: expected a TPU or GPU (nvidia-...) type",
+            hint="a TPU type such as v4-8 or v5litepod-16, or a GKE node label such as tpu-v5-lite-podslice or nvidia-l4",
+        )
+    return {GKE_GPU_ACCELERATOR: options.accelerator}, options.gpus_per_worker or 1
+
+
+def _render_tfjob(job: Job, options: KubeOptions, name: str, namespace: str) -> Manifest:
+    if job.strategy == "tpu":
+        raise TpuctlError("--strategy tpu on Kubernetes runs a TPU slice", hint="give --accelerator v5litepod-8, v4-32, ... (or tpu-... and --topology)")
+    node_selector, gpus = _gpu_nodes(options)
+    counts = {"chief": 1 if job.parameter_server else 0, "worker": job.workers, "ps": job.ps}
+    addresses = [tfjob_service(name, namespace, role, i) for role in ("chief", "worker", "ps") for i in range(counts[role])]
+    plan = build_plan(job, addresses, run_id=name, attempt=1, host="kubernetes")
+    replicas = []
+    for role in ("chief", "worker", "ps"):
+        specs = [w for w in plan.workers if w.task.type == role]
+        if not specs:
+            continue
+        envs = [_env(spec, _field(f"metadata.labels['{TFJOB_INDEX_LABEL}']")) for spec in specs]
+        assert all(env == envs[0] for env in envs), "one pod template per replica type needs one env"
+        resources = {"limits": {GPU_RESOURCE: str(gpus)}} if gpus and role != "ps" else None
+        replicas.append(
+            {
+                "type": REPLICA_TYPES[role],
+                "role": role,
+                "count": len(specs),
+                "first_index": 0,
+                "env": envs[0],
+                "resources": resources,
+                "tf_config": tfjob_tf_config(name, namespace, counts, role, 0),
+            }
+        )
+    text = _render(
+        "tfjob.yaml.j2",
+        name=name,
+        namespace=namespace,
+        labels=_labels(name),
+        # Kubeflow's own namespaces inject an Istio sidecar that keeps pods from ever finishing.
+        annotations={"sidecar.istio.io/inject": "false"},
+        image=options.image,
+        command=list(plan.workers[0].argv),
+        replicas=replicas,
+        restart_policy="OnFailure" if job.max_restarts else "Never",
+        backoff_limit=job.max_restarts or None,
+        # Without a chief, the operator calls the job done when worker 0 is; wait for all of them.
+        success_policy=None if job.parameter_server else "AllWorkers",
+        node_selector=node_selector,
+        port=TFJOB_PORT,
+    )
+    return Manifest(
+        kind="TFJob",
+        resource="tfjobs.kubeflow.org",
+        name=name,
+        namespace=namespace,
+        text=text,
+        workers=tuple(w.name for w in plan.workers),
+        selector=f"{LABEL_MANAGED_BY}=tpuctl,{LABEL_INSTANCE}={name}",
+    )
+
+
+def _render_jobset(job: Job, options: KubeOptions, name: str, namespace: str) -> Manifest:
+    assert options.accelerator is not None
+    # A type name (v4-8) or a node label with --topology: the numbers GKE's node pools have.
+    tpu = gke_slice(options.accelerator, options.topology, options.chips_per_host)
+    if job.strategy not in ("auto", "tpu"):
+        raise TpuctlError(f"--strategy {job.strategy}: a TPU slice runs TPUStrategy", hint="leave --strategy at auto, or tpu")
+    if job.workers not in (1, tpu.hosts):
+        raise TpuctlError(
+            f"--workers {job.workers}: a {options.accelerator} {tpu.topology} slice has {tpu.hosts} host(s), one worker each",
+            hint="leave --workers out; tpuctl runs one pod per TPU host",
+        )
+    if options.gpus_per_worker:
+        raise TpuctlError("--gpus-per-worker is for GPU workers, not TPU slices")
+    job = replace(job, strategy="tpu", workers=tpu.hosts)
+    # Addresses only shape the plan; TF_CONFIG is dropped below (a TPU slice is not a TF cluster).
+    plan = build_plan(job, [f"{name}-slice-0-{i}.{name}:{TFJOB_PORT}" for i in range(tpu.hosts)], run_id=name, attempt=1, host="kubernetes")
+    env = _env(plan.workers[0], _field(f"metadata.annotations['{JOB_INDEX_ANNOTATION}']"))
+    chips = str(tpu.chips_per_host)  # quantities as strings: an int is not a Quantity for typed clients
+    text = _render(
+        "jobset.yaml.j2",
+        name=name,
+        namespace=namespace,
+        labels=_labels(name),
+        image=options.image,
+        command=list(plan.workers[0].argv),
+        env=env,
+        hosts=tpu.hosts,
+        chips=tpu.chips,
+        chips_per_host=tpu.chips_per_host,
+        accelerator=tpu.accelerator,
+        topology=tpu.topology,
+        node_selector={GKE_TPU_ACCELERATOR: tpu.accelerator, GKE_TPU_TOPOLOGY: tpu.topology},
+        resources={"requests": {TPU_RESOURCE: chips}, "limits": {TPU_RESOURCE: chips}},
+        max_restarts=job.max_restarts,
+    )
+    return Manifest(
+        kind="JobSet",
+        resource="jobsets.jobset.x-k8s.io",
+        name=name,
+        namespace=namespace,
+        text=text,
+        workers=tuple(w.name for w in plan.workers),
+        selector=f"{LABEL_MANAGED_BY}=tpuctl,{LABEL_INSTANCE}={name}",
+        tpu=tpu,
+    )

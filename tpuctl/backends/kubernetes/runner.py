@@ -1,0 +1,114 @@
+"""The Kubernetes backend: the launch as a TFJob (CPU/GPU, parameter servers) or a JobSet (TPU slices).
+
+The pods run the image's own copy of the script, so SCRIPT, --python and
+--model-dir are paths inside the image. A dry run is the manifest;
+a run applies it with kubectl and follows the pods (tpuctl/backends/kubernetes/follow.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import click
+
+from tpuctl.errors import TpuctlError
+from tpuctl.launch import shared_options
+from tpuctl.launch.backend import BackendOptions, Runner, Unsupported
+from tpuctl.launch.option_fields import option
+
+if TYPE_CHECKING:
+    from tpuctl.backends.kubernetes.manifest import Manifest
+    from tpuctl.launch.backend import RunContext
+    from tpuctl.launch.job import Job
+    from tpuctl.launch.outcome import Outcome
+
+IMAGE_PYTHON = "python"
+_OPERATOR_RESTARTS = "on Kubernetes, the operator's restart policy (--max-restarts) decides"
+
+
+@dataclass(frozen=True)
+class Options(BackendOptions):
+    image: str | None = shared_options.image()
+    namespace: str = option("--namespace", metavar="NS", default="default", show_default=True, help="Kubernetes namespace of the job.")
+    job_name: str | None = shared_options.job_name()
+    accelerator: str | None = shared_options.accelerator()
+    topology: str | None = option(
+        "--topology",
+        metavar="AxB[xC]",
+        help="TPU slice topology, e.g. 2x4 or 2x2x4: needed with a tpu-... label.  [default for a TPU type: its usual shape, v4-32 -> 2x2x4]",
+    )
+    tpu_chips_per_host: int | None = option(
+        "--tpu-chips-per-host",
+        type=click.IntRange(min=1),
+        help="Chips per TPU host where a topology comes in two machine types (4 makes v5e 2x4 two hosts).  "
+        "[default: one host while the slice fits one (8 chips v5e/v6e, 4 v4/v5p), else 4]",
+    )
+    gpus_per_worker: int = shared_options.gpus_per_worker()
+
+
+@dataclass(frozen=True)
+class ManifestRequest:
+    """What `kubectl apply -f -` would receive."""
+
+    manifest: Manifest
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.manifest
+        return {"kind": m.kind, "name": m.name, "namespace": m.namespace, "workers": list(m.workers), "manifest": m.text}
+
+    def render(self) -> str:
+        return self.manifest.text.rstrip("\n")
+
+
+class KubernetesRunner(Runner):
+    name = "kubernetes"
+    unsupported: ClassVar[Mapping[str, Unsupported]] = {
+        "start_timeout": Unsupported("on Kubernetes, pods wait for the scheduler as long as it takes"),
+        "hang_timeout": Unsupported(_OPERATOR_RESTARTS),
+        "max_preemptions": Unsupported(_OPERATOR_RESTARTS),
+        "tail_view": Unsupported("run `tpuctl tail MODEL_DIR` beside it", line="{flag} is not available with --backend {backend}"),
+    }
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        if not self.options.image:
+            raise TpuctlError("--backend kubernetes needs --image IMAGE", hint="an image with SCRIPT, TensorFlow and tpuctl installed")
+        return replace(job, python=job.python or IMAGE_PYTHON)
+
+    def dry_run(self, job: Job, run_id: str) -> ManifestRequest:
+        from tpuctl.backends.kubernetes.manifest import KubeOptions, render
+
+        o = self.options
+        assert o.image is not None
+        kube = KubeOptions(
+            image=o.image,
+            namespace=o.namespace or "default",
+            name=o.job_name,
+            accelerator=o.accelerator,
+            topology=o.topology,
+            chips_per_host=o.tpu_chips_per_host,
+            gpus_per_worker=o.gpus_per_worker or 0,
+        )
+        return ManifestRequest(render(job, kube))
+
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl.backends.kubernetes.follow import follow
+
+        manifest = self.dry_run(job, context.run_id).manifest
+        attempt_dir = context.log_dir / "attempt-1"
+        from tpuctl.private_files import private_dir, write_private
+
+        try:
+            private_dir(attempt_dir)  # the manifest holds --env values
+            write_private(attempt_dir / "manifest.yaml", manifest.text)
+        except OSError as err:
+            raise TpuctlError(f"cannot write {attempt_dir / 'manifest.yaml'}: {err.strerror or err}", hint="pass a --log-dir that tpuctl can write") from None
+        return follow(manifest, context)
+
+
+def runner(options: Options) -> KubernetesRunner:
+    return KubernetesRunner(options)

@@ -1,0 +1,1 @@
+"""The local backend: workers as processes on this machine."""

@@ -1,0 +1,135 @@
+"""The local backend's workers: each one a process group on this machine, started and signalled here.
+
+Each worker gets a socketpair end as its control channel. The worker says
+"ready" on it once its strategy is built. Its runtime forks first thing: the
+parent stays as the worker's reaper (tpuctl/reaper.py), which kills everything
+the worker started, in its group or not, when the channel reaches EOF (tpuctl
+closed it, or died, even by SIGKILL) or the worker's main process ends. That
+is how no worker, nor anything it started, outlives its launcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from tpuctl import worker_contract as contract
+from tpuctl.backends.local import bindshim
+from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.launch.process import ports
+from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.runtime_path import put_tpuctl_on_path
+
+
+class LocalHandle:
+    def __init__(self, spec: WorkerSpec, proc: subprocess.Popen[bytes], control: socket.socket) -> None:
+        self.spec = spec
+        self.proc = proc
+        self._control = control
+
+    @property
+    def output(self) -> IO[bytes]:
+        assert self.proc.stdout is not None
+        return self.proc.stdout
+
+    def messages(self) -> Iterator[str]:
+        """Lines the worker's runtime sends on its control channel, until EOF."""
+        with self._control.makefile("rb") as stream:
+            for raw in stream:
+                yield raw.decode("utf-8", "replace").strip()
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def request_stacks(self) -> None:
+        """Ask the worker's reaper for its stacks; they come back among `messages()` as `stacks HEX`."""
+        with contextlib.suppress(OSError):
+            self._control.send(b"stacks\n")
+
+    def close(self) -> None:
+        """Close the control channel: the worker's reaper then kills all the worker started."""
+        with contextlib.suppress(OSError):
+            self._control.shutdown(socket.SHUT_RDWR)
+        self._control.close()
+
+
+class LocalBackend:
+    name = "local"
+    host = "localhost"
+
+    def __init__(self, run_dir: Path, shim: Path | None = None) -> None:
+        self._run_dir = run_dir
+        self._shim = shim  # the bind shim that keeps each worker's server on loopback (None: --expose, or unavailable)
+        self._held: ports.PortReservation | None = None
+
+    def reserve(self, count: int) -> list[str]:
+        try:
+            self._held = ports.reserve(count)
+        except OSError as err:
+            raise TpuctlError(f"cannot reserve {count} local ports: {err}", exit_code=FAILED) from None
+        return self._held.addresses
+
+    def start(self, spec: WorkerSpec) -> LocalHandle:
+        ours, theirs = socket.socketpair()
+        fds = [theirs.fileno()]
+        env = {**os.environ, **spec.env, contract.CONTROL_FD: str(theirs.fileno())}
+        reserved = self._reserved_socket(spec.address)
+        if reserved is not None:
+            fds.append(reserved.fileno())
+            env[contract.RESERVED_FD] = str(reserved.fileno())
+        if self._shim is not None and spec.address is not None:
+            bindshim.worker_env(env, self._shim, int(spec.address.rsplit(":", 1)[1]))
+        if not _same_interpreter(spec.argv[0]):
+            put_tpuctl_on_path(env, self._run_dir / "pythonpath")
+        try:
+            proc = subprocess.Popen(
+                spec.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=fds,
+            )
+        except OSError as err:
+            ours.close()
+            raise TpuctlError(f"cannot start {spec.name} with {spec.argv[0]}: {err.strerror}", exit_code=FAILED) from None
+        finally:
+            theirs.close()
+        return LocalHandle(spec, proc, ours)
+
+    def started(self) -> None:
+        """Every worker holds its port now; drop the launcher's copies."""
+        if self._held is not None:
+            self._held.close_sockets()
+
+    def release(self) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None
+
+    def _reserved_socket(self, address: str | None) -> socket.socket | None:
+        if self._held is None or address is None:
+            return None
+        for sock, held_address in zip(self._held.sockets, self._held.addresses, strict=True):
+            if held_address == address:
+                return sock
+        return None
+
+
+def _same_interpreter(python: str) -> bool:
+    """True only for this very interpreter path; symlinks are not resolved on purpose,
+    because a venv's python resolves to its base interpreter, which lacks the venv's packages."""
+    found = shutil.which(python)
+    return found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)

@@ -1,0 +1,304 @@
+"""SshBackend: the Supervisor's Backend over ssh (reserve a port per worker, start, release).
+
+The Supervisor knows nothing about ssh; this knows nothing about restarts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from tpuctl import worker_contract as contract
+from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
+from tpuctl.backends.ssh.fanout import parallel, run_everywhere, token
+from tpuctl.backends.ssh.placement import RemotePaths, place
+from tpuctl.backends.ssh.session import (
+    HELLO_TIMEOUT_S,
+    LOST_CONNECTION,
+    Session,
+    SshHandle,
+    abandon,
+    install_source,
+    read_hello,
+    spawn_agent,
+)
+from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
+from tpuctl.backends.ssh.wire import pack
+from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.hosts import HostEntry
+from tpuctl.launch import runtime_files
+from tpuctl.launch.outcome import Failure
+from tpuctl.launch.process.plan import WorkerSpec
+
+RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
+
+
+class HostProblem(Exception):
+    """Why one host could not take its workers; `connection` when ssh never reached it."""
+
+    def __init__(self, host: str, message: str, *, connection: bool) -> None:
+        super().__init__(message)
+        self.host = host
+        self.message = message
+        self.connection = connection
+
+
+class SshBackend:
+    name = "ssh"
+    host = "ssh"  # every worker gets its own host from placement()
+    remote = True  # the Supervisor tags lines and log files with the host
+
+    def __init__(
+        self,
+        entries: Sequence[HostEntry],
+        options: SshOptions,
+        paths: RemotePaths,
+        *,
+        python: str,
+        sync: bool = False,
+        notice: Callable[[str], None] = lambda line: None,
+        hosts_again: Callable[[Callable[[str], None]], list[HostEntry]] | None = None,
+        node_down: Callable[[], str | None] | None = None,
+    ) -> None:
+        """hosts_again: for the hosts of a TPU slice, waits until they can run workers again after a
+        preemption and returns them as they are then (ssh_launch.TpuSlice.hosts_again).
+        node_down: for a TPU slice, the node's condition when it is not READY now (TpuSlice.down)."""
+        self.entries = list(entries)
+        self.hosts_again = hosts_again
+        self.node_down = node_down
+        self.options = options
+        self.paths = paths
+        self.python = python
+        self.sync = sync
+        self.notice = notice
+        self.nonce = token()
+        self._placement: list[str] = []
+        self._pending: dict[tuple[str, str], Session] = {}
+        self._handles: list[SshHandle] = []
+        self._synced = False
+        self._options_checked = threading.Lock()
+        self.runtime = runtime_files.shipment()
+        self.installed: list[tuple[str, str]] = []  # (host, why) for each host the runtime was shipped to
+        self._lock = threading.Lock()
+
+    # Backend protocol ---------------------------------------------------------
+
+    def reserve(self, count: int) -> list[str]:
+        self._placement = place(self.entries, count)
+        sessions = self._connect(self._placement)
+        self._say_installed()
+        addresses = []
+        self._pending = {}
+        for host, session in zip(self._placement, sessions, strict=True):
+            address = session.address()
+            addresses.append(address)
+            self._pending[(host, address)] = session
+        if self.sync and not self._synced:
+            try:
+                FolderSync(self.options, self.paths, self.python).run(sessions, self.notice)
+            except BaseException:
+                self._drop_pending()
+                raise
+            self._synced = True
+        return addresses
+
+    def placement(self, count: int) -> list[str]:
+        return self._placement[:count]
+
+    def start(self, spec: WorkerSpec) -> SshHandle:
+        session = self._pending.pop((spec.host, spec.address or ""), None)
+        if session is None:
+            raise TpuctlError(f"{spec.name}: no session was opened for {spec.host} at {spec.address}", exit_code=FAILED)
+        handle = SshHandle(spec, session)
+        self._handles.append(handle)
+        job = [("argv", arg) for arg in spec.argv] + [("env", f"{name}={value}") for name, value in spec.env.items()]
+        if not session.send(pack(job)):
+            session.close_stdin()
+        return handle
+
+    def started(self) -> None:
+        """Nothing to do: each agent hands its held port to its worker, which frees it for TensorFlow."""
+
+    def release(self) -> None:
+        self._drop_pending()
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.close()
+        deadline = time.monotonic() + 3.0
+        for handle in handles:
+            try:
+                handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                handle.proc.kill()
+                handle.proc.wait()
+        self._kill_unheard(handles)
+
+    def lost_to_preemption(self, failure: Failure) -> str | None:
+        """A worker of a TPU slice whose connection was lost while its node is not READY went with the
+        node (a TPU VM's preemption ends no worker with 42): the node's condition, else None."""
+        if self.node_down is None or not failure.status.startswith(LOST_CONNECTION):
+            return None
+        return self.node_down()
+
+    def after_preemption(self, notice: Callable[[str], None]) -> None:
+        """After a preempted attempt, before the next reserve(): a TPU slice's hosts once its node is
+        READY again, read afresh (a repair may give them new addresses); hosts the user listed are
+        used as they are, at once."""
+        if self.hosts_again is None:
+            return
+        entries = self.hosts_again(notice)
+        if len(entries) != len(self.entries):
+            raise TpuctlError(
+                f"the TPU slice came back with {len(entries)} host(s), not {len(self.entries)}; the launch was planned for those",
+                exit_code=FAILED,
+            )
+        self.entries = entries
+        self._synced = False  # a repaired host may have lost the copy: --sync sends what differs
+
+    # internals ------------------------------------------------------------------
+
+    def _hello(self, first: bool) -> list[tuple[str, str]]:
+        """What an agent is asked to do before it says hello; the first per host prepares the host."""
+        hello = [("nonce", self.nonce), ("cwd", self.paths.workdir), ("control_fd", contract.CONTROL_FD), ("reserved_fd", contract.RESERVED_FD)]
+        hello.append(("runtime", self.runtime.digest))
+        if first:
+            hello.append(("check_runtime", "1"))
+            if self.sync:
+                hello += [("mkdir", self.paths.workdir), ("mkdir", self.paths.sync_dest)]
+                if not self._synced:
+                    hello += [("sync", self.paths.sync_dest), ("local_rsync", "1" if shutil.which("rsync") else "")]
+                    hello += [("exclude", name) for name in SYNC_EXCLUDES]
+            else:
+                hello.append(("script", self.paths.script))
+        return hello
+
+    def _open(self, host: str, first: bool) -> Session:
+        """One agent session that said hello, with connection failures retried."""
+        problem = ""
+        for attempt in range(1, self.options.attempts + 1):
+            proc = spawn_agent(self.options, host, self.python, self._hello(first))
+            hello, error, rest, diagnostics = read_hello(proc, self.nonce, time.monotonic() + HELLO_TIMEOUT_S)
+            if hello is not None:
+                return Session(host, proc, self.nonce, hello, rest)
+            if proc.poll() is None:
+                proc.kill()
+            status = proc.wait()
+            abandon(proc)
+            if error is not None:
+                hint = " (pass --sync, or copy it there)" if error.startswith("script not found") else ""
+                raise HostProblem(host, f"{host}: {error}{hint}", connection=False)
+            said = diagnostics[-1] if diagnostics else f"ssh exit status {status}"
+            if status != SSH_FAILED and not said.startswith("no answer"):
+                raise HostProblem(host, f"{host}: {self.python} could not run tpuctl's agent: {said} (pass --python)", connection=False)
+            problem = said
+            self._check_options(host)
+            if attempt < self.options.attempts:
+                time.sleep(0.25 * 2 ** (attempt - 1))
+        raise HostProblem(host, f"cannot reach {host} over ssh ({self.options.attempts} attempts): {problem}", connection=True)
+
+    def _install_runtime(self, host: str, why: str) -> None:
+        """Ship the runtime to a host whose copy is missing or unusable, before any of its workers starts:
+        one more command over the same connection, only then (the next launch finds the copy)."""
+        [result] = run_everywhere(
+            [host], [self.python, "-S", "-c", install_source(), self.runtime.digest], self.options, stdin=self.runtime.payload, timeout=120.0
+        )
+        if not result.ok:
+            said = result.error or one_line(result.output, last=True) or f"exit status {result.exit_code}"
+            raise HostProblem(host, f"{host}: cannot install tpuctl's runtime: {said}", connection=False)
+        with self._lock:
+            self.installed.append((host, why))
+
+    def _check_options(self, host: str) -> None:
+        """After a failed connection, once: is it our options (a usage error) rather than the host?
+
+        Checking before every launch would cost each one an `ssh -G` run up front.
+        """
+        if self._options_checked.acquire(blocking=False):
+            self.options.check(host)
+
+    def _open_host(self, host: str, count: int) -> list[Session] | HostProblem:
+        """`count` sessions to one host: the first makes the ControlMaster, the rest share it."""
+        sessions: list[Session] = []
+        try:
+            sessions.append(self._open(host, first=True))
+            if sessions[0].hello.runtime:
+                self._install_runtime(host, sessions[0].hello.runtime)
+            if count > 1:
+                sessions += parallel(lambda _: self._open(host, first=False), range(count - 1), count - 1)
+        except HostProblem as problem:
+            for session in sessions:
+                abandon(session.proc)
+            return problem
+        except BaseException:
+            for session in sessions:
+                abandon(session.proc)
+            raise
+        return sessions
+
+    def _connect(self, placement: list[str]) -> list[Session]:
+        """A session per task, every host at once; one unreachable host fails them all, nothing started."""
+        counts: dict[str, int] = {}
+        for host in placement:
+            counts[host] = counts.get(host, 0) + 1
+        results = parallel(lambda host: self._open_host(host, counts[host]), list(counts), self.options.fanout)
+        opened = {host: result for host, result in zip(counts, results, strict=True) if not isinstance(result, HostProblem)}
+        problems = [result for result in results if isinstance(result, HostProblem)]
+        if problems:
+            for sessions in opened.values():
+                for session in sessions:
+                    session.close_stdin()
+                    abandon(session.proc)
+            raise launch_error(problems)
+        return [opened[host].pop(0) for host in placement]
+
+    def _say_installed(self) -> None:
+        installed, self.installed = self.installed, []
+        if not installed:
+            return
+        order = {host: index for index, host in enumerate(self._placement)}
+        installed.sort(key=lambda item: order.get(item[0], 0))  # they finish in any order
+        shown = ", ".join(host if why == "missing" else f"{host} (replaced: {why})" for host, why in installed[:8])
+        more = f" and {len(installed) - 8} more" if len(installed) > 8 else ""
+        self.notice(
+            f"shipped tpuctl's runtime {self.runtime.digest[:12]} ({len(self.runtime.files)} files) to {shown}{more}; "
+            f"kept in {RUNTIME_HOME} for the next launches"
+        )
+
+    def _drop_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for session in pending.values():
+            session.close_stdin()
+        for session in pending.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                session.proc.wait(timeout=2.0)
+            abandon(session.proc)
+
+    def _kill_unheard(self, handles: list[SshHandle]) -> None:
+        """Belt and braces: a group whose exit was never reported is killed out of band."""
+        groups: dict[str, list[int]] = {}
+        for handle in handles:
+            if handle.status is None and handle.pgid is not None:
+                groups.setdefault(handle.spec.host, []).append(handle.pgid)
+        if not groups:
+            return
+        quick = dataclasses.replace(self.options, attempts=1)
+        parallel(
+            lambda host: run_everywhere([host], ["kill", "-KILL", "--", *(f"-{pgid}" for pgid in groups[host])], quick, timeout=10.0),
+            list(groups),
+            self.options.fanout,
+        )
+
+
+def launch_error(problems: list[HostProblem]) -> TpuctlError:
+    """One error for every host that failed, in host order; a hint when any was unreachable."""
+    problems = sorted(problems, key=lambda p: p.host)
+    message = problems[0].message
+    if len(problems) > 1:
+        message = f"{len(problems)} hosts failed before anything started: " + "; ".join(p.message for p in problems)
+    hint = "nothing was started; check the host names and `ssh HOST true`" if any(p.connection for p in problems) else None
+    return TpuctlError(message, hint=hint, exit_code=FAILED)

@@ -1,0 +1,339 @@
+"""The ssh backend: workers on other hosts (--hosts, --hostfile, or every host of a TPU slice, --tpu).
+
+This module declares the options and shapes the Job (how many workers the
+hosts' slots give, the script and model dir as the hosts see them); the ssh
+machinery itself loads only when a launch really goes over ssh.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shlex
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import click
+
+from tpuctl import __version__
+from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
+from tpuctl.launch import shared_options
+from tpuctl.launch.backend import BackendOptions, Runner
+from tpuctl.launch.option_fields import option
+
+if TYPE_CHECKING:
+    from tpuctl.backends.ssh.client_args import SshOptions
+    from tpuctl.backends.ssh.placement import RemotePaths
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.launch.backend import RunContext
+    from tpuctl.launch.job import Job
+    from tpuctl.launch.outcome import Outcome
+    from tpuctl.launch.process.plan import Plan
+    from tpuctl.launch.runtime_files import Shipment
+
+DEFAULT_FANOUT = 16  # the same as tpuctl.backends.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach hosts: `tpuctl launch --hosts/--tpu` and `tpuctl ssh` take the same options."""
+
+    ssh_user: str | None = option("--ssh-user", metavar="USER", help="Remote user.  [default: from your ssh config, else yours]")
+    ssh_key: str | None = option(
+        "--ssh-key", type=click.Path(exists=True, dir_okay=False), help="Identity file (ssh -i).  [default: your agent and ssh config]"
+    )
+    ssh_option: tuple[str, ...] = option(
+        "--ssh-option",
+        multiple=True,
+        default=(),
+        metavar="NAME=VALUE",
+        help="An ssh option (ssh -o) for every connection, e.g. ProxyJump=bastion (repeatable).",
+    )
+    ssh_config: str | None = option(
+        "--ssh-config", type=click.Path(exists=True, dir_okay=False), help="ssh config file to use instead of ~/.ssh/config (ssh -F)."
+    )
+    fanout: int = option(
+        "--fanout", type=click.IntRange(min=1), default=DEFAULT_FANOUT, show_default=True, help="Hosts being connected to at the same time."
+    )
+
+    def ssh_options(self) -> SshOptions:
+        """The checked options as the ssh machinery takes them."""
+        from tpuctl.backends.ssh.client_args import SshOptions, checked_config
+        from tpuctl.inputs import tool_file
+
+        for value in self.ssh_option:
+            # What `ssh -o` takes: NAME=VALUE (or NAME VALUE).
+            if "=" not in value.strip(" =") and " " not in value.strip():
+                raise TpuctlError(f"--ssh-option {value!r} is not NAME=VALUE", hint="e.g. --ssh-option ProxyJump=bastion")
+        return SshOptions(
+            user=self.ssh_user,
+            key=os.path.abspath(tool_file(self.ssh_key, "--ssh-key")) if self.ssh_key else None,
+            options=tuple(self.ssh_option),
+            config=os.path.abspath(checked_config(self.ssh_config)) if self.ssh_config else None,
+            fanout=self.fanout,
+        )
+
+
+@dataclass(frozen=True)
+class Options(Connection, BackendOptions):
+    """Where the workers run over ssh, and how the launch prepares the hosts."""
+
+    misplaced: ClassVar[str] = "{flag} is for launches over ssh: add --hosts, --hostfile or --tpu"
+
+    ssh_hosts: str | None = option(
+        "--hosts",
+        metavar="H1,H2[:SLOTS]",
+        help="Run the workers on these hosts over ssh; HOST:N runs N workers on HOST (default 1). Workers fill the slots in order.",
+    )
+    ssh_hostfile: str | None = option(
+        "--hostfile", type=click.Path(dir_okay=False), help="Hosts for ssh, one 'HOST [slots=N]' per line, # comments (DeepSpeed/horovod format)."
+    )
+    sync: bool = option("--sync", is_flag=True, default=False, help="Copy the script's folder to every host first (rsync; skips unchanged files).")
+    tpu_name: str | None = option("--tpu", metavar="NAME", help="Run on every host of this TPU VM slice (hosts from the Cloud TPU API).")
+    project: str | None = shared_options.project()
+    tpu_zone: str | None = option("--zone", metavar="ZONE", help="With --tpu: the zone [env TPUCTL_ZONE].")
+    internal_ip: bool = option("--internal-ip", is_flag=True, default=False, help="With --tpu: connect to the hosts' internal IPs (from inside the VPC).")
+    cleanup: bool = option(
+        "--cleanup", is_flag=True, default=False, help="First, on every host: kill stale processes holding the TPU, remove /tmp/libtpu_lockfile."
+    )
+    remote_dir: str | None = option("--remote-dir", metavar="DIR", help="Working directory on the hosts.  [default: this directory's absolute path]")
+
+    @classmethod
+    def implied_by(cls, params: Mapping[str, Any]) -> str | None:
+        """--hosts, --hostfile and --tpu mean --backend ssh."""
+        if params.get("tpu_name") is not None:
+            return f"TPU VM {params['tpu_name']}"
+        if params.get("ssh_hosts") is not None:
+            return "--hosts"
+        return None if params.get("ssh_hostfile") is None else str(params["ssh_hostfile"])
+
+
+class TpuSlice:
+    """The TPU VM behind --tpu: every host of it, one worker each (TPUStrategy runs the same
+    program on all of them), looked up before the launch and again after a preemption."""
+
+    def __init__(self, options: Options) -> None:
+        from tpuctl.cloud.node_lookup import find_node
+
+        assert options.tpu_name is not None
+        self.options = options
+        self.node = find_node(options.tpu_name, "`tpuctl list` shows the nodes", options.project, options.tpu_zone, None, None)
+        self.entries = self._entries()
+
+    def _entries(self) -> list[HostEntry]:
+        from tpuctl.cloud.slice_hosts import slice_hosts
+
+        return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(self.node)]
+
+    def _api(self) -> TpuApi:
+        from tpuctl import settings
+        from tpuctl.cloud.tpu import TpuApi
+
+        flags = {"project": self.options.project, "zone": self.node.zone, "credentials": None, "access_token_file": None}
+        return TpuApi.connect(settings.resolve(flags))
+
+    def down(self) -> str | None:
+        """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
+        from tpuctl.cloud.babysit import down_now
+
+        try:
+            return down_now(self._api(), self.node.zone, self.node.name)
+        except (TpuctlError, OSError):
+            return None  # cannot tell: the lost connection stays a failure
+
+    def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
+        """After a preemption: wait until the node is READY again (tpuctl.cloud.babysit), then its
+        hosts as they are now. Ctrl-C, SIGTERM or SIGHUP end the wait with 130."""
+        from tpuctl import signals
+        from tpuctl.cloud.babysit import wait_ready_again
+        from tpuctl.launch.outcome import EXIT_INTERRUPTED
+
+        name, zone = self.node.name, self.node.zone
+        with signals.handled(signals.raise_stopped):
+            try:
+                api = self._api()
+                self.node = wait_ready_again(api, zone, name, notice)
+            except signals.Stopped as stopped:
+                notice(f"received {signal.Signals(stopped.signum).name}; no longer waiting for TPU VM {name}")
+                raise TpuctlError(f"interrupted while waiting for TPU VM {name} to be READY again", exit_code=EXIT_INTERRUPTED) from None
+        before, self.entries = self.entries, self._entries()
+        if [entry.host for entry in self.entries] != [entry.host for entry in before]:
+            notice(f"TPU VM {name}'s hosts are now " + ", ".join(entry.host for entry in self.entries))
+        return self.entries
+
+
+def _entries(options: Options) -> tuple[list[HostEntry], str, TpuSlice | None]:
+    if sum(value is not None for value in (options.ssh_hosts, options.ssh_hostfile, options.tpu_name)) > 1:
+        raise TpuctlError("give one of --hosts, --hostfile, --tpu")
+    if options.tpu_name is None and (options.project or options.tpu_zone or options.internal_ip):
+        raise TpuctlError("--project, --zone and --internal-ip are for --tpu NAME")
+    if options.tpu_name is not None:
+        tpu = TpuSlice(options)
+        return tpu.entries, f"TPU VM {options.tpu_name}", tpu
+    if options.ssh_hosts is not None:
+        return parse_slot_hosts(options.ssh_hosts, source="--hosts"), "--hosts", None
+    if options.ssh_hostfile is not None:
+        return read_hostfile(options.ssh_hostfile, ports=False), options.ssh_hostfile, None
+    raise TpuctlError("--backend ssh needs --hosts or --hostfile")
+
+
+class SshRunner(Runner):
+    name = "ssh"
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.entries, self.source, self.slice = _entries(options)
+        self.ssh = options.ssh_options()
+        if options.remote_dir is not None and not options.remote_dir.strip():
+            raise TpuctlError("--remote-dir is empty")
+        self.paths: RemotePaths | None = None
+        self.warnings: list[str] = []  # laptop paths the hosts may not have: said by the dry run and the run
+
+    @property
+    def slots(self) -> int:
+        return sum(entry.slots for entry in self.entries)
+
+    def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        """The worker count, the script path and the model dir as the hosts see them.
+
+        Without an explicit --workers the hosts' slots decide how many workers run.
+        """
+        from tpuctl.backends.ssh.placement import RemotePaths
+
+        if not os.path.isfile(job.script):
+            raise TpuctlError(f"script not found: {job.script}")
+        extra = job.processes - job.workers
+        workers = job.workers
+        if "workers" not in given:
+            workers = self.slots - extra
+            if workers < 1:
+                raise TpuctlError(
+                    f"{self.source} gives {self.slots} slot(s): too few for a chief, {job.ps} ps and a worker",
+                    hint="add hosts, or host:SLOTS",
+                )
+        elif job.processes > self.slots:
+            raise TpuctlError(
+                f"{job.processes} process(es) need {job.processes} slots, but {self.source} gives {self.slots}",
+                hint="add hosts, use host:SLOTS, or lower --workers",
+            )
+        self.paths = RemotePaths.resolve(job.script, self.options.remote_dir)
+        self.warnings = _laptop_paths(job.python, self.paths, self.options)
+        model_dir = job.model_dir
+        if model_dir and "://" not in model_dir:
+            model_dir = self.paths.remote_path(os.path.abspath(model_dir))
+        return replace(job, workers=workers, script=self.paths.script, model_dir=model_dir, python=job.python or sys.executable)
+
+    def dry_run(self, job: Job, run_id: str) -> ShippedPlan:
+        """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
+        from tpuctl.backends.ssh.placement import place
+        from tpuctl.launch import runtime_files
+        from tpuctl.launch.process.plan import build_plan
+
+        self.ssh.check(self.entries[0].host)
+        hosts = place(self.entries, job.processes)
+        addresses = [format_address(host, 0).rsplit(":", 1)[0] + ":<port>" for host in hosts]
+        assert self.paths is not None, "prepare() first"
+        # Each host's session and the sync built by the functions a launch runs them with (stand-ins for the
+        # agent's source and its hello), so the dry run cannot drift from the run.
+        from tpuctl.backends.ssh.session import agent_command
+        from tpuctl.backends.ssh.sync import planned
+
+        ssh = {entry.host: shlex.join(agent_command(self.ssh, entry.host, job.python, "<hello>", source="<agent>")) for entry in self.entries}
+        sync = planned(self.ssh, self.paths) if self.options.sync else None
+        remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
+        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), runtime_files.shipment(), remote)
+
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl.backends.ssh.backend import SshBackend
+        from tpuctl.launch.process.supervised import run_supervised
+
+        assert self.paths is not None, "prepare() first"
+        if self.options.cleanup:
+            self._free_tpus(context)
+        for warning in self.warnings:
+            context.notice(f"warning: {warning}")
+        where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
+        context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
+        backend = SshBackend(
+            self.entries,
+            self.ssh,
+            self.paths,
+            python=job.python,
+            sync=self.options.sync,
+            notice=context.notice,
+            hosts_again=self.slice.hosts_again if self.slice is not None else None,
+            node_down=self.slice.down if self.slice is not None else None,
+        )
+        return run_supervised(backend, job, context)
+
+    def _free_tpus(self, context: RunContext) -> None:
+        """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
+        from tpuctl.backends.ssh.fanout import run_everywhere
+        from tpuctl.backends.ssh.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
+
+        results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh, timeout=CLEANUP_TIMEOUT_S)
+        for result in results:
+            for line in result.output.splitlines():
+                context.notice(f"cleanup on {result.host}: {line}")
+        failed = [result for result in results if not result.ok]
+        if failed:
+            first = failed[0]
+            raise TpuctlError(f"--cleanup failed on {first.host}: {first.error or f'exit status {first.exit_code}'}", exit_code=FAILED)
+
+
+@dataclass(frozen=True)
+class ShippedPlan:
+    """An ssh launch's dry run: the plan, and the copy of tpuctl's runtime each host gets if it lacks it."""
+
+    plan: Plan
+    runtime: Shipment
+    remote: dict[str, Any]  # the hosts' side: workdir, python, sync, each host's ssh command, warnings
+
+    def to_json(self) -> dict[str, object]:
+        from tpuctl.backends.ssh.backend import RUNTIME_HOME
+
+        files = [name for name, _ in self.runtime.files]
+        shipped = {"digest": self.runtime.digest, "folder": RUNTIME_HOME + self.runtime.digest, "files": files, "bytes": self.runtime.size}
+        return {**self.plan.to_json(), "runtime": shipped, "remote": self.remote}
+
+    def render(self) -> str:
+        from tpuctl.backends.ssh.backend import RUNTIME_HOME
+
+        *lines, last = self.plan.render().splitlines()
+        lines.append(f"remote: workers run in {self.remote['workdir']} with {self.remote['python']}")
+        sync = self.remote["sync"]
+        if sync is None:
+            lines.append("sync: none: the hosts must already have the script there (--sync copies it)")
+        else:
+            excluded = ", ".join(sync["exclude"])
+            lines.append(f"sync: {sync['source']} -> each host's {sync['dest']} (not {excluded}), with: {sync['command']}")
+            lines.append(f"  ({sync['fallback']})")
+        lines += [f"ssh to {host}: {command}" for host, command in self.remote["ssh"].items()]
+        lines += [f"warning: {warning}" for warning in self.remote["warnings"]]
+        lines.append(
+            f"runtime: tpuctl {__version__}'s runtime ({len(self.runtime.files)} files, {self.runtime.size // 1024} KiB) from "
+            f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"
+        )
+        return "\n".join([*lines, last])
+
+
+def _laptop_paths(python: str | None, paths: RemotePaths, options: Options) -> list[str]:
+    """What a launch from a laptop plans for the hosts that only the laptop may have: its own interpreter's path
+    (no --python), and the script's folder at the laptop's path (neither --sync nor --remote-dir)."""
+    found = []
+    if not python:
+        found.append(f"the hosts will run {sys.executable}, this machine's Python: pass --python with theirs (e.g. --python python3)")
+    if not options.sync and options.remote_dir is None:
+        found.append(
+            f"the hosts must already have {posixpath.join(paths.workdir, paths.script)}, this machine's path: "
+            "pass --sync to copy the script's folder, or --remote-dir DIR where it is"
+        )
+    return found
+
+
+def runner(options: Options) -> SshRunner:
+    return SshRunner(options)

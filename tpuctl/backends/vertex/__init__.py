@@ -1,0 +1,1 @@
+"""The Vertex AI backend: a CustomJob submitted and followed over REST."""

@@ -1,0 +1,225 @@
+"""The Vertex AI backend: the launch as a managed CustomJob (today's form of AI Platform Training's TPU jobs).
+
+A dry run is the CustomJob body, built without credentials or requests
+(tpuctl/backends/vertex/job_body.py); a run stages the script's folder when
+--staging-bucket is given (tpuctl/backends/vertex/staging.py), submits the body and
+follows the job (tpuctl/backends/vertex/follow.py). --accelerator takes the TPU
+types `tpuctl create` does, mapped through the accelerator table, or a Vertex
+GPU name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tpuctl import accelerators
+from tpuctl.errors import TpuctlError, one_line
+from tpuctl.launch import shared_options
+from tpuctl.launch.backend import BackendOptions, Runner, Unsupported
+from tpuctl.launch.option_fields import option
+
+if TYPE_CHECKING:
+    from tpuctl.backends.vertex.job_body import VertexSpec
+    from tpuctl.launch.backend import RunContext
+    from tpuctl.launch.job import Job
+    from tpuctl.launch.outcome import Outcome
+
+IMAGE_PYTHON = "python"
+DEFAULT_REGION = "us-central1"
+# GCS object names are at most 1024 bytes; the run's own path (about 80) comes on top.
+_STAGING = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[^\x00-\x1f\x7f]{0,800})?\Z")
+_SERVICE_ACCOUNT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]{1,200}\.iam\.gserviceaccount\.com\Z")
+_REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+\Z")
+_MACHINE = re.compile(r"[a-z][a-z0-9-]{1,62}\Z")
+_IMAGE_HINT = (
+    "an image with TensorFlow (and libtpu for TPUs) and Python 3.10+: Vertex's prebuilt TensorFlow training images "
+    "reached end of availability (TF 2.17 CPU/GPU 2026-07-11, TF 2.15 TPU 2025-10-23); see docs/vertex.md#images"
+)
+# Local-and-ssh options a managed job has no equivalent for, each with the reason.
+
+
+@dataclass(frozen=True)
+class Options(BackendOptions):
+
+    region: str | None = option("--region", metavar="REGION", help="Vertex AI region of the job [env TPUCTL_REGION; gcloud ai/region].  [default: us-central1]")
+    staging_bucket: str | None = option(
+        "--staging-bucket",
+        metavar="gs://BUCKET/PATH",
+        help="Upload SCRIPT's folder (less .tpuctlignore, else .gitignore) there and run it on --image (vertex).",
+    )
+    service_account: str | None = option("--service-account", metavar="EMAIL", help="Service account the Vertex job runs as.  [default: Vertex's own]")
+    machine_type: str | None = option(
+        "--machine-type", metavar="TYPE", help="Vertex machine type for CPU or GPU replicas.  [default: from --accelerator, else n1-standard-4]"
+    )
+    detach: bool = option("--detach", is_flag=True, default=False, help="Return once the Vertex job is submitted; it runs on.")
+    project: str | None = shared_options.project()
+    image: str | None = shared_options.image()
+    job_name: str | None = shared_options.job_name()
+    accelerator: str | None = shared_options.accelerator()
+    gpus_per_worker: int = shared_options.gpus_per_worker()
+
+
+@dataclass(frozen=True)
+class BodyRequest:
+    """What a run would POST to .../customJobs: the body, exactly."""
+
+    body: dict[str, Any]
+    where: str
+    staged_from: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.body
+
+    def render(self) -> str:
+        pools = self.body["jobSpec"]["workerPoolSpecs"]
+        lines = [f"CustomJob {self.body['displayName']}: POST {self.where}"]
+        if self.staged_from:
+            lines.append(f"stages {self.staged_from} to {pools[0]['pythonPackageSpec']['packageUris'][0]}")
+        for index, pool in enumerate(pools):
+            machine = pool["machineSpec"]
+            extra = ", ".join(f"{k} {v}" for k, v in machine.items() if k != "machineType")
+            lines.append(f"workerpool{index}: {pool['replicaCount']} x {machine['machineType']}" + (f" ({extra})" if extra else ""))
+        lines.append(json.dumps(self.body, indent=2))
+        lines.append("(dry run: nothing staged or submitted)")
+        return "\n".join(lines)
+
+
+class VertexRunner(Runner):
+    name = "vertex"
+    unsupported: ClassVar[Mapping[str, Unsupported]] = {
+        "start_timeout": Unsupported("on Vertex AI, Vertex queues and provisions as long as it takes"),
+        "hang_timeout": Unsupported("on Vertex AI, a Vertex job's replicas cannot be reached for their stacks"),
+        "max_preemptions": Unsupported("on Vertex AI, Vertex restarts preempted replicas itself"),
+        "max_restarts": Unsupported("on Vertex AI, a failed Vertex job ends; launch it again to retry"),
+        "tail_view": Unsupported("on Vertex AI, run `tpuctl tail gs://...` on the model dir beside it"),
+        "simulate_devices": Unsupported("on Vertex AI, Vertex replicas are real machines"),
+        "devices": Unsupported("on Vertex AI, each replica uses all of its machine's devices"),
+    }
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        o = self.options
+        if not self.options.image:
+            raise TpuctlError("--backend vertex needs --image IMAGE", hint=_IMAGE_HINT)
+        if o.staging_bucket is not None and not _STAGING.match(o.staging_bucket):
+            raise TpuctlError(f"--staging-bucket {one_line(o.staging_bucket, 60)!r} is not gs://BUCKET[/PATH]")
+        if o.service_account is not None and not _SERVICE_ACCOUNT.match(o.service_account):
+            raise TpuctlError(
+                f"--service-account {one_line(o.service_account, 80)!r} is not a service account's email", hint="NAME@PROJECT.iam.gserviceaccount.com"
+            )
+        if o.region is not None and not _REGION.match(o.region):
+            raise TpuctlError(f"--region {one_line(o.region, 40)!r} is not a region", hint="e.g. us-central1")
+        if o.machine_type is not None and not _MACHINE.match(o.machine_type):
+            raise TpuctlError(f"--machine-type {one_line(o.machine_type, 40)!r} is not a machine type", hint="e.g. n1-standard-8")
+        if self.options.job_name is not None and not (0 < len(self.options.job_name) <= 128 and self.options.job_name.isprintable()):
+            raise TpuctlError("--job-name must be 1 to 128 printable characters")
+        if job.model_dir and not job.model_dir.startswith("gs://"):
+            raise TpuctlError(f"--model-dir {one_line(job.model_dir, 60)!r} is on this machine; a Vertex job writes to gs://", hint="--model-dir gs://BUCKET/PATH")
+        if o.staging_bucket is not None and not os.path.isfile(job.script):
+            raise TpuctlError(f"script not found: {job.script}", hint="with --staging-bucket SCRIPT is a file here, shipped with its folder")
+        _, tpu = self._machine()
+        if tpu and (job.workers > 1 or job.ps):
+            raise TpuctlError(
+                f"--accelerator {self.options.accelerator}: a Vertex TPU job is one slice driven by one TPUStrategy replica",
+                hint="drop --workers/--ps, or pick a larger slice",
+            )
+        return replace(job, python=job.python or IMAGE_PYTHON)
+
+    def _machine(self) -> tuple[accelerators.VertexMachine, bool]:
+        chosen = self.options.accelerator
+        if chosen is not None and accelerators.is_type_name(chosen):
+            if self.options.machine_type or self.options.gpus_per_worker:
+                raise TpuctlError("--machine-type and --gpus-per-worker are for CPU and GPU replicas; a TPU type names its machine")
+            return accelerators.vertex_machine(chosen), True
+        if chosen is not None:
+            gpu = accelerators.vertex_gpu_machine(chosen, self.options.gpus_per_worker)
+            return (replace(gpu, machine_type=self.options.machine_type) if self.options.machine_type else gpu), False
+        if self.options.gpus_per_worker:
+            raise TpuctlError("--gpus-per-worker needs --accelerator with a Vertex GPU", hint="e.g. --accelerator NVIDIA_L4")
+        return accelerators.VertexMachine(self.options.machine_type or accelerators.VERTEX_CPU_MACHINE, "", None, None), False
+
+    # -- the body --------------------------------------------------------------------------------
+
+    def _spec(self, job: Job, run_id: str) -> VertexSpec:
+        from tpuctl.backends.vertex import staging
+        from tpuctl.backends.vertex.job_body import VertexSpec
+
+        machine, tpu = self._machine()
+        assert self.options.image is not None
+        staged = self.options.staging_bucket
+        return VertexSpec(
+            display_name=self.options.job_name or run_id,
+            image=self.options.image,
+            machine=machine,
+            tpu=tpu,
+            package_uri=staging.staged_uri(staged, run_id) if staged else None,
+            service_account=self.options.service_account,
+            run_id=run_id,
+        )
+
+    def _job_for_body(self, job: Job) -> Job:
+        """With a staged bundle the script runs from its folder's copy: only its name travels."""
+        return replace(job, script=os.path.basename(job.script)) if self.options.staging_bucket else job
+
+    def _region(self, resolved: Any = None) -> str:
+        if self.options.region:
+            return self.options.region
+        if resolved is not None:
+            return str(resolved.get("region") or DEFAULT_REGION)
+        return DEFAULT_REGION
+
+    def dry_run(self, job: Job, run_id: str) -> BodyRequest:
+        """The body, and where a run would send it (from the settings, as a run reads them): no credentials, no request."""
+        from tpuctl import settings
+        from tpuctl.backends.vertex.job_body import custom_job
+
+        body = custom_job(self._job_for_body(job), self._spec(job, run_id))
+        resolved = settings.resolve({"project": self.options.project, "region": self.options.region})
+        project, region = resolved.get("project") or "PROJECT", self._region(resolved)
+        endpoint = resolved.get("vertex-endpoint") or f"https://{region}-aiplatform.googleapis.com"
+        where = f"{endpoint}/v1/projects/{project}/locations/{region}/customJobs"
+        return BodyRequest(body, where, str(Path(os.path.abspath(job.script)).parent) if self.options.staging_bucket else None)
+
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl import settings
+        from tpuctl.backends.vertex import staging
+        from tpuctl.backends.vertex.follow import VertexRun, poll_interval
+        from tpuctl.backends.vertex.job_body import custom_job
+        from tpuctl.cloud import credentials
+        from tpuctl.cloud.vertex_api import JobLogs, VertexJobs, regional_endpoint
+
+        poll_s = poll_interval()
+        resolved = settings.resolve({"project": self.options.project, "region": self.options.region})
+        project, region = resolved.project, self._region(resolved)
+        identity = credentials.load(resolved)
+        spec = self._spec(job, context.run_id)
+        if spec.package_uri is not None:
+            bundle = staging.build(job.script)
+            for link in bundle.skipped_links:
+                context.notice(f"left out of the bundle: {link} (a symlinked folder, or a link leading out of the script's folder)")
+            staging.upload(bundle, spec.package_uri)
+            context.notice(f"staged {bundle.files} file(s) ({len(bundle.data) // 1024} KiB) at {spec.package_uri}")
+        body = custom_job(self._job_for_body(job), spec)
+        endpoint = resolved.get("vertex-endpoint") or regional_endpoint(region)
+        logging_endpoint = resolved.require("logging-endpoint")
+        jobs = VertexJobs(identity, endpoint, project, region)
+        run = VertexRun(jobs, lambda name: JobLogs(identity, logging_endpoint, project, name), context, region, poll_s)
+        outcome = run.run(body, self.options.detach)
+        folded = run.fold.note()
+        if folded is not None:
+            context.notice(folded)
+        return outcome
+
+
+def runner(options: Options) -> VertexRunner:
+    return VertexRunner(options)

@@ -1,0 +1,257 @@
+"""What the user asked for: the script, its workers and how they train, whichever backend runs it.
+
+Each field that the command line sets is declared here once, as an `option(...)`
+(tpuctl/launch/option_fields.py): the flag, its default and help, whether a config
+file's [launch] table may set it, and the TPUCTL_* variable that carries it to the
+workers. The CLI, the config file and the worker environment are all read off these
+declarations; a new option that reaches the workers is one field here (and its
+variable's name in tpuctl/worker_contract.py, where the runtime reads it).
+
+Plain data: built once from the command line (tpuctl/launch/prepare.py), shaped by
+the backend (`Runner.prepare`), then turned into a Plan by the process engine or
+into a manifest or a job body by a job backend.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import click
+
+from tpuctl import worker_contract as contract
+from tpuctl.errors import TpuctlError
+from tpuctl.hosts import MAX_TASKS
+from tpuctl.launch import option_fields
+from tpuctl.launch.option_fields import option
+from tpuctl.seconds import Seconds
+from tpuctl.worker_contract import BUILDERS, COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DEVICE = re.compile(r"/?(job:[a-z]+/(replica:\d+/)?(task:\d+/)?)?(device:)?(CPU|GPU|TPU|cpu|gpu|tpu):\d+\Z")
+DEFAULT_START_TIMEOUT_S = 300.0
+# Restarts past this are a typo; each one is a new attempt folder of logs.
+MAX_RESTARTS = 1000
+# Preemptions are routine on spot TPUs: a day's run may see several; each is a restart from the last checkpoint.
+DEFAULT_MAX_PREEMPTIONS = 10
+# Virtual CPUs for a rehearsal of one host's devices (a TPU host has at most 8 chips): far past any machine.
+MAX_SIMULATED_DEVICES = 4096
+
+
+def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not _ENV_NAME.match(name):
+            raise TpuctlError(f"--env {value!r} is not NAME=VALUE", hint="e.g. --env TF_CPP_MIN_LOG_LEVEL=2")
+        # tpuctl writes these per worker; letting --env set them would silently lose one of the two.
+        if name == "TF_CONFIG" or name.startswith("TPUCTL_"):
+            raise TpuctlError(f"--env cannot set {name}: tpuctl writes it for every worker")
+        pairs.append((name, text))
+    return tuple(pairs)
+
+
+def parse_devices(text: str | None) -> tuple[str, ...]:
+    if text is None:  # not given
+        return ()
+    devices = tuple(part.strip() for part in text.split(","))
+    for device in devices:
+        if not _DEVICE.match(device):
+            raise TpuctlError(f"--devices: {device!r} is not a TensorFlow device", hint="e.g. GPU:0,GPU:1 or /gpu:0")
+    if len(set(devices)) != len(devices):
+        raise TpuctlError("--devices names a device twice")
+    return devices
+
+
+@dataclass(frozen=True)
+class Job:
+    script: str
+    args: tuple[str, ...] = ()
+    workers: int = option(
+        "--workers",
+        type=click.IntRange(1, MAX_TASKS),
+        default=1,
+        show_default=True,
+        help=f"Worker processes (at most {MAX_TASKS}).",
+        config=True,
+    )
+    strategy: str = option(
+        "--strategy",
+        type=click.Choice(STRATEGIES),
+        default="auto",
+        show_default=True,
+        help="Distribution strategy each worker builds; auto: TPU if present, else multi-worker when --workers > 1.",
+        config=True,
+        worker=contract.STRATEGY,
+        always=True,
+    )
+    model_dir: str | None = option("--model-dir", help="Where the script keeps checkpoints and summaries (TPUCTL_MODEL_DIR).", config=True)
+    env: tuple[tuple[str, str], ...] = option(
+        "--env",
+        multiple=True,
+        default=(),
+        metavar="NAME=VALUE",
+        help="Extra environment for every worker (repeatable).",
+        parse=parse_env,
+    )
+    python: str = option(
+        "--python",
+        metavar="PATH",
+        help="Interpreter for the workers.  [default: this one]",
+        config=True,
+        parse=lambda given: given or "",
+        field_default="python3",
+    )
+    scope: bool = option(
+        "--scope/--no-scope", default=True, show_default=True, help="Run the script inside strategy.scope().", config=True, worker=contract.SCOPE, always=True
+    )
+    keras: str = option(
+        "--keras",
+        type=click.Choice(KERAS_CHOICES),
+        default="auto",
+        show_default=True,
+        help="auto: on TensorFlow 2.16+, tf-keras (TF_USE_LEGACY_KERAS=1) for multi-worker and parameter-server runs "
+        "(also a script's own ParameterServerStrategy), whose tf.keras (Keras 3) cannot fit under those strategies, "
+        "and for scripts written for tf-keras (legacy optimizers, metrics' reset_states()); otherwise Keras 3, whose "
+        "custom loops on several replicas in one process get their variables built in the strategy's scope. "
+        "TensorFlow 2.15 and older keep their own Keras 2. keras3: keep Keras 3. tf-keras: on any run.",
+        config=True,
+        worker=contract.KERAS,
+        always=True,
+    )
+    max_restarts: int = option(
+        "--max-restarts",
+        type=click.IntRange(0, MAX_RESTARTS),
+        default=0,
+        show_default=True,
+        help="Restart all workers this many times after a failure.",
+        config=True,
+    )
+    max_preemptions: int = option(
+        "--max-preemptions",
+        type=click.IntRange(0, MAX_RESTARTS),
+        default=DEFAULT_MAX_PREEMPTIONS,
+        show_default=True,
+        help="Restart all workers this many times after a preemption (a worker exiting 42), besides --max-restarts.",
+        config=True,
+    )
+    hang_timeout: float | None = option(
+        "--hang-timeout",
+        type=Seconds(),
+        metavar="S",
+        help="Stop (or restart) when no worker printed and no new step reached --model-dir for S seconds; "
+        "every worker's stacks are shown first (0 < S <= 604800).  [default: off]",
+        config=True,
+    )
+    start_timeout: float = option(
+        "--start-timeout",
+        type=Seconds(),
+        metavar="S",
+        default=DEFAULT_START_TIMEOUT_S,
+        show_default=True,
+        help="Seconds every worker has to build its strategy; where the script builds its own, its code before that counts too (0 < S <= 604800).",
+        config=True,
+    )
+    ps: int = option(
+        "--ps",
+        type=click.IntRange(0, MAX_TASKS),
+        default=0,
+        show_default=True,
+        help="Parameter-server tasks (with --strategy parameter-server; a chief coordinates).",
+        config=True,
+    )
+    communication: str = option(
+        "--communication",
+        type=click.Choice(COMMUNICATIONS),
+        default="auto",
+        show_default=True,
+        help="MultiWorkerMirrored collectives implementation.",
+        config=True,
+        worker=contract.COMMUNICATION,
+    )
+    devices: tuple[str, ...] = option(
+        "--devices",
+        metavar="DEV[,DEV]",
+        help="Devices for --strategy mirrored, e.g. GPU:0,GPU:1.  [default: all]",
+        parse=parse_devices,
+        field_default=(),
+    )
+    simulate_devices: int = option(
+        "--simulate-devices",
+        type=click.IntRange(0, MAX_SIMULATED_DEVICES),
+        default=0,
+        help="Split the CPU into N logical devices: MirroredStrategy with N replicas.",
+        config=True,
+        worker=contract.SIMULATE_DEVICES,
+    )
+    tpu_timeout: float | None = option(
+        "--tpu-timeout",
+        type=Seconds(),
+        metavar="S",
+        help="Seconds a worker may spend reaching its TPU, tpuctl's connection or the script's own (TPU_NAME; 0 < S <= 604800; default 300).",
+        config=True,
+        worker=contract.TPU_TIMEOUT,
+    )
+    rehearse: str | None = option(
+        "--rehearse",
+        metavar="ACCELERATOR",
+        help="Run a TPU script unchanged on this machine's CPU with that TPU's replicas (e.g. v2-8: 8) and report "
+        "what the TPU would refuse (docs/rehearse.md).",
+        worker=contract.REHEARSE,
+    )
+    strategy_builder: str = option(
+        "--strategy-builder",
+        type=click.Choice(BUILDERS),
+        default="auto",
+        show_default=True,
+        help="script: tpuctl builds no strategy and enters no scope; the script's own construction runs, arguments and all. "
+        "tpuctl: built before the script, entered, and handed to the script's constructors. "
+        "auto: script when its source constructs a tf.distribute strategy or uses graph mode or tf.estimator.",
+        config=True,
+        worker=contract.STRATEGY_BUILDER,
+    )
+
+    @property
+    def attempts(self) -> int:
+        return self.max_restarts + 1
+
+    @property
+    def parameter_server(self) -> bool:
+        return self.strategy == contract.PARAMETER_SERVER
+
+    @property
+    def processes(self) -> int:
+        """Parameter-server training adds a chief (the coordinator) and the ps tasks to the workers."""
+        return self.workers + 1 + self.ps if self.parameter_server else self.workers
+
+
+def worker_env(job: Job) -> dict[str, str]:
+    """The options that reach the workers, as their TPUCTL_* variables; those at their default are left out
+    (save the few the runtime always reads), so a plan shows only what was chosen."""
+    env = {}
+    for name, variable, always in option_fields.worker_fields(Job):
+        value = getattr(job, name)
+        if always or value != option_fields.default_of(Job, name):
+            env[variable] = contract.encode(value)
+    return env
+
+
+def check_strategy_options(
+    strategy: str, workers: int, ps: int, communication: str, devices: tuple[str, ...], simulate: int, tpu_timeout: float | None
+) -> None:
+    """Options that only one strategy reads are refused elsewhere, instead of silently doing nothing."""
+    if strategy == "parameter-server" and ps < 1:
+        raise TpuctlError("--strategy parameter-server needs --ps N (at least one parameter server)")
+    if ps and strategy != "parameter-server":
+        raise TpuctlError("--ps is for --strategy parameter-server")
+    if communication != "auto" and strategy not in ("auto", "multi-worker-mirrored"):
+        raise TpuctlError("--communication is for --strategy multi-worker-mirrored")
+    if devices and strategy != "mirrored":
+        raise TpuctlError("--devices is for --strategy mirrored")
+    if simulate and (workers > 1 or strategy not in ("auto", "mirrored")):
+        raise TpuctlError(
+            "--simulate-devices is for one worker under mirrored (or auto)",
+            hint="MultiWorkerMirroredStrategy uses one device per worker and ignores virtual CPUs",
+        )
+    if tpu_timeout is not None and strategy not in ("auto", "tpu"):
+        raise TpuctlError("--tpu-timeout is for --strategy tpu or auto (tpuctl's own TPU connection, and the script's)")

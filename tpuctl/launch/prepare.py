@@ -1,0 +1,124 @@
+"""From the command line's values to a checked launch: the backend, its Options and Runner, and the Job.
+
+The CLI hands every parsed value here (`prepare`); this module picks the
+backend, builds that backend's Options dataclass, refuses another backend's
+options (and the Job options the backend cannot honour) instead of ignoring
+them, and lets the Runner shape the Job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tpuctl.errors import TpuctlError
+from tpuctl.hosts import MAX_TASKS
+from tpuctl.launch import option_fields, rehearsal_report, secret_values
+from tpuctl.launch.backend import BackendOptions, Request, Runner, refuse_unsupported
+from tpuctl.launch.job import Job, check_strategy_options
+from tpuctl.launch.launch_options import LaunchOptions
+from tpuctl.launch.registry import BACKENDS, backend_module
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A checked launch: the job as its backend runs it, the runner, and how to report."""
+
+    job: Job
+    runner: Runner
+    options: LaunchOptions
+    run_id: str
+
+    @property
+    def log_dir(self) -> Path:
+        if self.options.log_dir:
+            return Path(self.options.log_dir)
+        from platformdirs import user_state_path
+
+        return user_state_path("tpuctl") / "runs" / self.run_id
+
+
+def check_rehearsal(job: Job, backend: str) -> None:
+    """A rehearsal is one process here standing in for the whole slice: options that change that are refused."""
+    if job.rehearse is None:
+        return
+    rehearsal_report.replicas_of(job.rehearse)
+    clash = (
+        "--backend " + backend if backend != "local"
+        else "--workers" if job.workers > 1
+        else "--simulate-devices" if job.simulate_devices
+        else "--strategy " + job.strategy if job.strategy not in ("auto", "tpu")
+        else "--tpu-timeout" if job.tpu_timeout is not None
+        else "--strategy-builder script" if job.strategy_builder == "script"
+        else None
+    )
+    if clash is not None:
+        raise TpuctlError(
+            f"--rehearse runs one local process with the TPU's replicas on virtual CPUs; it does not combine with {clash}",
+            hint="a multi-host slice is rehearsed in the same one process (docs/rehearse.md)",
+        )
+
+
+def run_id(script: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(script).stem) or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-{os.urandom(2).hex()}"
+
+
+def _choose_backend(named: str, params: Mapping[str, Any], given: frozenset[str]) -> str:
+    """The backend, with options that name their own backend (--hosts) choosing it when --backend is not given."""
+    for candidate in BACKENDS:
+        source = backend_module(candidate).Options.implied_by(params)
+        if source is not None:
+            if "backend" in given and named != candidate:
+                raise TpuctlError(f"{source} runs workers over {candidate}, not with --backend {named}")
+            return candidate
+    return named
+
+
+def _refuse_other_backends(chosen: str, given: frozenset[str]) -> None:
+    """An option of another backend is a mistake, not something to ignore; named with every backend that takes it
+    (--accelerator and --image are kubernetes' and vertex's)."""
+    others = given - set(option_fields.names(backend_module(chosen).Options))
+    owners: dict[str, list[str]] = {}
+    for name in BACKENDS:
+        if name != chosen:
+            for flag in option_fields.given_flags(backend_module(name).Options, others):
+                owners.setdefault(flag, []).append(name)
+    if owners:
+        flag, names = next(iter(owners.items()))
+        template = backend_module(names[0]).Options.misplaced if len(names) == 1 else BackendOptions.misplaced
+        raise TpuctlError(template.format(flag=flag, backend=" or ".join(names), chosen=chosen))
+
+
+def _flag(name: str) -> str:
+    owner = Job if name in option_fields.names(Job) else LaunchOptions
+    return option_fields.flag(owner, name)
+
+
+def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any], given: frozenset[str]) -> Launch:
+    """Everything `tpuctl launch` checks before it starts or prints anything."""
+    common = option_fields.from_params(LaunchOptions, params)
+    chosen = _choose_backend(common.backend, params, given)
+    _refuse_other_backends(chosen, given)
+    module = backend_module(chosen)
+    runner = module.runner(option_fields.from_params(module.Options, params))
+    refuse_unsupported(runner, [name for name in (*option_fields.names(Job), *option_fields.names(LaunchOptions)) if name in given], _flag)
+    if common.tail_view and not params.get("model_dir"):
+        raise TpuctlError("--tail follows --model-dir: give one")
+    job = option_fields.from_params(Job, params, script=script, args=script_args)
+    check_rehearsal(job, chosen)
+    job = runner.prepare(job, given)
+    check_strategy_options(job.strategy, job.workers, job.ps, job.communication, job.devices, job.simulate_devices, job.tpu_timeout)
+    if job.processes > MAX_TASKS:  # --workers and --ps are capped each; a chief and the ps come on top
+        raise TpuctlError(f"{job.processes} processes are more than the {MAX_TASKS} tasks a cluster may have", hint="lower --workers or --ps")
+    return Launch(job=job, runner=runner, options=replace(common, backend=chosen), run_id=run_id(job.script))
+
+
+def request(launch: Launch) -> Request:
+    """What --dry-run prints, for every backend: the request a run would make, secret values hidden (docs/security.md)."""
+    return launch.runner.dry_run(secret_values.for_display(launch.job), launch.run_id)

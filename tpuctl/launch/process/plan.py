@@ -1,0 +1,136 @@
+"""The exact processes that will run a Job (Plan), one WorkerSpec each.
+
+Plain data: `--dry-run` prints a Plan, backends only execute one, and
+tests can check every command line and environment without starting anything.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tpuctl import worker_contract as contract
+from tpuctl.cluster import ClusterSpec, Task, make_cluster
+from tpuctl.launch.job import Job, worker_env
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One process: its task, where it runs, its argv and the variables tpuctl sets.
+
+    `env` is an overlay on the launcher's environment, not a full one, so a
+    plan stays readable and never copies the user's secrets into its output.
+    """
+
+    task: Task
+    chief: bool
+    host: str
+    address: str | None
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    server: bool = False  # serves until stopped (parameter-server workers and ps); never "done" on its own
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "task": self.name,
+            "type": self.task.type,
+            "index": self.task.index,
+            "chief": self.chief,
+            "host": self.host,
+            "address": self.address,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "server": self.server,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    job: Job
+    cluster: ClusterSpec
+    workers: tuple[WorkerSpec, ...]
+    run_id: str
+    attempt: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "attempts": self.job.attempts,
+            "script": self.job.script,
+            "args": list(self.job.args),
+            "strategy": self.job.strategy,
+            "model_dir": self.job.model_dir,
+            "workers": [w.to_dict() for w in self.workers],
+        }
+
+    def render(self) -> str:
+        job = self.job
+        lines = [f"plan {self.run_id}: {job.workers} worker(s), strategy {job.strategy}, up to {job.attempts} attempt(s)"]
+        for worker in self.workers:
+            role = " (chief)" if worker.chief else ""
+            lines.append(f"{worker.name}{role} on {worker.host}")
+            lines.append(f"  command: {worker.command_line()}")
+            lines.extend(f"  env: {name}={shlex.quote(value)}" for name, value in worker.env.items())
+        lines.append("(dry run: nothing started; ports are chosen afresh at launch)")
+        # An argument that is not UTF-8 reaches Python as lone surrogates ("\udcff" for the byte 0xff),
+        # which a strict UTF-8 stdout cannot encode: show those as backslash escapes instead.
+        return "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def build_plan(
+    job: Job,
+    addresses: Sequence[str],
+    *,
+    run_id: str,
+    attempt: int,
+    host: str = "localhost",
+    hosts: Sequence[str] | None = None,
+) -> Plan:
+    """Turn a Job and one address per worker into every worker's argv and env.
+
+    Every worker runs on `host`, unless `hosts` names one host per task (in task order).
+    """
+    cluster = make_cluster(job.workers, addresses, chief=job.parameter_server, ps=job.ps)
+    tasks = cluster.tasks()
+    if hosts is not None and len(hosts) != len(tasks):
+        raise ValueError(f"{len(hosts)} hosts for {len(tasks)} tasks")
+    user_env = dict(job.env)
+    strategy_env = worker_env(job)
+    argv = (job.python, "-m", "tpuctl.runtime", job.script, *job.args)
+    specs = []
+    for position, task in enumerate(tasks):
+        env = {
+            **user_env,
+            "TF_CONFIG": cluster.tf_config_json(task),
+            contract.RUN_ID: run_id,
+            contract.ATTEMPT: str(attempt),
+            contract.TASK_TYPE: task.type,
+            contract.WORKER_INDEX: str(task.index),
+            contract.NUM_WORKERS: str(cluster.num_workers),
+            **strategy_env,
+            # Worker output must reach the terminal line by line, not in 8 KiB blocks.
+            "PYTHONUNBUFFERED": "1",
+        }
+        if job.model_dir:
+            env[contract.MODEL_DIR] = job.model_dir
+        specs.append(
+            WorkerSpec(
+                task=task,
+                chief=cluster.is_chief(task),
+                host=host if hosts is None else hosts[position],
+                address=cluster.address(task),
+                argv=argv,
+                env=env,
+                server=job.parameter_server and task.type in ("worker", "ps"),
+            )
+        )
+    return Plan(job=job, cluster=cluster, workers=tuple(specs), run_id=run_id, attempt=attempt)

@@ -1,0 +1,43 @@
+"""What the process backends (local, ssh) share once their workers are processes: the Supervisor's run.
+
+Both hand the Supervisor a Backend that starts WorkerSpecs; everything after
+that (logs, fail-fast, restarts, the --tail view) is the same code.
+"""
+
+from __future__ import annotations
+
+from tpuctl import reaper
+from tpuctl.launch.backend import RunContext
+from tpuctl.launch.console.side_tail import SideTail
+from tpuctl.launch.console.tf_noise import Fold
+from tpuctl.launch.job import Job
+from tpuctl.launch.outcome import Outcome
+from tpuctl.launch.process.supervisor import Backend, Supervisor
+
+
+def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
+    side = SideTail.start(job.model_dir, context.writer.write) if context.tail_view and job.model_dir else None
+    fold = Fold(context.verbose)
+    supervisor = Supervisor(backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold)
+    # Local workers' escapees come to this process (see reaper.adopt_orphans); an ssh launch's
+    # workers run on the hosts, and its ControlMaster must outlive the run.
+    before = None if getattr(backend, "remote", False) else reaper.adopt_orphans()
+    try:
+        outcome = supervisor.run(job, context.run_id)
+    finally:
+        if side is not None:
+            side.stop()
+        escaped = reaper.kill_adopted(before) if before is not None else []
+    if escaped:
+        outcome.notes.append(f"killed {len(escaped)} process(es) that had escaped their worker's reaper: {', '.join(map(str, escaped))}")
+        context.notice(outcome.notes[-1])
+    for folded in (fold.note(), fold.shutdown_note()):
+        if folded is not None:
+            context.notice(folded)
+    if side is not None:
+        for line in side.finish():
+            context.notice(line)
+            outcome.notes.append(line)
+        if side.failure is not None:
+            outcome.notes.append(side.failure)  # already shown when it happened, among the workers' lines
+    return outcome
