@@ -26,7 +26,7 @@ from tpuctl.backends.ssh.client_args import SshOptions, remote_command
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import HostEntry
-from tpuctl.launch import runtime_files
+from tpuctl.backends.ssh import shipment as runtime_files
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 _ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12), min_size=1, max_size=6)

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tpuctl.backends.ssh import session, wire
-from tpuctl.launch import runtime_files
+from tpuctl.backends.ssh import shipment as runtime_files
 
 SHIPMENT = runtime_files.shipment()
 DIGEST = SHIPMENT.digest

@@ -13,6 +13,7 @@ import signal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpuctl.launch.console.tracebacks import ANSI, NAME_ENDS, split_exception
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
 if TYPE_CHECKING:
@@ -44,9 +45,6 @@ _LOST_CODES = re.compile(r"\b(?:UnavailableError|DeadlineExceededError|UNAVAILAB
 _DISTRIBUTED = ("Collective", "/job:", "coordination")  # where those codes are about other tasks, not a file system
 _LOOK = "another worker died, froze or was preempted, and its own log holds the root cause"
 _TASK = re.compile(r"/job:([\w-]+)/(?:replica:\d+/)?task:(\d+)")
-_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*")
-_NAME_ENDS = ("Error", "Exception", "Exit", "Interrupt", "Iteration", "Warning", "Failure", "Fault", "Timeout")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _TF_PREFIX = "tensorflow.python.framework.errors_impl."
 _TF_MODULE = re.compile(r"tensorflow\.python\.(?:\w+\.)+(?=\w+: )")  # errors_impl, tb_summary: TF's private paths say nothing
 _TF_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
@@ -106,7 +104,7 @@ def classify(
     `reaper_killed`: the worker's reaper (tpuctl/reaper.py) was itself killed, without ending as
     it does, so the status is the reaper's: not a worker the OOM killer chose.
     """
-    lines = [_ANSI.sub("", str(line)).rstrip() for line in tail]
+    lines = [ANSI.sub("", str(line)).rstrip() for line in tail]
     if oom_reported:
         return Cause(OOM, "killed by the OOM killer (Kubernetes reports OOMKilled): it went over its memory limit")
     if reaper_killed and returncode < 0:
@@ -176,14 +174,6 @@ def _signal(name: str, lines: list[str], killed_by_tpuctl: bool) -> Cause:
     return Cause(SIGNAL, f"killed by {name}, which tpuctl did not send (a scheduler, a preemption, a shutdown or a `kill`)")
 
 
-def is_exception_line(line: str) -> bool:
-    """`SomeError: message` at the start of a line: where a traceback ends and TF's error text begins."""
-    if not line or line[0].isspace():
-        return False
-    name, _ = _split_exception(_ANSI.sub("", line) if "\x1b" in line else line)
-    return name is not None and name.endswith(_NAME_ENDS)
-
-
 def _fix(lines: list[str]) -> str:
     text = "\n".join(lines)
     return next((f"; {fix}" for sign, fix in _FIXES if sign.search(text)), "")
@@ -193,19 +183,11 @@ def _exception_at(lines: list[str]) -> int | None:
     """Where the last `SomeError: message` line of a traceback is: a name that says so, or any
     dotted name with a message right after a frame line (a custom exception)."""
     for at in range(len(lines) - 1, -1, -1):
-        name, _ = _split_exception(lines[at])
+        name, _ = split_exception(lines[at])
         after_frame = at > 0 and lines[at - 1].startswith("  ") and ": " in lines[at]
-        if name is not None and (name.endswith(_NAME_ENDS) or after_frame):
+        if name is not None and (name.endswith(NAME_ENDS) or after_frame):
             return at
     return None
-
-
-def _split_exception(line: str) -> tuple[str | None, str]:
-    head, sep, message = line.partition(": ")
-    head = head if sep else line.removesuffix(":")
-    if len(head) > 200 or not _NAME.fullmatch(head):  # bounded: a line may be megabytes
-        return None, ""
-    return head.rsplit(".", 1)[-1], message.strip()
 
 
 def _exception_text(lines: list[str], at: int) -> str:
@@ -215,7 +197,7 @@ def _exception_text(lines: list[str], at: int) -> str:
     if not line.endswith(":"):
         return _clip(line)
     rest = lines[at + 1 :]
-    nested = [s for s in (x.strip() for x in rest) if _split_exception(s)[1]]  # autograph's inner error
+    nested = [s for s in (x.strip() for x in rest) if split_exception(s)[1]]  # autograph's inner error
     if nested:
         return _clip(_TF_NODE.sub("", nested[-1]))
     # TF's graph-execution error: frames of where the node was defined, then what went wrong.

@@ -9,11 +9,7 @@ starts to import without being listed here fails there, not on a user's host.
 from __future__ import annotations
 
 import functools
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
-
-from tpuctl.backends.ssh.cache import digest_of, manifest_of
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -32,33 +28,12 @@ RUNTIME_IMPORTS = (
 )
 
 
-@dataclass(frozen=True)
-class Shipment:
-    """The runtime's files (sorted by path), their manifest and its digest, which names a copy on a host."""
-
-    files: tuple[tuple[str, bytes], ...]
-    manifest: bytes
-    digest: str
-
-    @property
-    def size(self) -> int:
-        return sum(len(data) for _, data in self.files)
-
-    @functools.cached_property
-    def payload(self) -> bytes:
-        """What the installer reads (tpuctl/backends/ssh/install.py): zlib of the manifest, a NUL, every file's bytes in order.
-        Made once, whatever the number of hosts that lack the runtime."""
-        return zlib.compress(self.manifest + b"\0" + b"".join(data for _, data in self.files), 6)
-
-
 def runtime_paths() -> list[str]:
     runtime = sorted(f"tpuctl/runtime/{path.name}" for path in (_PACKAGE / "runtime").glob("*.py"))
     return sorted([*RUNTIME_IMPORTS, *runtime])
 
 
 @functools.cache
-def shipment() -> Shipment:
-    """Read once per launch: a few dozen small files, ~2 ms."""
-    files = tuple((name, (_PACKAGE.parent / name).read_bytes()) for name in runtime_paths())
-    manifest = manifest_of(files)
-    return Shipment(files, manifest, digest_of(manifest))
+def files() -> tuple[tuple[str, bytes], ...]:
+    """Every runtime file's path in the package and bytes, sorted by path; read once per launch: a few dozen small files, ~2 ms."""
+    return tuple((name, (_PACKAGE.parent / name).read_bytes()) for name in runtime_paths())

@@ -27,11 +27,11 @@ from tpuctl.backends.ssh.session import (
     read_hello,
     spawn_agent,
 )
+from tpuctl.backends.ssh.shipment import shipment
 from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.backends.ssh.wire import pack
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.hosts import HostEntry
-from tpuctl.launch import runtime_files
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.process.plan import WorkerSpec
 
@@ -82,7 +82,7 @@ class SshBackend:
         self._handles: list[SshHandle] = []
         self._synced = False
         self._options_checked = threading.Lock()
-        self.runtime = runtime_files.shipment()
+        self.runtime = shipment()
         self.installed: list[tuple[str, str]] = []  # (host, why) for each host the runtime was shipped to
         self._lock = threading.Lock()
 

@@ -28,12 +28,12 @@ from tpuctl.launch.option_fields import option
 if TYPE_CHECKING:
     from tpuctl.backends.ssh.client_args import SshOptions
     from tpuctl.backends.ssh.placement import RemotePaths
+    from tpuctl.backends.ssh.shipment import Shipment
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.launch.backend import RunContext
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
-    from tpuctl.launch.runtime_files import Shipment
 
 DEFAULT_FANOUT = 16  # the same as tpuctl.backends.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
 
@@ -230,7 +230,7 @@ class SshRunner(Runner):
     def dry_run(self, job: Job, run_id: str) -> ShippedPlan:
         """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
         from tpuctl.backends.ssh.placement import place
-        from tpuctl.launch import runtime_files
+        from tpuctl.backends.ssh.shipment import shipment
         from tpuctl.launch.process.plan import build_plan
 
         self.ssh.check(self.entries[0].host)
@@ -245,7 +245,7 @@ class SshRunner(Runner):
         ssh = {entry.host: shlex.join(agent_command(self.ssh, entry.host, job.python, "<hello>", source="<agent>")) for entry in self.entries}
         sync = planned(self.ssh, self.paths) if self.options.sync else None
         remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
-        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), runtime_files.shipment(), remote)
+        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.backends.ssh.backend import SshBackend

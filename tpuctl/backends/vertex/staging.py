@@ -139,7 +139,7 @@ def build(script: str) -> Bundle:
             f"{folder} holds {_size(total)} to ship, more than {_size(MAX_BYTES)} (largest: {largest})",
             hint="keep data in a bucket and list it in .tpuctlignore",
         )
-    runtime = runtime_files.shipment().files  # what the job's workers import of tpuctl, as ssh hosts get it
+    runtime = runtime_files.files()  # what the job's workers import of tpuctl, as ssh hosts get it
     packages = sorted(".".join(Path(name).parent.parts) for name, _ in runtime if name.endswith("/__init__.py"))
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:

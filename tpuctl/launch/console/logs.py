@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol, TextIO
 
-from tpuctl.launch.cause import is_exception_line
+from tpuctl.launch.console.tracebacks import is_exception_line
 
 # Foreground colours, picked by worker position so a worker keeps its colour across restarts.
 _PALETTE = ("36", "35", "33", "32", "34", "96", "95", "93", "92", "94")
