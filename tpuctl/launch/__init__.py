@@ -1,1 +1,4 @@
-"""A launch is data before it is action: Job -> Plan -> Backend handles -> Supervisor."""
+"""The launch flow: a Job, the backend that runs it (backend.py, registry.py, prepare.py, execute.py), and its Outcome.
+
+How the layers stack and where a launch goes from flag to worker: docs/architecture.md.
+"""
