@@ -224,7 +224,7 @@ def test_ssh_options(values: tuple[str, ...]) -> None:
 @FUZZ
 @given(st.one_of(st.lists(st.one_of(nasty, st.integers().map(str), st.text(string.digits, max_size=6)), max_size=4).map(",".join), hostile_text))
 def test_ssh_worker(value: str) -> None:
-    with example("ssh --worker (ssh_command.check_workers)"):
+    with example("ssh --worker (command.check_workers)"):
         expect(lambda: check_workers(value))
 
 

@@ -20,10 +20,10 @@ def stacks(run_id: str | None, wait_s: float, list_runs: bool) -> None:
     The launch keeps running. It prints the same view on its own console, and keeps
     the full dumps in its log folder. Sending SIGQUIT (Ctrl-\\) to `tpuctl launch` does the same.
     """
-    from tpuctl.runs import registry as run_registry
+    from tpuctl.runs import registry
 
     if list_runs:
-        for entry in run_registry.running():
+        for entry in registry.running():
             click.echo(f"{entry.run_id}  pid {entry.pid}  logs {entry.log_dir}")
         return
-    click.echo(run_registry.request_stacks(run_registry.find(run_id), wait_s), nl=False)
+    click.echo(registry.request_stacks(registry.find(run_id), wait_s), nl=False)

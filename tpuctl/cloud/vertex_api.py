@@ -36,7 +36,7 @@ _JOB_NAME = re.compile(r"projects/[^/]+/locations/[^/]+/customJobs/[0-9]+\Z")
 PAGE_SIZE = 1000
 SERVICE = "aiplatform.googleapis.com"
 ROLE = "roles/aiplatform.user"
-RUN_LABEL = "tpuctl-run"  # every CustomJob tpuctl submits carries its run id here (vertex_job.custom_job)
+RUN_LABEL = "tpuctl-run"  # every CustomJob tpuctl submits carries its run id here (tpuctl/backends/vertex/job_body.py)
 CREATE_ATTEMPTS = 4
 # Cloud Logging takes entries in out of timestamp order across replicas: each query looks back this far,
 # and entries already shown are recognised by their insertId.

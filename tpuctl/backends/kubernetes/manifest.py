@@ -2,7 +2,7 @@
 
 Pure: a Job and the Kubernetes options in, YAML text out. The text comes from
 the Jinja2 templates in tpuctl/templates/kubernetes/, and every value in it
-goes through `k8s_yaml.flow`, so user input is data, never YAML structure.
+goes through `yaml_values.flow`, so user input is data, never YAML structure.
 
 The environment is the Plan's (tpuctl.launch.process.plan.build_plan), less what
 Kubernetes provides per pod: TF_CONFIG (the TFJob operator writes it; a TPU
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tpuctl import worker_contract as contract
 from tpuctl.accelerators import GkeSlice, gke_slice, is_type_name
-from tpuctl.backends.kubernetes import yaml_values as k8s_yaml
+from tpuctl.backends.kubernetes import yaml_values
 from tpuctl.errors import TpuctlError
 from tpuctl.launch.job import Job
 from tpuctl.launch.process.plan import WorkerSpec, build_plan
@@ -141,8 +141,8 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["yaml"] = k8s_yaml.flow
-    env.filters["comment"] = lambda value: k8s_yaml.comment(str(value))
+    env.filters["yaml"] = yaml_values.flow
+    env.filters["comment"] = lambda value: yaml_values.comment(str(value))
     return env
 
 
@@ -151,7 +151,7 @@ def _render(template: str, **context: object) -> str:
 
     try:
         return _templates().get_template(template).render(version=__version__, **context)
-    except k8s_yaml.UnsafeValue as err:
+    except yaml_values.UnsafeValue as err:
         raise TpuctlError(f"cannot write the manifest: {err}", hint="arguments and --env values must be UTF-8 text") from None
 
 
