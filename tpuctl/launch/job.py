@@ -175,6 +175,7 @@ class Job:
         help="Devices for --strategy mirrored, e.g. GPU:0,GPU:1.  [default: all]",
         parse=parse_devices,
         field_default=(),
+        worker=contract.DEVICES,
     )
     simulate_devices: int = option(
         "--simulate-devices",
