@@ -25,6 +25,7 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.job import Job
+from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.supervisor import Supervisor
 
@@ -50,7 +51,7 @@ class _Stream:
         return self.chunks.get()
 
 
-class FakeHandle:
+class FakeHandle(Handle):
     def __init__(self, spec: WorkerSpec, script: Script) -> None:
         self.spec = spec
         self.script = script
@@ -103,7 +104,7 @@ class FakeHandle:
         self.closed = True
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     name = "fake"
     host = "fakehost"
 

@@ -18,26 +18,25 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from tpuctl import worker_contract as contract
 from tpuctl.backends.local import bindshim
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.launch.process import ports
+from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.runtime_path import put_tpuctl_on_path
 
 
-class LocalHandle:
+class LocalHandle(Handle):
+    can_give_stacks = True
+
     def __init__(self, spec: WorkerSpec, proc: subprocess.Popen[bytes], control: socket.socket) -> None:
+        assert proc.stdout is not None
         self.spec = spec
         self.proc = proc
+        self.output = proc.stdout
         self._control = control
-
-    @property
-    def output(self) -> IO[bytes]:
-        assert self.proc.stdout is not None
-        return self.proc.stdout
 
     def messages(self) -> Iterator[str]:
         """Lines the worker's runtime sends on its control channel, until EOF."""
@@ -57,6 +56,10 @@ class LocalHandle:
         with contextlib.suppress(OSError):
             self._control.send(b"stacks\n")
 
+    def process_group(self) -> int:
+        """The worker's own group: it was started in a session of its own, so its pid."""
+        return self.proc.pid
+
     def close(self) -> None:
         """Close the control channel: the worker's reaper then kills all the worker started."""
         with contextlib.suppress(OSError):
@@ -64,7 +67,7 @@ class LocalHandle:
         self._control.close()
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     name = "local"
     host = "localhost"
 

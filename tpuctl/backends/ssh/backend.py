@@ -33,6 +33,7 @@ from tpuctl.backends.ssh.wire import pack
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.hosts import HostEntry
 from tpuctl.launch.outcome import Failure
+from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.plan import WorkerSpec
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
@@ -48,7 +49,7 @@ class HostProblem(Exception):
         self.connection = connection
 
 
-class SshBackend:
+class SshBackend(Backend):
     name = "ssh"
     host = "ssh"  # every worker gets its own host from placement()
     remote = True  # the Supervisor tags lines and log files with the host
@@ -86,7 +87,7 @@ class SshBackend:
         self.installed: list[tuple[str, str]] = []  # (host, why) for each host the runtime was shipped to
         self._lock = threading.Lock()
 
-    # Backend protocol ---------------------------------------------------------
+    # Backend ------------------------------------------------------------------
 
     def reserve(self, count: int) -> list[str]:
         self._placement = place(self.entries, count)

@@ -24,6 +24,7 @@ from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.backends.ssh.wire import pack, read_manifest, unpack
 from tpuctl.errors import TpuctlError
 from tpuctl.hosts import format_address
+from tpuctl.launch.process.backend import Handle
 from tpuctl.launch.process.plan import WorkerSpec
 
 HELLO_TIMEOUT_S = 60.0
@@ -147,8 +148,10 @@ def read_hello(proc: subprocess.Popen[bytes], nonce: str, deadline: float) -> tu
             buffer += chunk
 
 
-class SshHandle:
+class SshHandle(Handle):
     """A worker on another host: its output, its messages, its exit status, its signals."""
+
+    can_give_stacks = True
 
     def __init__(self, spec: WorkerSpec, session: Session) -> None:
         self.spec = spec
@@ -192,6 +195,11 @@ class SshHandle:
     def close(self) -> None:
         """End the session's input: an agent still running kills its worker group."""
         self._session.close_stdin()
+
+    def process_group(self) -> int:
+        """The worker's group is on its host, out of sight; its ssh client's is here (a session of its
+        own, see spawn_agent), and a client frozen by SIGSTOP freezes the worker's output and signals."""
+        return self.proc.pid
 
     # called by _SessionStream as lines arrive
     def _on_marker(self, kind: str, value: str) -> bytes | None:

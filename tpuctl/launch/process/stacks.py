@@ -13,19 +13,15 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Protocol
 
 from tpuctl import stack_view
+from tpuctl.launch.process.backend import Handle
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.private_files import write_private
 from tpuctl.runs.folder import RunFolder
 
 ANSWER_S = 15.0  # py-spy may take 10 s on a busy host; faulthandler answers in under a second
 PREFIX = "stacks"
-
-
-class Askable(Protocol):
-    spec: WorkerSpec
 
 
 class StackCollector:
@@ -48,13 +44,13 @@ class StackCollector:
             self._changed.notify_all()
         return True
 
-    def collect(self, handles: Sequence[Askable], live: set[int], wait_s: float = ANSWER_S) -> list[str | None]:
+    def collect(self, handles: Sequence[Handle], live: set[int], wait_s: float = ANSWER_S) -> list[str | None]:
         """Ask every live worker that can answer; each one's dump, or None where none came."""
         with self._changed:
             self._answers.clear()
-        asked = [p for p in sorted(live) if hasattr(handles[p], "request_stacks")]
+        asked = [p for p in sorted(live) if handles[p].can_give_stacks]
         for position in asked:
-            handles[position].request_stacks()  # type: ignore[attr-defined]
+            handles[position].request_stacks()
         deadline = time.monotonic() + wait_s
         with self._changed:
             while not all(p in self._answers for p in asked):

@@ -12,7 +12,8 @@ from tpuctl.launch.console.side_tail import SideTail
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
-from tpuctl.launch.process.supervisor import Backend, Supervisor
+from tpuctl.launch.process.backend import Backend
+from tpuctl.launch.process.supervisor import Supervisor
 
 
 def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
@@ -21,7 +22,7 @@ def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
     supervisor = Supervisor(backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold)
     # Local workers' escapees come to this process (see reaper.adopt_orphans); an ssh launch's
     # workers run on the hosts, and its ControlMaster must outlive the run.
-    before = None if getattr(backend, "remote", False) else reaper.adopt_orphans()
+    before = None if backend.remote else reaper.adopt_orphans()
     try:
         outcome = supervisor.run(job, context.run_id)
     finally:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Protocol
 
 from tpuctl import signals, stack_view
 from tpuctl.launch import cause
@@ -27,6 +26,7 @@ from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
 from tpuctl.launch.process import stacks
+from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
 from tpuctl.launch.process.progress import ProgressClock, StepWatch
 from tpuctl.private_files import write_private
@@ -39,41 +39,6 @@ REAP_S = 2.0  # for the workers' reapers to kill what is left once their channel
 EXIT_START_TIMEOUT = 1
 EXIT_HANG = 124  # what timeout(1) exits with when its command ran out of time
 PREEMPTION_GRACE_S = 20.0  # for the other workers to finish their checkpoint after the first preempted one exits
-
-
-class Handle(Protocol):
-    spec: WorkerSpec
-
-    @property
-    def output(self) -> logs.LineSource: ...
-    def messages(self) -> Iterator[str]: ...
-    def wait(self) -> int: ...
-    def signal(self, sig: int) -> None: ...
-    def close(self) -> None: ...
-
-
-class Backend(Protocol):
-    """Starts workers somewhere. Optional extras a backend may have:
-
-    `placement(count) -> list[str]`, called after reserve(): the host of each
-    task when they differ (ssh); otherwise every worker runs on `host`.
-    `remote = True`: tag output lines and log file names with each worker's host.
-    A Handle may have `describe_exit(returncode) -> str | None` to word its
-    failure better than an exit status does (e.g. a lost connection).
-    `lost_to_preemption(failure) -> str | None`: a failure that was really a preemption
-    (a TPU slice's host went down with its node): the node's condition.
-    `after_preemption(notice)`: called after a preempted attempt, before the next
-    one reserves anything; returns once the hosts can run workers again (a TPU
-    slice: its node READY again), or raises TpuctlError.
-    """
-
-    name: str
-    host: str
-
-    def reserve(self, count: int) -> list[str]: ...
-    def start(self, spec: WorkerSpec) -> Handle: ...
-    def started(self) -> None: ...
-    def release(self) -> None: ...
 
 
 @dataclass
@@ -140,9 +105,7 @@ class Supervisor:
                         f"{failure.worker} was preempted ({failure.status}); restarting all workers from the last checkpoint "
                         f"(preemption {preemptions}/{job.max_preemptions}, attempt {attempt + 1})"
                     )
-                    recover = getattr(self.backend, "after_preemption", None)
-                    if recover is not None:
-                        recover(self.notice)
+                    self.backend.after_preemption(self.notice)
                     continue
                 if restarts == job.max_restarts:
                     break
@@ -155,8 +118,7 @@ class Supervisor:
 
     def _went_with_its_node(self, failure: Failure) -> bool:
         """A TPU VM's preemption ends no worker with 42: its hosts go down. The backend tells that from a crash."""
-        check = getattr(self.backend, "lost_to_preemption", None)
-        condition = check(failure) if check is not None else None
+        condition = self.backend.lost_to_preemption(failure)
         if condition:
             self.notice(f"{failure.worker} was lost with its TPU VM, which is {condition} now: a preemption")
         return bool(condition)
@@ -178,8 +140,7 @@ class Supervisor:
     def _run_attempt(self, job: Job, run_id: str, attempt: int) -> Outcome:
         attempt_dir = self.folder.make_attempt(attempt)  # before any port or process is taken: a failure leaves nothing behind
         addresses = self.backend.reserve(job.processes)
-        placement = getattr(self.backend, "placement", None)
-        hosts = placement(job.processes) if placement is not None else None
+        hosts = self.backend.placement(job.processes)
         plan = build_plan(job, addresses, run_id=run_id, attempt=attempt, host=self.backend.host, hosts=hosts)
         try:
             write_private(self.folder.plan_file(attempt), json.dumps(plan.to_json(), indent=2) + "\n")
@@ -245,7 +206,7 @@ class Supervisor:
         return hide
 
     def _host_tag(self, spec: WorkerSpec) -> str | None:
-        return spec.host if getattr(self.backend, "remote", False) else None
+        return spec.host if self.backend.remote else None
 
     def _log_path(self, run: _Attempt, spec: WorkerSpec) -> Path:
         return self.folder.worker_log(run.plan.attempt, spec.name, self._host_tag(spec))
@@ -340,8 +301,7 @@ class Supervisor:
     def _failure(self, run: _Attempt, position: int, returncode: int) -> Failure:
         spec = run.handles[position].spec
         status, exit_code = describe_returncode(returncode)
-        explain = getattr(run.handles[position], "describe_exit", None)
-        explained = explain(returncode) if explain is not None else None
+        explained = run.handles[position].describe_exit(returncode)
         ended = run.exited.get(position, (returncode, time.monotonic()))[1]
         tail = list(run.tails[position])
         news = self._reaper_news.get((run.plan.attempt, position), set())
@@ -412,11 +372,10 @@ class Supervisor:
 
 
 def _stopped(handle: Handle) -> bool:
-    """A local worker with a process in state T (stopped: SIGSTOP, SIGTSTP) in its process group,
-    which is its process's id. Where tpuctl cannot look (ssh: the process is on another host), False."""
-    proc = getattr(handle, "proc", None)
-    group = getattr(proc, "pid", None)
-    if not isinstance(group, int):
+    """A worker with a process in state T (stopped: SIGSTOP, SIGTSTP) in its process group on this
+    machine. Where tpuctl has no group to look at, False."""
+    group = handle.process_group()
+    if group is None:
         return False
     try:
         entries = os.listdir("/proc")
