@@ -101,7 +101,8 @@ def auth(
     account jobs run as (the custom code service agent, or --service-account) object
     access to the staging and model-dir buckets, and lets you act as --service-account.
     """
-    from tpuctl.cloud.auth_flow import AuthRequest, authorize
+    from tpuctl.cloud.auth_flow import authorize
+    from tpuctl.cloud.auth_request import AuthRequest
 
     request = AuthRequest(
         project, credentials, access_token_file, zone, model_dir, roles, service_account, dry_run, yes, legacy_ai_platform, vertex, staging_bucket

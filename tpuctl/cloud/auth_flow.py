@@ -10,76 +10,14 @@ is said and in which order. Nothing here ever names a token or key material.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from tpuctl import settings
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.cloud.auth_request import RESOURCE_MANAGER, AuthRequest, AuthUi, Target, Who, consent
+from tpuctl.errors import USAGE, TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.credentials import Identity
     from tpuctl.cloud.iam import Grant
-
-RESOURCE_MANAGER = "https://cloudresourcemanager.googleapis.com"
-
-
-class AuthUi(Protocol):
-    """Where the flow's words go."""
-
-    @property
-    def can_ask(self) -> bool:
-        """A person is there to answer confirm()."""
-
-    def say(self, line: str) -> None:
-        """A result (stdout)."""
-
-    def note(self, line: str) -> None:
-        """A warning, always shown (stderr)."""
-
-    def progress(self, line: str) -> None:
-        """What is happening now; may be dropped when nobody watches."""
-
-    def confirm(self, question: str) -> bool:
-        """Ask a yes/no question; only called when can_ask."""
-
-
-@dataclass(frozen=True)
-class AuthRequest:
-    """`tpuctl auth`'s flags (None where not given)."""
-
-    project: str | None = None
-    credentials: str | None = None
-    access_token_file: str | None = None
-    zone: str | None = None
-    model_dir: str | None = None
-    roles: tuple[str, ...] = ()
-    service_account: str | None = None
-    dry_run: bool = False
-    yes: bool = False
-    legacy_ai_platform: bool = False
-    vertex: bool = False
-    staging_bucket: str | None = None
-
-
-@dataclass(frozen=True)
-class _Target:
-    """The request checked: settings resolved, roles and member validated, the bucket and zone chosen."""
-
-    resolved: settings.Settings
-    extra_roles: list[str]
-    extra_member: str | None
-    bucket: str | None
-    zone: str | None
-    buckets: tuple[str, ...] = ()  # --vertex: the staging bucket and the model dir's, each once
-
-
-@dataclass(frozen=True)
-class _Who:
-    """Checked credentials and the project they act on (with the settings that name it)."""
-
-    identity: Identity
-    resolved: settings.Settings
-    project: str
 
 
 def authorize(request: AuthRequest, ui: AuthUi) -> None:
@@ -95,7 +33,7 @@ def authorize(request: AuthRequest, ui: AuthUi) -> None:
     _update_policy(request, target, who, members, ui)
 
 
-def _check(request: AuthRequest, ui: AuthUi) -> _Target:
+def _check(request: AuthRequest, ui: AuthUi) -> Target:
     """Bad input first, before any file or network is touched: exit 2."""
     from tpuctl.cloud import iam
 
@@ -118,10 +56,10 @@ def _check(request: AuthRequest, ui: AuthUi) -> _Target:
         if request.staging_bucket is not None and not request.staging_bucket.startswith("gs://"):
             raise TpuctlError(f"--staging-bucket {request.staging_bucket!r} is not a gs:// path", hint="e.g. --staging-bucket gs://my-bucket/staging")
         buckets = [iam.bucket_of(path) for path in (request.staging_bucket, resolved.get("model-dir")) if path]
-        return _Target(resolved, extra_roles, extra_member, None, None, tuple(dict.fromkeys(buckets)))
+        return Target(resolved, extra_roles, extra_member, None, None, tuple(dict.fromkeys(buckets)))
     if not request.legacy_ai_platform:
         chosen_dir = resolved.get("model-dir")
-        return _Target(resolved, extra_roles, extra_member, iam.bucket_of(chosen_dir) if chosen_dir else None, resolved.zone)
+        return Target(resolved, extra_roles, extra_member, iam.bucket_of(chosen_dir) if chosen_dir else None, resolved.zone)
     from tpuctl.cloud.service_agent import LEGACY_WARNING
 
     if request.model_dir is not None:
@@ -130,10 +68,10 @@ def _check(request: AuthRequest, ui: AuthUi) -> _Target:
             hint="the legacy flow grants roles/ml.serviceAgent project-wide; add --role for more",
         )
     ui.note(f"warning: {LEGACY_WARNING}")
-    return _Target(resolved, extra_roles, extra_member, None, None)
+    return Target(resolved, extra_roles, extra_member, None, None)
 
 
-def _credentials(resolved: settings.Settings, ui: AuthUi) -> _Who:
+def _credentials(resolved: settings.Settings, ui: AuthUi) -> Who:
     """The credentials, checked, and the project: the settings', else the one the credentials name."""
     from tpuctl.cloud import credentials as creds
 
@@ -151,10 +89,10 @@ def _credentials(resolved: settings.Settings, ui: AuthUi) -> _Who:
     ui.say(f"credentials: {identity.source}")
     ui.say(f"account: {identity.account or '(not named by these credentials)'}")
     ui.say(f"project: {project} (from {source})")
-    return _Who(identity, resolved, project)
+    return Who(identity, resolved, project)
 
 
-def _service_members(request: AuthRequest, target: _Target, who: _Who, ui: AuthUi) -> list[str]:
+def _service_members(request: AuthRequest, target: Target, who: Who, ui: AuthUi) -> list[str]:
     """The IAM members to grant: the TPU service identity (or the legacy pair's account), plus --service-account."""
     from tpuctl.cloud import iam, service_agent
 
@@ -176,7 +114,7 @@ def _service_members(request: AuthRequest, target: _Target, who: _Who, ui: AuthU
     return members
 
 
-def _update_policy(request: AuthRequest, target: _Target, who: _Who, members: list[str], ui: AuthUi) -> None:
+def _update_policy(request: AuthRequest, target: Target, who: Who, members: list[str], ui: AuthUi) -> None:
     """The IAM policy: read, diff, (dry run: show the gcloud commands), ask, write with the etag."""
     from tpuctl.cloud import iam
 
@@ -214,13 +152,3 @@ def _show_dry_run(project: str, todo: list[Grant], ui: AuthUi) -> None:
     for command in iam.gcloud_commands(project, todo):
         ui.say(f"  {command}")
     ui.say("dry run: nothing changed")
-
-
-def consent(request: AuthRequest, where: str, count: int, ui: AuthUi) -> None:
-    """--yes, or a person who says yes to `count` bindings in `where`; without a terminal to ask on, the change needs --yes (exit 2)."""
-    if request.yes:
-        return
-    if not ui.can_ask:
-        raise TpuctlError(f"would change the IAM policy of {where}", hint="re-run with --yes or --dry-run", exit_code=USAGE)
-    if not ui.confirm(f"Add {count} binding(s) to the IAM policy of {where}?"):
-        raise TpuctlError(f"the IAM policy of {where} was not changed", exit_code=FAILED)

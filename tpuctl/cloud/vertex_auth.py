@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tpuctl.cloud.auth_request import RESOURCE_MANAGER, AuthRequest, AuthUi, Target, Who, consent
 from tpuctl.errors import FAILED, TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.auth_flow import AuthRequest, AuthUi, _Target, _Who
     from tpuctl.cloud.iam import Grant, PolicyApi
 
 AIPLATFORM = "aiplatform.googleapis.com"
@@ -56,7 +56,7 @@ class _Policy:
     todo: list[Grant] = field(default_factory=list)
 
 
-def authorize_vertex(request: AuthRequest, target: _Target, who: _Who, ui: AuthUi) -> None:
+def authorize_vertex(request: AuthRequest, target: Target, who: Who, ui: AuthUi) -> None:
     from tpuctl.cloud import iam, resource_iam, service_agent
 
     project, resolved, identity = who.project, who.resolved, who.identity
@@ -70,7 +70,7 @@ def authorize_vertex(request: AuthRequest, target: _Target, who: _Who, ui: AuthU
         )
     ui.say(f"APIs enabled: {', '.join(SERVICES)}")
 
-    crm = iam.ProjectIam(identity, resolved.get("resourcemanager-endpoint") or "https://cloudresourcemanager.googleapis.com", project)
+    crm = iam.ProjectIam(identity, resolved.get("resourcemanager-endpoint") or RESOURCE_MANAGER, project)
     agent, cc_agent = iam.vertex_agents(crm.number())
     ui.say(f"Vertex AI service agent: {agent.partition(':')[2]}")
     ui.say(f"Vertex AI custom code service agent: {cc_agent.partition(':')[2]}")
@@ -119,8 +119,6 @@ def authorize_vertex(request: AuthRequest, target: _Target, who: _Who, ui: AuthU
                 ui.say(f"  {by_grant[(grant.role, grant.member)]}")
         ui.say("dry run: nothing changed")
         return
-    from tpuctl.cloud.auth_flow import consent
-
     consent(request, ", ".join(item.api.label for item in todo), sum(len(item.todo) for item in todo), ui)
     if policies[0].todo:
         # A member that does not exist yet cannot be granted anything; asking creates both agents.
@@ -144,7 +142,7 @@ def _conflict_note(label: str, ui: AuthUi) -> Callable[[int], None]:
     return note
 
 
-def _act_as(request: AuthRequest, member: str, who: _Who, ui: AuthUi) -> _Policy | None:
+def _act_as(request: AuthRequest, member: str, who: Who, ui: AuthUi) -> _Policy | None:
     """roles/iam.serviceAccountUser for the caller on the job's account, unless the caller can act as it already."""
     from tpuctl.cloud import iam, resource_iam
 
