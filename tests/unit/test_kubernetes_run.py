@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import io
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tpuctl.backends.kubernetes.follow import Ended, Kubectl, KubeRun, job_result, worker_name
+from tpuctl.backends.kubernetes.follow import Ended, Kubectl, KubeScheduler, job_result, worker_name
 from tpuctl.backends.kubernetes.manifest import KubeOptions, render
-from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 
 
@@ -40,17 +37,9 @@ def test_worker_names_come_from_the_operators_labels() -> None:
     assert worker_name("JobSet", {"metadata": {"name": "odd"}}) == "odd"
 
 
-def test_the_last_attempts_first_failure_decides(tmp_path: Path) -> None:
+def test_the_last_attempts_first_failure_decides() -> None:
     manifest = render(Job(script="t.py", workers=2, python="python"), KubeOptions(image="i", name="x"))
-    run = KubeRun(
-        manifest,
-        Kubectl("default", binary="/bin/false"),
-        writer=logs.LineWriter(io.StringIO()),
-        notice=lambda line: None,
-        log_dir=tmp_path,
-        colour=False,
-        poll_s=1,
-    )
+    run = KubeScheduler(manifest, Kubectl("default", binary="/bin/false"), notice=lambda line: None, poll_s=1)
     run.ended = {
         ("x-worker-0", 0): Ended("worker:0", "x-worker-0", 3, "Error", "2026-01-01T00:00:01Z"),  # restarted since
         ("x-worker-0", 1): Ended("worker:0", "x-worker-0", 0, "Completed", "2026-01-01T00:00:09Z"),

@@ -12,6 +12,9 @@ The job's result decides the exit status: 0 when it succeeded; when it failed,
 the exit code of the replica that failed first (by finish time), else 1; 130
 after SIGINT, SIGTERM or SIGHUP. A signal never deletes anything unasked: after
 Ctrl-C on a terminal tpuctl asks, otherwise it names the command that deletes the job.
+
+This module is the cluster's part (KubeScheduler); polling, the tagged and saved
+lines, draining, signals and the Outcome are the job engine's (tpuctl/launch/follow/).
 """
 
 from __future__ import annotations
@@ -20,16 +23,11 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
-import threading
-import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from tpuctl import reaper, signals
+from tpuctl import reaper
 from tpuctl.backends.kubernetes.manifest import (
     CONTAINER,
     JOB_INDEX_ANNOTATION,
@@ -39,11 +37,9 @@ from tpuctl.backends.kubernetes.manifest import (
 )
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch.backend import RunContext
-from tpuctl.launch.cause import classify
-from tpuctl.launch.console import logs
-from tpuctl.launch.console.tf_noise import Fold
-from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, JobRef, Outcome
-from tpuctl.private_files import private_dir
+from tpuctl.launch.follow.engine import JobFollower
+from tpuctl.launch.follow.scheduler import End, JobStatus, Replica, ReplicaRun, Scheduler
+from tpuctl.launch.outcome import JobRef, Outcome
 from tpuctl.seconds import from_env
 
 DEFAULT_POLL_S = 2.0
@@ -167,78 +163,111 @@ class Ended:
     restarts: int = 0  # the container's restart count: which attempt this run was
 
 
-# ---- following pods -------------------------------------------------------------------------
+# ---- the Scheduler ---------------------------------------------------------------------------
 
 
-class _Follower:
-    """One `kubectl logs -f` for one run of one pod's container; lines tagged, saved, remembered."""
+class _PodLog:
+    """`kubectl logs -f` for one run of one pod's container: a LogStream."""
 
-    def __init__(
-        self,
-        kubectl: Kubectl,
-        pod: str,
-        prefix: str,
-        writer: logs.LineWriter,
-        log_path: Path,
-        tail: deque[str],
-        notice: Callable[[str], None],
-        fold: Fold,
-    ) -> None:
+    def __init__(self, kubectl: Kubectl, pod: str) -> None:
         self.pod = pod
-        self.notice = notice
-        self.stopping = False
-        self.fold = fold
         self.reaped = kubectl.follow_logs(pod)
         self.proc = self.reaped.proc
-        self.thread = threading.Thread(target=self._pump, args=(prefix, writer, log_path, tail), daemon=True)
-        self.thread.start()
-
-    def _pump(self, prefix: str, writer: logs.LineWriter, log_path: Path, tail: deque[str]) -> None:
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        # Appended: a JobSet restart brings new pods for the same worker within one attempt's file.
-        logs.pump(self.proc.stdout, prefix, writer, log_path, tail, append=True, hide=self.fold.hides)
-        error = self.proc.stderr.read().decode("utf-8", "replace")
-        if self.proc.wait() != 0 and not self.stopping:
-            self.notice(f"could not follow the log of pod {self.pod}: {one_line(error, last=True) or 'kubectl logs failed'}")
+        self.stdout, self.stderr = self.proc.stdout, self.proc.stderr
+
+    def readline(self) -> bytes:
+        line: bytes = self.stdout.readline()
+        return line
+
+    def ended(self) -> str | None:
+        error = self.stderr.read().decode("utf-8", "replace")
+        if self.proc.wait() != 0:
+            return f"could not follow the log of pod {self.pod}: {one_line(error, last=True) or 'kubectl logs failed'}"
+        return None
 
     def stop(self) -> None:
-        self.stopping = True
         self.reaped.stop(grace_s=2, first=signal.SIGTERM)
-        self.thread.join(timeout=2)
 
 
-class KubeRun:
-    def __init__(
-        self,
-        manifest: Manifest,
-        kubectl: Kubectl,
-        *,
-        writer: logs.LineWriter,
-        notice: Callable[[str], None],
-        log_dir: Path,
-        colour: bool,
-        poll_s: float,
-        fold: Fold | None = None,
-    ) -> None:
+class KubeScheduler(Scheduler):
+    """A TFJob or JobSet, through kubectl. A signal leaves it running (deleting is asked, never assumed)."""
+
+    drain_s = DRAIN_S
+
+    def __init__(self, manifest: Manifest, kubectl: Kubectl, *, notice: Callable[[str], None], poll_s: float) -> None:
         self.manifest = manifest
-        self.fold = fold if fold is not None else Fold(verbose=True)  # TensorFlow's start-up lines (tf_noise.py)
         self.kubectl = kubectl
-        self.writer = writer
         self.notice = notice
-        self.log_dir = log_dir
-        self.colour = colour
         self.poll_s = poll_s
-        self.followers: dict[tuple[str, int], _Follower] = {}
-        self.tails: dict[str, deque[str]] = {}
+        self.workers = manifest.workers
         self.ended: dict[tuple[str, int], Ended] = {}
         self.said: set[tuple[str, str]] = set()
         self.present: set[str] = set()  # pods in the last poll (a JobSet restart replaces them all)
-        self.started = time.monotonic()
+        self.missing = 0  # polls in a row that did not find the job
+
+    @property
+    def _hint(self) -> str:
+        crd = self.manifest.resource
+        return f"`kubectl get crd {crd}` tells whether the cluster has the {self.manifest.kind} controller"
+
+    def refuse_existing(self) -> None:
+        """`apply` would quietly change a job that already has this name; a launch starts a new one."""
+        m = self.manifest
+        if self.kubectl.run("get", m.resource, m.name, "--ignore-not-found", "--output", "name", hint=self._hint).strip():
+            raise TpuctlError(
+                f"{m.kind} {m.name} already exists in namespace {m.namespace}",
+                hint=f"pick another --job-name, or delete it: {m.delete_command}",
+                exit_code=FAILED,
+            )
+
+    def submit(self) -> None:
+        m = self.manifest
+        self.kubectl.run("apply", "-f", "-", stdin=m.text, hint=self._hint)
+        self.notice(f"applied {m.kind} {m.name} in namespace {m.namespace}; following its pods")
+
+    def describe(self) -> JobStatus:
+        running: list[ReplicaRun] = []
+        job = self._poll(running)
+        if job is None:
+            self.missing += 1
+            if self.missing >= 3:
+                gone = f"{self.manifest.kind} {self.manifest.name} is gone (deleted?)"
+                return JobStatus(end=End.FAILED, exit_code=FAILED, message=gone, running=tuple(running))
+            return JobStatus(running=tuple(running))
+        self.missing = 0
+        result = job_result(self.manifest.kind, job)
+        if result is None:
+            return JobStatus(running=tuple(running))
+        self._poll(running)  # pods that finished since the last look
+        if result == "succeeded":
+            return JobStatus(end=End.SUCCEEDED, running=tuple(running))
+        failure = self._first_failure()
+        return JobStatus(
+            end=End.FAILED,
+            exit_code=failure.exit_code if failure is not None else FAILED,
+            message=job_message(job),
+            failed=None if failure is None else _replica(failure),
+            running=tuple(running),
+        )
+
+    def cancel(self) -> None:
+        self.kubectl.run("delete", self.manifest.resource, self.manifest.name, "--wait=false", "--ignore-not-found")
+
+    def job_ref(self) -> JobRef:
+        m = self.manifest
+        return JobRef(kind=m.kind, name=m.name, namespace=m.namespace, delete_command=m.delete_command)
+
+    def attempts(self) -> int:
+        return max((restarts for _, restarts in self.ended), default=0) + 1
+
+    def open_log(self, run: ReplicaRun) -> _PodLog:
+        return _PodLog(self.kubectl, run.host)
 
     # -- one poll ----------------------------------------------------------------------------
 
-    def _poll(self) -> JSON | None:
-        """Look at the job and its pods once: start log followers, note exits. Returns the job object."""
+    def _poll(self, running: list[ReplicaRun]) -> JSON | None:
+        """Look at the job and its pods once: note container runs and exits. Returns the job object."""
         kind = self.manifest.kind
         listing = self.kubectl.get_json(f"{self.manifest.resource},pods", "--selector", self.manifest.selector)
         job = None
@@ -248,28 +277,20 @@ class KubeRun:
                 job = item
             elif item.get("kind") == "Pod":
                 present.add(str((item.get("metadata") or {}).get("name", "")))
-                self._see_pod(item)
+                self._see_pod(item, running)
         if present:
             self.present = present
         return job
 
-    def _position(self, worker: str) -> int:
-        workers = self.manifest.workers
-        return workers.index(worker) if worker in workers else len(workers) + len(self.tails)
-
-    def _see_pod(self, pod: JSON) -> None:
+    def _see_pod(self, pod: JSON, running: list[ReplicaRun]) -> None:
         name = str((pod.get("metadata") or {}).get("name", ""))
         worker = worker_name(self.manifest.kind, pod)
         container = _container(pod)
         state = container.get("state") or {}
         restarts = int(container.get("restartCount") or 0)
         if "running" in state or "terminated" in state:
-            key = (name, restarts)
-            if key not in self.followers:
-                tail = self.tails.setdefault(worker, logs.new_tail())
-                prefix = logs.tag(worker, self._position(worker), self.colour)
-                log_path = self._log_path(worker, restarts)
-                self.followers[key] = _Follower(self.kubectl, name, prefix, self.writer, log_path, tail, self.notice, self.fold)
+            # One attempt a container run: the local launch's layout, attempt = restarts + 1.
+            running.append(ReplicaRun(worker=worker, attempt=restarts + 1, host=name))
         terminated = state.get("terminated")
         if terminated is not None and (name, restarts) not in self.ended:
             self.ended[(name, restarts)] = Ended(
@@ -288,62 +309,10 @@ class KubeRun:
             if condition.get("type") == "PodScheduled" and str(condition.get("status")) == "False" and condition.get("reason"):
                 self._say_once(name, str(condition["reason"]), f"{worker} (pod {name}) is not scheduled yet: {condition.get('message', condition['reason'])}")
 
-    def _log_path(self, worker: str, restarts: int) -> Path:
-        """The local launch's layout: one folder per attempt (a container's run), one file per worker."""
-        folder = private_dir(self.log_dir / f"attempt-{restarts + 1}")
-        return folder / f"{worker.replace(':', '-')}.log"
-
     def _say_once(self, pod: str, reason: str, line: str) -> None:
         if (pod, reason) not in self.said:
             self.said.add((pod, reason))
             self.notice(line)
-
-    # -- the whole run ------------------------------------------------------------------------
-
-    def run(self) -> Outcome:
-        crd = self.manifest.resource
-        hint = f"`kubectl get crd {crd}` tells whether the cluster has the {self.manifest.kind} controller"
-        # `apply` would quietly change a job that already has this name; a launch starts a new one.
-        if self.kubectl.run("get", crd, self.manifest.name, "--ignore-not-found", "--output", "name", hint=hint).strip():
-            raise TpuctlError(
-                f"{self.manifest.kind} {self.manifest.name} already exists in namespace {self.manifest.namespace}",
-                hint=f"pick another --job-name, or delete it: {self.manifest.delete_command}",
-                exit_code=FAILED,
-            )
-        try:
-            with signals.handled(signals.raise_stopped):
-                try:
-                    self.kubectl.run("apply", "-f", "-", stdin=self.manifest.text, hint=hint)
-                    self.notice(f"applied {self.manifest.kind} {self.manifest.name} in namespace {self.manifest.namespace}; following its pods")
-                    return self._follow()
-                finally:
-                    for follower in self.followers.values():
-                        follower.stop()
-        except signals.Stopped as stopped:
-            return self._interrupted(stopped.signum)
-
-    def _follow(self) -> Outcome:
-        missing = 0
-        while True:
-            job = self._poll()
-            if job is None:
-                missing += 1
-                if missing >= 3:
-                    self._drain()
-                    return self._outcome(FAILED, message=f"{self.manifest.kind} {self.manifest.name} is gone (deleted?)")
-            else:
-                missing = 0
-                result = job_result(self.manifest.kind, job)
-                if result is not None:
-                    self._poll()  # pods that finished since the last look
-                    self._drain()
-                    return self._finish(result, job)
-            time.sleep(self.poll_s)
-
-    def _drain(self) -> None:
-        deadline = time.monotonic() + DRAIN_S
-        for follower in self.followers.values():
-            follower.thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _first_failure(self) -> Ended | None:
         """The first failure of the last attempt: each pod's latest container run, pods of the last poll first."""
@@ -357,82 +326,27 @@ class KubeRun:
         failed.sort(key=lambda e: (e.finished_at or "~", order.get(e.worker, len(order))))
         return failed[0] if failed else None
 
-    def _finish(self, result: str, job: JSON) -> Outcome:
-        if result == "succeeded":
-            return self._outcome(0)
-        failure = self._first_failure()
-        code = failure.exit_code if failure is not None else FAILED
-        return self._outcome(code, failure=failure, message=job_message(job))
 
-    def _outcome(self, code: int, failure: Ended | None = None, message: str = "") -> Outcome:
-        m = self.manifest
-        restarts = max((restarts for _, restarts in self.ended), default=0)
-        return Outcome(
-            exit_code=code,
-            attempts=restarts + 1,
-            elapsed_s=time.monotonic() - self.started,
-            failure=None if failure is None else self._failure(failure),
-            job=JobRef(kind=m.kind, name=m.name, namespace=m.namespace, delete_command=m.delete_command, message=message),
-        )
-
-    def _failure(self, ended: Ended) -> Failure:
-        reason = f" ({ended.reason})" if ended.reason and ended.reason != "Error" else ""
-        tail = list(self.tails.get(ended.worker, ()))
-        return Failure(
-            worker=ended.worker,
-            host=ended.pod,
-            status=f"exited with {ended.exit_code}{reason}",
-            exit_code=ended.exit_code,
-            runtime_s=None,
-            tail=tail,
-            log=self._log_path(ended.worker, ended.restarts),
-            # A container's status is its process's, 128+N for signal N; the kubelet names the OOM killer.
-            cause=classify(ended.exit_code, tail, oom_reported=ended.reason == "OOMKilled"),
-        )
-
-    def _interrupted(self, signum: int) -> Outcome:
-        for follower in self.followers.values():
-            follower.stop()
-        outcome = self._outcome(EXIT_INTERRUPTED)
-        outcome.interrupted = True
-        job = outcome.job
-        assert job is not None
-        where = f"{self.manifest.kind} {self.manifest.name} (namespace {self.manifest.namespace})"
-        # Only a person at a terminal pressing Ctrl-C is asked; `kill` and a lost terminal are not.
-        if signum == signal.SIGINT and _interactive():
-            import click
-
-            try:
-                delete = click.confirm(f"tpuctl: interrupted. Delete {where} and its pods?", default=False, err=True)
-            except (click.Abort, KeyboardInterrupt, EOFError, signals.Stopped):
-                delete = False
-            if delete:
-                self.kubectl.run("delete", self.manifest.resource, self.manifest.name, "--wait=false", "--ignore-not-found")
-                self.notice(f"deleted {where}")
-                job.deleted = True
-                return outcome
-        self.notice(f"received {signal.Signals(signum).name}; {where} keeps running. Delete it with: {self.manifest.delete_command}")
-        return outcome
-
-
-def _interactive() -> bool:
-    return sys.stdin.isatty()
+def _replica(ended: Ended) -> Replica:
+    reason = f" ({ended.reason})" if ended.reason and ended.reason != "Error" else ""
+    return Replica(
+        worker=ended.worker,
+        host=ended.pod,
+        status=f"exited with {ended.exit_code}{reason}",
+        returncode=ended.exit_code,
+        exit_code=ended.exit_code,
+        attempt=ended.restarts + 1,
+        oom_reported=ended.reason == "OOMKilled",  # the kubelet names the OOM killer
+    )
 
 
 def follow(manifest: Manifest, context: RunContext) -> Outcome:
     """Apply the manifest and follow its pods until the job ends or a signal stops the launch."""
-    run = KubeRun(
-        manifest,
-        Kubectl(manifest.namespace),
-        writer=context.writer,
-        notice=context.notice,
-        log_dir=context.log_dir,
-        colour=context.colour,
-        poll_s=poll_interval(),
-        fold=Fold(context.verbose),
-    )
-    outcome = run.run()
-    folded = run.fold.note()
+    scheduler = KubeScheduler(manifest, Kubectl(manifest.namespace), notice=context.notice, poll_s=poll_interval())
+    follower = JobFollower(scheduler, context)
+    scheduler.refuse_existing()
+    outcome = follower.run()
+    folded = follower.fold.note()
     if folded is not None:
         context.notice(folded)
     return outcome

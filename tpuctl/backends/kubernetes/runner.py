@@ -97,16 +97,17 @@ class KubernetesRunner(Runner):
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.backends.kubernetes.follow import follow
+        from tpuctl.private_files import write_private
+        from tpuctl.runs.folder import RunFolder
 
         manifest = self.dry_run(job, context.run_id).manifest
-        attempt_dir = context.log_dir / "attempt-1"
-        from tpuctl.private_files import private_dir, write_private
-
+        folder = RunFolder(context.log_dir)
+        folder.make_attempt(1)  # private: the manifest holds --env values
+        path = folder.manifest_file(1)
         try:
-            private_dir(attempt_dir)  # the manifest holds --env values
-            write_private(attempt_dir / "manifest.yaml", manifest.text)
+            write_private(path, manifest.text)
         except OSError as err:
-            raise TpuctlError(f"cannot write {attempt_dir / 'manifest.yaml'}: {err.strerror or err}", hint="pass a --log-dir that tpuctl can write") from None
+            raise TpuctlError(f"cannot write {path}: {err.strerror or err}", hint="pass a --log-dir that tpuctl can write") from None
         return follow(manifest, context)
 
 
