@@ -42,7 +42,16 @@ TYPE_CHECKING = False  # typing costs the worker's start; mypy treats this name 
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Callable, Sequence
-    from typing import Any, NoReturn
+    from typing import Any, NoReturn, Protocol
+
+    class Stacks(Protocol):
+        """How a worker's stacks are taken: tpuctl/stack_dump.py, which the worker runtime passes to
+        `guard`. Passed in, not imported: stack_dump runs py-spy through `run` below."""
+
+        def register(self, dumps: int) -> None: ...
+
+        def capture(self, pid: int, dumps: int) -> bytes: ...
+
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -174,12 +183,12 @@ class _Reaper:
         os._exit(os.WEXITSTATUS(status))
 
 
-def watch(main: int, lifeline: int, dumps: int | None = None) -> NoReturn:
+def watch(main: int, lifeline: int, stacks: Callable[[], bytes] | None = None) -> NoReturn:
     """The reaper's life: wait for the command's main process to end or the lifeline to close,
     then kill every descendant and exit as the command did. Never returns.
 
-    With `dumps` (a worker's: the pipe its faulthandler writes to), a "stacks" line
-    on the lifeline is answered on it with `stacks HEX`: the worker's stacks (tpuctl/stack_dump.py)."""
+    With `stacks` (a worker's: what takes its stacks), a "stacks" line on the
+    lifeline is answered on it with `stacks HEX`: what `stacks()` returned."""
     import select
 
     for sig in STOPPING:
@@ -210,8 +219,8 @@ def watch(main: int, lifeline: int, dumps: int | None = None) -> NoReturn:
                 request = _read(lifeline)
                 if not request:
                     break  # EOF: the launcher stopped us or is gone
-                if dumps is not None and b"stacks" in request:
-                    _answer_stacks(main, lifeline, dumps)
+                if stacks is not None and b"stacks" in request:
+                    _say(lifeline, b"stacks " + stacks().hex().encode() + b"\n")
     finally:
         # Whatever happened, this process must never go back to the caller (it would run the worker twice).
         try:
@@ -222,12 +231,6 @@ def watch(main: int, lifeline: int, dumps: int | None = None) -> NoReturn:
                 reaper.exit()
             finally:
                 os._exit(128 + signal.SIGKILL)
-
-
-def _answer_stacks(main: int, lifeline: int, dumps: int) -> None:
-    from tpuctl import stack_dump
-
-    _say(lifeline, b"stacks " + stack_dump.capture(main, dumps).hex().encode() + b"\n")
 
 
 def _say(lifeline: int, line: bytes) -> None:
@@ -246,38 +249,39 @@ def _read(fd: int) -> bytes:
         return b""
 
 
-def guard(lifeline: int, drop: Sequence[int] = (), stacks: bool = False) -> bool:
+def guard(lifeline: int, drop: Sequence[int] = (), stacks: Stacks | None = None) -> bool:
     """Fork this (worker) process: the parent becomes its reaper and never returns, the child
     returns True and goes on as the worker. False where no reaper can be had (then nothing forked).
     `drop`: descriptors the reaper must not keep (a reserved port, which must be free for the worker).
-    `stacks`: the reaper answers the launcher's requests for the worker's stacks (tpuctl/stack_dump.py)."""
+    `stacks`: how the reaper takes the worker's stacks when the launcher asks for them (tpuctl/stack_dump.py)."""
     if not become_subreaper():
         return False
-    dumps = os.pipe() if stacks else None
+    taking = None if stacks is None else (stacks, *os.pipe())  # with the pipe the worker's stacks come through
     reaper = os.getpid()
     try:
         pid = os.fork()
     except OSError:
-        for fd in dumps or ():
+        for fd in taking[1:] if taking is not None else ():
             os.close(fd)
         return False
     if pid == 0:
         on_parent_death(signal.SIGKILL, reaper)
-        if dumps is not None:
-            from tpuctl import stack_dump
-
-            os.close(dumps[0])
-            stack_dump.register(dumps[1])
+        if taking is not None:
+            how, answers, dumps = taking
+            os.close(answers)
+            how.register(dumps)
         return True
     on_parent_death(signal.SIGCONT, os.getppid())
     _say(lifeline, b"reaper\n")  # so the launcher can tell this reaper killed from its worker killed
     for fd in drop:
         with suppress(OSError):
             os.close(fd)
-    if dumps is not None:
-        os.close(dumps[1])
-        os.set_blocking(dumps[0], False)
-    watch(pid, lifeline, None if dumps is None else dumps[0])
+    if taking is None:
+        watch(pid, lifeline)
+    how, answers, dumps = taking
+    os.close(dumps)
+    os.set_blocking(answers, False)
+    watch(pid, lifeline, lambda: how.capture(pid, answers))
 
 
 # ---- the launcher's side ----------------------------------------------------------------------

@@ -66,7 +66,9 @@ def adopt_control_channel() -> int | None:
     channel = int(raw)
     os.set_inheritable(channel, False)
     reserved = os.environ.get(contract.RESERVED_FD)
-    if reaper.guard(channel, drop=() if reserved is None else (int(reserved),), stacks=True):
+    from tpuctl import stack_dump
+
+    if reaper.guard(channel, drop=() if reserved is None else (int(reserved),), stacks=stack_dump):
         return channel
 
     def watch() -> None:
