@@ -31,6 +31,11 @@ def strategy() -> tf.distribute.Strategy:
     the script builds its own strategy (tpuctl then builds none), it is the
     first one the script constructed; called before that, it builds tpuctl's.
     """
+    return _current()
+
+
+def _current() -> Any:
+    """`strategy()`, by a name that preemption_handler's `strategy` parameter does not hide."""
     global _built
     if _built is None:
         from tpuctl.runtime import strategies
@@ -99,7 +104,8 @@ def preemption_handler(
     """
     from tpuctl.runtime import preemption
 
-    return preemption.preemption_handler(checkpoint, directory, strategy=strategy, termination_config=termination_config)
+    chosen = _current() if strategy is None else strategy
+    return preemption.preemption_handler(checkpoint, directory, strategy=chosen, chief=is_chief(), termination_config=termination_config)
 
 
 def write_dir(model_dir: str) -> str:

@@ -84,26 +84,17 @@ def choose(platform: str, restarter: str) -> Choice:
     return Choice(platform, None, False, f"TensorFlow's defaults for platform {platform}")
 
 
-def preemption_handler(
-    checkpoint: Any,
-    directory: str | None = None,
-    *,
-    strategy: Any = None,
-    termination_config: Any = None,
-) -> Any:
-    """TensorFlow's PreemptionCheckpointHandler for `strategy` (default: `tpuctl.runtime.strategy()`).
+def preemption_handler(checkpoint: Any, directory: str | None, *, strategy: Any, chief: bool, termination_config: Any = None) -> Any:
+    """TensorFlow's PreemptionCheckpointHandler for `strategy`; `chief`: this worker says what was chosen.
 
     `checkpoint` is a `tf.train.Checkpoint` (then `directory` is where the
     handler keeps it) or a `tf.train.CheckpointManager`. On creation the latest
     checkpoint there is restored. Fields of a `termination_config` you pass win
-    over tpuctl's choice.
+    over tpuctl's choice. The defaults (the worker's strategy, whether it is the
+    chief) are the package's to fill in: `tpuctl.runtime.preemption_handler`.
     """
     import tensorflow as tf
 
-    from tpuctl import runtime
-
-    if strategy is None:
-        strategy = runtime.strategy()
     resolver = getattr(strategy, "cluster_resolver", None)
     util = _failure_handling_util()
     platform = util.detect_platform().name if util is not None else INTERNAL_CPU
@@ -113,7 +104,7 @@ def preemption_handler(
         handler = tf.distribute.experimental.PreemptionCheckpointHandler(resolver, checkpoint, directory, config)
     if choice.restore:
         _restore(tf, checkpoint, directory)
-    if runtime.is_chief():
+    if chief:
         print(f"tpuctl: preemption: {choice.summary}", file=sys.stderr, flush=True)
     return handler
 

@@ -20,6 +20,7 @@ import os
 import threading
 import time
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -30,7 +31,6 @@ from tensorflow.python.distribute.cluster_resolver import cluster_resolver as re
 from tpuctl import accelerators
 from tpuctl import worker_contract as contract
 from tpuctl.runtime import rehearsal_checks, rehearsal_estimator
-from tpuctl.runtime.strategies import simulate_devices
 
 # The shape of tf.tpu.experimental.TPUSystemMetadata, which scripts read for core counts.
 _Metadata = namedtuple("_Metadata", ["num_cores", "num_hosts", "num_of_cores_per_host", "topology", "devices"])
@@ -125,8 +125,10 @@ def _rehearsed_as(hosts: int) -> str:
     )
 
 
-def install(accelerator: str, report_path: str | None) -> Any:
-    """Split the CPU, put the TPU stand-ins in place, and return the rehearsal's TPUStrategy; before TensorFlow initialises."""
+def install(accelerator: str, report_path: str | None, simulate_devices: Callable[[int], None]) -> Any:
+    """Split the CPU, put the TPU stand-ins in place, and return the rehearsal's TPUStrategy; before TensorFlow initialises.
+
+    `simulate_devices` splits the CPU (strategies.py's, passed in by strategies.build, which imports this module)."""
     rehearsal = Rehearsal(accelerator, report_path)
     # Colab-era scripts read the TPU's address from here, unguarded: 'grpc://' + os.environ['COLAB_TPU_ADDR'].
     os.environ.setdefault("COLAB_TPU_ADDR", _ADDRESS)

@@ -45,7 +45,7 @@ def build(kind: str, env: WorkerEnv) -> Any:
         from tpuctl.runtime import rehearsal
 
         assert env.rehearse is not None
-        return rehearsal.install(env.rehearse, os.environ.get(contract.REHEARSAL_REPORT))
+        return rehearsal.install(env.rehearse, os.environ.get(contract.REHEARSAL_REPORT), simulate_devices)
     if kind == PARAMETER_SERVER:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         return tf.distribute.experimental.ParameterServerStrategy(resolver)
