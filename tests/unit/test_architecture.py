@@ -2,12 +2,15 @@
 
 Each rule here is one the architecture issue set: small modules, a CLI that only
 parses and renders, TensorFlow only in the runtime, one accelerator table, one
-environment contract, and docs that name only files that exist.
+environment contract, docs that name only files that exist, and (issue 22) layers
+that import only downward, no import cycles, and folders of at most 20 modules.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import graphlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +28,11 @@ CLI_FORBIDDEN_IMPORTS = {"subprocess", "http", "requests", "urllib", "socket", "
 
 def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
+
+
+@functools.cache
+def _tree(path: Path) -> ast.AST:
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -71,7 +79,7 @@ def test_only_the_runtime_imports_tensorflow() -> None:
     for path in _modules():
         if (PACKAGE / "runtime") in path.parents:
             continue
-        names = set(_imported(ast.parse(path.read_text(encoding="utf-8"))))
+        names = set(_imported(_tree(path)))
         if names & {"tensorflow", "tf_keras", "keras"} or any(n.startswith("tensorflow.") for n in names):
             offenders.append(_rel(path))
     assert not offenders
@@ -162,7 +170,7 @@ def test_every_child_tpuctl_starts_has_a_deadline_and_dies_with_tpuctl() -> None
         name = path.relative_to(ROOT).as_posix()
         if name.startswith("tpuctl/runtime/"):
             continue  # inside a worker, itself under a reaper
-        found += _process_starts(name, ast.parse(path.read_text(encoding="utf-8")))
+        found += _process_starts(name, _tree(path))
     assert not found, found
 
 
@@ -182,3 +190,184 @@ def test_every_child_tpuctl_starts_has_a_deadline_and_dies_with_tpuctl() -> None
 def test_the_process_walk_sees_every_way_to_start_one(source: str) -> None:
     """The walk above must not pass by a spelling it was not written for."""
     assert list(_process_starts("tpuctl/example.py", ast.parse(source)))
+
+
+# ---- layers: a rank per package, imports only downward ------------------------------------------
+
+# The layers, lowest first. A module's layer is the longest entry its dotted name starts with; it may import
+# modules of its own layer (in APART: its own subpackage) and of lower ranks, never higher, never another of its rank.
+LAYERS: dict[str, tuple[int, str]] = {
+    "tpuctl": (0, "shared utilities: errors, inputs, settings, hosts, accelerators, the worker contract, the reaper"),
+    "tpuctl.cloud": (1, "Google Cloud's APIs: credentials, REST, TPU nodes, IAM, storage, Vertex AI"),
+    "tpuctl.runs": (1, "a run folder's layout, and the launches running now"),
+    "tpuctl.watch": (2, "following a run's logs and events, locally or in a bucket"),
+    "tpuctl.devices": (2, "the accelerators a machine has, as rows to show"),
+    "tpuctl.runtime": (3, "inside a worker, next to the training script; nothing else imports it (RUNTIME below)"),
+    "tpuctl.launch.console": (4, "what a launch shows: log lines, TensorFlow's noise, side tails, tracebacks"),
+    "tpuctl.launch": (5, "the launch flow: the job, its options, the backend contract, the outcome"),
+    "tpuctl.launch.process": (6, "the process engine: plans, the supervisor, ports, progress, stacks"),
+    "tpuctl.launch.follow": (6, "the follow engine: a launch's workers followed wherever they run"),
+    "tpuctl.backends": (7, "one package per backend (local, ssh, kubernetes, vertex); backends never import each other"),
+    "tpuctl.cli": (8, "the CLI: parses flags, calls the core, renders"),
+    "tpuctl.__main__": (9, "`python -m tpuctl`: the CLI's entry"),
+}
+# Layers whose subpackages are layers of their own, at the same rank (so none imports another).
+APART = {"tpuctl.backends"}
+RUNTIME = "tpuctl.runtime"  # shipped alone to hosts and jobs: outside it, a name in a string (python -m), never an import
+# Where a module is loaded by a name in a string: the CLI's lazy command table, and the backends as plugins.
+LOADS_BY_NAME = ("tpuctl/cli/", "tpuctl/launch/registry.py")
+MAX_FOLDER_MODULES = 20
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@functools.cache
+def _module_paths() -> dict[str, Path]:
+    return {_module_name(path): path for path in _modules()}
+
+
+def _imports(module: str, is_package: bool, tree: ast.AST) -> Iterator[str]:
+    """The tpuctl modules `module` imports, wherever the import is (module level, a function, TYPE_CHECKING):
+    `from tpuctl.x import y` names the module y where there is one, else the package (its __init__)."""
+    modules = _module_paths()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name.split(".")[0] == "tpuctl")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            if base.split(".")[0] == "tpuctl":
+                yield from (name if (name := f"{base}.{alias.name}") in modules else base for alias in node.names)
+
+
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+    return {module: set(_imports(module, path.name == "__init__.py", _tree(path))) - {module} for module, path in _module_paths().items()}
+
+
+def _layer(module: str) -> str:
+    return max((name for name in LAYERS if module == name or module.startswith(name + ".")), key=len)
+
+
+def _unit(module: str) -> str:
+    """Where a module's imports are free: its layer, or in a layer of APART the subpackage it is in."""
+    layer = _layer(module)
+    folder = module if ROOT.joinpath(*module.split(".")).is_dir() else module.rpartition(".")[0]
+    below = folder.split(".")[len(layer.split(".")) :]
+    return f"{layer}.{below[0]}" if layer in APART and below else layer
+
+
+def _offense(importer: str, imported: str) -> str | None:
+    rank, theirs = LAYERS[_layer(importer)][0], LAYERS[_layer(imported)][0]
+    if _layer(imported) == RUNTIME != _layer(importer):
+        return f"{importer} -> {imported} (rank {rank} -> {theirs}: only workers load the runtime)"
+    if _unit(importer) == _unit(imported) or theirs < rank:
+        return None
+    return f"{importer} -> {imported} (rank {rank} -> {theirs})"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every import cycle, one at a time: each found is cut at one edge and the search goes on."""
+    left = {module: set(imported) for module, imported in graph.items()}
+    found = []
+    while True:
+        try:
+            graphlib.TopologicalSorter(left).prepare()
+        except graphlib.CycleError as cycle:
+            ring: list[str] = cycle.args[1]  # each one imported by the next
+            found.append(" -> ".join(reversed(ring)))
+            left[ring[1]].discard(ring[0])
+        else:
+            return found
+
+
+def _loads_by_name(tree: ast.AST) -> Iterator[int]:
+    """Lines that use importlib.import_module, however it was imported or aliased."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute | ast.Name | ast.alias):
+            named = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else node.name
+            if named == "import_module":
+                yield node.lineno
+
+
+def test_every_package_has_its_layer() -> None:
+    """A new package is given its rank, rather than taking the top level's unseen."""
+    folders = {_module_name(path.parent / "__init__.py") for path in _modules() if path.parent != PACKAGE}
+    unranked = sorted(folder for folder in folders if _layer(folder) == "tpuctl")
+    assert not unranked, f"name each package's layer in LAYERS: {unranked}"
+
+
+def test_imports_go_only_downward() -> None:
+    """Issue 22: each package imports only lower layers (lazy and TYPE_CHECKING imports included)."""
+    offenses = sorted(o for module, imported in _graph().items() for name in imported if (o := _offense(module, name)))
+    assert not offenses, "imports against the layers (LAYERS above):\n" + "\n".join(offenses)
+
+
+def test_no_import_cycles() -> None:
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_backends_are_loaded_by_name_only_through_the_registry() -> None:
+    """The one way up: launch/registry.py names each backend's runner module; importlib loads it, as plugins are."""
+    from tpuctl.launch.registry import BACKENDS
+
+    strays = [name for name in BACKENDS.values() if not name.startswith("tpuctl.backends.") or name not in _module_paths()]
+    assert not strays, f"not a module under tpuctl/backends/: {strays}"
+    elsewhere = [
+        f"{_rel(path)}:{line}"
+        for path in _modules()
+        if not _rel(path).startswith(LOADS_BY_NAME)
+        for line in _loads_by_name(_tree(path))
+    ]
+    assert not elsewhere, f"import modules, or load backends through tpuctl/launch/registry.py: {elsewhere}"
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    crowded = {_rel(folder): n for folder in {p.parent for p in _modules()} if (n := len(list(folder.glob("*.py")))) > MAX_FOLDER_MODULES}
+    assert not crowded, f"split these folders by job (at most {MAX_FOLDER_MODULES} modules each): {crowded}"
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "offense"),
+    [
+        ("tpuctl.errors", "import tpuctl.cli.auth", "tpuctl.errors -> tpuctl.cli.auth (rank 0 -> 8)"),
+        ("tpuctl.cloud.iam", "def f():\n    from tpuctl.runs import folder", "tpuctl.cloud.iam -> tpuctl.runs.folder (rank 1 -> 1)"),
+        (
+            "tpuctl.launch.console.logs",
+            "if TYPE_CHECKING:\n    from tpuctl.launch.job import Job",
+            "tpuctl.launch.console.logs -> tpuctl.launch.job (rank 4 -> 5)",
+        ),
+        ("tpuctl.launch.job", "from ..backends.ssh import runner", "tpuctl.launch.job -> tpuctl.backends.ssh.runner (rank 5 -> 7)"),
+        ("tpuctl.backends.vertex.runner", "from tpuctl.backends import ssh", "tpuctl.backends.vertex.runner -> tpuctl.backends.ssh (rank 7 -> 7)"),
+        (
+            "tpuctl.launch.job",
+            "from tpuctl.runtime import strategies",
+            "tpuctl.launch.job -> tpuctl.runtime.strategies (rank 5 -> 3: only workers load the runtime)",
+        ),
+        ("tpuctl.launch.job", "from tpuctl.launch import backend\nfrom tpuctl.launch.console import logs\nimport tpuctl.errors", None),
+        ("tpuctl.backends.ssh.runner", "from tpuctl.backends.ssh import agent\nfrom . import wire", None),
+    ],
+)
+def test_the_layer_walk_sees_every_way_to_import(module: str, source: str, offense: str | None) -> None:
+    """The walk above must not pass by a spelling it was not written for, nor refuse what the layers allow."""
+    found = [o for name in _imports(module, False, ast.parse(source)) if (o := _offense(module, name))]
+    assert found == ([offense] if offense else [])
+
+
+def test_the_cycle_search_finds_every_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d", "a"}, "f": {"a"}}
+    assert sorted(len(c.split(" -> ")) for c in _cycles(graph)) == [3, 4]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["import importlib\nimportlib.import_module('x')", "from importlib import import_module", "import importlib as il\nil.import_module('x')"],
+)
+def test_the_load_walk_sees_every_spelling(source: str) -> None:
+    assert list(_loads_by_name(ast.parse(source)))
