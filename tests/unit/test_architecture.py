@@ -206,7 +206,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "tpuctl.launch.console": (4, "what a launch shows: log lines, TensorFlow's noise, side tails, tracebacks"),
     "tpuctl.launch": (5, "the launch flow: the job, its options, the backend contract, the outcome"),
     "tpuctl.launch.process": (6, "the process engine: plans, the supervisor, ports, progress, stacks"),
-    "tpuctl.launch.follow": (6, "the follow engine: a launch's workers followed wherever they run"),
+    "tpuctl.launch.follow": (6, "the job engine: a job submitted to a cluster, followed to its end"),
     "tpuctl.backends": (7, "one package per backend (local, ssh, kubernetes, vertex); backends never import each other"),
     "tpuctl.cli": (8, "the CLI: parses flags, calls the core, renders"),
     "tpuctl.__main__": (9, "`python -m tpuctl`: the CLI's entry"),

@@ -67,7 +67,7 @@ class SshBackend(Backend):
         node_down: Callable[[], str | None] | None = None,
     ) -> None:
         """hosts_again: for the hosts of a TPU slice, waits until they can run workers again after a
-        preemption and returns them as they are then (ssh_launch.TpuSlice.hosts_again).
+        preemption and returns them as they are then (runner.TpuSlice.hosts_again).
         node_down: for a TPU slice, the node's condition when it is not READY now (TpuSlice.down)."""
         self.entries = list(entries)
         self.hosts_again = hosts_again

@@ -26,7 +26,7 @@ from tpuctl.launch.process import stacks
 from tpuctl.launch.process.attempt import Wiring, preempted, run_attempt
 from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.events import Inbox, StacksRequested
-from tpuctl.runs import registry as run_registry
+from tpuctl.runs import registry
 from tpuctl.runs.folder import RunFolder
 
 
@@ -109,7 +109,7 @@ class Supervisor:
         """SIGQUIT (Ctrl-\\, `tpuctl stacks`) shows every worker's stacks; the run is registered for `tpuctl stacks` meanwhile."""
         previous = signal.signal(signal.SIGQUIT, lambda signum, frame: self._inbox.put(StacksRequested()))
         try:
-            with run_registry.registered(run_id, self.log_dir):
+            with registry.registered(run_id, self.log_dir):
                 yield
         finally:
             signal.signal(signal.SIGQUIT, previous)
