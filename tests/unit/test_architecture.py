@@ -124,6 +124,7 @@ _OWN_START = {
     "tpuctl/reaper.py": "the reaper itself: run() and spawn()",
     "tpuctl/backends/local/processes.py": "workers: their runtime puts each under a reaper whose lifeline tpuctl holds",
     "tpuctl/backends/ssh/session.py": "ssh clients: SIGCONT as parent-death signal, so a stopped one wakes and ends when tpuctl dies",
+    "tpuctl/runs/detach.py": "a detached run's supervisor (os.fork twice): it stops its workers as an attached launch does, and they die with it",
     "tpuctl/backends/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
 }
 _STARTS = {

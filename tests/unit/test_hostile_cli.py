@@ -513,13 +513,14 @@ def test_a_group_without_its_subcommand_prints_its_help(home: Path) -> None:
     assert result.err.startswith("Usage: tpuctl config [OPTIONS] COMMAND [ARGS]...") and "show" in result.err, result.err
 
 
-# --- state files tpuctl finds on its own: the registry of running launches ---------------------
+# --- state files tpuctl finds on its own: the records of runs ---------------------------------
 
 
-def test_records_of_running_launches_that_are_no_small_files_are_passed_over(home: Path) -> None:
+def test_run_records_that_are_no_small_files_are_passed_over(home: Path) -> None:
     """`tpuctl stacks` reads every record in the state folder: a FIFO there must not block it, /dev/zero or a
-    huge file must not fill its memory; none of them is a launch (issue 29: state files are bounded reads too)."""
-    registry = home / "state" / "tpuctl" / "running"
+    huge file must not fill its memory; none of them is a run (issue 29: state files are bounded reads too),
+    and they are passed over with one warning line (issue 23)."""
+    registry = home / "state" / "tpuctl" / "records"
     registry.mkdir(parents=True, mode=0o700)
     os.mkfifo(registry / "fifo.json")
     (registry / "zero.json").symlink_to("/dev/zero")
@@ -529,4 +530,6 @@ def test_records_of_running_launches_that_are_no_small_files_are_passed_over(hom
         result = invoke(args)
         assert result.crash is None and "Traceback" not in result.err, result.explain(args)
         assert (result.code, result.out) == ((0, "") if "--list" in args else (1, "")), result.explain(args)
-        assert args == ["stacks", "--list"] or (result.one_line_error and "no running launch" in result.err), result.explain(args)
+        warnings = [line for line in result.err.splitlines() if line.startswith("tpuctl: warning: skipped a run record")]
+        assert len(warnings) == 1 and "(in " in warnings[0], result.explain(args)
+        assert args == ["stacks", "--list"] or (result.err.count("Error:") == 1 and "no run of yours is running" in result.err), result.explain(args)

@@ -226,11 +226,3 @@ def test_a_stream_that_fails_says_why(launch: Launch) -> None:
     job = Script([_running(run), DONE], streams={run: Stream(b"", why="could not follow the log of pod pod-0: forbidden")})
     assert JobFollower(job, launch.context).run().exit_code == 0
     assert "could not follow the log of pod pod-0: forbidden" in launch.notices
-
-
-def test_detach_returns_once_the_job_exists(launch: Launch) -> None:
-    job = Script([RUNNING])
-    outcome = JobFollower(job, launch.context).run(detach=True)
-    assert outcome.exit_code == 0 and outcome.job is not None and outcome.job.ended_as == "detached"
-    assert job.described == 0 and job.reads == 0
-    assert launch.folder.attempt_dir(1).is_dir()

@@ -132,7 +132,7 @@ def test_what_vertex_cannot_run_is_one_line_and_exit_2(args: list[str], message:
     assert len(result.stderr.strip().splitlines()) <= 2 and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("flag", [["--region", "us-central1"], ["--staging-bucket", "gs://b/p"], ["--detach"], ["--service-account", "a@b.iam.gserviceaccount.com"]])
+@pytest.mark.parametrize("flag", [["--region", "us-central1"], ["--staging-bucket", "gs://b/p"], ["--service-account", "a@b.iam.gserviceaccount.com"]])
 def test_vertex_options_elsewhere_are_refused(flag: list[str]) -> None:
     result = run_tpuctl("launch", EXAMPLE, *flag, "--dry-run", env=OFFLINE)
     assert result.returncode == 2

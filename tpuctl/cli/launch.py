@@ -6,6 +6,7 @@ import difflib
 import json
 import os
 import sys
+from collections.abc import Callable
 
 import click
 from click.core import ParameterSource
@@ -114,16 +115,36 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
         request = dry_run_request(prepared)
         click.echo(json.dumps(request.to_json(), indent=2) if prepared.options.as_json else request.render())
         return
+    if prepared.options.detach:
+        _detach(prepared)
+        return
     sys.exit(_run(prepared))
 
 
-def _run(prepared: Launch) -> int:
+def _run(prepared: Launch, started: Callable[[], None] | None = None) -> int:
     as_json = prepared.options.as_json
     say = lambda line: click.echo(f"tpuctl: {line}", err=True)  # noqa: E731
-    outcome = execute(prepared, sys.stderr if as_json else sys.stdout, say)
+    outcome = execute(prepared, sys.stderr if as_json else sys.stdout, say, detached=started is not None, started=started)
     if as_json:
         click.echo(json.dumps(outcome.to_json(backend=prepared.runner.name, run_id=prepared.run_id, log_dir=prepared.log_dir)))
     else:
         job = prepared.job
         summarise(outcome, tasks(job.workers, job.ps if job.parameter_server else None), prepared.log_dir, say, lambda line: click.echo(line, err=True))
     return outcome.exit_code
+
+
+def _detach(prepared: Launch) -> None:
+    """The run goes on in a process of its own, whose console is the run's console file; say where, and how to reach it."""
+    from tpuctl.runs import detach
+    from tpuctl.runs.folder import RunFolder
+
+    folder = RunFolder(prepared.log_dir.absolute())
+    pid = detach.start(lambda ready: _run(prepared, started=lambda: ready(folder.console_log)))
+    run = prepared.run_id
+    if prepared.options.as_json:
+        state = {"run_id": run, "backend": prepared.runner.name, "state": "running", "pid": pid, "log_dir": str(folder.path)}
+        click.echo(json.dumps({**state, "console": str(folder.console_log)}))
+        return
+    click.echo(run)
+    click.echo(f"tpuctl: {run} runs detached (pid {pid}); its console: {folder.console_log}", err=True)
+    click.echo(f"tpuctl: follow it: tpuctl attach {run}; its workers: tpuctl logs {run} -f; stop it: tpuctl stop {run}", err=True)

@@ -20,10 +20,18 @@ def stacks(run_id: str | None, wait_s: float, list_runs: bool) -> None:
     The launch keeps running. It prints the same view on its own console, and keeps
     the full dumps in its log folder. Sending SIGQUIT (Ctrl-\\) to `tpuctl launch` does the same.
     """
-    from tpuctl.runs import registry
+    from tpuctl.runs import records
+    from tpuctl.runs import stacks as stacks_request
+
+    def warn(line: str) -> None:
+        click.echo(f"tpuctl: {line}", err=True)
 
     if list_runs:
-        for entry in registry.running():
-            click.echo(f"{entry.run_id}  pid {entry.pid}  logs {entry.log_dir}")
+        for record in records.read_all(warn):
+            if record.state == records.RUNNING and record.answers_stacks:
+                click.echo(f"{record.run_id}  pid {record.pid}  logs {record.log_dir}")
         return
-    click.echo(registry.request_stacks(registry.find(run_id), wait_s), nl=False)
+    record, chosen = records.find(run_id, warn, running=True)
+    if chosen is not None:
+        warn(chosen)
+    click.echo(stacks_request.request(record, wait_s), nl=False)

@@ -25,6 +25,7 @@ from tpuctl.errors import TpuctlError
 from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
+from tpuctl.runs.records import RunRecord
 
 
 class Request(Protocol):
@@ -45,6 +46,7 @@ class RunContext:
     colour: bool
     tail_view: bool = False  # --tail: the model dir's scalars beside the logs
     verbose: bool = False  # --verbose: TensorFlow's start-up log lines on the console too
+    record: RunRecord | None = None  # the run's record (tpuctl/runs/records.py), where the supervisor says what it answers
 
 
 class BackendOptions:

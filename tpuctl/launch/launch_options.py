@@ -43,6 +43,13 @@ class LaunchOptions:
         help="Where workers run: processes here, hosts over SSH, a Kubernetes TFJob/JobSet (--dry-run prints its YAML), "
         "or a Vertex AI CustomJob (--dry-run prints its body).",
     )
+    detach: bool = option(
+        "--detach",
+        is_flag=True,
+        default=False,
+        help="Return at once and let the run go on in a process of its own, whatever becomes of this terminal "
+        "(tpuctl runs, logs, attach, stop; docs/runs.md).",
+    )
 
 
 # The options tpuctl.toml / the user config file may set under [launch], with their TOML types, each

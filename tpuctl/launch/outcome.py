@@ -43,7 +43,7 @@ class JobRef:
     delete_command: str
     message: str = ""  # the controller's last word on the job
     deleted: bool = False
-    ended_as: str = ""  # how tpuctl left it where that is not deleted / left running: "cancelled", "detached"
+    ended_as: str = ""  # how tpuctl left it where that is not deleted / left running: "cancelled"
     unit: str = "pod"  # what runs one worker there: a pod, a Vertex replica
     note: str = ""  # how to look at it later, where it costs nothing to keep (a Vertex job's record)
 
@@ -134,9 +134,6 @@ def summarise(outcome: Outcome, subject: str, log_dir: Path, say: Callable[[str]
     if outcome.interrupted:
         stopped = "all workers stopped" if job is None else f"{subject} {job.ended_as or ('deleted' if job.deleted else 'left running')}"
         say(f"interrupted; {stopped} (exit {outcome.exit_code}); logs: {log_dir}")
-        return
-    if job is not None and job.ended_as == "detached":
-        say(f"{subject} submitted and left running (--detach); follow it with: {job.note}; stop it with: {job.delete_command}")
         return
     if outcome.exit_code == 0:
         done = f"succeeded after {outcome.elapsed_s:.1f}s" if job else f"finished in {outcome.elapsed_s:.1f}s (attempt {outcome.attempts}{after})"

@@ -6,6 +6,8 @@ stacks`, run history, timelines, profiles) reads one shape:
     LOG_DIR/run.json                         the launch that claimed the folder, locked while it runs
     LOG_DIR/outcome.json                     how the run ended (`tpuctl launch --json`'s schema)
     LOG_DIR/stacks.txt                       the newest stacks view (`tpuctl stacks` waits for it)
+    LOG_DIR/console.log                      a detached run's console (`tpuctl attach` follows it)
+    LOG_DIR/stop-requested                   `tpuctl stop` asked the run to stop (a job backend then deletes its job)
     LOG_DIR/attempt-N/                       one folder per attempt (a Kubernetes container restart is one)
     LOG_DIR/attempt-N/plan.json              the attempt's processes (process backends)
     LOG_DIR/attempt-N/manifest.yaml          what a Kubernetes launch applied
@@ -17,16 +19,21 @@ The folders are private (0700): plans, manifests and logs may hold --env values.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tpuctl.errors import TpuctlError
-from tpuctl.private_files import private_dir
+from tpuctl.inputs import read_small_bytes
+from tpuctl.private_files import hold_new, is_held, private_dir
 
 RUN_FILE = "run.json"
 OUTCOME_FILE = "outcome.json"
 STACKS_VIEW = "stacks.txt"
+CONSOLE_LOG = "console.log"
+STOP_REQUEST = "stop-requested"
 _WRITABLE_HINT = "pass a --log-dir that tpuctl can write"
 
 
@@ -79,6 +86,61 @@ class RunFolder:
         while (self.attempt_dir(attempt) / f"stacks-{number}").exists():
             number += 1
         return private_dir(self.attempt_dir(attempt) / f"stacks-{number}")
+
+    @property
+    def console_log(self) -> Path:
+        """A detached run's console: what an attached launch prints on the terminal (`tpuctl attach` follows it)."""
+        return self.path / CONSOLE_LOG
+
+    @property
+    def stop_request(self) -> Path:
+        """Made by `tpuctl stop` before it signals the run: a stop asked for, not a lost terminal or a shutdown."""
+        return self.path / STOP_REQUEST
+
+    def claim(self, run_id: str) -> int:
+        """Make the folder this run's alone, or refuse in one line; the descriptor holds the claim.
+
+        One folder, one run: a second launch into the same folder (at once, or after the
+        first ended) would interleave or replace its logs and outcome. The folder must be
+        this user's and closed to other users' writes (a planted symlink would be followed
+        otherwise); run.json, created only if absent (O_EXCL) and locked while the run goes
+        on, decides a race and tells a running run from a finished one (`is_running`).
+        """
+        hint = "pass a --log-dir of your own that other users cannot write"
+        try:
+            private_dir(self.path, tighten=False, hint=hint)  # new folders 0700; a folder the user made keeps its mode
+            earlier = self.earlier()
+            if not earlier:
+                record = {"run_id": run_id, "pid": os.getpid(), "started": time.time()}
+                return hold_new(self.run_file, json.dumps(record) + "\n")
+        except FileExistsError:
+            earlier = [RUN_FILE]
+        except OSError as err:
+            raise TpuctlError(f"cannot create log dir {self.path}: {err.strerror or err}", hint=hint) from None
+        raise self._taken(earlier[0])
+
+    def is_running(self) -> bool:
+        """True while the run that claimed the folder goes on (its process holds run.json's lock), on this machine."""
+        try:
+            return is_held(self.run_file)
+        except OSError:
+            return False
+
+    def _taken(self, found: str) -> TpuctlError:
+        fresh = "pass a new --log-dir (or leave it out: each launch then gets its own folder)"
+        if found == RUN_FILE and self.is_running():
+            return TpuctlError(f"--log-dir {self.path} is in use by a running launch ({self._claimed_by()})", hint=fresh)
+        return TpuctlError(
+            f"--log-dir {self.path} already holds a launch ({self._claimed_by() or found})", hint=f"{fresh}, or remove {self.path} first"
+        )
+
+    def _claimed_by(self) -> str:
+        """`RUN_ID, pid N` from a claimed folder's run.json, or "" where it cannot be read."""
+        try:
+            raw = json.loads(read_small_bytes(self.run_file, "run record", limit=4096) or b"")
+            return f"{raw['run_id']}, pid {int(raw['pid'])}"
+        except (TpuctlError, ValueError, KeyError, TypeError):
+            return ""
 
     @staticmethod
     def _attempt_name(attempt: int) -> str:

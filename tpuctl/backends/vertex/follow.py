@@ -4,7 +4,7 @@ Log lines come from Cloud Logging (entries:list, filtered by the job's id) and
 are tagged by replica as local worker lines are (`[chief:0]`, `[worker:1]`),
 saved per replica in the run folder's first attempt (tpuctl/runs/folder.py), and folded of TensorFlow's start-up
 chatter as elsewhere. Ctrl-C (or SIGTERM) cancels the job and waits a little
-for Vertex to say so; `--detach` returns once the job exists.
+for Vertex to say so.
 
 This module is the cluster's part (VertexScheduler); polling, the tagged and saved
 lines, draining, signals and the Outcome are the job engine's (tpuctl/launch/follow/).
@@ -153,6 +153,6 @@ class VertexRun:
         self.poll_s = poll_s
         self.fold = Fold(context.verbose)  # the runner says its note at the end
 
-    def run(self, body: dict[str, Any], detach: bool) -> Outcome:
+    def run(self, body: dict[str, Any]) -> Outcome:
         scheduler = VertexScheduler(self.jobs, self.new_logs, body, self.region, notice=self.context.notice, poll_s=self.poll_s)
-        return JobFollower(scheduler, self.context, self.fold).run(detach=detach)
+        return JobFollower(scheduler, self.context, self.fold).run()

@@ -57,7 +57,6 @@ class Options(BackendOptions):
     machine_type: str | None = option(
         "--machine-type", metavar="TYPE", help="Vertex machine type for CPU or GPU replicas.  [default: from --accelerator, else n1-standard-4]"
     )
-    detach: bool = option("--detach", is_flag=True, default=False, help="Return once the Vertex job is submitted; it runs on.")
     project: str | None = shared_options.project()
     image: str | None = shared_options.image()
     job_name: str | None = shared_options.job_name()
@@ -214,7 +213,7 @@ class VertexRunner(Runner):
         logging_endpoint = resolved.require("logging-endpoint")
         jobs = VertexJobs(identity, endpoint, project, region)
         run = VertexRun(jobs, lambda name: JobLogs(identity, logging_endpoint, project, name), context, region, poll_s)
-        outcome = run.run(body, self.options.detach)
+        outcome = run.run(body)
         folded = run.fold.note()
         if folded is not None:
             context.notice(folded)

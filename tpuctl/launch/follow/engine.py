@@ -41,7 +41,8 @@ class JobFollower:
         self.notice = context.notice
         # TensorFlow's start-up lines (tf_noise.py); whoever made the launch says the Fold's note at its end.
         self.fold = fold if fold is not None else Fold(context.verbose)
-        self.sinks = Sinks(RunFolder(context.log_dir), context.writer, colour=context.colour, fold=self.fold, workers=scheduler.workers)
+        self.folder = RunFolder(context.log_dir)
+        self.sinks = Sinks(self.folder, context.writer, colour=context.colour, fold=self.fold, workers=scheduler.workers)
         self.pumps: dict[ReplicaRun, Pump] = {}
         self.state = ""  # the job's state as last seen, and its label in notices
         self.label = ""
@@ -51,17 +52,14 @@ class JobFollower:
 
     # -- the whole run ---------------------------------------------------------------------------
 
-    def run(self, detach: bool = False) -> Outcome:
-        """Submit the job and follow it to its end; with `detach`, return once it exists."""
+    def run(self) -> Outcome:
+        """Submit the job and follow it to its end (a detached launch follows it from a process of its own)."""
         # A folder that cannot be written is bad input before anything is submitted, not a job left without logs.
         self.sinks.make_attempt(1)
         try:
             with signals.handled(signals.raise_stopped):
                 try:
-                    first = self.scheduler.submit()
-                    if detach:
-                        return self._outcome(0, ended_as="detached")
-                    return self._follow(first)
+                    return self._follow(self.scheduler.submit())
                 finally:
                     for pump in self.pumps.values():
                         pump.stop()
@@ -166,6 +164,11 @@ class JobFollower:
         job = outcome.job
         assert job is not None
         where = f"{job.kind} {job.name} (namespace {job.namespace})"
+        if self.folder.stop_request.exists():  # `tpuctl stop`: the user asked for the run to end, job and all
+            self.scheduler.cancel()
+            self.notice(f"stopped by tpuctl stop: deleted {where}")
+            job.deleted = True
+            return outcome
         if signum == signal.SIGINT and _interactive():
             import click
 

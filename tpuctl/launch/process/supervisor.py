@@ -26,8 +26,9 @@ from tpuctl.launch.process import stacks
 from tpuctl.launch.process.attempt import Wiring, preempted, run_attempt
 from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.events import Inbox, StacksRequested
-from tpuctl.runs import registry
+from tpuctl.runs import stacks as stacks_request
 from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.records import RunRecord
 
 
 class Supervisor:
@@ -40,8 +41,10 @@ class Supervisor:
         log_dir: Path,
         colour: bool,
         fold: Fold | None = None,
+        record: RunRecord | None = None,
     ) -> None:
         self.backend = backend
+        self.record = record  # the run's record, which says while SIGQUIT shows the stacks (tpuctl stacks)
         self.notice = notice
         self.log_dir = log_dir
         self.notes: list[str] = []  # what went wrong beside the workers (a log that could not be written)
@@ -63,7 +66,7 @@ class Supervisor:
         one of --max-preemptions, any other failure one of --max-restarts."""
         started = time.monotonic()
         restarts = preemptions = 0
-        with signals.handled(self._on_signal), self._stacks_on_request(run_id):
+        with signals.handled(self._on_signal), self._stacks_on_request():
             attempt = 0
             while True:
                 attempt += 1
@@ -105,11 +108,11 @@ class Supervisor:
         self._inbox.signalled(signum)
 
     @contextlib.contextmanager
-    def _stacks_on_request(self, run_id: str) -> Iterator[None]:
-        """SIGQUIT (Ctrl-\\, `tpuctl stacks`) shows every worker's stacks; the run is registered for `tpuctl stacks` meanwhile."""
+    def _stacks_on_request(self) -> Iterator[None]:
+        """SIGQUIT (Ctrl-\\, `tpuctl stacks`) shows every worker's stacks; the run's record says so meanwhile."""
         previous = signal.signal(signal.SIGQUIT, lambda signum, frame: self._inbox.put(StacksRequested()))
         try:
-            with registry.registered(run_id, self.log_dir):
+            with stacks_request.answering(self.record) if self.record is not None else contextlib.nullcontext():
                 yield
         finally:
             signal.signal(signal.SIGQUIT, previous)

@@ -1,0 +1,78 @@
+"""Asking a running run for every worker's stacks (`tpuctl stacks`): SIGQUIT to its supervisor, then the view it writes.
+
+Only a run whose supervisor has its SIGQUIT handler in place is signalled (the record says so
+while it is: `answering`); a SIGQUIT to any other tpuctl would end it with a core dump. The
+record is trusted only while the run holds its folder's lock (records.live_state): a launch
+that died leaves a record nobody holds, whatever process has its pid now, and that process is
+never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs import read_small_bytes
+from tpuctl.runs import records
+from tpuctl.runs.records import RunRecord
+
+DEFAULT_WAIT_S = 30.0  # py-spy on every worker, over ssh, takes seconds
+
+
+@contextlib.contextmanager
+def answering(record: RunRecord) -> Iterator[None]:
+    """While the block runs, the run's record says its SIGQUIT shows the stacks. A record that cannot be
+    written costs only `tpuctl stacks` (SIGQUIT to the launch still works), never the launch."""
+    with contextlib.suppress(OSError):
+        records.write(replace(record, answers_stacks=True))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            records.write(replace(record, answers_stacks=False))
+
+
+def request(record: RunRecord, wait_s: float = DEFAULT_WAIT_S) -> str:
+    """SIGQUIT the run's supervisor and return the view it writes (the same it prints on its own console)."""
+    if record.state != records.RUNNING:
+        raise TpuctlError(f"run {record.run_id} is not running ({record.state})", hint="`tpuctl runs` lists the running ones", exit_code=FAILED)
+    if not record.answers_stacks:
+        raise TpuctlError(
+            f"run {record.run_id} ({record.backend}) has no stacks to show",
+            hint="stacks are taken from local and ssh workers while they run",
+            exit_code=FAILED,
+        )
+    view = record.folder.stacks_view
+    before = _stamp(view)
+    try:
+        if not record.folder.is_running():  # ended since it was found: its pid may be another process's by now
+            raise ProcessLookupError(errno.ESRCH, "the launch has ended")
+        os.kill(record.pid, signal.SIGQUIT)
+    except OSError as err:
+        raise TpuctlError(f"cannot signal launch {record.run_id} (pid {record.pid}): {err.strerror}", exit_code=FAILED) from None
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if _stamp(view) not in (before, None):
+            time.sleep(0.1)  # the view is written in one go; let a slow disk finish it
+            try:  # a bounded read of a regular file, as every read of tpuctl's (a FIFO there would block)
+                data = read_small_bytes(view, "stacks view", exit_code=FAILED)
+            except TpuctlError:
+                continue
+            if data is not None:
+                return data.decode("utf-8", "replace")
+    raise TpuctlError(f"launch {record.run_id} wrote no stacks within {wait_s:g}s", hint=f"its log folder: {record.log_dir}", exit_code=FAILED)
+
+
+def _stamp(path: os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_ino
