@@ -7,6 +7,7 @@ are fakes too, except where the process group is the point.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -20,6 +21,9 @@ from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
 from tpuctl.cloud import babysit
 from tpuctl.cloud.babysit import Command, Watch
 from tpuctl.errors import TpuctlError
+from tpuctl.runs import records
+from tpuctl.runs.recorded import Recorded
+from tpuctl.runs.records import RunRecord
 
 
 @pytest.fixture(autouse=True)
@@ -207,3 +211,44 @@ def test_an_api_that_keeps_failing_stops_the_command_before_the_error_leaves(tmp
 
 def _failing(zone: str, name: str) -> None:
     raise TpuctlError("permission denied on projects/p (tpu.nodes.get)")
+
+
+# ---- babysitting kept as a run: its folder, its record, --detach -----------------------------------
+
+
+def test_the_loop_is_kept_as_a_run_its_record_saying_running_then_how_it_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for code, state in ((0, records.SUCCEEDED), (3, records.FAILED_STATE), (babysit.INTERRUPTED, records.STOPPED)):
+        kept = Recorded.new("babysit", "babysit-my-tpu", "sh -c 'exit 3'", job="my-tpu")
+        seen: list[RunRecord] = []
+        assert kept.run(functools.partial(_seen_running, kept, seen, code), _no_warning) == code
+        (during,) = seen
+        assert (during.state, during.backend, during.job, during.pid, during.detached) == (records.RUNNING, "babysit", "my-tpu", os.getpid(), False)
+        assert during.log_dir == str(tmp_path / "state" / "tpuctl" / "runs" / kept.run_id) and kept.run_id.split("-")[2:4] == ["babysit", "my"]
+        after = records.find(kept.run_id, _no_warning)[0]
+        assert (after.state, after.exit_code, after.script) == (state, code, "sh -c 'exit 3'") and after.ended is not None
+        assert not kept.folder.is_running()
+
+
+def _seen_running(kept: Recorded, seen: list[RunRecord], code: int) -> int:
+    """The loop's stand-in: what the record says while it runs, then the exit status it is given."""
+    seen.append(records.find(kept.run_id, _no_warning)[0])
+    return code
+
+
+def test_an_error_in_the_loop_is_recorded_as_failed_and_still_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    kept = Recorded.new("babysit", "babysit-my-tpu", "", job="my-tpu")
+    with pytest.raises(TpuctlError, match="permission denied") as raised:
+        kept.run(_failing_loop, _no_warning)
+    record = records.find(kept.run_id, _no_warning)[0]
+    assert (record.state, record.exit_code) == (records.FAILED_STATE, raised.value.exit_code)
+    assert not kept.folder.is_running()
+
+
+def _failing_loop() -> int:
+    raise TpuctlError("permission denied on projects/p (tpu.nodes.get)", exit_code=1)
+
+
+def _no_warning(line: str) -> None:
+    raise AssertionError(line)

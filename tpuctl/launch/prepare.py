@@ -8,9 +8,6 @@ them, and lets the Runner shape the Job.
 
 from __future__ import annotations
 
-import os
-import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +20,7 @@ from tpuctl.launch.backend import BackendOptions, Request, Runner, refuse_unsupp
 from tpuctl.launch.job import Job, check_strategy_options
 from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.registry import BACKENDS, backend_module
+from tpuctl.runs.naming import default_log_dir, run_id
 
 
 @dataclass(frozen=True)
@@ -36,11 +34,7 @@ class Launch:
 
     @property
     def log_dir(self) -> Path:
-        if self.options.log_dir:
-            return Path(self.options.log_dir)
-        from platformdirs import user_state_path
-
-        return user_state_path("tpuctl") / "runs" / self.run_id
+        return Path(self.options.log_dir) if self.options.log_dir else default_log_dir(self.run_id)
 
 
 def check_rehearsal(job: Job, backend: str) -> None:
@@ -62,11 +56,6 @@ def check_rehearsal(job: Job, backend: str) -> None:
             f"--rehearse runs one local process with the TPU's replicas on virtual CPUs; it does not combine with {clash}",
             hint="a multi-host slice is rehearsed in the same one process (docs/rehearse.md)",
         )
-
-
-def run_id(script: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(script).stem) or "run"
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-{os.urandom(2).hex()}"
 
 
 def _choose_backend(named: str, params: Mapping[str, Any], given: frozenset[str]) -> str:
