@@ -229,6 +229,7 @@ def test_the_script_receives_debug_after_the_double_dash(home: Path) -> None:
 # argument or is added as one option.
 BASES: dict[str, list[str]] = {
     "accelerators": ["accelerators"],
+    "attach": ["attach", "missing-run"],
     "auth": ["auth", "--dry-run"],
     "babysit": ["babysit", "missing-node", "--max-recreates", "0", "--", "true"],
     "config show": ["config", "show"],
@@ -240,7 +241,9 @@ BASES: dict[str, list[str]] = {
     "init": ["init", "--dry-run"],
     "launch": ["launch", "train.py", "--dry-run"],
     "list": ["list"],
+    "logs": ["logs", "missing-run"],
     "recreate": ["recreate", "missing-node"],
+    "runs": ["runs"],
     "runtimes": ["runtimes"],
     "ssh": ["ssh", "missing-node", "--", "true"],
     "stacks": ["stacks", "missing-run", "--wait", "1"],

@@ -26,6 +26,7 @@ from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "auth": ("tpuctl.cli.auth", "auth", "Check credentials; give the TPU service identity the roles a job needs."),
     "accelerators": ("tpuctl.cli.node_info", "accelerators", "List the TPU accelerator types a zone offers."),
+    "attach": ("tpuctl.cli.runs", "attach", "Follow a detached run's console to its end; Ctrl-C detaches, the run goes on."),
     "babysit": ("tpuctl.cli.babysit", "babysit", "Watch a TPU VM; recreate it when preempted and rerun a command."),
     "config": ("tpuctl.cli.config_cmd", "config_group", "Show every setting and where its value came from."),
     "connect": ("tpuctl.cli.devices", "connect", "Print the Python that reaches a TPU here, in Colab, at grpc://, or by name."),
@@ -36,12 +37,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": ("tpuctl.cli.init", "init", "Choose project, zone, accelerator and runtime once; checked with the API."),
     "launch": ("tpuctl.cli.launch", "launch", "Run a training script as N workers under a distribution strategy."),
     "list": ("tpuctl.cli.node_info", "list_nodes", "List TPU VMs in a zone or in every zone."),
+    "logs": ("tpuctl.cli.runs", "logs", "Print a run's worker output, while it runs or after; -f follows it to the end."),
     "recreate": ("tpuctl.cli.node_ops", "recreate", "Create a TPU VM again from its saved spec."),
+    "runs": ("tpuctl.cli.runs", "runs", "List your runs, running and ended, every backend: state, exit status, logs."),
     "runtimes": ("tpuctl.cli.node_info", "runtimes", "List the TPU VM runtime versions a zone offers."),
     "ssh": ("tpuctl.cli.ssh_cmd", "ssh", "Run a command on every host of a TPU VM slice; free a stale TPU (--cleanup)."),
     "stacks": ("tpuctl.cli.stacks", "stacks", "Show every worker's Python stacks in a running launch, without stopping it."),
     "start": ("tpuctl.cli.node_ops", "start", "Start a stopped TPU VM."),
-    "stop": ("tpuctl.cli.node_ops", "stop", "Stop a TPU VM."),
+    "stop": ("tpuctl.cli.runs", "stop", "Stop a run of yours (RUN) and its workers or job; or a TPU VM (NAME)."),
     "tail": ("tpuctl.cli.tail", "tail", "Follow scalars and checkpoints as training writes them (local or gs://)."),
     "tf-config": ("tpuctl.cli.tf_config", "tf_config", "Print or check TF_CONFIG for every task of a cluster."),
 }

@@ -1,0 +1,191 @@
+"""`tpuctl runs | logs | stop | attach`: every run of yours, its workers' output, stopping it, following its console (docs/runs.md).
+
+RUN is a run id or a unique prefix of one; left out, the newest running run (and a line on
+stderr says which). The machinery is tpuctl/runs/ (records, reading, attaching, stopping);
+these commands parse, call it and render.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+import click
+
+from tpuctl import inputs
+from tpuctl.cli.cloud_options import project_options, zone_option
+from tpuctl.cli.display import age, print_table
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.runs import records
+from tpuctl.runs.records import RunRecord
+from tpuctl.seconds import Seconds
+
+_DAYS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?\Z")
+MAX_DAYS = 36500.0
+_HEADERS = ("RUN", "BACKEND", "SCRIPT", "STARTED", "DURATION", "STATE", "EXIT", "LOG DIR")
+
+
+def _say(line: str) -> None:
+    click.echo(f"tpuctl: {line}", err=True)
+
+
+def _find(run_id: str | None, *, running: bool) -> RunRecord:
+    record, chosen = records.find(run_id, _say, running=running)
+    if chosen is not None:
+        _say(chosen)
+    return record
+
+
+def _days(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    days = float(value.strip()) if _DAYS.match(value.strip()) else 0.0
+    if not 0 < days <= MAX_DAYS:
+        raise TpuctlError(f"--prune {inputs.shown(value)} is not a number of days", hint=f"a positive number such as 30 or 0.5, at most {MAX_DAYS:g}")
+    return days
+
+
+def _limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    return None if value is None else inputs.whole_number(value, "--limit", minimum=1, digits=6)
+
+
+@click.command("runs")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of the runs: every field of their records, and duration_s.")
+@click.option("--state", type=click.Choice(records.STATES), help="Only the runs in this state.")
+@click.option("--limit", metavar="N", callback=_limit, help="Only the newest N runs.")
+@click.option("--prune", "prune_days", metavar="DAYS", callback=_days, help="Remove the records of runs that ended more than DAYS ago.")
+def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float | None) -> None:
+    """List your runs, newest first: running and ended, every backend, launched attached or with --detach.
+
+    A run whose supervisor died without writing how it ended (SIGKILL, a power cut) shows `lost`.
+    --prune removes old records only (never a running run's); the runs' log folders stay.
+    """
+    if prune_days is not None:
+        if state is not None or limit is not None:
+            raise TpuctlError("--prune does not combine with --state or --limit", hint="prune first, then list", exit_code=USAGE)
+        removed = records.prune(prune_days, _say)
+        if as_json:
+            click.echo(json.dumps({"pruned": [record.run_id for record in removed]}))
+        else:
+            click.echo(f"removed the records of {len(removed)} run(s) that ended more than {prune_days:g} day(s) ago (their log folders stay)")
+        return
+    found = [record for record in records.read_all(_say) if state is None or record.state == state]
+    found = found[:limit] if limit is not None else found
+    now = time.time()
+    if as_json:
+        click.echo(json.dumps([{**record.to_json(), "duration_s": round(record.duration(now), 3)} for record in found], indent=2))
+        return
+    if not found:
+        _say("no runs" + (f" {state}" if state else "") + " (a launch adds one: tpuctl launch train.py --detach)")
+        return
+    with_job = any(record.job for record in found)
+    rows = [_row(record, now, with_job) for record in found]
+    print_table((*_HEADERS, "JOB") if with_job else _HEADERS, rows)
+
+
+def _row(record: RunRecord, now: float, with_job: bool) -> list[str]:
+    home = os.path.expanduser("~")
+    log_dir = "~" + record.log_dir[len(home) :] if home not in ("", "/") and record.log_dir.startswith(home + "/") else record.log_dir
+    exit_code = "-" if record.exit_code is None else str(record.exit_code)
+    row = [record.run_id, record.backend, record.script, f"{age(now - record.started)} ago", age(record.duration(now)), record.state, exit_code, log_dir]
+    return [*row, record.job or "-"] if with_job else row
+
+
+@click.command("logs")
+@click.argument("run_id", metavar="[RUN]", required=False)
+@click.option("--worker", metavar="N|TYPE:N", help="Only this worker: its index (1 is worker:1), or TYPE:N such as chief:0.")
+@click.option("-f", "--follow", is_flag=True, help="Follow: new lines, attempts and workers as they come, until the run ends.")
+def logs(run_id: str | None, worker: str | None, follow: bool) -> None:
+    """Print a run's worker output from its log folder, tagged as its console tags it, every attempt in order.
+
+    Works while the run goes on and after it ended, for every backend (a Vertex or Kubernetes
+    job's replicas are saved in the same layout). Each worker's lines come together, in the
+    cluster's order; with --follow, lines from then on come as they are written.
+    """
+    from tpuctl.launch.console import logs as console
+    from tpuctl.runs import reading
+
+    selected = reading.worker_name(worker) if worker is not None else None
+    record = _find(run_id, running=False)
+    colour = console.use_colour(sys.stdout)
+    shown = 0
+    for event in reading.lines(record.folder, _say, worker=selected, follow=follow):
+        if isinstance(event, reading.NewAttempt):
+            click.echo(f"--- attempt {event.number} ---")
+            continue
+        prefix = console.tag(event.log.worker, event.log.position, colour, host=event.log.host)
+        for text in console.display_lines(event.raw):
+            sys.stdout.write(f"{prefix} {text}".rstrip() + "\n")
+        shown += 1
+        if follow:
+            sys.stdout.flush()
+    if not shown:
+        _say(f"no worker output in {record.log_dir} (run {record.run_id}, {record.state})")
+
+
+@click.command("stop")
+@click.argument("target", metavar="[RUN|NAME]", required=False)
+@click.option("--wait", "wait_s", type=Seconds(), metavar="S", default=60.0, show_default=True, help="Seconds to wait for a run to stop.")
+@project_options
+@zone_option
+@click.pass_context
+def stop(ctx: click.Context, /, target: str | None, wait_s: float, **cloud: str | None) -> None:
+    """Stop a run of yours as Ctrl-C stops an attached launch, and wait until it has; or stop the TPU VM NAME.
+
+    RUN is a run id (they start with the launch's date) or a unique prefix; left out, the
+    newest running run. Every worker is stopped and the run ends `stopped`; a Vertex AI job is
+    cancelled, a Kubernetes job deleted. A run that already ended is left as it is (exit 0).
+    NAME, which starts with a letter as TPU VM names do, is a TPU VM: it is stopped (single-host
+    nodes) with --project, --zone and the credentials options; a stopped node is left as it is.
+    """
+    if target is not None and target[:1].isascii() and target[:1].isalpha():
+        from tpuctl.cli import node_ops
+
+        ctx.invoke(node_ops.stop, name=target, **cloud)
+        return
+    if any(value is not None for value in cloud.values()):
+        raise TpuctlError("--project, --zone and the credentials options are for a TPU VM NAME, not a run", exit_code=USAGE)
+    from tpuctl.runs import stopping
+
+    record = _find(target, running=True)
+    if record.state != records.RUNNING:
+        click.echo(f"run {record.run_id} already ended: {_how(record)}")
+        return
+    ended = stopping.stop(record, _say, _say, wait_s)
+    click.echo(f"run {ended.run_id} {_how(ended) if ended.state == records.STOPPED else f'ended: {_how(ended)}'}")
+
+
+def _how(record: RunRecord) -> str:
+    if record.state == records.LOST:
+        return "lost (its supervisor ended without writing how the run ended)"
+    return f"{record.state} (exit {record.exit_code})" if record.exit_code is not None else record.state
+
+
+@click.command("attach")
+@click.argument("run_id", metavar="[RUN]", required=False)
+def attach(run_id: str | None) -> None:
+    """Follow a detached run's console from its start, as if it had been launched attached; exit with its exit status.
+
+    Ctrl-C detaches and leaves the run running (`tpuctl stop RUN` stops it). A run that
+    already ended shows its whole console, summary included.
+    """
+    from tpuctl.runs import attaching
+
+    record = _find(run_id, running=True)
+    out = sys.stdout.buffer
+
+    def write(line: bytes) -> None:
+        out.write(line)
+        out.flush()
+
+    result = attaching.attach(record, write, _say)
+    ended = result.record
+    if result.detached:
+        _say(f"detached from {ended.run_id}; it runs on: tpuctl stop {ended.run_id} stops it")
+        sys.exit(130)
+    if ended.exit_code is None:
+        raise TpuctlError(f"run {ended.run_id} {_how(ended)}", hint=f"its workers' output: tpuctl logs {ended.run_id}", exit_code=FAILED)
+    sys.exit(ended.exit_code)

@@ -1,0 +1,152 @@
+"""A run's worker output from its folder (`tpuctl logs`): every attempt in order, every worker's log, followed if asked.
+
+The folder's layout is RunFolder's: `attempt-N/TYPE-INDEX[@HOST].log`, one file per worker
+and attempt, written by every backend (the job engine saves each replica's lines the same
+way). Workers come in the cluster's order (chief, workers, ps, evaluator, each by index),
+which is the order of the plan, so a worker's position (and so its colour) is the one the
+console gave it. A follower reads until the run's supervisor lets go of its folder
+(RunFolder.is_running), then reads what is left and ends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpuctl import cluster, inputs
+from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.tailing import Refused, Tail
+
+POLL_S = 0.25
+FOLLOW_BUDGET = 4 << 20  # bytes read from one log per visit while following: one fast writer cannot starve the rest
+_ATTEMPT = re.compile(r"attempt-([0-9]{1,6})\Z")
+_WORKER_FILE = re.compile(r"([a-z]+)-([0-9]{1,6})(?:@(.+))?\.log\Z")
+
+
+@dataclass(frozen=True)
+class WorkerLog:
+    attempt: int
+    worker: str  # `worker:1`, `chief:0`; a file that names no task (a pod's name) goes by its stem
+    host: str | None  # where workers run on several hosts, the host the file name gives
+    position: int  # the worker's place in the cluster's order: the console's colour
+    path: Path
+
+
+@dataclass(frozen=True)
+class NewAttempt:
+    """Attempt `number` (2 or more) begins: a line between attempts."""
+
+    number: int
+
+
+@dataclass(frozen=True)
+class Line:
+    log: WorkerLog
+    raw: bytes  # as the worker printed it, without its newline
+
+
+def worker_name(text: str) -> str:
+    """`--worker`: `N` is worker N (`worker:N`), `TYPE:N` a task of another type (`chief:0`, `ps:1`)."""
+    inputs.check_text(text, "--worker")
+    if ":" not in text:
+        return f"worker:{inputs.whole_number(text, '--worker', digits=6, hint='a worker index such as 1, or TYPE:N such as chief:0')}"
+    try:
+        task = cluster.parse_task(text)
+    except ValueError as err:
+        raise TpuctlError(f"--worker {inputs.shown(text)}: {err}", hint="a worker index such as 1, or TYPE:N such as chief:0", exit_code=USAGE) from None
+    return f"{task.type}:{task.index}"
+
+
+def lines(folder: RunFolder, warn: Callable[[str], None], *, worker: str | None = None, follow: bool = False) -> Iterator[NewAttempt | Line]:
+    """The run's worker lines, attempt by attempt and worker by worker; with `follow`, as they come until the run ends.
+
+    A file that is no log (Refused) is passed over with one warning. TpuctlError (exit 1) when
+    `worker` printed nothing in any attempt."""
+    tails: dict[Path, Tail] = {}
+    done: set[Path] = set()
+    seen_attempts: set[int] = set()
+    others: dict[str, None] = {}  # every worker with a log, in order: named when `worker` has none
+    found = False
+    try:
+        while True:
+            running = follow and folder.is_running()  # asked before the pass: the pass after the end reads the rest
+            more = False
+            numbers = attempts(folder)
+            for number in numbers:
+                if number not in seen_attempts:
+                    seen_attempts.add(number)
+                    if number > 1:
+                        yield NewAttempt(number)
+                finished = not running or number != numbers[-1]  # an older attempt's workers have all ended
+                for log in worker_logs(folder, number):
+                    others.setdefault(log.worker)
+                    if (worker is not None and log.worker != worker) or log.path in done:
+                        continue
+                    found = True
+                    tail = tails.setdefault(log.path, Tail(log.path))
+                    kept = yield from _read(tail, log, finished, FOLLOW_BUDGET if running else None, warn)
+                    more = more or not tail.at_end
+                    if not kept or (finished and tail.at_end):
+                        tail.close()
+                        done.add(log.path)
+                        del tails[log.path]
+            if not running:
+                break
+            if not more:
+                time.sleep(POLL_S)
+    finally:
+        for tail in tails.values():
+            tail.close()
+    if worker is not None and not found:
+        workers = ", ".join(others) or "none yet"
+        raise TpuctlError(f"{worker} has no log in {folder.path}", hint=f"the workers with one: {workers}", exit_code=FAILED)
+
+
+def _read(tail: Tail, log: WorkerLog, final: bool, budget: int | None, warn: Callable[[str], None]) -> Generator[Line, None, bool]:
+    """One visit to one log; False for a file refused (one warning), left alone from then on."""
+    try:
+        for raw in tail.lines(final=final, budget=budget):
+            yield Line(log, raw)
+    except Refused as why:
+        warn(f"warning: passed over {log.path}: {why}")
+        return False
+    return True
+
+
+def attempts(folder: RunFolder) -> list[int]:
+    """The numbers of the run's attempt folders, in order."""
+    found = []
+    for entry in _entries(folder.path):
+        match = _ATTEMPT.match(entry.name)
+        if match and entry.is_dir(follow_symlinks=False):
+            found.append(int(match[1]))
+    return sorted(found)
+
+
+def worker_logs(folder: RunFolder, attempt: int) -> list[WorkerLog]:
+    """An attempt's worker logs in the cluster's order, each with its position in it."""
+    keyed = []
+    for entry in _entries(folder.attempt_dir(attempt)):
+        if not entry.name.endswith(".log") or entry.is_dir(follow_symlinks=False):
+            continue
+        match = _WORKER_FILE.match(entry.name)
+        if match and match[1] in cluster.ROLES:
+            role, index, host = match[1], int(match[2]), match[3]
+            keyed.append(((cluster.ROLES.index(role), index, host or "", entry.name), f"{role}:{index}", host, entry.path))
+        else:
+            keyed.append(((len(cluster.ROLES), 0, "", entry.name), entry.name.removesuffix(".log"), None, entry.path))
+    keyed.sort(key=lambda item: item[0])
+    return [WorkerLog(attempt, name, host, position, Path(path)) for position, (_, name, host, path) in enumerate(keyed)]
+
+
+def _entries(path: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as found:
+            return list(found)
+    except OSError:
+        return []
