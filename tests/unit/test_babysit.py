@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
 from tpuctl.cloud import babysit
 from tpuctl.cloud.babysit import Command, Watch
@@ -252,3 +255,50 @@ def _failing_loop() -> int:
 
 def _no_warning(line: str) -> None:
     raise AssertionError(line)
+
+
+# The real CLI in a process of its own, its TPU API the fake (a detached babysit forks: the fake goes with it).
+DETACHED_BABYSIT = """\
+import sys
+from tests.unit.test_lifecycle import SPEC, FakeApi
+from tpuctl.cli import babysit, main
+from tpuctl.cloud import nodespec
+
+api = FakeApi()
+api.add(SPEC.name, "READY", **SPEC.resource())
+nodespec.save(SPEC)
+babysit.tpu_api = lambda resolved: api
+main(sys.argv[1:])
+"""
+
+
+def test_a_detached_babysit_outlives_its_command_and_stop_ends_it_as_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    program, pids = tmp_path / "babysit_cli.py", tmp_path / "pids"
+    program.write_text(DETACHED_BABYSIT)
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path), "TPUCTL_PROJECT": SPEC.project, "TPUCTL_ZONE": SPEC.zone, "PYTHONPATH": str(ROOT)}
+    command = f"echo the command runs; sleep 60 & echo $! > {pids}; wait"
+    started = time.monotonic()
+    cli = subprocess.run(
+        [sys.executable, str(program), "babysit", SPEC.name, "--interval", "0.1", "--detach", "--", "sh", "-c", command],
+        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert time.monotonic() - started < 20
+    run_id = cli.stdout.strip()
+    record = records.find(run_id, _no_warning)[0]
+    assert (record.state, record.backend, record.job, record.detached) == (records.RUNNING, "babysit", SPEC.name, True)
+    assert f"babysit: {run_id} runs detached (pid {record.pid})" in cli.stderr and f"tpuctl stop {run_id}" in cli.stderr
+    assert os.getsid(record.pid) != os.getsid(0)  # a session of its own: no terminal, no shell's hangup reaches it
+    (sleeper,) = _wait_for_pids(pids, 1)
+    stop = subprocess.run([sys.executable, str(program), "stop", run_id], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert stop.returncode == 0, stop.stderr
+    deadline = time.monotonic() + 20
+    while (ended := records.find(run_id, _no_warning)[0]).state == records.RUNNING:
+        assert time.monotonic() < deadline, "the babysit did not stop"
+        time.sleep(0.05)
+    assert (ended.state, ended.exit_code) == (records.STOPPED, babysit.INTERRUPTED)
+    _assert_gone([record.pid, sleeper])
+    console = record.folder.console_log.read_text()
+    assert "the command runs" in console and "babysit: received SIGTERM; stopping the command" in console, console
+    assert console.rstrip().endswith("babysit: interrupted"), console
