@@ -204,6 +204,32 @@ def test_interrupted_or_killed_launcher_leaves_no_remote_process(
     assert_none_survive(pid_dir, timeout=10)
 
 
+def test_a_detached_launch_on_hosts_is_listed_and_stop_leaves_no_remote_worker(
+    cluster: SshCluster, tmp_path: Path, pid_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`launch --detach --hosts` (issue 23): the run goes on without the command, `runs` lists it, `logs` shows
+    its remote workers' lines, and `stop` ends it as Ctrl-C would: nothing left on any host."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # this test's records, for the tpuctl it starts and for here
+    result = ssh_launch(
+        cluster, "--detach", str(SCRIPTS / "crash_or_hang.py"), "--hosts", "host1,host2", "--strategy", "none",
+        "--log-dir", str(tmp_path / "logs"), "--env", f"PID_DIR={pid_dir}", timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run_id = result.stdout.strip()
+    wait_for(lambda: len(read_pids(pid_dir)) == 4)  # a worker and its child on each host
+    listed = run_tpuctl("runs", "--json", timeout=60)
+    (row,) = [row for row in json.loads(listed.stdout) if row["run_id"] == run_id]
+    assert (row["backend"], row["state"], row["detached"]) == ("ssh", "running", True)
+    wait_for(lambda: "[worker:1@host2] worker 1 running" in run_tpuctl("logs", run_id, timeout=60).stdout.splitlines(), timeout=10)
+    stop = run_tpuctl("stop", run_id, timeout=90)
+    assert stop.returncode == 0, stop.stderr
+    assert f"run {run_id} stopped" in stop.stdout
+    assert_none_survive(pid_dir)
+    (ended,) = [row for row in json.loads(run_tpuctl("runs", "--json", timeout=60).stdout) if row["run_id"] == run_id]
+    assert (ended["state"], ended["exit_code"]) == ("stopped", 130)
+    assert json.loads((tmp_path / "logs" / "outcome.json").read_text())["interrupted"]
+
+
 def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: SshCluster, tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "pkg").mkdir(parents=True)
