@@ -21,6 +21,8 @@ from tpuctl.cli.display import age, print_table
 from tpuctl.errors import FAILED, USAGE, TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
+from tpuctl.runs.stopping import DEFAULT_WAIT_S
+from tpuctl.runs.stopping import stop as stop_run
 from tpuctl.seconds import Seconds
 
 _DAYS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?\Z")
@@ -128,7 +130,7 @@ def logs(run_id: str | None, worker: str | None, follow: bool) -> None:
 
 @click.command("stop")
 @click.argument("target", metavar="[RUN|NAME]", required=False)
-@click.option("--wait", "wait_s", type=Seconds(), metavar="S", default=60.0, show_default=True, help="Seconds to wait for a run to stop.")
+@click.option("--wait", "wait_s", type=Seconds(), metavar="S", default=DEFAULT_WAIT_S, show_default=True, help="Seconds to wait for a run to stop.")
 @project_options
 @zone_option
 @click.pass_context
@@ -148,19 +150,18 @@ def stop(ctx: click.Context, /, target: str | None, wait_s: float, **cloud: str 
         return
     if any(value is not None for value in cloud.values()):
         raise TpuctlError("--project, --zone and the credentials options are for a TPU VM NAME, not a run", exit_code=USAGE)
-    from tpuctl.runs import stopping
-
     record = _find(target, running=True)
     if record.state != records.RUNNING:
         click.echo(f"run {record.run_id} already ended: {_how(record)}")
         return
-    ended = stopping.stop(record, _say, _say, wait_s)
+    ended = stop_run(record, _say, _say, wait_s)
     click.echo(f"run {ended.run_id} {_how(ended) if ended.state == records.STOPPED else f'ended: {_how(ended)}'}")
 
 
 def _how(record: RunRecord) -> str:
     if record.state == records.LOST:
-        return "lost (its supervisor ended without writing how the run ended)"
+        job = f"; {record.job} may still run: docs/runs.md says how to end it" if record.job else ""
+        return f"lost (its supervisor ended without writing how the run ended){job}"
     return f"{record.state} (exit {record.exit_code})" if record.exit_code is not None else record.state
 
 

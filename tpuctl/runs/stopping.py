@@ -21,7 +21,7 @@ from tpuctl.private_files import write_private
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
 
-DEFAULT_WAIT_S = 60.0  # the process engine's grace period, then SIGKILL, then the outcome: seconds, rarely more
+DEFAULT_WAIT_S = 90.0  # workers: a grace period, then SIGKILL (seconds); a Vertex job: up to 60 s until it says CANCELLED
 _POLL_S = 0.1
 
 
