@@ -1,5 +1,6 @@
 """`launch --backend vertex` against the local Vertex AI + Cloud Logging stand-in and a GCS emulator:
-staging, submission, following states and logs, the exit status, Ctrl-C cancelling, --detach.
+staging, submission, following states and logs, the exit status, Ctrl-C cancelling, a detached run's
+`runs`/`logs`/`stop`.
 
 tpuctl runs as a subprocess with google-auth and requests talking plain HTTP to the stand-in,
 which plays each job's life (tests/standins/vertex_api.py, JobScript)."""
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,24 +122,57 @@ def test_ctrl_c_cancels_the_job(google_standin: GoogleStandin, tmp_path: Path) -
     assert f"interrupted; CustomJob {job_id} cancelled (exit 130)" in stderr
 
 
-def test_detach_returns_once_the_job_exists(google_standin: GoogleStandin, tmp_path: Path) -> None:
+def test_a_detached_launch_follows_the_job_on_its_own_and_stop_cancels_it(google_standin: GoogleStandin, tmp_path: Path) -> None:
+    """`launch --detach` (issue 23): the follower goes on in a process of its own; `runs` lists the run, `logs`
+    prints the replicas' lines, `stop` cancels the job as Ctrl-C on an attached launch does."""
     g = google_standin
-    g.vertex.next_script(JobScript(states=[("JOB_STATE_QUEUED", 30.0)]))
+    logs = {"workerpool0-0": ["epoch 1 loss 0.5", "epoch 2 loss 0.25"]}
+    g.vertex.next_script(JobScript(states=[("JOB_STATE_QUEUED", 0.2), ("JOB_STATE_RUNNING", 0.5), ("JOB_STATE_RUNNING", 60.0)], logs=logs))
+    env = _env(g, tmp_path) | {"XDG_STATE_HOME": str(tmp_path / "state")}
     started = time.monotonic()
-    result = _launch(_env(g, tmp_path), tmp_path, "--detach")
+    result = _launch(env, tmp_path, "--detach", "--json")
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 30
+    said = json.loads(result.stdout)
+    run_id = said["run_id"]
+    assert (said["backend"], said["state"], said["log_dir"]) == ("vertex", "running", str(tmp_path / "logs"))
+    _wait(lambda: any(job.get("state") == "JOB_STATE_RUNNING" for job in g.vertex.jobs.values()))
     (job_id,) = g.vertex.jobs
-    assert g.vertex.jobs[job_id]["state"] == "JOB_STATE_QUEUED"
-    assert f"submitted and left running (--detach); follow it with: gcloud ai custom-jobs describe {job_id}" in result.stderr
-    assert g.vertex.cancelled == []
+    assert _row(env, run_id)["state"] == "running"
+    _wait(lambda: "[chief:0] epoch 2 loss 0.25" in _tpuctl(env, "logs", run_id).stdout.splitlines())
+    stop = _tpuctl(env, "stop", run_id)
+    assert stop.returncode == 0, stop.stderr
+    assert f"run {run_id} stopped" in stop.stdout
+    assert g.vertex.cancelled == [job_id] and g.vertex.jobs[job_id]["state"] == "JOB_STATE_CANCELLED"
+    row = _row(env, run_id)
+    assert (row["state"], row["exit_code"]) == ("stopped", 130) and job_id in str(row["job"])
+    console = (tmp_path / "logs" / "console.log").read_text()
+    assert f"tpuctl: received SIGTERM; cancelling CustomJob {job_id}" in console.splitlines(), console
+    assert json.loads(console.splitlines()[-1])["result"] == "interrupted"  # --json: the outcome ends the console
+
+
+def _tpuctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(tpuctl_cmd(*args), env=env, capture_output=True, text=True, timeout=90)
+
+
+def _row(env: dict[str, str], run_id: str) -> dict[str, Any]:
+    """The run as `tpuctl runs --json` lists it."""
+    (row,) = [row for row in json.loads(_tpuctl(env, "runs", "--json").stdout) if row["run_id"] == run_id]
+    return dict(row)
+
+
+def _wait(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
 
 
 def test_a_create_whose_reply_is_lost_is_found_not_sent_twice(google_standin: GoogleStandin, tmp_path: Path) -> None:
     g = google_standin
-    g.vertex.next_script(JobScript(states=[("JOB_STATE_QUEUED", 30.0)]))
+    g.vertex.next_script(JobScript())
     g.faults.burst_after_effect(1, 503)  # Vertex creates the job, and the reply is lost
-    result = _launch(_env(g, tmp_path), tmp_path, "--detach", "--json")
+    result = _launch(_env(g, tmp_path), tmp_path, "--json")
     assert result.returncode == 0, result.stderr
     (job_id,) = g.vertex.jobs  # one job: found by the run's label, not created again
     assert json.loads(result.stdout)["job"]["name"] == job_id
