@@ -193,6 +193,36 @@ def test_a_job_deleted_while_followed_ends_the_launch(kube: tuple[KubeStandin, d
         proc.wait()
 
 
+def test_a_detached_launch_is_listed_logged_and_stop_deletes_its_job(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    """`launch --detach` (issue 23): the follower goes on in a process of its own; `runs` lists the run, `logs`
+    prints the replicas' lines, and `stop`, which asks for the stop, deletes the job (a lost terminal would not)."""
+    standin, env = kube
+    env = {**env, "XDG_STATE_HOME": str(tmp_path / "state")}
+    standin.scripts = {"worker:0": PodScript(lines=["epoch 1 loss 0.5"], exit_code=None)}
+    result = run_tpuctl(*launch_args(tmp_path, "--job-name", "detached", "--detach"), env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    run_id = result.stdout.strip()
+    deadline = time.monotonic() + 30
+    while "[worker:0] epoch 1 loss 0.5" not in (logs := run_tpuctl("logs", run_id, env=env, timeout=60)).stdout.splitlines():
+        assert time.monotonic() < deadline, logs.stdout + logs.stderr
+        time.sleep(0.2)
+    assert _row(env, run_id)["state"] == "running" and standin.deleted == []
+    stop = run_tpuctl("stop", run_id, env=env, timeout=90)
+    assert stop.returncode == 0, stop.stderr
+    assert f"run {run_id} stopped" in stop.stdout
+    assert standin.deleted == [("TFJob", "default", "detached")]
+    row = _row(env, run_id)
+    assert (row["state"], row["exit_code"], row["backend"], row["job"]) == ("stopped", 130, "kubernetes", "TFJob detached (default)")
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    assert not [line for line in processes if "logs" in line and "detached" in line]  # no `kubectl logs -f` outlives it
+
+
+def _row(env: dict[str, str], run_id: str) -> dict[str, Any]:
+    """The run as `tpuctl runs --json` lists it."""
+    (row,) = [row for row in json.loads(run_tpuctl("runs", "--json", env=env, timeout=60).stdout) if row["run_id"] == run_id]
+    return dict(row)
+
+
 def test_the_standin_validates_like_a_strict_api_server(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
     """What makes the tests above meaningful: kubectl's server-side validation does refuse a bad field."""
     standin, env = kube
