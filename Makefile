@@ -66,3 +66,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/tail_reader.py
 	$(BIN)/python benchmarks/ssh_fanout.py
 	$(BIN)/python benchmarks/vertex_submit.py
+	$(BIN)/python benchmarks/runs_listing.py
