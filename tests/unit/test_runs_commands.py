@@ -301,3 +301,21 @@ def test_prune_removes_only_records_of_runs_that_ended_long_enough_ago(work: Pat
 def test_prune_days_are_checked(work: Path, value: str) -> None:
     result = invoke(["runs", "--prune", value])
     assert result.crash is None and result.code == 2 and result.one_line_error, result.explain(["runs", "--prune", value])
+
+
+def test_a_terminal_gets_a_table_that_fits_it(work: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The newest 200 runs (rich takes seconds over 10,000 rows) and a log folder in its default place as `default`."""
+    from tpuctl.cli import runs as runs_command
+    from tpuctl.runs.naming import default_log_dir
+
+    monkeypatch.setattr(runs_command, "rich_wanted", lambda stream: True)
+    now = time.time()
+    for n in range(runs_command.TERMINAL_ROWS + 5):
+        run_id = f"20260101-000000-train-{n:04d}"
+        records.write(RunRecord(run_id, "local", "train.py", str(default_log_dir(run_id)), now - n, 1, "host", state="succeeded", ended=now, exit_code=0))
+    shown = invoke(["runs"])
+    rows = [line for line in shown.out.splitlines() if "20260101-000000-train-" in line]
+    assert shown.code == 0 and len(rows) == runs_command.TERMINAL_ROWS and "train-0000" in rows[0], shown.explain(["runs"])
+    assert all(row.split()[-1] == "default" for row in rows)
+    assert f"the newest {runs_command.TERMINAL_ROWS} of {runs_command.TERMINAL_ROWS + 5} runs" in shown.err and "LOG DIR default: " in shown.err
+    assert len([line for line in invoke(["runs", "--limit", "203"]).out.splitlines() if "train-" in line]) == 203

@@ -15,14 +15,21 @@ def rich_wanted(stream: Any) -> bool:
     return bool(stream.isatty()) and "NO_COLOR" not in os.environ
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """On a terminal a rich table; otherwise space-aligned columns that `awk` and `column` read."""
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, whole: Sequence[str] = ()) -> None:
+    """On a terminal a rich table; otherwise space-aligned columns that `awk` and `column` read.
+
+    On a terminal too narrow for the table, the columns named in `whole` (an id to copy, a state) are
+    never cut, and the others are folded onto more lines rather than cut (a path is no use cut)."""
     if rich_wanted(sys.stdout):
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
         table = Table(*headers, box=None, header_style="bold")
+        for index, column in enumerate(table.columns if whole else ()):
+            column.overflow = "fold"
+            if headers[index] in whole:
+                column.no_wrap, column.min_width = True, max(len(headers[index]), *(len(row[index]) for row in rows))
         for row in rows:
             table.add_row(*(escape(cell) for cell in row))  # a label like "[x]" is text, not markup
         Console().print(table)

@@ -17,9 +17,10 @@ import click
 
 from tpuctl import inputs
 from tpuctl.cli.cloud_options import project_options, zone_option
-from tpuctl.cli.display import age, print_table
+from tpuctl.cli.display import age, print_table, rich_wanted
 from tpuctl.errors import FAILED, USAGE, TpuctlError
 from tpuctl.runs import records
+from tpuctl.runs.naming import default_log_dir
 from tpuctl.runs.records import RunRecord
 from tpuctl.runs.stopping import DEFAULT_WAIT_S
 from tpuctl.runs.stopping import stop as stop_run
@@ -27,6 +28,7 @@ from tpuctl.seconds import Seconds
 
 _DAYS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?\Z")
 MAX_DAYS = 36500.0
+TERMINAL_ROWS = 200  # rows of a table on a terminal without --limit; a pipe gets every run
 _HEADERS = ("RUN", "BACKEND", "SCRIPT", "STARTED", "DURATION", "STATE", "EXIT", "LOG DIR")
 
 
@@ -83,17 +85,34 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
     if not found:
         _say("no runs" + (f" {state}" if state else "") + " (a launch adds one: tpuctl launch train.py --detach)")
         return
+    _table(found, now, capped=limit is None)
+
+
+def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
+    """Every column in full for a pipe (`awk`, `column`); on a terminal, a table that fits it: the newest
+    TERMINAL_ROWS runs (10,000 rows take rich seconds), a log folder in its default place shown as `default`."""
+    terminal = rich_wanted(sys.stdout)
+    if terminal and capped and len(found) > TERMINAL_ROWS:
+        _say(f"the newest {TERMINAL_ROWS} of {len(found)} runs: --limit N shows more, a pipe or --json all; --prune DAYS drops old ones")
+        found = found[:TERMINAL_ROWS]
+    default = str(default_log_dir("RUN")) if terminal else None
     with_job = any(record.job for record in found)
-    rows = [_row(record, now, with_job) for record in found]
-    print_table((*_HEADERS, "JOB") if with_job else _HEADERS, rows)
+    rows = [_row(record, now, with_job, default) for record in found]
+    print_table((*_HEADERS, "JOB") if with_job else _HEADERS, rows, whole=("RUN", "STATE", "EXIT"))
+    if default is not None and any(row[7] == "default" for row in rows):
+        _say(f"LOG DIR default: {_home(default)}")
 
 
-def _row(record: RunRecord, now: float, with_job: bool) -> list[str]:
-    home = os.path.expanduser("~")
-    log_dir = "~" + record.log_dir[len(home) :] if home not in ("", "/") and record.log_dir.startswith(home + "/") else record.log_dir
+def _row(record: RunRecord, now: float, with_job: bool, default: str | None) -> list[str]:
+    log_dir = "default" if default is not None and record.log_dir == default.replace("RUN", record.run_id) else _home(record.log_dir)
     exit_code = "-" if record.exit_code is None else str(record.exit_code)
     row = [record.run_id, record.backend, record.script, f"{age(now - record.started)} ago", age(record.duration(now)), record.state, exit_code, log_dir]
     return [*row, record.job or "-"] if with_job else row
+
+
+def _home(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home not in ("", "/") and path.startswith(home + "/") else path
 
 
 @click.command("logs")
