@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +18,9 @@ SCRIPTS = ROOT / "tests" / "integration" / "scripts"
 
 # google.auth must never probe a metadata server from a test.
 os.environ.setdefault("NO_GCE_CHECK", "true")
+# Every run a test starts keeps its record (and a default log folder) in a state folder of the test session's own,
+# never in the user's (~/.local/state/tpuctl); a test that needs its own sets XDG_STATE_HOME again.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tpuctl-test-state-")
 
 
 def tpuctl_cmd(*args: str) -> list[str]:

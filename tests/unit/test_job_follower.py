@@ -7,6 +7,8 @@ everything past the Scheduler seam is the real engine, real signals included.
 from __future__ import annotations
 
 import io
+import json
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -20,7 +22,9 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import End, JobStatus, LogBatch, OnInterrupt, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef
+from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.records import RunRecord
 
 RUNNING = JobStatus("RUNNING")
 DONE = JobStatus("SUCCEEDED", end=End.SUCCEEDED)
@@ -226,3 +230,20 @@ def test_a_stream_that_fails_says_why(launch: Launch) -> None:
     job = Script([_running(run), DONE], streams={run: Stream(b"", why="could not follow the log of pod pod-0: forbidden")})
     assert JobFollower(job, launch.context).run().exit_code == 0
     assert "could not follow the log of pod pod-0: forbidden" in launch.notices
+
+
+def test_the_runs_record_names_the_job_while_it_runs(launch: Launch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tpuctl runs` shows a cluster's job as soon as it exists, not only once the run ended (issue 23)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    record = RunRecord("run-1", "fake", "train.py", str(launch.folder.path), 0.0, os.getpid(), "host")
+    records.write(record)
+    launch.context.record = record
+    seen: list[str | None] = []
+
+    class Watched(Script):
+        def describe(self) -> JobStatus:
+            seen.append(json.loads((records.folder() / "run-1.json").read_text())["job"])
+            return super().describe()
+
+    assert JobFollower(Watched([RUNNING, DONE]), launch.context).run().exit_code == 0
+    assert seen and set(seen) == {"FakeJob j (ns)"}

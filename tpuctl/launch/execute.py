@@ -18,7 +18,7 @@ from tpuctl.errors import TpuctlError
 from tpuctl.launch import secret_values
 from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console import logs
-from tpuctl.launch.outcome import JobRef, Outcome
+from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.private_files import write_private
 from tpuctl.runs import records
@@ -69,7 +69,8 @@ def execute(
             write_private(folder.outcome_file, json.dumps(summary, indent=2) + "\n")
         except OSError as err:  # a full disk loses the record, never the exit status or the summary
             context.notice(f"warning: cannot write {folder.outcome_file}: {err.strerror or err}")
-        _keep(replace(record, state=state_of(outcome), ended=time.time(), exit_code=outcome.exit_code, job=_job_name(outcome.job)), context.notice)
+        ended = replace(record, state=state_of(outcome), ended=time.time(), exit_code=outcome.exit_code, job=outcome.job.label if outcome.job else None)
+        _keep(ended, context.notice)
     except TpuctlError as err:
         _keep(replace(record, state=records.FAILED_STATE, ended=time.time(), exit_code=err.exit_code), context.notice)
         raise TpuctlError(
@@ -89,12 +90,6 @@ def state_of(outcome: Outcome) -> str:
     if outcome.failure is not None and outcome.failure.exit_code == PREEMPTED_EXIT_CODE:
         return records.PREEMPTED  # preempted once more than --max-preemptions allowed
     return records.FAILED_STATE
-
-
-def _job_name(job: JobRef | None) -> str | None:
-    if job is None:
-        return None
-    return f"{job.kind} {job.name}" + (f" ({job.namespace})" if job.namespace else "")
 
 
 def _keep(record: RunRecord, notice: Callable[[str], None]) -> bool:

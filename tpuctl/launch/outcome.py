@@ -47,6 +47,11 @@ class JobRef:
     unit: str = "pod"  # what runs one worker there: a pod, a Vertex replica
     note: str = ""  # how to look at it later, where it costs nothing to keep (a Vertex job's record)
 
+    @property
+    def label(self) -> str:
+        """`TFJob x (default)`, `CustomJob 123 (us-central1)`: the job as a run's record names it."""
+        return f"{self.kind} {self.name}" + (f" ({self.namespace})" if self.namespace else "")
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "message": self.message, "deleted": self.deleted}
 

@@ -14,6 +14,7 @@ What is the cluster's (kubectl, REST) stays in its Scheduler (tpuctl/launch/foll
 
 from __future__ import annotations
 
+import contextlib
 import io
 import signal
 import sys
@@ -28,6 +29,7 @@ from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.follow.scheduler import End, JobStatus, OnInterrupt, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.follow.sinks import Pump, Sinks
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome
+from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
 
 CANCEL_WAIT_S = 60.0  # how long a cancelled job may take to say it ended before tpuctl stops waiting
@@ -39,6 +41,7 @@ class JobFollower:
     def __init__(self, scheduler: Scheduler, context: RunContext, fold: Fold | None = None) -> None:
         self.scheduler = scheduler
         self.notice = context.notice
+        self.record = context.record  # the run's record: it names the job once it exists
         # TensorFlow's start-up lines (tf_noise.py); whoever made the launch says the Fold's note at its end.
         self.fold = fold if fold is not None else Fold(context.verbose)
         self.folder = RunFolder(context.log_dir)
@@ -70,6 +73,7 @@ class JobFollower:
 
     def _follow(self, first: JobStatus | None) -> Outcome:
         self.following = True
+        self._record_job()
         status = first if first is not None else self.scheduler.describe()
         while True:
             self._see(status)
@@ -156,6 +160,13 @@ class JobFollower:
         return outcome
 
     # -- a signal ------------------------------------------------------------------------------
+
+    def _record_job(self) -> None:
+        """The run's record names the job as soon as it exists, so that `tpuctl runs` shows it while it runs."""
+        record = self.record
+        if record is not None:
+            with contextlib.suppress(OSError):  # the record is a view: the run goes on without it
+                records.write(replace(record, job=self.scheduler.job_ref().label))
 
     def _leave(self, signum: int) -> Outcome:
         """The job runs on. Only a person at a terminal pressing Ctrl-C is asked whether to delete it;
