@@ -7,11 +7,7 @@ outcome record and the scrubbing of secret values from tpuctl's own words hold f
 from __future__ import annotations
 
 import json
-import os
-import socket
-import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TextIO
 
 from tpuctl.errors import TpuctlError
@@ -21,9 +17,8 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.private_files import write_private
-from tpuctl.runs import records
+from tpuctl.runs import recorded, records
 from tpuctl.runs.folder import RunFolder
-from tpuctl.runs.records import RunRecord
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
 
@@ -37,7 +32,6 @@ def execute(
     tpuctl's own words (notices, errors, which may relay kubectl's or an API's) never carry a secret value.
     """
     folder = RunFolder(launch.log_dir)
-    claim = folder.claim(launch.run_id)
     job = launch.job
     context = RunContext(
         run_id=launch.run_id,
@@ -48,36 +42,23 @@ def execute(
         tail_view=launch.options.tail_view,
         verbose=launch.options.verbose,
     )
-    record = RunRecord(
-        run_id=launch.run_id,
-        backend=launch.runner.name,
-        script=job.script,
-        log_dir=os.path.abspath(launch.log_dir),
-        started=time.time(),
-        pid=os.getpid(),
-        host=socket.gethostname(),
-        detached=detached,
-    )
-    context.record = record if _keep(record, context.notice) else None
-    try:
-        if started is not None:
-            started()
-        outcome = launch.runner.run(job, context)
-        secret_values.scrub_outcome(outcome, job)
-        summary = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=launch.log_dir)
+    with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached) as keeper:
+        context.record = keeper.record if keeper.written else None
         try:
-            write_private(folder.outcome_file, json.dumps(summary, indent=2) + "\n")
-        except OSError as err:  # a full disk loses the record, never the exit status or the summary
-            context.notice(f"warning: cannot write {folder.outcome_file}: {err.strerror or err}")
-        ended = replace(record, state=state_of(outcome), ended=time.time(), exit_code=outcome.exit_code, job=outcome.job.label if outcome.job else None)
-        _keep(ended, context.notice)
-    except TpuctlError as err:
-        _keep(replace(record, state=records.FAILED_STATE, ended=time.time(), exit_code=err.exit_code), context.notice)
-        raise TpuctlError(
-            secret_values.scrub(err.message, job), hint=err.hint and secret_values.scrub(err.hint, job), exit_code=err.exit_code
-        ) from None
-    finally:
-        os.close(claim)  # after the record's end: a record that says running is true while this lock is held
+            if started is not None:
+                started()
+            outcome = launch.runner.run(job, context)
+            secret_values.scrub_outcome(outcome, job)
+            summary = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=launch.log_dir)
+            try:
+                write_private(folder.outcome_file, json.dumps(summary, indent=2) + "\n")
+            except OSError as err:  # a full disk loses the record, never the exit status or the summary
+                context.notice(f"warning: cannot write {folder.outcome_file}: {err.strerror or err}")
+            keeper.end(state_of(outcome), outcome.exit_code, job=outcome.job.label if outcome.job else None)
+        except TpuctlError as err:
+            raise TpuctlError(
+                secret_values.scrub(err.message, job), hint=err.hint and secret_values.scrub(err.hint, job), exit_code=err.exit_code
+            ) from None
     return outcome
 
 
@@ -90,13 +71,3 @@ def state_of(outcome: Outcome) -> str:
     if outcome.failure is not None and outcome.failure.exit_code == PREEMPTED_EXIT_CODE:
         return records.PREEMPTED  # preempted once more than --max-preemptions allowed
     return records.FAILED_STATE
-
-
-def _keep(record: RunRecord, notice: Callable[[str], None]) -> bool:
-    """Write the run's record; one that cannot be written (a full disk) costs `tpuctl runs` this run, never the run."""
-    try:
-        records.write(record)
-    except OSError as err:
-        notice(f"warning: cannot write the run's record in {records.folder()}: {err.strerror or err}")
-        return False
-    return True

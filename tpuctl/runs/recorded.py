@@ -11,10 +11,11 @@ is its folder's console file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -53,39 +54,76 @@ class Recorded:
         """Claim the folder, say running, run `body`, say how it ended; `body`'s exit status, or its TpuctlError.
 
         `started` (a detached run's `ready`) is called with the console file once the folder is
-        claimed and the record says running. A record that cannot be written costs `tpuctl runs`
-        this run (one warning through `notice`), never the run; a folder that cannot be claimed
-        is an error before anything runs.
+        claimed and the record says running.
         """
-        claim = self.folder.claim(self.run_id)
-        record = RunRecord(
-            run_id=self.run_id,
-            backend=self.backend,
-            script=self.script,
-            log_dir=str(self.folder.path),
-            started=time.time(),
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            detached=started is not None,
-            job=self.job,
-        )
-        _write(record, notice)
-        code: int | None = None
-        try:
+        with kept(self.folder, self.run_id, self.backend, self.script, notice, detached=started is not None, job=self.job) as keeper:
             if started is not None:
                 started(self.folder.console_log)
             code = body()
+            keeper.end(state_of(code), code)
             return code
+
+
+class Keeper:
+    """A run's record while the run holds its folder: written as running, then once as it ended.
+
+    A record that cannot be written costs `tpuctl runs` this run (one warning through `notice`),
+    never the run."""
+
+    def __init__(self, record: RunRecord, notice: Callable[[str], None]) -> None:
+        self.record = record
+        self.notice = notice
+        self.ended = False
+        self.written = self._write(record)
+
+    def end(self, state: str, exit_code: int | None, job: str | None = None) -> None:
+        self.ended = True
+        self._write(replace(self.record, state=state, ended=time.time(), exit_code=exit_code, job=job or self.record.job))
+
+    def _write(self, record: RunRecord) -> bool:
+        try:
+            records.write(record)
+        except OSError as err:
+            self.notice(f"warning: cannot write the run's record in {records.folder()}: {err.strerror or err}")
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def kept(
+    folder: RunFolder,
+    run_id: str,
+    backend: str,
+    script: str,
+    notice: Callable[[str], None],
+    *,
+    detached: bool = False,
+    job: str | None = None,
+) -> Iterator[Keeper]:
+    """Claim the run's folder (a folder that cannot be claimed is an error before anything runs) and keep its record
+    for as long as the block runs; a block that raises before it said how the run ended ends it `failed`."""
+    claim = folder.claim(run_id)
+    try:
+        record = RunRecord(
+            run_id=run_id,
+            backend=backend,
+            script=script,
+            log_dir=str(folder.path.absolute()),
+            started=time.time(),
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            detached=detached,
+            job=job,
+        )
+        keeper = Keeper(record, notice)
+        try:
+            yield keeper
         except TpuctlError as err:
-            code = err.exit_code
+            if not keeper.ended:
+                keeper.end(records.FAILED_STATE, err.exit_code)
             raise
         finally:
-            _write(replace(record, state=state_of(code), ended=time.time(), exit_code=code), notice)
-            os.close(claim)  # after the record's end: `running` is true while this lock is held
-
-
-def _write(record: RunRecord, notice: Callable[[str], None]) -> None:
-    try:
-        records.write(record)
-    except OSError as err:
-        notice(f"warning: cannot write the run's record in {records.folder()}: {err.strerror or err}")
+            if not keeper.ended:
+                keeper.end(records.FAILED_STATE, None)
+    finally:
+        os.close(claim)  # after the record's end: `running` is true while this lock is held
