@@ -133,16 +133,23 @@ def logs(run_id: str | None, worker: str | None, follow: bool) -> None:
     record = _find(run_id, running=False)
     colour = console.use_colour(sys.stdout)
     shown = 0
-    for event in reading.lines(record.folder, _say, worker=selected, follow=follow):
+    pending: list[str] = []  # written in pieces: one write a line is slow (and PYTHONUNBUFFERED makes each a syscall)
+
+    def flush() -> None:
+        sys.stdout.write("".join(pending))
+        sys.stdout.flush()
+        pending.clear()
+
+    for event in reading.lines(record.folder, _say, worker=selected, follow=follow, idle=flush):
         if isinstance(event, reading.NewAttempt):
-            click.echo(f"--- attempt {event.number} ---")
+            pending.append(f"--- attempt {event.number} ---\n")
             continue
         prefix = console.tag(event.log.worker, event.log.position, colour, host=event.log.host)
-        for text in console.display_lines(event.raw):
-            sys.stdout.write(f"{prefix} {text}".rstrip() + "\n")
+        pending.append(f"{prefix} {console.display_text(event.raw)}".rstrip() + "\n")  # a progress bar's redraws: its last
         shown += 1
-        if follow:
-            sys.stdout.flush()
+        if len(pending) >= 512 or len(event.raw) > 4096:  # a few hundred KiB at most (a line is cut at 64 KiB)
+            flush()
+    flush()
     if not shown:
         _say(f"no worker output in {record.log_dir} (run {record.run_id}, {record.state})")
 
@@ -197,8 +204,8 @@ def attach(run_id: str | None) -> None:
     record = _find(run_id, running=True)
     out = sys.stdout.buffer
 
-    def write(line: bytes) -> None:
-        out.write(line)
+    def write(piece: bytes) -> None:
+        out.write(piece)
         out.flush()
 
     result = attaching.attach(record, write, _say)

@@ -28,7 +28,8 @@ class Attached:
 
 
 def attach(record: RunRecord, write: Callable[[bytes], None], warn: Callable[[str], None]) -> Attached:
-    """Copy the run's console to `write` (whole lines, newline included) until the run ends or a signal comes."""
+    """Copy the run's console to `write` (whole lines, newlines included, a few MiB at most a call) until the run ends
+    or a signal comes."""
     if not record.detached:
         raise TpuctlError(
             f"run {record.run_id} runs attached to the terminal it was launched from (pid {record.pid} on {record.host}); "
@@ -42,12 +43,15 @@ def attach(record: RunRecord, write: Callable[[bytes], None], warn: Callable[[st
         with signals.handled(signals.raise_stopped):
             while True:
                 running = folder.is_running()
-                for line in tail.lines(final=not running, budget=FOLLOW_BUDGET if running else None):
-                    write(line + b"\n")
+                while True:  # what is there now, a bounded piece at a time, each in one write
+                    piece = b"".join(line + b"\n" for line in tail.lines(final=not running, budget=FOLLOW_BUDGET))
+                    if piece:
+                        write(piece)
+                    if tail.at_end:
+                        break
                 if not running:
                     break
-                if tail.at_end:
-                    time.sleep(POLL_S)
+                time.sleep(POLL_S)
     except signals.Stopped:
         return Attached(record, detached=True)
     except Refused as why:

@@ -10,6 +10,7 @@ console gave it. A follower reads until the run's supervisor lets go of its fold
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -23,6 +24,7 @@ from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.tailing import Refused, Tail
 
 POLL_S = 0.25
+LATE_S = 5.0  # how long an attempt's logs are still read once a newer attempt began (its pumps are joined for 2 s)
 FOLLOW_BUDGET = 4 << 20  # bytes read from one log per visit while following: one fast writer cannot starve the rest
 _ATTEMPT = re.compile(r"attempt-([0-9]{1,6})\Z")
 _WORKER_FILE = re.compile(r"([a-z]+)-([0-9]{1,6})(?:@(.+))?\.log\Z")
@@ -62,14 +64,19 @@ def worker_name(text: str) -> str:
     return f"{task.type}:{task.index}"
 
 
-def lines(folder: RunFolder, warn: Callable[[str], None], *, worker: str | None = None, follow: bool = False) -> Iterator[NewAttempt | Line]:
-    """The run's worker lines, attempt by attempt and worker by worker; with `follow`, as they come until the run ends.
+def lines(
+    folder: RunFolder, warn: Callable[[str], None], *, worker: str | None = None, follow: bool = False, idle: Callable[[], None] = lambda: None
+) -> Iterator[NewAttempt | Line]:
+    """The run's worker lines, attempt by attempt and worker by worker; with `follow`, as they come until the run ends,
+    calling `idle` before each wait for more (the moment to flush what was written).
 
     A file that is no log (Refused) is passed over with one warning. TpuctlError (exit 1) when
     `worker` printed nothing in any attempt."""
     tails: dict[Path, Tail] = {}
     done: set[Path] = set()
     seen_attempts: set[int] = set()
+    superseded: dict[int, float] = {}  # attempt -> when a newer one was first seen
+    closed: set[int] = set()
     others: dict[str, None] = {}  # every worker with a log, in order: named when `worker` has none
     found = False
     try:
@@ -78,12 +85,18 @@ def lines(folder: RunFolder, warn: Callable[[str], None], *, worker: str | None 
             more = False
             numbers = attempts(folder)
             for number in numbers:
+                if number in closed:
+                    continue
                 if number not in seen_attempts:
                     seen_attempts.add(number)
                     if number > 1:
                         yield NewAttempt(number)
-                finished = not running or number != numbers[-1]  # an older attempt's workers have all ended
-                for log in worker_logs(folder, number):
+                if number != numbers[-1]:
+                    superseded.setdefault(number, time.monotonic())
+                # An older attempt's workers have ended; what a slow pump still had is given LATE_S to land.
+                finished = not running or time.monotonic() - superseded.get(number, math.inf) >= LATE_S
+                logs = worker_logs(folder, number)
+                for log in logs:
                     others.setdefault(log.worker)
                     if (worker is not None and log.worker != worker) or log.path in done:
                         continue
@@ -95,9 +108,12 @@ def lines(folder: RunFolder, warn: Callable[[str], None], *, worker: str | None 
                         tail.close()
                         done.add(log.path)
                         del tails[log.path]
+                if finished and not any(log.path in tails for log in logs):
+                    closed.add(number)  # every log of it read to its end: not listed again
             if not running:
                 break
             if not more:
+                idle()
                 time.sleep(POLL_S)
     finally:
         for tail in tails.values():
