@@ -169,7 +169,7 @@ def test_stop_ends_a_running_run_as_stopped_and_every_worker_with_it(work: Path)
         assert f"stopping {run}" in stopped.stderr
         assert record_of(run).state == records.STOPPED
         assert not [pid for pid in workers if alive(pid)]
-        assert "received SIGTERM; stopping all workers" in RunFolder(Path(record_of(run).log_dir)).console_log.read_text()
+        assert "received tpuctl stop; stopping all workers" in RunFolder(Path(record_of(run).log_dir)).console_log.read_text()
         again = tpuctl("stop", run)
         assert (again.returncode, again.stdout) == (0, f"run {run} already ended: stopped (exit 130)\n")
     finally:

@@ -209,7 +209,8 @@ class _Attempt:
                     continue  # late news from a previous attempt's workers
                 self._take(event)
             if isinstance(event, StopSignal):
-                self.wiring.notice(f"received {signal.Signals(event.signum).name}; stopping all workers")
+                asked = "tpuctl stop" if self.wiring.folder.stop_request.exists() else signal.Signals(event.signum).name
+                self.wiring.notice(f"received {asked}; stopping all workers")
                 return Outcome(exit_code=EXIT_INTERRUPTED, attempts=0, elapsed_s=0.0, interrupted=True)
             if isinstance(event, StacksRequested):
                 self._show_stacks("on request (SIGQUIT)")
