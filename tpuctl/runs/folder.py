@@ -7,6 +7,7 @@ stacks`, run history, timelines, profiles) reads one shape:
     LOG_DIR/outcome.json                     how the run ended (`tpuctl launch --json`'s schema)
     LOG_DIR/stacks.txt                       the newest stacks view (`tpuctl stacks` waits for it)
     LOG_DIR/console.log                      a detached run's console (`tpuctl attach` follows it)
+    LOG_DIR/timeline.jsonl                   what happened when (runs/timeline.py): the time report reads it
     LOG_DIR/stop-requested                   `tpuctl stop` asked the run to stop (a job backend then deletes its job)
     LOG_DIR/attempt-N/                       one folder per attempt (a Kubernetes container restart is one)
     LOG_DIR/attempt-N/plan.json              the attempt's processes (process backends)
@@ -34,6 +35,7 @@ OUTCOME_FILE = "outcome.json"
 STACKS_VIEW = "stacks.txt"
 CONSOLE_LOG = "console.log"
 STOP_REQUEST = "stop-requested"
+TIMELINE = "timeline.jsonl"
 _WRITABLE_HINT = "pass a --log-dir that tpuctl can write"
 
 
@@ -91,6 +93,10 @@ class RunFolder:
     def console_log(self) -> Path:
         """A detached run's console: what an attached launch prints on the terminal (`tpuctl attach` follows it)."""
         return self.path / CONSOLE_LOG
+
+    @property
+    def timeline(self) -> Path:
+        return self.path / TIMELINE
 
     @property
     def stop_request(self) -> Path:
