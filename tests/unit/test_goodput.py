@@ -1,0 +1,166 @@
+"""runs/goodput.py: the categories of a run's wall time, from hand-built timelines, and that they always sum to it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tpuctl.runs import goodput
+from tpuctl.runs import timeline as tl
+
+
+def ev(t: float, name: str, attempt: int | None = None, worker: str | None = None, **fields: Any) -> tl.Event:
+    return tl.Event(t, 1_700_000_000 + t, name, attempt, worker, fields)
+
+
+def steps(attempt: int, times_steps: list[tuple[float, int]], source: str = "keras") -> list[tl.Event]:
+    return [ev(t, tl.STEP, attempt, "worker:0", step=step, source=source) for t, step in times_steps]
+
+
+def cats(report: goodput.Report) -> dict[str, float]:
+    return {name: round(seconds, 6) for name, seconds in report.total.categories.items() if seconds}
+
+
+def test_a_clean_run_splits_into_start_up_first_step_training_save_and_other() -> None:
+    events = [
+        ev(0, tl.RUN_START),
+        ev(1, tl.ATTEMPT_START, 1),
+        ev(2, tl.WORKER_START, 1, "worker:0"),
+        ev(5, tl.RUNTIME_READY, 1, "worker:0"),
+        ev(6, tl.RUNTIME_READY, 1, "worker:1"),
+        ev(10, tl.FIRST_STEP, 1, "worker:0", step=1, source="keras"),
+        *steps(1, [(40, 100)]),
+        ev(50, tl.SAVE_BEGIN, 1, "worker:0"),
+        ev(53, tl.SAVE_END, 1, "worker:0"),
+        ev(51, tl.SAVE_BEGIN, 1, "worker:1"),
+        ev(55, tl.SAVE_END, 1, "worker:1"),
+        *steps(1, [(90, 300)]),
+        ev(92, tl.ATTEMPT_END, 1),
+        ev(93, tl.RUN_END),
+    ]
+    report = goodput.analyse(sorted(events, key=lambda e: e.t))
+    assert cats(report) == {
+        goodput.OTHER: 1 + 2 + 1,  # before the attempt, after its last step, after the attempt
+        goodput.START_UP: 5,
+        goodput.FIRST_STEP: 4,
+        goodput.SAVE: 5,  # the union of both workers' saves: 50 -> 55
+        goodput.TRAINING: 75,
+    }
+    assert report.total.wall_s == pytest.approx(93)
+    assert report.total.goodput == pytest.approx(75 / 93)
+    assert report.step_source == "keras" and report.finished
+    assert [a.number for a in report.attempts] == [1]
+    assert report.summary_line().startswith("goodput 81%: 5% start-up, 5% checkpoint save, 4% first step")
+
+
+def test_a_preempted_run_shows_its_restart_restore_and_the_work_it_redid() -> None:
+    events = [
+        ev(0, tl.RUN_START),
+        ev(0, tl.ATTEMPT_START, 1),
+        ev(5, tl.RUNTIME_READY, 1, "worker:0"),
+        ev(10, tl.FIRST_STEP, 1, "worker:0", step=1),
+        *steps(1, [(60, 500)]),
+        ev(61, tl.PREEMPTED, 1, "worker:0"),
+        ev(62, tl.ATTEMPT_END, 1),
+        ev(62, tl.RESTART),
+        ev(70, tl.ATTEMPT_START, 2),
+        ev(75, tl.RUNTIME_READY, 2, "worker:0"),
+        ev(76, tl.RESTORE_BEGIN, 2, "worker:0"),
+        ev(78, tl.RESTORE_END, 2, "worker:0"),
+        ev(80, tl.FIRST_STEP, 2, "worker:0", step=401),
+        *steps(2, [(90, 450), (100, 520), (150, 1000)]),
+        ev(151, tl.ATTEMPT_END, 2),
+        ev(151, tl.RUN_END),
+    ]
+    report = goodput.analyse(events)
+    assert cats(report) == {
+        goodput.START_UP: 5,
+        goodput.FIRST_STEP: 5,
+        goodput.TRAINING: 50 + 50,
+        goodput.OTHER: 2 + 1,  # attempt 1's last step -> its end; attempt 2's
+        goodput.RESTART: 62 - 62 + 8 + 6 + 2,  # 62 -> 70 between attempts, 70 -> 80 but the restore
+        goodput.RESTORE: 2,
+        goodput.LOST_WORK: 20,  # 80 -> 100, the first step past 500
+    }
+    first, second = report.attempts
+    assert (first.ended, second.ended) == ("preempted", None)
+    assert second.split.categories[goodput.RESTART] == pytest.approx(16)
+    assert first.split.wall_s + second.split.wall_s == pytest.approx(report.total.wall_s)
+
+
+def test_a_hang_runs_from_the_last_progress_to_the_attempts_end() -> None:
+    events = [
+        ev(0, tl.RUN_START),
+        ev(0, tl.ATTEMPT_START, 1),
+        ev(2, tl.RUNTIME_READY, 1, "worker:0"),
+        ev(3, tl.FIRST_STEP, 1, "worker:0", step=1, source="summary"),
+        *steps(1, [(20, 10)], source="summary"),
+        ev(80, tl.HANG, 1, idle_s=50.0),
+        ev(85, tl.ATTEMPT_END, 1),
+        ev(85, tl.RUN_END),
+    ]
+    report = goodput.analyse(events)
+    assert cats(report)[goodput.HANG] == pytest.approx(55)  # 30 (80 - idle 50) -> 85
+    assert report.attempts[0].ended == "hang" and report.step_source == "summary"
+    no_idle = goodput.analyse([e if e.event != tl.HANG else ev(80, tl.HANG, 1) for e in events])
+    assert cats(no_idle)[goodput.HANG] == pytest.approx(65)  # from the last step, 20
+
+
+def test_a_sigkilled_run_is_reported_to_its_last_event_and_a_live_one_to_now() -> None:
+    events = [ev(0, tl.RUN_START), ev(0, tl.ATTEMPT_START, 1), ev(4, tl.RUNTIME_READY, 1), ev(6, tl.FIRST_STEP, 1, step=1), *steps(1, [(36, 30)])]
+    killed = goodput.analyse(events)
+    assert killed.total.wall_s == pytest.approx(36) and not killed.finished
+    live = goodput.analyse(events, now=50)
+    assert live.total.wall_s == pytest.approx(50)
+    assert cats(live)[goodput.OTHER] == pytest.approx(14)  # since the last sampled step: not known to be training yet
+
+
+def test_no_steps_means_no_goodput_and_the_line_says_why() -> None:
+    report = goodput.analyse([ev(0, tl.RUN_START), ev(1, tl.ATTEMPT_START, 1), ev(3, tl.RUNTIME_READY, 1), ev(60, tl.RUN_END)])
+    assert report.total.goodput is None and report.step_source is None
+    assert report.summary_line().startswith("goodput unknown")
+    assert goodput.analyse([]).total.wall_s == 0
+
+
+def test_times_no_clock_reaches_are_skipped() -> None:
+    report = goodput.analyse([ev(0, tl.RUN_START), ev(1e300, tl.STEP, 1, step=3), ev(10, tl.RUN_END)])
+    assert report.skipped == 1 and report.total.wall_s == pytest.approx(10)
+
+
+_NAMES = sorted(tl.EVENTS)
+_event = st.builds(
+    ev,
+    st.floats(min_value=-1e6, max_value=1e6, allow_nan=False),
+    st.sampled_from(_NAMES),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
+    st.sampled_from([None, "worker:0", "worker:1"]),
+    step=st.one_of(st.none(), st.integers(-5, 1000), st.floats(allow_nan=True), st.text(max_size=3)),
+    idle_s=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+    source=st.sampled_from(["keras", "summary", 3]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_event, max_size=40), st.one_of(st.none(), st.floats(min_value=-1e6, max_value=2e6)))
+def test_the_categories_always_sum_to_the_wall_time(events: list[tl.Event], now: float | None) -> None:
+    events = sorted(events, key=lambda e: e.t)
+    report = goodput.analyse(events, now=now)
+    total = report.total
+    if events:  # the span the timeline says the run had: run_start (or the first event) -> run_end (or the last, or now)
+        begin = next((e.t for e in events if e.event == tl.RUN_START), events[0].t)
+        ends = [e.t for e in events if e.event == tl.RUN_END]
+        end = ends[-1] if ends else max(events[-1].t, events[-1].t if now is None else now)
+        assert math.isclose(total.wall_s, max(0.0, end - begin), rel_tol=0.01, abs_tol=1e-6)
+    assert all(seconds >= 0 for seconds in total.categories.values())
+    assert math.isclose(sum(total.categories.values()), total.wall_s, rel_tol=1e-9, abs_tol=1e-6)
+    attempts = sum(a.split.wall_s for a in report.attempts)
+    assert attempts <= total.wall_s + 1e-6
+    for attempt in report.attempts:
+        assert math.isclose(sum(attempt.split.categories.values()), attempt.split.wall_s, rel_tol=1e-9, abs_tol=1e-6)
+    assert total.goodput is None or 0 <= total.goodput <= 1 + 1e-9
+    report.summary_line()
+    report.to_json()

@@ -1,0 +1,279 @@
+"""Where a run's wall time went, from its timeline (runs/timeline.py): categories that sum to the wall time, and the goodput.
+
+The time between the run's start and its end (or its last event, or now, for a run still going) is cut at
+every moment the timeline marks (an attempt's start and end, runtime ready, first step, a checkpoint's
+begin and end, ...) and each piece is given exactly one category by `_Attempt.category`, so the categories
+add up to the wall time by construction, whatever order or nonsense the events come in. docs/report.md
+says how each category is measured.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tpuctl.runs import timeline as tl
+
+START_UP, FIRST_STEP, TRAINING = "start-up", "first step", "training steps"
+SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER = "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"
+CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER)
+_STEPS = frozenset({tl.FIRST_STEP, tl.STEP})
+_CLOCK_LIMIT = 1e12  # seconds: 31,000 years of uptime; beyond it differences of times lose meaning (and 1e308 overflows)
+_ENDINGS = (("hang", tl.HANG), ("preempted", tl.PREEMPTED), ("failed", tl.FAILURE))  # how an attempt ended, first match
+
+
+@dataclass
+class Split:
+    """Seconds per category over a span; `goodput` is None where no step was seen (nothing says what trained)."""
+
+    wall_s: float = 0.0
+    categories: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
+    steps_seen: bool = False
+
+    @property
+    def goodput(self) -> float | None:
+        if not self.steps_seen or self.wall_s <= 0:
+            return None
+        return self.categories[TRAINING] / self.wall_s
+
+    def add(self, category: str, seconds: float) -> None:
+        self.categories[category] += seconds
+        self.wall_s += seconds
+
+    def to_json(self) -> dict[str, Any]:
+        goodput = self.goodput
+        return {
+            "wall_s": round(self.wall_s, 3),
+            "goodput": None if goodput is None else round(goodput, 4),
+            "categories": {name: round(seconds, 3) for name, seconds in self.categories.items()},
+        }
+
+
+@dataclass
+class AttemptSplit:
+    number: int
+    ended: str | None  # "preempted", "failed", "hang" where the timeline says so
+    split: Split
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.number, "ended": self.ended, **self.split.to_json()}
+
+
+@dataclass
+class Report:
+    total: Split
+    attempts: list[AttemptSplit]
+    step_source: str | None  # "keras", "summary" (both, comma-separated), None: no step seen
+    finished: bool  # the timeline has the run's end
+    skipped: int = 0  # lines of the file that were not events
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.total.to_json(),
+            "step_source": self.step_source,
+            "finished": self.finished,
+            "attempts": [attempt.to_json() for attempt in self.attempts],
+            "skipped_lines": self.skipped,
+        }
+
+    def losses(self, limit: int = 3) -> list[tuple[str, float]]:
+        """The biggest categories that are not training, with their share of the wall time (at least 0.5% each)."""
+        wall = self.total.wall_s
+        if wall <= 0:
+            return []
+        shares = [(name, seconds / wall) for name, seconds in self.total.categories.items() if name != TRAINING]
+        return sorted((item for item in shares if item[1] >= 0.005), key=lambda item: -item[1])[:limit]
+
+    def summary_line(self) -> str:
+        """`goodput 71%: 18% start-up, 6% restart, ...`, the launch summary's line and outcome.json's `goodput.line`."""
+        goodput = self.total.goodput
+        head = "goodput unknown (no training steps seen: docs/report.md)" if goodput is None else f"goodput {goodput:.0%}"
+        losses = ", ".join(f"{share:.0%} {name}" for name, share in self.losses())
+        return f"{head}: {losses}" if losses else head
+
+
+def analyse(events: Sequence[tl.Event], *, now: float | None = None, skipped: int = 0) -> Report:
+    """The report of a timeline's events (in time order, as timeline.read gives them).
+
+    `now` (on the timeline's clock) ends a run that has no run_end yet and still goes on; None ends it at its last event
+    (a run killed without a word). A time no monotonic clock reaches (past 1e12 s) is not an event: counted as skipped."""
+    usable = [e for e in events if abs(e.t) < _CLOCK_LIMIT]
+    skipped += len(events) - len(usable)
+    events = usable
+    if not events:
+        return Report(Split(), [], None, finished=False, skipped=skipped)
+    starts = [e.t for e in events if e.event == tl.RUN_START]
+    ends = [e.t for e in events if e.event == tl.RUN_END]
+    begin = starts[0] if starts else events[0].t
+    finished = bool(ends)
+    end = ends[-1] if ends else max(events[-1].t, now if now is not None else events[-1].t)
+    end = max(end, begin)
+    attempts = _attempts(events, begin, end)
+    cuts = {begin, end}
+    for attempt in attempts:
+        cuts.update(attempt.cuts())
+    points = sorted(t for t in cuts if begin <= t <= end)
+    total = Split()
+    per_attempt = {attempt.number: Split() for attempt in attempts}
+    attempt_ends = [attempt.end for attempt in attempts]
+    for a, b in itertools.pairwise(points):
+        middle = (a + b) / 2
+        index = bisect.bisect_right(attempt_ends, middle)
+        if index >= len(attempts):
+            category, owner = OTHER, None  # after the last attempt: the run's own end
+        else:
+            owner = attempts[index]
+            category = owner.category(middle, restarted=index > 0)
+        total.add(category, b - a)
+        if owner is not None:
+            per_attempt[owner.number].add(category, b - a)
+    sources = sorted({str(e.fields.get("source")) for e in events if e.event in _STEPS and isinstance(e.fields.get("source"), str)})
+    seen = any(e.event in _STEPS for e in events)
+    total.steps_seen = seen
+    for split in per_attempt.values():
+        split.steps_seen = seen
+    source = ", ".join(sources) if sources else ("unnamed" if seen else None)
+    splits = [AttemptSplit(attempt.number, attempt.ended, per_attempt[attempt.number]) for attempt in attempts]
+    return Report(total, splits, source, finished, skipped)
+
+
+@dataclass
+class _Attempt:
+    """One attempt's moments, on the timeline's clock; `end`s rise with the attempt number (a point belongs to one attempt)."""
+
+    number: int
+    start: float
+    end: float
+    ready: float | None = None  # every worker's runtime ready
+    first_step: float | None = None
+    caught_up: float | None = None  # the first step past what earlier attempts reached (lost work ends)
+    last_step: float | None = None
+    hang_from: float | None = None  # the last progress before a hang was stopped
+    saves: list[tuple[float, float]] = field(default_factory=list)  # merged, sorted
+    restores: list[tuple[float, float]] = field(default_factory=list)
+    redoing: bool = False  # a later attempt that never passed what an earlier one reached: all its steps are re-done
+    ended: str | None = None
+
+    def cuts(self) -> list[float]:
+        moments = [self.start, self.end, self.ready, self.first_step, self.caught_up, self.last_step, self.hang_from]
+        found = [t for t in moments if t is not None]
+        for a, b in (*self.saves, *self.restores):
+            found += (a, b)
+        return found
+
+    def category(self, t: float, *, restarted: bool) -> str:
+        """The one category of moment `t`, a moment before this attempt's end (and after the previous one's)."""
+        if t < self.start:
+            return RESTART if restarted else OTHER  # between attempts, or queueing before the first
+        if self.hang_from is not None and t >= self.hang_from:
+            return HANG
+        if _within(self.saves, t):
+            return SAVE
+        if _within(self.restores, t):
+            return RESTORE
+        if self.first_step is None or t < self.first_step:
+            if restarted:
+                return RESTART  # a failed attempt's end -> the next one's first step, start-up and tracing included
+            return START_UP if self.ready is None or t < self.ready else FIRST_STEP
+        if self.last_step is None or t >= self.last_step:
+            return OTHER
+        if self.redoing or (self.caught_up is not None and t < self.caught_up):
+            return LOST_WORK
+        return TRAINING
+
+
+def _attempts(events: Sequence[tl.Event], begin: float, end: float) -> list[_Attempt]:
+    by_number: dict[int, list[tl.Event]] = {}
+    for e in events:
+        if e.attempt is not None:
+            by_number.setdefault(e.attempt, []).append(e)
+    numbers = sorted(by_number)
+    next_start = [end] * len(numbers)  # where an attempt with no attempt_end ended: the first event of a later one
+    for index in range(len(numbers) - 2, -1, -1):
+        next_start[index] = min(next_start[index + 1], by_number[numbers[index + 1]][0].t)
+    found: list[_Attempt] = []
+    reached: float | None = None  # the highest step any earlier attempt reached
+    previous_end = begin
+    for number, later in zip(numbers, next_start, strict=True):
+        own = by_number[number]
+        starts = [e.t for e in own if e.event == tl.ATTEMPT_START]
+        ends = [e.t for e in own if e.event == tl.ATTEMPT_END]
+        start = _clamp(starts[0] if starts else (begin if not found else own[0].t), begin, end)
+        finish = max(_clamp(ends[-1] if ends else later, begin, end), start, previous_end)
+        attempt = _Attempt(number, start, finish)
+        readies = [e.t for e in own if e.event == tl.RUNTIME_READY]
+        attempt.ready = max(readies) if readies else None
+        steps = [e for e in own if e.event in _STEPS]
+        firsts = [e.t for e in steps if e.event == tl.FIRST_STEP] or [e.t for e in steps[:1]]
+        attempt.first_step = firsts[0] if firsts else None
+        attempt.last_step = max(steps[-1].t, firsts[0]) if steps else None
+        numbered = [(e.t, step) for e in steps if (step := _number(e.fields.get("step"))) is not None]
+        if reached is not None and attempt.first_step is not None:
+            past = [t for t, step in numbered if step > reached]
+            attempt.caught_up = past[0] if past else None
+            attempt.redoing = not past
+        highest = max((step for _, step in numbered), default=None)
+        if highest is not None:
+            reached = highest if reached is None else max(reached, highest)
+        attempt.hang_from = _hang_from(own, attempt)
+        attempt.saves = _spans(own, tl.SAVE_BEGIN, tl.SAVE_END, finish)
+        attempt.restores = _spans(own, tl.RESTORE_BEGIN, tl.RESTORE_END, finish)
+        kinds = {e.event for e in own}
+        attempt.ended = next((name for name, event in _ENDINGS if event in kinds), None)
+        found.append(attempt)
+        previous_end = finish
+    return found
+
+
+def _hang_from(own: Sequence[tl.Event], attempt: _Attempt) -> float | None:
+    """The last progress before the attempt's hang: the hang event's `idle_s` before it, else its last step before it."""
+    hangs = [e for e in own if e.event == tl.HANG]
+    if not hangs:
+        return None
+    hang = hangs[0]
+    idle = _number(hang.fields.get("idle_s"))
+    if idle is not None and idle >= 0:
+        since = hang.t - idle
+    else:
+        before = [e.t for e in own if e.event in _STEPS and e.t <= hang.t]
+        since = before[-1] if before else hang.t
+    return _clamp(since, attempt.start, attempt.end)
+
+
+def _spans(own: Sequence[tl.Event], begin: str, end: str, limit: float) -> list[tuple[float, float]]:
+    """The union of every worker's begin -> end spans; a begin with no end runs to `limit` (the attempt's end)."""
+    open_at: dict[str | None, float] = {}
+    spans = []
+    for e in own:
+        if e.event == begin:
+            open_at.setdefault(e.worker, e.t)
+        elif e.event == end and e.worker in open_at:
+            spans.append((open_at.pop(e.worker), e.t))
+    spans += [(t, limit) for t in open_at.values()]
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _within(spans: Sequence[tuple[float, float]], t: float) -> bool:
+    index = bisect.bisect_right(spans, (t, math.inf)) - 1
+    return index >= 0 and spans[index][0] <= t < spans[index][1]
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return min(max(value, low), high)
