@@ -23,11 +23,12 @@ import pytest
 from tests.conftest import ROOT
 from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
-from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.job import Job
+from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.supervisor import Supervisor
+from tpuctl.runs.timeline import Timeline
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Script:
     ignores_sigint: bool = False
     on_sigint: list[str] = field(default_factory=list)  # printed as it stops (Python's KeyboardInterrupt traceback)
     late_lines: list[str] = field(default_factory=list)  # printed after `delay`, just before it exits
+    messages: list[str] = field(default_factory=list)  # sent on its control channel after "ready" (`timeline {json}`)
 
 
 class _Stream:
@@ -68,6 +70,8 @@ class FakeHandle(Handle):
             self.output.chunks.put(line.encode() + b"\n")
         if self.script.ready:
             self._messages.put("ready")
+        for message in self.script.messages:
+            self._messages.put(message)
         if self.script.exit is not None and not self._exited.wait(self.script.delay):
             for line in self.script.late_lines:
                 self.output.chunks.put(line.encode() + b"\n")
@@ -131,7 +135,7 @@ class FakeBackend(Backend):
 
 
 def supervise(
-    tmp_path: Path, job: Job, scripts: dict[str, list[Script]], fold: Fold | None = None
+    tmp_path: Path, job: Job, scripts: dict[str, list[Script]], fold: Fold | None = None, timeline: Timeline | None = None
 ) -> tuple[Outcome, FakeBackend, list[str], list[str]]:
     backend = FakeBackend(scripts)
     printed: list[str] = []
@@ -148,7 +152,7 @@ def supervise(
             return False
 
     writer = logs.LineWriter(Collect())  # type: ignore[arg-type]
-    supervisor = Supervisor(backend, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False, fold=fold)
+    supervisor = Supervisor(backend, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False, fold=fold, timeline=timeline)
     return supervisor.run(job, "run-1"), backend, printed, notices
 
 

@@ -26,6 +26,7 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
 from tpuctl.runs.records import RunRecord
+from tpuctl.runs.timeline import Timeline
 
 
 class Request(Protocol):
@@ -47,6 +48,7 @@ class RunContext:
     tail_view: bool = False  # --tail: the model dir's scalars beside the logs
     verbose: bool = False  # --verbose: TensorFlow's start-up log lines on the console too
     record: RunRecord | None = None  # the run's record (tpuctl/runs/records.py), where the supervisor says what it answers
+    timeline: Timeline | None = None  # the run's timeline (tpuctl/runs/timeline.py): the engines write what happens when
 
 
 class BackendOptions:

@@ -18,6 +18,7 @@ from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.private_files import write_private
 from tpuctl.runs import recorded, records
+from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
@@ -44,10 +45,16 @@ def execute(
     )
     with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached) as keeper:
         context.record = keeper.record if keeper.written else None
+        context.timeline = tl.Timeline(folder.timeline, warn=context.notice)  # opened once the run holds its folder
         try:
             if started is not None:
                 started()
-            outcome = launch.runner.run(job, context)
+            context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name)
+            try:
+                outcome = launch.runner.run(job, context)
+                context.timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome))
+            finally:
+                context.timeline.close()
             secret_values.scrub_outcome(outcome, job)
             summary = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=launch.log_dir)
             try:

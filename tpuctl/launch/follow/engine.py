@@ -30,6 +30,7 @@ from tpuctl.launch.follow.scheduler import End, JobStatus, OnInterrupt, Replica,
 from tpuctl.launch.follow.sinks import Pump, Sinks
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome
 from tpuctl.runs import records
+from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 
 CANCEL_WAIT_S = 60.0  # how long a cancelled job may take to say it ended before tpuctl stops waiting
@@ -42,6 +43,7 @@ class JobFollower:
         self.scheduler = scheduler
         self.notice = context.notice
         self.record = context.record  # the run's record: it names the job once it exists
+        self.timeline = context.timeline  # each state the job is seen in, as it is seen (job_state)
         # TensorFlow's start-up lines (tf_noise.py); whoever made the launch says the Fold's note at its end.
         self.fold = fold if fold is not None else Fold(context.verbose)
         self.folder = RunFolder(context.log_dir)
@@ -90,6 +92,8 @@ class JobFollower:
             self.state, self.label = status.state, status.label or status.state
             ref = self.scheduler.job_ref()
             self.notice(f"{ref.kind} {ref.name}: {self.label} after {time.monotonic() - self.started:.0f}s")
+            if self.timeline is not None:
+                self.timeline.event(tl.JOB_STATE, state=status.state, label=self.label, job=ref.label)
         for run in status.running:
             if run not in self.pumps:
                 sink = self.sinks.sink(run.worker, run.attempt)

@@ -30,6 +30,7 @@ from tpuctl.launch.process.events import Exited, Inbox, Ready, ReaperNews, Stack
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
 from tpuctl.launch.process.progress import ProgressClock, StepWatch
 from tpuctl.private_files import write_private
+from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
@@ -53,6 +54,7 @@ class Wiring:
     warn: Callable[[str], None]  # a log that cannot be written: said once, and kept in the outcome's notes
     colour: bool
     fold: Fold | None  # TensorFlow's start-up log lines, kept out of the console (--verbose shows them)
+    timeline: tl.Timeline | None = None  # the run's timeline (tpuctl/runs/timeline.py), where the launch keeps one
 
 
 @dataclass
@@ -89,25 +91,74 @@ class _Attempt:
         self.workers: list[_Worker] = []
         self.started_at = time.monotonic()
         self.clock = ProgressClock()
+        self.worker_steps = False  # a worker's runtime reports steps: the model dir's are not the timeline's
+        self.summary_steps = 0  # steps the model dir gave the timeline
 
     def run(self, job: Job) -> Outcome:
         backend = self.wiring.backend
+        self._mark(tl.ATTEMPT_START, workers=len(self.plan.workers))
+        outcome: Outcome | None = None
         try:
             for spec in self.plan.workers:
                 self.workers.append(_Worker(backend.start(spec)))
+                self._mark(tl.WORKER_START, worker=spec.name, host=spec.host)
             backend.started()
             self._watch()
-            steps = StepWatch(job.model_dir, self.clock, job.hang_timeout) if job.hang_timeout and job.model_dir else None
+            steps = StepWatch(job.model_dir, self._summary_step, job.hang_timeout) if job.model_dir else None
             if steps is not None:
                 steps.start()
             try:
-                return self._supervise(job.start_timeout, job.hang_timeout)
+                outcome = self._supervise(job.start_timeout, job.hang_timeout)
+                return outcome
             finally:
                 if steps is not None:
                     steps.stop()
         finally:
             self._stop()
             backend.release()
+            self._ended(outcome)
+
+    # the timeline ---------------------------------------------------------------------------------
+
+    def _mark(self, name: str, *, worker: str | None = None, **fields: object) -> None:
+        if self.wiring.timeline is not None:
+            self.wiring.timeline.event(name, attempt=self.number, worker=worker, **fields)
+
+    def _summary_step(self, step: int) -> None:
+        """A new step in the model dir: progress for --hang-timeout, and the timeline's step where no runtime reports its own."""
+        self.clock.touch()
+        if self.worker_steps:
+            return
+        if not self.summary_steps:
+            self._mark(tl.FIRST_STEP, step=step, source="summary")
+        self.summary_steps += 1
+        self._mark(tl.STEP, step=step, source="summary")
+
+    def _from_worker(self, position: int, message: str) -> None:
+        """A worker's `timeline {json}` line: to the timeline; its steps make the model dir's summaries not the timeline's."""
+        if not self.worker_steps:
+            try:
+                said = json.loads(message[len(tl.MESSAGE_PREFIX) :])
+            except ValueError:
+                said = None
+            self.worker_steps = isinstance(said, dict) and said.get("event") in (tl.FIRST_STEP, tl.STEP)
+        if self.wiring.timeline is not None:
+            self.wiring.timeline.from_worker(message, attempt=self.number, worker=self.workers[position].handle.spec.name)
+
+    def _ended(self, outcome: Outcome | None) -> None:
+        if self.wiring.timeline is None:
+            return
+        self.wiring.timeline.flush_steps(self.number)
+        if outcome is None:
+            result, exit_code = "error", None
+        elif outcome.interrupted:
+            result, exit_code = "interrupted", outcome.exit_code
+        elif outcome.failure is None:
+            result, exit_code = "succeeded", outcome.exit_code
+        else:
+            result = "preempted" if preempted(outcome.failure) else "hang" if outcome.exit_code == EXIT_HANG else "failed"
+            exit_code = outcome.exit_code
+        self._mark(tl.ATTEMPT_END, result=result, exit_code=exit_code)
 
     # watching: three threads per worker, whose news reach the deciding thread as events ----------
 
@@ -155,6 +206,8 @@ class _Attempt:
         for message in handle.messages():
             if message == "ready":
                 self.wiring.inbox.put(Ready(self.number, position))
+            elif message.startswith(tl.MESSAGE_PREFIX):
+                self._from_worker(position, message)
             elif message in ("reaper", "ended"):  # the worker's reaper started, and ended as it should
                 self.wiring.inbox.put(ReaperNews(self.number, position, ended=message == "ended"))
             else:
@@ -172,6 +225,8 @@ class _Attempt:
         """Bring a worker's record up to date with news of it."""
         worker = self.workers[event.position]
         if isinstance(event, Ready):
+            if worker.state is WorkerState.STARTING:
+                self._mark(tl.RUNTIME_READY, worker=worker.handle.spec.name)
             worker.state = worker.state.on_ready()
         elif isinstance(event, ReaperNews):
             if event.ended:
@@ -219,6 +274,7 @@ class _Attempt:
                     self.clock.touch()  # the hang clock starts once every worker has started: until then --start-timeout rules
             elif isinstance(event, Exited) and self.workers[event.position].state is WorkerState.FAILED:
                 failure = self._failure(event.position, event.returncode)
+                self._mark(tl.PREEMPTED if preempted(failure) else tl.FAILURE, worker=failure.worker, status=failure.status)
                 if preempted(failure):
                     # TensorFlow has every worker save, then exit by itself: a stop now could cut a slower one's checkpoint.
                     self._await_exits(self._live(), PREEMPTION_GRACE_S)
@@ -246,6 +302,7 @@ class _Attempt:
     # what ended the attempt -----------------------------------------------------------------------
 
     def _hang(self, hang_timeout: float) -> Outcome:
+        self._mark(tl.HANG, idle_s=round(time.monotonic() - self.clock.last, 3), hang_timeout=hang_timeout)
         self.wiring.notice(f"no worker printed anything and no new step was written for {hang_timeout:g}s (--hang-timeout)")
         comparison = self._show_stacks("before stopping them")
         differing = list(comparison.off)
@@ -291,6 +348,7 @@ class _Attempt:
         failure.status = f"did not start within {start_timeout:g}s"
         failure.exit_code = EXIT_START_TIMEOUT
         failure.cause = cause.never_started(names, start_timeout)
+        self._mark(tl.FAILURE, worker=failure.worker, status=failure.status)
         self.wiring.notice(f"{', '.join(names)} did not start within {start_timeout:g}s (--start-timeout); stopping all workers")
         return Outcome(exit_code=EXIT_START_TIMEOUT, attempts=0, elapsed_s=0.0, failure=failure)
 

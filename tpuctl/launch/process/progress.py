@@ -1,5 +1,8 @@
 """When a run last moved, for --hang-timeout: any worker's output line, or a new step in the model dir.
 
+The model dir's steps are also the timeline's steps for a script whose runtime reports none
+(source "summary"): so a StepWatch runs whenever a model dir is given, not only with --hang-timeout.
+
 A run is stuck when neither happens for the timeout: a worker blocked in its
 input pipeline or in a collective prints nothing, and the model dir's event
 files gain no step. A script that is merely quiet (no per-step output) but
@@ -8,8 +11,10 @@ writes summaries still counts as moving; so does one that only prints.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable
 
 from tpuctl.errors import TpuctlError
 from tpuctl.watch.sources import open_source
@@ -17,6 +22,7 @@ from tpuctl.watch.tailer import Tailer
 
 MAX_POLL_S = 10.0
 MIN_POLL_S = 0.5
+TIMELINE_POLL_S = 5.0  # without --hang-timeout the watch is for the timeline only: a step's time to within this
 
 
 class ProgressClock:
@@ -30,14 +36,16 @@ class ProgressClock:
 
 
 class StepWatch:
-    """Polls the model dir's event files on a thread; a step past the highest seen touches the clock.
+    """Polls the model dir's event files on a thread; a step past the highest seen is passed to `on_step`.
 
+    What the model dir held when the watch started (an earlier attempt's or launch's summaries) is read
+    once and passed over: its steps are not this attempt's progress.
     Reading failures are not progress and never end the launch: the next poll tries again."""
 
-    def __init__(self, model_dir: str, clock: ProgressClock, hang_timeout: float) -> None:
+    def __init__(self, model_dir: str, on_step: Callable[[int], None], hang_timeout: float | None) -> None:
         self._model_dir = model_dir
-        self._clock = clock
-        self._interval = min(MAX_POLL_S, max(MIN_POLL_S, hang_timeout / 5))
+        self._on_step = on_step
+        self._interval = min(MAX_POLL_S, max(MIN_POLL_S, hang_timeout / 5)) if hang_timeout else TIMELINE_POLL_S
         self._tailer: Tailer | None = None
         self._best = -1
         self._stop = threading.Event()
@@ -50,21 +58,25 @@ class StepWatch:
         self._stop.set()
 
     def _run(self) -> None:
+        with contextlib.suppress(Exception):  # as below: a failed read is no progress, and never ends a launch
+            self.poll(report=False)
         while not self._stop.wait(self._interval):
             try:
                 self.poll()
             except Exception:  # noqa: BLE001 - a hang watch must never end a launch; a failed read is simply no progress
                 continue
 
-    def poll(self) -> None:
+    def poll(self, *, report: bool = True) -> None:
         if self._tailer is None:
             try:
                 self._tailer = Tailer(open_source(self._model_dir))
             except TpuctlError:
                 return  # not created yet
         for update in self._tailer.updates():
+            if not report:
+                continue  # read to its end, for the next poll to start after it
             steps = [step for _, _, (_, step, _, _) in update.scalars()] + [c.step for c in update.checkpoints if c.step is not None]
             newest = max(steps, default=-1)
             if newest > self._best:
                 self._best = newest
-                self._clock.touch()
+                self._on_step(newest)

@@ -20,7 +20,8 @@ def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
     side = SideTail.start(job.model_dir, context.writer.write) if context.tail_view and job.model_dir else None
     fold = Fold(context.verbose)
     supervisor = Supervisor(
-        backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold, record=context.record
+        backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold, record=context.record,
+        timeline=context.timeline,
     )
     # Local workers' escapees come to this process (see reaper.adopt_orphans); an ssh launch's
     # workers run on the hosts, and its ControlMaster must outlive the run.

@@ -27,6 +27,7 @@ from tpuctl.launch.process.attempt import Wiring, preempted, run_attempt
 from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.events import Inbox, StacksRequested
 from tpuctl.runs import stacks as stacks_request
+from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
 
@@ -42,12 +43,14 @@ class Supervisor:
         colour: bool,
         fold: Fold | None = None,
         record: RunRecord | None = None,
+        timeline: tl.Timeline | None = None,
     ) -> None:
         self.backend = backend
         self.record = record  # the run's record, which says while SIGQUIT shows the stacks (tpuctl stacks)
         self.notice = notice
         self.log_dir = log_dir
         self.notes: list[str] = []  # what went wrong beside the workers (a log that could not be written)
+        self.timeline = timeline  # attempts, workers, failures and restarts go there as they happen
         self._inbox = Inbox()
         self._wiring = Wiring(
             backend=backend,
@@ -59,6 +62,7 @@ class Supervisor:
             warn=self._log_warning,
             colour=colour,
             fold=fold,
+            timeline=timeline,
         )
 
     def run(self, job: Job, run_id: str) -> Outcome:
@@ -78,7 +82,7 @@ class Supervisor:
                     break
                 failure = outcome.failure
                 assert failure is not None
-                if preempted(failure) or self._went_with_its_node(failure):
+                if preempted(failure) or self._went_with_its_node(failure, attempt):
                     if preemptions == job.max_preemptions:
                         break
                     preemptions += 1
@@ -86,6 +90,7 @@ class Supervisor:
                         f"{failure.worker} was preempted ({failure.status}); restarting all workers from the last checkpoint "
                         f"(preemption {preemptions}/{job.max_preemptions}, attempt {attempt + 1})"
                     )
+                    self._restart(attempt, "preemption")
                     self.backend.after_preemption(self.notice)
                     continue
                 if restarts == job.max_restarts:
@@ -93,15 +98,22 @@ class Supervisor:
                 restarts += 1
                 why = f": {failure.cause.summary}" if failure.cause is not None and failure.cause.kind != cause.EXIT else ""
                 self.notice(f"{failure.worker} failed ({failure.status}){why}; restarting all workers (attempt {attempt + 1}/{job.attempts + preemptions})")
+                self._restart(attempt, "failure")
         outcome.elapsed_s = time.monotonic() - started
         outcome.notes.extend(self.notes)
         return outcome
 
-    def _went_with_its_node(self, failure: Failure) -> bool:
+    def _restart(self, attempt: int, why: str) -> None:
+        if self.timeline is not None:
+            self.timeline.event(tl.RESTART, attempt=attempt, why=why, next_attempt=attempt + 1)
+
+    def _went_with_its_node(self, failure: Failure, attempt: int) -> bool:
         """A TPU VM's preemption ends no worker with 42: its hosts go down. The backend tells that from a crash."""
         condition = self.backend.lost_to_preemption(failure)
         if condition:
             self.notice(f"{failure.worker} was lost with its TPU VM, which is {condition} now: a preemption")
+            if self.timeline is not None:
+                self.timeline.event(tl.PREEMPTED, attempt=attempt, worker=failure.worker, status=f"lost with its TPU VM ({condition})")
         return bool(condition)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:

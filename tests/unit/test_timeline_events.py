@@ -1,0 +1,133 @@
+"""Every launch writes its timeline: the launcher's events, in order, through the fake backend of test_supervisor.py.
+
+What a worker's runtime sends (`timeline {json}` on its control channel) is checked here as the launcher
+receives it; the runtime's side against real TensorFlow is in test_timeline_hooks.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.unit.test_supervisor import Script, supervise
+from tpuctl.launch.backend import RunContext, Runner
+from tpuctl.launch.execute import execute
+from tpuctl.launch.job import Job
+from tpuctl.launch.launch_options import LaunchOptions
+from tpuctl.launch.outcome import Outcome
+from tpuctl.launch.prepare import Launch
+from tpuctl.runs import timeline as tl
+from tpuctl.runs.folder import RunFolder
+
+
+def _events(tmp_path: Path, job: Job, scripts: dict[str, list[Script]]) -> tuple[Outcome, list[tl.Event]]:
+    timeline = tl.Timeline(RunFolder(tmp_path).timeline)
+    outcome, _, _, _ = supervise(tmp_path, job, scripts, timeline=timeline)
+    timeline.close()
+    reading = tl.read(RunFolder(tmp_path).timeline.read_text().splitlines())
+    assert reading.skipped == 0
+    return outcome, reading.events
+
+
+def _launcher(events: list[tl.Event]) -> list[tuple[str, int | None]]:
+    """The attempt-level events, in order (the per-worker ones interleave as the workers' threads go)."""
+    wanted = {tl.ATTEMPT_START, tl.ATTEMPT_END, tl.FAILURE, tl.PREEMPTED, tl.HANG, tl.RESTART}
+    return [(e.event, e.attempt) for e in events if e.event in wanted]
+
+
+def _one(events: list[tl.Event], name: str, attempt: int = 1) -> tl.Event:
+    found = [e for e in events if e.event == name and e.attempt == attempt]
+    assert len(found) == 1, (name, found)
+    return found[0]
+
+
+def _step(step: int, event: str = tl.STEP) -> str:
+    return tl.MESSAGE_PREFIX + json.dumps({"event": event, "step": step, "source": "keras"})
+
+
+def test_a_clean_run_has_each_worker_start_ready_and_its_steps_between_the_attempts_start_and_end(tmp_path: Path) -> None:
+    steps = [_step(1, tl.FIRST_STEP), _step(1), _step(2), _step(3)]
+    hostile = [tl.MESSAGE_PREFIX + '{"event": "attempt_end"}', tl.MESSAGE_PREFIX + "not json"]
+    scripts = {"worker:0": [Script(messages=steps + hostile, delay=0.2)], "worker:1": [Script(delay=0.2)]}
+    outcome, events = _events(tmp_path, Job("train.py", workers=2), scripts)
+    assert outcome.exit_code == 0
+    assert _launcher(events) == [(tl.ATTEMPT_START, 1), (tl.ATTEMPT_END, 1)]
+    assert events[0].event == tl.ATTEMPT_START and events[-1].event == tl.ATTEMPT_END
+    assert events[-1].fields == {"result": "succeeded", "exit_code": 0}
+    for worker in ("worker:0", "worker:1"):
+        own = [e.event for e in events if e.worker == worker and e.event in (tl.WORKER_START, tl.RUNTIME_READY)]
+        assert own == [tl.WORKER_START, tl.RUNTIME_READY]
+    first = _one(events, tl.FIRST_STEP)
+    assert (first.worker, first.fields) == ("worker:0", {"step": 1, "source": "keras"})
+    # Sampled: the first step is written, the last one at the attempt's end; nothing from worker:1.
+    assert [(e.worker, e.fields["step"]) for e in events if e.event == tl.STEP] == [("worker:0", 1), ("worker:0", 3)]
+
+
+def test_a_failure_then_a_restart_then_a_clean_second_attempt(tmp_path: Path) -> None:
+    scripts = {"worker:0": [Script(lines=["boom"], exit=2), Script()], "worker:1": [Script(exit=None), Script()]}
+    outcome, events = _events(tmp_path, Job("train.py", workers=2, max_restarts=1), scripts)
+    assert (outcome.exit_code, outcome.attempts) == (0, 2)
+    assert _launcher(events) == [
+        (tl.ATTEMPT_START, 1),
+        (tl.FAILURE, 1),
+        (tl.ATTEMPT_END, 1),
+        (tl.RESTART, 1),
+        (tl.ATTEMPT_START, 2),
+        (tl.ATTEMPT_END, 2),
+    ]
+    failure = _one(events, tl.FAILURE)
+    assert (failure.worker, failure.fields["status"]) == ("worker:0", "exit status 2")
+    assert _one(events, tl.ATTEMPT_END).fields == {"result": "failed", "exit_code": 2}
+    assert _one(events, tl.RESTART).fields["why"] == "failure"
+    assert _one(events, tl.ATTEMPT_END, 2).fields == {"result": "succeeded", "exit_code": 0}
+    assert len([e for e in events if e.event == tl.WORKER_START]) == 4
+
+
+def test_a_preemption_is_said_and_its_restart_is_for_preemption(tmp_path: Path) -> None:
+    scripts = {"worker:0": [Script(exit=42), Script()]}
+    outcome, events = _events(tmp_path, Job("train.py", workers=1), scripts)
+    assert (outcome.exit_code, outcome.attempts) == (0, 2)
+    assert _launcher(events) == [
+        (tl.ATTEMPT_START, 1),
+        (tl.PREEMPTED, 1),
+        (tl.ATTEMPT_END, 1),
+        (tl.RESTART, 1),
+        (tl.ATTEMPT_START, 2),
+        (tl.ATTEMPT_END, 2),
+    ]
+    assert _one(events, tl.PREEMPTED).worker == "worker:0"
+    assert _one(events, tl.ATTEMPT_END).fields == {"result": "preempted", "exit_code": 42}
+    assert _one(events, tl.RESTART).fields["why"] == "preemption"
+
+
+def test_a_hang_says_how_long_nothing_moved(tmp_path: Path) -> None:
+    scripts = {"worker:0": [Script(exit=None)]}
+    outcome, events = _events(tmp_path, Job("train.py", workers=1, hang_timeout=0.3), scripts)
+    assert outcome.exit_code == 124
+    assert _launcher(events) == [(tl.ATTEMPT_START, 1), (tl.HANG, 1), (tl.ATTEMPT_END, 1)]
+    assert _one(events, tl.HANG).fields["idle_s"] >= 0.3
+    assert _one(events, tl.ATTEMPT_END).fields == {"result": "hang", "exit_code": 124}
+
+
+class _Runner(Runner):
+    name = "fake"
+
+    def dry_run(self, job: Job, run_id: str) -> Any:
+        raise AssertionError("not dry")
+
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        assert context.timeline is not None
+        context.timeline.event(tl.ATTEMPT_START, attempt=1)
+        return Outcome(exit_code=3, attempts=1, elapsed_s=0.0)
+
+
+def test_the_launch_core_opens_the_timeline_and_writes_the_runs_start_and_end(tmp_path: Path) -> None:
+    launch = Launch(Job("train.py"), _Runner(), LaunchOptions(log_dir=str(tmp_path / "logs")), "run-x")
+    outcome = execute(launch, io.StringIO(), lambda line: None)
+    assert outcome.exit_code == 3
+    events = tl.read(RunFolder(tmp_path / "logs").timeline.read_text().splitlines()).events
+    assert [e.event for e in events] == [tl.RUN_START, tl.ATTEMPT_START, tl.RUN_END]
+    assert events[0].fields == {"run_id": "run-x", "backend": "fake"}
+    assert events[-1].fields == {"exit_code": 3, "state": "failed"}
