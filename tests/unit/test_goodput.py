@@ -72,7 +72,7 @@ def test_a_preempted_run_shows_its_restart_restore_and_the_work_it_redid() -> No
         ev(76, tl.RESTORE_BEGIN, 2, "worker:0"),
         ev(78, tl.RESTORE_END, 2, "worker:0"),
         ev(80, tl.FIRST_STEP, 2, "worker:0", step=401),
-        *steps(2, [(90, 450), (100, 520), (150, 1000)]),
+        *steps(2, [(90, 450), (100, 550), (150, 1000)]),
         ev(151, tl.ATTEMPT_END, 2),
         ev(151, tl.RUN_END),
     ]
@@ -80,11 +80,11 @@ def test_a_preempted_run_shows_its_restart_restore_and_the_work_it_redid() -> No
     assert cats(report) == {
         goodput.START_UP: 5,
         goodput.FIRST_STEP: 5,
-        goodput.TRAINING: 50 + 50,
+        goodput.TRAINING: 50 + 55,
         goodput.OTHER: 2 + 1,  # attempt 1's last step -> its end; attempt 2's
         goodput.RESTART: 62 - 62 + 8 + 6 + 2,  # 62 -> 70 between attempts, 70 -> 80 but the restore
         goodput.RESTORE: 2,
-        goodput.LOST_WORK: 20,  # 80 -> 100, the first step past 500
+        goodput.LOST_WORK: 15,  # 80 -> 95: step 500 passed halfway between the samples of 450 (90) and 550 (100)
     }
     first, second = report.attempts
     assert (first.ended, second.ended) == ("preempted", None)

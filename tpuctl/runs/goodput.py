@@ -12,17 +12,22 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpuctl import inputs
+from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.runs import timeline as tl
+from tpuctl.runs.folder import RunFolder
 
 START_UP, FIRST_STEP, TRAINING = "start-up", "first step", "training steps"
 SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER = "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"
 CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER)
 _STEPS = frozenset({tl.FIRST_STEP, tl.STEP})
 _CLOCK_LIMIT = 1e12  # seconds: 31,000 years of uptime; beyond it differences of times lose meaning (and 1e308 overflows)
+TIMELINE_LIMIT = 64 << 20  # bytes: a week-long run of 64 workers samples ~30 MB of steps; a bigger file is not ours
 _ENDINGS = (("hang", tl.HANG), ("preempted", tl.PREEMPTED), ("failed", tl.FAILURE))  # how an attempt ended, first match
 
 
@@ -141,6 +146,23 @@ def analyse(events: Sequence[tl.Event], *, now: float | None = None, skipped: in
     return Report(total, splits, source, finished, skipped)
 
 
+def of_folder(folder: RunFolder, *, live: bool) -> Report:
+    """The report of a run's folder, so far where the run is `live` (it goes on: its end is now).
+
+    The file is read as tpuctl.inputs reads any file it is handed (a regular file only: a FIFO or a link to
+    /dev/zero is refused, never waited on); what is not an event is counted. Nothing readable: one line, exit 1."""
+    path = folder.timeline
+    data = inputs.read_small_bytes(path, "timeline", limit=TIMELINE_LIMIT, exit_code=FAILED)
+    if data is None:
+        raise TpuctlError(f"no timeline in {folder.path}", hint="a run launched before tpuctl kept timelines has none", exit_code=FAILED)
+    reading = tl.read(data.decode("utf-8", errors="replace").split("\n"))
+    if not reading.events:
+        raise TpuctlError(f"nothing readable in {path} ({reading.skipped} line(s) that are not timeline events)", exit_code=FAILED)
+    last = reading.events[-1]
+    now = min(last.t + max(0.0, time.time() - last.wall), _CLOCK_LIMIT) if live else None  # the wall clock's advance since
+    return analyse(reading.events, now=now, skipped=reading.skipped)
+
+
 @dataclass
 class _Attempt:
     """One attempt's moments, on the timeline's clock; `end`s rise with the attempt number (a point belongs to one attempt)."""
@@ -213,9 +235,8 @@ def _attempts(events: Sequence[tl.Event], begin: float, end: float) -> list[_Att
         attempt.last_step = max(steps[-1].t, firsts[0]) if steps else None
         numbered = [(e.t, step) for e in steps if (step := _number(e.fields.get("step"))) is not None]
         if reached is not None and attempt.first_step is not None:
-            past = [t for t, step in numbered if step > reached]
-            attempt.caught_up = past[0] if past else None
-            attempt.redoing = not past
+            attempt.caught_up = _passing(numbered, reached)
+            attempt.redoing = attempt.caught_up is None
         highest = max((step for _, step in numbered), default=None)
         if highest is not None:
             reached = highest if reached is None else max(reached, highest)
@@ -227,6 +248,19 @@ def _attempts(events: Sequence[tl.Event], begin: float, end: float) -> list[_Att
         found.append(attempt)
         previous_end = finish
     return found
+
+
+def _passing(numbered: Sequence[tuple[float, float]], reached: float) -> float | None:
+    """When an attempt's steps passed `reached`: steps are sampled (one every 30 s), so the moment is interpolated between
+    the last sample at or below it and the first above it, at the pace between the two. None: it never did."""
+    for index, (t, step) in enumerate(numbered):
+        if step > reached:
+            if index == 0:
+                return t
+            t0, step0 = numbered[index - 1]
+            share = (reached - step0) / (step - step0) if step > step0 else 1.0
+            return _clamp(t0 + share * (t - t0), t0, t)
+    return None
 
 
 def _hang_from(own: Sequence[tl.Event], attempt: _Attempt) -> float | None:

@@ -1,0 +1,136 @@
+"""`tpuctl report` through the real entry point: a log folder or a run id, --json, the price, and hostile timeline files."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_hostile_cli import Result, invoke
+from tpuctl.runs import records
+from tpuctl.runs.folder import TIMELINE
+from tpuctl.runs.records import RunRecord
+
+RUN_ID = "20261125-103000-train-abc123"
+
+
+def line(t: float, event: str, **fields: object) -> str:
+    return json.dumps({"t": t, "wall": 1_700_000_000 + t, "event": event, **fields})
+
+
+CLEAN = [
+    line(0, "run_start"),
+    line(1, "attempt_start", attempt=1),
+    line(5, "runtime_ready", attempt=1, worker="worker:0"),
+    line(10, "first_step", attempt=1, worker="worker:0", step=1, source="keras"),
+    line(90, "step", attempt=1, worker="worker:0", step=800, source="keras"),
+    line(91, "attempt_end", attempt=1),
+    line(100, "run_end"),
+]
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("TPUCTL_CONFIG", str(tmp_path / "config.toml"))
+    folder = tmp_path / "logs" / RUN_ID
+    folder.mkdir(parents=True)
+    (folder / TIMELINE).write_text("\n".join(CLEAN) + "\n")
+    return folder
+
+
+def report(*args: str) -> Result:
+    result = invoke(["report", *args])
+    assert result.crash is None, result.explain(["report", *args])
+    return result
+
+
+def test_a_log_folder_is_reported_line_by_category_with_the_goodput(run_dir: Path) -> None:
+    result = report(str(run_dir))
+    assert result.code == 0, result.err
+    assert f"run {run_dir}: 100.0s of wall time" in result.out
+    assert "training steps" in result.out and "80.0s" in result.out and "80.0%" in result.out
+    assert "goodput 80%: 11% other, 5% first step, 4% start-up; steps from: keras" in result.out
+    assert "skipped" not in result.out
+
+
+def test_json_names_the_run_by_its_record_and_prices_the_lost_time(run_dir: Path) -> None:
+    records.write(
+        RunRecord(RUN_ID, "local", "train.py", str(run_dir), time.time() - 100, os.getpid(), "here", state=records.SUCCEEDED, ended=time.time(), exit_code=0)
+    )
+    result = report(RUN_ID[:12], "--json", "--price-per-hour", "36")
+    assert result.code == 0, result.err
+    body = json.loads(result.out)
+    assert body["run_id"] == RUN_ID and body["wall_s"] == 100 and body["goodput"] == 0.8
+    assert sum(body["categories"].values()) == pytest.approx(body["wall_s"])
+    assert body["step_source"] == "keras" and [a["attempt"] for a in body["attempts"]] == [1]
+    assert body["lost_cost"] == pytest.approx(0.2)  # 20 s at 36 USD/h
+    text = report(RUN_ID, "--price-per-hour", "36").out
+    assert "at 36 USD/h: 0.20 USD" in text
+
+
+def test_the_price_comes_from_a_report_table_and_a_bad_one_is_refused(run_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[report]\nprice_per_hour = 7.2\n")
+    assert "at 7.2 USD/h" in report(str(run_dir)).out
+    (tmp_path / "config.toml").write_text("[report]\nprice_per_hour = nan\n")
+    bad = report(str(run_dir))
+    assert bad.code != 0 and bad.one_line_error and "price" in bad.err
+    for value in ("nan", "-1", "inf", "1e300", "x"):
+        flag = report(str(tmp_path / "logs" / RUN_ID), "--price-per-hour", value)
+        assert flag.code == 2 and flag.one_line_error, (value, flag.err)
+
+
+@pytest.mark.parametrize(
+    "content, skipped",
+    [
+        ("\n".join(CLEAN) + '\n{"t": 101, "wall": 17', 1),  # a run killed mid-line
+        ("\n".join([*CLEAN, "garbage \x00 \x1b[31m", "[1, 2]", '{"event": "step"}']) + "\n", 3),
+        ("\n".join(reversed(CLEAN)) + "\n", 0),  # out of order: sorted by time
+        ("\n".join(CLEAN) + '\n{"t": NaN, "wall": 1, "event": "step"}\n{"t": 1, "wall": Infinity, "event": "step"}\n', 2),
+        ("\n".join(CLEAN) + "\n" + "x" * 5_000_000 + "\n", 1),  # a huge line
+        ("\n".join(CLEAN).replace('"step": 800', '"step": NaN') + "\n", 0),  # a NaN step is no step number
+    ],
+)
+def test_a_hostile_timeline_gives_what_is_readable_and_says_how_much_was_not(run_dir: Path, content: str, skipped: int) -> None:
+    (run_dir / TIMELINE).write_text(content)
+    result = report(str(run_dir))
+    assert result.code == 0, result.err
+    assert "of wall time" in result.out
+    assert (f"skipped {skipped} line(s)" in result.out) == bool(skipped)
+
+
+def test_a_timeline_with_nothing_readable_is_one_line_exit_1(run_dir: Path, tmp_path: Path) -> None:
+    (run_dir / TIMELINE).write_bytes(b"\xff\xfe garbage\n{}\n")
+    result = report(str(run_dir))
+    assert (result.code, result.one_line_error) == (1, True) and "nothing readable" in result.err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = report(str(empty))
+    assert (missing.code, missing.one_line_error) == (1, True) and "no timeline" in missing.err
+    nowhere = report(str(tmp_path / "no-such-dir/"))
+    assert (nowhere.code, nowhere.one_line_error) == (1, True)
+
+
+def test_a_fifo_or_a_link_to_a_device_is_refused_not_waited_on(run_dir: Path, tmp_path: Path) -> None:
+    (run_dir / TIMELINE).unlink()
+    os.mkfifo(run_dir / TIMELINE)
+    fifo = report(str(run_dir))
+    assert (fifo.code, fifo.one_line_error) == (1, True) and "not a regular file" in fifo.err
+    (run_dir / TIMELINE).unlink()
+    (run_dir / TIMELINE).symlink_to("/dev/zero")
+    device = report(str(run_dir))
+    assert (device.code, device.one_line_error) == (1, True)
+    (run_dir / TIMELINE).unlink()
+    real = tmp_path / "elsewhere.jsonl"
+    real.write_text("\n".join(CLEAN) + "\n")
+    (run_dir / TIMELINE).symlink_to(real)
+    assert report(str(run_dir)).code == 0
+
+
+def test_no_run_named_and_none_running_is_one_line(run_dir: Path) -> None:
+    result = report()
+    assert (result.code, result.one_line_error) == (1, True) and "no run of yours is running" in result.err
