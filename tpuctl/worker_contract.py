@@ -48,6 +48,9 @@ SIMULATE_DEVICES = "TPUCTL_SIMULATE_DEVICES"
 TPU_TIMEOUT = "TPUCTL_TPU_TIMEOUT"
 REHEARSE = "TPUCTL_REHEARSE"  # a TPU type (v2-8): run the script on CPU with that TPU's replicas (runtime/rehearsal.py)
 REHEARSAL_REPORT = "TPUCTL_REHEARSAL_REPORT"  # where the rehearsing worker writes its report (JSON) as it ends
+# "0": the worker's runtime sends no timeline events (steps, checkpoints: runtime/timeline_hooks.py); set by whoever
+# runs the launch (benchmarks/timeline_overhead.py measures the runtime's cost with it), never by a plan.
+TIMELINE = "TPUCTL_TIMELINE"
 # File descriptors a process backend passes (local launcher, ssh agent, devices probe).
 CONTROL_FD = "TPUCTL_CONTROL_FD"  # socket: "ready" goes out on it; its EOF means the launcher is gone
 RESERVED_FD = "TPUCTL_RESERVED_FD"  # the bound socket holding the worker's port until TF takes it
@@ -78,6 +81,10 @@ def scope(environ: Mapping[str, str]) -> bool:
 
 def keras(environ: Mapping[str, str]) -> str:
     return environ.get(KERAS, "auto")
+
+
+def timeline(environ: Mapping[str, str]) -> bool:
+    return environ.get(TIMELINE, "1") != "0"
 
 
 def strategy_builder(environ: Mapping[str, str]) -> str:

@@ -1,16 +1,23 @@
 """Every launch writes its timeline: the launcher's events, in order, through the fake backend of test_supervisor.py.
 
-What a worker's runtime sends (`timeline {json}` on its control channel) is checked here as the launcher
-receives it; the runtime's side against real TensorFlow is in test_timeline_hooks.py.
+What a worker's runtime sends (`timeline {json}` on its control channel) is checked first as the launcher
+receives it, then as the runtime sends it (tpuctl/runtime/timeline_hooks.py) from a tiny fit in real TensorFlow on CPU.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.conftest import ROOT
 from tests.unit.test_supervisor import Script, supervise
 from tpuctl.launch.backend import RunContext, Runner
 from tpuctl.launch.execute import execute
@@ -20,6 +27,8 @@ from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
+from tpuctl.runtime import timeline_hooks
+from tpuctl.worker_contract import TIMELINE, timeline
 
 
 def _events(tmp_path: Path, job: Job, scripts: dict[str, list[Script]]) -> tuple[Outcome, list[tl.Event]]:
@@ -131,3 +140,71 @@ def test_the_launch_core_opens_the_timeline_and_writes_the_runs_start_and_end(tm
     assert [e.event for e in events] == [tl.RUN_START, tl.ATTEMPT_START, tl.RUN_END]
     assert events[0].fields == {"run_id": "run-x", "backend": "fake"}
     assert events[-1].fields == {"exit_code": 3, "state": "failed"}
+
+
+# A worker's runtime as bootstrap.py installs it, a tiny fit with BackupAndRestore, then a tf.train.Checkpoint saved and restored.
+FIT = """
+import json, os, socket, sys, tempfile
+ours, theirs = socket.socketpair()
+from tpuctl.runtime import timeline_hooks
+timeline_hooks.install(timeline_hooks.Channel(theirs.fileno()))
+import numpy as np
+import tensorflow as tf
+keras = tf.keras
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+folder = tempfile.mkdtemp()
+backup = keras.callbacks.BackupAndRestore(os.path.join(folder, "backup"))
+model.fit(np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"), batch_size=8, epochs=2, verbose=0, callbacks=[backup])
+checkpoint = tf.train.Checkpoint(model=model)
+checkpoint.restore(checkpoint.save(os.path.join(folder, "ckpt")))
+ours.setblocking(False)  # the runtime's own copy of `theirs` stays open: read what came, no EOF
+data = b""
+try:
+    while chunk := ours.recv(65536):
+        data += chunk
+except BlockingIOError:
+    pass
+print(json.dumps(data.decode().splitlines()))
+"""
+
+
+@pytest.mark.parametrize("legacy", ["0", "1"], ids=["keras3", "tf-keras"])
+def test_the_runtime_tells_the_first_step_steps_and_checkpoints_of_a_real_fit(legacy: str) -> None:
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": legacy, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", FIT], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = json.loads(done.stdout.splitlines()[-1])
+    assert all(line.startswith(tl.MESSAGE_PREFIX) for line in lines)
+    said = [json.loads(line[len(tl.MESSAGE_PREFIX) :]) for line in lines]
+    assert {s["event"] for s in said} <= tl.FROM_WORKERS
+    events = [s["event"] for s in said]
+    # The first batch's end: the first step, then a step (sampled: a 1 s fit sends one or two).
+    assert said[0] == {"event": tl.FIRST_STEP, "step": 1, "source": "keras"}
+    assert said[1] == {"event": tl.STEP, "step": 1, "source": "keras"} and 1 <= events.count(tl.STEP) <= 3
+    # BackupAndRestore saves at each epoch's end (not nested: save -> write is one save), then the Checkpoint's save and restore.
+    checkpoints = [e for e in events if e not in (tl.FIRST_STEP, tl.STEP)]
+    assert checkpoints == [tl.SAVE_BEGIN, tl.SAVE_END] * 3 + [tl.RESTORE_BEGIN, tl.RESTORE_END]
+
+
+def test_a_full_channel_drops_the_line_and_never_waits() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        channel = timeline_hooks.Channel(theirs.fileno())
+        for step in range(100_000):
+            channel.send(tl.STEP, step=step, source="keras")
+            if channel.dropped:
+                break
+        assert channel.dropped == 1
+        ours.setblocking(False)
+        received = b""
+        try:
+            while chunk := ours.recv(1 << 20):
+                received += chunk
+        except BlockingIOError:
+            pass
+        assert received.endswith(b"\n") and all(json.loads(line[len(tl.MESSAGE_PREFIX) :]) for line in received.decode().splitlines())
+
+
+def test_tpuctl_timeline_0_turns_the_runtimes_part_off() -> None:
+    assert (timeline({}), timeline({TIMELINE: "1"}), timeline({TIMELINE: "0"})) == (True, True, False)
