@@ -164,3 +164,31 @@ def test_the_categories_always_sum_to_the_wall_time(events: list[tl.Event], now:
     assert total.goodput is None or 0 <= total.goodput <= 1 + 1e-9
     report.summary_line()
     report.to_json()
+
+
+def test_a_record_keeps_its_goodput_and_refuses_one_that_is_no_share() -> None:
+    from tpuctl.runs.records import RunRecord
+
+    raw = {"run_id": "r1", "backend": "local", "script": "t.py", "log_dir": "/tmp/r1", "started": 1.0, "pid": 5, "host": "h"}
+    assert RunRecord.from_json(raw).goodput is None
+    assert RunRecord.from_json({**raw, "goodput": 0.71}).goodput == 0.71
+    for bad in (math.nan, 1.5, -0.1, "71%", True):
+        with pytest.raises(ValueError):
+            RunRecord.from_json({**raw, "goodput": bad})
+
+
+def test_the_launch_summary_says_the_goodput_and_the_biggest_losses_and_outcome_json_carries_it() -> None:
+    from pathlib import Path
+
+    from tpuctl.launch.outcome import Outcome, summarise
+
+    events = [ev(0, tl.RUN_START), ev(0, tl.ATTEMPT_START, 1), ev(20, tl.RUNTIME_READY, 1), ev(30, tl.FIRST_STEP, 1, step=1), *steps(1, [(100, 9)])]
+    outcome = Outcome(exit_code=0, attempts=1, elapsed_s=100.0, goodput=goodput.analyse([*events, ev(100, tl.RUN_END)]))
+    said: list[str] = []
+    summarise(outcome, "1 worker(s)", Path("/logs"), said.append, said.append)
+    assert said[0] == "goodput 70%: 20% start-up, 10% first step" and said[1].startswith("1 worker(s) finished in 100.0s")
+    record = outcome.to_json(backend="local", run_id="r", log_dir=Path("/logs"))["goodput"]
+    assert record["goodput"] == 0.7 and record["line"] == said[0] and record["categories"][goodput.START_UP] == 20
+    quiet: list[str] = []
+    summarise(Outcome(0, 1, 5.0, goodput=goodput.analyse([ev(0, tl.RUN_START), ev(5, tl.RUN_END)])), "1 worker(s)", Path("/l"), quiet.append, quiet.append)
+    assert len(quiet) == 1  # no steps seen (a plain script): no goodput line

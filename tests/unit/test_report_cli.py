@@ -134,3 +134,15 @@ def test_a_fifo_or_a_link_to_a_device_is_refused_not_waited_on(run_dir: Path, tm
 def test_no_run_named_and_none_running_is_one_line(run_dir: Path) -> None:
     result = report()
     assert (result.code, result.one_line_error) == (1, True) and "no run of yours is running" in result.err
+
+
+def test_runs_shows_a_finished_runs_goodput_as_a_column_and_in_json(run_dir: Path) -> None:
+    base = RunRecord(RUN_ID, "local", "train.py", str(run_dir), time.time() - 100, os.getpid(), "here", state=records.SUCCEEDED, ended=time.time(), exit_code=0)
+    records.write(base)
+    plain = invoke(["runs"])
+    assert "GOODPUT" not in plain.out  # no run trained: no column
+    records.write(RunRecord(**{**base.to_json(), "goodput": 0.714}))
+    table = invoke(["runs"])
+    head, row = table.out.splitlines()[:2]
+    assert head.split()[-1] == "GOODPUT" and row.split()[-1] == "71%"
+    assert json.loads(invoke(["runs", "--json"]).out)[0]["goodput"] == 0.714

@@ -97,8 +97,10 @@ def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
         found = found[:TERMINAL_ROWS]
     default = str(default_log_dir("RUN")) if terminal else None
     with_job = any(record.job for record in found)
-    rows = [_row(record, now, with_job, default) for record in found]
-    print_table((*_HEADERS, "JOB") if with_job else _HEADERS, rows, whole=("RUN", "STATE", "EXIT"))
+    with_goodput = any(record.goodput is not None for record in found)  # a column only once a run trained (docs/report.md)
+    rows = [_row(record, now, with_job, default) + ([_goodput(record)] if with_goodput else []) for record in found]
+    headers = (*_HEADERS, *(["JOB"] if with_job else []), *(["GOODPUT"] if with_goodput else []))
+    print_table(headers, rows, whole=("RUN", "STATE", "EXIT"))
     if default is not None and any(row[7] == "default" for row in rows):
         _say(f"LOG DIR default: {_home(default)}")
 
@@ -108,6 +110,11 @@ def _row(record: RunRecord, now: float, with_job: bool, default: str | None) -> 
     exit_code = "-" if record.exit_code is None else str(record.exit_code)
     row = [record.run_id, record.backend, record.script, f"{age(now - record.started)} ago", age(record.duration(now)), record.state, exit_code, log_dir]
     return [*row, record.job or "-"] if with_job else row
+
+
+def _goodput(record: RunRecord) -> str:
+    """An ended run's goodput; `-` while it runs (`tpuctl report RUN` tells it so far) or where it saw no steps."""
+    return "-" if record.goodput is None or record.state == records.RUNNING else f"{record.goodput:.0%}"
 
 
 def _home(path: str) -> str:

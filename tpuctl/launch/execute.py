@@ -17,7 +17,7 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.private_files import write_private
-from tpuctl.runs import recorded, records
+from tpuctl.runs import goodput, recorded, records
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
@@ -55,18 +55,29 @@ def execute(
                 context.timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome))
             finally:
                 context.timeline.close()
+            outcome.goodput = _goodput(folder)
             secret_values.scrub_outcome(outcome, job)
             summary = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=launch.log_dir)
             try:
                 write_private(folder.outcome_file, json.dumps(summary, indent=2) + "\n")
             except OSError as err:  # a full disk loses the record, never the exit status or the summary
                 context.notice(f"warning: cannot write {folder.outcome_file}: {err.strerror or err}")
-            keeper.end(state_of(outcome), outcome.exit_code, job=outcome.job.label if outcome.job else None)
+            share = outcome.goodput.total.goodput if outcome.goodput is not None else None
+            keeper.end(state_of(outcome), outcome.exit_code, job=outcome.job.label if outcome.job else None, goodput=share)
         except TpuctlError as err:
             raise TpuctlError(
                 secret_values.scrub(err.message, job), hint=err.hint and secret_values.scrub(err.hint, job), exit_code=err.exit_code
             ) from None
     return outcome
+
+
+def _goodput(folder: RunFolder) -> goodput.Report | None:
+    """Where the run's time went, from its timeline as the run ended; None where it has none or nothing readable
+    (the report is a view of the run: `tpuctl report` says what is wrong with the file)."""
+    try:
+        return goodput.of_folder(folder, live=False)
+    except TpuctlError:
+        return None
 
 
 def state_of(outcome: Outcome) -> str:

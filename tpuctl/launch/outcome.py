@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tpuctl.launch.cause import Cause
+from tpuctl.runs.goodput import Report
 
 EXIT_INTERRUPTED = 130
 SUCCEEDED, FAILED, INTERRUPTED = "succeeded", "failed", "interrupted"
@@ -67,6 +68,7 @@ class Outcome:
     preemptions: int = 0  # attempts that ended in a preemption and were restarted
     notes: list[str] = field(default_factory=list)  # what tpuctl reported beside the workers, already shown (the --tail summary)
     rehearsal: dict[str, Any] | None = None  # --rehearse: the worker's report (tpuctl/launch/rehearsal_report.py)
+    goodput: Report | None = None  # where the wall time went, from the run's timeline (tpuctl/runs/goodput.py); None: no timeline
 
     @property
     def result(self) -> str:
@@ -102,6 +104,7 @@ class Outcome:
             "job": None if self.job is None else self.job.to_json(),
             "notes": self.notes,
             "rehearsal": self.rehearsal,
+            "goodput": None if self.goodput is None else {**self.goodput.to_json(), "line": self.goodput.summary_line()},
         }
 
 
@@ -136,6 +139,8 @@ def summarise(outcome: Outcome, subject: str, log_dir: Path, say: Callable[[str]
         for line in rehearsal_report.render(outcome.rehearsal):
             say(line)
         rehearsed = rehearsal_report.verdict_line(outcome.rehearsal)
+    if outcome.goodput is not None and outcome.goodput.total.goodput is not None:  # a script with no steps: nothing to say
+        say(outcome.goodput.summary_line())
     if outcome.interrupted:
         stopped = "all workers stopped" if job is None else f"{subject} {job.ended_as or ('deleted' if job.deleted else 'left running')}"
         say(f"interrupted; {stopped} (exit {outcome.exit_code}); logs: {log_dir}")

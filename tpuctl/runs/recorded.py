@@ -76,9 +76,9 @@ class Keeper:
         self.ended = False
         self.written = self._write(record)
 
-    def end(self, state: str, exit_code: int | None, job: str | None = None) -> None:
+    def end(self, state: str, exit_code: int | None, job: str | None = None, goodput: float | None = None) -> None:
         self.ended = True
-        self._write(replace(self.record, state=state, ended=time.time(), exit_code=exit_code, job=job or self.record.job))
+        self._write(replace(self.record, state=state, ended=time.time(), exit_code=exit_code, job=job or self.record.job, goodput=goodput))
 
     def _write(self, record: RunRecord) -> bool:
         try:

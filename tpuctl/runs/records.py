@@ -51,6 +51,7 @@ class RunRecord:
     exit_code: int | None = None
     job: str | None = None  # what a cluster keeps: `TFJob x (namespace default)`, `CustomJob 123 (us-central1)`
     answers_stacks: bool = False  # the supervisor's SIGQUIT handler is in place: `tpuctl stacks` may signal it
+    goodput: float | None = None  # an ended run's training steps / wall time (runs/goodput.py); None: no steps seen
 
     @property
     def folder(self) -> RunFolder:
@@ -91,6 +92,8 @@ class RunRecord:
             return "started or ended is not a time"
         if self.exit_code is not None and not -_LIMIT < self.exit_code < _LIMIT:
             return "exit_code is out of range"
+        if self.goodput is not None and not 0 <= self.goodput <= 1:  # NaN fails both
+            return "goodput is not a share between 0 and 1"
         if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
             return "log_dir is not an absolute path"
         return None
@@ -100,12 +103,12 @@ class RunRecord:
 _KINDS: dict[str, tuple[type, ...]] = {
     "run_id": (str,), "backend": (str,), "script": (str,), "log_dir": (str,), "started": (int, float), "pid": (int,), "host": (str,),
     "detached": (bool,), "state": (str,), "ended": (int, float, type(None)), "exit_code": (int, type(None)), "job": (str, type(None)),
-    "answers_stacks": (bool,),
+    "answers_stacks": (bool,), "goodput": (int, float, type(None)),
 }  # fmt: skip
 _ABSENT = object()  # a required field's "default": no field may be an object
 _NAMES = tuple(field.name for field in fields(RunRecord))
 _DEFAULTS = tuple(_ABSENT if field.default is MISSING else field.default for field in fields(RunRecord))
-_SHAPES = frozenset(itertools.product(*(_KINDS[name] for name in _NAMES)))  # every record's field types (24 tuples)
+_SHAPES = frozenset(itertools.product(*(_KINDS[name] for name in _NAMES)))  # every record's field types (72 tuples)
 _LIMIT = 1 << 31  # pids and exit statuses are C ints
 
 
