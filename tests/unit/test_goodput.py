@@ -122,6 +122,9 @@ def test_a_sigkilled_run_is_reported_to_its_last_event_and_a_live_one_to_now() -
 def test_no_steps_means_no_goodput_and_the_line_says_why() -> None:
     report = goodput.analyse([ev(0, tl.RUN_START), ev(1, tl.ATTEMPT_START, 1), ev(3, tl.RUNTIME_READY, 1), ev(60, tl.RUN_END)])
     assert report.total.goodput is None and report.step_source is None
+    assert cats(report) == {goodput.OTHER: 1 + 57, goodput.START_UP: 2}  # no step ever: nothing says it was tracing
+    going = goodput.analyse([ev(0, tl.RUN_START), ev(1, tl.ATTEMPT_START, 1), ev(3, tl.RUNTIME_READY, 1)], now=60)
+    assert cats(going) == {goodput.OTHER: 1, goodput.START_UP: 2, goodput.FIRST_STEP: 57}  # still going: it may be tracing now
     assert report.summary_line().startswith("goodput unknown")
     assert goodput.analyse([]).total.wall_s == 0
 

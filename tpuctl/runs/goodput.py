@@ -118,6 +118,8 @@ def analyse(events: Sequence[tl.Event], *, now: float | None = None, skipped: in
     end = ends[-1] if ends else max(events[-1].t, now if now is not None else events[-1].t)
     end = max(end, begin)
     attempts = _attempts(events, begin, end)
+    if attempts and not finished:
+        attempts[-1].unended = True
     cuts = {begin, end}
     for attempt in attempts:
         cuts.update(attempt.cuts())
@@ -177,6 +179,7 @@ class _Attempt:
     hang_from: float | None = None  # the last progress before a hang was stopped
     saves: list[tuple[float, float]] = field(default_factory=list)  # merged, sorted
     restores: list[tuple[float, float]] = field(default_factory=list)
+    unended: bool = False  # the last attempt of a run with no run_end (going on, or killed): it may be tracing its first step
     redoing: bool = False  # a later attempt that never passed what an earlier one reached: all its steps are re-done
     ended: str | None = None
 
@@ -200,7 +203,9 @@ class _Attempt:
         if self.first_step is None or t < self.first_step:
             if restarted:
                 return RESTART  # a failed attempt's end -> the next one's first step, start-up and tracing included
-            return START_UP if self.ready is None or t < self.ready else FIRST_STEP
+            if self.ready is None or t < self.ready:
+                return START_UP
+            return FIRST_STEP if self.first_step is not None or self.unended else OTHER  # no step ever: nothing says it traced
         if self.last_step is None or t >= self.last_step:
             return OTHER
         if self.redoing or (self.caught_up is not None and t < self.caught_up):
