@@ -243,6 +243,7 @@ BASES: dict[str, list[str]] = {
     "list": ["list"],
     "logs": ["logs", "missing-run"],
     "recreate": ["recreate", "missing-node"],
+    "report": ["report", "missing-run"],
     "runs": ["runs"],
     "runtimes": ["runtimes"],
     "ssh": ["ssh", "missing-node", "--", "true"],
