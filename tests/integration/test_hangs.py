@@ -144,7 +144,7 @@ def test_stacks_on_demand_leave_the_launch_running(tmp_path: Path, backend: list
         launch.stdout.close()  # type: ignore[union-attr]
         assert launch.wait(timeout=60) == 130
     gone = subprocess.run(tpuctl_cmd("stacks"), capture_output=True, text=True, env=env, timeout=30)
-    assert gone.returncode == 1 and gone.stderr.startswith("Error: no running launch of yours"), gone.stderr
+    assert gone.returncode == 1 and gone.stderr.startswith("Error: no run of yours is running"), gone.stderr
 
 
 @pytest.mark.tf
