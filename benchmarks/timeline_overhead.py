@@ -2,7 +2,7 @@
 
 Both sides are the same `tpuctl launch` of the same small Keras fit (a two-layer Dense model on
 random data, batch 32, no progress bar), one worker by default; the only difference is
-TPUCTL_TIMELINE=0 on one side, which keeps the runtime's hooks (tpuctl/runtime/timeline_hooks.py:
+TPUCTL_TIMELINE=0 on one side, which keeps the runtime's hooks (tpuctl/runtime/timeline/hooks.py:
 the fit callback, the checkpoint wrappers) out. The launcher's timeline is written on both sides.
 
 The worker times its own steps: a warm-up fit first (tracing), then five timed fits of --steps
@@ -64,9 +64,9 @@ PER_STEP = re.compile(r"bench per_step_us=([0-9.]+)")
 CALLBACK = """
 import socket, time
 import keras
-from tpuctl.runtime import timeline_hooks
+from tpuctl.runtime.timeline import channel, hooks
 ours, theirs = socket.socketpair()
-callback = timeline_hooks._callback_class(keras.callbacks.Callback, timeline_hooks.Channel(theirs.fileno()))()
+callback = hooks._callback_class(keras.callbacks.Callback, channel.Channel(theirs.fileno()))()
 calls = 1_000_000
 started = time.perf_counter()
 for batch in range(calls):

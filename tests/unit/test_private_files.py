@@ -244,7 +244,7 @@ def test_a_log_dir_in_use_by_a_running_launch_is_refused(tmp_path: Path) -> None
     finally:
         go.write_text("")
         assert running.wait(timeout=120) == 0
-    assert sorted(p.name for p in logs.iterdir()) == ["attempt-1", "outcome.json", "run.json"]
+    assert sorted(p.name for p in logs.iterdir()) == ["attempt-1", "outcome.json", "run.json", "timeline.jsonl"]
     assert [p.name for p in (logs / "attempt-1").iterdir() if p.suffix == ".log"] == ["worker-0.log"]
 
 

@@ -1,7 +1,7 @@
 """Every launch writes its timeline: the launcher's events, in order, through the fake backend of test_supervisor.py.
 
 What a worker's runtime sends (`timeline {json}` on its control channel) is checked first as the launcher
-receives it, then as the runtime sends it (tpuctl/runtime/timeline_hooks.py) from a tiny fit in real TensorFlow on CPU.
+receives it, then as the runtime sends it (tpuctl/runtime/timeline/) from a tiny fit in real TensorFlow on CPU.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
-from tpuctl.runtime import timeline_hooks
+from tpuctl.runtime.timeline.channel import Channel
 from tpuctl.worker_contract import TIMELINE, timeline
 
 
@@ -146,8 +146,8 @@ def test_the_launch_core_opens_the_timeline_and_writes_the_runs_start_and_end(tm
 FIT = """
 import json, os, socket, sys, tempfile
 ours, theirs = socket.socketpair()
-from tpuctl.runtime import timeline_hooks
-timeline_hooks.install(timeline_hooks.Channel(theirs.fileno()))
+from tpuctl.runtime.timeline import channel, hooks
+hooks.install(channel.Channel(theirs.fileno()))
 import numpy as np
 import tensorflow as tf
 keras = tf.keras
@@ -190,7 +190,7 @@ def test_the_runtime_tells_the_first_step_steps_and_checkpoints_of_a_real_fit(le
 def test_a_full_channel_drops_the_line_and_never_waits() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        channel = timeline_hooks.Channel(theirs.fileno())
+        channel = Channel(theirs.fileno())
         for step in range(100_000):
             channel.send(tl.STEP, step=step, source="keras")
             if channel.dropped:

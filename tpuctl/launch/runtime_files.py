@@ -29,7 +29,7 @@ RUNTIME_IMPORTS = (
 
 
 def runtime_paths() -> list[str]:
-    runtime = sorted(f"tpuctl/runtime/{path.name}" for path in (_PACKAGE / "runtime").glob("*.py"))
+    runtime = sorted(f"tpuctl/{path.relative_to(_PACKAGE).as_posix()}" for path in (_PACKAGE / "runtime").rglob("*.py"))
     return sorted([*RUNTIME_IMPORTS, *runtime])
 
 

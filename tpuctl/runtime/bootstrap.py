@@ -242,9 +242,10 @@ def main(argv: list[str] | None = None) -> None:
     script, script_args = args[0], args[1:]
     channel = adopt_control_channel()
     if channel is not None and contract.timeline(os.environ):
-        from tpuctl.runtime import timeline_hooks
+        from tpuctl.runtime.timeline import channel as timeline_channel
+        from tpuctl.runtime.timeline import hooks as timeline_hooks
 
-        timeline_hooks.install(timeline_hooks.Channel(channel))  # steps and checkpoints, once Keras and TF load
+        timeline_hooks.install(timeline_channel.Channel(channel))  # steps and checkpoints, once Keras and TF load
     from tpuctl.runtime import script_frames
 
     script_frames.name_the_script_in_deprecations()

@@ -13,8 +13,8 @@ begin and end. Nothing here may slow a step down or stop one:
   restore_or_initialize (tf-keras' BackupAndRestore and TF-format weights go through them), and a
   Keras model's save, save_weights and load_weights (Keras 3's BackupAndRestore and ModelCheckpoint
   use those). Only the outermost of nested calls is told (save calls write);
-- each line is one non-blocking send of a few hundred bytes on the control channel's Unix socket,
-  which queues it whole or refuses it: a channel the launcher does not read drops the line.
+- each line is one non-blocking send on the control channel (channel.py): a channel the launcher
+  does not read drops the line.
 
 Installed by bootstrap.py unless TPUCTL_TIMELINE=0 (worker_contract.TIMELINE), on import of the
 modules concerned (after_import.py): nothing of TensorFlow or Keras is imported here.
@@ -23,12 +23,11 @@ modules concerned (after_import.py): nothing of TensorFlow or Keras is imported 
 from __future__ import annotations
 
 import functools
-import json
-import os
 import threading
 import time
 
 from tpuctl.runtime import after_import
+from tpuctl.runtime.timeline.channel import Channel
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
@@ -37,33 +36,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 SAMPLE_S = 1.0  # at most one step line a second from a worker
-PREFIX = b"timeline "  # tpuctl/runs/timeline.py's MESSAGE_PREFIX (the runtime imports nothing of the launcher's)
 SOURCE = "keras"
 _MARK = "_tpuctl_timeline"
 _inside = threading.local()  # .depth: timed checkpoint calls running in this thread
-
-
-class Channel:
-    """The worker's end of its control channel, for timeline lines: whole lines or none, never a wait."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._socket: Any = None
-        self._flags = 0
-        self.dropped = 0
-        self.first_step_sent = False  # once per process: a second fit (fine-tuning) is not a first step
-
-    def send(self, event: str, **fields: object) -> None:
-        line = PREFIX + json.dumps({"event": event, **fields}).encode() + b"\n"
-        try:
-            if self._socket is None:
-                import socket  # here, not at the worker's start: see bootstrap.py
-
-                self._socket = socket.socket(fileno=os.dup(self._fd))
-                self._flags = socket.MSG_DONTWAIT
-            self._socket.send(line, self._flags)
-        except OSError:  # full (BlockingIOError), or the launcher is gone: its reaper ends this worker
-            self.dropped += 1
 
 
 def install(channel: Channel) -> None:
