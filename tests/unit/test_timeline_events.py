@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,9 +180,10 @@ def test_the_runtime_tells_the_first_step_steps_and_checkpoints_of_a_real_fit(le
     said = [json.loads(line[len(tl.MESSAGE_PREFIX) :]) for line in lines]
     assert {s["event"] for s in said} <= tl.FROM_WORKERS
     events = [s["event"] for s in said]
-    # The first batch's end: the first step, then a step (sampled: a 1 s fit sends one or two).
+    # The first batch's end: the first step, then a step (sampled: a 1 s fit sends one or two), and the fit's last.
     assert said[0] == {"event": tl.FIRST_STEP, "step": 1, "source": "keras"}
-    assert said[1] == {"event": tl.STEP, "step": 1, "source": "keras"} and 1 <= events.count(tl.STEP) <= 3
+    assert said[1] == {"event": tl.STEP, "step": 1, "source": "keras"} and 2 <= events.count(tl.STEP) <= 4
+    assert [s["step"] for s in said if s["event"] == tl.STEP][-1] == 16  # 2 epochs of 8 batches
     # BackupAndRestore saves at each epoch's end (not nested: save -> write is one save), then the Checkpoint's save and restore.
     checkpoints = [e for e in events if e not in (tl.FIRST_STEP, tl.STEP)]
     assert checkpoints == [tl.SAVE_BEGIN, tl.SAVE_END] * 3 + [tl.RESTORE_BEGIN, tl.RESTORE_END]
@@ -208,3 +210,17 @@ def test_a_full_channel_drops_the_line_and_never_waits() -> None:
 
 def test_tpuctl_timeline_0_turns_the_runtimes_part_off() -> None:
     assert (timeline({}), timeline({TIMELINE: "1"}), timeline({TIMELINE: "0"})) == (True, True, False)
+
+
+def test_a_step_left_out_by_sampling_is_written_at_its_attempts_end_with_the_time_it_came(tmp_path: Path) -> None:
+    timeline = tl.Timeline(tmp_path / "timeline.jsonl")
+    for step in (1, 2, 3):
+        timeline.event(tl.STEP, attempt=1, worker="worker:0", step=step)
+    time.sleep(0.01)  # the lines' times are to the millisecond
+    timeline.event(tl.ATTEMPT_END, attempt=1)
+    timeline.flush_steps(1)
+    timeline.close()
+    lines = (tmp_path / "timeline.jsonl").read_text().splitlines()
+    events = tl.read(lines).events
+    assert [(e.event, e.fields.get("step")) for e in events] == [(tl.STEP, 1), (tl.STEP, 3), (tl.ATTEMPT_END, None)]
+    assert json.loads(lines[-1])["step"] == 3  # written last, stamped when it came: before the attempt's end

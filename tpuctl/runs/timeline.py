@@ -80,7 +80,9 @@ class Timeline:
         self._lock = threading.Lock()
         self._file: Any = None
         self._broken = False
-        self._last_step: dict[tuple[int | None, str | None], tuple[float, dict[str, Any], bool]] = {}
+        # Per (attempt, worker): when a step line was last written, the newest step's fields, whether it was written, and
+        # when it came (t, wall): a step written only at its attempt's end keeps the time it was reached.
+        self._last_step: dict[tuple[int | None, str | None], tuple[float, dict[str, Any], bool, float, float]] = {}
 
     def event(self, name: str, *, attempt: int | None = None, worker: str | None = None, **fields: Any) -> None:
         now = time.monotonic()
@@ -89,7 +91,7 @@ class Timeline:
             with self._lock:
                 last = self._last_step.get(key)
                 due = last is None or now - last[0] >= STEP_EVERY_S
-                self._last_step[key] = (now if due else last[0], {**fields}, due)  # type: ignore[index]
+                self._last_step[key] = (now if due else last[0], {**fields}, due, now, time.time())  # type: ignore[index]
             if not due:
                 return
         self._write(Event(now, time.time(), name, attempt, worker, fields))
@@ -97,11 +99,11 @@ class Timeline:
     def flush_steps(self, attempt: int | None) -> None:
         """Write the last step each worker of `attempt` reached, where sampling left it out."""
         with self._lock:
-            pending = [(key, fields) for key, (_, fields, written) in self._last_step.items() if key[0] == attempt and not written]
+            pending = [(key, entry) for key, entry in self._last_step.items() if key[0] == attempt and not entry[2]]
             for key, _ in pending:
                 del self._last_step[key]
-        for (attempt_, worker), fields in pending:
-            self._write(Event(time.monotonic(), time.time(), STEP, attempt_, worker, fields))
+        for (attempt_, worker), (_, fields, _, t, wall) in pending:
+            self._write(Event(t, wall, STEP, attempt_, worker, fields))
 
     def from_worker(self, message: str, *, attempt: int, worker: str) -> bool:
         """A worker's `timeline {json}` line, stamped now; False for any other message. What is not a worker's

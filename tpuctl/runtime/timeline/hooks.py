@@ -139,7 +139,7 @@ def _with(callbacks: Any, callback: Callable[[], Any]) -> Any:
 
 def _callback_class(base: type, channel: Channel) -> Callable[[], Any]:
     class TimelineCallback(base):  # type: ignore[misc]
-        """Sends the first step done, then a step at most every SAMPLE_S."""
+        """Sends the first step done, then a step at most every SAMPLE_S, and the last one as the fit ends."""
 
         async_safe = True  # Keras 3: dispatch callbacks asynchronously where it did without this one
 
@@ -148,6 +148,7 @@ def _callback_class(base: type, channel: Channel) -> Callable[[], Any]:
             self._supports_tf_logs = True  # tf-keras: the step's logs stay tensors, no per-step sync
             self._next = 0.0
             self._batches = 0
+            self._sent = 0  # batches done when the last step line went
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             self._batches += 1
@@ -155,11 +156,16 @@ def _callback_class(base: type, channel: Channel) -> Callable[[], Any]:
             if now < self._next:
                 return
             self._next = now + SAMPLE_S
+            self._sent = self._batches
             step = self._step()
             if not channel.first_step_sent:
                 channel.first_step_sent = True
                 channel.send("first_step", step=step, source=SOURCE)
             channel.send("step", step=step, source=SOURCE)
+
+        def on_train_end(self, logs: Any = None) -> None:
+            if self._batches > self._sent:  # where training ended, not where the last sample fell
+                channel.send("step", step=self._step(), source=SOURCE)
 
         def _step(self) -> int:
             """The optimizer's step count (the run's, across restarts); the batches of this fit where it has none."""
