@@ -19,9 +19,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from tests.unit.test_job_follower import DONE, RUNNING
+from tests.unit.test_job_follower import Launch as FollowedLaunch
+from tests.unit.test_job_follower import Script as FakeJob
 from tests.unit.test_supervisor import Script, supervise
 from tpuctl.launch.backend import RunContext, Runner
 from tpuctl.launch.execute import execute
+from tpuctl.launch.follow.engine import JobFollower
+from tpuctl.launch.follow.scheduler import JobStatus
 from tpuctl.launch.job import Job
 from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.outcome import Outcome
@@ -224,3 +229,18 @@ def test_a_step_left_out_by_sampling_is_written_at_its_attempts_end_with_the_tim
     events = tl.read(lines).events
     assert [(e.event, e.fields.get("step")) for e in events] == [(tl.STEP, 1), (tl.STEP, 3), (tl.ATTEMPT_END, None)]
     assert json.loads(lines[-1])["step"] == 3  # written last, stamped when it came: before the attempt's end
+
+
+def test_the_job_engine_writes_each_state_the_job_is_seen_in_once(tmp_path: Path) -> None:
+    launch = FollowedLaunch(tmp_path)
+    launch.context.timeline = tl.Timeline(launch.folder.timeline)
+    states = [JobStatus("JOB_QUEUED", "QUEUED"), JobStatus("JOB_QUEUED", "QUEUED"), RUNNING, RUNNING, DONE]
+    assert JobFollower(FakeJob(states), launch.context).run().exit_code == 0
+    launch.context.timeline.close()
+    events = tl.read(launch.folder.timeline.read_text().splitlines()).events
+    assert [(e.event, e.fields["state"], e.fields["label"]) for e in events] == [
+        (tl.JOB_STATE, "JOB_QUEUED", "QUEUED"),
+        (tl.JOB_STATE, "RUNNING", "RUNNING"),
+        (tl.JOB_STATE, "SUCCEEDED", "SUCCEEDED"),
+    ]
+    assert events[0].fields["job"] == "FakeJob j (ns)"
