@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from tpuctl.launch.job import Job
 from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
+from tpuctl.launch.process.progress import StepWatch
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runtime.timeline.channel import Channel
@@ -244,3 +246,31 @@ def test_the_job_engine_writes_each_state_the_job_is_seen_in_once(tmp_path: Path
         (tl.JOB_STATE, "SUCCEEDED", "SUCCEEDED"),
     ]
     assert events[0].fields["job"] == "FakeJob j (ns)"
+
+
+def _summaries(folder: Path, steps: range) -> None:
+    """An event file of one writer (a worker process), as TensorBoard's own writer writes it."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(folder), filename_suffix=f".{steps.start}")
+    for step in steps:
+        value = summary_pb2.Summary.Value(tag="loss", simple_value=1.0)
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary_pb2.Summary(value=[value])))
+    writer.close()
+
+
+def test_the_model_dirs_steps_are_this_attempts_only(tmp_path: Path) -> None:
+    """An earlier attempt's event file (steps to 99) is never read: this attempt's steps 1 to 3 are its steps."""
+    _summaries(tmp_path, range(0, 100))
+    steps: list[int] = []
+    moved = threading.Event()
+    watch = StepWatch(str(tmp_path), moved.set, steps.append, hang_timeout=0.5)
+    watch.start()
+    try:
+        time.sleep(1.0)  # the watch has listed what was there (its first act, on its thread)
+        _summaries(tmp_path, range(1, 4))
+        assert moved.wait(10)
+    finally:
+        watch.stop()
+    assert steps == [3]

@@ -104,7 +104,7 @@ class _Attempt:
                 self._mark(tl.WORKER_START, worker=spec.name, host=spec.host)
             backend.started()
             self._watch()
-            steps = StepWatch(job.model_dir, self._summary_step, job.hang_timeout) if job.model_dir else None
+            steps = StepWatch(job.model_dir, self.clock.touch, self._summary_step, job.hang_timeout) if job.model_dir else None
             if steps is not None:
                 steps.start()
             try:
@@ -125,8 +125,7 @@ class _Attempt:
             self.wiring.timeline.event(name, attempt=self.number, worker=worker, **fields)
 
     def _summary_step(self, step: int) -> None:
-        """A new step in the model dir: progress for --hang-timeout, and the timeline's step where no runtime reports its own."""
-        self.clock.touch()
+        """A new summary step in the model dir: the timeline's step where no runtime reports its own."""
         if self.worker_steps:
             return
         if not self.summary_steps:
