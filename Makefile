@@ -67,3 +67,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ssh_fanout.py
 	$(BIN)/python benchmarks/vertex_submit.py
 	$(BIN)/python benchmarks/runs_listing.py
+	$(BIN)/python benchmarks/timeline_overhead.py
