@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,9 @@ STACKS_VIEW = "stacks.txt"
 CONSOLE_LOG = "console.log"
 STOP_REQUEST = "stop-requested"
 TIMELINE = "timeline.jsonl"
+# The inverse of the names below (attempt_dir, worker_log), for what reads a folder back: `tpuctl logs`.
+_ATTEMPT_NAME = re.compile(r"attempt-([0-9]{1,6})\Z")
+_WORKER_LOG = re.compile(r"([a-z]+)-([0-9]{1,6})(?:@(.+))?\.log\Z")
 _WRITABLE_HINT = "pass a --log-dir that tpuctl can write"
 
 
@@ -147,6 +151,18 @@ class RunFolder:
             return f"{raw['run_id']}, pid {int(raw['pid'])}"
         except (TpuctlError, ValueError, KeyError, TypeError):
             return ""
+
+    @staticmethod
+    def attempt_of(name: str) -> int | None:
+        """The attempt a folder named `name` holds (`attempt-2`: 2); None for any other name."""
+        match = _ATTEMPT_NAME.match(name)
+        return int(match[1]) if match else None
+
+    @staticmethod
+    def worker_log_of(name: str) -> tuple[str, int, str | None] | None:
+        """The task type, index and host a worker log's file name gives (`worker-1@h.log`); None for any other name."""
+        match = _WORKER_LOG.match(name)
+        return (match[1], int(match[2]), match[3]) if match else None
 
     @staticmethod
     def _attempt_name(attempt: int) -> str:

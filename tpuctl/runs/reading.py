@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -26,8 +25,6 @@ from tpuctl.runs.tailing import Refused, Tail
 POLL_S = 0.25
 LATE_S = 5.0  # how long an attempt's logs are still read once a newer attempt began (its pumps are joined for 2 s)
 FOLLOW_BUDGET = 4 << 20  # bytes read from one log per visit while following: one fast writer cannot starve the rest
-_ATTEMPT = re.compile(r"attempt-([0-9]{1,6})\Z")
-_WORKER_FILE = re.compile(r"([a-z]+)-([0-9]{1,6})(?:@(.+))?\.log\Z")
 
 
 @dataclass(frozen=True)
@@ -138,9 +135,9 @@ def attempts(folder: RunFolder) -> list[int]:
     """The numbers of the run's attempt folders, in order."""
     found = []
     for entry in _entries(folder.path):
-        match = _ATTEMPT.match(entry.name)
-        if match and entry.is_dir(follow_symlinks=False):
-            found.append(int(match[1]))
+        number = RunFolder.attempt_of(entry.name)
+        if number is not None and entry.is_dir(follow_symlinks=False):
+            found.append(number)
     return sorted(found)
 
 
@@ -150,9 +147,9 @@ def worker_logs(folder: RunFolder, attempt: int) -> list[WorkerLog]:
     for entry in _entries(folder.attempt_dir(attempt)):
         if not entry.name.endswith(".log") or entry.is_dir(follow_symlinks=False):
             continue
-        match = _WORKER_FILE.match(entry.name)
-        if match and match[1] in cluster.ROLES:
-            role, index, host = match[1], int(match[2]), match[3]
+        parsed = RunFolder.worker_log_of(entry.name)
+        if parsed is not None and parsed[0] in cluster.ROLES:
+            role, index, host = parsed
             keyed.append(((cluster.ROLES.index(role), index, host or "", entry.name), f"{role}:{index}", host, entry.path))
         else:
             keyed.append(((len(cluster.ROLES), 0, "", entry.name), entry.name.removesuffix(".log"), None, entry.path))
