@@ -125,6 +125,8 @@ _OWN_START = {
     "tpuctl/backends/local/processes.py": "workers: their runtime puts each under a reaper whose lifeline tpuctl holds",
     "tpuctl/backends/ssh/session.py": "ssh clients: SIGCONT as parent-death signal, so a stopped one wakes and ends when tpuctl dies",
     "tpuctl/runs/detach.py": "a detached run's supervisor (os.fork twice): it stops its workers as an attached launch does, and they die with it",
+    "tpuctl/doctor/probe.py": "doctor's probe, itself under reaper.run (or an ssh session with a deadline): its children "
+    "(TensorFlow's import, nvidia-smi) each have a deadline, and the import dies with the probe (PR_SET_PDEATHSIG)",
     "tpuctl/backends/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
 }
 _STARTS = {
@@ -203,6 +205,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "tpuctl.runs": (1, "a run folder's layout, and the launches running now"),
     "tpuctl.watch": (2, "following a run's logs and events, locally or in a bucket"),
     "tpuctl.devices": (2, "the accelerators a machine has, as rows to show"),
+    "tpuctl.doctor": (2, "can a machine run TensorFlow on its accelerator: a probe's facts, checks, hosts compared"),
     "tpuctl.runtime": (3, "inside a worker, next to the training script; nothing else imports it (RUNTIME below)"),
     "tpuctl.launch.console": (4, "what a launch shows: log lines, TensorFlow's noise, side tails, tracebacks"),
     "tpuctl.launch": (5, "the launch flow: the job, its options, the backend contract, the outcome"),

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "create": ("tpuctl.cli.node_ops", "create", "Create a TPU VM (spot, queued) and wait until it is READY."),
     "delete": ("tpuctl.cli.node_ops", "delete", "Delete a TPU VM."),
     "describe": ("tpuctl.cli.node_info", "describe", "Show a TPU VM: state, health, hosts and their IPs."),
+    "doctor": ("tpuctl.cli.doctor", "doctor", "Check that this machine (or every worker host) can run TensorFlow on its accelerator."),
     "devices": ("tpuctl.cli.devices", "devices", "List the TPU cores, GPUs and CPUs a script will see, here or on a TPU VM."),
     "init": ("tpuctl.cli.init", "init", "Choose project, zone, accelerator and runtime once; checked with the API."),
     "launch": ("tpuctl.cli.launch", "launch", "Run a training script as N workers under a distribution strategy."),

@@ -1,0 +1,149 @@
+"""`tpuctl doctor`: can this machine, or every worker host, run TensorFlow on its accelerator? (docs/doctor.md)
+
+The probe runs in the interpreter a launch would use (--python, else the [launch] config's, else this
+one), here or on every host of --hosts/--hostfile/--tpu over the launch's ssh path; the checks judge its
+facts (tpuctl/doctor/checks.py). One line per check; exit 1 when any fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from tpuctl.backends.ssh.runner import Options
+from tpuctl.doctor.across import Row, grouped
+from tpuctl.doctor.checks import run_checks
+from tpuctl.doctor.local import DEFAULT_IMPORT_DEADLINE_S, Request
+from tpuctl.doctor.verdict import Check, Context
+from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.launch.option_fields import click_options
+from tpuctl.seconds import Seconds
+
+MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
+
+
+@click.command("doctor")
+@click.argument("script", required=False, metavar="[SCRIPT]")
+@click.option("--python", metavar="PATH", help="The workers' interpreter.  [default: launch's: the [launch] config's python, else this one]")
+@click.option("--model-dir", metavar="DIR", help="The model dir the launch will use (a gs:// one gets its credentials checked).  [default: from config]")
+@click.option("--workers", type=click.IntRange(1, 4096), default=2, show_default=True, help="Workers per host: the free ports to find.")
+@click.option(
+    "--import-timeout",
+    type=Seconds(minimum=1.0),
+    default=DEFAULT_IMPORT_DEADLINE_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long `import tensorflow` may take before it counts as a hang.",
+)
+@click.option("--no-import", is_flag=True, help="Do not import TensorFlow (the checks that need it say so).")
+@click.option("--dry-run", is_flag=True, help="Print where the probe would run (each host's ssh command); run nothing.")
+@click.option("--json", "as_json", is_flag=True, help='JSON: {"checks": [{"name", "status", "found", "fix", "hosts"}]}.')
+@click_options(Options)
+def doctor(
+    script: str | None,
+    python: str | None,
+    model_dir: str | None,
+    workers: int,
+    import_timeout: float,
+    no_import: bool,
+    dry_run: bool,
+    as_json: bool,
+    **ssh: Any,
+) -> None:
+    """Check that the workers' Python, TensorFlow, Keras, libtpu and the machine's TPU or GPUs fit together.
+
+    Each check prints one line: ok, warn or FAIL, what it found and, for warn and FAIL, the fix. With
+    --hosts, --hostfile or --tpu NAME the same checks run on every worker host at once over ssh, and
+    the hosts are compared (same Python, TensorFlow, Keras, libtpu; SCRIPT's folder present). Exits 1
+    when a check fails.
+    """
+    options = Options(**{k: v for k, v in ssh.items() if k in Options.__dataclass_fields__})
+    launch = _launch_defaults()
+    interpreter = python or launch.get("python") or None
+    context = Context(model_dir=model_dir or launch.get("model_dir") or _setting("model-dir"), workers=workers)
+    request = Request(workers=workers, deadline=import_timeout, import_tensorflow=not no_import)
+    remote = options.ssh_hosts is not None or options.ssh_hostfile is not None or options.tpu_name is not None
+    if remote:
+        from tpuctl.backends.ssh.doctor import plan_hosts, probe_hosts
+
+        if dry_run:
+            for line in plan_hosts(options, interpreter or sys.executable, request, script):
+                click.echo(line)
+            return
+        found = probe_hosts(options, interpreter or sys.executable, request, script)
+        context = Context(context.model_dir, context.workers, found.runtime_version)
+        rows = grouped(found.answers, context, found.script_dir)
+    else:
+        if any(getattr(options, f) not in (None, False) for f in ("sync", "remote_dir", "cleanup", "internal_ip", "project", "tpu_zone")):
+            raise TpuctlError("--sync, --remote-dir, --cleanup, --project, --zone and --internal-ip are for --hosts, --hostfile or --tpu")
+        if dry_run:
+            click.echo(f"here: {interpreter or sys.executable} -c <the probe> {request.argument()}")
+            return
+        rows = _here(interpreter or sys.executable, request, context)
+        if script is not None:
+            rows.append(Row(_script_here(script)))
+    _show(rows, remote, as_json)
+    failed = list(dict.fromkeys(row.check.name for row in rows if row.check.status == "fail"))
+    if failed:
+        raise TpuctlError(f"{len(failed)} check(s) failed: {', '.join(failed)}", hint="each FAIL line above says its fix", exit_code=FAILED)
+
+
+def _here(python: str, request: Request, context: Context) -> list[Row]:
+    from tpuctl.cli.display import StatusLine
+    from tpuctl.doctor.local import probe_here
+
+    with StatusLine(f"checking {python}" + ("" if not request.import_tensorflow else " (importing TensorFlow)")):
+        facts = probe_here(python, request)
+    return [Row(check) for check in run_checks(facts, context)]
+
+
+def _script_here(script: str) -> Check:
+    shown = one_line(script, 160)
+    if os.path.isfile(script):
+        return Check("script", "ok", f"{shown} found")
+    return Check("script", "fail", f"{shown}: no such file", "give the training script's path (relative to this directory)")
+
+
+def _launch_defaults() -> dict[str, Any]:
+    from tpuctl import config
+    from tpuctl.launch.launch_options import CONFIG_KEYS
+
+    wanted = {k: v for k, v in CONFIG_KEYS.items() if k in ("python", "model_dir")}
+    return config.section_defaults("launch", wanted)
+
+
+def _setting(key: str) -> str | None:
+    from tpuctl import settings
+
+    return settings.resolve().get(key)
+
+
+def _show(rows: list[Row], remote: bool, as_json: bool) -> None:
+    if as_json:
+        checks = []
+        for row in rows:
+            entry: dict[str, Any] = {"name": row.check.name, "status": row.check.status, "found": row.check.found, "fix": row.check.fix or None}
+            if remote:
+                entry["hosts"] = list(row.hosts)
+            checks.append(entry)
+        click.echo(json.dumps({"checks": checks}, indent=2))
+        return
+    width = max(len(row.check.name) for row in rows)
+    for row in rows:
+        check = row.check
+        mark = click.style(MARKS[check.status], fg=COLOURS[check.status], bold=check.status != "ok")
+        line = f"{mark}  {check.name.ljust(width)}  {check.found}"
+        if check.fix:
+            line += f" -> fix: {check.fix}"
+        if remote:
+            line += f"  [{_hosts(row.hosts)}]"
+        click.echo(line)
+
+
+def _hosts(hosts: tuple[str, ...]) -> str:
+    return ", ".join(hosts) if len(hosts) <= 4 else f"{', '.join(hosts[:3])} and {len(hosts) - 3} more"

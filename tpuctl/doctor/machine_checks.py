@@ -1,0 +1,106 @@
+"""The checks of the machine around the workers: GPUs, free ports, credentials for a gs:// model dir, the clock."""
+
+from __future__ import annotations
+
+import email.utils
+
+from tpuctl.doctor.facts import Facts, number, text
+from tpuctl.doctor.verdict import Check, Context, ok, tf_dist
+from tpuctl.errors import one_line
+
+SKEW_WARN_S = 10.0
+SKEW_FAIL_S = 300.0  # OAuth's JWT assertions are refused beyond a few minutes' skew
+
+
+def check_gpus(facts: Facts, _: Context) -> Check:
+    """GPUs the driver sees but TensorFlow does not: tensorflow-cpu, or a tensorflow without its CUDA libraries
+    (`tensorflow[and-cuda]`), trains on the CPU without a word."""
+    smi = facts.nvidia_smi
+    nvidia_pci = [f for f in facts.pci if f.vendor == 0x10DE]
+    if smi.get("found") is not True:
+        if nvidia_pci:
+            return Check("gpus", "warn", f"{len(nvidia_pci)} NVIDIA device(s) on the PCI bus but no nvidia-smi: no driver", "install the NVIDIA driver")
+        return ok("gpus", "no NVIDIA GPUs")
+    error = text(smi, "error")
+    if error:
+        return Check("gpus", "warn", f"nvidia-smi failed: {one_line(error, 160)}", "check the NVIDIA driver (nvidia-smi)")
+    gpus = smi.get("gpus") if isinstance(smi.get("gpus"), list) else []
+    devices = facts.tf_import.get("devices")
+    seen = devices.get("GPU", 0) if isinstance(devices, dict) else None
+    if not gpus:
+        return ok("gpus", "nvidia-smi lists no GPUs")
+    if seen is None:
+        return ok("gpus", f"nvidia-smi lists {len(gpus)} GPU(s); TensorFlow was not asked (see import)")
+    if seen < len(gpus):
+        dist = tf_dist(facts)
+        fix = (
+            f"pip uninstall -y {dist.name} && pip install 'tensorflow[and-cuda]'"
+            if dist and dist.name.endswith("-cpu")
+            else "pip install 'tensorflow[and-cuda]'"
+        )
+        return Check("gpus", "fail", f"nvidia-smi lists {len(gpus)} GPU(s), TensorFlow sees {seen}", fix)
+    return ok("gpus", f"{len(gpus)} GPU(s), all seen by TensorFlow")
+
+
+def check_ports(facts: Facts, context: Context) -> Check:
+    """Each worker needs a free TCP port for TensorFlow's gRPC server; a host out of ephemeral ports fails
+    every start with "address already in use"."""
+    asked, bound = number(facts.ports, "asked"), number(facts.ports, "bound")
+    span = facts.ports.get("range")
+    width = span[1] - span[0] + 1 if isinstance(span, list) and len(span) == 2 and all(isinstance(n, int) for n in span) else None
+    if asked is None or bound is None:
+        return Check("ports", "warn", "the probe could not try ports", "")
+    if bound < asked:
+        return Check(
+            "ports",
+            "fail",
+            f"only {int(bound)} of {int(asked)} free TCP ports could be bound: {one_line(text(facts.ports, 'error') or '', 120)}",
+            "stop what holds the ports (ss -ltnp), or widen net.ipv4.ip_local_port_range",
+        )
+    if width is not None and width < max(context.workers, 1) * 4:
+        return Check("ports", "warn", f"the ephemeral port range has {width} ports", "sysctl -w net.ipv4.ip_local_port_range='32768 60999'")
+    return ok("ports", f"{int(bound)} free port(s) for {context.workers} worker(s)" + (f" (range of {width})" if width else ""))
+
+
+def check_gcs_credentials(facts: Facts, context: Context) -> Check:
+    """A gs:// model dir is written by TensorFlow's own GCS file system with Application Default Credentials:
+    none, and the first checkpoint fails after the whole start-up."""
+    if not (context.model_dir or "").startswith("gs://"):
+        return ok("gcs-credentials", "no gs:// model dir configured")
+    creds = facts.credentials
+    named = text(creds, "env_file", 1000)
+    if named and creds.get("env_file_readable") is not True:
+        return Check(
+            "gcs-credentials",
+            "fail",
+            f"GOOGLE_APPLICATION_CREDENTIALS names {one_line(named, 120)}, which cannot be read",
+            "point it at a readable key file, or unset it",
+        )
+    if named:
+        return ok("gcs-credentials", f"GOOGLE_APPLICATION_CREDENTIALS ({one_line(named, 120)})")
+    if text(creds, "adc_file", 1000):
+        return ok("gcs-credentials", "application default credentials (gcloud auth application-default login)")
+    account = text(facts.metadata, "service_account", 200)
+    if facts.metadata.get("reachable") is True and account:
+        return ok("gcs-credentials", f"the VM's service account {one_line(account, 120)}")
+    return Check("gcs-credentials", "fail", f"no credentials for {one_line(context.model_dir or '', 120)}", "gcloud auth application-default login")
+
+
+def check_clock(facts: Facts, _: Context) -> Check:
+    """Clock skew breaks OAuth (tokens "not yet valid"), GCS signed requests and the timeline's wall times."""
+    if facts.metadata.get("reachable") is not True:
+        return ok("clock", "no metadata server to compare with")
+    date, local = text(facts.metadata, "date", 64), number(facts.metadata, "local_time")
+    try:
+        server = email.utils.parsedate_to_datetime(date).timestamp() if date else None
+    except (TypeError, ValueError, IndexError):
+        server = None
+    if server is None or local is None:
+        return ok("clock", "the metadata server gave no time")
+    skew = local - server
+    shown = f"{abs(skew):.0f}s {'ahead of' if skew > 0 else 'behind'} the metadata server"
+    if abs(skew) >= SKEW_FAIL_S:
+        return Check("clock", "fail", shown, "sudo systemctl restart chrony (or systemd-timesyncd)")
+    if abs(skew) >= SKEW_WARN_S:
+        return Check("clock", "warn", shown, "sudo systemctl restart chrony (or systemd-timesyncd)")
+    return ok("clock", "in step with the metadata server (within 1s resolution)" if abs(skew) < 2 else shown)
