@@ -152,6 +152,14 @@ class Job:
         help="Seconds every worker has to build its strategy; where the script builds its own, its code before that counts too (0 < S <= 604800).",
         config=True,
     )
+    preflight: bool = option(
+        "--preflight/--no-preflight",
+        default=True,
+        show_default=True,
+        help="Before any worker starts, check what alone would fail them all: TensorFlow in the workers' interpreter, "
+        "a TPU TensorFlow cannot use (local and ssh workers; `tpuctl doctor` checks in full).",
+        config=True,
+    )
     ps: int = option(
         "--ps",
         type=click.IntRange(0, MAX_TASKS),

@@ -65,11 +65,15 @@ class LocalRunner(Runner):
         return build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl.launch.preflight import LocalChecks
+
+        checks = LocalChecks(job)  # its interpreter starts while the machinery below loads
         from tpuctl.backends.local.processes import LocalBackend
         from tpuctl.launch.process.supervised import run_supervised
 
-        context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
         shim = None if self.options.expose else _loopback_shim(context.notice)
+        checks.result()
+        context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
         if not job.rehearse:
             return run_supervised(LocalBackend(context.log_dir, shim), job, context)
         report = context.log_dir / rehearsal_report.FILE_NAME  # LOG_DIR is this launch's alone: no earlier report

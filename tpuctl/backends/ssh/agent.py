@@ -13,7 +13,8 @@
 # Messages both ways are "packed" (wire.pack): NUL-separated key, value, key,
 # value... strings, UTF-8 (surrogateescape) and hex-encoded - one shell word, one line.
 #
-#   1. hello: create/enter the working directory, check the script, bind a free
+#   1. hello: create/enter the working directory, check the script, run the launch's
+#      preflight checks when asked (the first agent on a host), bind a free
 #      port and hold it, report on stderr: NONCE hello <packed port, ip, ...>.
 #      The first agent on a host also checks the host's copy of tpuctl's runtime
 #      (cache.py) and says why it cannot be used, if it cannot; tpuctl then sends
@@ -91,6 +92,31 @@ def hold_port() -> "_socket.socket":
     fail("cannot bind a free TCP port")
 
 
+# Preflight (tpuctl/launch/preflight.py), asked of a host's first agent: TensorFlow on the sys.path a worker gets
+# (site's, which -S left out; the launch's PYTHONPATH first), and no chip TensorFlow refuses ("VENDOR:DEVICE=why").
+def preflight() -> None:
+    if "tensorflow" in HELLO:
+        import importlib.util
+        import site
+
+        site.main()
+        sys.path[:0] = [folder for folder in HELLO["tensorflow"][0].split(":") if folder]
+        if importlib.util.find_spec("tensorflow") is None:
+            fail("preflight: no TensorFlow for " + sys.executable)
+    refused = dict(chip.split("=", 1) for chip in HELLO.get("chip", []))
+    base = os.environ.get("TPUCTL_SYSFS_ROOT", "") + "/sys/bus/pci/devices/"
+    for name in os.listdir(base) if refused and os.path.isdir(base) else []:
+        key = []
+        for part in ("vendor", "device"):
+            try:
+                with open(base + name + "/" + part) as handle:
+                    key.append(handle.read().strip())
+            except OSError:
+                pass
+        if ":".join(key) in refused:
+            fail("preflight: " + refused[":".join(key)])
+
+
 # Step 1: the working directory, the script, a held port; report them (and a manifest for --sync).
 def hello() -> "_socket.socket":
     for folder in HELLO.get("mkdir", []):
@@ -106,6 +132,7 @@ def hello() -> "_socket.socket":
     for script in HELLO.get("script", []):
         if not os.path.isfile(script):
             fail("script not found: " + os.path.join(os.getcwd(), script))
+    preflight()
     held = hold_port()
     words = os.environ.get("SSH_CONNECTION", "").split()
     rsync = which("rsync") is not None

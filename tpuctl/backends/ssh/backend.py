@@ -33,20 +33,23 @@ from tpuctl.backends.ssh.wire import pack
 from tpuctl.errors import FAILED, TpuctlError, one_line
 from tpuctl.hosts import HostEntry
 from tpuctl.launch.outcome import Failure
+from tpuctl.launch.preflight import doctor_hint
 from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.plan import WorkerSpec
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
+PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)
 
 
 class HostProblem(Exception):
     """Why one host could not take its workers; `connection` when ssh never reached it."""
 
-    def __init__(self, host: str, message: str, *, connection: bool) -> None:
+    def __init__(self, host: str, message: str, *, connection: bool, preflight: bool = False) -> None:
         super().__init__(message)
         self.host = host
         self.message = message
         self.connection = connection
+        self.preflight = preflight  # a preflight check failed there (tpuctl.launch.preflight)
 
 
 class SshBackend(Backend):
@@ -65,10 +68,14 @@ class SshBackend(Backend):
         notice: Callable[[str], None] = lambda line: None,
         hosts_again: Callable[[Callable[[str], None]], list[HostEntry]] | None = None,
         node_down: Callable[[], str | None] | None = None,
+        preflight: Sequence[tuple[str, str]] = (),
+        doctor: Callable[[str], str] = lambda hosts: "tpuctl doctor",
     ) -> None:
         """hosts_again: for the hosts of a TPU slice, waits until they can run workers again after a
         preemption and returns them as they are then (runner.TpuSlice.hosts_again).
-        node_down: for a TPU slice, the node's condition when it is not READY now (TpuSlice.down)."""
+        node_down: for a TPU slice, the node's condition when it is not READY now (TpuSlice.down).
+        preflight: what each host's first agent checks before any worker starts (tpuctl.launch.preflight.remote_hello);
+        doctor: the doctor command that checks hosts ("h1,h2") in full, named when a check fails there."""
         self.entries = list(entries)
         self.hosts_again = hosts_again
         self.node_down = node_down
@@ -77,6 +84,8 @@ class SshBackend(Backend):
         self.python = python
         self.sync = sync
         self.notice = notice
+        self.preflight = list(preflight)
+        self.doctor = doctor
         self.nonce = token()
         self._placement: list[str] = []
         self._pending: dict[tuple[str, str], Session] = {}
@@ -169,6 +178,7 @@ class SshBackend(Backend):
         hello.append(("runtime", self.runtime.digest))
         if first:
             hello.append(("check_runtime", "1"))
+            hello += self.preflight
             if self.sync:
                 hello += [("mkdir", self.paths.workdir), ("mkdir", self.paths.sync_dest)]
                 if not self._synced:
@@ -190,6 +200,8 @@ class SshBackend(Backend):
                 proc.kill()
             status = proc.wait()
             abandon(proc)
+            if error is not None and error.startswith(PREFLIGHT):
+                raise HostProblem(host, f"{host}: {error.removeprefix(PREFLIGHT)}", connection=False, preflight=True)
             if error is not None:
                 hint = " (pass --sync, or copy it there)" if error.startswith("script not found") else ""
                 raise HostProblem(host, f"{host}: {error}{hint}", connection=False)
@@ -254,7 +266,7 @@ class SshBackend(Backend):
                 for session in sessions:
                     session.close_stdin()
                     abandon(session.proc)
-            raise launch_error(problems)
+            raise launch_error(problems, self.doctor)
         return [opened[host].pop(0) for host in placement]
 
     def _say_installed(self) -> None:
@@ -295,11 +307,15 @@ class SshBackend(Backend):
         )
 
 
-def launch_error(problems: list[HostProblem]) -> TpuctlError:
-    """One error for every host that failed, in host order; a hint when any was unreachable."""
+def launch_error(problems: list[HostProblem], doctor: Callable[[str], str]) -> TpuctlError:
+    """One error for every host that failed, in host order; a hint when any was unreachable, else the doctor
+    command for the hosts whose preflight failed (`doctor` spells it for a comma-separated list of hosts)."""
     problems = sorted(problems, key=lambda p: p.host)
     message = problems[0].message
     if len(problems) > 1:
         message = f"{len(problems)} hosts failed before anything started: " + "; ".join(p.message for p in problems)
     hint = "nothing was started; check the host names and `ssh HOST true`" if any(p.connection for p in problems) else None
+    checked = [p.host for p in problems if p.preflight]
+    if hint is None and checked:
+        hint = doctor_hint(doctor(",".join(checked)))
     return TpuctlError(message, hint=hint, exit_code=FAILED)

@@ -249,6 +249,7 @@ class SshRunner(Runner):
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.backends.ssh.backend import SshBackend
+        from tpuctl.launch.preflight import remote_doctor, remote_hello
         from tpuctl.launch.process.supervised import run_supervised
 
         assert self.paths is not None, "prepare() first"
@@ -267,6 +268,8 @@ class SshRunner(Runner):
             notice=context.notice,
             hosts_again=self.slice.hosts_again if self.slice is not None else None,
             node_down=self.slice.down if self.slice is not None else None,
+            preflight=remote_hello(job),
+            doctor=lambda hosts: remote_doctor(hosts, job.python, self.options.tpu_name),
         )
         return run_supervised(backend, job, context)
 

@@ -1,0 +1,73 @@
+"""`tpuctl launch` with an interpreter that has no TensorFlow: one line naming `tpuctl doctor`, before any worker.
+
+A real local launch, and a real one over ssh (tests/integration/sshd.py); the checks themselves are
+tests/unit/test_preflight.py's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_tpuctl
+from tests.integration.sshd import SshCluster, running_cluster
+from tests.unit.test_preflight import python_without_tensorflow
+
+# Writes a file, so that a worker that started cannot go unseen.
+SCRIPT = "import os, sys\nopen(os.path.join(sys.argv[1], 'started-%d' % os.getpid()), 'w').close()\n"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
+    yield from running_cluster(tmp_path_factory, 2)
+
+
+def _script(tmp_path: Path) -> tuple[Path, Path]:
+    script, started = tmp_path / "train.py", tmp_path / "started"
+    script.write_text(SCRIPT)
+    started.mkdir()
+    return script, started
+
+
+def _error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr
+    [line] = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    return line
+
+
+def test_a_local_launch_without_tensorflow_fails_before_any_worker(tmp_path: Path) -> None:
+    python = python_without_tensorflow()
+    script, started = _script(tmp_path)
+    began = time.monotonic()
+    result = run_tpuctl("launch", str(script), "--workers", "2", "--python", python, "--log-dir", str(tmp_path / "logs"), str(started), timeout=60)
+    took = time.monotonic() - began
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == _error_line(result.stderr)  # the only line
+    assert f"no TensorFlow for the workers' interpreter {python}" in result.stderr
+    assert f"`tpuctl doctor --python {python}`" in result.stderr
+    assert not list(started.iterdir()) and not (tmp_path / "logs" / "attempt-1").exists()
+    assert took < 3.0, took
+    # --no-preflight: the workers start, and the runtime's own error ends them as it did before preflight.
+    result = run_tpuctl(
+        "launch", str(script), "--workers", "2", "--python", python, "--no-preflight", "--log-dir", str(tmp_path / "again"), str(started), timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"TensorFlow is not installed for {python}" in result.stdout + result.stderr
+    assert "tpuctl doctor" not in result.stderr
+
+
+def test_an_ssh_launch_without_tensorflow_fails_before_any_worker(cluster: SshCluster, tmp_path: Path) -> None:
+    python = python_without_tensorflow()
+    _, started = _script(tmp_path)
+    result = run_tpuctl(
+        "launch", "--ssh-config", str(cluster.config), "--hosts", "host1,host2", "--python", python,
+        "--log-dir", str(tmp_path / "logs"), "train.py", str(started), cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    line = _error_line(result.stderr)
+    assert "host1: no TensorFlow for" in line and "host2: no TensorFlow for" in line, line
+    assert f"`tpuctl doctor --hosts host1,host2 --python {python}`" in line
+    assert not list(started.iterdir()) and not list((tmp_path / "logs").rglob("worker-*"))

@@ -1,0 +1,143 @@
+"""The cheap checks `tpuctl launch` runs before any worker starts, each one whose failure alone decides the outcome.
+
+Without them such a launch fails late and in every worker at once (N tracebacks
+from N processes, or a wait for the start timeout), and the one thing to fix is
+buried. Only what costs a few milliseconds and cannot be wrong is checked here:
+the workers' interpreter runs and finds TensorFlow (unless `--strategy none`,
+where the runtime never imports it), and no chip TensorFlow refuses outright
+(TPU7x) sits on the machine when the workers will build a TPU strategy.
+`tpuctl doctor` does the full check; every failure here names the doctor
+command for that interpreter and host. `--no-preflight` skips them all.
+
+Where they run: a local launch checks here, the TensorFlow one in a thread while
+the launch loads the rest of its machinery; over ssh each host's agent checks
+during its hello (tpuctl/backends/ssh/agent.py), with what to check taken from
+`remote_hello`. Kubernetes and Vertex AI workers run an image the user built:
+nothing is checked there.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import threading
+
+from tpuctl import reaper
+from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.launch.job import Job
+from tpuctl.tpu_software import CHIPS, GOOGLE_PCI_VENDOR, Chip
+
+# An interpreter that cannot even start within this is itself the finding.
+INTERPRETER_TIMEOUT_S = 20.0
+NO_TENSORFLOW = 3  # the check's exit status when find_spec finds nothing
+# find_spec, not an import: TensorFlow's import costs seconds, its absence is known from sys.path alone.
+FIND_TENSORFLOW = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('tensorflow') else {NO_TENSORFLOW})"
+TPU_STRATEGIES = ("tpu", "auto")  # auto builds a TPU strategy wherever the machine has TPU chips
+
+
+def wants_tensorflow(job: Job) -> bool:
+    """Every strategy but `none` has the runtime import TensorFlow before the script runs."""
+    return job.strategy != "none"
+
+
+def wants_chips(job: Job) -> bool:
+    """A rehearsal runs on the CPU, whatever chips the machine has."""
+    return job.rehearse is None and job.strategy in TPU_STRATEGIES
+
+
+def refused_chips() -> dict[str, Chip]:
+    """The chips TensorFlow cannot run on at all, by device id as sysfs writes it ("0x0076")."""
+    return {f"0x{chip.device_id:04x}": chip for chip in CHIPS.values() if chip.tensorflow == "fail"}
+
+
+def doctor_hint(doctor: str) -> str:
+    return f"`{doctor}` checks it in full; --no-preflight skips this check"
+
+
+def local_doctor(python: str) -> str:
+    return f"tpuctl doctor --python {shlex.quote(python)}"
+
+
+def check_chips(doctor: str) -> None:
+    """A chip TensorFlow refuses, on this machine's PCI bus (read in-process: sysfs, a few files)."""
+    from tpuctl.doctor.probe import pci_devices
+
+    refused = refused_chips()
+    vendor = f"0x{GOOGLE_PCI_VENDOR:04x}"
+    for device in pci_devices():
+        chip = refused.get(device["device"]) if device["vendor"] == vendor else None
+        if chip is not None:
+            raise TpuctlError(f"this machine's TPU is {chip.name}: {chip.why}", hint=doctor_hint(doctor), exit_code=FAILED)
+
+
+def check_tensorflow(python: str, env: dict[str, str], doctor: str) -> None:
+    """The workers' interpreter starts and finds TensorFlow, in the environment the workers get (`--env` included)."""
+    try:
+        done = reaper.run(
+            [python, "-c", FIND_TENSORFLOW],
+            timeout=INTERPRETER_TIMEOUT_S,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise TpuctlError(
+            f"the workers' interpreter {python} did not start within {INTERPRETER_TIMEOUT_S:g}s", hint=doctor_hint(doctor), exit_code=FAILED
+        ) from None
+    except OSError as err:
+        raise TpuctlError(f"cannot run the workers' interpreter {python}: {err.strerror or err}", hint=doctor_hint(doctor), exit_code=FAILED) from None
+    if done.returncode == NO_TENSORFLOW:
+        raise TpuctlError(f"no TensorFlow for the workers' interpreter {python}", hint=doctor_hint(doctor), exit_code=FAILED)
+    if done.returncode:
+        said = one_line(done.stderr.decode("utf-8", "replace"), last=True) or f"exit status {done.returncode}"
+        raise TpuctlError(f"the workers' interpreter {python} cannot run: {said}", hint=doctor_hint(doctor), exit_code=FAILED)
+
+
+class LocalChecks:
+    """A local launch's checks: the TensorFlow one starts at once in a thread, `result()` waits for it and raises
+    the first failure, so the interpreter's start-up overlaps the launcher's own."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.doctor = local_doctor(job.python)
+        self._failure: TpuctlError | None = None
+        self._thread: threading.Thread | None = None
+        if job.preflight and wants_tensorflow(job):
+            self._thread = threading.Thread(target=self._tensorflow, name="preflight", daemon=True)
+            self._thread.start()
+
+    def _tensorflow(self) -> None:
+        try:
+            check_tensorflow(self.job.python, {**os.environ, **dict(self.job.env)}, self.doctor)
+        except TpuctlError as failure:
+            self._failure = failure
+
+    def result(self) -> None:
+        if self.job.preflight and wants_chips(self.job):
+            check_chips(self.doctor)
+        if self._thread is not None:
+            self._thread.join()
+        if self._failure is not None:
+            raise self._failure
+
+
+def remote_hello(job: Job) -> list[tuple[str, str]]:
+    """What each host's agent checks in its hello (agent.py `preflight`): `tensorflow` asks for the find_spec (its
+    value: the PYTHONPATH the launch gives the workers, if any), each `chip` names a refused chip as
+    VENDOR:DEVICE=the line to fail with."""
+    if not job.preflight:
+        return []
+    hello = [("tensorflow", dict(job.env).get("PYTHONPATH", ""))] if wants_tensorflow(job) else []
+    if wants_chips(job):
+        vendor = f"0x{GOOGLE_PCI_VENDOR:04x}"
+        hello += [("chip", f"{vendor}:{device}=the TPU is {chip.name}: {chip.why}") for device, chip in refused_chips().items()]
+    return hello
+
+
+def remote_doctor(hosts: str, python: str, tpu: str | None) -> str:
+    """The doctor command for some hosts of an ssh launch ("h1,h2"), or for the whole TPU slice."""
+    where = f"--tpu {shlex.quote(tpu)}" if tpu is not None else f"--hosts {shlex.quote(hosts)}"
+    return f"tpuctl doctor {where} --python {shlex.quote(python)}"
