@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import config, gcloud_config, inputs
+from tpuctl import config, gcloud_config, inputs, tpu_software
 from tpuctl.accelerators import is_type_name
 from tpuctl.errors import TpuctlError
 
 SECTION = "cloud"
+DEFAULT, UNSET = "default", "unset"  # the sources of a value no layer gave
 
 _PROJECT = re.compile(r"(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]\Z")
@@ -74,12 +75,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zone", "zone of the TPU VMs", _check(_ZONE, "us-central2-b"), gcloud=("compute", "zone")),
     Setting("region", "Vertex AI region of managed jobs", _check(_REGION, "us-central1"), gcloud=("ai", "region")),
     Setting("accelerator-type", "TPU accelerator type for new nodes", _accelerator_type, "v4-8"),
-    Setting(
-        "runtime-version",
-        "TPU VM software version for new nodes",
-        _check(_RUNTIME, "tpu-ubuntu2204-base"),
-        "tpu-ubuntu2204-base",
-    ),
+    # No fixed default: the image follows the accelerator type (default_runtime).
+    Setting("runtime-version", "TPU VM software version for new nodes", _check(_RUNTIME, "tpu-vm-tf-2.16.1-pjrt")),
     Setting("model-dir", "default bucket path for checkpoints and summaries", _check(_BUCKET_PATH, "gs://my-bucket/runs")),
     Setting("tpu-endpoint", "Cloud TPU API endpoint", _check(_URL, "https://tpu.googleapis.com"), "https://tpu.googleapis.com"),
     Setting("vertex-endpoint", "Vertex AI API endpoint  [default: https://REGION-aiplatform.googleapis.com]", _check(_URL, "https://us-central1-aiplatform.googleapis.com")),
@@ -110,7 +107,7 @@ BY_KEY_ATTR: dict[str, Setting] = {s.attr: s for s in SETTINGS}
 @dataclass(frozen=True)
 class Value:
     value: str | None
-    source: str  # "--zone", "TPUCTL_ZONE", "/path/tpuctl.toml", "gcloud configuration 'x'", "default", "unset"
+    source: str  # "--zone", "TPUCTL_ZONE", "/path/tpuctl.toml", "gcloud configuration 'x'", DEFAULT, UNSET
 
 
 class Settings:
@@ -127,6 +124,10 @@ class Settings:
 
     def items(self) -> list[tuple[Setting, Value]]:
         return [(s, self._values[s.key]) for s in SETTINGS]
+
+    def given(self, key: str) -> bool:
+        """Whether a flag, the environment or a file set the key, rather than tpuctl's own default."""
+        return self.source(key) not in (DEFAULT, UNSET)
 
     def require(self, key: str) -> str:
         value = self.get(key)
@@ -168,7 +169,20 @@ def resolve(flags: Mapping[str, str | None] | None = None) -> Settings:
     values: dict[str, Value] = {}
     for setting in SETTINGS:
         values[setting.key] = _pick(setting, flags, layers)
+    if values["runtime-version"].source == UNSET:
+        image = default_runtime(values["accelerator-type"].value or "")
+        if image is not None:
+            values["runtime-version"] = Value(image, DEFAULT)
     return Settings(values)
+
+
+def default_runtime(accelerator_type: str) -> str | None:
+    """The image a new node of this type gets when no layer names one: TensorFlow's, since tpuctl runs TensorFlow
+    and the base image has none. None for a generation newer than tpuctl's table, whose image the user names."""
+    try:
+        return tpu_software.tensorflow_image(accelerator_type)
+    except TpuctlError:
+        return None
 
 
 def _pick(setting: Setting, flags: Mapping[str, str | None], layers: list[tuple[str, Mapping[str, object]]]) -> Value:
@@ -188,7 +202,7 @@ def _pick(setting: Setting, flags: Mapping[str, str | None], layers: list[tuple[
         found = gcloud_config.read_property(*setting.gcloud)
         if found:
             return _checked(setting, found.value, found.origin)
-    return Value(setting.default, "default" if setting.default is not None else "unset")
+    return Value(setting.default, DEFAULT if setting.default is not None else UNSET)
 
 
 def _checked(setting: Setting, value: str, source: str) -> Value:

@@ -58,13 +58,26 @@ def test_defaults_come_from_gcloud(env: dict[str, str], tmp_path: Path) -> None:
     (gcloud / "configurations" / "config_default").write_text("[core]\nproject = tpuctl-test\n[compute]\nzone = us-central2-b\n")
     result = run_tpuctl("init", "--yes", "--here", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert config.read_file(tmp_path / "tpuctl.toml")["cloud"] == {
-        "project": "tpuctl-test",
-        "zone": "us-central2-b",
-        "accelerator-type": "v4-8",
-        "runtime-version": "tpu-ubuntu2204-base",
-    }
+    assert config.read_file(tmp_path / "tpuctl.toml")["cloud"] == {"project": "tpuctl-test", "zone": "us-central2-b", "accelerator-type": "v4-8"}
+    assert "# runtime-version: tpu-vm-tf-2.16.1-pjrt, TensorFlow's image for v4-8 (not written: it follows accelerator-type)\n" in result.stdout
     assert not user_file(env).exists()
+
+
+def test_the_default_runtime_follows_the_accelerator_type(env: dict[str, str], tmp_path: Path) -> None:
+    """Not written, so a later --accelerator-type v4-32 gets the pod image, not the one init showed for v4-8."""
+    pod = run_tpuctl("init", "--yes", "--dry-run", "--zone", "us-central2-b", "--accelerator-type", "v4-32", env=env, cwd=tmp_path)
+    assert pod.returncode == 0, pod.stderr
+    assert "accelerator-type = v4-32\n# runtime-version: tpu-vm-tf-2.16.1-pod-pjrt, TensorFlow's image for v4-32" in pod.stdout
+    assert "runtime-version =" not in pod.stdout and not user_file(env).exists()
+    wrote = run_tpuctl("init", "--yes", "--zone", "us-central2-b", env=env, cwd=tmp_path)
+    assert wrote.returncode == 0, wrote.stderr
+    assert "runtime-version" not in config.read_file(user_file(env))["cloud"]
+    shown = run_tpuctl("config", "show", env={**env, "TPUCTL_ACCELERATOR_TYPE": "v4-32"}, cwd=tmp_path)
+    runtime_row = next(line for line in shown.stdout.splitlines() if line.startswith("runtime-version"))
+    assert runtime_row.split() == ["runtime-version", "tpu-vm-tf-2.16.1-pod-pjrt", "default"]
+    named = run_tpuctl("init", "--yes", "--zone", "us-central2-b", env={**env, "TPUCTL_RUNTIME_VERSION": "tpu-vm-base"}, cwd=tmp_path)
+    assert named.returncode == 0, named.stderr
+    assert config.read_file(user_file(env))["cloud"]["runtime-version"] == "tpu-vm-base"
 
 
 @pytest.mark.parametrize(
@@ -91,9 +104,10 @@ def test_dry_run_and_no_terminal(env: dict[str, str], tmp_path: Path) -> None:
 
 
 def test_questions_on_a_terminal_take_the_suggested_defaults(env: dict[str, str], tmp_path: Path) -> None:
-    """Enter five times: project, zone, accelerator, runtime and the optional bucket keep their suggestions."""
+    """Enter at project, zone, runtime and the optional bucket keeps their suggestions; the runtime suggested
+    is TensorFlow's image for the accelerator type just answered, and taken as suggested it is not written."""
     primary, secondary = os.openpty()
-    os.write(primary, b"\n" + b"us-central2-b\n" + b"\n\n\n")
+    os.write(primary, b"\n" + b"us-central2-b\n" + b"v4-32\n" + b"\n\n")
     try:
         done = subprocess.run(tpuctl_cmd("init"), stdin=secondary, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     finally:
@@ -101,9 +115,5 @@ def test_questions_on_a_terminal_take_the_suggested_defaults(env: dict[str, str]
         os.close(primary)
     assert done.returncode == 0, done.stderr
     assert "Google Cloud project id (project) [tpuctl-test]:" in done.stderr
-    assert config.read_file(user_file(env))["cloud"] == {
-        "project": "tpuctl-test",
-        "zone": "us-central2-b",
-        "accelerator-type": "v4-8",
-        "runtime-version": "tpu-ubuntu2204-base",
-    }
+    assert "TPU VM software version for new nodes (runtime-version) [tpu-vm-tf-2.16.1-pod-pjrt]:" in done.stderr
+    assert config.read_file(user_file(env))["cloud"] == {"project": "tpuctl-test", "zone": "us-central2-b", "accelerator-type": "v4-32"}

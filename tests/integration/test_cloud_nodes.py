@@ -54,7 +54,7 @@ def creates(g: GoogleStandin, name: str) -> int:
 def test_round_trip_and_every_rerun_is_a_no_op(google_standin: GoogleStandin, cli: Cli) -> None:
     g = google_standin
     first = cli("create", "my-tpu", "--accelerator-type", "v4-8", "--labels", "team=ml")
-    assert first.stdout.startswith("created my-tpu (v4-8, tpu-ubuntu2204-base) in us-central2-b: READY, 1 host: 10.")
+    assert first.stdout.startswith("created my-tpu (v4-8, tpu-vm-tf-2.16.1-pjrt) in us-central2-b: READY, 1 host: 10.")
     assert "CREATING" in first.stderr  # the progress line, on stderr
     again = cli("create", "my-tpu", "--accelerator-type", "v4-8", "--labels", "team=ml")
     assert again.stdout.startswith("reused existing my-tpu")
@@ -125,7 +125,9 @@ def test_queued_spot_request(google_standin: GoogleStandin, cli: Cli) -> None:
     [
         (("create", "x", "--zone", "nowhere-zone1-a"), "zone nowhere-zone1-a has no Cloud TPUs"),
         (("create", "x", "--accelerator-type", "v4"), "accelerator-type 'v4' from --accelerator-type is not valid"),
-        (("create", "x", "--accelerator-type", "v9-8"), 'Accelerator type "v9-8" is not available'),
+        (("create", "x", "--accelerator-type", "v9-8", "--runtime-version", "tpu-vm-base"), 'Accelerator type "v9-8" is not available'),
+        (("create", "x", "--accelerator-type", "v9-8"), "tpuctl knows no TensorFlow runtime image for v9-8 (name one with --runtime-version"),
+        (("create", "x", "--type", "v4", "--topology", "2x4"), "'2x4' is not a V4 topology"),
         (("create", "x", "--labels", "Team=ML"), "label 'Team=ML'"),
         (("create", "X_bad"), "not a valid TPU node name"),
         (("create", "x", "--type", "v5litepod"), "go together"),
@@ -281,3 +283,73 @@ def test_full_spec_is_sent_saved_and_recreated(google_standin: GoogleStandin, cl
     assert again.stdout.startswith("created full") and creates(g, "full") == 2
     node = g.node(ZONE, "full")
     assert node is not None and node["metadata"]["startup-script"] == "#!/bin/sh\necho booted > /tmp/booted\n"
+
+
+# The zone offering each generation in the stand-in's catalogue, as in Google's.
+GENERATION_ZONES = {"v2": "us-central1-b", "v3": "us-central1-a", "v4": ZONE, "v5litepod": "us-west4-a", "v5p": "us-east5-a", "v6e": "us-east1-d"}
+
+
+@pytest.mark.parametrize(
+    ("accelerator_type", "image"),
+    [
+        ("v2-8", "tpu-vm-tf-2.16.1-pjrt"), ("v2-32", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v3-8", "tpu-vm-tf-2.16.1-pjrt"), ("v3-32", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v4-8", "tpu-vm-tf-2.16.1-pjrt"), ("v4-32", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v5litepod-8", "tpu-vm-tf-2.16.1-pjrt"), ("v5litepod-16", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v5p-8", "tpu-vm-tf-2.16.1-pjrt"), ("v5p-16", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v6e-8", "v2-alpha-tpuv6e"), ("v6e-16", "v2-alpha-tpuv6e"),
+    ],
+)  # fmt: skip
+def test_a_new_node_gets_tensorflows_image_for_its_type(google_standin: GoogleStandin, cli: Cli, accelerator_type: str, image: str) -> None:
+    """The base image has no TensorFlow: a default create must be one a TensorFlow script can launch on."""
+    zone = GENERATION_ZONES[accelerator_type.rsplit("-", 1)[0]]
+    done = cli("create", "tf", "--zone", zone, "--accelerator-type", accelerator_type, "--async")
+    assert done.stdout.startswith(f"creating tf ({accelerator_type}, {image}) in {zone}")
+    node = google_standin.node(zone, "tf")
+    assert node is not None and node["runtimeVersion"] == image
+
+
+def test_a_queued_slice_gets_the_image_of_its_topology(google_standin: GoogleStandin, cli: Cli) -> None:
+    """--type/--topology name the slice, not the accelerator-type setting (v4-8 here) the default was resolved for."""
+    cli("create", "one", "--zone", "us-west4-a", "--type", "v5litepod", "--topology", "2x4", "--queued", "--async")
+    cli("create", "pod", "--zone", "us-west4-a", "--type", "v5e", "--topology", "4x4", "--queued", "--async")
+    sent = {name: google_standin.queued_resource("us-west4-a", name) for name in ("one", "pod")}
+    assert {name: r["tpu"]["nodeSpec"][0]["node"]["runtimeVersion"] for name, r in sent.items() if r} == {
+        "one": "tpu-vm-tf-2.16.1-pjrt",
+        "pod": "tpu-vm-tf-2.16.1-pod-pjrt",
+    }
+
+
+def test_a_runtime_the_user_names_wins(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    """Over the default, from a flag, TPUCTL_RUNTIME_VERSION, ./tpuctl.toml or the user's config file."""
+    user_file = Path(cli.env["XDG_CONFIG_HOME"]) / "tpuctl" / "config.toml"
+    user_file.parent.mkdir(parents=True)
+    user_file.write_text('[cloud]\nruntime-version = "tpu-vm-base"\n')
+    cli("create", "from-user", "--accelerator-type", "v4-32", "--async")
+    (tmp_path / "tpuctl.toml").write_text('[cloud]\nruntime-version = "tpu-vm-tf-2.18.0-pod-pjrt"\n')
+    cli("create", "from-here", "--accelerator-type", "v4-32", "--async")
+    cli.env["TPUCTL_RUNTIME_VERSION"] = "tpu-vm-tf-2.18.0-pjrt"
+    cli("create", "from-env", "--accelerator-type", "v4-8", "--async")
+    cli("create", "from-flag", "--accelerator-type", "v4-8", "--runtime-version", "tpu-ubuntu2204-base", "--async")
+    runtimes = {name: (google_standin.node(ZONE, name) or {}).get("runtimeVersion") for name in ("from-user", "from-here", "from-env", "from-flag")}
+    assert runtimes == {
+        "from-user": "tpu-vm-base",
+        "from-here": "tpu-vm-tf-2.18.0-pod-pjrt",
+        "from-env": "tpu-vm-tf-2.18.0-pjrt",
+        "from-flag": "tpu-ubuntu2204-base",
+    }
+
+
+def test_an_existing_node_on_another_image_is_reused_unless_the_user_names_one(google_standin: GoogleStandin, cli: Cli) -> None:
+    """A node made before the default changed (or by hand) is still the node asked for when no runtime is named."""
+    g = google_standin
+    g.add_ready_nodes(ZONE, 1, prefix="older", accelerator_type="v4-8")  # on the base image, the zone's first
+    reused = cli("create", "older-0000", "--accelerator-type", "v4-8")
+    assert reused.stdout.startswith("reused existing older-0000 (v4-8, tpu-ubuntu2204-base) in us-central2-b: READY")
+    assert creates(g, "older-0000") == 0
+    saved = json.loads((Path(cli.env["XDG_DATA_HOME"]) / "tpuctl" / "nodes" / g.project / ZONE / "older-0000.json").read_text())
+    assert saved["runtime_version"] == "tpu-ubuntu2204-base"  # what a recreate makes again
+    named = cli("create", "older-0000", "--accelerator-type", "v4-8", "--runtime-version", "tpu-vm-tf-2.16.1-pjrt", code=1)
+    assert "runtime version: 'tpu-ubuntu2204-base' != 'tpu-vm-tf-2.16.1-pjrt'" in error_line(named)
+    other = cli("create", "older-0000", "--accelerator-type", "v4-16", code=1)
+    assert "accelerator type: 'v4-8' != 'v4-16'" in error_line(other) and "runtime version" not in other.stderr

@@ -19,7 +19,7 @@ WRITTEN = ("project", "zone", "accelerator-type", "runtime-version", "model-dir"
 @project_options
 @zone_option
 @click.option("--accelerator-type", metavar="TYPE", help="Default accelerator type, e.g. v4-8.")
-@click.option("--runtime-version", metavar="VERSION", help="Default TPU VM runtime version.")
+@click.option("--runtime-version", metavar="VERSION", help="Default TPU VM runtime version [default: TensorFlow's image for the accelerator type].")
 @click.option("--model-dir", metavar="gs://BUCKET/PATH", help="Default bucket path for checkpoints and summaries.")
 @click.option("--here", is_flag=True, help="Write ./tpuctl.toml (shared with the project) instead of the user config file.")
 @click.option("--yes", "-y", is_flag=True, help="Ask nothing: take flags, then current settings, then defaults.")
@@ -52,9 +52,19 @@ def init(
     if not yes and not sys.stdin.isatty():
         raise TpuctlError("tpuctl init asks questions, but stdin is not a terminal", hint="pass --yes with --project, --zone, …")
     chosen = {key: current.get(key) for key in WRITTEN}
+    # A runtime no layer set is not written: it follows the accelerator type, where a written one would give every
+    # later --accelerator-type this type's image (a single host's on a pod slice, TensorFlow's on v6e).
+    follows = not current.given("runtime-version")
     if not yes:
         for key in WRITTEN:
-            chosen[key] = _ask(key, chosen[key])
+            if key == "runtime-version" and follows:
+                suggested = settings.default_runtime(chosen["accelerator-type"] or "")
+                chosen[key] = _ask(key, suggested)
+                follows = chosen[key] in (None, suggested)
+            else:
+                chosen[key] = _ask(key, chosen[key])
+    if follows:
+        chosen["runtime-version"] = None
     for key in ("project", "zone"):
         if not chosen[key]:
             raise TpuctlError(f"no {key} given", hint=f"pass --{key}")
@@ -64,6 +74,9 @@ def init(
     values = {key: value for key, value in chosen.items() if value}
     for key, value in values.items():
         click.echo(f"{key} = {value}")
+    if follows:
+        shown = answers.get("runtime-version")
+        click.echo(f"# runtime-version: {shown}, TensorFlow's image for {answers.get('accelerator-type')} (not written: it follows accelerator-type)")
     if dry_run:
         click.echo(f"(dry run: {target} not written)")
         return

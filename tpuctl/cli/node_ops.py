@@ -14,7 +14,6 @@ from tpuctl.errors import FAILED, TpuctlError
 if TYPE_CHECKING:
     from tpuctl.cloud.lifecycle import Ensured
     from tpuctl.cloud.node import Node
-    from tpuctl.cloud.nodespec import NodeSpec
 
 
 def _hosts(node: Node) -> str:
@@ -30,7 +29,7 @@ def _hosts(node: Node) -> str:
 @click.option("--accelerator-type", metavar="TYPE", help="e.g. v4-8, v5litepod-16 [config: accelerator-type].")
 @click.option("--type", "config_type", metavar="GEN", help="TPU generation with --topology, e.g. v5litepod.")
 @click.option("--topology", metavar="AxB[xC]", help="Chip topology with --type, e.g. 2x4.")
-@click.option("--runtime-version", metavar="VERSION", help="TPU VM software version [config: runtime-version].")
+@click.option("--runtime-version", metavar="VERSION", help="TPU VM software version [config: runtime-version; default: TensorFlow's image for the type].")
 @click.option("--spot", is_flag=True, help="Spot capacity: cheaper, may be preempted at any time.")
 @click.option("--preemptible", is_flag=True, help="Legacy preemptible capacity (24 h limit).")
 @click.option("--queued", is_flag=True, help="Queue the request until capacity is available (queued resource).")
@@ -52,11 +51,12 @@ def create(name: str, no_wait: bool, **flags: Any) -> None:
     spec, resolved = nodespec.from_flags(name, **flags)
     api = tpu_api(resolved)
     with StatusLine(f"creating {name}") as progress:
-        result = lifecycle.ensure(api, spec, progress, wait=not no_wait)
-    _report(spec, result, no_wait)
+        result = lifecycle.ensure(api, spec, progress, wait=not no_wait, runtime_given=resolved.given("runtime-version"))
+    _report(result, no_wait)
 
 
-def _report(spec: NodeSpec, result: Ensured, no_wait: bool) -> None:
+def _report(result: Ensured, no_wait: bool) -> None:
+    spec = result.spec
     name, zone = spec.name, spec.zone
     what = f"{spec.accelerator()}, {spec.runtime_version}"
     if no_wait:
@@ -86,7 +86,7 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
     api = tpu_api(resolved)
     with StatusLine(f"recreating {name}") as progress:
         result = lifecycle.recreate(api, spec, progress)
-    _report(spec, result, no_wait=False)
+    _report(result, no_wait=False)
 
 
 @click.command("delete")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tpuctl.cloud import nodespec
 from tpuctl.cloud.api_errors import Where, operation_failed
@@ -41,17 +41,30 @@ def _polls(sleep: Callable[[float], None]) -> Callable[[], None]:
 class Ensured:
     node: Node
     created: bool  # False when an existing node with the same spec was reused
+    spec: NodeSpec  # what the node is: a reused node keeps its own runtime where the user named none
 
 
-def ensure(api: NodeApi, spec: NodeSpec, progress: Progress, *, wait: bool = True, sleep: Callable[[float], None] = time.sleep) -> Ensured:
-    """The node as specified: reused when it exists with this spec, created otherwise."""
+def ensure(
+    api: NodeApi,
+    spec: NodeSpec,
+    progress: Progress,
+    *,
+    wait: bool = True,
+    runtime_given: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Ensured:
+    """The node as specified: reused when it exists with this spec, created otherwise.
+
+    Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with
+    the accelerator type: an existing node's own runtime is then the one asked for, not a conflict."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None:
+        spec = _adopt(spec, existing, runtime_given)
         _check_reusable(spec, existing)
         if nodespec.load(spec.project, spec.zone, spec.name) is None:
             nodespec.save(spec)
         node = wait_ready(api, spec, None, progress, sleep=sleep) if wait else existing
-        return Ensured(node, created=False)
+        return Ensured(node, created=False, spec=spec)
     operation: str | None = None
     if spec.queued:
         api.create_queued(spec.zone, spec.name, spec.queued_resource())
@@ -61,14 +74,19 @@ def ensure(api: NodeApi, spec: NodeSpec, progress: Progress, *, wait: bool = Tru
             # 409: our own earlier attempt (a lost reply) or someone else's node.
             raced = api.get_node(spec.zone, spec.name)
             if raced is not None:
+                spec = _adopt(spec, raced, runtime_given)
                 _check_reusable(spec, raced)
     nodespec.save(spec)
     if not wait:
         found = api.get_node(spec.zone, spec.name)
-        return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True)
+        return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True, spec=spec)
     if spec.queued:
         wait_queued(api, spec, progress, sleep=sleep)
-    return Ensured(wait_ready(api, spec, operation, progress, sleep=sleep), created=True)
+    return Ensured(wait_ready(api, spec, operation, progress, sleep=sleep), created=True, spec=spec)
+
+
+def _adopt(spec: NodeSpec, node: Node, runtime_given: bool) -> NodeSpec:
+    return spec if runtime_given or not node.runtime_version else replace(spec, runtime_version=node.runtime_version)
 
 
 def _check_reusable(spec: NodeSpec, node: Node) -> None:

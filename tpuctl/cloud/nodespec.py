@@ -267,7 +267,7 @@ def from_flags(
         name=name,
         project=resolved.project,
         zone=resolved.zone,
-        runtime_version=resolved.require("runtime-version"),
+        runtime_version=_runtime_version(resolved, accel, api_type, topo),
         accelerator_type=accel,
         config_type=api_type,
         topology=topo,
@@ -282,6 +282,22 @@ def from_flags(
         startup_script=_read_script(startup_script) if startup_script else None,
     )
     return spec, resolved
+
+
+def _runtime_version(resolved: settings.Settings, accelerator_type: str | None, config_type: str | None, topology: str | None) -> str:
+    """The one the user named, else TensorFlow's image for the slice being created (which `--type/--topology`
+    may give, not the accelerator-type setting the resolved default was chosen for)."""
+    if resolved.given("runtime-version"):
+        return resolved.require("runtime-version")
+    if accelerator_type is None:  # parse_accelerator gave the type and topology instead
+        accelerator_type = accelerators.shape_from_config(config_type or "", topology or "").accelerator_type
+    image = settings.default_runtime(accelerator_type)
+    if image is None:
+        raise TpuctlError(
+            f"tpuctl knows no TensorFlow runtime image for {accelerator_type}",
+            hint="name one with --runtime-version (`tpuctl runtimes` lists a zone's)",
+        )
+    return image
 
 
 def _read_script(path: Path) -> str:

@@ -1,0 +1,123 @@
+"""The software table beside the accelerator table: default images per slice, image names read back, chips."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from tpuctl import accelerators, settings
+from tpuctl import tpu_software as sw
+from tpuctl.errors import TpuctlError
+
+
+@pytest.mark.parametrize(
+    ("accelerator_type", "image"),
+    [
+        ("v2-8", "tpu-vm-tf-2.16.1-pjrt"), ("v2-32", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v3-8", "tpu-vm-tf-2.16.1-pjrt"), ("v3-1024", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v4-8", "tpu-vm-tf-2.16.1-pjrt"), ("v4-16", "tpu-vm-tf-2.16.1-pod-pjrt"), ("v4-32", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v5litepod-1", "tpu-vm-tf-2.16.1-pjrt"), ("v5litepod-8", "tpu-vm-tf-2.16.1-pjrt"),
+        ("v5litepod-16", "tpu-vm-tf-2.16.1-pod-pjrt"), ("v5e-4", "tpu-vm-tf-2.16.1-pjrt"),
+        ("v5p-8", "tpu-vm-tf-2.16.1-pjrt"), ("v5p-16", "tpu-vm-tf-2.16.1-pod-pjrt"),
+        ("v6e-1", sw.NO_TENSORFLOW_IMAGE), ("v6e-8", sw.NO_TENSORFLOW_IMAGE), ("v6e-256", "v2-alpha-tpuv6e"),
+    ],
+)  # fmt: skip
+def test_each_generations_default_image(accelerator_type: str, image: str) -> None:
+    assert sw.tensorflow_image(accelerator_type) == image
+    assert settings.default_runtime(accelerator_type) == image
+
+
+def test_every_slice_of_the_table_gets_an_image_that_reads_back_as_its_own() -> None:
+    """-pod exactly where the slice has several hosts, PJRT (v5e and v5p know no other), the version of the table."""
+    version = tuple(int(part) for part in sw.DEFAULT_TENSORFLOW_IMAGE.split("."))
+    for name in sw.TENSORFLOW_IMAGE_GENERATIONS:
+        gen = accelerators.GENERATIONS[name]
+        for topology in gen.topologies:
+            shape = accelerators.shape_from_config(gen.config_type, topology)
+            image = sw.read_image(sw.tensorflow_image(shape.accelerator_type))
+            assert image == sw.Image(version, shape.hosts > 1, "pjrt"), shape
+
+
+def test_a_type_without_an_image_to_name() -> None:
+    """A generation newer than the table: no default (the user names one); a malformed size is the table's error."""
+    for unknown in ("v9-8", "v5x-4", ""):
+        assert settings.default_runtime(unknown) is None
+        with pytest.raises(TpuctlError):
+            sw.tensorflow_image(unknown)
+    with pytest.raises(TpuctlError, match="multiple of 2 TensorCores"):
+        sw.tensorflow_image("v4-7")
+
+
+@pytest.mark.parametrize(
+    ("name", "image"),
+    [
+        ("tpu-vm-tf-2.16.1-pod-pjrt", sw.Image((2, 16, 1), True, "pjrt")),
+        ("tpu-vm-tf-2.16.1-pjrt", sw.Image((2, 16, 1), False, "pjrt")),
+        ("tpu-vm-tf-2.18.0-pjrt-v5e-and-v6", sw.Image((2, 18, 0), False, "pjrt")),
+        ("tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6", sw.Image((2, 18, 0), True, "pjrt")),
+        ("tpu-vm-tf-2.18.0-pod-se", sw.Image((2, 18, 0), True, "se")),
+        ("tpu-vm-tf-2.10.0-pod-v4", sw.Image((2, 10, 0), True, None)),
+        ("tpu-vm-tf-2.10.0-v4", sw.Image((2, 10, 0), False, None)),
+        ("tpu-vm-tf-2.14.1", sw.Image((2, 14, 1), False, None)),
+        ("tpu-ubuntu2204-base", None),
+        ("v2-alpha-tpuv5-lite", None),
+        ("v2-alpha-tpuv6e", None),
+        ("tpu-vm-base", None),
+        ("tpu-vm-tf-2.16", None),
+        ("tpu-vm-tf-2.16.1-", None),
+        ("TPU-VM-TF-2.16.1", None),
+        ("tpu-vm-tf-2.16.1-pjrt\n", None),
+    ],
+)
+def test_read_image_on_real_names(name: str, image: sw.Image | None) -> None:
+    assert sw.read_image(name) == image
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.builds(lambda digits, tail: f"tpu-vm-tf-{digits}.{digits}.{digits}{tail}", st.text("0123456789", min_size=1, max_size=6000), st.text(max_size=60)),
+        st.builds("tpu-vm-tf-2.16.1{}".format, st.text("-podjrtsev0123456789a", max_size=80)),
+    )
+)
+def test_read_image_never_raises_on_hostile_names(name: str) -> None:
+    """Any text a TPU API, a metadata server or a user hands over: an Image of short numbers, or None."""
+    image = sw.read_image(name)
+    if image is not None:
+        assert all(0 <= part < 10_000 for part in image.tensorflow) and image.api in (None, "pjrt", "se")
+
+
+def test_read_image_of_a_long_name_is_quick() -> None:
+    """No backtracking that grows with the name: a megabyte-long near miss is refused at once."""
+    import time
+
+    started = time.monotonic()
+    for name in ("tpu-vm-tf-2.16.1" + "-pod" * 250_000, "tpu-vm-tf-" + "1" * 1_000_000 + ".1.1", "tpu-vm-tf-2.16.1-" + "a-" * 500_000):
+        assert sw.read_image(name) is None
+    assert time.monotonic() - started < 1.0
+
+
+def test_chips_by_pci_id() -> None:
+    assert all(chip.device_id == device_id for device_id, chip in sw.CHIPS.items())
+    assert {c.generation for c in sw.CHIPS.values()} - {None} <= set(accelerators.GENERATIONS)
+    v4 = sw.chip(0x005E)
+    assert v4 is not None and (v4.name, v4.nodes, v4.tensorflow) == ("v4", "accel", "ok")
+    v6e = sw.chip(0x006F)
+    assert v6e is not None and v6e.tensorflow == "warn" and v6e.why
+    tpu7x = sw.chip(0x0076)
+    assert tpu7x is not None and tpu7x.generation is None and tpu7x.tensorflow == "fail"
+    assert sw.chip(0x0000) is None and sw.chip(-1) is None
+
+
+def test_release_tables_agree_with_each_other() -> None:
+    assert max(sw.PYTHONS_FOR_TENSORFLOW) == sw.NEWEST_TENSORFLOW
+    assert all(low <= high for low, high in sw.PYTHONS_FOR_TENSORFLOW.values())
+    released = {tuple(int(part) for part in version.split(".")[:2]) for version in sw.LIBTPU_FOR_TENSORFLOW_TPU}
+    assert max(released) == sw.NEWEST_TENSORFLOW_TPU and released <= set(sw.PYTHONS_FOR_TENSORFLOW)
+    assert all(pin.startswith("libtpu") for pin in sw.LIBTPU_FOR_TENSORFLOW_TPU.values())
+    default = sw.read_image(sw.tensorflow_image("v4-8"))
+    assert default is not None and default.tensorflow[:2] in sw.PYTHONS_FOR_TENSORFLOW
+    assert set(accelerators.GENERATIONS) - set(sw.TENSORFLOW_IMAGE_GENERATIONS) == {"v6e"}  # NO_TENSORFLOW_IMAGE's

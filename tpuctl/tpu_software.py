@@ -1,0 +1,129 @@
+"""The software side of a TPU, beside the hardware table (tpuctl/accelerators.py): what each chip is on the PCI
+bus, which TPU VM runtime image has TensorFlow for it, which libtpu each tensorflow-tpu release needs, which
+Pythons each TensorFlow release has wheels for.
+
+`init`/`create` take their default runtime image from here and `tpuctl doctor` checks machines against the
+same rows, so a default never produces an environment doctor fails. Facts are data, each with where it was
+read (docs/doctor.md repeats them with the same sources); pure and cheap to import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from tpuctl.accelerators import shape_of
+
+Verdict = Literal["ok", "warn", "fail"]
+
+GOOGLE_PCI_VENDOR = 0x1AE0
+
+
+@dataclass(frozen=True)
+class Chip:
+    """A TPU chip as the PCI bus names it, and how TensorFlow fares on it."""
+
+    device_id: int
+    name: str  # as people say it
+    generation: str | None  # the accelerator table's name (tpuctl.accelerators), None where tpuctl cannot create it
+    nodes: Literal["accel", "vfio"]  # how a TPU VM exposes it: /dev/accelN (gasket driver) or /dev/vfio/N (vfio-pci)
+    tensorflow: Verdict
+    why: str = ""
+
+
+# Device ids: Google's PCI vendor 0x1ae0 and the ids libtpu and tpu-info (google/cloud-accelerator-diagnostics,
+# tpu_info/device.py) match chips by. v2 and v3 share one id.
+CHIPS: dict[int, Chip] = {
+    chip.device_id: chip
+    for chip in (
+        Chip(0x0027, "v2/v3", "v2", "accel", "ok"),
+        Chip(0x005E, "v4", "v4", "accel", "ok"),
+        Chip(0x0062, "v5p", "v5p", "vfio", "ok"),
+        Chip(0x0063, "v5e", "v5litepod", "vfio", "ok"),
+        Chip(
+            0x006F, "v6e", "v6e", "vfio", "warn",
+            "TensorFlow on v6e (Trillium) is reported broken (no tensorflow-tpu release is built for it; Vertex AI "
+            "does not offer TensorFlow training there): use v5e or v5p for TensorFlow",
+        ),
+        Chip(
+            0x0076, "TPU7x", None, "vfio", "fail",
+            "TensorFlow does not support TPU7x (Ironwood) at all: no TensorFlow runtime image, no tensorflow-tpu "
+            "build; run TensorFlow on v5e, v5p or v4",
+        ),
+    )
+}  # fmt: skip
+
+
+# tensorflow-tpu's own metadata (Requires-Dist of its wheels on PyPI, read 2026-11-27): the libtpu each release
+# pins. tensorflow-tpu starts at 2.16 (2.15 and older TPU builds came only on the tpu-vm-tf-* images, with
+# /lib/libtpu.so) and stops at 2.20.
+LIBTPU_FOR_TENSORFLOW_TPU: dict[str, str] = {
+    "2.16.1": "libtpu==2.16.0rc0",
+    "2.16.2": "libtpu==2.16.0rc0",
+    "2.17.0": "libtpu==2.17.0",
+    "2.17.1": "libtpu==2.17.1",
+    "2.18.0": "libtpu==2.18.0",
+    "2.19.1": "libtpu==0.0.10",
+    "2.20.0": "libtpu~=0.0.14",
+}
+NEWEST_TENSORFLOW_TPU = (2, 20)
+LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
+
+# The Pythons each TensorFlow release has wheels for (Requires-Python and the cpXY tags of its wheels on PyPI;
+# tensorflow.org/install/pip "Tested build configurations").
+PYTHONS_FOR_TENSORFLOW: dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int]]] = {
+    (2, 15): ((3, 9), (3, 11)),
+    (2, 16): ((3, 9), (3, 12)),
+    (2, 17): ((3, 9), (3, 12)),
+    (2, 18): ((3, 9), (3, 12)),
+    (2, 19): ((3, 9), (3, 12)),
+    (2, 20): ((3, 9), (3, 13)),
+    (2, 21): ((3, 10), (3, 13)),
+}
+NEWEST_TENSORFLOW = (2, 21)
+
+
+# TPU VM runtime images with TensorFlow (cloud.google.com/tpu/docs/runtimes and /supported-tpu-versions,
+# "TensorFlow"): tpu-vm-tf-X.Y.Z[-pod][-{pjrt|se}], -pod for a slice of several hosts; from 2.15 on a device
+# API must be named, and v5e, v5p (and v6e) take PJRT only. Newer images add a generation tail
+# (tpu-vm-tf-2.18.0-pjrt-v5e-and-v6); the newest version that page lists for every generation is 2.16.1.
+DEFAULT_TENSORFLOW_IMAGE = "2.16.1"
+TENSORFLOW_IMAGE_GENERATIONS = ("v2", "v3", "v4", "v5litepod", "v5p")
+NO_TENSORFLOW_IMAGE = "v2-alpha-tpuv6e"  # v6e: the base image, TensorFlow from pip (and reported broken)
+# Version numbers stay short: int() refuses more than 4300 digits, and a name is any text a TPU API or a user gave.
+_IMAGE = re.compile(r"tpu-vm-tf-([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})(-pod)?(?:-(pjrt|se))?(?:-[a-z0-9-]{1,40})?\Z")
+# TensorFlow before 2.15 on v5e/v5p: no image; 2.15 there needs its PJRT plugin named (tensorflow#90807).
+PJRT_ENV_2_15 = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+
+
+def tensorflow_image(accelerator_type: str) -> str:
+    """The runtime image `init`/`create` default to: TensorFlow for the type's generation, `-pod` on several hosts.
+
+    A generation the accelerator table does not know is shape_of's one-line error: there is no image to name for it."""
+    shape = shape_of(accelerator_type)
+    if shape.generation not in TENSORFLOW_IMAGE_GENERATIONS:
+        return NO_TENSORFLOW_IMAGE
+    return f"tpu-vm-tf-{DEFAULT_TENSORFLOW_IMAGE}{'-pod' if shape.hosts > 1 else ''}-pjrt"
+
+
+@dataclass(frozen=True)
+class Image:
+    """A TensorFlow runtime image's name, read."""
+
+    tensorflow: tuple[int, int, int]
+    pod: bool
+    api: str | None  # pjrt, se, or None (before 2.15: stream executor only)
+
+
+def read_image(name: str) -> Image | None:
+    """The TensorFlow version a runtime image name carries; None for an image without TensorFlow."""
+    found = _IMAGE.match(name)
+    if found is None:
+        return None
+    major, minor, patch = (int(found.group(i)) for i in (1, 2, 3))
+    return Image((major, minor, patch), found.group(4) is not None, found.group(5))
+
+
+def chip(device_id: int) -> Chip | None:
+    return CHIPS.get(device_id)
