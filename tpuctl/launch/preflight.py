@@ -97,27 +97,28 @@ def check_tensorflow(python: str, env: dict[str, str], doctor: str) -> None:
 
 
 class LocalChecks:
-    """A local launch's checks: the TensorFlow one starts at once in a thread, `result()` waits for it and raises
-    the first failure, so the interpreter's start-up overlaps the launcher's own."""
+    """A local launch's checks, started at once in a thread: `result()` waits for them and raises the first
+    failure, so the interpreter's start-up (and the sysfs module's import) overlaps the launcher's own."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        self.doctor = local_doctor(job.python)
         self._failure: TpuctlError | None = None
         self._thread: threading.Thread | None = None
-        if job.preflight and wants_tensorflow(job):
-            self._thread = threading.Thread(target=self._tensorflow, name="preflight", daemon=True)
+        if job.preflight and (wants_chips(job) or wants_tensorflow(job)):
+            self._thread = threading.Thread(target=self._check, name="preflight", daemon=True)
             self._thread.start()
 
-    def _tensorflow(self) -> None:
+    def _check(self) -> None:
+        doctor = local_doctor(self.job.python)
         try:
-            check_tensorflow(self.job.python, {**os.environ, **dict(self.job.env)}, self.doctor)
+            if wants_chips(self.job):
+                check_chips(doctor)
+            if wants_tensorflow(self.job):
+                check_tensorflow(self.job.python, {**os.environ, **dict(self.job.env)}, doctor)
         except TpuctlError as failure:
             self._failure = failure
 
     def result(self) -> None:
-        if self.job.preflight and wants_chips(self.job):
-            check_chips(self.doctor)
         if self._thread is not None:
             self._thread.join()
         if self._failure is not None:
