@@ -66,6 +66,9 @@ class SshCluster:
     ports: list[int] = field(default_factory=list)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     dead_port: int = 0
+    # Extra environment for the sessions of some hosts ({"host2": {"PYTHONPATH": ...}}): a host whose
+    # environment differs from the others'. Values must not contain spaces (sshd's SetEnv syntax).
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def config(self) -> Path:
@@ -144,7 +147,8 @@ class SshCluster:
                     "LogLevel ERROR",
                     # Each "host" its own cache (tpuctl's shipped runtime), as separate machines have,
                     # and none of it in this machine's own ~/.cache.
-                    f"SetEnv XDG_CACHE_HOME={self.cache(index)}",
+                    # sshd keeps only its first SetEnv line: every variable goes on this one.
+                    " ".join(["SetEnv", f"XDG_CACHE_HOME={self.cache(index)}", *(f"{k}={v}" for k, v in self.env.get(f"host{index}", {}).items())]),
                     "",
                 ]
             )
@@ -219,12 +223,13 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def running_cluster(factory: pytest.TempPathFactory, count: int) -> Iterator[SshCluster]:
-    """The body of a module-scoped fixture: `count` sshd hosts, or a skip that says why there are none."""
+def running_cluster(factory: pytest.TempPathFactory, count: int, env: dict[str, dict[str, str]] | None = None) -> Iterator[SshCluster]:
+    """The body of a module-scoped fixture: `count` sshd hosts (`env`: extra environment for some of them, by
+    host name), or a skip that says why there are none."""
     reason = ensure_openssh()
     if reason:
         pytest.skip(reason)
-    hosts = SshCluster(factory.mktemp("sshd"), count).start()
+    hosts = SshCluster(factory.mktemp("sshd"), count, env=dict(env or {})).start()
     try:
         yield hosts
     finally:
