@@ -79,8 +79,10 @@ def doctor(
         context = Context(context.model_dir, context.workers, found.runtime_version)
         rows = grouped(found.answers, context, found.script_dir)
     else:
-        if any(getattr(options, f) not in (None, False) for f in ("sync", "remote_dir", "cleanup", "internal_ip", "project", "tpu_zone")):
-            raise TpuctlError("--sync, --remote-dir, --cleanup, --project, --zone and --internal-ip are for --hosts, --hostfile or --tpu")
+        remote_only = ("ssh_user", "ssh_key", "ssh_option", "ssh_config", "remote_dir", "internal_ip", "project", "tpu_zone")
+        given = [f"--{name.replace('_', '-').replace('tpu-zone', 'zone')}" for name in remote_only if getattr(options, name) not in (None, False, ())]
+        if given:
+            raise TpuctlError(f"{', '.join(given)}: for --hosts, --hostfile or --tpu NAME", hint="this machine is checked without ssh")
         if dry_run:
             click.echo(f"here: {interpreter or sys.executable} -c <the probe> {request.argument()}")
             return
@@ -91,6 +93,10 @@ def doctor(
     failed = list(dict.fromkeys(row.check.name for row in rows if row.check.status == "fail"))
     if failed:
         raise TpuctlError(f"{len(failed)} check(s) failed: {', '.join(failed)}", hint="each FAIL line above says its fix", exit_code=FAILED)
+
+
+# The launch's host options, less what only a launch does to the hosts (copy the script, clean up the TPU).
+doctor.params = [param for param in doctor.params if param.name not in ("sync", "cleanup")]
 
 
 def _here(python: str, request: Request, context: Context) -> list[Row]:

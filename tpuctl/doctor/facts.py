@@ -9,6 +9,7 @@ through tpuctl.errors.one_line).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,12 +26,26 @@ def _str(value: Any, limit: int = 400) -> str | None:
     return value[:limit] if isinstance(value, str) else None
 
 
+def _token(value: Any, limit: int = 400) -> str | None:
+    """A name, version, address or device path: printable or absent. These are shown bare in found/fix lines
+    (`tensorflow 2.16.1`), so an escape sequence a hostile answer put in one must not survive the read."""
+    found = _str(value, limit)
+    return found if found is not None and found.isprintable() else None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number: JSON as Python reads it allows Infinity, NaN and integers too large for a float."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        found = float(value)
+    except OverflowError:
+        return None
+    return found if math.isfinite(found) else None
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -96,9 +111,10 @@ class Facts:
     tf_import: Mapping[str, Any] = field(default_factory=dict)
 
     def dist(self, name: str) -> Dist | None:
-        """The distribution of that name; the newest where several are on the path."""
+        """The distribution of that name that an import finds: the first on sys.path where several are (a PYTHONPATH
+        copy shadows the venv's; the probe lists them in path order)."""
         found = [d for d in self.dists if d.name == name]
-        return found[-1] if found else None
+        return found[0] if found else None
 
     @property
     def tensorflow_dists(self) -> list[Dist]:
@@ -110,7 +126,7 @@ def parse(output: str, where: str) -> Facts:
     lines = [line for line in output[-MAX_ANSWER:].splitlines() if line.startswith(MARK)]
     try:
         raw = json.loads(lines[-1][len(MARK) :]) if lines else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
         raw = None
     if not isinstance(raw, dict):
         tail = one_line(output, 200, last=True) if output.strip() else "no output"
@@ -124,9 +140,9 @@ def from_json(raw: Mapping[str, Any]) -> Facts:
     dists = []
     for item in _list(raw.get("distributions")):
         item = _map(item)
-        name, ver = _str(item.get("name"), 100), _str(item.get("version"), 100)
+        name, ver = _token(item.get("name"), 100), _token(item.get("version"), 100)
         if name and ver:
-            requires = tuple(r for r in (_str(x) for x in _list(item.get("requires"), 20)) if r)
+            requires = tuple(r for r in (_token(x) for x in _list(item.get("requires"), 20)) if r)
             dists.append(Dist(name.lower().replace("_", "-"), ver, _str(item.get("location"), 1000) or "", requires))
     pci = []
     for item in _list(raw.get("pci")):
@@ -135,7 +151,7 @@ def from_json(raw: Mapping[str, Any]) -> Facts:
             vendor, device = int(str(item.get("vendor")), 16), int(str(item.get("device")), 16)
         except ValueError:
             continue
-        pci.append(PciFunction(_str(item.get("address"), 64) or "?", vendor, device, _str(item.get("driver"), 64)))
+        pci.append(PciFunction(_token(item.get("address"), 64) or "?", vendor, device, _token(item.get("driver"), 64)))
     dev = _map(raw.get("dev"))
     busy = _map(raw.get("holders"))
     holders = []
@@ -143,7 +159,7 @@ def from_json(raw: Mapping[str, Any]) -> Facts:
         item = _map(item)
         pid = _int(item.get("pid"))
         if pid is not None:
-            devices = tuple(d for d in (_str(x, 64) for x in _list(item.get("devices"), 16)) if d)
+            devices = tuple(d for d in (_token(x, 64) for x in _list(item.get("devices"), 16)) if d)
             holders.append(Holder(pid, _str(item.get("command"), 200) or "?", devices))
     env = {k: v[:400] for k, v in _map(raw.get("env")).items() if isinstance(v, str)}
     paths = {k[:1000]: bool(v) for k, v in _map(raw.get("paths")).items() if isinstance(v, bool)}
@@ -156,8 +172,8 @@ def from_json(raw: Mapping[str, Any]) -> Facts:
         env=env,
         on_gce=raw.get("on_gce") is True,
         pci=tuple(pci),
-        accel=tuple(p for p in (_str(x, 64) for x in _list(dev.get("accel"))) if p),
-        vfio=tuple(p for p in (_str(x, 64) for x in _list(dev.get("vfio"))) if p),
+        accel=tuple(p for p in (_token(x, 64) for x in _list(dev.get("accel"))) if p),
+        vfio=tuple(p for p in (_token(x, 64) for x in _list(dev.get("vfio"))) if p),
         holders=tuple(holders),
         unreadable_processes=_int(busy.get("unreadable")) or 0,
         lockfile=busy.get("lockfile") is True,

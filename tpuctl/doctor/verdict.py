@@ -36,8 +36,9 @@ def ok(name: str, found: str) -> Check:
 
 
 def tf_dist(facts: Facts) -> Dist | None:
+    """The TensorFlow distribution an import finds first (the tensorflow check fails several in one folder)."""
     dists = facts.tensorflow_dists
-    return dists[-1] if dists else None
+    return dists[0] if dists else None
 
 
 def tf_minor(facts: Facts) -> tuple[int, int] | None:
