@@ -93,6 +93,20 @@ def test_an_interpreter_without_tensorflow_fails_in_one_line(tmp_path: Path, mon
     preflight.LocalChecks(job(python=python, preflight=False)).result()
 
 
+def test_the_launchers_own_interpreter_is_asked_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPUCTL_SYSFS_ROOT", str(tmp_path))
+    started: list[list[str]] = []
+    monkeypatch.setattr(preflight.reaper, "run", lambda argv, **kwargs: started.append(argv) or subprocess.CompletedProcess(argv, 0))
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(TpuctlError, match=f"no TensorFlow for the workers' interpreter {sys.executable}") as raised:
+        preflight.LocalChecks(job()).result()
+    assert_one_doctor_line(raised.value, f"tpuctl doctor --python {sys.executable}")
+    assert not started
+    # The workers' own Python settings differ from the launcher's: their interpreter is asked.
+    preflight.LocalChecks(job(env=(("PYTHONNOUSERSITE", "1"),))).result()
+    assert [argv[0] for argv in started] == [sys.executable]
+
+
 def test_an_interpreter_that_cannot_run_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TPUCTL_SYSFS_ROOT", str(tmp_path))
     broken = tmp_path / "python3"
