@@ -26,7 +26,8 @@ def check_gpus(facts: Facts, _: Context) -> Check:
         return Check("gpus", "warn", f"nvidia-smi failed: {one_line(error, 160)}", "check the NVIDIA driver (nvidia-smi)")
     gpus = smi.get("gpus") if isinstance(smi.get("gpus"), list) else []
     devices = facts.tf_import.get("devices")
-    seen = devices.get("GPU", 0) if isinstance(devices, dict) else None
+    count = devices.get("GPU", 0) if isinstance(devices, dict) else None
+    seen = count if isinstance(count, int) and not isinstance(count, bool) else None  # the answer may be hostile
     if not gpus:
         return ok("gpus", "nvidia-smi lists no GPUs")
     if seen is None:
