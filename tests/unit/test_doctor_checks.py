@@ -456,6 +456,14 @@ def test_runtime_image_from_the_metadata_server(attributes: dict[str, str]) -> N
     assert_verdict(run("runtime-image", **_on_tpu_vm(**attributes), **tf("2.15.1")), "ok", "tpu-vm-tf-2.15.0-pjrt")
 
 
+def test_tpu_env_names_a_base_image_or_a_container_address() -> None:
+    """RUNTIME_VERSION is an image name on most TPU VMs (judged) and a container image's address on some (no name)."""
+    base = _on_tpu_vm(**{"tpu-env": "RUNTIME_VERSION: 'tpu-ubuntu2204-base'\n", "accelerator-type": "v4-8"})
+    assert_verdict(run("runtime-image", **base, **tf("2.16.1")), "warn", "tpu-ubuntu2204-base has no TensorFlow")
+    container = _on_tpu_vm(**{"tpu-env": "RUNTIME_VERSION: 'us-docker.pkg.dev/tpu/runtime:v4'\n", "accelerator-type": "v4-8"})
+    assert_verdict(run("runtime-image", **container, **tf("2.16.1")), "ok", "does not name its runtime image")
+
+
 def test_the_tpu_apis_image_wins_over_the_metadata() -> None:
     check = run("runtime-image", Context(runtime_version="tpu-vm-tf-2.16.1-pjrt"), **_on_tpu_vm(**{"runtime-version": "tpu-vm-tf-2.15.0-pjrt"}), **tf("2.16.1"))
     assert_verdict(check, "ok", "tpu-vm-tf-2.16.1-pjrt")

@@ -3,11 +3,15 @@ the TensorFlow build and the runtime image (docs/doctor.md names the issue behin
 
 from __future__ import annotations
 
+import re
+
 from tpuctl import tpu_software as sw
 from tpuctl.doctor import versions
 from tpuctl.doctor.facts import Dist, Facts
 from tpuctl.doctor.verdict import Check, Context, ok, tf_dist, tf_minor, tpu_chips
 from tpuctl.errors import one_line
+
+_RUNTIME_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # as the TPU API names runtime versions: no '/' of an address
 
 
 def check_tpu_chips(facts: Facts, _: Context) -> Check:
@@ -181,6 +185,8 @@ def _attributes(facts: Facts) -> dict[str, str]:
 
 
 def _image_from_metadata(facts: Facts) -> str | None:
+    """The image a TPU VM names itself: a `runtime-version` attribute, else tpu-env's RUNTIME_VERSION where that is
+    an image name (on some VMs it is a container image's address instead, which says nothing of TensorFlow)."""
     attributes = _attributes(facts)
     if "runtime-version" in attributes:
         return attributes["runtime-version"].strip() or None
@@ -188,5 +194,5 @@ def _image_from_metadata(facts: Facts) -> str | None:
         key, _, value = line.partition(":")
         if key.strip() == "RUNTIME_VERSION":
             value = value.strip().strip("'\"")
-            return value if sw.read_image(value) else None
+            return value if _RUNTIME_NAME.fullmatch(value) else None
     return None
