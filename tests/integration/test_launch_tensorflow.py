@@ -98,13 +98,18 @@ def test_multi_worker_without_tf_keras_fails_before_training(tmp_path: Path) -> 
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
 
-    def launch(log_dir: str) -> subprocess.CompletedProcess[str]:
+    def launch(log_dir: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return run_tpuctl(
             "launch", str(SCRIPTS / "single_device_keras.py"), "--workers", "2", "--python", str(bare / "bin" / "python"),
-            "--log-dir", str(tmp_path / log_dir),
+            "--log-dir", str(tmp_path / log_dir), *extra,
         )
 
+    # The preflight finds it before any worker starts, and names doctor; without it, each worker says it.
     result = launch("logs-no-tf")
+    assert result.returncode == 1
+    assert f"no TensorFlow for the workers' interpreter {bare / 'bin' / 'python'}" in result.stdout + result.stderr
+    assert f"tpuctl doctor --python {bare / 'bin' / 'python'}" in result.stdout + result.stderr
+    result = launch("logs-no-tf-unchecked", "--no-preflight")
     assert result.returncode == 2
     assert f"tpuctl: error: TensorFlow is not installed for {bare / 'bin' / 'python'}" in result.stdout
     # A stand-in TensorFlow, known by its metadata alone (the runtime never imports it before choosing Keras).

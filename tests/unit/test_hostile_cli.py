@@ -247,7 +247,7 @@ BASES: dict[str, list[str]] = {
     "runs": ["runs"],
     "runtimes": ["runtimes"],
     "ssh": ["ssh", "missing-node", "--", "true"],
-    "doctor": ["doctor", "train.py", "--dry-run"],
+    "doctor": ["doctor", "train.py", "--dry-run", "--no-import"],
     "stacks": ["stacks", "missing-run", "--wait", "1"],
     "start": ["start", "missing-node"],
     "stop": ["stop", "missing-node"],
