@@ -58,6 +58,16 @@ WATCHDOG_FD = "TPUCTL_WATCHDOG_FD"  # pipe of `tpuctl devices`: EOF means stop
 # Read by the bind shim preloaded into local workers (tpuctl/launch/bindshim), not by Python:
 # the ports whose wildcard bind() it turns into a loopback bind.
 LOOPBACK_PORTS = "TPUCTL_LOOPBACK_PORTS"
+# The worker's profiler server (`tpuctl profile` captures from it): the port it listens on (absent: no server),
+# held until then by the bound socket PROFILER_FD names, as RESERVED_FD holds the TensorFlow server's port.
+PROFILER_PORT = "TPUCTL_PROFILER_PORT"
+PROFILER_FD = "TPUCTL_PROFILER_FD"
+# `launch --profile START-END`: the steps (inclusive, counted from 0 across epochs) every worker profiles by itself,
+# into PROFILE_DIR (the run's model dir, else its log dir; where it is unset, the model dir).
+PROFILE_STEPS = "TPUCTL_PROFILE_STEPS"
+PROFILE_DIR = "TPUCTL_PROFILE_DIR"
+# Digits enough for any step count or port; more is a typo, or input meant to make int() slow.
+_MAX_DIGITS = 9
 
 
 def encode(value: object) -> str:
@@ -128,3 +138,40 @@ def rehearse(environ: Mapping[str, str]) -> str | None:
 
 def model_dir(environ: Mapping[str, str]) -> str | None:
     return environ.get(MODEL_DIR) or None
+
+
+def profiler_port(environ: Mapping[str, str]) -> int | None:
+    raw = environ.get(PROFILER_PORT, "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 5 and 0 < int(raw) < 65536):
+        raise TpuctlError(f"{PROFILER_PORT}={raw[:40]!r} is not a port")
+    return int(raw)
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """START-END as `launch --profile` and PROFILE_STEPS spell it: two whole numbers, START <= END."""
+    start, sep, end = text.strip().partition("-")
+    if not (sep and all(part.isascii() and part.isdigit() and len(part) <= _MAX_DIGITS for part in (start, end))):
+        raise TpuctlError(f"{text[:40]!r} is not START-END (two step numbers, e.g. 10-20)")
+    if int(start) > int(end):
+        raise TpuctlError(f"{text[:40]!r}: the first step comes after the last")
+    return int(start), int(end)
+
+
+def profile(environ: Mapping[str, str]) -> str | None:
+    return environ.get(PROFILE_STEPS) or None
+
+
+def profile_steps(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    raw = profile(environ)
+    if raw is None:
+        return None
+    try:
+        return parse_steps(raw)
+    except TpuctlError as err:
+        raise TpuctlError(f"{PROFILE_STEPS}: {err.message}") from None
+
+
+def profile_dir(environ: Mapping[str, str]) -> str | None:
+    return environ.get(PROFILE_DIR) or model_dir(environ)

@@ -63,6 +63,17 @@ def parse_devices(text: str | None) -> tuple[str, ...]:
     return devices
 
 
+def parse_profile(text: str | None) -> str | None:
+    """--profile START-END, checked here so that a typo stops the launch rather than each worker."""
+    if text is None:
+        return None
+    try:
+        start, end = contract.parse_steps(text)
+    except TpuctlError as err:
+        raise TpuctlError(f"--profile {err.message}", hint="e.g. --profile 10-20: steps 10 to 20 of every worker") from None
+    return f"{start}-{end}"
+
+
 @dataclass(frozen=True)
 class Job:
     script: str
@@ -207,6 +218,22 @@ class Job:
         help="Run a TPU script unchanged on this machine's CPU with that TPU's replicas (e.g. v2-8: 8) and report "
         "what the TPU would refuse (docs/rehearse.md).",
         worker=contract.REHEARSE,
+    )
+    profiler_server: bool = option(
+        "--profiler-server/--no-profiler-server",
+        default=True,
+        show_default=True,
+        help="Start TensorFlow's profiler server in every local and ssh worker, on a port tpuctl reserves (local ones on "
+        "127.0.0.1 only), for `tpuctl profile`. Kubernetes and Vertex workers get none: their ports are not reachable from here.",
+        config=True,
+    )
+    profile: str | None = option(
+        "--profile",
+        metavar="START-END",
+        help="Profile steps START to END (counted from 0) on every worker by itself, into --model-dir (else the log dir) "
+        "under plugins/profile/: Keras fit's steps; a custom loop marks its own (docs/profile.md).",
+        parse=parse_profile,
+        worker=contract.PROFILE_STEPS,
     )
     strategy_builder: str = option(
         "--strategy-builder",

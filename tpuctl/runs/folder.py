@@ -11,6 +11,7 @@ stacks`, run history, timelines, profiles) reads one shape:
     LOG_DIR/stop-requested                   `tpuctl stop` asked the run to stop (a job backend then deletes its job)
     LOG_DIR/attempt-N/                       one folder per attempt (a Kubernetes container restart is one)
     LOG_DIR/attempt-N/plan.json              the attempt's processes (process backends)
+    LOG_DIR/attempt-N/profilers.json         where its workers' profiler servers listen (local, ssh; `tpuctl profile`)
     LOG_DIR/attempt-N/manifest.yaml          what a Kubernetes launch applied
     LOG_DIR/attempt-N/TYPE-INDEX[@HOST].log  one worker's output (HOST where workers run on several hosts)
     LOG_DIR/attempt-N/stacks-M/              every worker's stacks, taken the M-th time, and their view
@@ -26,12 +27,15 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tpuctl.errors import TpuctlError
+from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.inputs import read_small_bytes
-from tpuctl.private_files import hold_new, is_held, private_dir
+from tpuctl.private_files import hold_new, is_held, private_dir, write_private
 
 RUN_FILE = "run.json"
+PROFILERS_FILE = "profilers.json"
+_PROFILERS_LIMIT = 1 << 20  # far past MAX_TASKS workers' entries: more is no file a launch wrote
 OUTCOME_FILE = "outcome.json"
 STACKS_VIEW = "stacks.txt"
 CONSOLE_LOG = "console.log"
@@ -78,6 +82,32 @@ class RunFolder:
 
     def plan_file(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "plan.json"
+
+    def profilers_file(self, attempt: int) -> Path:
+        return self.attempt_dir(attempt) / PROFILERS_FILE
+
+    def write_profilers(self, attempt: int, workers: list[dict[str, object]], profile_dir: str, backend: str) -> None:
+        """Where each worker's profiler server listens: `{"workers": [{"worker", "host", "port", "python"}, ...],
+        "profile_dir", "backend"}` (an ssh worker's entry adds "ssh", the host it was reached as). Raises OSError."""
+        write_private(self.profilers_file(attempt), json.dumps({"workers": workers, "profile_dir": profile_dir, "backend": backend}, indent=2) + "\n")
+
+    def latest_profilers(self) -> dict[str, Any] | None:
+        """The newest attempt's profilers.json, checked; None when that attempt has none (--no-profiler-server,
+        a job backend, workers not all started yet). A file no launch wrote is one line (TpuctlError), never a traceback."""
+        attempts = [n for entry in _entries(self.path) if (n := self.attempt_of(entry)) is not None]
+        if not attempts:
+            return None
+        path = self.profilers_file(max(attempts))
+        what = "profiler record"
+        data = read_small_bytes(path, what, limit=_PROFILERS_LIMIT, exit_code=FAILED)
+        if data is None:
+            return None
+        try:
+            found = json.loads(data)
+            return _checked_profilers(found)
+        except (ValueError, TypeError, KeyError, RecursionError):
+            hint = "it was changed or cut short; relaunch to record it again"
+            raise TpuctlError(f"{what} {path} is not one tpuctl wrote", hint=hint, exit_code=FAILED) from None
 
     def manifest_file(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "manifest.yaml"
@@ -167,6 +197,35 @@ class RunFolder:
     @staticmethod
     def _attempt_name(attempt: int) -> str:
         return f"attempt-{attempt}"
+
+
+def _entries(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _checked_profilers(found: Any) -> dict[str, Any]:
+    """Each field of a profilers.json as write_profilers writes it, else ValueError/TypeError/KeyError."""
+    workers = []
+    for entry in found["workers"]:
+        port = entry["port"]
+        if not (type(port) is int and 0 < port < 65536):
+            raise ValueError(port)
+        worker = {name: _text(entry[name]) for name in ("worker", "host", "python")} | {"port": port}
+        if "ssh" in entry:
+            worker["ssh"] = _text(entry["ssh"])
+        workers.append(worker)
+    if not workers:
+        raise ValueError("no workers")
+    return {"workers": workers, "profile_dir": _text(found["profile_dir"]), "backend": _text(found["backend"])}
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > 4096 or not value.isprintable():
+        raise ValueError(value)
+    return value
 
 
 def file_name(worker: str) -> str:

@@ -65,10 +65,11 @@ def adopt_control_channel() -> int | None:
         return None
     channel = int(raw)
     os.set_inheritable(channel, False)
-    reserved = os.environ.get(contract.RESERVED_FD)
+    # The reaper must not keep the held ports: TensorFlow binds them in the worker once these close.
+    held = [int(fd) for fd in (os.environ.get(contract.RESERVED_FD), os.environ.get(contract.PROFILER_FD)) if fd]
     from tpuctl import stack_dump
 
-    if reaper.guard(channel, drop=() if reserved is None else (int(reserved),), stacks=stack_dump):
+    if reaper.guard(channel, drop=held, stacks=stack_dump):
         return channel
 
     def watch() -> None:
@@ -241,11 +242,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(USAGE)
     script, script_args = args[0], args[1:]
     channel = adopt_control_channel()
-    if channel is not None and contract.timeline(os.environ):
+    from tpuctl.runtime.timeline import profiler
+
+    profiler.install_server(os.environ)  # once TensorFlow loads
+    steps = profiler.steps_from(os.environ)
+    timeline = channel is not None and contract.timeline(os.environ)
+    if timeline or steps is not None:
         from tpuctl.runtime.timeline import channel as timeline_channel
         from tpuctl.runtime.timeline import hooks as timeline_hooks
 
-        timeline_hooks.install(timeline_channel.Channel(channel))  # steps and checkpoints, once Keras and TF load
+        # Steps and checkpoints, once Keras and TF load; profiling's steps too.
+        timeline_hooks.install(timeline_channel.Channel(channel) if timeline and channel is not None else None, steps)
     from tpuctl.runtime import script_frames
 
     script_frames.name_the_script_in_deprecations()

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from tpuctl import worker_contract as contract
@@ -71,17 +72,22 @@ class LocalBackend(Backend):
     name = "local"
     host = "localhost"
 
-    def __init__(self, run_dir: Path, shim: Path | None = None) -> None:
+    def __init__(self, run_dir: Path, shim: Path | None = None, *, profiler: bool = False) -> None:
         self._run_dir = run_dir
         self._shim = shim  # the bind shim that keeps each worker's server on loopback (None: --expose, or unavailable)
+        self._profiler = profiler  # a second port per worker, for its profiler server (--profiler-server)
         self._held: ports.PortReservation | None = None
+        self._profiler_ports: dict[str, int] = {}  # a worker's TensorFlow address -> its profiler server's port
 
     def reserve(self, count: int) -> list[str]:
+        wanted = 2 * count if self._profiler else count
         try:
-            self._held = ports.reserve(count)
+            self._held = ports.reserve(wanted)
         except OSError as err:
-            raise TpuctlError(f"cannot reserve {count} local ports: {err}", exit_code=FAILED) from None
-        return self._held.addresses
+            raise TpuctlError(f"cannot reserve {wanted} local ports: {err}", exit_code=FAILED) from None
+        addresses = self._held.addresses[:count]
+        self._profiler_ports = dict(zip(addresses, self._held.ports[count:], strict=False))
+        return addresses
 
     def start(self, spec: WorkerSpec) -> LocalHandle:
         ours, theirs = socket.socketpair()
@@ -91,8 +97,17 @@ class LocalBackend(Backend):
         if reserved is not None:
             fds.append(reserved.fileno())
             env[contract.RESERVED_FD] = str(reserved.fileno())
-        if self._shim is not None and spec.address is not None:
-            bindshim.worker_env(env, self._shim, int(spec.address.rsplit(":", 1)[1]))
+        loopback = [] if spec.address is None else [int(spec.address.rsplit(":", 1)[1])]
+        profiler = self._profiler_ports.get(spec.address or "")
+        held = None if profiler is None else self._reserved_socket(f"{ports.LOOPBACK}:{profiler}")
+        if profiler is not None and held is not None:
+            fds.append(held.fileno())
+            spec = replace(spec, env={**spec.env, contract.PROFILER_PORT: str(profiler)})  # the attempt records it from the spec
+            env[contract.PROFILER_PORT] = str(profiler)
+            env[contract.PROFILER_FD] = str(held.fileno())
+            loopback.append(profiler)
+        if self._shim is not None and loopback:
+            bindshim.worker_env(env, self._shim, *loopback)
         if not _same_interpreter(spec.argv[0]):
             put_tpuctl_on_path(env, self._run_dir / "pythonpath")
         try:

@@ -75,10 +75,10 @@ class LocalRunner(Runner):
         checks.result()
         context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
         if not job.rehearse:
-            return run_supervised(LocalBackend(context.log_dir, shim), job, context)
+            return run_supervised(LocalBackend(context.log_dir, shim, profiler=job.profiler_server), job, context)
         report = context.log_dir / rehearsal_report.FILE_NAME  # LOG_DIR is this launch's alone: no earlier report
         job = replace(job, env=(*job.env, (contract.REHEARSAL_REPORT, str(report))))
-        outcome = run_supervised(LocalBackend(context.log_dir, shim), job, context)
+        outcome = run_supervised(LocalBackend(context.log_dir, shim, profiler=job.profiler_server), job, context)
         outcome.rehearsal = rehearsal_report.read(report)
         if outcome.rehearsal is None and outcome.exit_code == 0:
             context.notice(

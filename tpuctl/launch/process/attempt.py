@@ -32,7 +32,7 @@ from tpuctl.launch.process.progress import ProgressClock, StepWatch
 from tpuctl.private_files import write_private
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
-from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
+from tpuctl.worker_contract import PREEMPTED_EXIT_CODE, PROFILER_PORT
 
 STOP_GRACE_S = 3.0
 REAP_S = 2.0  # for the workers' reapers to kill what is left once their channels close
@@ -75,7 +75,8 @@ def run_attempt(wiring: Wiring, job: Job, run_id: str, number: int) -> Outcome:
     wiring.folder.make_attempt(number)  # before any port or process is taken: a failure leaves nothing behind
     addresses = wiring.backend.reserve(job.processes)
     hosts = wiring.backend.placement(job.processes)
-    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=wiring.backend.host, hosts=hosts)
+    log_dir = os.path.abspath(wiring.folder.path)
+    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=wiring.backend.host, hosts=hosts, log_dir=log_dir)
     try:
         write_private(wiring.folder.plan_file(number), json.dumps(plan.to_json(), indent=2) + "\n")
     except OSError as err:  # a full disk loses the record, not the run (docs/launch.md, Failure behaviour)
@@ -103,6 +104,7 @@ class _Attempt:
                 self.workers.append(_Worker(backend.start(spec)))
                 self._mark(tl.WORKER_START, worker=spec.name, host=spec.host)
             backend.started()
+            self._record_profilers(job)
             self._watch()
             steps = StepWatch(job.model_dir, self.clock.touch, self._summary_step, job.hang_timeout) if job.model_dir else None
             if steps is not None:
@@ -117,6 +119,27 @@ class _Attempt:
             self._stop()
             backend.release()
             self._ended(outcome)
+
+    def _record_profilers(self, job: Job) -> None:
+        """Where `tpuctl profile` finds each worker's profiler server: the port its backend gave it
+        (PROFILER_PORT in what was started), on the host its TensorFlow address names."""
+        workers: list[dict[str, object]] = []
+        for worker in self.workers:
+            spec = worker.handle.spec
+            port = spec.env.get(PROFILER_PORT)
+            if port is None or spec.address is None:
+                continue
+            entry: dict[str, object] = {"worker": spec.name, "host": spec.address.rsplit(":", 1)[0].strip("[]"), "port": int(port), "python": spec.argv[0]}
+            if self.wiring.backend.remote:
+                entry["ssh"] = spec.host
+            workers.append(entry)
+        if not workers:
+            return
+        folder = self.wiring.folder
+        try:
+            folder.write_profilers(self.number, workers, job.model_dir or os.path.abspath(folder.path), self.wiring.backend.name)
+        except OSError as err:  # a full disk loses the record (and `tpuctl profile`), not the run
+            self.wiring.warn(f"warning: cannot write {folder.profilers_file(self.number)}: {err.strerror or err}")
 
     # the timeline ---------------------------------------------------------------------------------
 

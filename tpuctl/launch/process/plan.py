@@ -94,10 +94,12 @@ def build_plan(
     attempt: int,
     host: str = "localhost",
     hosts: Sequence[str] | None = None,
+    log_dir: str | None = None,
 ) -> Plan:
     """Turn a Job and one address per worker into every worker's argv and env.
 
     Every worker runs on `host`, unless `hosts` names one host per task (in task order).
+    `log_dir`: the run's, where --profile writes when there is no model dir.
     """
     cluster = make_cluster(job.workers, addresses, chief=job.parameter_server, ps=job.ps)
     tasks = cluster.tasks()
@@ -122,6 +124,8 @@ def build_plan(
         }
         if job.model_dir:
             env[contract.MODEL_DIR] = job.model_dir
+        if job.profile and (job.model_dir or log_dir):
+            env[contract.PROFILE_DIR] = job.model_dir or log_dir or ""
         specs.append(
             WorkerSpec(
                 task=task,

@@ -16,8 +16,11 @@ begin and end. Nothing here may slow a step down or stop one:
 - each line is one non-blocking send on the control channel (channel.py): a channel the launcher
   does not read drops the line.
 
-Installed by bootstrap.py unless TPUCTL_TIMELINE=0 (worker_contract.TIMELINE), on import of the
-modules concerned (after_import.py): nothing of TensorFlow or Keras is imported here.
+The same callback keeps the worker's profiling steps (profiler.py: Keras 3's step markers,
+`launch --profile`'s window), which need no channel.
+
+Installed by bootstrap.py unless TPUCTL_TIMELINE=0 (worker_contract.TIMELINE) and nothing is profiled,
+on import of the modules concerned (after_import.py): nothing of TensorFlow or Keras is imported here.
 """
 
 from __future__ import annotations
@@ -35,28 +38,35 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
+    from tpuctl.runtime.timeline.profiler import Steps
+
 SAMPLE_S = 1.0  # at most one step line a second from a worker
 SOURCE = "keras"
 _MARK = "_tpuctl_timeline"
 _inside = threading.local()  # .depth: timed checkpoint calls running in this thread
 
 
-def install(channel: Channel) -> None:
-    """Hook `fit` and the checkpoint calls once their modules load (now, for those already loaded)."""
+def install(channel: Channel | None, steps: Steps | None = None) -> None:
+    """Hook `fit` (and, with a channel, the checkpoint calls) once their modules load (now, for those already loaded)."""
     for name in ("keras", "tf_keras"):
-        after_import.when_imported(name, functools.partial(_hook_keras, channel=channel))
+        after_import.when_imported(name, functools.partial(_hook_keras, channel=channel, steps=steps))
+    if channel is None:
+        return
     after_import.when_imported("tensorflow.python.checkpoint.checkpoint", functools.partial(_hook_checkpoint, channel=channel))
     after_import.when_imported("tensorflow.python.checkpoint.checkpoint_management", functools.partial(_hook_manager, channel=channel))
 
 
-def _hook_keras(keras: ModuleType, channel: Channel) -> None:
+def _hook_keras(keras: ModuleType, channel: Channel | None, steps: Steps | None) -> None:
     """Keras 3, tf-keras or Keras 2 (TensorFlow 2.15 and older's `keras`): the same names serve all three."""
     model = getattr(keras, "Model", None)
     base = getattr(getattr(keras, "callbacks", None), "Callback", None)
     if model is None or base is None:
         return  # a `keras` that is no Keras, or one whose import failed half-way
-    callback = _callback_class(base, channel)
+    keras_3 = keras.__name__ == "keras" and str(getattr(keras, "__version__", "")).split(".")[0] not in ("", "0", "1", "2")
+    callback = _callback_class(base, channel, steps, markers=keras_3)
     _patch(model, "fit", lambda fit: _fitting(fit, callback))
+    if channel is None:
+        return
     for name in ("save", "save_weights"):
         _patch(model, name, lambda method: _timed(method, "checkpoint_save_begin", "checkpoint_save_end", channel))
     _patch(model, "load_weights", lambda method: _timed(method, "checkpoint_restore_begin", "checkpoint_restore_end", channel))
@@ -137,9 +147,12 @@ def _with(callbacks: Any, callback: Callable[[], Any]) -> Any:
     return callbacks  # a CallbackList of the script's own: left as it is
 
 
-def _callback_class(base: type, channel: Channel) -> Callable[[], Any]:
+def _callback_class(base: type, channel: Channel | None, steps: Steps | None, *, markers: bool) -> Callable[[], Any]:
+    """markers: Keras 3, whose steps get profiler markers (profiler.py says why they run begin to begin)."""
+
     class TimelineCallback(base):  # type: ignore[misc]
-        """Sends the first step done, then a step at most every SAMPLE_S, and the last one as the fit ends."""
+        """Sends the first step done, then a step at most every SAMPLE_S, and the last one as the fit ends;
+        keeps the profiling steps."""
 
         async_safe = True  # Keras 3: dispatch callbacks asynchronously where it did without this one
 
@@ -150,8 +163,24 @@ def _callback_class(base: type, channel: Channel) -> Callable[[], Any]:
             self._batches = 0
             self._sent = 0  # batches done when the last step line went
 
+        def on_train_begin(self, logs: Any = None) -> None:
+            if steps is not None:
+                steps.train_begins()
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if steps is not None:
+                steps.step_begins(markers)
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            if steps is not None:
+                steps.epoch_ends()
+
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if steps is not None and not markers:
+                steps.step_ends()
             self._batches += 1
+            if channel is None:
+                return
             now = time.monotonic()
             if now < self._next:
                 return
@@ -164,7 +193,9 @@ def _callback_class(base: type, channel: Channel) -> Callable[[], Any]:
             channel.send("step", step=step, source=SOURCE)
 
         def on_train_end(self, logs: Any = None) -> None:
-            if self._batches > self._sent:  # where training ended, not where the last sample fell
+            if steps is not None:
+                steps.train_ends()
+            if channel is not None and self._batches > self._sent:  # where training ended, not where the last sample fell
                 channel.send("step", step=self._step(), source=SOURCE)
 
         def _step(self) -> int:

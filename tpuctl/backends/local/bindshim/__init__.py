@@ -64,14 +64,15 @@ def library(cache_dir: Path | None = None) -> Path:
     return built
 
 
-def worker_env(env: MutableMapping[str, str], shim: Path, port: int) -> None:
-    """Preload the shim into one worker and name the port it keeps on loopback.
+def worker_env(env: MutableMapping[str, str], shim: Path, *ports: int) -> None:
+    """Preload the shim into one worker and name the ports it keeps on loopback (its TensorFlow server's,
+    its profiler server's, which binds the wildcard address too).
 
     LD_PRELOAD is appended to, never replaced: a user's own preloads stay.
     """
     current = env.get("LD_PRELOAD", "").strip()
     env["LD_PRELOAD"] = f"{current}:{shim}" if current else str(shim)
-    env[contract.LOOPBACK_PORTS] = str(port)
+    env[contract.LOOPBACK_PORTS] = ",".join(map(str, ports))
 
 
 def warning(reason: str) -> str:
