@@ -206,6 +206,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "tpuctl.watch": (2, "following a run's logs and events, locally or in a bucket"),
     "tpuctl.devices": (2, "the accelerators a machine has, as rows to show"),
     "tpuctl.doctor": (2, "can a machine run TensorFlow on its accelerator: a probe's facts, checks, hosts compared"),
+    "tpuctl.profiling": (2, "a captured profile read back: sessions, xprof's numbers, the verdict"),
     "tpuctl.runtime": (3, "inside a worker, next to the training script; nothing else imports it (RUNTIME below)"),
     "tpuctl.launch.console": (4, "what a launch shows: log lines, TensorFlow's noise, side tails, tracebacks"),
     "tpuctl.launch": (5, "the launch flow: the job, its options, the backend contract, the outcome"),

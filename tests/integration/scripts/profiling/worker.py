@@ -1,0 +1,81 @@
+"""A small Keras fit with a profiler server: what `tpuctl profile` captures, for the verdict tests.
+
+usage: worker.py PORT TIMES_FILE [--slow-input-ms MS] [--no-markers] [--seconds S]
+
+Every step's own duration goes to TIMES_FILE (one `start_unix_s duration_ms` line each), so a test can hold the
+verdict's step time against the script's own clock. Keras 3 leaves no step markers, so (as tpuctl's runtime does
+for `fit`) a callback wraps each step in `Trace("train", step_num=..., _r=1)`; `--no-markers` leaves it out, as a
+bare Keras 3 script would. Keras 2 (TensorFlow 2.15's tf.keras) marks its steps itself.
+`--slow-input-ms` sleeps in the input pipeline before each batch: an input-bound worker.
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+import tensorflow as tf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("port", type=int)
+parser.add_argument("times")
+parser.add_argument("--slow-input-ms", type=float, default=0.0)
+parser.add_argument("--no-markers", action="store_true")
+parser.add_argument("--seconds", type=float, default=90.0)
+args = parser.parse_args()
+
+tf.profiler.experimental.server.start(args.port)
+keras = tf.keras
+keras3 = hasattr(keras, "version") and keras.version().startswith("3")
+
+
+class StepClock(keras.callbacks.Callback):
+    """Times each step and, on Keras 3 unless told not to, marks it for the profiler."""
+
+    def __init__(self, out, mark):
+        super().__init__()
+        self.out, self.mark, self.step, self.trace, self.started = out, mark, 0, None, 0.0
+        self.end = time.monotonic() + args.seconds
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.mark:
+            self.trace = tf.profiler.experimental.Trace("train", step_num=self.step, _r=1)
+            self.trace.__enter__()
+        self.wall, self.started = time.time(), time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        took = time.perf_counter() - self.started
+        if self.trace is not None:
+            self.trace.__exit__(None, None, None)
+            self.trace = None
+        self.out.write(f"{self.wall:.6f} {took * 1000:.3f}\n")
+        self.out.flush()
+        if self.step == 0:
+            print("training", flush=True)
+        self.step += 1
+        if time.monotonic() > self.end:
+            self.model.stop_training = True
+
+
+def slow(a, b):
+    time.sleep(args.slow_input_ms / 1000)
+    return a, b
+
+
+def slowed(a, b):
+    a2, b2 = tf.numpy_function(slow, [a, b], [tf.float32, tf.int64])
+    a2.set_shape(a.shape)
+    b2.set_shape(b.shape)
+    return a2, b2
+
+
+x = np.random.rand(2048, 64).astype("float32")
+y = np.random.randint(0, 10, size=(2048,)).astype("int64")
+data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+if args.slow_input_ms:
+    data = data.map(slowed)
+model = keras.Sequential([keras.layers.Input((64,)), keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+with open(args.times, "w") as times:
+    model.fit(data.repeat(), epochs=10_000, steps_per_epoch=32, callbacks=[StepClock(times, keras3 and not args.no_markers)], verbose=0)

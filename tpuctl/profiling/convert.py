@@ -1,0 +1,129 @@
+"""`python -m tpuctl.profiling.convert FILE.xplane.pb...`: xprof's numbers for each worker's file, one JSON line each.
+
+It runs in a process of its own because xprof's converters are C++ that log a lot and can crash on a bad file;
+the CLI reads the lines (tpuctl/profiling/verdict.py) and survives whatever happens here. It imports xprof and the
+standard library only (never TensorFlow, never the rest of tpuctl), so any interpreter with xprof can run it.
+
+Each file is converted on its own: several files in one call give xprof's merged "all hosts" view (per-step maxima
+across hosts), not per-worker numbers. Each is read from a private folder: the converter caches its op statistics
+beside the file (ALL_HOSTS.op_stats_v2.pb) and reuses that cache for whichever file comes next, and a cache left
+in the session folder would also mislead TensorBoard's own view of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+MISSING_EXIT = 3  # xprof cannot be imported: the verdict says how to install it
+TOP_OPS = 5
+# Step-table columns (ms per step) that count as computing; input is infeedTimeMs, the rest is "other"
+# (Python between steps, I/O, collectives, compilation).
+_COMPUTE = ("deviceComputeTimeMs", "hostComputeTimeMs", "kernelLaunchTimeMs")
+
+Convert = Callable[[list[str], str, dict[str, Any]], tuple[Any, str]]
+
+
+def _rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Google DataTable (xprof's gviz output) as one dict per row, keyed by column id."""
+    ids = [column["id"] for column in table.get("cols", [])]
+    return [dict(zip(ids, [(cell or {}).get("v") for cell in row["c"]], strict=False)) for row in table.get("rows", [])]
+
+
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """The converter reports why it cannot read a file only on fd 2, in C++; catch it there to name the reason."""
+    saved = os.dup(2)
+    with path.open("wb") as sink:
+        os.dup2(sink.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _reason(log: Path, file: str) -> str:
+    """The converter's last error line, without its log prefix and the private copy's path."""
+    errors = [line.split("] ", 1)[-1] for line in log.read_text(errors="replace").splitlines() if line.startswith("E")]
+    return errors[-1].replace(file, "the file").strip() if errors else "xprof returned nothing for it"
+
+
+def _share(row: dict[str, Any]) -> float:
+    side = "device" if row.get("host_or_device") == "Device" else "host"
+    return round(100 * float(row.get(f"{side}_total_self_time_percent") or 0.0), 1)
+
+
+def numbers(convert: Convert, file: str, scratch: Path) -> dict[str, Any]:
+    """One worker file's step times, input and compute shares and top ops, or the reason it has none (under "error").
+    `file` comes back as given: it is how the reader matches the answer to its question."""
+    found: dict[str, Any] = {"file": file}
+    path = Path(file)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return {**found, "error": f"cannot be read: {exc.strerror}"}
+    if size == 0:
+        return {**found, "error": "is empty (0 bytes): the capture did not finish writing it"}
+    private = scratch / "copy.xplane.pb"
+    os.symlink(path.resolve(), private)
+    log = scratch / "stderr.log"
+    try:
+        with _stderr_to(log):
+            pipeline, _ = convert([str(private)], "input_pipeline_analyzer", {"use_saved_result": False})
+            ops, _ = convert([str(private)], "framework_op_stats", {}) if pipeline else (None, "")
+    except Exception as exc:  # noqa: BLE001 - the converter's errors have no common type; the verdict names them
+        return {**found, "error": f"could not be read by xprof: {type(exc).__name__}: {exc}"}
+    if not pipeline or not ops:
+        return {**found, "error": f"could not be read by xprof: {_reason(log, str(private))}"}
+    steps_table = json.loads(pipeline)[1]
+    steps = _rows(steps_table)
+    top = [{"type": r["type"], "name": r["operation"], "self_pct": _share(r)} for r in _rows(json.loads(ops)[1])[:TOP_OPS]]
+    if not steps and not top:
+        return {**found, "error": "holds no trace events: the worker recorded nothing during the capture"}
+    times = [float(r["stepTimeMs"]) for r in steps]
+    total = sum(times)
+    found |= {"steps": len(steps), "markers": bool(steps), "top_ops": top}
+    if not total:
+        return {**found, "step_ms": None, "input_pct": None, "compute_pct": None, "other_pct": None}
+    input_pct = 100 * sum(float(r["infeedTimeMs"]) for r in steps) / total
+    compute_pct = 100 * sum(float(r.get(c) or 0.0) for r in steps for c in _COMPUTE) / total
+    return found | {
+        "step_ms": {
+            "mean": round(statistics.fmean(times), 3),
+            "stdev": round(statistics.pstdev(times), 3),
+            "min": round(min(times), 3),
+            "max": round(max(times), 3),
+        },
+        "input_pct": round(input_pct, 1),
+        "compute_pct": round(compute_pct, 1),
+        "other_pct": round(max(0.0, 100 - input_pct - compute_pct), 1),
+    }
+
+
+def main(paths: list[str], out: TextIO) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read when the converter loads: its INFO/WARNING logs are noise here
+    try:
+        from xprof.convert import raw_to_tool_data
+    except ImportError as exc:
+        out.write(json.dumps({"missing": "xprof", "error": str(exc)}) + "\n")
+        return MISSING_EXIT
+    for path in paths:
+        with tempfile.TemporaryDirectory(prefix="tpuctl-xprof-") as scratch:
+            out.write(json.dumps(numbers(raw_to_tool_data.xspace_to_tool_data, path, Path(scratch))) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    # Only the JSON lines go to stdout: anything the converter itself prints there is moved to stderr.
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.exit(main(sys.argv[1:], result))
