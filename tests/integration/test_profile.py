@@ -1,0 +1,112 @@
+"""`tpuctl profile` against a real 2-worker local launch on CPU: every worker captured while it trains, the run
+left running, a stopped worker named while the other is still captured, and no running run refused.
+
+One launch serves every capture (TensorFlow's start-up is most of a launch's cost). Its workers train
+independently (`--strategy none`): a worker stopped under MultiWorkerMirroredStrategy would end the run
+by its peer's heartbeat (~9 s, docs/faults.md) in the middle of the capture that is meant to name it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from statistics import mean
+
+import pytest
+
+from tests.conftest import SCRIPTS, run_tpuctl, wait_for
+from tpuctl.runs import records
+from tpuctl.runs.folder import RunFolder
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path, dict[str, str]]]:
+    """A detached 2-worker launch training small steps, once both workers have taken ten; stopped at the end."""
+    root = tmp_path_factory.mktemp("profile")
+    out, model = root / "out", root / "model"
+    out.mkdir()
+    env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "NO_COLOR": "1"}
+    started = run_tpuctl(
+        "launch", "--detach", "--workers", "2", "--strategy", "none", "--model-dir", str(model), "--log-dir", str(root / "logs"),
+        str(SCRIPTS / "profile_steps.py"), str(out), "90", env=env, timeout=60,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    wait_for(lambda: all((out / f"ready-{i}").exists() for i in range(2)), timeout=60)
+    yield run_id, model, out, env
+    (out / "stop").touch()
+    run_tpuctl("stop", run_id, env=env, timeout=60)
+
+
+def _state(run_id: str, env: dict[str, str]) -> str:
+    listed = run_tpuctl("runs", "--json", env=env, timeout=30)
+    return str(next(row["state"] for row in json.loads(listed.stdout) if row["run_id"] == run_id))
+
+
+def _own_step_ms(out: Path, index: int, trace_end: float, duration_s: float) -> float:
+    """The mean step time worker `index` measured itself over the traced span: the duration up to when its file was written."""
+    spans = [tuple(map(float, line.split())) for line in (out / f"steps-{index}.txt").read_text().splitlines() if line.count(" ") == 1]
+    return mean((end - start) * 1000 for start, end in spans if trace_end - duration_s - 1.0 <= start and end <= trace_end)
+
+
+def test_every_worker_is_captured_and_the_run_goes_on(run: tuple[str, Path, Path, dict[str, str]]) -> None:
+    run_id, model, out, env = run
+    result = run_tpuctl("profile", "--duration", "2", "--json", env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"the newest running run: {run_id}" in result.stderr
+    answer = json.loads(result.stdout)
+    session = Path(answer["session"])
+    assert session.parent == model / "plugins" / "profile"
+    assert sorted(answer["files"]) == ["worker:0", "worker:1"] and answer["missing"] == {}
+    assert sorted(p.name for p in session.glob("*.xplane.pb")) == sorted(Path(f).name for f in answer["files"].values())
+    assert all(Path(f).stat().st_size > 10_000 for f in answer["files"].values())
+    assert _state(run_id, env) == records.RUNNING
+    verdict = answer["verdict"]
+    if verdict is not None:  # the profile extra is installed by the test extra
+        assert sorted(numbers["worker"] for numbers in verdict["workers"]) == ["worker:0", "worker:1"], verdict
+        for numbers in verdict["workers"]:
+            own = _own_step_ms(out, int(numbers["worker"].rpartition(":")[2]), Path(answer["files"][numbers["worker"]]).stat().st_mtime, 2.0)
+            assert abs(numbers["step_ms"]["mean"] - own) <= 0.2 * own, (own, numbers)
+
+
+def test_a_stopped_worker_is_named_and_the_other_captured(run: tuple[str, Path, Path, dict[str, str]]) -> None:
+    run_id, _, _, env = run
+    servers = RunFolder(Path(env["XDG_STATE_HOME"]).parent / "logs").latest_profilers()
+    assert servers is not None
+    pid = _worker_pid(servers["workers"][1]["port"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        result = run_tpuctl("profile", run_id, "--duration", "1", "--no-verdict", env=env, timeout=120)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert result.returncode == 0, result.stderr
+    assert "worker:1 sent no profile: did not answer" in result.stderr
+    assert "(1 of 2 workers" in result.stdout and "worker:0" in result.stdout
+    assert _state(run_id, env) == records.RUNNING
+
+
+def _worker_pid(port: int) -> int:
+    """The process listening on `port` (a worker's profiler server), found in /proc as an operator would."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # LISTEN
+                inodes.add(fields[9])
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if any(os.readlink(fd).removeprefix("socket:[").rstrip("]") in inodes for fd in (proc / "fd").iterdir()):
+                    return int(proc.name)
+            except OSError:
+                continue
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def test_no_running_run_is_one_line(tmp_path: Path) -> None:
+    result = run_tpuctl("profile", env={**os.environ, "XDG_STATE_HOME": str(tmp_path)}, timeout=60)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert [line for line in result.stderr.splitlines() if line.strip()][-1].startswith("Error: no run of yours is running")

@@ -1,0 +1,88 @@
+"""`tpuctl profile [RUN] --duration SECONDS`: profile every worker of a running launch at once (docs/profile.md).
+
+RUN is what `tpuctl stacks` takes. The capture is tpuctl/runs/profiling.py; the verdict is
+tpuctl/profiling/ (a higher layer than the run records, so it is called from here).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.runs.profiling import MAX_DURATION_S, Capture
+from tpuctl.seconds import Seconds
+
+if TYPE_CHECKING:
+    from tpuctl.profiling.verdict import Verdict
+
+
+def _say(line: str) -> None:
+    click.echo(f"tpuctl: {line}", err=True)
+
+
+@click.command("profile")
+@click.argument("run_id", metavar="[RUN]", required=False)
+@click.option(
+    "--duration", "duration_s", type=Seconds(maximum=MAX_DURATION_S), metavar="S", default=2.0, show_default=True,
+    help=f"Seconds to trace every worker (0 < S <= {MAX_DURATION_S:g}).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON: run_id, profile_dir, session, files (worker: file), missing (worker: why), verdict.")
+@click.option("--no-verdict", is_flag=True, help="Capture only: skip the terminal verdict (it needs the `profile` extra).")
+def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bool) -> None:
+    """Profile every worker of a running launch of yours (default: the newest) at once, and say what it shows.
+
+    The session is written in TensorBoard's layout, PROFILE_DIR/plugins/profile/SESSION/, one
+    .xplane.pb per worker; PROFILE_DIR is the run's model dir, else its log dir. The run keeps
+    running. A worker that does not answer is named and the others are still captured (exit 0);
+    exit 1 when none answered. Local launches (--rehearse ones too) and, with a gs:// model dir,
+    ssh and TPU VM launches; Kubernetes and Vertex AI jobs take `launch --profile START-END` instead.
+    """
+    from tpuctl.runs import profiling, records
+
+    record, chosen = records.find(run_id, _say, running=True)
+    if chosen is not None:
+        _say(chosen)
+    if not as_json:
+        _say(f"tracing {record.run_id}'s workers for {duration_s:g}s ...")
+    result = profiling.capture(record, duration_s)
+    verdict = None if no_verdict or not result.files else _verdict(result)
+    if as_json:
+        click.echo(json.dumps({**result.to_json(), "verdict": verdict.to_json() if verdict is not None else None}, indent=2))
+    else:
+        for line in render(result, verdict.lines() if verdict is not None else None):
+            click.echo(line)
+    if not result.files:
+        first = next(iter(result.missing.items()), ("", "no worker was asked"))
+        hint = "`tpuctl logs` shows whether the workers are still training"
+        raise TpuctlError(f"no worker sent a profile ({first[0]} {first[1]})", hint=hint, exit_code=FAILED)
+    for worker, why in result.missing.items():
+        _say(f"warning: {worker} sent no profile: {why}; the others' are in the session")
+
+
+def _verdict(result: Capture) -> Verdict:
+    from tpuctl.profiling import sessions, verdict
+
+    assert result.session is not None
+    names = {Path(file).name.removesuffix(".xplane.pb"): worker for worker, file in result.files.items()}
+    return verdict.verdict(sessions.session_files(result.profile_dir, Path(result.session).name), names=names)
+
+
+def render(result: Capture, verdict: list[str] | None) -> list[str]:
+    """Where the session went, each worker's file, the verdict, and the commands that open it."""
+    lines = [f"profile of {result.run_id} ({len(result.files)} of {len(result.files) + len(result.missing)} workers, {result.duration_s:g}s): {result.session}"]
+    lines += [f"  {worker}  {Path(path).name}" for worker, path in result.files.items()]
+    if not result.files:
+        return lines
+    if verdict is not None:
+        lines += ["", *verdict]
+    lines += [
+        "",
+        "open it (with the profile extra: pip install 'tpuctl[profile]'):",
+        f"  tensorboard --logdir {result.profile_dir}   (the Profile tab)",
+        f"  xprof --logdir {result.profile_dir} --port 8791",
+    ]
+    return lines

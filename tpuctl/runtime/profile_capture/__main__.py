@@ -1,0 +1,3 @@
+from tpuctl.runtime.profile_capture import main
+
+main()
