@@ -68,3 +68,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/vertex_submit.py
 	$(BIN)/python benchmarks/runs_listing.py
 	$(BIN)/python benchmarks/timeline_overhead.py
+	$(BIN)/python benchmarks/profiler_overhead.py

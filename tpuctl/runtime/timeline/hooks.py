@@ -147,7 +147,7 @@ def _with(callbacks: Any, callback: Callable[[], Any]) -> Any:
     return callbacks  # a CallbackList of the script's own: left as it is
 
 
-def _callback_class(base: type, channel: Channel | None, steps: Steps | None, *, markers: bool) -> Callable[[], Any]:
+def _callback_class(base: type, channel: Channel | None, steps: Steps | None = None, *, markers: bool = False) -> Callable[[], Any]:
     """markers: Keras 3, whose steps get profiler markers (profiler.py says why they run begin to begin)."""
 
     class TimelineCallback(base):  # type: ignore[misc]

@@ -1,0 +1,90 @@
+"""What the worker's profiler costs a training step when nobody captures: a Keras fit with the server and markers, and without.
+
+Both sides are the same one-worker `tpuctl launch` of the same small Keras 3 fit (a two-layer Dense model
+on random data, batch 32, no progress bar); the only difference is --no-profiler-server on one side. With
+the server on, the worker runs TensorFlow's profiler server on its reserved port and, Keras 3's fit marking
+no steps, wraps every batch in a profiler Trace (tpuctl/runtime/timeline/profiler.py), which records
+nothing while no capture runs. Keras 3 because only there tpuctl adds per-step work (tf-keras marks its
+own steps either way).
+
+The fit and its timing are benchmarks/timeline_overhead.py's: a warm-up fit, then the best per-step time of
+five timed fits of --steps batches; the sides' medians are compared. Its steps take about a millisecond on a
+CPU, so a per-step cost is as visible as it can be. --keras keras3 keeps tf.keras Keras 3.
+
+    subject  server on     (the default: server + step markers)
+    anchor   server off    --no-profiler-server (no markers either)
+
+Target: median per-step time, on / off <= 1.01. The sides alternate, the order flipping every round,
+after one untimed run of each; each run's log dir is checked: the "on" side has a profilers.json, the
+"off" side none. A measurement, not a test: it exits 0 even when the target is missed.
+
+    .venv/bin/python benchmarks/profiler_overhead.py [--runs N] [--steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from timeline_overhead import FIT, PER_STEP  # the same fit, timed the same way
+from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
+
+TARGET = 1.01
+RUN_TIMEOUT_S = 600
+
+
+def run_once(tpuctl: list[str], script: Path, log_dir: Path, steps: int, on: bool) -> float:
+    """One launch; the worker's per-step time in microseconds."""
+    env = {**os.environ, "BENCH_STEPS": str(steps), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    argv = [*tpuctl, "launch", str(script), "--keras", "keras3", "--log-dir", str(log_dir)]
+    if not on:
+        argv.append("--no-profiler-server")
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=RUN_TIMEOUT_S)
+    found = PER_STEP.findall(done.stdout)
+    if done.returncode != 0 or len(found) != 1:
+        raise SystemExit(f"the launch failed (status {done.returncode}): {' '.join(argv)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    if (log_dir / "attempt-1" / "profilers.json").exists() != on:
+        raise SystemExit(f"{log_dir}: profilers.json is {'missing' if on else 'there'}")
+    return float(found[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="timed runs of each side (default 7)")
+    parser.add_argument("--steps", type=int, default=1000, help="batches in each timed fit (default 1000)")
+    args = parser.parse_args()
+    tpuctl = tpuctl_command()
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "fit.py"
+        script.write_text(FIT)
+        number = 0
+
+        def launch(on: bool) -> float:
+            nonlocal number
+            number += 1
+            return run_once(tpuctl, script, Path(tmp) / f"run-{number}", args.steps, on)
+
+        launch(True), launch(False)  # warm-up: the file cache, TensorFlow's first import
+        for round_no in range(args.runs):
+            for on in (True, False) if round_no % 2 == 0 else (False, True):
+                times[on].append(launch(on))
+    on, off = statistics.median(times[True]), statistics.median(times[False])
+    ratio = on / off
+    print(f"profiler overhead: {args.runs} interleaved runs each, 1 worker, Keras 3, {args.steps} steps a fit; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")  # fmt: skip
+    print()
+    print(f"{'side':<16} {'median us/step':>15} {'runs (us/step)':<60}")
+    for name, side in (("server on", True), ("server off", False)):
+        print(f"{name:<16} {statistics.median(times[side]):>15.2f} {', '.join(f'{v:.1f}' for v in times[side])}")
+    print()
+    print(f"ratio on / off: {ratio:.4f} (target <= {TARGET:g}) {'PASS' if ratio <= TARGET else 'MISS'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Real launches with the profiler: every worker's server answers on 127.0.0.1 (and on nothing else) while
+the run trains, at the address profilers.json records; `--profile START-END` leaves one profile per worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tpuctl_cmd
+
+pytestmark = pytest.mark.tf
+
+# Keras fit, each step slowed a little so the run lasts long enough to be connected to.
+SCRIPT = """
+import sys, time
+import numpy as np
+import tensorflow as tf
+steps, delay = int(sys.argv[1]), float(sys.argv[2])
+x = np.random.default_rng(0).normal(size=(32 * steps, 8)).astype("float32")
+y = (x.sum(axis=1) > 0).astype("int32")
+model = tf.keras.Sequential([tf.keras.Input(shape=(8,)), tf.keras.layers.Dense(8, activation="relu"), tf.keras.layers.Dense(2)])
+model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+class Slow(tf.keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(delay)
+model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[Slow()])
+"""
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp* writes them) of the sockets listening on `port`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, _, hex_port = fields[1].rpartition(":")
+            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+# 127.0.0.1 as /proc/net/tcp writes it, and ::ffff:127.0.0.1 as /proc/net/tcp6 does (little-endian words).
+LOOPBACK_HEX = {"0100007F", "0000000000000000FFFF00000100007F"}
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float) -> dict[str, object]:
+    ends = time.monotonic() + timeout
+    while time.monotonic() < ends:
+        if path.exists():
+            found: dict[str, object] = json.loads(path.read_text())
+            return found
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError(f"{path} was not written within {timeout}s")
+
+
+def test_two_workers_serve_the_profiler_on_loopback_and_profile_their_window(tmp_path: Path) -> None:
+    script = tmp_path / "fit.py"
+    script.write_text(SCRIPT)
+    logs, model = tmp_path / "logs", tmp_path / "model"
+    argv = tpuctl_cmd("launch", str(script), "--workers", "2", "--log-dir", str(logs), "--model-dir", str(model), "--profile", "2-4", "--", "40", "0.25")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        try:
+            record = _wait_for(logs / "attempt-1" / "profilers.json", proc, 60)
+            workers = record["workers"]
+            assert isinstance(workers, list)
+            assert [w["worker"] for w in workers] == ["worker:0", "worker:1"]
+            assert record["profile_dir"] == str(model) and record["backend"] == "local"
+            ends = time.monotonic() + 60
+            for worker in workers:
+                assert worker["host"] == "127.0.0.1" and os.path.isabs(worker["python"])
+                while True:  # the server starts once the worker has imported TensorFlow
+                    try:
+                        socket.create_connection(("127.0.0.1", worker["port"]), timeout=5).close()
+                        break
+                    except ConnectionRefusedError:
+                        assert time.monotonic() < ends and proc.poll() is None, f"nothing answers on {worker}"
+                        time.sleep(0.2)
+                assert _listening_addresses(worker["port"]) <= LOOPBACK_HEX, worker
+            output, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, output
+    sessions = list((model / "plugins" / "profile").iterdir())
+    assert len(sessions) == 1 and sessions[0].name.endswith("-attempt-1-steps-2-4"), sessions
+    files = sorted(path.name for path in sessions[0].iterdir())
+    assert len(files) == 2 and all(name.endswith(("_worker-0.xplane.pb", "_worker-1.xplane.pb")) for name in files), files
+    assert all((sessions[0] / name).stat().st_size > 1000 for name in files)
+
+
+def test_keras_3_steps_get_markers_in_the_window(tmp_path: Path) -> None:
+    """Keras 3's fit marks no steps itself: the runtime's markers make xprof see exactly the window's steps."""
+    convert = pytest.importorskip("xprof.convert.raw_to_tool_data")
+    script = tmp_path / "fit.py"
+    script.write_text(SCRIPT)
+    model = tmp_path / "model"
+    argv = tpuctl_cmd(
+        "launch", str(script), "--log-dir", str(tmp_path / "logs"), "--model-dir", str(model), "--profile", "3-5", "--no-profiler-server", "--", "8", "0"
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "logs" / "attempt-1" / "profilers.json").exists()  # --no-profiler-server
+    [found] = list((model / "plugins" / "profile").glob("*/*.xplane.pb"))
+    data, _ = convert.xspace_to_tool_data([str(found)], "input_pipeline_analyzer", {"use_saved_result": False})
+    steps = [row["c"][0]["v"] for row in json.loads(data)[1]["rows"]]
+    assert steps == ["train 3", "train 4", "train 5"]
