@@ -3,7 +3,7 @@
 One capture for the module: Keras fits with a profiler server each, traced by one
 `tf.profiler.experimental.client.trace` call as `tpuctl profile` makes it (tests/integration/scripts/profiling/):
 - worker:0 computes (step markers from a callback, as tpuctl's runtime adds them to a Keras 3 fit);
-- worker:1 waits 25 ms for every batch in its input pipeline: input-bound, the straggler;
+- worker:1 waits 50 ms for every batch in its input pipeline: input-bound, the straggler;
 - bare is a Keras 3 fit without markers, as a script run without tpuctl's runtime leaves it;
 - tf215 is TensorFlow 2.15's Keras 2 (which marks its steps itself), where .venv-tf215 exists.
 Each worker writes the duration of its own steps, which the verdict's step times must agree with.
@@ -41,7 +41,7 @@ CAPTURE_MS = 2000
 # worker name -> (options of worker.py, whether it runs on TensorFlow 2.15)
 WORKERS = {
     "worker:0": ([], False),
-    "worker:1": (["--slow-input-ms", "25"], False),
+    "worker:1": (["--slow-input-ms", "50"], False),
     "bare": (["--no-markers", "--slow-input-ms", "10"], False),
     "tf215": (["--slow-input-ms", "10"], True),
 }
@@ -62,9 +62,11 @@ def _python() -> str:
     return str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
 
 
-def _own_steps(times: Path, began: float, ended: float) -> list[float]:
-    rows = [line.split() for line in times.read_text().splitlines() if line.strip()]
-    return [float(ms) for start, ms in rows if began <= float(start) <= ended]
+def _own_steps(times: Path, began: float) -> list[float]:
+    """The steps a worker timed itself within the trace: from the call's start for its duration. The trace starts a
+    little later, and the call goes on after it to collect the files (a worker's step can stall seconds then)."""
+    rows = [(float(start), float(ms)) for start, ms in (line.split() for line in times.read_text().splitlines() if line.strip())]
+    return [ms for start, ms in rows if began <= start and start + ms / 1000 <= began + CAPTURE_MS / 1000]
 
 
 def _line(proc: subprocess.Popen[bytes], start: bytes) -> bytes:
@@ -116,9 +118,11 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
         client.stdin.write(b"go\n")
         client.stdin.flush()
         window = json.loads(_line(client, b"{"))
+        time.sleep(0.3)  # the workers write their step times every 0.1 s
         _stop(started)
         session = next((folder / "logdir" / "plugins" / "profile").iterdir())
-        own = {n: _own_steps(folder / f"{n}.times", window["began"], window["ended"]) for n in names.values()}
+        (folder / "window.json").write_text(json.dumps(window))
+        own = {n: _own_steps(folder / f"{n}.times", window["began"]) for n in names.values()}
         yield Capture(folder / "logdir", session, names, own)
     finally:
         _stop(started)
