@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def verdict(files: Sequence[Path], *, names: Mapping[str, str] | None = None, ti
         return Verdict(session, notes=(hint,))
     workers: list[Worker] = []
     unreadable: list[Unreadable] = []
-    for file in files:
+    for file in sorted(files, key=lambda f: _in_order(worker_name(f, names))):
         numbers = found[str(file)]
         name = worker_name(file, names)
         if "error" in numbers:
@@ -128,6 +129,11 @@ def verdict(files: Sequence[Path], *, names: Mapping[str, str] | None = None, ti
         if not w.markers
     ]
     return Verdict(session, tuple(workers), straggler, tuple(said + notes), tuple(unreadable))
+
+
+def _in_order(name: str) -> list[tuple[int, str]]:
+    """worker:2 before worker:10: numbers compare as numbers."""
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", name)]
 
 
 def file_name(path: str) -> str:
