@@ -139,6 +139,36 @@ def test_an_agent_says_hello_with_the_manifest_the_launcher_compares(tmp_path: P
     assert said.port > 0 and said.manifest == wire.manifest(str(folder), sync.SYNC_EXCLUDES)
 
 
+_PRINT_HELD = """import os, socket
+for name in ("TPUCTL_RESERVED_FD", "TPUCTL_PROFILER_FD"):
+    print(socket.socket(fileno=int(os.environ[name])).getsockname()[1])
+"""
+
+
+def test_an_agent_asked_for_a_profiler_port_holds_it_for_the_worker(tmp_path: Path) -> None:
+    """A second held port, reported as `profiler` and handed to the worker as PROFILER_FD, bound until then."""
+    hello = [("nonce", "N0"), ("cwd", str(tmp_path)), ("control_fd", "TPUCTL_CONTROL_FD"), ("reserved_fd", "TPUCTL_RESERVED_FD")]
+    hello.append(("profiler_fd", "TPUCTL_PROFILER_FD"))
+    job = wire.pack([("argv", sys.executable), ("argv", "-c"), ("argv", _PRINT_HELD)])
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", session.AGENT_SOURCE, wire.pack(hello)],
+        input=job + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert done.returncode == 0, done.stderr
+    said = session.Hello.parse(done.stderr.splitlines()[0].split()[2])
+    assert said.port > 0 and said.profiler_port > 0 and said.port != said.profiler_port
+    assert done.stdout.split() == [str(said.port), str(said.profiler_port)]
+
+
+def test_a_hello_without_a_profiler_port_says_0() -> None:
+    assert session.Hello.parse(wire.pack([("port", "4000"), ("ip", "10.0.0.2")])).profiler_port == 0
+    assert session.Hello.parse(wire.pack([("profiler", "4001"), ("port", "4000")])) == session.Hello(port=4000, profiler_port=4001)
+
+
 def test_user_options_come_first_because_ssh_keeps_the_first_value() -> None:
     options = SshOptions(user="me", key="/k", options=("ControlPersist=no", "ProxyJump=bastion"), config="/cfg", control_path="/c/%C")
     argv = options.command(HostEntry("h", 2200), ["echo", "a b"])

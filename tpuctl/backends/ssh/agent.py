@@ -15,13 +15,15 @@
 #
 #   1. hello: create/enter the working directory, check the script, run the launch's
 #      preflight checks when asked (the first agent on a host), bind a free
-#      port and hold it, report on stderr: NONCE hello <packed port, ip, ...>.
+#      port and hold it (and a second one for the worker's profiler server when
+#      the hello names profiler_fd), report on stderr: NONCE hello <packed port, ip, ...>.
 #      The first agent on a host also checks the host's copy of tpuctl's runtime
 #      (cache.py) and says why it cannot be used, if it cannot; tpuctl then sends
 #      a fresh copy (install.py) before any worker starts.
 #   2. read one line on stdin: <packed argv..., env...>; EOF instead = exit, nothing started.
 #   3. start the worker in its own session / process group, with the held port
-#      (worker_contract.RESERVED_FD) and a control socket (CONTROL_FD) as a local
+#      (worker_contract.RESERVED_FD; the profiler's as PROFILER_FD, its number as
+#      PROFILER_PORT) and a control socket (CONTROL_FD) as a local
 #      launch would, and report NONCE pgid N. Runtime messages ("ready") are
 #      relayed as NONCE msg TEXT.
 #   4. stdin lines INT / TERM / KILL signal the worker group; STACKS asks the
@@ -117,8 +119,8 @@ def preflight() -> None:
             fail("preflight: " + refused[":".join(key)])
 
 
-# Step 1: the working directory, the script, a held port; report them (and a manifest for --sync).
-def hello() -> "_socket.socket":
+# Step 1: the working directory, the script, held ports; report them (and a manifest for --sync).
+def hello() -> "list[_socket.socket]":
     for folder in HELLO.get("mkdir", []):
         try:
             os.makedirs(folder, exist_ok=True)
@@ -133,11 +135,12 @@ def hello() -> "_socket.socket":
         if not os.path.isfile(script):
             fail("script not found: " + os.path.join(os.getcwd(), script))
     preflight()
-    held = hold_port()
+    held = [hold_port()] + [hold_port() for _ in HELLO.get("profiler_fd", [])]
     words = os.environ.get("SSH_CONNECTION", "").split()
     rsync = which("rsync") is not None
-    report = [
-        ("port", str(held.getsockname()[1])),
+    report = [("profiler", str(sock.getsockname()[1])) for sock in held[1:]]
+    report += [
+        ("port", str(held[0].getsockname()[1])),
         ("ip", words[2] if len(words) == 4 else ""),
         ("hostname", _socket.gethostname()),
         ("rsync", "1" if rsync else ""),
@@ -327,7 +330,7 @@ def kill_adopted() -> None:
 
 
 # Steps 2 to 5; the agent's own exit status.
-def run(held: "_socket.socket") -> int:
+def run(held: "list[_socket.socket]") -> int:
     line, pending = read_line(b"")
     if not line or not line.strip():
         return 0
@@ -340,11 +343,14 @@ def run(held: "_socket.socket") -> int:
     ours, theirs = _socket.socketpair()
     # The variables' names come in the hello, from tpuctl's one worker contract.
     env[HELLO["control_fd"][0]] = str(theirs.fileno())
-    env[HELLO["reserved_fd"][0]] = str(held.fileno())
+    env[HELLO["reserved_fd"][0]] = str(held[0].fileno())
+    for index, name in enumerate(HELLO.get("profiler_fd", [])):
+        env[name] = str(held[index + 1].fileno())
     adopt()
-    pid, problem = spawn(argv, env, (theirs.fileno(), held.fileno()))
+    pid, problem = spawn(argv, env, tuple([theirs.fileno()] + [sock.fileno() for sock in held]))
     theirs.close()
-    held.close()
+    for sock in held:
+        sock.close()
     if problem is not None:
         say("error", pack([("message", "cannot start " + argv[0] + ": " + problem)]))
         say("exit", 127)

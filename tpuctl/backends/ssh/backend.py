@@ -70,12 +70,14 @@ class SshBackend(Backend):
         node_down: Callable[[], str | None] | None = None,
         preflight: Sequence[tuple[str, str]] = (),
         doctor: Callable[[str], str] = lambda hosts: "tpuctl doctor",
+        profiler: bool = False,
     ) -> None:
         """hosts_again: for the hosts of a TPU slice, waits until they can run workers again after a
         preemption and returns them as they are then (runner.TpuSlice.hosts_again).
         node_down: for a TPU slice, the node's condition when it is not READY now (TpuSlice.down).
         preflight: what each host's first agent checks before any worker starts (tpuctl.launch.preflight.remote_hello);
-        doctor: the doctor command that checks hosts ("h1,h2") in full, named when a check fails there."""
+        doctor: the doctor command that checks hosts ("h1,h2") in full, named when a check fails there;
+        profiler: each agent holds a second port for its worker's profiler server (`tpuctl profile`)."""
         self.entries = list(entries)
         self.hosts_again = hosts_again
         self.node_down = node_down
@@ -86,6 +88,7 @@ class SshBackend(Backend):
         self.notice = notice
         self.preflight = list(preflight)
         self.doctor = doctor
+        self.profiler = profiler
         self.nonce = token()
         self._placement: list[str] = []
         self._pending: dict[tuple[str, str], Session] = {}
@@ -124,6 +127,9 @@ class SshBackend(Backend):
         session = self._pending.pop((spec.host, spec.address or ""), None)
         if session is None:
             raise TpuctlError(f"{spec.name}: no session was opened for {spec.host} at {spec.address}", exit_code=FAILED)
+        if session.hello.profiler_port:
+            # In the spec too: the attempt records each started worker's PROFILER_PORT (profilers.json).
+            spec = dataclasses.replace(spec, env={**spec.env, contract.PROFILER_PORT: str(session.hello.profiler_port)})
         handle = SshHandle(spec, session)
         self._handles.append(handle)
         job = [("argv", arg) for arg in spec.argv] + [("env", f"{name}={value}") for name, value in spec.env.items()]
@@ -176,6 +182,8 @@ class SshBackend(Backend):
         """What an agent is asked to do before it says hello; the first per host prepares the host."""
         hello = [("nonce", self.nonce), ("cwd", self.paths.workdir), ("control_fd", contract.CONTROL_FD), ("reserved_fd", contract.RESERVED_FD)]
         hello.append(("runtime", self.runtime.digest))
+        if self.profiler:
+            hello.append(("profiler_fd", contract.PROFILER_FD))
         if first:
             hello.append(("check_runtime", "1"))
             hello += self.preflight

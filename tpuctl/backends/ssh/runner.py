@@ -270,6 +270,7 @@ class SshRunner(Runner):
             node_down=self.slice.down if self.slice is not None else None,
             preflight=remote_hello(job),
             doctor=lambda hosts: remote_doctor(hosts, job.python, self.options.tpu_name),
+            profiler=job.profiler_server,
         )
         return run_supervised(backend, job, context)
 

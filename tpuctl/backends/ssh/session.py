@@ -63,6 +63,7 @@ class Hello:
     rsync: bool = False
     manifest: dict[str, tuple[int, int]] | None = None  # sync folder's files: size, mtime (when asked for)
     runtime: str = ""  # why the host's copy of the runtime cannot be used ("" when it can, or was not asked)
+    profiler_port: int = 0  # the port held for the worker's profiler server (0: not asked for)
 
     @classmethod
     def parse(cls, text: str) -> Hello:
@@ -71,6 +72,8 @@ class Hello:
         for key, value in pairs:
             if key == "port":
                 hello.port = int(value)
+            elif key == "profiler":
+                hello.profiler_port = int(value)
             elif key in ("ip", "hostname"):
                 setattr(hello, key, value)
             elif key == "runtime":
