@@ -50,6 +50,11 @@ def install_source() -> str:
     return "\n".join(_shipped_lines("cache.py") + _shipped_lines("install.py")) + "\n"
 
 
+def cache_source() -> str:
+    """cache.py as it is sent, for a program that finds the host's copy of the runtime (ssh/profile.py)."""
+    return "\n".join(_shipped_lines("cache.py")) + "\n"
+
+
 AGENT_SOURCE = agent_source()
 
 

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from tpuctl.backends.ssh.runner import Connection
 from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.launch.option_fields import click_options
 from tpuctl.runs.profiling import MAX_DURATION_S, Capture
 from tpuctl.seconds import Seconds
 
 if TYPE_CHECKING:
     from tpuctl.profiling.verdict import Verdict
+    from tpuctl.runs.profiling import Hosts
 
 
 def _say(line: str) -> None:
@@ -30,16 +33,22 @@ def _say(line: str) -> None:
     "--duration", "duration_s", type=Seconds(maximum=MAX_DURATION_S), metavar="S", default=2.0, show_default=True,
     help=f"Seconds to trace every worker (0 < S <= {MAX_DURATION_S:g}).",
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON: run_id, profile_dir, session, files (worker: file), missing (worker: why), verdict.")
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help="JSON: run_id, profile_dir, session, files (worker: file), missing (worker: why), hosts_dir (an ssh run's, on its hosts), verdict.",
+)  # fmt: skip
 @click.option("--no-verdict", is_flag=True, help="Capture only: skip the terminal verdict (it needs the `profile` extra).")
-def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bool) -> None:
+@click_options(Connection)
+def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bool, **connection: Any) -> None:
     """Profile every worker of a running launch of yours (default: the newest) at once, and say what it shows.
 
     The session is written in TensorBoard's layout, PROFILE_DIR/plugins/profile/SESSION/, one
     .xplane.pb per worker; PROFILE_DIR is the run's model dir, else its log dir. The run keeps
     running. A worker that does not answer is named and the others are still captured (exit 0);
-    exit 1 when none answered. Local launches (--rehearse ones too) and, with a gs:// model dir,
-    ssh and TPU VM launches; Kubernetes and Vertex AI jobs take `launch --profile START-END` instead.
+    exit 1 when none answered. Local launches (--rehearse ones too), ssh and TPU VM launches;
+    Kubernetes and Vertex AI jobs take `launch --profile START-END` instead. An ssh run's capture
+    runs on its first host (give the --ssh-* options the launch took) and, unless its model dir
+    is gs://, each host's file is copied back into LOG_DIR/plugins/profile/SESSION/.
     """
     from tpuctl.runs import profiling, records
 
@@ -48,7 +57,7 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
         _say(chosen)
     if not as_json:
         _say(f"tracing {record.run_id}'s workers for {duration_s:g}s ...")
-    result = profiling.capture(record, duration_s)
+    result = profiling.capture(record, duration_s, _hosts(record.backend, Connection(**connection)))  # Connection's own fields
     verdict = None if no_verdict or not result.files else _verdict(result)
     if as_json:
         click.echo(json.dumps({**result.to_json(), "verdict": verdict.to_json() if verdict is not None else None}, indent=2))
@@ -63,6 +72,15 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
         _say(f"warning: {worker} sent no profile: {why}; the others' are in the session")
 
 
+def _hosts(backend: str, connection: Connection) -> Hosts | None:
+    """An ssh run's hosts, reached with the --ssh-* options; None for a run on this machine."""
+    if backend != "ssh":
+        return None
+    from tpuctl.backends.ssh.profile import SshHosts
+
+    return SshHosts(connection.ssh_options())
+
+
 def _verdict(result: Capture) -> Verdict:
     from tpuctl.profiling import sessions, verdict
 
@@ -74,6 +92,8 @@ def _verdict(result: Capture) -> Verdict:
 def render(result: Capture, verdict: list[str] | None) -> list[str]:
     """Where the session went, each worker's file, the verdict, and the commands that open it."""
     lines = [f"profile of {result.run_id} ({len(result.files)} of {len(result.files) + len(result.missing)} workers, {result.duration_s:g}s): {result.session}"]
+    if result.hosts_dir is not None:
+        lines.append(f"  (copied from the hosts' {result.hosts_dir})")
     lines += [f"  {worker}  {Path(path).name}" for worker, path in result.files.items()]
     if not result.files:
         return lines

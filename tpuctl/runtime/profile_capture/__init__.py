@@ -2,7 +2,7 @@
 
 Started by `tpuctl profile` in the run's own worker interpreter (the CLI never imports TensorFlow).
 REQUEST is JSON: `{"logdir": ABSOLUTE_DIR_OR_GS_URL, "duration_ms": N, "workers": [{"worker":
-"worker:0", "address": "HOST:PORT"}, ...]}`. The answer is the last line of stdout:
+"worker:0", "address": "HOST:PORT"}, ...], "elsewhere": false}`. The answer is the last line of stdout:
 
     {"session": DIR, "files": {"worker:0": FILE, ...}, "missing": {"worker:1": WHY, ...}}
 
@@ -13,7 +13,10 @@ would cost it again to learn the same. What a worker's failure was is read from 
 TensorFlow's client logs on stderr, the only place it says; they are held back from the CLI's
 stderr and given per worker in `missing`. Each worker's server writes its own file, on its own
 disk, under `logdir`: the caller passes an absolute path (or gs://) and checks the files where
-they land. A failure of the capture itself is one `tpuctl: error: ...` line on stderr, exit 1.
+they land. With `"elsewhere": true` (workers on other hosts' disks, `tpuctl profile` of an ssh run)
+the session is named even when no file landed on this disk, since the caller fetches it from
+each host: TensorFlow's client names it after the second the call began, in local time, which
+is read here just before the call. A failure of the capture itself is one `tpuctl: error: ...` line on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
@@ -37,11 +41,11 @@ _REASONS = (
 _NO_ANSWER = "sent no profile (no reason given by TensorFlow)"
 
 
-def read_request(text: str) -> tuple[str, int, list[tuple[str, str]]]:
-    """logdir, duration in ms, (worker, HOST:PORT) pairs; TpuctlError for anything else."""
+def read_request(text: str) -> tuple[str, int, list[tuple[str, str]], bool]:
+    """logdir, duration in ms, (worker, HOST:PORT) pairs, elsewhere; TpuctlError for anything else."""
     try:
         raw = json.loads(text)
-        logdir, duration_ms, workers = raw["logdir"], raw["duration_ms"], raw["workers"]
+        logdir, duration_ms, workers, elsewhere = raw["logdir"], raw["duration_ms"], raw["workers"], raw.get("elsewhere", False)
         pairs = [(w["worker"], w["address"]) for w in workers]
     except (ValueError, KeyError, TypeError, RecursionError):
         raise TpuctlError("usage: python -m tpuctl.runtime.profile_capture REQUEST_JSON (see its docstring)") from None
@@ -51,7 +55,9 @@ def read_request(text: str) -> tuple[str, int, list[tuple[str, str]]]:
         raise TpuctlError("duration_ms must be 1..3600000 and workers not empty")
     if not all(isinstance(x, str) and x.isprintable() and "," not in x for pair in pairs for x in pair):
         raise TpuctlError("every worker needs a name and a HOST:PORT address")
-    return logdir, duration_ms, pairs
+    if type(elsewhere) is not bool:
+        raise TpuctlError("elsewhere must be true or false")
+    return logdir, duration_ms, pairs, elsewhere
 
 
 @contextlib.contextmanager
@@ -88,7 +94,17 @@ def why(address: str, addresses: list[str], errors: list[str], silent: int) -> s
     return one_line(found[-1], 200) if found else _NO_ANSWER
 
 
-def capture(logdir: str, duration_ms: int, workers: list[tuple[str, str]]) -> dict[str, Any]:
+def _this_second() -> str:
+    """The session name TensorFlow's client is about to give (`YYYY_MM_DD_HH_MM_SS`, local time): the end of a
+    second is waited out first, so that the call begins within the second read here."""
+    now = time.time()
+    if now % 1 > 0.95:
+        time.sleep(1 - now % 1)
+        now = time.time()
+    return time.strftime("%Y_%m_%d_%H_%M_%S", time.localtime(now))
+
+
+def capture(logdir: str, duration_ms: int, workers: list[tuple[str, str]], elsewhere: bool = False) -> dict[str, Any]:
     import tensorflow as tf
 
     sessions = tf.io.gfile.join(logdir, "plugins", "profile")
@@ -98,6 +114,7 @@ def capture(logdir: str, duration_ms: int, workers: list[tuple[str, str]]) -> di
         log = os.path.join(scratch, "stderr")
         failure = None
         with _stderr_into(log):
+            named = _this_second()
             try:
                 # One attempt: the servers are up (the run is running); each retry would wait 20 s more for a silent one.
                 tf.profiler.experimental.client.trace(",".join(f"grpc://{a}" for _, a in workers), logdir, duration_ms, num_tracing_attempts=1, options=options)
@@ -107,6 +124,8 @@ def capture(logdir: str, duration_ms: int, workers: list[tuple[str, str]]) -> di
             errors = _errors(handle.read())
     new = sorted(set(tf.io.gfile.listdir(sessions)) - before) if tf.io.gfile.isdir(sessions) else []
     session = tf.io.gfile.join(sessions, new[-1].rstrip("/")) if new else None
+    if session is None and elsewhere:
+        session = tf.io.gfile.join(sessions, named)
     files: dict[str, str] = {}
     for worker, address in workers:
         host, _, port = address.rpartition(":")
