@@ -41,8 +41,10 @@ def test_an_ssh_run_is_captured_on_its_hosts_and_copied_back(cluster: SshCluster
         servers = RunFolder(logs).latest_profilers()
         assert servers is not None and servers["backend"] == "ssh"
         assert [(w["worker"], w["ssh"]) for w in servers["workers"]] == [("worker:0", "host1"), ("worker:1", "host2")]
+        assert servers["connection"]["config"] == str(cluster.config)  # how the launch reached them, kept for profile
 
-        result = run_tpuctl("profile", run_id, "--duration", "2", "--json", *ssh, env=env, timeout=120)
+
+        result = run_tpuctl("profile", run_id, "--duration", "2", "--json", env=env, timeout=120)  # no --ssh-*: the recorded ones
         assert result.returncode == 0, result.stderr
         answer = json.loads(result.stdout)
         session = Path(answer["session"])

@@ -108,10 +108,12 @@ def test_profilers_json_is_read_back_from_the_newest_attempt(tmp_path: Path) -> 
     entry = {"worker": "worker:0", "host": "127.0.0.1", "port": 40123, "python": "/usr/bin/python3"}
     folder.write_profilers(1, [entry], "/m", "local")
     assert folder.latest_profilers() is None  # attempt 2's workers have not all started: attempt 1's are gone
-    folder.write_profilers(2, [entry, {**entry, "worker": "worker:1", "ssh": "h2"}], "/m", "ssh")
+    connection = {"config": "/home/me/.ssh/tpu_config", "options": ["ProxyJump=bastion"], "fanout": 8}
+    folder.write_profilers(2, [entry, {**entry, "worker": "worker:1", "ssh": "h2"}], "/m", "ssh", connection)
     found = folder.latest_profilers()
     assert found is not None
     assert found["workers"][1] == {**entry, "worker": "worker:1", "ssh": "h2"}
+    assert found["connection"] == connection  # how the launch reached the hosts, for `tpuctl profile`
     assert (found["profile_dir"], found["backend"]) == ("/m", "ssh")
     assert folder.profilers_file(2) == tmp_path / "attempt-2" / "profilers.json"
     assert os.stat(folder.profilers_file(2)).st_mode & 0o077 == 0
@@ -129,6 +131,19 @@ HOSTILE = [
     b'{"workers": [{"worker": "w\\u001b[2J", "host": "h", "port": 1, "python": "p"}], "profile_dir": "/m", "backend": "local"}',
     b"[" * 100_000,
     b"\xff\xfe",
+    *(
+        b'{"workers": [{"worker": "w", "host": "h", "port": 1, "python": "p", "ssh": "h"}], "profile_dir": "/m", "backend": "ssh", '
+        + b'"connection": ' + connection + b"}"
+        for connection in (
+            b"[]",
+            b'{"shell": "rm -rf /"}',
+            b'{"options": "ProxyJump=x"}',
+            b'{"options": ["a\\nb"]}',
+            b'{"fanout": 0}',
+            b'{"fanout": true}',
+            b'{"user": ""}',
+        )
+    ),
 ]
 
 

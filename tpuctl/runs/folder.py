@@ -86,10 +86,16 @@ class RunFolder:
     def profilers_file(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / PROFILERS_FILE
 
-    def write_profilers(self, attempt: int, workers: list[dict[str, object]], profile_dir: str, backend: str) -> None:
+    def write_profilers(
+        self, attempt: int, workers: list[dict[str, object]], profile_dir: str, backend: str, connection: dict[str, object] | None = None
+    ) -> None:
         """Where each worker's profiler server listens: `{"workers": [{"worker", "host", "port", "python"}, ...],
-        "profile_dir", "backend"}` (an ssh worker's entry adds "ssh", the host it was reached as). Raises OSError."""
-        write_private(self.profilers_file(attempt), json.dumps({"workers": workers, "profile_dir": profile_dir, "backend": backend}, indent=2) + "\n")
+        "profile_dir", "backend"}` (an ssh worker's entry adds "ssh", the host it was reached as, and the record
+        `connection`, the ssh options the launch took: user, key, options, config, fanout). Raises OSError."""
+        record: dict[str, object] = {"workers": workers, "profile_dir": profile_dir, "backend": backend}
+        if connection is not None:
+            record["connection"] = connection
+        write_private(self.profilers_file(attempt), json.dumps(record, indent=2) + "\n")
 
     def latest_profilers(self) -> dict[str, Any] | None:
         """The newest attempt's profilers.json, checked; None when that attempt has none (--no-profiler-server,
@@ -219,7 +225,29 @@ def _checked_profilers(found: Any) -> dict[str, Any]:
         workers.append(worker)
     if not workers:
         raise ValueError("no workers")
-    return {"workers": workers, "profile_dir": _text(found["profile_dir"]), "backend": _text(found["backend"])}
+    checked: dict[str, Any] = {"workers": workers, "profile_dir": _text(found["profile_dir"]), "backend": _text(found["backend"])}
+    if "connection" in found:
+        checked["connection"] = _checked_connection(found["connection"])
+    return checked
+
+
+def _checked_connection(found: Any) -> dict[str, Any]:
+    """The ssh options a launch recorded: its own words back, or ValueError/TypeError."""
+    if not isinstance(found, dict):
+        raise TypeError(found)
+    unknown = set(found) - {"user", "key", "options", "config", "fanout"}
+    if unknown:
+        raise ValueError(unknown)
+    checked: dict[str, Any] = {name: _text(found[name]) for name in ("user", "key", "config") if name in found}
+    options = found.get("options", [])
+    if not isinstance(options, list) or len(options) > 64:
+        raise ValueError(options)
+    checked["options"] = [_text(option) for option in options]
+    fanout = found.get("fanout", 1)
+    if not (type(fanout) is int and 0 < fanout <= 4096):
+        raise ValueError(fanout)
+    checked["fanout"] = fanout
+    return checked
 
 
 def _text(value: Any) -> str:

@@ -120,6 +120,11 @@ class SshBackend(Backend):
             self._synced = True
         return addresses
 
+    def connection(self) -> dict[str, object] | None:
+        """The ssh options the launch took (not how hard it tried: that is each command's own)."""
+        found = {"user": self.options.user, "key": self.options.key, "options": list(self.options.options), "config": self.options.config}
+        return {name: value for name, value in found.items() if value not in (None, [])} | {"fanout": self.options.fanout}
+
     def placement(self, count: int) -> list[str]:
         return self._placement[:count]
 

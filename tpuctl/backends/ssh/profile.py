@@ -43,6 +43,20 @@ os.execve(sys.executable, [sys.executable, "-m", "tpuctl.runtime.profile_capture
 """
 
 
+def recorded_options(recorded: dict[str, Any] | None) -> SshOptions | None:
+    """The ssh options the launch recorded with its profiler servers (profilers.json `connection`); None without."""
+    connection = (recorded or {}).get("connection")
+    if not isinstance(connection, dict):
+        return None
+    return SshOptions(
+        user=connection.get("user"),
+        key=connection.get("key"),
+        options=tuple(connection.get("options", ())),
+        config=connection.get("config"),
+        fanout=connection.get("fanout", 1),
+    )
+
+
 def _first(servers: dict[str, Any]) -> tuple[str, str]:
     """The host the capture runs on (the first worker's) and the workers' interpreter there."""
     first = servers["workers"][0]

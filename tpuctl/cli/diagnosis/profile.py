@@ -21,6 +21,7 @@ from tpuctl.seconds import Seconds
 if TYPE_CHECKING:
     from tpuctl.profiling.verdict import Verdict
     from tpuctl.runs.profiling import Hosts
+    from tpuctl.runs.records import RunRecord
 
 
 def _say(line: str) -> None:
@@ -47,7 +48,7 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
     running. A worker that does not answer is named and the others are still captured (exit 0);
     exit 1 when none answered. Local launches (--rehearse ones too), ssh and TPU VM launches;
     Kubernetes and Vertex AI jobs take `launch --profile START-END` instead. An ssh run's capture
-    runs on its first host (give the --ssh-* options the launch took) and, unless its model dir
+    runs on its first host, reached as the launch reached it (--ssh-* options here replace those) and, unless its model dir
     is gs://, each host's file is copied back into LOG_DIR/plugins/profile/SESSION/.
     """
     from tpuctl.runs import profiling, records
@@ -57,7 +58,7 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
         _say(chosen)
     if not as_json:
         _say(f"tracing {record.run_id}'s workers for {duration_s:g}s ...")
-    result = profiling.capture(record, duration_s, _hosts(record.backend, Connection(**connection)))  # Connection's own fields
+    result = profiling.capture(record, duration_s, _hosts(record, Connection(**connection)))  # Connection's own fields
     verdict = None if no_verdict or not result.files else _verdict(result)
     if as_json:
         click.echo(json.dumps({**result.to_json(), "verdict": verdict.to_json() if verdict is not None else None}, indent=2))
@@ -72,13 +73,15 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
         _say(f"warning: {worker} sent no profile: {why}; the others' are in the session")
 
 
-def _hosts(backend: str, connection: Connection) -> Hosts | None:
-    """An ssh run's hosts, reached with the --ssh-* options; None for a run on this machine."""
-    if backend != "ssh":
+def _hosts(record: RunRecord, connection: Connection) -> Hosts | None:
+    """An ssh run's hosts, reached as the launch reached them (the ssh options it recorded) unless --ssh-* options
+    are given here; None for a run on this machine."""
+    if record.backend != "ssh":
         return None
-    from tpuctl.backends.ssh.profile import SshHosts
+    from tpuctl.backends.ssh.profile import SshHosts, recorded_options
 
-    return SshHosts(connection.ssh_options())
+    recorded = None if connection != Connection() else recorded_options(record.folder.latest_profilers())
+    return SshHosts(recorded or connection.ssh_options())
 
 
 def _verdict(result: Capture) -> Verdict:

@@ -137,7 +137,9 @@ class _Attempt:
             return
         folder = self.wiring.folder
         try:
-            folder.write_profilers(self.number, workers, job.model_dir or os.path.abspath(folder.path), self.wiring.backend.name)
+            folder.write_profilers(
+                self.number, workers, job.model_dir or os.path.abspath(folder.path), self.wiring.backend.name, self.wiring.backend.connection()
+            )
         except OSError as err:  # a full disk loses the record (and `tpuctl profile`), not the run
             self.wiring.warn(f"warning: cannot write {folder.profilers_file(self.number)}: {err.strerror or err}")
 

@@ -79,6 +79,11 @@ class Backend(ABC):
         """Called after reserve(): the host of each task where they differ (ssh); None: every worker on `host`."""
         return None
 
+    def connection(self) -> dict[str, object] | None:
+        """How the workers' hosts were reached, kept with the run so that `tpuctl profile` reaches them the same
+        way without being told again; None for workers on this machine."""
+        return None
+
     def lost_to_preemption(self, failure: Failure) -> str | None:
         """A failure that was really a preemption (a TPU slice's host went down with its node): the node's condition."""
         return None
