@@ -110,3 +110,31 @@ def test_no_running_run_is_one_line(tmp_path: Path) -> None:
     result = run_tpuctl("profile", env={**os.environ, "XDG_STATE_HOME": str(tmp_path)}, timeout=60)
     assert (result.returncode, result.stdout) == (1, "")
     assert [line for line in result.stderr.splitlines() if line.strip()][-1].startswith("Error: no run of yours is running")
+
+
+def test_a_rehearsal_is_profiled_like_a_launch(tmp_path: Path) -> None:
+    """A TPU script rehearsed on this CPU (--rehearse v2-8: one process, the v2-8's 8 replicas) serves the profiler
+    too: its input-bound share is worth seeing before the TPU is paid for."""
+    out, model = tmp_path / "out", tmp_path / "model"
+    out.mkdir()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
+    started = run_tpuctl(
+        "launch", "--detach", "--rehearse", "v2-8", "--model-dir", str(model), "--log-dir", str(tmp_path / "logs"),
+        str(SCRIPTS / "profile_steps.py"), str(out), "90", env=env, timeout=60,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    try:
+        wait_for(lambda: (out / "ready-0").exists(), timeout=90)
+        result = run_tpuctl("profile", run_id, "--duration", "2", "--json", env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+        answer = json.loads(result.stdout)
+        assert list(answer["files"]) == ["worker:0"] and answer["missing"] == {}
+        assert Path(answer["files"]["worker:0"]).parent.parent == model / "plugins" / "profile"
+        if answer["verdict"] is not None:
+            [numbers] = answer["verdict"]["workers"]
+            assert numbers["markers"] and numbers["steps"] > 0, numbers
+        assert _state(run_id, env) == records.RUNNING
+    finally:
+        (out / "stop").touch()
+        run_tpuctl("stop", run_id, env=env, timeout=60)
