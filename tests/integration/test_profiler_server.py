@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -111,3 +112,29 @@ def test_keras_3_steps_get_markers_in_the_window(tmp_path: Path) -> None:
     data, _ = convert.xspace_to_tool_data([str(found)], "input_pipeline_analyzer", {"use_saved_result": False})
     steps = [row["c"][0]["v"] for row in json.loads(data)[1]["rows"]]
     assert steps == ["train 3", "train 4", "train 5"]
+
+
+def _start_server_on(port: int) -> subprocess.CompletedProcess[str]:
+    """The runtime's profiler start in a real worker interpreter, TensorFlow imported as a script would."""
+    code = f"from tpuctl.runtime.timeline import profiler; profiler.install_server({{'TPUCTL_PROFILER_PORT': '{port}'}}); import tensorflow"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_port_taken_before_the_server_binds_it_is_one_warning_line() -> None:
+    """TensorFlow only logs a port it cannot bind and goes on without a server: the worker says so in one line
+    (and trains on), where a free port gives no word."""
+    with socket.socket(socket.AF_INET6) as holder:
+        holder.bind(("::", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        taken = _start_server_on(port)
+    assert taken.returncode == 0, taken.stderr
+    said = [line for line in taken.stderr.splitlines() if line.startswith("tpuctl:")]
+    warning = f"tpuctl: warning: this worker's profiler server could not take port {port} (another process holds it): `tpuctl profile` names it missing"
+    assert said == [warning], taken.stderr
+    with socket.socket(socket.AF_INET6) as free:
+        free.bind(("::", 0))
+        port = free.getsockname()[1]
+    fine = _start_server_on(port)
+    assert fine.returncode == 0 and not [line for line in fine.stderr.splitlines() if line.startswith("tpuctl:")], fine.stderr

@@ -76,8 +76,32 @@ def install_server(environ: Mapping[str, str]) -> None:
             if _chief():
                 first = (str(err).strip().splitlines() or [type(err).__name__])[0]
                 _say(f"warning: the profiler server did not start on port {port} ({first[:200]}); `tpuctl profile` cannot capture this run")
+            return
+        if _listening_here(port) is False:  # TensorFlow only logs a port it could not bind, and goes on without a server
+            _say(f"warning: this worker's profiler server could not take port {port} (another process holds it): `tpuctl profile` names it missing")
 
     after_import.when_imported("tensorflow", start)
+
+
+def _listening_here(port: int) -> bool | None:
+    """Does this process hold a listening socket on the port (its sockets in /proc/self/fd matched against the
+    kernel's TCP tables)? A connect would not tell: the process that took the port answers too. None: no /proc."""
+    mine = set()
+    try:
+        rows = []
+        for table in ("tcp", "tcp6"):
+            with open(f"/proc/self/net/{table}") as lines:
+                rows += [line.split() for line in lines.read().splitlines()[1:]]
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            mine.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed meanwhile (listdir's own, another thread's)
+            continue
+    wanted = f":{port:04X}"
+    return any(len(row) > 9 and row[1].endswith(wanted) and row[3] == "0A" and f"socket:[{row[9]}]" in mine for row in rows)
 
 
 class Steps:
