@@ -242,6 +242,7 @@ BASES: dict[str, list[str]] = {
     "launch": ["launch", "train.py", "--dry-run"],
     "list": ["list"],
     "logs": ["logs", "missing-run"],
+    "new": ["new", "keras-fit", "fresh"],
     "profile": ["profile", "missing-run", "--duration", "1"],
     "recreate": ["recreate", "missing-node"],
     "report": ["report", "missing-run"],

@@ -1,0 +1,162 @@
+"""`tpuctl new`: the templates listed, one written into a new or empty folder, everything else refused in one line.
+
+The last test builds the wheel once and runs `tpuctl new` from it, away from the checkout: the templates
+live in the repository's top-level templates/, outside the package, and must still reach `pip install` users.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import ROOT
+from tpuctl import scaffold
+from tpuctl.cli import main
+
+EXPECTED = {"keras-fit", "custom-loop", "tpu-strategy", "parameter-server"}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    """`tpuctl ARGS` through main(), as the command line runs it: (exit status, stdout, stderr)."""
+    code = 0
+    with CliRunner().isolation() as (out, err, _):
+        try:
+            main(list(args))
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+        sys.stdout.flush()
+    return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), err
+    return lines[0]
+
+
+def test_list_names_every_template_with_a_line() -> None:
+    code, out, _ = run("new", "--list")
+    assert code == 0
+    rows = out.strip().splitlines()[1:]
+    assert {row.split()[0] for row in rows} >= EXPECTED
+    assert all(len(row.split(None, 1)) == 2 for row in rows), rows
+
+
+def test_list_json_is_a_list_of_names_and_descriptions() -> None:
+    for flag in ("--json", "--format=json"):
+        code, out, _ = run("new", "--list", flag)
+        assert code == 0
+        data = json.loads(out)
+        assert {t["name"] for t in data} >= EXPECTED
+        assert all(set(t) == {"name", "description"} and t["description"] for t in data)
+
+
+def test_every_template_has_a_readme_that_says_how_to_run_it() -> None:
+    for template in scaffold.available():
+        readme = (template.path / "README.md").read_text()
+        assert template.run in readme, template.name
+        assert template.run.startswith("tpuctl launch train.py "), template.run
+        assert (template.path / "train.py").is_file()
+
+
+def test_new_writes_the_template_into_a_new_folder(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b"
+    code, out, _ = run("new", "custom-loop", str(target))
+    assert code == 0, out
+    source = scaffold.find("custom-loop").path
+    assert sorted(p.name for p in target.iterdir()) == ["README.md", "train.py"]  # template.toml stays behind
+    assert (target / "train.py").read_bytes() == (source / "train.py").read_bytes()
+    assert "README.md" in out and "tpuctl launch train.py" in out
+
+
+def test_new_into_an_empty_folder_with_json(tmp_path: Path) -> None:
+    code, out, _ = run("new", "keras-fit", str(tmp_path), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["template"] == "keras-fit" and sorted(data["files"]) == ["README.md", "train.py"]
+    assert data["run"] == scaffold.find("keras-fit").run
+
+
+def test_a_non_empty_folder_or_a_file_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text("keep me")
+    code, _, err = run("new", "keras-fit", str(tmp_path))
+    assert code == 2
+    assert "is not empty" in one_error_line(err)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.py"] and (tmp_path / "mine.py").read_text() == "keep me"
+    code, _, err = run("new", "keras-fit", str(tmp_path / "mine.py"))
+    assert code == 2 and "is not a folder" in one_error_line(err)
+    assert (tmp_path / "mine.py").read_text() == "keep me"
+
+
+def test_an_unknown_name_names_the_known_ones(tmp_path: Path) -> None:
+    code, _, err = run("new", "keras-fitt", str(tmp_path / "x"))
+    line = one_error_line(err)
+    assert code == 2 and "no template 'keras-fitt'" in line
+    assert all(name in line for name in EXPECTED)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["new"], "needs NAME and DIR"),
+        (["new", "keras-fit"], "needs NAME and DIR"),
+        (["new", "--list", "keras-fit"], "--list takes no NAME"),
+        (["new", "../keras-fit", "DIR"], "no template '../keras-fit'"),
+        (["new", "_build.py", "DIR"], "no template"),
+        (["new", "\x1b[2Jx", "DIR"], "x1b[2Jx' (one of: "),
+        (["new", "keras-fit", "a\nb"], "control characters"),
+        (["new", "keras-fit", "\x1b]0;t\x07"], "control characters"),
+        (["new", "keras-fit", "LOOP"], "looping symlink"),
+        (["new", "keras-fit", "/dev/null"], "is not a folder"),
+        (["new", "keras-fit", ""], "empty"),
+    ],
+)
+def test_hostile_input_is_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    places = {"DIR": str(tmp_path / "new"), "LOOP": str(tmp_path / "loop")}
+    code, out, err = run(*(places.get(a, a) for a in args))
+    assert code == 2, out + err
+    assert says in one_error_line(err) and "\x1b" not in err
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_wheel_carries_the_templates_and_new_finds_them_there(tmp_path: Path) -> None:
+    # Built from a copy of the sources, so the checkout gets no build/ folder; without build isolation (offline).
+    source = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("tpuctl", "templates"):
+        shutil.copytree(ROOT / name, source / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist")],
+        check=True, capture_output=True, timeout=120,
+    )
+    (wheel,) = (tmp_path / "dist").glob("tpuctl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for template in EXPECTED:
+        for file in ("train.py", "README.md", "template.toml"):
+            assert f"tpuctl/script_templates/{template}/{file}" in names, (template, file)
+    assert not [n for n in names if "_build" in n or "__pycache__" in n or n.startswith("templates/")]
+    # Installed as a wheel installs (unpacked into site-packages' place), away from the checkout.
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    script = "import sys; from tpuctl import scaffold; print(scaffold.root()); from tpuctl.cli import main; sys.exit(main(sys.argv[1:]))"
+    listed = subprocess.run([sys.executable, "-c", script, "new", "--list", "--json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    where, _, rest = listed.stdout.partition("\n")
+    assert Path(where) == site / "tpuctl" / "script_templates"
+    assert {t["name"] for t in json.loads(rest)} >= EXPECTED
+    written = subprocess.run([sys.executable, "-c", script, "new", "tpu-strategy", "out"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "out" / "train.py").read_bytes() == (ROOT / "templates" / "tpu-strategy" / "train.py").read_bytes()
