@@ -65,7 +65,12 @@ def test_two_workers_serve_the_profiler_on_loopback_and_profile_their_window(tmp
     script = tmp_path / "fit.py"
     script.write_text(SCRIPT)
     logs, model = tmp_path / "logs", tmp_path / "model"
-    argv = tpuctl_cmd("launch", str(script), "--workers", "2", "--log-dir", str(logs), "--model-dir", str(model), "--profile", "2-4", "--", "40", "0.25")
+    # Independent workers (--strategy none): under MultiWorkerMirroredStrategy TensorFlow 2.21 aborts a worker in the
+    # profiler's stop now and then (heap corruption, docs/profile.md), which this test is not about.
+    argv = tpuctl_cmd(
+        "launch", str(script), "--workers", "2", "--strategy", "none", "--log-dir", str(logs), "--model-dir", str(model), "--profile", "2-4",
+        "--", "40", "0.25",
+    )  # fmt: skip
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         try:
             record = _wait_for(logs / "attempt-1" / "profilers.json", proc, 60)
