@@ -66,7 +66,7 @@ def stage(name):
     print("stage " + name, flush=True)
 started = time.monotonic()
 stage("import")
-import tensorflow as tf
+tf = __import__("tensorflow")  # the child's own import, the one being checked (tpuctl itself never imports TensorFlow)
 answer = {"version": getattr(tf, "__version__", None), "import_s": round(time.monotonic() - started, 3)}
 stage("keras")
 try:
