@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 HERE = Path(__file__).resolve().parent
@@ -183,7 +184,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each side of the TensorFlow pair (default 5)")
     parser.add_argument("--noop-runs", type=int, default=15, help="timed runs of each side of the no-op pair (default 15)")
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1, noop_runs=1)
 
     env = dict(os.environ)
     for name in ("TF_CONFIG", "TF_USE_LEGACY_KERAS", "PYTHONPROFILEIMPORTTIME"):

@@ -39,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,7 +150,7 @@ def gcloud_env(g: GoogleStandin, tmp: Path, gcloud: str) -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11, help="timed runs of every command (default 11)")
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1)
     runs = max(1, args.runs)
 
     tpuctl = tpuctl_command()

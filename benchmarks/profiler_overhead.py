@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from timeline_overhead import FIT, PER_STEP  # the same fit, timed the same way
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 TARGET = 1.01
@@ -57,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each side (default 7)")
     parser.add_argument("--steps", type=int, default=1000, help="batches in each timed fit (default 1000)")
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1, steps=20)
     tpuctl = tpuctl_command()
     times: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:

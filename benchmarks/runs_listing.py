@@ -37,6 +37,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,7 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs of every command (default 15)")
     parser.add_argument("--records", type=int, default=10_000, help="run records in the folder (default 10,000)")
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1, records=200)
     tpuctl = tpuctl_command()
     with tempfile.TemporaryDirectory() as tmp:
         full = {**os.environ, "XDG_STATE_HOME": str(Path(tmp) / "state")}

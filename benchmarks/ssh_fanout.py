@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 HERE = Path(__file__).resolve().parent
@@ -90,9 +91,8 @@ def end_masters(tmpdir: Path) -> None:
 
 
 class Subjects:
-    def __init__(self, cluster: SshCluster, work: Path, pdsh: str | None) -> None:
+    def __init__(self, cluster: SshCluster, pdsh: str | None) -> None:
         self.cluster = cluster
-        self.work = work
         self.pdsh = pdsh
         self.warm_tmp = short_tmpdir("tfw")
         self.env = {**os.environ, "NO_COLOR": "1"}
@@ -109,9 +109,10 @@ class Subjects:
         return found
 
     def _tpuctl(self, hosts: list[str], stamps: Path) -> list[str]:
+        """One launch per log dir (a folder holds one launch), so each run gets its own beside its stamps."""
         return [
             *tpuctl_command(), "launch", str(STAMP), "--hosts", ",".join(hosts), "--ssh-config", str(self.cluster.config),
-            "--strategy", "none", "--log-dir", str(self.work / "logs"), "--", str(stamps),
+            "--strategy", "none", "--log-dir", str(stamps.parent / f"logs-{stamps.name}"), "--", str(stamps),
         ]
 
     def tpuctl_cold(self, hosts: list[str], stamps: Path) -> tuple[list[str], dict[str, str], Path | None]:
@@ -180,7 +181,7 @@ def main() -> int:
     parser.add_argument(
         "--kex", help="KexAlgorithms for every subject's ssh, e.g. curve25519-sha256 (default: OpenSSH's own)"
     )
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1, hosts="2,3")
     runs = max(1, args.runs)
     counts = sorted({int(n) for n in args.hosts.split(",")})
 
@@ -199,7 +200,7 @@ def main() -> int:
         if args.kex:  # the config ends with its `Host *` block, which this line joins
             with cluster.config.open("a") as config:
                 config.write(f"  KexAlgorithms {args.kex}\n")
-        subjects = Subjects(cluster, work, pdsh)
+        subjects = Subjects(cluster, pdsh)
         cold_dirs: list[Path] = []
         try:
             commands = subjects.commands()

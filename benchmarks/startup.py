@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 GCLOUD_DEFAULT = "/usr/bin/gcloud"
@@ -126,7 +127,7 @@ def check_imports(label: str, args: list[str], env: dict[str, str], floor: set[s
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21, help="timed runs of every command (default 21)")
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1)
     runs = max(1, args.runs)
 
     env = dict(os.environ)

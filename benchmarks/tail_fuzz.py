@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 10
 
@@ -77,7 +79,7 @@ def run_target(name: str, test: Any, args: tuple[Any, ...]) -> tuple[int, float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=10_000)
-    options = parser.parse_args()
+    options = parse_args(parser, examples=30)
     os.environ["TPUCTL_FUZZ_EXAMPLES"] = str(options.examples)  # read when the test module is imported
     sys.path.insert(0, str(ROOT))
     signal.signal(signal.SIGALRM, _alarm)

@@ -57,6 +57,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 TF215 = ROOT / ".venv-tf215" / "bin" / "python"
 
@@ -309,7 +311,7 @@ def main() -> None:
     parser.add_argument("--keras-steps", type=int, default=20_000, help="batches of the Keras fit (0: no Keras file)")
     parser.add_argument("--tf215", default=str(TF215), help="an interpreter with TensorFlow 2.15 ('' to skip that file)")
     parser.add_argument("--only-command", action="store_true", help="time only the whole commands (tail --json vs the loader's JSON dump)")
-    options = parser.parse_args()
+    options = parse_args(parser, runs=1, mb=0, keras_steps=5)
     sys.path.insert(0, str(ROOT))
     steps = (options.mb << 20) // BYTES_PER_STEP + 1
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as name:

@@ -35,6 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +109,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each side (default 7)")
     parser.add_argument("--steps", type=int, default=1000, help="batches in each timed fit (default 1000)")
     parser.add_argument("--workers", type=int, default=1, choices=(1, 2), help="workers per launch (default 1)")
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1, steps=20)
     tpuctl = tpuctl_command()
     times: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,6 +12,10 @@ started here, which sleeps 50 ms before answering every request, and both leave 
 Target: subject <= 0.5x the anchor. tpuctl talks REST through google-auth's AuthorizedSession
 instead of loading a Vertex client library; this is where that choice shows.
 
+A side's time runs until its command returned and the stand-in holds the job: a detached launch
+returns once its run holds its folder and submits from its own process, so its exit alone would
+time less than the submission; each detached run is stopped after it is timed (`tpuctl stop`).
+
 Each side runs once untimed (a warm-up, and a check that a job was created with the expected
 machine spec), then the runs alternate in a rotating order and medians are reported. A
 measurement, not a test: it exits 0 even when the target is missed.
@@ -31,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import parse_args  # benchmarks/smoke.py, beside this script
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,13 +55,27 @@ RUN_TIMEOUT_S = 120
 MACHINE = {"machineType": "cloud-tpu", "acceleratorType": "TPU_V2", "acceleratorCount": 8}
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> float:
+def run_once(argv: list[str], env: dict[str, str], g: GoogleStandin) -> tuple[float, str]:
+    """Seconds until the command returned AND the stand-in holds its CustomJob, and the command's stdout.
+
+    A detached launch returns once its run holds its folder and submits from its own process after that, so the
+    command's exit alone would time less than the submission.
+    """
+    before = len(g.vertex.created_bodies)
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=RUN_TIMEOUT_S)
-    elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"benchmark command failed with status {done.returncode}: {' '.join(argv)}\n{done.stderr[-2000:]}")
-    return elapsed
+    deadline = start + RUN_TIMEOUT_S
+    while len(g.vertex.created_bodies) == before and time.perf_counter() < deadline:
+        time.sleep(0.002)
+    return time.perf_counter() - start, done.stdout
+
+
+def stop_detached(stdout: str, env: dict[str, str]) -> None:
+    """End a detached run's follower (and cancel its job) so that none outlives the benchmark."""
+    run_id = json.loads(stdout)["run_id"]
+    subprocess.run([*tpuctl_command(), "stop", run_id], capture_output=True, text=True, env=env, check=False, timeout=RUN_TIMEOUT_S)
 
 
 def created_one(g: GoogleStandin, before: int, name: str) -> None:
@@ -69,14 +88,14 @@ def created_one(g: GoogleStandin, before: int, name: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
-    args = parser.parse_args()
+    args = parse_args(parser, runs=1)
     gcloud = shutil.which("gcloud")
     with GoogleStandin(project="tpuctl-bench") as g, tempfile.TemporaryDirectory() as tmp:
         g.faults.latency_s = LATENCY_S
         env = standin_env(g, Path(tmp)) | {"TPUCTL_VERTEX_ENDPOINT": g.url, "TPUCTL_LOGGING_ENDPOINT": g.url}
         subject = [
             *tpuctl_command(), "launch", str(ROOT / "examples" / "train_tpu.py"), "--backend", "vertex", "--image", IMAGE,
-            "--accelerator", "v2-8", "--region", REGION, "--detach", "--json", "--log-dir", str(Path(tmp) / "logs"),
+            "--accelerator", "v2-8", "--region", REGION, "--detach", "--json",
         ]
         commands = {"tpuctl launch --backend vertex --detach": (subject, env)}
         if gcloud is None:
@@ -91,17 +110,25 @@ def main() -> None:
                 "--format=json", *anchor_cli.flags,
             ]
             commands["gcloud ai custom-jobs create"] = (anchor, anchor_cli.env)
-        for name, (argv, cmd_env) in commands.items():
+        def timed(name: str) -> float:
             g.vertex.next_script(JobScript(states=[("JOB_STATE_QUEUED", 3600.0)]))
+            argv, cmd_env = commands[name]
+            if argv is subject:  # one launch per log dir: a folder holds one launch
+                argv = [*argv, "--log-dir", str(Path(tmp) / f"logs-{len(g.vertex.created_bodies)}")]
+            seconds, stdout = run_once(argv, cmd_env, g)
+            if argv[: len(subject)] == subject:
+                stop_detached(stdout, cmd_env)
+            return seconds
+
+        for name in commands:
             before = len(g.vertex.created_bodies)
-            run_once(argv, cmd_env)
+            timed(name)
             created_one(g, before, name)
         times: dict[str, list[float]] = {name: [] for name in commands}
         names = list(commands)
         for round_no in range(args.runs):
             for name in names[round_no % len(names) :] + names[: round_no % len(names)]:
-                g.vertex.next_script(JobScript(states=[("JOB_STATE_QUEUED", 3600.0)]))
-                times[name].append(run_once(*commands[name]))
+                times[name].append(timed(name))
     medians = {name: statistics.median(values) for name, values in times.items()}
     for name, median in medians.items():
         print(f"{name:34} median {median:.3f} s over {len(times[name])} runs")
