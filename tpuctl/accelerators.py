@@ -419,3 +419,24 @@ def vertex_gpu_machine(accelerator: str, count: int) -> VertexMachine:
     if count not in counts:
         raise _refuse(f"Vertex AI offers {accelerator.upper()} in counts of {', '.join(map(str, counts))} per machine, not {count}")
     return VertexMachine(counts[count], accelerator.upper(), count, None)
+
+
+# --- GPUs as CUDA numbers them ---------------------------------------------------------------------
+
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+# An index, or a GPU's or MIG instance's UUID (or its first characters, which CUDA also accepts).
+_CUDA_ENTRY = re.compile(r"[0-9]{1,4}|(?:GPU|MIG)-[0-9A-Za-z/-]{1,120}")
+
+
+def visible_entries(value: str) -> tuple[str, ...]:
+    """The GPUs a CUDA_VISIBLE_DEVICES value leaves visible: its entries up to the first that is neither an
+    index nor a UUID (`-1`, empty), as CUDA reads it (CUDA C++ Programming Guide, "CUDA Environment Variables").
+
+    A repeated entry also ends the list here, so that no card is ever counted, or handed out, twice."""
+    found: list[str] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not _CUDA_ENTRY.fullmatch(entry) or entry in found:
+            break
+        found.append(entry)
+    return tuple(found)
