@@ -428,15 +428,19 @@ CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 _CUDA_ENTRY = re.compile(r"[0-9]{1,4}|(?:GPU|MIG)-[0-9A-Za-z/-]{1,120}")
 
 
-def visible_entries(value: str) -> tuple[str, ...]:
-    """The GPUs a CUDA_VISIBLE_DEVICES value leaves visible: its entries up to the first that is neither an
-    index nor a UUID (`-1`, empty), as CUDA reads it (CUDA C++ Programming Guide, "CUDA Environment Variables").
+def visible_entries(value: str, devices: int | None = None) -> tuple[str, ...]:
+    """The GPUs a CUDA_VISIBLE_DEVICES value leaves visible, as CUDA reads it (CUDA C++ Programming Guide, "CUDA
+    Environment Variables"): its entries up to the first that names no device (`-1`, empty, an index past the
+    machine's `devices` when that is known), and none at all when one is named twice.
 
-    A repeated entry also ends the list here, so that no card is ever counted, or handed out, twice."""
+    Measured with CUDA 12 on one H200: "0,1" shows 1 device, "-1,0" and "0,0" none, "GPU-329700ca" (a UUID's
+    first characters) 1."""
     found: list[str] = []
     for raw in value.split(","):
         entry = raw.strip()
-        if not _CUDA_ENTRY.fullmatch(entry) or entry in found:
+        if not _CUDA_ENTRY.fullmatch(entry) or (devices is not None and entry.isdigit() and int(entry) >= devices):
             break
+        if entry in found:
+            return ()
         found.append(entry)
     return tuple(found)

@@ -54,12 +54,16 @@ def pool(count: int) -> Pool:
         ("", ()),  # empty: no GPU at all
         ("-1", ()),  # the usual way to hide every GPU: not an index, so nothing from there on
         ("0,-1,1", ("0",)),
-        ("0,0,1", ("0",)),  # a card named twice is never handed out twice
+        ("0,0,1", ()),  # a card named twice: CUDA shows none (measured on an H200)
         ("0,\x1b[31m", ("0",)),
     ],
 )
 def test_cuda_visible_devices_is_read_up_to_its_first_invalid_entry(value: str, entries: tuple[str, ...]) -> None:
     assert visible_entries(value) == entries
+
+
+def test_an_index_past_the_machine_s_gpus_ends_the_list() -> None:
+    assert visible_entries("0,1", 1) == ("0",) and visible_entries("1", 1) == () and visible_entries("GPU-aa,3", 2) == ("GPU-aa",)
 
 
 # --- the split -------------------------------------------------------------------------------------------------
@@ -132,6 +136,7 @@ def test_the_user_s_cuda_visible_devices_is_the_pool_even_when_empty(tmp_path: P
     tool = str(fake_nvidia_smi(tmp_path, 8))
     assert find_pool({"CUDA_VISIBLE_DEVICES": "GPU-aa,GPU-bb"}, tool).ids == ("GPU-aa", "GPU-bb")
     assert find_pool({"CUDA_VISIBLE_DEVICES": ""}, tool).ids == ()
+    assert find_pool({"CUDA_VISIBLE_DEVICES": "6,7,8,9"}, tool).ids == ("6", "7")  # nvidia-smi lists 8: there is no GPU 8
     assert find_pool({}, tool) == Pool(tuple(str(i) for i in range(8)), "nvidia-smi")
 
 

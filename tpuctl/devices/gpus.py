@@ -46,15 +46,16 @@ class Pool:
 def find_pool(environ: Mapping[str, str], nvidia_smi: str | None = None) -> Pool:
     """This machine's GPUs as the workers could see them: `environ`'s CUDA_VISIBLE_DEVICES when set, else
     nvidia-smi's GPUs, else the driver's /proc list (under TPUCTL_SYSFS_ROOT when set, for tests)."""
-    if VISIBLE in environ:
-        return Pool(visible_entries(environ[VISIBLE]), f"{VISIBLE}={dev.one_line(environ[VISIBLE], 80)!r}")
     warning = None
     try:
-        rows = dev.nvidia_smi_rows(nvidia_smi)
-        if rows:
-            return Pool(tuple(str(index) for index in range(len(rows))), "nvidia-smi")
+        rows: list[dev.Row] | None = dev.nvidia_smi_rows(nvidia_smi) or None
     except TpuctlError as err:
-        warning = f"{err.message}; GPUs counted from /proc/driver/nvidia/gpus instead"
+        rows, warning = None, f"{err.message}; GPUs counted from /proc/driver/nvidia/gpus"
+    if VISIBLE in environ:  # an index past the machine's GPUs ends the list, as it does for CUDA
+        value = environ[VISIBLE]
+        return Pool(visible_entries(value, len(rows) if rows else None), f"{VISIBLE}={dev.one_line(value, 80)!r}")
+    if rows:
+        return Pool(tuple(str(index) for index in range(len(rows))), "nvidia-smi")
     listed = os.path.join(os.environ.get("TPUCTL_SYSFS_ROOT") or "/", *DRIVER_LIST)
     try:
         count = len([name for name in os.listdir(listed) if not name.startswith(".")])

@@ -52,7 +52,8 @@ def check_gpu_share(facts: Facts, context: Context) -> Check:
     Judged only for a --workers the user gave: the default 2 sizes the port check, it is no plan."""
     value = facts.env.get(CUDA_VISIBLE_DEVICES)
     smi = facts.nvidia_smi.get("gpus")
-    count = len(visible_entries(value)) if value is not None else len(smi) if isinstance(smi, list) else 0
+    listed = len(smi) if isinstance(smi, list) else None
+    count = len(visible_entries(value, listed)) if value is not None else listed or 0
     where = f"{CUDA_VISIBLE_DEVICES}={one_line(value, 60)!r}" if value is not None else "nvidia-smi"
     if not count:
         return ok("gpu-share", "no GPU to share out")
