@@ -87,9 +87,9 @@ def assert_verdict(check: Check, status: str, *found: str, fix: tuple[str, ...] 
     assert bool(check.fix) == (status != "ok") or check.name == "ports", check
 
 
-def test_sixteen_checks_one_per_name() -> None:
+def test_seventeen_checks_one_per_name() -> None:
     names = [c.name for c in run_checks(facts.from_json(answer()), Context())]
-    assert len(CHECKS) == len(set(names)) == 16
+    assert len(CHECKS) == len(set(names)) == 17
 
 
 # --- python ----------------------------------------------------------------------------------------------------
@@ -508,6 +508,26 @@ def test_gpus_without_a_working_driver_warn() -> None:
     assert_verdict(run("gpus", pci=on_bus), "warn", "1 NVIDIA device(s) on the PCI bus but no nvidia-smi", fix=("driver",))
     failed = run("gpus", nvidia_smi={"found": True, "error": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"})
     assert_verdict(failed, "warn", "nvidia-smi failed: NVIDIA-SMI has failed", fix=("nvidia-smi",))
+
+
+H200S = {"found": True, "gpus": ["NVIDIA H200"] * 2}
+
+
+def test_gpu_share_warns_when_the_given_workers_outnumber_the_gpus() -> None:
+    crowded = run("gpu-share", Context(workers=3, workers_given=True), nvidia_smi=H200S)
+    assert_verdict(crowded, "warn", "3 workers per host, 2 GPU(s) (nvidia-smi): workers share cards", fix=("at most 2 workers per host",))
+    # The workers' own CUDA_VISIBLE_DEVICES is the pool a launch shares out: one visible card of the two.
+    one = run("gpu-share", Context(workers=2, workers_given=True), nvidia_smi=H200S, env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert_verdict(one, "warn", "2 workers per host, 1 GPU(s) (CUDA_VISIBLE_DEVICES='1')")
+
+
+def test_gpu_share_is_ok_when_each_worker_gets_a_card_or_no_count_was_given() -> None:
+    assert_verdict(run("gpu-share", Context(workers=2, workers_given=True), nvidia_smi=H200S), "ok", "1 for each of 2 worker(s)")
+    # doctor's default of 2 workers sizes the port check; it is not a launch to judge.
+    assert_verdict(run("gpu-share", Context(workers=3), nvidia_smi=H200S), "ok", "more than 2 worker(s) per host would share cards")
+    assert_verdict(run("gpu-share", Context(workers=8, workers_given=True)), "ok", "no GPU to share out")
+    hidden = run("gpu-share", Context(workers=4, workers_given=True), nvidia_smi=H200S, env={"CUDA_VISIBLE_DEVICES": "-1"})
+    assert_verdict(hidden, "ok", "no GPU to share out")
 
 
 # --- ports -----------------------------------------------------------------------------------------------------

@@ -261,4 +261,4 @@ def test_this_machine_through_probe_here(here: facts.Facts) -> None:
     assert os.path.realpath(here.executable) == os.path.realpath(sys.executable)
     assert here.tf_import.get("status") in ("skipped", "absent")
     checks = run_checks(here, Context())
-    assert len(checks) == 16 and next(c for c in checks if c.name == "python").status in ("ok", "warn")
+    assert len(checks) == 17 and next(c for c in checks if c.name == "python").status in ("ok", "warn")

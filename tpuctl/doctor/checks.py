@@ -28,6 +28,7 @@ CHECKS: tuple[Callable[[Facts, Context], Check], ...] = (
     python.check_jax,
     tpu.check_runtime_image,
     machine.check_gpus,
+    machine.check_gpu_share,
     machine.check_ports,
     machine.check_gcs_credentials,
     machine.check_clock,

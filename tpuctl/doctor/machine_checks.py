@@ -1,9 +1,11 @@
-"""The checks of the machine around the workers: GPUs, free ports, credentials for a gs:// model dir, the clock."""
+"""The checks of the machine around the workers: GPUs (and how many workers share them), free ports, credentials
+for a gs:// model dir, the clock."""
 
 from __future__ import annotations
 
 import email.utils
 
+from tpuctl.accelerators import CUDA_VISIBLE_DEVICES, visible_entries
 from tpuctl.doctor.facts import Facts, number, text
 from tpuctl.doctor.verdict import Check, Context, ok, tf_dist
 from tpuctl.errors import one_line
@@ -41,6 +43,31 @@ def check_gpus(facts: Facts, _: Context) -> Check:
         )
         return Check("gpus", "fail", f"nvidia-smi lists {len(gpus)} GPU(s), TensorFlow sees {seen}", fix)
     return ok("gpus", f"{len(gpus)} GPU(s), all seen by TensorFlow")
+
+
+def check_gpu_share(facts: Facts, context: Context) -> Check:
+    """Issue 34: `tpuctl launch` gives each local worker its share of the host's GPUs (CUDA_VISIBLE_DEVICES: the
+    workers' own value when set, else nvidia-smi's GPUs); more workers than GPUs share cards, each with
+    TF_FORCE_GPU_ALLOW_GROWTH=true, and TensorFlow's memory on a shared card is all of theirs together.
+    Judged only for a --workers the user gave: the default 2 sizes the port check, it is no plan."""
+    value = facts.env.get(CUDA_VISIBLE_DEVICES)
+    smi = facts.nvidia_smi.get("gpus")
+    listed = len(smi) if isinstance(smi, list) else None
+    count = len(visible_entries(value, listed)) if value is not None else listed or 0
+    where = f"{CUDA_VISIBLE_DEVICES}={one_line(value, 60)!r}" if value is not None else "nvidia-smi"
+    if not count:
+        return ok("gpu-share", "no GPU to share out")
+    if context.workers <= count:
+        return ok("gpu-share", f"{count} GPU(s) ({where}): {count // context.workers} for each of {context.workers} worker(s) per host")
+    if not context.workers_given:
+        return ok("gpu-share", f"{count} GPU(s) ({where}): more than {count} worker(s) per host would share cards (--workers N checks a count)")
+    return Check(
+        "gpu-share",
+        "warn",
+        f"{context.workers} workers per host, {count} GPU(s) ({where}): workers share cards, each with memory growth, "
+        "and together can run out of GPU memory",
+        f"at most {count} workers per host: each then gets GPUs of its own",
+    )
 
 
 def check_ports(facts: Facts, context: Context) -> Check:

@@ -28,6 +28,7 @@ class Context:
 
     model_dir: str | None = None
     workers: int = 2
+    workers_given: bool = False  # --workers was given: a count to judge, not the default that sizes the port check
     runtime_version: str | None = None  # the TPU VM's image, from the TPU API (--tpu NAME)
 
 

@@ -49,5 +49,6 @@ def gpus_per_worker() -> Any:
         "--gpus-per-worker",
         type=_GPU_COUNT,
         default=0,
-        help="GPUs for each chief and worker (a pod's nvidia.com/gpu; a Vertex replica's count).",
+        help="GPUs for each chief and worker: local workers get that many each in CUDA_VISIBLE_DEVICES (0: none)  "
+        "[default: an even split of this machine's GPUs]; a pod's nvidia.com/gpu; a Vertex replica's count.",
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tpuctl import worker_contract as contract
 from tpuctl.backends.local import bindshim
+from tpuctl.devices.gpus import Share
 from tpuctl.errors import FAILED, TpuctlError
 from tpuctl.launch.process import ports
 from tpuctl.launch.process.backend import Backend, Handle
@@ -72,12 +73,16 @@ class LocalBackend(Backend):
     name = "local"
     host = "localhost"
 
-    def __init__(self, run_dir: Path, shim: Path | None = None, *, profiler: bool = False) -> None:
+    def __init__(self, run_dir: Path, shim: Path | None = None, *, profiler: bool = False, gpus: Share | None = None) -> None:
         self._run_dir = run_dir
+        self._gpus = gpus  # each worker's CUDA_VISIBLE_DEVICES, decided once for the whole run (LocalRunner.prepare)
         self._shim = shim  # the bind shim that keeps each worker's server on loopback (None: --expose, or unavailable)
         self._profiler = profiler  # a second port per worker, for its profiler server (--profiler-server)
         self._held: ports.PortReservation | None = None
         self._profiler_ports: dict[str, int] = {}  # a worker's TensorFlow address -> its profiler server's port
+
+    def gpus(self) -> Share | None:
+        return self._gpus
 
     def reserve(self, count: int) -> list[str]:
         wanted = 2 * count if self._profiler else count

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from tpuctl import worker_contract as contract
 from tpuctl.backends.local import bindshim
+from tpuctl.cluster import role_counts
+from tpuctl.devices import gpus
 from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.launch import rehearsal_report
+from tpuctl.launch import rehearsal_report, shared_options
 from tpuctl.launch.backend import BackendOptions, RunContext, Runner
 from tpuctl.launch.job import Job
 from tpuctl.launch.option_fields import option
@@ -29,7 +31,7 @@ from tpuctl.launch.process.plan import Plan, build_plan
 
 @dataclass(frozen=True)
 class Options(BackendOptions):
-    """The local backend's one option of its own: whether its workers' servers may listen beyond loopback."""
+    """The local backend's options: whether its workers' servers may listen beyond loopback; GPUs per worker."""
 
     expose: bool = option(
         "--expose",
@@ -38,6 +40,7 @@ class Options(BackendOptions):
         help="Let local workers' TensorFlow servers listen on every interface, as TensorFlow does by default "
         "(tpuctl keeps them on 127.0.0.1; docs/security.md).",
     )
+    gpus_per_worker: int = shared_options.gpus_per_worker()
 
 
 class LocalRunner(Runner):
@@ -45,6 +48,7 @@ class LocalRunner(Runner):
 
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()
+        self.gpus: gpus.Share | None = None  # each worker's GPUs, decided once by prepare() for the dry run and the run
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         if not os.path.isfile(job.script):
@@ -54,7 +58,9 @@ class LocalRunner(Runner):
         model_dir = job.model_dir
         if model_dir and "://" not in model_dir:
             model_dir = os.path.abspath(model_dir)
-        return replace(job, python=job.python or sys.executable, model_dir=model_dir)
+        job = replace(job, python=job.python or sys.executable, model_dir=model_dir)
+        self.gpus = share_gpus(job, self.options.gpus_per_worker if "gpus_per_worker" in given else None)
+        return job
 
     def dry_run(self, job: Job, run_id: str) -> Plan:
         """The plan with real free ports, each bound and released in turn (a launch picks afresh).
@@ -62,7 +68,7 @@ class LocalRunner(Runner):
         A dry run holds nothing: reserving every port at once took two descriptors per
         worker, and `--dry-run --workers 1001` died of EMFILE under a 1024 limit.
         """
-        return build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1)
+        return build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1, gpus=self.gpus)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.launch.preflight import LocalChecks
@@ -74,11 +80,16 @@ class LocalRunner(Runner):
         shim = None if self.options.expose else _loopback_shim(context.notice)
         checks.result()
         context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
+        if self.gpus is not None and self.gpus.pool.warning:
+            context.notice(f"warning: {self.gpus.pool.warning}")
+        if self.gpus is not None and any(chosen is not None for chosen in self.gpus.gpus):
+            context.notice(f"GPUs: {self.gpus.summary()}")
+        backend = LocalBackend(context.log_dir, shim, profiler=job.profiler_server, gpus=self.gpus)
         if not job.rehearse:
-            return run_supervised(LocalBackend(context.log_dir, shim, profiler=job.profiler_server), job, context)
+            return run_supervised(backend, job, context)
         report = context.log_dir / rehearsal_report.FILE_NAME  # LOG_DIR is this launch's alone: no earlier report
         job = replace(job, env=(*job.env, (contract.REHEARSAL_REPORT, str(report))))
-        outcome = run_supervised(LocalBackend(context.log_dir, shim, profiler=job.profiler_server), job, context)
+        outcome = run_supervised(backend, job, context)
         outcome.rehearsal = rehearsal_report.read(report)
         if outcome.rehearsal is None and outcome.exit_code == 0:
             context.notice(
@@ -91,6 +102,15 @@ class LocalRunner(Runner):
         if outcome.rehearsal is not None and failure is not None and failure.cause is not None:
             failure.cause = rehearsal_report.explained(failure.cause, outcome.rehearsal)
         return outcome
+
+
+def share_gpus(job: Job, per_worker: int | None) -> gpus.Share | None:
+    """Each task's GPUs (tpuctl/devices/gpus.py): the pool is --env's CUDA_VISIBLE_DEVICES, else this environment's,
+    else the machine's; a TF_FORCE_GPU_ALLOW_GROWTH of the user's stays theirs. None where nothing is set."""
+    environ = {**os.environ, **dict(job.env)}
+    roles = [role for role, count in role_counts(job.workers, chief=job.parameter_server, ps=job.ps).items() for _ in range(count)]
+    share = gpus.split(gpus.find_pool(environ), roles, per_worker, gpus.GROWTH in environ)
+    return share if any(chosen is not None for chosen in share.gpus) or share.pool.warning else None
 
 
 def _loopback_shim(notice: Callable[[str], None]) -> Path | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -31,7 +32,9 @@ COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
 @click.argument("script", required=False, metavar="[SCRIPT]")
 @click.option("--python", metavar="PATH", help="The workers' interpreter.  [default: launch's: the [launch] config's python, else this one]")
 @click.option("--model-dir", metavar="DIR", help="The model dir the launch will use (a gs:// one gets its credentials checked).  [default: from config]")
-@click.option("--workers", type=click.IntRange(1, 4096), default=2, show_default=True, help="Workers per host: the free ports to find.")
+@click.option(
+    "--workers", type=click.IntRange(1, 4096), help="Workers per host: the free ports to find, and whether they share GPUs.  [default: 2]"
+)
 @click.option(
     "--import-timeout",
     type=Seconds(minimum=1.0),
@@ -48,7 +51,7 @@ def doctor(
     script: str | None,
     python: str | None,
     model_dir: str | None,
-    workers: int,
+    workers: int | None,
     import_timeout: float,
     no_import: bool,
     dry_run: bool,
@@ -65,8 +68,8 @@ def doctor(
     options = Options(**{k: v for k, v in ssh.items() if k in Options.__dataclass_fields__})
     launch = _launch_defaults()
     interpreter = python or launch.get("python") or None
-    context = Context(model_dir=model_dir or launch.get("model_dir") or _setting("model-dir"), workers=workers)
-    request = Request(workers=workers, deadline=import_timeout, import_tensorflow=not no_import)
+    context = Context(model_dir=model_dir or launch.get("model_dir") or _setting("model-dir"), workers=workers or 2, workers_given=workers is not None)
+    request = Request(workers=context.workers, deadline=import_timeout, import_tensorflow=not no_import)
     remote = options.ssh_hosts is not None or options.ssh_hostfile is not None or options.tpu_name is not None
     if remote:
         from tpuctl.backends.ssh.doctor import plan_hosts, probe_hosts
@@ -76,7 +79,7 @@ def doctor(
                 click.echo(line)
             return
         found = probe_hosts(options, interpreter or sys.executable, request, script)
-        context = Context(context.model_dir, context.workers, found.runtime_version)
+        context = replace(context, runtime_version=found.runtime_version)
         rows = grouped(found.answers, context, found.script_dir)
     else:
         remote_only = ("ssh_user", "ssh_key", "ssh_option", "ssh_config", "remote_dir", "internal_ip", "project", "tpu_zone")

@@ -76,7 +76,8 @@ def run_attempt(wiring: Wiring, job: Job, run_id: str, number: int) -> Outcome:
     addresses = wiring.backend.reserve(job.processes)
     hosts = wiring.backend.placement(job.processes)
     log_dir = os.path.abspath(wiring.folder.path)
-    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=wiring.backend.host, hosts=hosts, log_dir=log_dir)
+    backend = wiring.backend
+    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=backend.host, hosts=hosts, log_dir=log_dir, gpus=backend.gpus())
     try:
         write_private(wiring.folder.plan_file(number), json.dumps(plan.to_json(), indent=2) + "\n")
     except OSError as err:  # a full disk loses the record, not the run (docs/launch.md, Failure behaviour)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 
+from tpuctl.devices.gpus import Share
 from tpuctl.launch.console import logs
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.process.plan import WorkerSpec
@@ -77,6 +78,10 @@ class Backend(ABC):
 
     def placement(self, count: int) -> list[str] | None:
         """Called after reserve(): the host of each task where they differ (ssh); None: every worker on `host`."""
+        return None
+
+    def gpus(self) -> Share | None:
+        """Which GPUs each task sees (local workers: tpuctl/devices/gpus.py); None: the environment is left alone."""
         return None
 
     def connection(self) -> dict[str, object] | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from tpuctl import worker_contract as contract
 from tpuctl.cluster import ClusterSpec, Task, make_cluster
+from tpuctl.devices.gpus import Share
 from tpuctl.launch.job import Job, worker_env
 
 
@@ -59,6 +60,7 @@ class Plan:
     workers: tuple[WorkerSpec, ...]
     run_id: str
     attempt: int
+    gpus: Share | None = None  # which GPUs each local worker sees (tpuctl/devices/gpus.py); None: left alone
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -70,11 +72,14 @@ class Plan:
             "strategy": self.job.strategy,
             "model_dir": self.job.model_dir,
             "workers": [w.to_dict() for w in self.workers],
+            "gpus": self.gpus.to_json() if self.gpus is not None else None,
         }
 
     def render(self) -> str:
         job = self.job
         lines = [f"plan {self.run_id}: {job.workers} worker(s), strategy {job.strategy}, up to {job.attempts} attempt(s)"]
+        if self.gpus is not None:
+            lines.append(f"GPUs: {self.gpus.summary()}")
         for worker in self.workers:
             role = " (chief)" if worker.chief else ""
             lines.append(f"{worker.name}{role} on {worker.host}")
@@ -95,11 +100,13 @@ def build_plan(
     host: str = "localhost",
     hosts: Sequence[str] | None = None,
     log_dir: str | None = None,
+    gpus: Share | None = None,
 ) -> Plan:
     """Turn a Job and one address per worker into every worker's argv and env.
 
     Every worker runs on `host`, unless `hosts` names one host per task (in task order).
-    `log_dir`: the run's, where --profile writes when there is no model dir.
+    `log_dir`: the run's, where --profile writes when there is no model dir. `gpus`: each task's
+    CUDA_VISIBLE_DEVICES (and memory growth where workers share a card), over the user's --env.
     """
     cluster = make_cluster(job.workers, addresses, chief=job.parameter_server, ps=job.ps)
     tasks = cluster.tasks()
@@ -119,6 +126,7 @@ def build_plan(
             contract.WORKER_INDEX: str(task.index),
             contract.NUM_WORKERS: str(cluster.num_workers),
             **strategy_env,
+            **(gpus.env(position) if gpus is not None else {}),
             # Worker output must reach the terminal line by line, not in 8 KiB blocks.
             "PYTHONUNBUFFERED": "1",
         }
@@ -137,4 +145,4 @@ def build_plan(
                 server=job.parameter_server and task.type in ("worker", "ps"),
             )
         )
-    return Plan(job=job, cluster=cluster, workers=tuple(specs), run_id=run_id, attempt=attempt)
+    return Plan(job=job, cluster=cluster, workers=tuple(specs), run_id=run_id, attempt=attempt, gpus=gpus)
