@@ -11,6 +11,7 @@ unless told otherwise) with the offending text shown on one line.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -180,3 +181,33 @@ def check_data(data: object, what: str, *, max_depth: int = MAX_NESTING, exit_co
             if depth >= max_depth:
                 raise TpuctlError(f"{what} nests deeper than {max_depth} levels", exit_code=exit_code)
             stack.extend((child, depth + 1) for child in _children(value))
+
+
+# A size as rsync's --max-size takes it: K, M, G, T (or KiB...) are powers of 1024, KB, MB, GB, TB powers of 1000.
+_SIZE = re.compile(r"([0-9]+)(?:\.([0-9]+))?[ ]?(?:([KMGT])(i?B)?|B)?", re.ASCII | re.IGNORECASE)
+_SIZE_POWERS = {"K": 1, "M": 2, "G": 3, "T": 4}
+MAX_SIZE = 1 << 50  # a pebibyte: past any folder a launch copies, and a unit slip (1e9 G) is caught
+
+
+def parse_size(text: str, what: str) -> int:
+    """A number of bytes from text like `1 GiB`, `500M`, `1.5G`, `2GB`, `4096`: above 0 and at most a
+    pebibyte; anything else (negative, nan, `1e9`, `12 parsecs`, digits past 40 characters) is one line."""
+    found = _SIZE.fullmatch(text.strip()) if len(text) <= 40 else None
+    if found is None:
+        raise TpuctlError(f"{what} {shown(text)} is not a size", hint="e.g. 1GiB, 500M, 2GB (K, M, G, T are powers of 1024; KB, MB, GB, TB of 1000)")
+    whole, fraction, unit, suffix = (group or "" for group in found.groups())
+    scale = 1
+    if unit:
+        scale = (1000 if suffix and suffix.lower() == "b" else 1024) ** _SIZE_POWERS[unit.upper()]
+    value: int = int(whole) * scale + int(fraction or "0") * scale // 10 ** len(fraction)
+    if not 0 < value <= MAX_SIZE:
+        raise TpuctlError(f"{what} {shown(text)} is not within 1 byte and 1 PiB")
+    return value
+
+
+def format_size(count: int) -> str:
+    """Bytes as people read them: `3.1 MiB`, `812 bytes`."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"

@@ -26,6 +26,7 @@ from tpuctl.backends.ssh.backend import SshBackend
 from tpuctl.backends.ssh.client_args import SshOptions
 from tpuctl.backends.ssh.fanout import run_everywhere
 from tpuctl.backends.ssh.placement import RemotePaths
+from tpuctl.backends.ssh.selection import select
 from tpuctl.hosts import parse_slot_hosts
 
 HOSTILE = [
@@ -236,6 +237,14 @@ def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: Ss
     (project / "pkg" / "helper.py").write_text("VALUE = 'from the helper'\n")
     (project / "__pycache__").mkdir()
     (project / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    # Issue 34: a git checkout whose .gitignore keeps data/ out and whose .tpuctlignore keeps out a tracked checkpoint.
+    (project / "data").mkdir()
+    (project / "data" / "shard-0.tfrecord").write_bytes(b"\0" * 4096)
+    (project / "init.ckpt").write_bytes(b"\0" * 1024)
+    (project / ".gitignore").write_text("data/\n__pycache__/\n")
+    (project / ".tpuctlignore").write_text("*.ckpt\n")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run(["git", "add", "init.ckpt"], cwd=project, check=True)
     (project / "train.py").write_text(
         "import json, os, sys\nfrom pkg.helper import VALUE\n"
         "with open(os.path.join(os.environ['OUT'], os.environ['TPUCTL_WORKER_INDEX'] + '.json'), 'w') as f:\n"
@@ -253,7 +262,11 @@ def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: Ss
     first = run_tpuctl("launch", "--ssh-config", str(cluster.config), *args, cwd=project)
     assert first.returncode == 0, first.stderr
     assert (remote / "pkg" / "helper.py").read_text() == "VALUE = 'from the helper'\n"
-    assert not (remote / "__pycache__").exists()
+    assert not (remote / "__pycache__").exists() and not (remote / "data").exists() and not (remote / "init.ckpt").exists()
+    sent = sorted(str(p.relative_to(remote)) for p in remote.rglob("*") if p.is_file() and "__pycache__" not in p.parts)  # the workers' own .pyc
+    assert sent == [".gitignore", ".tpuctlignore", "pkg/helper.py", "train.py"]
+    size = sum((project / name).stat().st_size for name in (".gitignore", ".tpuctlignore", "pkg/helper.py", "train.py"))
+    assert f"tpuctl: sync: 4 file(s), {size} bytes to each of 2 hosts ({2 * size} bytes in all)" in first.stderr.splitlines()
     for index in ("0", "1"):
         seen = json.loads((out / f"{index}.json").read_text())
         assert seen == {
@@ -278,7 +291,7 @@ def test_sync_without_rsync_sends_only_changed_files(
         paths = RemotePaths(workdir=str(dest), script="train.py", sync_source=str(source), sync_dest=str(dest))
         backend = SshBackend(
             parse_slot_hosts("host1,host2"),
-            SshOptions(config=str(cluster.config)), paths, python=sys.executable, sync=True, notice=notes.append,
+            SshOptions(config=str(cluster.config)), paths, python=sys.executable, sync=select(str(source)), notice=notes.append,
         )
         try:
             backend.reserve(2)

@@ -99,7 +99,8 @@ def test_an_ssh_dry_run_shows_each_host_s_command_quoted_once_and_the_sync() -> 
     assert rsync[0] == "rsync" and rsync[-2:] == [str(Path(EXAMPLE).parent) + "/", "HOST:/srv/my train/examples/"]  # its place under the working directory
     assert "User=trainer" in shlex.split(rsync[rsync.index("-e") + 1])  # the same ssh as the sessions
     code, text, _ = invoke(*args, "--dry-run")
-    assert code == 0 and f"sync: {Path(EXAMPLE).parent}/ -> each host's /srv/my train/examples/ (not __pycache__, .git), with: rsync " in text
+    assert code == 0 and f"sync: {Path(EXAMPLE).parent}/ -> each host's /srv/my train/examples/, the files chosen by git ls-files" in text
+    assert sync["summary"] in text and "sync: with: rsync -a --protect-args --files-from=- --from0 -e " in text
     assert "remote: workers run in /srv/my train with /opt/my env/bin/python" in text and "warning:" not in text
 
 

@@ -370,5 +370,6 @@ def test_a_remote_dry_run_shows_the_remote_side_and_warns_about_laptop_paths(tmp
     )
     assert synced.returncode == 0, synced.stderr
     assert "remote: workers run in /srv/train with python3" in synced.stdout
-    assert f"sync: {os.path.dirname(os.path.abspath(EXAMPLE))}/ -> each host's /srv/train/ (not __pycache__, .git), with: rsync -a" in synced.stdout
+    assert f"sync: {os.path.dirname(os.path.abspath(EXAMPLE))}/ -> each host's /srv/train/, the files chosen by" in synced.stdout
+    assert "sync: with: rsync -a " in synced.stdout
     assert "ssh to node-a.invalid: ssh " in synced.stdout and "warning:" not in synced.stdout

@@ -15,7 +15,7 @@ import click
 from tpuctl.launch import option_fields
 from tpuctl.launch.job import Job
 from tpuctl.launch.option_fields import option
-from tpuctl.launch.registry import BACKENDS
+from tpuctl.launch.registry import BACKENDS, backend_module
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,10 @@ class LaunchOptions:
 
 
 # The options tpuctl.toml / the user config file may set under [launch], with their TOML types, each
-# paired with its option's click type, so a file's value meets the same limits as the flag's.
+# paired with its option's click type, so a file's value meets the same limits as the flag's. A backend's
+# option is one only where it is a project's policy rather than one run's (ssh's --sync-limit).
 CONFIG_KEYS: dict[str, type | tuple[type, Any]] = {
     name: (base, checker) if (checker := option_fields.param_type(owner, name)) is not None else base
-    for owner in (Job, LaunchOptions)
+    for owner in (Job, LaunchOptions, *(backend_module(backend).Options for backend in BACKENDS))
     for name, base in option_fields.config_keys(owner).items()
 }

@@ -17,6 +17,7 @@ from tpuctl import worker_contract as contract
 from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.backends.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.backends.ssh.placement import RemotePaths, place
+from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import (
     HELLO_TIMEOUT_S,
     LOST_CONNECTION,
@@ -64,7 +65,7 @@ class SshBackend(Backend):
         paths: RemotePaths,
         *,
         python: str,
-        sync: bool = False,
+        sync: Selection | None = None,
         notice: Callable[[str], None] = lambda line: None,
         hosts_again: Callable[[Callable[[str], None]], list[HostEntry]] | None = None,
         node_down: Callable[[], str | None] | None = None,
@@ -77,7 +78,8 @@ class SshBackend(Backend):
         node_down: for a TPU slice, the node's condition when it is not READY now (TpuSlice.down).
         preflight: what each host's first agent checks before any worker starts (tpuctl.launch.preflight.remote_hello);
         doctor: the doctor command that checks hosts ("h1,h2") in full, named when a check fails there;
-        profiler: each agent holds a second port for its worker's profiler server (`tpuctl profile`)."""
+        profiler: each agent holds a second port for its worker's profiler server (`tpuctl profile`);
+        sync: the files --sync copies to every host before its first worker starts (selection.py), or None."""
         self.entries = list(entries)
         self.hosts_again = hosts_again
         self.node_down = node_down
@@ -111,9 +113,9 @@ class SshBackend(Backend):
             address = session.address()
             addresses.append(address)
             self._pending[(host, address)] = session
-        if self.sync and not self._synced:
+        if self.sync is not None and not self._synced:
             try:
-                FolderSync(self.options, self.paths, self.python).run(sessions, self.notice)
+                FolderSync(self.options, self.paths, self.python, self.sync).run(sessions, self.notice)
             except BaseException:
                 self._drop_pending()
                 raise
@@ -192,7 +194,7 @@ class SshBackend(Backend):
         if first:
             hello.append(("check_runtime", "1"))
             hello += self.preflight
-            if self.sync:
+            if self.sync is not None:
                 hello += [("mkdir", self.paths.workdir), ("mkdir", self.paths.sync_dest)]
                 if not self._synced:
                     hello += [("sync", self.paths.sync_dest), ("local_rsync", "1" if shutil.which("rsync") else "")]

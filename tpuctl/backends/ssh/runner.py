@@ -28,6 +28,7 @@ from tpuctl.launch.option_fields import option
 if TYPE_CHECKING:
     from tpuctl.backends.ssh.client_args import SshOptions
     from tpuctl.backends.ssh.placement import RemotePaths
+    from tpuctl.backends.ssh.selection import Selection
     from tpuctl.backends.ssh.shipment import Shipment
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.launch.backend import RunContext
@@ -36,6 +37,23 @@ if TYPE_CHECKING:
     from tpuctl.launch.process.plan import Plan
 
 DEFAULT_FANOUT = 16  # the same as tpuctl.backends.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
+SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
+
+
+class SizeText(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2; pyproject allows 8.1
+    """A size as --sync-limit takes it (tpuctl.inputs.parse_size), checked and kept as text, so a [launch] table
+    gives it as a TOML string and a bad one is refused naming the file, as the flag would be."""
+
+    name = "SIZE"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from tpuctl.inputs import parse_size
+
+        try:
+            parse_size(str(value), "size")
+        except TpuctlError as err:
+            self.fail(err.message + (f" ({err.hint})" if err.hint else ""), param, ctx)
+        return str(value)
 
 
 @dataclass(frozen=True)
@@ -92,7 +110,21 @@ class Options(Connection, BackendOptions):
     ssh_hostfile: str | None = option(
         "--hostfile", type=click.Path(dir_okay=False), help="Hosts for ssh, one 'HOST [slots=N]' per line, # comments (DeepSpeed/horovod format)."
     )
-    sync: bool = option("--sync", is_flag=True, default=False, help="Copy the script's folder to every host first (rsync; skips unchanged files).")
+    sync: bool = option(
+        "--sync",
+        is_flag=True,
+        default=False,
+        help="Copy the script's folder to every host first (rsync; skips unchanged files), "
+        "less what .gitignore and .tpuctlignore exclude (in a git checkout: the files `git ls-files` lists).",
+    )
+    sync_limit: str | None = option(
+        "--sync-limit",
+        type=SizeText(),
+        metavar="SIZE",
+        config=True,
+        help="With --sync: refuse to send more than SIZE to each host, e.g. 500M, 2GiB [env TPUCTL_SYNC_LIMIT].  [default: 1GiB]",
+    )
+    sync_large: bool = option("--sync-large", is_flag=True, default=False, help="With --sync: send the folder even above --sync-limit.")
     tpu_name: str | None = option("--tpu", metavar="NAME", help="Run on every host of this TPU VM slice (hosts from the Cloud TPU API).")
     project: str | None = shared_options.project()
     tpu_zone: str | None = option("--zone", metavar="ZONE", help="With --tpu: the zone [env TPUCTL_ZONE].")
@@ -191,6 +223,8 @@ class SshRunner(Runner):
         if options.remote_dir is not None and not options.remote_dir.strip():
             raise TpuctlError("--remote-dir is empty")
         self.paths: RemotePaths | None = None
+        self.selection: Selection | None = None  # what --sync sends (selection.py), chosen at prepare()
+        self.sync_limit = 0
         self.warnings: list[str] = []  # laptop paths the hosts may not have: said by the dry run and the run
 
     @property
@@ -222,10 +256,33 @@ class SshRunner(Runner):
             )
         self.paths = RemotePaths.resolve(job.script, self.options.remote_dir)
         self.warnings = _laptop_paths(job.python, self.paths, self.options)
+        self._choose_files(job, given)
         model_dir = job.model_dir
         if model_dir and "://" not in model_dir:
             model_dir = self.paths.remote_path(os.path.abspath(model_dir))
         return replace(job, workers=workers, script=self.paths.script, model_dir=model_dir, python=job.python or sys.executable)
+
+    def _choose_files(self, job: Job, given: frozenset[str]) -> None:
+        """--sync: the files it sends, refused here (so a dry run and --detach refuse too, nothing sent) when the
+        script itself is not among them, or when they are over the limit without --sync-large."""
+        from tpuctl.backends.ssh.selection import LIMIT_HINT, select
+
+        assert self.paths is not None
+        if not self.options.sync:
+            if {"sync_limit", "sync_large"} & given:
+                raise TpuctlError("--sync-limit and --sync-large are for --sync")
+            return
+        self.sync_limit = _sync_limit(self.options.sync_limit, "sync_limit" in given)
+        self.selection = select(self.paths.sync_source)
+        script = os.path.basename(job.script)
+        if script not in {path for path, _ in self.selection.files}:
+            raise TpuctlError(
+                f"--sync would not send {script}: .gitignore or .tpuctlignore excludes it, so the hosts would not have it",
+                hint=f"remove it from what excludes it (`git check-ignore -v {shlex.quote(script)}` names the line)",
+            )
+        over = self.selection.over(self.sync_limit)
+        if over is not None and not self.options.sync_large:
+            raise TpuctlError(f"{over}; nothing was sent", hint=LIMIT_HINT)
 
     def dry_run(self, job: Job, run_id: str) -> ShippedPlan:
         """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
@@ -243,7 +300,9 @@ class SshRunner(Runner):
         from tpuctl.backends.ssh.sync import planned
 
         ssh = {entry.host: shlex.join(agent_command(self.ssh, entry.host, job.python, "<hello>", source="<agent>")) for entry in self.entries}
-        sync = planned(self.ssh, self.paths) if self.options.sync else None
+        sync = None
+        if self.selection is not None:
+            sync = planned(self.ssh, self.paths, self.selection, len(set(hosts)), self.sync_limit, self.options.sync_large)
         remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
 
@@ -257,6 +316,12 @@ class SshRunner(Runner):
             self._free_tpus(context)
         for warning in self.warnings:
             context.notice(f"warning: {warning}")
+        if self.selection is not None:
+            from tpuctl.backends.ssh.placement import place
+
+            context.notice(self.selection.summary(len(set(place(self.entries, job.processes)))))
+            if (left_out := self.selection.left_out_line()) is not None:
+                context.notice(left_out)
         where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
         context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
         backend = SshBackend(
@@ -264,7 +329,7 @@ class SshRunner(Runner):
             self.ssh,
             self.paths,
             python=job.python,
-            sync=self.options.sync,
+            sync=self.selection,
             notice=context.notice,
             hosts_again=self.slice.hosts_again if self.slice is not None else None,
             node_down=self.slice.down if self.slice is not None else None,
@@ -313,9 +378,7 @@ class ShippedPlan:
         if sync is None:
             lines.append("sync: none: the hosts must already have the script there (--sync copies it)")
         else:
-            excluded = ", ".join(sync["exclude"])
-            lines.append(f"sync: {sync['source']} -> each host's {sync['dest']} (not {excluded}), with: {sync['command']}")
-            lines.append(f"  ({sync['fallback']})")
+            lines += _sync_lines(sync)
         lines += [f"ssh to {host}: {command}" for host, command in self.remote["ssh"].items()]
         lines += [f"warning: {warning}" for warning in self.remote["warnings"]]
         lines.append(
@@ -323,6 +386,38 @@ class ShippedPlan:
             f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"
         )
         return "\n".join([*lines, last])
+
+
+def _sync_lines(sync: dict[str, Any]) -> list[str]:
+    """A dry run's --sync: from where to where, the summary a launch prints before sending, the largest files,
+    what is left out, and the rsync command each host gets."""
+    from tpuctl.inputs import format_size
+
+    chooser = "git ls-files" if sync["chooser"] == "git" else "the .gitignore and .tpuctlignore files (not a git checkout)"
+    largest = sorted(sync["files"], key=lambda item: (-item[1], item[0]))[:5]
+    lines = [
+        f"sync: {sync['source']} -> each host's {sync['dest']}, the files chosen by {chooser} (never __pycache__)",
+        sync["summary"],
+        "sync: largest: " + ", ".join(f"{path} ({format_size(size)})" for path, size in largest),
+    ]
+    if sync["left_out"]:
+        lines.append("sync: left out: " + ", ".join(f"{path} ({why})" for path, why in sync["left_out"]))
+    lines.append(f"sync: with: {sync['command']} (the files' paths on its stdin)")
+    lines.append(f"  ({sync['fallback']})")
+    return lines
+
+
+def _sync_limit(flag: str | None, given: bool) -> int:
+    """The per-host limit: --sync-limit, else TPUCTL_SYNC_LIMIT, else a [launch] sync-limit (click's default_map,
+    already checked), else 1 GiB."""
+    from tpuctl.backends.ssh.selection import DEFAULT_LIMIT
+    from tpuctl.inputs import parse_size
+
+    if given and flag is not None:
+        return parse_size(flag, "--sync-limit")
+    if os.environ.get(SYNC_LIMIT_ENV):
+        return parse_size(os.environ[SYNC_LIMIT_ENV], SYNC_LIMIT_ENV)
+    return DEFAULT_LIMIT if flag is None else parse_size(flag, "[launch] sync-limit")
 
 
 def _laptop_paths(python: str | None, paths: RemotePaths, options: Options) -> list[str]:

@@ -1,6 +1,6 @@
-"""--sync: the script's folder copied to every host before a launch.
+"""--sync: the files selection.py chose from the script's folder, copied to every host before a launch.
 
-rsync over the same ssh (and ControlMaster) where both ends have it; else the
+rsync (given the list of files) over the same ssh (and ControlMaster) where both ends have it; else the
 agents' hellos carry a file manifest (wire.manifest, the same code on both
 ends) and only the files that differ travel, as a tar on the stdin of a
 small remote Python.
@@ -18,8 +18,8 @@ from tpuctl import reaper
 from tpuctl.backends.ssh.client_args import SshOptions
 from tpuctl.backends.ssh.fanout import parallel, run_everywhere
 from tpuctl.backends.ssh.placement import RemotePaths
+from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import Session
-from tpuctl.backends.ssh.wire import manifest
 from tpuctl.errors import FAILED, TpuctlError, one_line
 
 SYNC_EXCLUDES = ("__pycache__", ".git")
@@ -37,20 +37,26 @@ with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
 
 
 def rsync_command(options: SshOptions, host: str, source: str, dest: str) -> list[str]:
-    """rsync over the same ssh (and ControlMaster) as everything else; unchanged files are skipped."""
-    excludes = [f"--exclude={name}" for name in SYNC_EXCLUDES]
+    """rsync over the same ssh (and ControlMaster) as everything else, sending only the files named on its
+    stdin (NUL-separated, relative to `source`: rsync's --files-from); unchanged files are skipped."""
     # --protect-args: the destination reaches the remote rsync as data, not shell words.
-    return ["rsync", "-a", "--protect-args", *excludes, "-e", shlex.join(options.base()), "--", f"{source}/", f"{host}:{dest}/"]
+    return ["rsync", "-a", "--protect-args", "--files-from=-", "--from0", "-e", shlex.join(options.base()), "--", f"{source}/", f"{host}:{dest}/"]
 
 
-def planned(options: SshOptions, paths: RemotePaths) -> dict[str, object]:
-    """The --sync step as a dry run shows it: what is copied from where to where, and the rsync command a
-    launch runs for each host (HOST standing for it), built by the same function."""
+def file_list(selection: Selection) -> bytes:
+    """What rsync reads on its stdin: each chosen path, NUL-terminated."""
+    return b"".join(os.fsencode(path) + b"\0" for path, _ in selection.files)
+
+
+def planned(options: SshOptions, paths: RemotePaths, selection: Selection, hosts: int, limit: int, large: bool) -> dict[str, object]:
+    """The --sync step as a dry run shows it: what is copied from where to where (the files, their size, per host
+    and in all), and the rsync command a launch runs for each host (HOST standing for it), built by the same function."""
     return {
         "source": f"{paths.sync_source}/",
         "dest": f"{paths.sync_dest}/",
-        "exclude": list(SYNC_EXCLUDES),
+        **selection.to_json(hosts, limit, large),
         "command": shlex.join(rsync_command(options, "HOST", paths.sync_source, paths.sync_dest)),
+        "stdin": "the chosen files' paths, NUL-separated",
         "fallback": "a host without rsync gets the files that differ as a tar over ssh, unpacked by the hosts' Python",
     }
 
@@ -62,6 +68,7 @@ class FolderSync:
     options: SshOptions
     paths: RemotePaths
     python: str  # the hosts' interpreter, for the tar fallback
+    selection: Selection
 
     def run(self, sessions: Sequence[Session], notice: Callable[[str], None]) -> None:
         """Once per host (its first session), all hosts at once; every failed host is named in one error."""
@@ -69,7 +76,7 @@ class FolderSync:
         for session in sessions:
             first.setdefault(session.host, session)
         local_rsync = shutil.which("rsync") is not None
-        local = manifest(self.paths.sync_source, SYNC_EXCLUDES)
+        local = _manifest(self.selection)
         results = parallel(lambda s: self._to(s, local_rsync, local), list(first.values()), self.options.fanout)
         failed = [message for message in results if message.startswith("!")]
         if failed:
@@ -82,14 +89,15 @@ class FolderSync:
         if local_rsync and session.hello.rsync:
             done = reaper.run(
                 rsync_command(self.options, host, self.paths.sync_source, self.paths.sync_dest),
+                input=file_list(self.selection),
                 capture_output=True,
-                text=True,
                 check=False,
                 start_new_session=True,
                 timeout=SYNC_TIMEOUT_S,
             )
             if done.returncode != 0:
-                return f"!{host}: rsync failed: {one_line(done.stderr, last=True) or done.returncode}"
+                said = one_line(done.stderr.decode(errors="replace"), last=True)
+                return f"!{host}: rsync failed: {said or done.returncode}"
             return f"{host} (rsync)"
         remote = session.hello.manifest or {}
         changed = [path for path, info in local.items() if info != remote.get(path)]
@@ -102,6 +110,19 @@ class FolderSync:
         if not result.ok:
             return f"!{host}: copying {len(changed)} file(s) failed: {result.error or one_line(result.output, last=True)}"
         return f"{host} ({len(changed)} file(s))"
+
+
+def _manifest(selection: Selection) -> dict[str, tuple[int, int]]:
+    """The chosen files as the hosts' manifest describes theirs (wire.manifest): size and whole-second mtime.
+    A link's stat is its target's, as on the host, so an unchanged link is not sent again."""
+    found = {}
+    for path, _ in selection.files:
+        try:
+            info = os.stat(os.path.join(selection.folder, path))
+        except OSError:
+            info = os.lstat(os.path.join(selection.folder, path))  # a dangling link: sent each time, it is a few bytes
+        found[path] = (info.st_size, int(info.st_mtime))
+    return found
 
 
 def _tar(folder: str, paths: list[str]) -> bytes:

@@ -134,9 +134,9 @@ def build(script: str) -> Bundle:
     sizes = [(_stat_size(path), name) for name, path in shipped]
     total = sum(size for size, _ in sizes)
     if total > MAX_BYTES:
-        largest = ", ".join(f"{name} ({_size(size)})" for size, name in sorted(sizes, reverse=True)[:3])
+        largest = ", ".join(f"{name} ({inputs.format_size(size)})" for size, name in sorted(sizes, reverse=True)[:3])
         raise TpuctlError(
-            f"{folder} holds {_size(total)} to ship, more than {_size(MAX_BYTES)} (largest: {largest})",
+            f"{folder} holds {inputs.format_size(total)} to ship, more than {inputs.format_size(MAX_BYTES)} (largest: {largest})",
             hint="keep data in a bucket and list it in .tpuctlignore",
         )
     runtime = runtime_files.files()  # what the job's workers import of tpuctl, as ssh hosts get it
@@ -157,13 +157,6 @@ def build(script: str) -> Bundle:
     return Bundle(out.getvalue(), len(shipped), tuple(skipped))
 
 
-def _size(count: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} bytes"
-
-
 def _stat_size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -178,7 +171,7 @@ def _read(path: Path, left: int) -> bytes:
     if data is None:
         raise TpuctlError(f"cannot read {path}: it went away while the bundle was made", exit_code=FAILED)
     if len(data) > left:
-        raise TpuctlError(f"{path} grew while the bundle was made, past its limit of {_size(MAX_BYTES)}", exit_code=FAILED)
+        raise TpuctlError(f"{path} grew while the bundle was made, past its limit of {inputs.format_size(MAX_BYTES)}", exit_code=FAILED)
     return data
 
 

@@ -1,0 +1,224 @@
+"""Issue 34: what --sync sends. The fallback's gitignore rules against real git on generated trees; the
+selection in a checkout (git's own listing, .tpuctlignore on top); links, FIFOs; sizes, the limit, its sources."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_launch_runners import invoke
+from tpuctl.backends.ssh.ignore_rules import walk
+from tpuctl.backends.ssh.selection import select
+from tpuctl.errors import TpuctlError
+from tpuctl.inputs import MAX_SIZE, parse_size
+
+# git as a fresh user runs it: no global or system excludes, no config of this machine's.
+GIT_ENV = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "HOME": "/nonexistent", "LC_ALL": "C"}
+
+
+def git(folder: Path, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(folder), *args], env=GIT_ENV, capture_output=True, check=True, timeout=60).stdout
+
+
+def git_selection(folder: Path) -> set[str]:
+    """What git lists, less what git says .tpuctlignore files exclude: the two calls selection.py makes, run here
+    independently of it."""
+    kept = {os.fsdecode(p) for p in git(folder, "ls-files", "-z", "-co", "--exclude-standard").split(b"\0") if p}
+    dropped = {os.fsdecode(p) for p in git(folder, "ls-files", "-z", "-coi", "--exclude-per-directory=.tpuctlignore").split(b"\0") if p}
+    return kept - dropped
+
+
+DIRS = ["a", "b", "d d", "é"]
+FILES = ["x", "y.txt", "z.log", "A.TXT", "#h", "!n", "s p", "t ", "[q]", "k-1"]
+FRAGMENTS = [
+    "a/*", "*/x", "a*x", "/a", "b/**/x", "**/y.txt", "*", "**", "?", "/", "a", "b", "x", "y", ".txt", ".log",
+    "[a-b]", "[!a]", "[[:upper:]]", "[]a]", "[x-]", "\\", "\\ ", " ", "!", "#", "é", "[", "-", "d d", "t",
+]
+
+# Every chosen name in every folder two deep (21 folders): each rule meets many paths it could wrongly match.
+FOLDERS = [[], *([d] for d in DIRS), *([d, e] for d in DIRS for e in DIRS)]
+paths = st.lists(st.sampled_from(FILES), min_size=2, max_size=4, unique=True).map(lambda names: [(list(f), n) for f in FOLDERS for n in names])
+lines = st.tuples(st.booleans(), st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=4), st.sampled_from(["", "/", " ", "\r"]))
+rule_files = st.lists(
+    st.tuples(st.sampled_from(FOLDERS[:5]), st.sampled_from([".gitignore", ".tpuctlignore"]), st.lists(lines, min_size=1, max_size=4)),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _write_tree(root: Path, files: list[tuple[list[str], str]], rules: list[tuple[list[str], str, list[tuple[bool, list[str], str]]]]) -> None:
+    for folders, name in files:
+        place = root.joinpath(*folders)
+        place.mkdir(parents=True, exist_ok=True)
+        (place / name).write_bytes(b"1")
+    for folders, kind, written in rules:
+        place = root.joinpath(*folders)
+        place.mkdir(parents=True, exist_ok=True)
+        text = "".join(("!" if negated else "") + "".join(parts) + end + "\n" for negated, parts, end in written)
+        (place / kind).write_text(text, encoding="utf-8")
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(files=paths, rules=rule_files)
+def test_the_fallback_chooses_exactly_what_git_does(tmp_path_factory: pytest.TempPathFactory, files: list, rules: list) -> None:  # type: ignore[type-arg]
+    """Nested files, negation, `**`, anchors, directory-only lines, escapes, classes, trailing spaces, CRs: the same files."""
+    root = tmp_path_factory.mktemp("tree")
+    _write_tree(root, files, rules)
+    ours = set(walk(str(root)))
+    git(root, "init", "-q")
+    assert ours == git_selection(root)
+
+
+@pytest.mark.parametrize(
+    "gitignore",
+    [
+        "/a*/x\n", "a/*\n!a/b\n", "**/y.txt\n", "a/**/x\n", "a/**\n!a/x\n", "*\n!*/\n!x\n", "b/\n!b/x\n", "[[:upper:]]*\n",
+        "\\#h\n\\!n\n", "t\\ \n", "t \n", "s?p\n[!x]\n", "*.txt\r\n!a/*.txt\n", "d d/\n", "**/a/x\n", "/*/*/x\n", "x/\n",
+    ],
+)
+def test_the_fallback_agrees_with_git_on_the_constructs_the_issue_names(tmp_path: Path, gitignore: str) -> None:
+    _write_tree(tmp_path, [(list(f), n) for f in FOLDERS for n in FILES], [])
+    (tmp_path / ".gitignore").write_text(gitignore)
+    (tmp_path / "a" / ".tpuctlignore").write_text("b/*.log\n!b/z.log\n")
+    ours = set(walk(str(tmp_path)))
+    git(tmp_path, "init", "-q")
+    assert ours == git_selection(tmp_path)
+
+
+def test_git_semantics_spelled_out(tmp_path: Path) -> None:
+    """The cases the issue names, without git in the loop: a re-include inside an excluded folder is impossible."""
+    _write_tree(tmp_path, [([], "train.py"), (["data"], "big.bin"), (["data"], "keep.txt"), (["logs", "deep"], "x.log"), ([], "x.log"), (["src"], "m.py")], [])
+    (tmp_path / ".gitignore").write_text("data/\n!data/keep.txt\n/x.log\n")
+    (tmp_path / "logs" / ".tpuctlignore").write_text("**/*.log\n")
+    assert set(walk(str(tmp_path))) == {".gitignore", "train.py", "src/m.py", "logs/.tpuctlignore"}
+
+
+def _checkout(root: Path) -> Path:
+    project = root / "project"
+    _write_tree(project, [([], "train.py"), ([], "weights.bin"), (["data"], "shard-0"), (["pkg"], "helper.py"), (["__pycache__"], "c.pyc")], [])
+    (project / ".gitignore").write_text("data/\n")
+    (project / ".tpuctlignore").write_text("*.bin\n")
+    git(project, "init", "-q")
+    git(project, "add", "-f", "train.py", "weights.bin", "data/shard-0", ".gitignore")
+    return project
+
+
+def test_in_a_checkout_git_chooses_and_tpuctlignore_leaves_out_tracked_files_too(tmp_path: Path) -> None:
+    project = _checkout(tmp_path)
+    chosen = select(str(project))
+    # data/shard-0 is tracked, so git lists it although .gitignore matches; weights.bin is tracked and .tpuctlignore'd.
+    assert chosen.chooser == "git"
+    assert [path for path, _ in chosen.files] == [".gitignore", ".tpuctlignore", "data/shard-0", "pkg/helper.py", "train.py"]
+    assert {path for path, _ in chosen.files} == git_selection(project) - {"__pycache__/c.pyc"}
+
+
+def test_links_stay_links_inside_and_nothing_outside_is_followed(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    _write_tree(project, [([], "train.py"), (["conf"], "base.yaml")], [])
+    (tmp_path / "secret").write_text("outside")
+    os.symlink("conf/base.yaml", project / "config.yaml")
+    os.symlink("../secret", project / "escape")
+    os.symlink(str(tmp_path / "secret"), project / "absolute")
+    os.symlink("conf", project / "conf-link")
+    os.mkfifo(project / "pipe")
+    chosen = select(str(project))
+    assert chosen.chooser == "ignore files"
+    assert [path for path, _ in chosen.files] == ["conf-link", "conf/base.yaml", "config.yaml", "train.py"]
+    assert chosen.links == {"config.yaml", "conf-link"}
+    assert dict(chosen.left_out) == {
+        "absolute": f"a symbolic link to {tmp_path / 'secret'}: absolute links are not sent",
+        "escape": "a symbolic link out of the folder, to ../secret",
+        "pipe": "a FIFO, socket or device",
+    }
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file: nothing is unreadable to it")
+def test_an_unreadable_file_stops_the_sync_before_anything_is_sent(tmp_path: Path) -> None:
+    _write_tree(tmp_path, [([], "train.py"), ([], "locked")], [])
+    (tmp_path / "locked").chmod(0)
+    with pytest.raises(TpuctlError, match="cannot read 1 file"):
+        select(str(tmp_path))
+
+
+def _big_project(root: Path) -> Path:
+    project = root / "p"
+    project.mkdir()
+    (project / "train.py").write_text("print('hi')\n")
+    (project / "data.npy").write_bytes(b"\0" * 3_000_000)
+    (project / "vocab.txt").write_bytes(b"w\n" * 100_000)
+    (project / "notes.md").write_text("n" * 5000)
+    return project
+
+
+def test_over_the_limit_the_launch_refuses_naming_the_largest_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _big_project(tmp_path)
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("TPUCTL_SYNC_LIMIT", raising=False)
+    monkeypatch.setenv("TPUCTL_CONFIG", str(tmp_path / "none.toml"))
+    args = ("train.py", "--hosts", "h1,h2,h3", "--sync", "--python", "python3", "--dry-run")
+    code, out, err = invoke(*args, "--sync-limit", "2M")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        "Error: --sync would send 3.1 MiB to each host, over the 2.0 MiB limit; largest: data.npy (2.9 MiB), vocab.txt (195.3 KiB), "
+        "notes.md (4.9 KiB); nothing was sent (add them to .tpuctlignore or .gitignore, raise --sync-limit SIZE, or pass --sync-large)"
+    ]
+    code, out, err = invoke(*args, "--sync-limit", "2M", "--sync-large")
+    assert code == 0, err
+    assert "sync: 4 file(s), 3.1 MiB to each of 3 hosts (9.2 MiB in all)" in out.splitlines()
+    assert "sync: largest: data.npy (2.9 MiB), vocab.txt (195.3 KiB), notes.md (4.9 KiB), train.py (12 bytes)" in out
+    (project / ".tpuctlignore").write_text("*.npy\n")
+    code, out, err = invoke(*args, "--sync-limit", "2M")
+    assert code == 0 and "sync: 4 file(s), 200.2 KiB to each of 3 hosts (600.6 KiB in all)" in out, err
+
+
+def test_the_limit_comes_from_the_flag_then_the_environment_then_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _big_project(tmp_path)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("TPUCTL_CONFIG", str(tmp_path / "user.toml"))
+    (tmp_path / "user.toml").write_text('[launch]\nsync-limit = "1M"\n')
+    args = ("train.py", "--hosts", "h1", "--sync", "--python", "python3", "--dry-run", "--json")
+    assert "over the 1.0 MiB limit" in invoke(*args)[2]  # the user file
+    (project / "tpuctl.toml").write_text('[launch]\nsync-limit = "5M"\n')
+    assert invoke(*args)[0] == 0  # ./tpuctl.toml beats it
+    monkeypatch.setenv("TPUCTL_SYNC_LIMIT", "2M")
+    assert "over the 2.0 MiB limit" in invoke(*args)[2]  # the environment beats the files
+    assert invoke(*args, "--sync-limit", "4M")[0] == 0  # the flag beats all
+    (project / "tpuctl.toml").write_text('[launch]\nsync-limit = "lots"\n')
+    code, _, err = invoke(*args)
+    assert code == 2 and "tpuctl.toml: launch.sync-limit" in err and "'lots' is not a size" in err
+    (project / "tpuctl.toml").unlink()
+    monkeypatch.setenv("TPUCTL_SYNC_LIMIT", "-3G")
+    code, _, err = invoke(*args)
+    expected = "Error: TPUCTL_SYNC_LIMIT '-3G' is not a size (e.g. 1GiB, 500M, 2GB (K, M, G, T are powers of 1024; KB, MB, GB, TB of 1000))"
+    assert (code, err.strip()) == (2, expected)
+
+
+def test_a_script_the_ignore_files_exclude_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _big_project(tmp_path)
+    (project / ".tpuctlignore").write_text("train.py\n")
+    monkeypatch.chdir(project)
+    code, _, err = invoke("train.py", "--hosts", "h1", "--sync", "--python", "python3", "--dry-run")
+    assert code == 2 and err.startswith("Error: --sync would not send train.py: .gitignore or .tpuctlignore excludes it")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1GiB", 1 << 30), ("500M", 500 << 20), ("1.5G", 3 << 29), ("2GB", 2 * 10**9), ("4096", 4096), ("1 kib", 1024), ("0.5K", 512)]
+)
+def test_sizes_read_as_rsync_reads_them(text: str, expected: int) -> None:
+    assert parse_size(text, "--sync-limit") == expected
+
+
+@given(st.text(max_size=60) | st.from_regex(r"-?[0-9]{0,45}(\.[0-9]{0,5})?\s?[kmgtpeKMGTPE]?i?[bB]?", fullmatch=True))
+@settings(max_examples=400, deadline=None)
+def test_any_text_is_a_size_in_range_or_one_line(text: str) -> None:
+    try:
+        value = parse_size(text, "--sync-limit")
+    except TpuctlError as err:
+        assert "\n" not in str(err) and err.exit_code == 2
+    else:
+        assert 0 < value <= MAX_SIZE
