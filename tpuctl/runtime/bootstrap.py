@@ -340,11 +340,6 @@ def _run_own_strategy(shape: Shape, env: WorkerEnv, channel: int | None, script:
         ignored = [flag for flag, used in (("--communication", env.communication != "auto"), ("--devices", bool(env.devices))) if used]
         if ignored:
             say(f"{', '.join(ignored)} not applied: the script's own strategy takes its own arguments")
-    alone = env.cluster is not None and len(env.cluster.tasks()) == 1
-    if shape.estimator and alone and "TF_CONFIG" in os.environ:
-        # Estimator's RunConfig refuses a cluster without a chief; one process is no cluster (as `python SCRIPT`).
-        del os.environ["TF_CONFIG"]
-        say(f"{env.task.name}: one worker: TF_CONFIG left out, as tf.estimator runs a single process without one")
     deferred.watch(env, ready, say)
     if shape.own and not shape.builds_strategy:
         ready()  # graph mode / Estimator with no strategy construction in sight: nothing to wait for
