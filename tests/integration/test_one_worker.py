@@ -90,3 +90,17 @@ def test_one_worker_never_inherits_a_tf_config_from_the_launchers_shell(tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     seen = json.loads((tmp_path / "0.json").read_text())["env"]
     assert "TF_CONFIG" not in seen and seen["TPUCTL_NUM_WORKERS"] == "1"
+
+
+def test_a_script_that_reads_tf_config_fails_as_plain_python_and_is_told_how_to_get_one(tmp_path: Path) -> None:
+    script = str(GUIDES / "reads_tf_config.py")
+    plain = subprocess.run([sys.executable, script], env=_clean_env(), capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 1 and "KeyError: 'TF_CONFIG'" in plain.stderr
+    alone = run_tpuctl("launch", script, "--strategy", "none", "--log-dir", str(tmp_path / "alone"), env=_clean_env())
+    assert alone.returncode == plain.returncode, alone.stdout + alone.stderr
+    assert "KeyError: 'TF_CONFIG'" in alone.stdout
+    assert "one worker runs without TF_CONFIG, as `python SCRIPT` does; for a script that reads it, pass --strategy multi-worker-mirrored" in alone.stdout
+    named = run_tpuctl("launch", script, "--strategy", "multi-worker-mirrored", "--dry-run", "--json", env=_clean_env())
+    assert named.returncode == 0, named.stderr
+    plan = json.loads(named.stdout)
+    assert plan["tf_config"] is True and "TF_CONFIG" in plan["workers"][0]["env"]
