@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tpuctl.launch.job import Job
+import pytest
 
+from tpuctl.launch.job import Job
 from tpuctl.launch.process.plan import build_plan
 
 
@@ -49,3 +50,33 @@ def test_render_escapes_arguments_that_are_not_utf8() -> None:
     text.encode("utf-8")  # no UnicodeEncodeError
     assert "s.py '\\udcff'" in text
     assert "\\udcfe" in text
+
+
+def test_one_worker_gets_no_tf_config_and_the_plan_says_why() -> None:
+    plan = build_plan(Job(script="s.py"), ["127.0.0.1:9"], run_id="r", attempt=1)
+    (worker,) = plan.workers
+    assert "TF_CONFIG" not in worker.env
+    # the rest of the contract stays: the runtime and tpuctl.runtime's helpers read these
+    assert (worker.env["TPUCTL_NUM_WORKERS"], worker.env["TPUCTL_WORKER_INDEX"], worker.env["TPUCTL_TASK_TYPE"]) == ("1", "0", "worker")
+    assert worker.chief and plan.to_json()["tf_config"] is False
+    assert "no TF_CONFIG: one worker runs as `python SCRIPT` does" in plan.render()
+    assert "multi-worker path" in plan.render()
+
+
+@pytest.mark.parametrize(
+    ("job", "tasks"),
+    [
+        (Job(script="s.py", workers=2), 2),
+        # the user named the multi-worker strategy: a one-worker cluster it is
+        (Job(script="s.py", strategy="multi-worker-mirrored"), 1),
+        # a chief and a ps beside the one worker: a cluster of three
+        (Job(script="s.py", strategy="parameter-server", ps=1), 3),
+    ],
+)
+def test_a_cluster_or_a_named_multi_worker_strategy_keeps_tf_config(job: Job, tasks: int) -> None:
+    addresses = [f"127.0.0.1:{port}" for port in range(1, tasks + 1)]
+    plan = build_plan(job, addresses, run_id="r", attempt=1)
+    assert len(plan.workers) == tasks
+    for worker in plan.workers:
+        assert json.loads(worker.env["TF_CONFIG"])["task"] == {"type": worker.task.type, "index": worker.task.index}
+    assert plan.to_json()["tf_config"] is True and "no TF_CONFIG" not in plan.render()

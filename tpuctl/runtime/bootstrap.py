@@ -308,6 +308,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 NO_TPU = "no TPU here ({}): try --rehearse v2-8 (a rehearsal on this machine's CPU) or --tpu NAME"
+NO_TF_CONFIG = (
+    "one worker runs without TF_CONFIG, as `python SCRIPT` does; "
+    "for a script that reads it, pass --strategy multi-worker-mirrored (or more --workers)"
+)
 _NO_TPU_SIGNS = ("TPUs not found in the cluster", "Please provide a TPU Name")
 
 
@@ -326,6 +330,8 @@ def _script_failed(err: Exception) -> None:
         say(f"error: {NO_TPU.format(sign)}")
     else:
         traceback.print_exception(type(err), err, script_frames.from_the_script(err.__traceback__))
+        if "TF_CONFIG" not in os.environ and any(isinstance(e, KeyError) and e.args == ("TF_CONFIG",) for e in chain):
+            say(NO_TF_CONFIG)
     sys.exit(1)
 
 
@@ -340,11 +346,6 @@ def _run_own_strategy(shape: Shape, env: WorkerEnv, channel: int | None, script:
         ignored = [flag for flag, used in (("--communication", env.communication != "auto"), ("--devices", bool(env.devices))) if used]
         if ignored:
             say(f"{', '.join(ignored)} not applied: the script's own strategy takes its own arguments")
-    alone = env.cluster is not None and len(env.cluster.tasks()) == 1
-    if shape.estimator and alone and "TF_CONFIG" in os.environ:
-        # Estimator's RunConfig refuses a cluster without a chief; one process is no cluster (as `python SCRIPT`).
-        del os.environ["TF_CONFIG"]
-        say(f"{env.task.name}: one worker: TF_CONFIG left out, as tf.estimator runs a single process without one")
     deferred.watch(env, ready, say)
     if shape.own and not shape.builds_strategy:
         ready()  # graph mode / Estimator with no strategy construction in sight: nothing to wait for

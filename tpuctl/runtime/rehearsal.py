@@ -132,9 +132,6 @@ def install(accelerator: str, report_path: str | None, simulate_devices: Callabl
     rehearsal = Rehearsal(accelerator, report_path)
     # Colab-era scripts read the TPU's address from here, unguarded: 'grpc://' + os.environ['COLAB_TPU_ADDR'].
     os.environ.setdefault("COLAB_TPU_ADDR", _ADDRESS)
-    # A TPU host has no TF_CONFIG (its resolver is the cluster), and Estimator's RunConfig refuses the
-    # one-worker cluster of a launch ("it must have one chief"): the rehearsal runs as a TPU host does.
-    os.environ.pop("TF_CONFIG", None)
     simulate_devices(rehearsal.replicas)
     rehearsal.checks.xla_available = rehearsal_checks.register_xla_kernels()
     strategy_class = _strategy_class(rehearsal)

@@ -97,7 +97,9 @@ class LocalBackend(Backend):
     def start(self, spec: WorkerSpec) -> LocalHandle:
         ours, theirs = socket.socketpair()
         fds = [theirs.fileno()]
-        env = {**os.environ, **spec.env, contract.CONTROL_FD: str(theirs.fileno())}
+        # TF_CONFIG is the plan's or none (one worker gets none, as `python SCRIPT`), never one this shell exported.
+        inherited = {name: value for name, value in os.environ.items() if name != "TF_CONFIG"}
+        env = {**inherited, **spec.env, contract.CONTROL_FD: str(theirs.fileno())}
         reserved = self._reserved_socket(spec.address)
         if reserved is not None:
             fds.append(reserved.fileno())

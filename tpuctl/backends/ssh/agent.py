@@ -169,9 +169,10 @@ def read_line(pending: bytes) -> "tuple[bytes | None, bytes]":
     return line, rest
 
 
-# Step 2's line: the worker's argv, and its environment on top of the agent's.
+# Step 2's line: the worker's argv, and its environment on top of the agent's. The worker's TF_CONFIG is the
+# launch's or none (one worker gets none, as `python SCRIPT`), never one the host's shell profile exports.
 def read_job(line: bytes) -> "tuple[list[str], dict[str, str]]":
-    argv, env = [], dict(os.environ)
+    argv, env = [], {name: value for name, value in os.environ.items() if name != "TF_CONFIG"}
     for key, value in unpack(line.decode()):
         if key == "argv":
             argv.append(value)

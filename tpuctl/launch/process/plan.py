@@ -62,6 +62,11 @@ class Plan:
     attempt: int
     gpus: Share | None = None  # which GPUs each local worker sees (tpuctl/devices/gpus.py); None: left alone
 
+    @property
+    def tf_config(self) -> bool:
+        """Whether the workers get a TF_CONFIG (`one_process` says when they do not)."""
+        return not one_process(self.job, self.cluster)
+
     def to_json(self) -> dict[str, object]:
         return {
             "run_id": self.run_id,
@@ -71,6 +76,7 @@ class Plan:
             "args": list(self.job.args),
             "strategy": self.job.strategy,
             "model_dir": self.job.model_dir,
+            "tf_config": self.tf_config,
             "workers": [w.to_dict() for w in self.workers],
             "gpus": self.gpus.to_json() if self.gpus is not None else None,
         }
@@ -85,10 +91,33 @@ class Plan:
             lines.append(f"{worker.name}{role} on {worker.host}")
             lines.append(f"  command: {worker.command_line()}")
             lines.extend(f"  env: {name}={shlex.quote(value)}" for name, value in worker.env.items())
+        if not self.tf_config:
+            lines.append(NO_TF_CONFIG)
         lines.append("(dry run: nothing started; ports are chosen afresh at launch)")
         # An argument that is not UTF-8 reaches Python as lone surrogates ("\udcff" for the byte 0xff),
         # which a strict UTF-8 stdout cannot encode: show those as backslash escapes instead.
         return "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+NO_TF_CONFIG = (
+    "no TF_CONFIG: one worker runs as `python SCRIPT` does; a one-task TF_CONFIG would send "
+    "MultiWorkerMirroredStrategy() down its multi-worker path (--strategy multi-worker-mirrored writes one)"
+)
+
+
+def one_process(job: Job, cluster: ClusterSpec) -> bool:
+    """A single worker, with no chief, ps or evaluator, that the user did not ask to run as a multi-worker cluster.
+
+    It gets no TF_CONFIG, as `python SCRIPT` has none. With a one-task TF_CONFIG,
+    MultiWorkerMirroredStrategy() takes its multi-worker path (TF 2.21,
+    collective_all_reduce_strategy.py `_initialize_strategy`: local only when the
+    resolver's cluster_spec() is empty), which must configure collectives before
+    the eager context starts: a script that builds it after other TensorFlow work,
+    as TensorFlow's distributed-training guide does, dies with "Collective ops must
+    be configured at program startup", while without TF_CONFIG it runs locally.
+    Estimator's RunConfig, too, refuses a one-worker cluster without a chief.
+    """
+    return len(cluster.tasks()) == 1 and job.strategy != contract.MULTI_WORKER
 
 
 def build_plan(
@@ -115,11 +144,12 @@ def build_plan(
     user_env = dict(job.env)
     strategy_env = worker_env(job)
     argv = (job.python, "-m", "tpuctl.runtime", job.script, *job.args)
+    alone = one_process(job, cluster)
     specs = []
     for position, task in enumerate(tasks):
         env = {
             **user_env,
-            "TF_CONFIG": cluster.tf_config_json(task),
+            **({} if alone else {"TF_CONFIG": cluster.tf_config_json(task)}),
             contract.RUN_ID: run_id,
             contract.ATTEMPT: str(attempt),
             contract.TASK_TYPE: task.type,
