@@ -123,7 +123,7 @@ class Job:
         show_default=True,
         help="auto: on TensorFlow 2.16+, tf-keras (TF_USE_LEGACY_KERAS=1) for multi-worker and parameter-server runs "
         "(also a script's own ParameterServerStrategy), whose tf.keras (Keras 3) cannot fit under those strategies, "
-        "and for scripts written for tf-keras (legacy optimizers, metrics' reset_states()); otherwise Keras 3, whose "
+        "and for scripts written for tf-keras (legacy optimizers, metrics' reset_states(), hub.KerasLayer); otherwise Keras 3, whose "
         "custom loops on several replicas in one process get their variables built in the strategy's scope. "
         "TensorFlow 2.15 and older keep their own Keras 2. keras3: keep Keras 3. tf-keras: on any run.",
         config=True,
