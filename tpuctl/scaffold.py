@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import inputs
+from tpuctl import inputs, private_files
 from tpuctl.errors import FAILED, USAGE, TpuctlError
 
 if sys.version_info >= (3, 11):
@@ -88,6 +88,8 @@ def _target(directory: str) -> Path:
         raise TpuctlError(f"DIR {inputs.shown(directory)} exists and is not a folder", hint="name a new or empty folder")
     if not empty:
         raise TpuctlError(f"DIR {inputs.shown(directory)} is not empty", hint="tpuctl new writes only into a new or empty folder; nothing was changed")
+    if is_dir:  # whoever else owns or can write it could plant a symlinked subfolder where a template file goes
+        private_files.check_private(path, follow=True, hint="name a new folder, or an empty one of yours (chmod go-w); nothing was written")
     return path
 
 

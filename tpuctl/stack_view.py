@@ -163,6 +163,15 @@ def signature(threads: list[Thread], own: Callable[[str], bool]) -> tuple[tuple[
     return tuple((_bare(f.function), _basename(f.file), None) for f in _python_first(main.frames)[:SHOWN]) if main else ()
 
 
+def innermost(text: str, own: Callable[[str], bool]) -> str | None:
+    """The first frame the view shows for a worker: its main thread's innermost frame in the script's own
+    code, else its innermost Python frame, as `function (file:line)`; None for a dump without one."""
+    main = _main(parse(text))
+    if main is None or not main.frames:
+        return None
+    return _show(next((f for f in main.frames if own(f.file)), None) or _python_first(main.frames)[0])
+
+
 def _waits_on_peers(threads: list[Thread], own: Callable[[str], bool]) -> bool:
     """Inside a collective (or a TensorFlow step, where a multi-worker job waits for its peers):
     such a worker is usually the victim of a hang, not its cause."""

@@ -164,3 +164,57 @@ def test_a_worker_stuck_in_its_input_while_the_other_waits_in_a_collective(tmp_p
     assert "wait_for_batch" in result.stderr  # the view names where the odd worker is
     record = json.loads(result.stdout)
     assert record["failure"]["exit_code"] == 124
+
+
+# Blocks twice before any step, printing once in between: two quiet spells; then ends by itself.
+BLOCKED = """
+import time
+
+def wait_for_first_batch():
+    time.sleep(6)
+
+print("loading", flush=True)
+wait_for_first_batch()
+print("still loading", flush=True)
+wait_for_first_batch()
+"""
+
+
+def test_quiet_before_the_first_step_gets_one_notice_per_spell_and_no_stop(tmp_path: Path) -> None:
+    """No --hang-timeout: after --quiet-notice seconds with no output and no step, one line names where the
+    workers are (their innermost frame, as `tpuctl stacks` shows it) and `tpuctl stacks`; the run goes on to its end."""
+    script = _script(tmp_path, "blocked.py", BLOCKED)
+    args = ["launch", str(script), "--workers", "2", "--strategy", "none", "--quiet-notice", "2", "--log-dir", str(tmp_path / "logs")]
+    result = subprocess.run(tpuctl_cmd(*args), capture_output=True, text=True, timeout=90, cwd=ROOT, env=_env(tmp_path, WITHOUT_PY_SPY))
+    assert result.returncode == 0, result.stderr
+    notices = [line for line in result.stderr.splitlines() if "(--quiet-notice)" in line]
+    assert len(notices) == 2, result.stderr
+    run_id = json.loads((tmp_path / "logs" / "run.json").read_text())["run_id"]
+    for line in notices:
+        assert line == (
+            "tpuctl: no step yet, and no worker printed anything for 2s (--quiet-notice): worker:0, worker:1 at wait_for_first_batch "
+            f"(blocked.py:5); `tpuctl stacks {run_id}` shows every worker's stacks (nothing was stopped; --hang-timeout stops a run that hangs)"
+        ), line
+    assert "still loading" in result.stdout
+
+
+def test_quiet_after_a_step_gets_no_notice(tmp_path: Path) -> None:
+    """A step in --model-dir (a summary written before the quiet spell): training has begun, so silence is its own business."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (tmp_path / "records.json").write_text(json.dumps([r.hex() for r in (header_event(), scalar_event("loss", 1, 0.5))]))
+    script = _script(
+        tmp_path,
+        "stepped.py",
+        f"""
+import json, time
+with open({str(model_dir / "events.out.tfevents.1.stepped")!r}, "ab") as events:
+    for record in json.load(open({str(tmp_path / "records.json")!r})):
+        events.write(bytes.fromhex(record))
+time.sleep(6)
+""",
+    )
+    args = ["launch", str(script), "--strategy", "none", "--quiet-notice", "2", "--model-dir", str(model_dir), "--log-dir", str(tmp_path / "logs")]
+    result = subprocess.run(tpuctl_cmd(*args), capture_output=True, text=True, timeout=90, cwd=ROOT, env=_env(tmp_path, WITHOUT_PY_SPY))
+    assert result.returncode == 0, result.stderr
+    assert "quiet-notice" not in result.stderr

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -123,3 +125,35 @@ def test_a_keras3_custom_loop_on_simulated_devices_gets_its_lazily_created_varia
     assert built.format("Adam's variables") in result.stdout
     assert "keras-team/keras#19246); --keras tf-keras runs tf-keras instead" in result.stdout
     assert "TF_USE_LEGACY_KERAS" not in result.stdout
+
+
+@pytest.fixture(scope="module")
+def hub_module(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A feature-vector SavedModel written here (no download), the handle hub.KerasLayer loads."""
+    pytest.importorskip("tensorflow_hub", reason="tensorflow_hub is in the test extra: make test installs it")
+    handle = tmp_path_factory.mktemp("hub") / "feature_vector"
+    subprocess.run([sys.executable, str(SCRIPTS / "hub_module_save.py"), str(handle)], check=True, capture_output=True, timeout=120)
+    return handle
+
+
+def test_a_tf_hub_tutorial_script_gets_tf_keras_by_itself(tmp_path: Path, hub_module: Path) -> None:
+    """hub.KerasLayer is a tf-keras layer wherever tf.keras is Keras 3: on one worker, whose strategy alone would
+    keep Keras 3, --keras auto reads the script and chooses tf-keras, and the tutorial trains."""
+    script = SCRIPTS / "hub_feature_vector.py"
+    result = run_tpuctl("launch", str(script), str(hub_module), "--log-dir", str(tmp_path / "logs"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "[worker:0] tpuctl: tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): the script uses tensorflow_hub's KerasLayer, "
+        "a tf-keras layer that Keras 3 models refuse (line 11)"
+    ) in result.stdout
+    assert "[worker:0] hub fit done: tf_keras 2 epochs" in result.stdout
+
+
+def test_a_tf_hub_script_forced_onto_keras3_fails_naming_the_fix(tmp_path: Path, hub_module: Path) -> None:
+    result = run_tpuctl("launch", str(SCRIPTS / "hub_feature_vector.py"), str(hub_module), "--keras", "keras3", "--log-dir", str(tmp_path / "logs"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ValueError: Only instances of `keras.Layer` can be added to a Sequential model" in result.stdout
+    assert (
+        "; tensorflow_hub's KerasLayer is a tf-keras layer, which a Keras 3 model refuses: --keras tf-keras or auto (pip install tf-keras)"
+    ) in result.stderr
+    assert "hub fit done" not in result.stdout

@@ -465,6 +465,16 @@ def test_a_short_graph_execution_error_keeps_its_message(tmp_path: Path) -> None
         ),
         ("keras3_legacy_optimizer.txt", "ImportError: `keras.optimizers.legacy` is not supported in Keras 3.", "--keras tf-keras (pip install tf-keras)"),
         ("tensorboard_missing.txt", "TBNotInstalledError: TensorBoard is not installed", "pip install tensorboard"),
+        (
+            "keras3_hub_sequential.txt",
+            "ValueError: Only instances of `keras.Layer` can be added to a Sequential model.",
+            "tensorflow_hub's KerasLayer is a tf-keras layer, which a Keras 3 model refuses: --keras tf-keras or auto",
+        ),
+        (
+            "keras3_hub_functional.txt",
+            "TypeError: Exception encountered when calling layer 'keras_layer' (type KerasLayer).",
+            "tensorflow_hub's KerasLayer is a tf-keras layer, which a Keras 3 model refuses: --keras tf-keras or auto",
+        ),
         ("tpu_guide_no_tpu.log", "NotFoundError: TPUs not found in the cluster.", "no TPU here: try --rehearse v2-8"),
     ],
 )

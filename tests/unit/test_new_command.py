@@ -96,6 +96,28 @@ def test_a_non_empty_folder_or_a_file_is_refused_and_left_as_it_was(tmp_path: Pa
     assert (tmp_path / "mine.py").read_text() == "keep me"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another uid needs root (CI and the dev machines run as root)")
+def test_an_empty_folder_another_user_owns_or_others_can_write_is_refused(tmp_path: Path) -> None:
+    """Whoever owns or can write it could plant a symlinked subfolder where a template file goes (tpuctl
+    writes as root here); the rule of tpuctl's own folders (private_files.check_private) holds for it too."""
+    theirs, open_to_all, sticky = tmp_path / "theirs", tmp_path / "open", tmp_path / "sticky"
+    for folder in (theirs, open_to_all, sticky):
+        folder.mkdir()
+    os.chown(theirs, 65534, 65534)  # nobody's
+    os.chmod(open_to_all, 0o777)  # no sticky bit: anyone can rename or replace what lands there
+    os.chmod(sticky, 0o1777)  # sticky: still anyone can create data/ in it first
+    for folder, says in ((theirs, "belongs to uid 65534, not to this user (0)"), (open_to_all, "mode 0777"), (sticky, "mode 1777")):
+        code, out, err = run("new", "keras-fit", str(folder))
+        assert code == 2, out + err
+        line = one_error_line(err)
+        assert says in line and "tpuctl writes only into folders of yours that others cannot write" in line
+        assert "(name a new folder, or an empty one of yours (chmod go-w); nothing was written)" in line
+        assert list(folder.iterdir()) == []
+    os.chmod(open_to_all, 0o755)  # the user's own folder, closed to others: written
+    assert run("new", "keras-fit", str(open_to_all))[0] == 0
+    assert sorted(p.name for p in open_to_all.iterdir()) == ["README.md", "train.py"]
+
+
 def test_an_unknown_name_names_the_known_ones(tmp_path: Path) -> None:
     code, _, err = run("new", "keras-fitt", str(tmp_path / "x"))
     line = one_error_line(err)

@@ -122,6 +122,14 @@ def _keras2_only(tmp_path: Path, source: str) -> tuple[str, int] | None:
         ('"""Not tf.keras.optimizers.legacy: m.reset_states() is gone."""\nprint(1)\n', None),  # a docstring
         ("print('no keras at all')\n", None),
         ("def broken(:\n    opt = tf.keras.optimizers.legacy.Adam()\n", ("uses tf.keras.optimizers.legacy", 2)),  # no syntax tree: the text
+        # TF's hub tutorials: hub.KerasLayer in a tf.keras model (a tf-keras layer wherever tf.keras is Keras 3)
+        ("import tensorflow_hub as hub\n\nlayer = hub.KerasLayer(url, trainable=False)\n", ("uses tensorflow_hub's KerasLayer", 3)),
+        ("import tensorflow_hub\nm = tf.keras.Sequential([tensorflow_hub.KerasLayer(u)])\n", ("uses tensorflow_hub's KerasLayer", 2)),
+        ("from tensorflow_hub import KerasLayer as HubLayer\n\n\nx = HubLayer(u)(x)\n", ("uses tensorflow_hub's KerasLayer", 4)),
+        ("import tensorflow_hub as hub\nembed = hub.load(url)\n", None),  # a SavedModel: either Keras calls it
+        ("import tensorflow_hub as hub\nclass KerasLayer:\n    pass\nKerasLayer()\n", None),  # the script's own class
+        ("import tensorflow_hub as hub\n# hub.KerasLayer needs tf-keras\n", None),  # a comment
+        ("import tensorflow_hub as hub\ndef broken(:\n    hub.KerasLayer(u)\n", ("uses tensorflow_hub's KerasLayer", 3)),  # the text
     ],
 )
 def test_scripts_written_for_tf_keras_are_recognised(tmp_path: Path, source: str, found: tuple[str, int] | None) -> None:

@@ -364,3 +364,39 @@ def test_hostile_lines_are_linear() -> None:
     for line in ("    " + "x (" * 4000 + ")", '  File "' + '", line 1 in ' * 700, "Thread " + "x" * 9000 + " (idle", "1" * 5000):
         parse(line + "\n" + line)
     assert parse("Thread 1 (idle)\n    f (x.py:" + "9" * 5000 + ")\n")[0].frames[0].line is None
+
+
+# --- the quiet notice's one line (tpuctl/launch/process/quiet.py) ---------------------------------
+
+
+def test_innermost_is_the_views_first_frame_for_each_worker() -> None:
+    for scenario in SCENARIOS:
+        for form in ("faulthandler", "py-spy"):
+            text = dump(f"{scenario}.{form}")
+            assert render({"worker:0": text}, OWN)[2] == f"    {stack_view.innermost(text, OWN)}", (scenario, form)
+    assert stack_view.innermost("\x00 not a dump", OWN) is None
+
+
+def test_the_quiet_notice_names_each_place_once_and_every_worker() -> None:
+    from tpuctl.launch.process import quiet
+
+    stuck, waiting = dump("input_wait.faulthandler"), dump("tf_collective.py-spy-native")
+    line = quiet.notice(["worker:0", "worker:1", "worker:2"], [waiting, stuck, waiting], OWN, 120.0, "RUN")
+    assert line.startswith(
+        "no step yet, and no worker printed anything for 120s (--quiet-notice): worker:0, worker:2 at train_step (train.py:9); "
+        "worker:1 at wait_for_batch (train.py:13); `tpuctl stacks RUN` shows every worker's stacks"
+    ), line
+    many = quiet.notice([f"worker:{i}" for i in range(6)], [dump(f"{s}.faulthandler") for s in SCENARIOS[:5]] + [None], OWN, 2.0, "RUN")
+    assert "worker:0, worker:1, worker:2 at wait_for_batch (train.py:13); worker:3 at preprocess (train.py:9); " in many
+    assert "worker:4 at descend (train.py:11) and 1 more place; `tpuctl stacks RUN`" in many, many  # worker:5's "no stack"
+
+
+def test_the_quiet_notice_is_said_once_a_spell() -> None:
+    from tpuctl.launch.process.quiet import QuietSpell
+
+    spell = QuietSpell(120.0)
+    assert not spell.due(last=10.0, now=129.0) and spell.wake_at(10.0, 20.0) == 130.0
+    assert spell.due(last=10.0, now=130.0)
+    spell.said(10.0)
+    assert not spell.due(last=10.0, now=1000.0) and spell.wake_at(10.0, 1000.0) == 1120.0  # no busy loop while it stays quiet
+    assert spell.due(last=500.0, now=620.0)  # output at 500 began a new spell

@@ -6,13 +6,16 @@ a few probes) plus the older and newer prefix forms; each file says where its li
 
 from __future__ import annotations
 
+import io
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
+from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold, is_noise
 
 DATA = ROOT / "tests" / "data" / "tf_console"
@@ -132,3 +135,19 @@ def test_a_protobuf_dump_after_a_folded_line_is_folded_with_it() -> None:
     # without the folded head, the same text is the user's: a script printing a config shows it
     unfolded = Fold(verbose=False)
     assert not any(unfolded.hides(line) for line in lines[1:])
+
+
+@pytest.mark.parametrize(("name", "task"), [("ps_server_session_options.log", "ps:0"), ("ps_worker_session_options.log", "worker:0")])
+def test_a_parameter_server_tasks_config_dump_is_folded(name: str, task: str, tmp_path: Path) -> None:
+    """`tpuctl new parameter-server` run as its README says (a chief, 2 workers, 1 ps): each server task's log.
+    TensorFlow prints "SessionOptions: " and protobuf 30's marker (a random goo.gle/debug* link, random
+    whitespace) on the INFO line, then the ConfigProto's `device_count { ... }` text on lines of its own."""
+    text = (DATA / name).read_bytes()
+    assert b"device_count {" in text
+    shown = io.StringIO()
+    logs.pump(io.BytesIO(text), f"[{task}]", logs.LineWriter(shown), tmp_path / "task.log", logs.new_tail(), hide=Fold(False).hides)
+    assert shown.getvalue().splitlines() == [f"[{task}] tpuctl: {task}: serving for ParameterServerStrategy (the chief runs the script)"]
+    # the dump's own lines, without the folded INFO line above them, are not noise: a script printing a config shows it
+    dump = text.decode().split("SessionOptions: ", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    fresh = Fold(False)
+    assert dump[0] == "device_count {" and not any(fresh.hides(line) for line in dump)

@@ -64,6 +64,14 @@ _FIXES = (
         "in strategy.scope(), or --keras tf-keras",
     ),
     (re.compile(r"keras\.optimizers\.legacy`? is not supported"), "the legacy optimizers are tf-keras': --keras tf-keras (pip install tf-keras)"),
+    (
+        # Sequential refuses the layer; in a functional model the layer is handed a Keras 3 KerasTensor it cannot take
+        re.compile(
+            r"can be added to a Sequential model\. Received: <tensorflow_hub\.keras_layer\.KerasLayer"
+            r"|(?s:when calling layer '[^'\n]*' \(type KerasLayer\).*Received args: \(<KerasTensor )"
+        ),
+        "tensorflow_hub's KerasLayer is a tf-keras layer, which a Keras 3 model refuses: --keras tf-keras or auto (pip install tf-keras)",
+    ),
     (re.compile(r"TBNotInstalledError"), "pip install tensorboard (TensorFlow 2.21 does not bring it; tf.summary and Keras' TensorBoard callback need it)"),
     (re.compile(r"TPUs not found in the cluster|Please provide a TPU Name"), NO_TPU),
     (

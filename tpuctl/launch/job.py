@@ -30,6 +30,8 @@ from tpuctl.worker_contract import BUILDERS, COMMUNICATIONS, KERAS_CHOICES, STRA
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DEVICE = re.compile(r"/?(job:[a-z]+/(replica:\d+/)?(task:\d+/)?)?(device:)?(CPU|GPU|TPU|cpu|gpu|tpu):\d+\Z")
 DEFAULT_START_TIMEOUT_S = 300.0
+# A healthy run's first step comes seconds after start-up on CPUs and GPUs; 2 minutes of silence is when a person wonders.
+DEFAULT_QUIET_NOTICE_S = 120.0
 # Restarts past this are a typo; each one is a new attempt folder of logs.
 MAX_RESTARTS = 1000
 # Preemptions are routine on spot TPUs: a day's run may see several; each is a restart from the last checkpoint.
@@ -123,7 +125,7 @@ class Job:
         show_default=True,
         help="auto: on TensorFlow 2.16+, tf-keras (TF_USE_LEGACY_KERAS=1) for multi-worker and parameter-server runs "
         "(also a script's own ParameterServerStrategy), whose tf.keras (Keras 3) cannot fit under those strategies, "
-        "and for scripts written for tf-keras (legacy optimizers, metrics' reset_states()); otherwise Keras 3, whose "
+        "and for scripts written for tf-keras (legacy optimizers, metrics' reset_states(), hub.KerasLayer); otherwise Keras 3, whose "
         "custom loops on several replicas in one process get their variables built in the strategy's scope. "
         "TensorFlow 2.15 and older keep their own Keras 2. keras3: keep Keras 3. tf-keras: on any run.",
         config=True,
@@ -152,6 +154,16 @@ class Job:
         metavar="S",
         help="Stop (or restart) when no worker printed and no new step reached --model-dir for S seconds; "
         "every worker's stacks are shown first (0 < S <= 604800).  [default: off]",
+        config=True,
+    )
+    quiet_notice: float = option(
+        "--quiet-notice",
+        type=Seconds(),
+        metavar="S",
+        default=DEFAULT_QUIET_NOTICE_S,
+        show_default=True,
+        help="Before the first step, when no worker printed and no step reached --model-dir for S seconds, say once where "
+        "each worker is (its innermost frame) and that `tpuctl stacks` shows more; nothing is stopped (0 < S <= 604800).",
         config=True,
     )
     start_timeout: float = option(

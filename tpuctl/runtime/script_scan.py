@@ -266,11 +266,17 @@ def in_process_cluster(path: str) -> int | None:
 # What only tf-keras (Keras 2) has, written as scripts from before Keras 3 write it (TensorFlow's own TPU guide
 # and distributed-training tutorials among them): Keras 3 refuses the legacy optimizers with an ImportError and
 # its metrics have reset_state() but no reset_states(). A stateful RNN's reset_states() is Keras 3 too: a script
-# with `stateful=True` is not judged by that call.
+# with `stateful=True` is not judged by that call. tensorflow_hub's KerasLayer subclasses tf_keras' Layer wherever
+# tf.keras is Keras 3 (tensorflow_hub/keras_layer.py imports tf_keras then), and a Keras 3 model refuses it
+# ("Only instances of `keras.Layer` can be added to a Sequential model"): TF's hub tutorials need tf-keras on 2.16+.
+# Only KerasLayer counts: hub.load() returns a SavedModel that either Keras can call.
 LEGACY_OPTIMIZERS = "uses tf.keras.optimizers.legacy, which Keras 3 refuses"
 RESET_STATES = "calls reset_states(), which Keras 3 metrics do not have (reset_state() there)"
+HUB_KERAS_LAYER = "uses tensorflow_hub's KerasLayer, a tf-keras layer that Keras 3 models refuse"
 _LEGACY_TEXT = re.compile(rb"\bkeras\.optimizers\.legacy\b")
 _RESET_TEXT = re.compile(rb"\.reset_states\s*\(\s*\)")
+_HUB_TEXT = re.compile(rb"\btensorflow_hub\b")
+_HUB_LAYER_TEXT = re.compile(rb"\bKerasLayer\b")
 _STATEFUL_TEXT = re.compile(rb"\bstateful\s*=\s*True\b")
 
 
@@ -284,7 +290,8 @@ def keras2_only(path: str) -> tuple[str, int] | None:
             data = source.read(MAX_READ_BYTES)
     except OSError:
         return None
-    if b"\0" in data or not (_LEGACY_TEXT.search(data) or _RESET_TEXT.search(data)):
+    hub = bool(_HUB_TEXT.search(data) and _HUB_LAYER_TEXT.search(data))
+    if b"\0" in data or not (_LEGACY_TEXT.search(data) or _RESET_TEXT.search(data) or hub):
         return None
     tree = _parse(data) if len(data) <= MAX_PARSED_BYTES else None
     if tree is None:
@@ -306,7 +313,9 @@ def keras2_only(path: str) -> tuple[str, int] | None:
             found[what] = min(found.get(what, line), line)
     if stateful:
         found.pop(RESET_STATES, None)
-    for what in (LEGACY_OPTIMIZERS, RESET_STATES):
+    if hub and (line := _hub_keras_layer(tree)) is not None:
+        found[HUB_KERAS_LAYER] = line
+    for what in (LEGACY_OPTIMIZERS, RESET_STATES, HUB_KERAS_LAYER):
         if what in found:
             return what, found[what]
     return None
@@ -323,11 +332,33 @@ def _names_legacy_optimizers(node: ast.AST) -> bool:
     return False
 
 
+def _hub_keras_layer(tree: ast.Module) -> int | None:
+    """The first line that names tensorflow_hub's KerasLayer: `hub.KerasLayer` for the module imported under any
+    name, or KerasLayer imported from it (under any name)."""
+    import ast
+
+    modules, layers = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.asname or alias.name for alias in node.names if alias.name == "tensorflow_hub"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "tensorflow_hub":
+            layers |= {alias.asname or alias.name for alias in node.names if alias.name == "KerasLayer"}
+    lines = [
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Attribute) and node.attr == "KerasLayer" and isinstance(node.value, ast.Name) and node.value.id in modules)
+        or (isinstance(node, ast.Name) and node.id in layers)
+    ]
+    return min(lines, default=None)
+
+
 def _keras2_in_text(data: bytes) -> tuple[str, int] | None:
     """A file Python cannot parse here: the same, searched in its text."""
     checks = [(_LEGACY_TEXT, LEGACY_OPTIMIZERS)]
     if not _STATEFUL_TEXT.search(data):
         checks.append((_RESET_TEXT, RESET_STATES))
+    if _HUB_TEXT.search(data):
+        checks.append((_HUB_LAYER_TEXT, HUB_KERAS_LAYER))
     for pattern, what in checks:
         if found := pattern.search(data):
             return what, data.count(b"\n", 0, found.start()) + 1

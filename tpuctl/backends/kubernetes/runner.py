@@ -67,6 +67,7 @@ class KubernetesRunner(Runner):
     unsupported: ClassVar[Mapping[str, Unsupported]] = {
         "start_timeout": Unsupported("on Kubernetes, pods wait for the scheduler as long as it takes"),
         "hang_timeout": Unsupported(_OPERATOR_RESTARTS),
+        "quiet_notice": Unsupported("run `kubectl exec POD -- py-spy dump --pid 1` to see where a quiet pod is"),
         "max_preemptions": Unsupported(_OPERATOR_RESTARTS),
         "tail_view": Unsupported("run `tpuctl tail MODEL_DIR` beside it", line="{flag} is not available with --backend {backend}"),
     }

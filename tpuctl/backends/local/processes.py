@@ -41,8 +41,10 @@ class LocalHandle(Handle):
         self._control = control
 
     def messages(self) -> Iterator[str]:
-        """Lines the worker's runtime sends on its control channel, until EOF."""
-        with self._control.makefile("rb") as stream:
+        """Lines the worker's runtime sends on its control channel, until EOF.
+
+        A reset is an end too: a reaper that exits with a stacks request still unread resets the channel."""
+        with self._control.makefile("rb") as stream, contextlib.suppress(ConnectionError):
             for raw in stream:
                 yield raw.decode("utf-8", "replace").strip()
 

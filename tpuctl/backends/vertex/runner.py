@@ -94,6 +94,7 @@ class VertexRunner(Runner):
     unsupported: ClassVar[Mapping[str, Unsupported]] = {
         "start_timeout": Unsupported("on Vertex AI, Vertex queues and provisions as long as it takes"),
         "hang_timeout": Unsupported("on Vertex AI, a Vertex job's replicas cannot be reached for their stacks"),
+        "quiet_notice": Unsupported("on Vertex AI, a Vertex job's replicas cannot be reached for their stacks"),
         "max_preemptions": Unsupported("on Vertex AI, Vertex restarts preempted replicas itself"),
         "max_restarts": Unsupported("on Vertex AI, a failed Vertex job ends; launch it again to retry"),
         "tail_view": Unsupported("on Vertex AI, run `tpuctl tail gs://...` on the model dir beside it"),

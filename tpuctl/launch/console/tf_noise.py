@@ -77,10 +77,13 @@ _BARE_NOISE = re.compile(
 # Folded lines that announce un-prefixed follow-up lines, each with the shape those take: the
 # coordination service's straggler list (one task a line), and a protobuf message dumped with
 # DebugString() after a label (TFRT's "SessionOptions: " + a ConfigProto, "... with config: ", some
-# 100 lines of protobuf text format: `field: value`, `message {`, `}`, indented by two).
+# 100 lines of protobuf text format: `field: value`, `message {`, `}`, indented by two). Protobuf 30+
+# starts that dump with a marker, a random goo.gle/debug* link and random whitespace, alone on the
+# label's line: every parameter-server task's eager_service_impl.cc prints "SessionOptions: goo.gle/debugproto"
+# and its ConfigProto below (tests/data/tf_console/ps_*_session_options.log).
 _FOLLOW_UPS = (
     (re.compile(r"Example stragglers:\s*$"), re.compile(r"/job:[^/\s]+/replica:\d+/task:\d+")),
-    (re.compile(r"(?:Options|config): (?:\w+ \{|\w+: \S.*)?$"), re.compile(r"(?:  )*(?:\w+ \{|\}|\w+: \S.*)")),
+    (re.compile(r"(?:Options|config): (?:goo\.gle/\S+\s*|\w+ \{|\w+: \S.*)?$"), re.compile(r"(?:  )*(?:\w+ \{|\}|\w+: \S.*)")),
 )
 
 # A task that outlives the first worker (which runs the coordination service) loses it at shutdown:

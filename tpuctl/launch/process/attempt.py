@@ -24,7 +24,7 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
-from tpuctl.launch.process import stacks
+from tpuctl.launch.process import quiet, stacks
 from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.events import Exited, Inbox, Ready, ReaperNews, StacksRequested, StopSignal, WorkerEvent, WorkerState
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
@@ -107,11 +107,11 @@ class _Attempt:
             backend.started()
             self._record_profilers(job)
             self._watch()
-            steps = StepWatch(job.model_dir, self.clock.touch, self._summary_step, job.hang_timeout) if job.model_dir else None
+            steps = StepWatch(job.model_dir, self.clock.touch, self._summary_step, job.hang_timeout, job.quiet_notice) if job.model_dir else None
             if steps is not None:
                 steps.start()
             try:
-                outcome = self._supervise(job.start_timeout, job.hang_timeout)
+                outcome = self._supervise(job.start_timeout, job.hang_timeout, quiet.QuietSpell(job.quiet_notice))
                 return outcome
             finally:
                 if steps is not None:
@@ -270,19 +270,19 @@ class _Attempt:
     def _live(self) -> list[int]:
         return [p for p, worker in enumerate(self.workers) if worker.state.live]
 
-    def _supervise(self, start_timeout: float, hang_timeout: float | None) -> Outcome:
+    def _supervise(self, start_timeout: float, hang_timeout: float | None, spell: quiet.QuietSpell) -> Outcome:
         deadline = self.started_at + start_timeout
         # Servers (parameter-server workers and ps) never end by themselves: done when the rest are.
         finite = [worker for worker in self.workers if not worker.handle.spec.server]
         while any(worker.state.live for worker in finite):
             waiting = bool(self._starting())
-            event = self.wiring.inbox.next(self._patience(waiting, deadline, hang_timeout))
+            event = self.wiring.inbox.next(self._patience(waiting, deadline, hang_timeout, spell))
             if event is None:
                 if waiting:
                     return self._start_timeout(start_timeout)
-                assert hang_timeout is not None
-                if time.monotonic() - self.clock.last >= hang_timeout:
+                if hang_timeout is not None and time.monotonic() - self.clock.last >= hang_timeout:
                     return self._hang(hang_timeout)
+                self._quiet_notice(spell)
                 continue
             if isinstance(event, WorkerEvent):
                 if event.attempt != self.number:
@@ -306,13 +306,27 @@ class _Attempt:
                 return Outcome(exit_code=failure.exit_code, attempts=0, elapsed_s=0.0, failure=failure)
         return Outcome(exit_code=0, attempts=0, elapsed_s=0.0)
 
-    def _patience(self, waiting: bool, deadline: float, hang_timeout: float | None) -> float | None:
-        """How long to wait for the next event: until the start-up deadline, then until the hang deadline."""
+    def _patience(self, waiting: bool, deadline: float, hang_timeout: float | None, spell: quiet.QuietSpell) -> float | None:
+        """How long to wait for the next event: until the start-up deadline, then until the hang deadline or the quiet notice."""
         if waiting:
             return max(0.0, deadline - time.monotonic())
-        if hang_timeout is not None:
-            return max(0.0, self.clock.last + hang_timeout - time.monotonic())
-        return None
+        due = [t for t in (None if hang_timeout is None else self.clock.last + hang_timeout, self._quiet_due(spell)) if t is not None]
+        return max(0.0, min(due) - time.monotonic()) if due else None
+
+    def _quiet_due(self, spell: quiet.QuietSpell) -> float | None:
+        """When to look at the quiet spell again; None once a step was seen (a worker's or the model dir's)."""
+        return None if self.worker_steps or self.summary_steps else spell.wake_at(self.clock.last, time.monotonic())
+
+    def _quiet_notice(self, spell: quiet.QuietSpell) -> None:
+        """Quiet since the last touch, before any step: one line with where each worker is (their stacks taken once)."""
+        last = self.clock.last
+        if self.worker_steps or self.summary_steps or not spell.due(last, time.monotonic()):
+            return
+        spell.said(last)
+        specs = [worker.handle.spec for worker in self.workers]
+        dumps = self.wiring.collector.collect([worker.handle for worker in self.workers], set(self._live()))
+        own = stack_view.own_code_predicate(stacks.script_dir(specs[0]))
+        self.wiring.notice(quiet.notice([spec.name for spec in specs], dumps, own, spell.period, self.plan.run_id))
 
     def _show_stacks(self, why: str) -> stack_view.Comparison:
         """Every live worker's stacks on the console and in the attempt's log folder; the comparison the view shows."""

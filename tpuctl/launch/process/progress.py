@@ -45,12 +45,19 @@ class StepWatch:
     Reading failures are not progress and never end the launch: the next poll tries again."""
 
     def __init__(
-        self, model_dir: str, on_progress: Callable[[], None], on_step: Callable[[int], None], hang_timeout: float | None
+        self,
+        model_dir: str,
+        on_progress: Callable[[], None],
+        on_step: Callable[[int], None],
+        hang_timeout: float | None,
+        quiet_notice: float | None = None,
     ) -> None:
         self._model_dir = model_dir
         self._on_progress = on_progress
         self._on_step = on_step
         self._interval = min(MAX_POLL_S, max(MIN_POLL_S, hang_timeout / 5)) if hang_timeout else TIMELINE_POLL_S
+        if quiet_notice:  # a step must be seen before the quiet notice (tpuctl/launch/process/quiet.py) would be said
+            self._interval = min(self._interval, max(MIN_POLL_S, quiet_notice / 5))
         self._tailer: Tailer | None = None
         self._old: set[str] = set()
         self._best = self._best_summary = -1
