@@ -31,8 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timeline_overhead import FIT, PER_STEP  # the same fit, timed the same way
 from smoke import parse_args  # benchmarks/smoke.py, beside this script
+from timeline_overhead import FIT, PER_STEP  # the same fit, timed the same way
 from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 TARGET = 1.01

@@ -112,7 +112,7 @@ def check_imports(label: str, args: list[str], env: dict[str, str], floor: set[s
         + ", ".join(f"{name} {s / 1000:.1f}" for name, s, _ in top)
         + " (ms)"
     )
-    tops = [(name, c) for name, _, c in rows if name in ("site", "click", "tpuctl.cli", "tpuctl.cluster", "rich")]
+    tops = [(name, c) for name, _, c in rows if name in ("site", "click", "tpuctl.cli", "tpuctl.cluster.tf_config", "rich")]
     if tops:
         print("        cumulative: " + ", ".join(f"{name} {c / 1000:.1f} ms" for name, c in tops))
     extra = sorted((r for r in rows if r[0] not in floor), key=lambda r: r[1], reverse=True)

@@ -15,8 +15,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import inputs, private_files
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs import private_files
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import run_tpuctl, tpuctl_cmd
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl import config
+from tpuctl.settings import files as config
 
 FLAGS = ("--zone", "us-central2-b", "--accelerator-type", "v4-8", "--runtime-version", "tpu-vm-tf-2.18.0-pjrt")
 

@@ -27,7 +27,7 @@ from tpuctl.backends.ssh.client_args import SshOptions
 from tpuctl.backends.ssh.fanout import run_everywhere
 from tpuctl.backends.ssh.placement import RemotePaths
 from tpuctl.backends.ssh.selection import select
-from tpuctl.hosts import parse_slot_hosts
+from tpuctl.cluster.hosts import parse_slot_hosts
 
 HOSTILE = [
     "a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "$(id)", "ünïcødé ✓", "--workers", "-x", "--", "",
@@ -373,8 +373,8 @@ def test_a_host_without_tpuctl_gets_the_runtime_once_and_a_damaged_copy_is_repla
     (copies["host2"] / "tpuctl" / "errors.py").write_text("raise SystemExit('not the runtime tpuctl shipped')\n")
     third = _launch_where(cluster, tmp_path, bare_python)
     assert third.returncode == 0, third.stderr
-    assert "to host2 (replaced: tpuctl/errors.py differs from what was shipped);" in third.stderr
-    assert (copies["host2"] / "tpuctl" / "errors.py").read_bytes() == dict(shipment().files)["tpuctl/errors.py"]
+    assert "to host2 (replaced: tpuctl/inputs/errors.py differs from what was shipped);" in third.stderr
+    assert (copies["host2"] / "tpuctl" / "errors.py").read_bytes() == dict(shipment().files)["tpuctl/inputs/errors.py"]
 
     os.chown(copies["host1"], 65534, 65534)  # someone else's: neither used nor replaced, nothing started
     try:

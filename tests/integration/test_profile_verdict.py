@@ -29,7 +29,7 @@ import pytest
 from tests.conftest import ROOT, SCRIPTS
 from tests.integration.compat_env import tf215_env
 from tests.integration.sshd import free_port
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.profiling.sessions import session_files
 from tpuctl.profiling.verdict import MARKERS_HINT, Verdict, Worker, verdict
 

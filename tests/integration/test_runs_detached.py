@@ -26,9 +26,9 @@ import pytest
 from tests.conftest import ROOT, SCRIPTS, Pid, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
+from tpuctl.cluster.worker_contract import RUN_ID
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
-from tpuctl.worker_contract import RUN_ID
 
 # A worker that says nothing: it records its pid and waits, as a worker still importing TensorFlow does.
 SILENT = """\

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tpuctl.cluster import ClusterSpec, Task, cluster_from_hosts, parse_tf_config
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster.tf_config import ClusterSpec, Task, cluster_from_hosts, parse_tf_config
+from tpuctl.inputs.errors import TpuctlError
 
 pytestmark = [
     pytest.mark.tf,

@@ -25,10 +25,10 @@ from tests.conftest import tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl import settings
 from tpuctl.cloud.babysit import wait_ready_again
 from tpuctl.cloud.tpu import TpuApi
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.settings import cloud as settings
 
 ZONE = "us-central2-b"
 # Where a repair moves the slice's hosts (the ssh config sends these to the sshd servers too).

@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, SCRIPTS
-from tpuctl import worker_contract as contract
-from tpuctl.cluster import Task, parse_tf_config
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.cluster.tf_config import Task, parse_tf_config
 from tpuctl.launch.job import Job, worker_env
 from tpuctl.runtime.vertex_env import parse_cluster_spec
 

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.standins import catalog
-from tpuctl import accelerators as acc
-from tpuctl.errors import USAGE, TpuctlError
+from tpuctl.inputs.errors import USAGE, TpuctlError
+from tpuctl.tpu import accelerators as acc
 
 GENERATIONS = list(acc.GENERATIONS.values())
 # Every documented size of every generation, as a type name: v4-8, v4-16, ..., v6e-256.

@@ -86,9 +86,8 @@ def test_only_the_runtime_imports_tensorflow() -> None:
 
 
 def test_the_worker_contract_is_spelt_in_one_place() -> None:
-    """Every TPUCTL_* variable between a launch and its workers is written out in tpuctl/worker_contract.py only."""
-    from tpuctl import worker_contract
-
+    """Every TPUCTL_* variable between a launch and its workers is written out in tpuctl/cluster/worker_contract.py only."""
+    from tpuctl.cluster import worker_contract
     names = {v for k, v in vars(worker_contract).items() if k.isupper() and isinstance(v, str) and v.startswith("TPUCTL_")}
     assert len(names) >= 10, names
     pattern = re.compile(r"""["'](TPUCTL_[A-Z_]+)["']""")
@@ -97,18 +96,18 @@ def test_the_worker_contract_is_spelt_in_one_place() -> None:
         for p in _modules()
         if p.name != "worker_contract.py" and (found := sorted(set(pattern.findall(p.read_text(encoding="utf-8"))) & names))
     }
-    assert not offenders, f"use the names of tpuctl/worker_contract.py: {offenders}"
+    assert not offenders, f"use the names of tpuctl/cluster/worker_contract.py: {offenders}"
 
 
 def test_tpu_generation_facts_live_in_the_accelerator_table() -> None:
-    """GKE accelerator labels and TPU API config types are spelt in tpuctl/accelerators.py alone."""
+    """GKE accelerator labels and TPU API config types are spelt in tpuctl/tpu/accelerators.py alone."""
     facts = re.compile(r"""["'](tpu-v\d[a-z0-9-]*|V5LITE_POD|V5P|V6E|TPU_V\d\w*|ct\d\w*-\w+)["']""")
     offenders = {
         _rel(p): sorted(set(facts.findall(text)))
         for p in _modules()
-        if _rel(p) != "tpuctl/accelerators.py" and facts.search(text := p.read_text(encoding="utf-8"))
+        if _rel(p) != "tpuctl/tpu/accelerators.py" and facts.search(text := p.read_text(encoding="utf-8"))
     }
-    assert not offenders, f"move these into tpuctl/accelerators.py: {offenders}"
+    assert not offenders, f"move these into tpuctl/tpu/accelerators.py: {offenders}"
 
 
 @pytest.mark.parametrize("doc", [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"], ids=lambda p: p.name)
@@ -121,7 +120,7 @@ def test_docs_name_only_files_that_exist(doc: Path) -> None:
 
 # Where tpuctl starts a process without reaper.run, and why that one is bounded and dies with tpuctl anyway.
 _OWN_START = {
-    "tpuctl/reaper.py": "the reaper itself: run() and spawn()",
+    "tpuctl/safety/reaper.py": "the reaper itself: run() and spawn()",
     "tpuctl/backends/local/processes.py": "workers: their runtime puts each under a reaper whose lifeline tpuctl holds",
     "tpuctl/backends/ssh/session.py": "ssh clients: SIGCONT as parent-death signal, so a stopped one wakes and ends when tpuctl dies",
     "tpuctl/runs/detach.py": "a detached run's supervisor (os.fork twice): it stops its workers as an attached launch does, and they die with it",
@@ -186,7 +185,7 @@ def test_every_child_tpuctl_starts_has_a_deadline_and_dies_with_tpuctl() -> None
         "from concurrent import futures\nfutures.ProcessPoolExecutor()",
         "import os\nos.execvp('x', ['x'])",
         "import asyncio\nasyncio.create_subprocess_exec('x')",
-        "from tpuctl import reaper\nreaper.run(['x'])",
+        "from tpuctl.safety import reaper\nreaper.run(['x'])",
         "run_everywhere(hosts, ['x'], options)",
     ],
 )
@@ -200,21 +199,26 @@ def test_the_process_walk_sees_every_way_to_start_one(source: str) -> None:
 # The layers, lowest first. A module's layer is the longest entry its dotted name starts with; it may import
 # modules of its own layer (in APART: its own subpackage) and of lower ranks, never higher, never another of its rank.
 LAYERS: dict[str, tuple[int, str]] = {
-    "tpuctl": (0, "shared utilities: errors, inputs, settings, hosts, accelerators, the worker contract, the reaper"),
-    "tpuctl.cloud": (1, "Google Cloud's APIs: credentials, REST, TPU nodes, IAM, storage, Vertex AI"),
-    "tpuctl.runs": (1, "a run folder's layout, and the launches running now"),
-    "tpuctl.watch": (2, "following a run's logs and events, locally or in a bucket"),
-    "tpuctl.devices": (2, "the accelerators a machine has, as rows to show"),
-    "tpuctl.doctor": (2, "can a machine run TensorFlow on its accelerator: a probe's facts, checks, hosts compared"),
-    "tpuctl.profiling": (2, "a captured profile read back: sessions, xprof's numbers, the verdict"),
-    "tpuctl.runtime": (3, "inside a worker, next to the training script; nothing else imports it (RUNTIME below)"),
-    "tpuctl.launch.console": (4, "what a launch shows: log lines, TensorFlow's noise, side tails, tracebacks"),
-    "tpuctl.launch": (5, "the launch flow: the job, its options, the backend contract, the outcome"),
-    "tpuctl.launch.process": (6, "the process engine: plans, the supervisor, ports, progress, stacks"),
-    "tpuctl.launch.follow": (6, "the job engine: a job submitted to a cluster, followed to its end"),
-    "tpuctl.backends": (7, "one package per backend (local, ssh, kubernetes, vertex); backends never import each other"),
-    "tpuctl.cli": (8, "the CLI: parses flags, calls the core, renders"),
-    "tpuctl.__main__": (9, "`python -m tpuctl`: the CLI's entry"),
+    "tpuctl.inputs": (0, "checking what comes in: the error type, parsers' shared checks, durations, private files"),
+    "tpuctl.tpu": (1, "the TPU facts: generations, types, topologies, their software (PCI ids, images, libtpu pins)"),
+    "tpuctl.cluster": (1, "the cluster a launch describes: TF_CONFIG, hosts, the worker contract"),
+    "tpuctl.safety": (1, "process safety: the reaper, stopping signals, workers' stacks"),
+    "tpuctl.settings": (2, "settings and where each value comes from: flags, env, files, gcloud's configuration"),
+    "tpuctl": (3, "the package's own version, the runtime's path for other interpreters, `tpuctl new`'s templates"),
+    "tpuctl.cloud": (4, "Google Cloud's APIs: credentials, REST, TPU nodes, IAM, storage, Vertex AI"),
+    "tpuctl.runs": (4, "a run folder's layout, and the launches running now"),
+    "tpuctl.watch": (5, "following a run's logs and events, locally or in a bucket"),
+    "tpuctl.devices": (5, "the accelerators a machine has, as rows to show"),
+    "tpuctl.doctor": (5, "can a machine run TensorFlow on its accelerator: a probe's facts, checks, hosts compared"),
+    "tpuctl.profiling": (5, "a captured profile read back: sessions, xprof's numbers, the verdict"),
+    "tpuctl.runtime": (6, "inside a worker, next to the training script; nothing else imports it (RUNTIME below)"),
+    "tpuctl.launch.console": (7, "what a launch shows: log lines, TensorFlow's noise, side tails, tracebacks"),
+    "tpuctl.launch": (8, "the launch flow: the job, its options, the backend contract, the outcome"),
+    "tpuctl.launch.process": (9, "the process engine: plans, the supervisor, ports, progress, stacks"),
+    "tpuctl.launch.follow": (9, "the job engine: a job submitted to a cluster, followed to its end"),
+    "tpuctl.backends": (10, "one package per backend (local, ssh, kubernetes, vertex); backends never import each other"),
+    "tpuctl.cli": (11, "the CLI: parses flags, calls the core, renders"),
+    "tpuctl.__main__": (12, "`python -m tpuctl`: the CLI's entry"),
 }
 # Layers whose subpackages are layers of their own, at the same rank (so none imports another).
 APART = {"tpuctl.backends"}
@@ -333,6 +337,21 @@ def test_backends_are_loaded_by_name_only_through_the_registry() -> None:
     assert not elsewhere, f"import modules, or load backends through tpuctl/launch/registry.py: {elsewhere}"
 
 
+MAX_LOOSE_MODULES = 8
+
+
+def test_the_top_level_shows_the_architecture() -> None:
+    """Issue 35: `tpuctl/` holds packages named by their jobs, each saying what it holds in its __init__'s docstring,
+    and at most a handful of loose modules, so a newcomer can tell the TPU facts from process safety from settings."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= MAX_LOOSE_MODULES, f"at most {MAX_LOOSE_MODULES} modules loose in tpuctl/, found {loose}"
+    silent = [
+        _rel(init.parent) for init in PACKAGE.glob("*/__init__.py")
+        if len((ast.get_docstring(_tree(init)) or "").split()) < 12
+    ]
+    assert not silent, f"say in a paragraph what each package holds (its __init__ docstring): {silent}"
+
+
 def test_no_folder_holds_more_than_twenty_modules() -> None:
     crowded = {_rel(folder): n for folder in {p.parent for p in _modules()} if (n := len(list(folder.glob("*.py")))) > MAX_FOLDER_MODULES}
     assert not crowded, f"split these folders by job (at most {MAX_FOLDER_MODULES} modules each): {crowded}"
@@ -341,21 +360,21 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "offense"),
     [
-        ("tpuctl.errors", "import tpuctl.cli.auth", "tpuctl.errors -> tpuctl.cli.auth (rank 0 -> 8)"),
-        ("tpuctl.cloud.iam", "def f():\n    from tpuctl.runs import folder", "tpuctl.cloud.iam -> tpuctl.runs.folder (rank 1 -> 1)"),
+        ("tpuctl.inputs.errors", "import tpuctl.cli.auth", "tpuctl.inputs.errors -> tpuctl.cli.auth (rank 0 -> 11)"),
+        ("tpuctl.cloud.iam", "def f():\n    from tpuctl.runs import folder", "tpuctl.cloud.iam -> tpuctl.runs.folder (rank 4 -> 4)"),
         (
             "tpuctl.launch.console.logs",
             "if TYPE_CHECKING:\n    from tpuctl.launch.job import Job",
-            "tpuctl.launch.console.logs -> tpuctl.launch.job (rank 4 -> 5)",
+            "tpuctl.launch.console.logs -> tpuctl.launch.job (rank 7 -> 8)",
         ),
-        ("tpuctl.launch.job", "from ..backends.ssh import runner", "tpuctl.launch.job -> tpuctl.backends.ssh.runner (rank 5 -> 7)"),
-        ("tpuctl.backends.vertex.runner", "from tpuctl.backends import ssh", "tpuctl.backends.vertex.runner -> tpuctl.backends.ssh (rank 7 -> 7)"),
+        ("tpuctl.launch.job", "from ..backends.ssh import runner", "tpuctl.launch.job -> tpuctl.backends.ssh.runner (rank 8 -> 10)"),
+        ("tpuctl.backends.vertex.runner", "from tpuctl.backends import ssh", "tpuctl.backends.vertex.runner -> tpuctl.backends.ssh (rank 10 -> 10)"),
         (
             "tpuctl.launch.job",
             "from tpuctl.runtime import strategies",
-            "tpuctl.launch.job -> tpuctl.runtime.strategies (rank 5 -> 3: only workers load the runtime)",
+            "tpuctl.launch.job -> tpuctl.runtime.strategies (rank 8 -> 6: only workers load the runtime)",
         ),
-        ("tpuctl.launch.job", "from tpuctl.launch import backend\nfrom tpuctl.launch.console import logs\nimport tpuctl.errors", None),
+        ("tpuctl.launch.job", "from tpuctl.launch import backend\nfrom tpuctl.launch.console import logs\nimport tpuctl.inputs.errors", None),
         ("tpuctl.backends.ssh.runner", "from tpuctl.backends.ssh import agent\nfrom . import wire", None),
     ],
 )

@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
 from tpuctl.cloud import babysit
 from tpuctl.cloud.babysit import Command, Watch
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.recorded import Recorded
 from tpuctl.runs.records import RunRecord

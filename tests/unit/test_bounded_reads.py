@@ -42,7 +42,7 @@ def test_a_vertex_bundle_reads_only_small_regular_files(tmp_path: Path, damage: 
     """The script's folder is read to ship it: a FIFO, a device (a link to /dev/zero, a node made there) or an
     oversized file, as the ignore file or beside the script, is left out or refused in one line, never read on."""
     from tpuctl.backends.vertex import staging
-    from tpuctl.errors import TpuctlError
+    from tpuctl.inputs.errors import TpuctlError
 
     app = _app(tmp_path)
     for path in (app / ".tpuctlignore", app / "data.bin"):

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
 from tpuctl.launch import cause
 from tpuctl.launch.cause import Cause, classify
 from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.outcome import Failure, JobRef, Outcome, summarise, tasks
-from tpuctl.stack_view import Comparison
-from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
+from tpuctl.safety.stack_view import Comparison
 
 
 def run_python(code: str) -> tuple[int, list[str]]:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import parse_env
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")

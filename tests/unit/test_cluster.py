@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.cluster import (
+from tpuctl.cluster.hosts import HostEntry, parse_hostfile
+from tpuctl.cluster.tf_config import (
     ClusterSpec,
     Task,
     cluster_from_hosts,
@@ -20,8 +21,7 @@ from tpuctl.cluster import (
     parse_task,
     parse_tf_config,
 )
-from tpuctl.errors import TpuctlError
-from tpuctl.hosts import HostEntry, parse_hostfile
+from tpuctl.inputs.errors import TpuctlError
 
 # -- generation ---------------------------------------------------------------
 
@@ -347,7 +347,7 @@ def test_spliced_tf_config_is_exactly_what_json_dumps_writes(shape: tuple[int, b
 
 
 def test_cluster_size_is_capped_before_any_address_is_made() -> None:
-    from tpuctl.hosts import MAX_TASKS
+    from tpuctl.cluster.hosts import MAX_TASKS
 
     with pytest.raises(TpuctlError, match=f"more than the {MAX_TASKS}"):
         cluster_from_hosts(MAX_TASKS, chief=True)

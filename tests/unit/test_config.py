@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl import config
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.launch_options import CONFIG_KEYS
+from tpuctl.settings import files as config
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tpuctl import devices as dev
 from tpuctl.cli import main
 from tpuctl.cloud.node import Node
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 # -- API rows -----------------------------------------------------------------
 

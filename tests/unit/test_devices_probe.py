@@ -19,11 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import alive, tpuctl_cmd
-from tpuctl import worker_contract as contract
 from tpuctl.cli import cli
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.devices import probe as devices_probe
 from tpuctl.devices.probe import DeviceQuery, list_devices, parse_answer, tensorflow_devices, worker_failure
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 
 def interpreter(tmp_path: Path, body: str) -> str:

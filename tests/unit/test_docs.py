@@ -107,8 +107,8 @@ def test_every_command_line_in_the_docs_parses(where: str, line: str) -> None:
 
 
 def test_every_launch_key_the_docs_name_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tpuctl import config
     from tpuctl.launch.launch_options import CONFIG_KEYS
+    from tpuctl.settings import files as config
 
     tables = []
     for path in DOCS:

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tpuctl import tpu_software as sw
 from tpuctl.doctor import facts
 from tpuctl.doctor.checks import CHECKS, run_checks
 from tpuctl.doctor.verdict import Check, Context
+from tpuctl.tpu import software as sw
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
 SERVER_TIME = 1_795_000_000  # a whole second: an HTTP Date header has one-second resolution

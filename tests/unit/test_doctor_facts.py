@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tpuctl.doctor import facts, versions
 from tpuctl.doctor.checks import run_checks
 from tpuctl.doctor.verdict import Context
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 
 EXAMPLES = int(os.environ.get("TPUCTL_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))

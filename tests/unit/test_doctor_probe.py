@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl import tpu_software as sw
 from tpuctl.doctor import facts
 from tpuctl.doctor.checks import run_checks
 from tpuctl.doctor.local import PROBE, Request, probe_here
 from tpuctl.doctor.verdict import Check, Context
+from tpuctl.tpu import software as sw
 
 HOLDER_PID = 99_999_999  # above Linux's pid_max: never the probe's own pid, which the probe skips
 

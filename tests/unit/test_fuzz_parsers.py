@@ -29,15 +29,18 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpuctl import cluster, config, hosts, inputs, worker_contract
-from tpuctl import settings as cloud_settings
 from tpuctl.backends.ssh.command import check_workers
 from tpuctl.backends.ssh.runner import Connection
 from tpuctl.cli import main
 from tpuctl.cloud import nodespec
-from tpuctl.errors import TpuctlError
-from tpuctl.launch.launch_options import CONFIG_KEYS
+from tpuctl.cluster import hosts, worker_contract
+from tpuctl.cluster import tf_config as cluster
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import parse_env
+from tpuctl.launch.launch_options import CONFIG_KEYS
+from tpuctl.settings import cloud as cloud_settings
+from tpuctl.settings import files as config
 
 pytestmark = pytest.mark.fuzz
 

@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl.accelerators import visible_entries
 from tpuctl.devices.gpus import GROWTH, Pool, find_pool, split
-from tpuctl.errors import USAGE, TpuctlError
+from tpuctl.inputs.errors import USAGE, TpuctlError
+from tpuctl.tpu.accelerators import visible_entries
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuctl.errors import TpuctlError
-from tpuctl.hosts import (
+from tpuctl.cluster.hosts import (
     HostEntry,
     expand_addresses,
     format_address,
@@ -22,6 +21,7 @@ from tpuctl.hosts import (
     parse_slot_hosts,
     read_hostfile,
 )
+from tpuctl.inputs.errors import TpuctlError
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tpuctl.cloud import iam, resource_iam
 from tpuctl.cloud.iam import Condition, Grant
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 
 ROLES = ["roles/storage.objectAdmin", "roles/logging.logWriter", "roles/viewer", "projects/my-proj/roles/custom.one"]
 MEMBERS = [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console import logs
 from tpuctl.launch.follow.engine import JobFollower

@@ -10,7 +10,7 @@ from typing import Any
 import click
 import pytest
 
-from tpuctl import worker_contract as contract
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.launch import option_fields
 from tpuctl.launch.job import Job, worker_env
 from tpuctl.launch.launch_options import CONFIG_KEYS, LaunchOptions
@@ -57,12 +57,13 @@ def test_the_worker_variables_are_the_contracts_and_distinct() -> None:
 
 
 def test_the_config_keys_are_the_options_marked_so_with_their_types() -> None:
-    marked = {name for cls in (Job, LaunchOptions) for name in option_fields.config_keys(cls)}
+    owners = (Job, LaunchOptions, *(backend_module(backend).Options for backend in BACKENDS))
+    marked = {name for cls in owners for name in option_fields.config_keys(cls)}
     assert set(CONFIG_KEYS) == marked
-    assert {"workers", "strategy", "hang_timeout", "log_dir", "verbose"} <= marked
+    assert {"workers", "strategy", "hang_timeout", "log_dir", "verbose", "sync_limit"} <= marked
     for name, kind in CONFIG_KEYS.items():
         base = kind[0] if isinstance(kind, tuple) else kind
-        owner = Job if name in option_fields.names(Job) else LaunchOptions
+        owner = next(cls for cls in owners if name in option_fields.names(cls))
         default = option_fields.default_of(owner, name)
         assert default is None or isinstance(default, base) or (base is float and isinstance(default, int)), name
 

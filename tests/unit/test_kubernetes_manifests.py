@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
 from tests.standins import kube_schemas
-from tpuctl.accelerators import gke_slice
 from tpuctl.backends.kubernetes import yaml_values as k8s_yaml
 from tpuctl.backends.kubernetes.manifest import (
     KubeOptions,
@@ -30,11 +29,12 @@ from tpuctl.backends.kubernetes.manifest import (
     render,
     tfjob_tf_config,
 )
-from tpuctl.cluster import parse_tf_config
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster.tf_config import parse_tf_config
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import Job
+from tpuctl.tpu.accelerators import gke_slice
 
-TEMPLATES = ROOT / "tpuctl" / "templates" / "kubernetes"
+MANIFESTS = ROOT / "tpuctl" / "backends" / "kubernetes" / "manifests"
 IMAGE = "us-docker.pkg.dev/proj/repo/train:1"
 
 
@@ -323,7 +323,7 @@ HOSTILE = [
 
 
 def test_every_template_value_goes_through_a_yaml_or_comment_filter() -> None:
-    for template in TEMPLATES.glob("*.j2"):
+    for template in MANIFESTS.glob("*.j2"):
         for expression in re.findall(r"{{(.*?)}}", template.read_text(encoding="utf-8")):
             assert re.search(r"\|\s*(yaml|comment)\s*$", expression), f"{template.name}: {{{{{expression}}}}} is not escaped"
 
@@ -485,10 +485,10 @@ def test_the_dry_run_examples_in_the_docs_are_current() -> None:
         assert result.stdout == shown.replace("tpuctl VERSION", f"tpuctl {__version__}"), f"docs/kubernetes.md is stale for: {args}"
 
 
-def test_the_templates_ship_in_the_wheel() -> None:
+def test_the_manifests_ship_in_the_wheel() -> None:
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = project["tool"]["setuptools"]["package-data"]["tpuctl"]
-    shipped = {p.relative_to(ROOT / "tpuctl").as_posix() for p in TEMPLATES.glob("*.j2")}
+    shipped = {p.relative_to(ROOT / "tpuctl").as_posix() for p in MANIFESTS.glob("*.j2")}
     assert shipped and all(any(Path(name).match(pattern) for pattern in patterns) for name in shipped), patterns

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_tpuctl, tpuctl_cmd
-from tpuctl.errors import TpuctlError
-from tpuctl.hosts import MAX_TASKS, parse_hostfile, parse_slot_hosts
+from tpuctl.cluster.hosts import MAX_TASKS, parse_hostfile, parse_slot_hosts
+from tpuctl.inputs.errors import TpuctlError
 
 SCRIPT = str(ROOT / "tests" / "integration" / "scripts" / "argv_dump.py")
 BAD_SECONDS = ["inf", "-inf", "nan", "1e300", "-1", "0", "1e9"]

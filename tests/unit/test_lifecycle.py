@@ -17,7 +17,7 @@ from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import Operation
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 
 ZONE = "us-central2-b"
 SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone=ZONE, runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tpuctl.cloud import nodespec
 from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 
 SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone="us-central2-b", runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")
 

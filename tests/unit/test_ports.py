@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.process import ports
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tpuctl import worker_contract as contract
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.runtime import preemption as p
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tpuctl.backends.ssh import session, wire
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import preflight
 from tpuctl.launch.job import Job
 from tpuctl.launch.prepare import prepare
@@ -121,8 +121,8 @@ def test_an_interpreter_that_cannot_run_says_why(tmp_path: Path, monkeypatch: py
 
 
 def test_no_preflight_and_the_config_key_reach_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tpuctl import config
     from tpuctl.launch.launch_options import CONFIG_KEYS
+    from tpuctl.settings import files as config
 
     script = tmp_path / "train.py"
     script.write_text("")

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_tpuctl, tpuctl_cmd
-from tpuctl import config, private_files
 from tpuctl.cli import main
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs import private_files
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.console import logs
+from tpuctl.settings import files as config
 
 NOOP = ROOT / "benchmarks" / "scripts" / "noop.py"
 

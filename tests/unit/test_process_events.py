@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tpuctl.cluster import Task
+from tpuctl.cluster.tf_config import Task
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.events import Exited, Inbox, Ready, StacksRequested, StopSignal, WorkerState

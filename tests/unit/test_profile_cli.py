@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.test_hostile_cli import invoke
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import profiling, records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_hostile_cli import assert_bad_input, home, invoke  # noqa: F401 - home is a fixture
-from tpuctl import worker_contract as contract
 from tpuctl.backends.local import bindshim
 from tpuctl.backends.local.processes import LocalBackend
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import Job, parse_profile
 from tpuctl.launch.process.plan import build_plan
 from tpuctl.runs.folder import RunFolder

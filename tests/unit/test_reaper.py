@@ -1,4 +1,4 @@
-"""The reaper (tpuctl/reaper.py) with real processes: it reports the command's status as the command
+"""The reaper (tpuctl/safety/reaper.py) with real processes: it reports the command's status as the command
 ended, and leaves nothing behind, neither children in sessions of their own nor orphans."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl import reaper
+from tpuctl.safety import reaper
 
 pytestmark = pytest.mark.skipif(not reaper.supported(), reason="the reaper needs Linux (/proc, PR_SET_CHILD_SUBREAPER)")
 
@@ -123,8 +123,8 @@ def test_a_stopped_reaper_wakes_when_its_launcher_dies(tmp_path: Path) -> None:
     # The launcher is a shell that spawns the reaper, then everything is stopped and the launcher SIGKILLed.
     out = tmp_path / "pids"
     launcher = subprocess.Popen(
-        [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {str(Path(reaper.__file__).parents[1])!r}); "
-         f"from tpuctl import reaper; r = reaper.spawn([sys.executable, '-c', {FAMILY!r}, {str(out)!r}, 'hang']); "
+        [sys.executable, "-c", f"import sys, time; sys.path.insert(0, {str(Path(reaper.__file__).parents[2])!r}); "
+         f"from tpuctl.safety import reaper; r = reaper.spawn([sys.executable, '-c', {FAMILY!r}, {str(out)!r}, 'hang']); "
          "print(r.pid, flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE,
     )
@@ -154,7 +154,7 @@ def test_a_one_shot_command_dies_with_tpuctl_even_by_sigkill(tmp_path: Path) -> 
     launcher = textwrap.dedent(
         f"""
         import sys, threading, time
-        from tpuctl import reaper
+        from tpuctl.safety import reaper
         code = "import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
         threading.Thread(target=lambda: reaper.run([sys.executable, "-c", code], timeout=600)).start()
         time.sleep(300)

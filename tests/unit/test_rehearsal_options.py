@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl import accelerators as acc
 from tpuctl.launch import rehearsal_report
 from tpuctl.launch.outcome import Outcome, summarise
+from tpuctl.tpu import accelerators as acc
 
 EXAMPLE = str(ROOT / "examples" / "train_tpu.py")
 

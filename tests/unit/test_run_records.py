@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs import stacks as stacks_request
 from tpuctl.runs.folder import RunFolder

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.cluster import Task, make_cluster
-from tpuctl.errors import TpuctlError
-from tpuctl.launch.job import check_strategy_options, parse_devices
-from tpuctl.launch.job import Job
+from tpuctl.cluster.tf_config import Task, make_cluster
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.launch.job import Job, check_strategy_options, parse_devices
 from tpuctl.launch.process.plan import build_plan
 from tpuctl.runtime import bootstrap, tf_version
 from tpuctl.runtime.script_scan import keras2_only, scan_file

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import deferred, tpu_connect
 
 

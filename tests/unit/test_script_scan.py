@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.cluster import Task, make_cluster
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster.tf_config import Task, make_cluster
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import bootstrap, script_scan, tf_version
 from tpuctl.runtime.script_scan import scan
 from tpuctl.runtime.worker_env import WorkerEnv

@@ -11,8 +11,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from tests.conftest import run_tpuctl
-from tpuctl import config, settings
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.settings import cloud as settings
+from tpuctl.settings import files as config
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 
 from tpuctl.backends.ssh.command import SliceCommand, plan_on_slice, run_on_slice
 from tpuctl.backends.ssh.runner import Connection
-from tpuctl.errors import USAGE, TpuctlError
+from tpuctl.inputs.errors import USAGE, TpuctlError
 
 
 @pytest.mark.parametrize(

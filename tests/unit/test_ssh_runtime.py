@@ -170,7 +170,7 @@ def test_a_fresh_host_gets_a_private_checked_copy(cache: Path) -> None:
     assert all((copy / name).read_bytes() == data and (copy / name).stat().st_mode & 0o777 == 0o600 for name, data in SHIPMENT.files)
     assert [p.name for p in copy.parent.iterdir()] == [DIGEST]  # no temporary folder left behind
     # Python's own bytecode beside the copy does not make it a different runtime.
-    subprocess.run([sys.executable, "-c", "import tpuctl.errors"], cwd=copy, check=True, env={"PATH": os.environ["PATH"]})
+    subprocess.run([sys.executable, "-c", "import tpuctl.inputs.errors"], cwd=copy, check=True, env={"PATH": os.environ["PATH"]})
     assert list((copy / "tpuctl" / "__pycache__").iterdir())
     assert hello(cache) == ""
     assert install(cache).returncode == 0 and hello(cache) == ""  # a second install of a good copy changes nothing
@@ -179,10 +179,10 @@ def test_a_fresh_host_gets_a_private_checked_copy(cache: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "said"),
     [
-        (lambda copy: (copy / "tpuctl" / "errors.py").write_text("raise SystemExit(0)\n"), "tpuctl/errors.py differs from what was shipped"),
+        (lambda copy: (copy / "tpuctl" / "inputs" / "errors.py").write_text("raise SystemExit(0)\n"), "tpuctl/inputs/errors.py differs from what was shipped"),
         (lambda copy: (copy / "tpuctl" / "runtime" / "sitecustomize.py").write_text(""), "tpuctl/runtime/sitecustomize.py was not shipped"),
         (lambda copy: (copy / "manifest.txt").write_text(""), "its manifest.txt does not match"),
-        (lambda copy: (copy / "tpuctl" / "errors.py").unlink(), "tpuctl/errors.py differs from what was shipped"),
+        (lambda copy: (copy / "tpuctl" / "inputs" / "errors.py").unlink(), "tpuctl/inputs/errors.py differs from what was shipped"),
         (lambda copy: copy.chmod(0o755), "it is open to other users (mode 0o755)"),
     ],
     ids=["changed file", "extra module", "manifest", "missing file", "open mode"],
@@ -194,7 +194,7 @@ def test_a_damaged_copy_is_replaced_whole(cache: Path, damage: object, said: str
     done = install(cache)
     assert done.returncode == 0, done.stderr
     assert hello(cache) == ""
-    assert (copy / "tpuctl" / "errors.py").read_bytes() == dict(SHIPMENT.files)["tpuctl/errors.py"]
+    assert (copy / "tpuctl" / "inputs" / "errors.py").read_bytes() == dict(SHIPMENT.files)["tpuctl/inputs/errors.py"]
     assert [p.name for p in copy.parent.iterdir()] == [DIGEST]
 
 

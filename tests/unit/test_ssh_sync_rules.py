@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tests.unit.test_launch_runners import invoke
 from tpuctl.backends.ssh.ignore_rules import walk
 from tpuctl.backends.ssh.selection import select
-from tpuctl.errors import TpuctlError
-from tpuctl.inputs import MAX_SIZE, parse_size
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.parse import MAX_SIZE, parse_size
 
 # git as a fresh user runs it: no global or system excludes, no config of this machine's.
 GIT_ENV = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "HOME": "/nonexistent", "LC_ALL": "C"}

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuctl import stack_view
 from tpuctl.launch import cause
-from tpuctl.stack_view import Frame, differing, own_code_predicate, parse, render, signature
+from tpuctl.safety import stack_view
+from tpuctl.safety.stack_view import Frame, differing, own_code_predicate, parse, render, signature
 
 STACKS = Path(__file__).resolve().parents[1] / "data" / "stacks"
 SCRIPT_DIR = "/tmp/tpuctl-stack-samples"

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tpuctl.backends.vertex import staging
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 
 
 def _names(bundle: staging.Bundle) -> set[str]:

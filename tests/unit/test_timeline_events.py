@@ -24,6 +24,7 @@ from tests.unit.test_job_follower import DONE, RUNNING
 from tests.unit.test_job_follower import Launch as FollowedLaunch
 from tests.unit.test_job_follower import Script as FakeJob
 from tests.unit.test_supervisor import Script, supervise
+from tpuctl.cluster.worker_contract import TIMELINE, timeline
 from tpuctl.launch.backend import RunContext, Runner
 from tpuctl.launch.execute import execute
 from tpuctl.launch.follow.engine import JobFollower
@@ -36,7 +37,6 @@ from tpuctl.launch.process.progress import StepWatch
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runtime.timeline.channel import Channel
-from tpuctl.worker_contract import TIMELINE, timeline
 
 
 def _events(tmp_path: Path, job: Job, scripts: dict[str, list[Script]]) -> tuple[Outcome, list[tl.Event]]:

@@ -7,9 +7,10 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from tpuctl import accelerators, settings
-from tpuctl import tpu_software as sw
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.settings import cloud as settings
+from tpuctl.tpu import accelerators
+from tpuctl.tpu import software as sw
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpuctl.cluster import ClusterSpec, Task, parse_tf_config
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster.tf_config import ClusterSpec, Task, parse_tf_config
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import tpu_connect, vertex_env, worker_env
 from tpuctl.runtime.vertex_env import MAX_SPEC_CHARS, from_environ, parse_cluster_spec
 
@@ -104,7 +104,7 @@ def test_keys_tpuctl_does_not_read_are_left_alone() -> None:
 
 
 def test_tf_config_as_vertex_writes_it_parses() -> None:
-    """environment, job, the task's trial and cloud keys: accepted by tpuctl.cluster.parse_tf_config unchanged."""
+    """environment, job, the task's trial and cloud keys: accepted by tpuctl.cluster.tf_config.parse_tf_config unchanged."""
     text = json.dumps(
         {
             "cluster": {"chief": [POOL0], "worker": POOL1, "ps": POOL2},

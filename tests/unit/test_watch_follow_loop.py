@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.watch.follow_loop import follow
 from tpuctl.watch.sources import FileInfo, LocalSource
 from tpuctl.watch.tailer import Update

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
-from tpuctl.errors import TpuctlError
-from tpuctl.seconds import Seconds
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.seconds import Seconds
 from tpuctl.watch import board
 from tpuctl.watch.events import Decoder
 from tpuctl.watch.records import HEADER, HEADER_SIZE, MAX_RECORD, RecordBuffer, _bulk_resync, frame, masked_crc

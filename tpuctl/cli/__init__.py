@@ -18,9 +18,10 @@ from typing import Any
 
 import click
 
-from tpuctl import __version__, inputs
+from tpuctl import __version__
 from tpuctl.cli import output_flags
-from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 
 # command name -> (module, attribute, one-line help shown in `tpuctl --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -209,8 +210,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
         return
     keys = getattr(importlib.import_module(COMMANDS[name][0]), "CONFIG_KEYS", None)
     if keys:
-        from tpuctl import config
-
+        from tpuctl.settings import files as config
         ctx.default_map = {name: config.section_defaults(name, keys)}
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tpuctl import settings
+from tpuctl.settings import cloud as settings
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi

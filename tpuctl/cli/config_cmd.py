@@ -6,8 +6,9 @@ import json
 
 import click
 
-from tpuctl import config, settings
 from tpuctl.cli.display import print_table
+from tpuctl.settings import cloud as settings
+from tpuctl.settings import files as config
 
 
 @click.group("config", invoke_without_command=True, subcommand_metavar="COMMAND [ARGS]...")

@@ -16,8 +16,8 @@ from tpuctl import devices as dev
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.cli.display import StatusLine, print_table
 from tpuctl.devices.probe import DEFAULT_TPU_TIMEOUT_S, DeviceQuery, list_devices
-from tpuctl.errors import TpuctlError
-from tpuctl.seconds import Seconds
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.seconds import Seconds
 
 HEADERS: dict[str, str] = {
     "name": "NAME",

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from tpuctl import config, settings
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cloud.node_lookup import check_defaults
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.settings import cloud as settings
+from tpuctl.settings import files as config
 
 WRITTEN = ("project", "zone", "accelerator-type", "runtime-version", "model-dir")
 

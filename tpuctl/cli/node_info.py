@@ -10,7 +10,7 @@ import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.display import age, print_table
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
     from tpuctl.cloud.node import Node

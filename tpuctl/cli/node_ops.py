@@ -9,7 +9,7 @@ import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.display import StatusLine
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 
 if TYPE_CHECKING:
     from tpuctl.cloud.lifecycle import Ensured

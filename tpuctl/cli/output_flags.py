@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 
 ALIASES = ("--format", "--output", "-o")
 FORMATS = ("json", "text")

@@ -15,16 +15,16 @@ import time
 
 import click
 
-from tpuctl import inputs
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.cli.display import age, print_table, rich_wanted
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.seconds import Seconds
 from tpuctl.runs import records
 from tpuctl.runs.naming import default_log_dir
 from tpuctl.runs.records import RunRecord
 from tpuctl.runs.stopping import DEFAULT_WAIT_S
 from tpuctl.runs.stopping import stop as stop_run
-from tpuctl.seconds import Seconds
 
 _DAYS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?\Z")
 MAX_DAYS = 36500.0

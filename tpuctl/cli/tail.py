@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
-from tpuctl.errors import TpuctlError
-from tpuctl.seconds import Seconds
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.seconds import Seconds
 
 if TYPE_CHECKING:
     from tpuctl.watch.tailer import Update

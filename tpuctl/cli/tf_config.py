@@ -14,11 +14,11 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from tpuctl.cluster import DEFAULT_PORT, ClusterSpec, Task, cluster_from_hosts, parse_task, parse_tf_config
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.hosts import MAX_TASKS, HostEntry, parse_hosts, read_hostfile
-from tpuctl.inputs import read_small_text, read_stream_text
-from tpuctl.private_files import write_new_file
+from tpuctl.cluster.hosts import MAX_TASKS, HostEntry, parse_hosts, read_hostfile
+from tpuctl.cluster.tf_config import DEFAULT_PORT, ClusterSpec, Task, cluster_from_hosts, parse_task, parse_tf_config
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.parse import read_small_text, read_stream_text
+from tpuctl.inputs.private_files import write_new_file
 
 # What a bare `--check` stands for. argv cannot contain NUL, so no typed value collides.
 _FROM_ENV = "\0TF_CONFIG"

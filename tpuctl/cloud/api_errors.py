@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tpuctl.cloud import retry
-from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 
 # google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
 _REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")

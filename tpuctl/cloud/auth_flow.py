@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpuctl import settings
 from tpuctl.cloud.auth_request import RESOURCE_MANAGER, AuthRequest, AuthUi, Target, Who, consent
-from tpuctl.errors import USAGE, TpuctlError
+from tpuctl.inputs.errors import USAGE, TpuctlError
+from tpuctl.settings import cloud as settings
 
 if TYPE_CHECKING:
     from tpuctl.cloud.iam import Grant

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl import settings
     from tpuctl.cloud.credentials import Identity
+    from tpuctl.settings import cloud as settings
 
 RESOURCE_MANAGER = "https://cloudresourcemanager.googleapis.com"
 

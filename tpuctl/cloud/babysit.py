@@ -24,13 +24,13 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-from tpuctl import reaper, signals
 from tpuctl.cloud import lifecycle
 from tpuctl.cloud.lifecycle import Progress
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.safety import reaper, signals
 
 STOP_GRACE_S = 10.0
 POLL_S = 0.2  # how often the command's exit is checked between looks at the node
@@ -52,7 +52,7 @@ def condition(node: Node | None) -> str:
 
 
 class Command:
-    """The user's command in its own process group under a reaper (tpuctl/reaper.py), so stopping
+    """The user's command in its own process group under a reaper (tpuctl/safety/reaper.py), so stopping
     it stops everything it started, also children in sessions of their own, and so that it dies
     with babysit even when babysit is killed with SIGKILL."""
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuctl import gcloud_config, inputs
-from tpuctl.errors import FAILED, TpuctlError, one_line
-from tpuctl.settings import Settings
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.settings import gcloud as gcloud_config
+from tpuctl.settings.cloud import Settings
 
 _TOKEN_BYTES = 64 * 1024  # an OAuth access token is a few KB at most
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpuctl.cloud import api_errors, retry
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 POLICY_VERSION = 3  # the version that can hold conditions
 CONFLICT_ATTEMPTS = 8

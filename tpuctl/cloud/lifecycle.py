@@ -17,7 +17,7 @@ from tpuctl.cloud.api_errors import Where, operation_failed
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 
 # (state, seconds since the wait began) -> shown to the user
 Progress = Callable[[str, float], None]

@@ -9,9 +9,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from tpuctl import settings
 from tpuctl.cloud.node import Node
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.settings import cloud as settings
 
 if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi

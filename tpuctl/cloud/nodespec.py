@@ -13,9 +13,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tpuctl import accelerators, inputs, settings
 from tpuctl.cloud.node import JSON, Node, last_part
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.settings import cloud as settings
+from tpuctl.tpu import accelerators
 
 NODE_ID = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
 # Cloud label rules: lower-case keys starting with a letter, values may be empty.
@@ -323,7 +325,7 @@ def spec_path(project: str, zone: str, name: str) -> Path:
 def save(spec: NodeSpec) -> Path:
     """Write the spec 0600 into a 0700 folder of this user's (a recreate runs what it says: no one else
     may write or plant a link there), through a fresh temporary file renamed over the old one."""
-    from tpuctl.private_files import private_dir, write_private
+    from tpuctl.inputs.private_files import private_dir, write_private
 
     path = spec_path(spec.project, spec.zone, spec.name)
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tpuctl.cloud import api_errors
 from tpuctl.cloud.iam import ACT_AS, POLICY_VERSION, SA_DOMAIN, PolicyApi
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 
 
 class BucketIam(PolicyApi):

@@ -19,8 +19,8 @@ from typing import Any
 
 from tpuctl.cloud.api_errors import Where, explained, operation_failed
 from tpuctl.cloud.credentials import Identity
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.settings import Settings
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.settings.cloud import Settings
 
 TPU_SERVICE = "tpu.googleapis.com"
 LEGACY_WARNING = (

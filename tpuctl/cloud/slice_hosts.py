@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tpuctl.cloud.node import Node
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 
 @dataclass(frozen=True)

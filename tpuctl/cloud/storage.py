@@ -14,8 +14,8 @@ def client() -> Any:
         from google.auth.credentials import AnonymousCredentials
 
         return storage.Client(project="tpuctl-emulator", credentials=AnonymousCredentials())
-    from tpuctl import settings
     from tpuctl.cloud import credentials
+    from tpuctl.settings import cloud as settings
 
     resolved = settings.resolve()
     identity = credentials.load(resolved)

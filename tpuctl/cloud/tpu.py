@@ -26,8 +26,8 @@ from urllib.parse import urlencode, urlsplit
 from tpuctl import __version__
 from tpuctl.cloud.api_errors import Where, error_from_reply, guarded, names_location
 from tpuctl.cloud.node import JSON, Node, mapping
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.settings import BY_KEY, Settings
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.settings.cloud import BY_KEY, Settings
 
 if TYPE_CHECKING:
     from google.cloud import tpu_v2

@@ -22,7 +22,7 @@ from tpuctl.cloud import retry
 from tpuctl.cloud.api_errors import Where, explain, explained, is_api_failure
 from tpuctl.cloud.credentials import Identity
 from tpuctl.cloud.rest import RestApi
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 # JobState (vertex-ai/docs/reference/rest/v1/JobState): where a job's life ends, and the launch's exit status for each.
 TERMINAL = {

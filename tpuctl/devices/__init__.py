@@ -9,7 +9,7 @@ places, and every row says which (`source`):
 - `tensorflow`: the logical devices TensorFlow itself reports, gathered by
   `tpuctl.runtime.devices` in a worker subprocess (the CLI never imports TF);
 - `api`: a TPU VM in the cloud, as the Cloud TPU v2 API describes it (its chips, cores
-  and hosts read through the accelerator table, tpuctl.accelerators).
+  and hosts read through the accelerator table, tpuctl.tpu.accelerators).
 
 Everything here is plain data and the standard library, so the CLI and the
 worker can share it and unit tests need neither TensorFlow nor a TPU.
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tpuctl import reaper
-from tpuctl.accelerators import Shape, shape_from_config, shape_of
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.safety import reaper
+from tpuctl.tpu.accelerators import Shape, shape_from_config, shape_of
 
 if TYPE_CHECKING:
     from tpuctl.cloud.node import Node  # a type only: the worker runtime imports this module

@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tpuctl import devices as dev
-from tpuctl.accelerators import CUDA_VISIBLE_DEVICES as VISIBLE
-from tpuctl.accelerators import visible_entries
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.tpu.accelerators import CUDA_VISIBLE_DEVICES as VISIBLE
+from tpuctl.tpu.accelerators import visible_entries
 
 GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
 DRIVER_LIST = ("proc", "driver", "nvidia", "gpus")  # one folder per GPU the loaded driver drives

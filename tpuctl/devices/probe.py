@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from tpuctl import devices as dev
-from tpuctl import reaper
-from tpuctl import worker_contract as contract
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runtime_path import put_tpuctl_on_path
+from tpuctl.safety import reaper
 
 DEFAULT_TPU_TIMEOUT_S = 60.0
-MAX_TPU_TIMEOUT_S = 7 * 24 * 3600.0  # a week, as tpuctl.seconds.Seconds allows
+MAX_TPU_TIMEOUT_S = 7 * 24 * 3600.0  # a week, as tpuctl.inputs.seconds.Seconds allows
 # Beyond --tpu-timeout, what the worker may spend importing TensorFlow and listing devices.
 TF_ALLOWANCE_S = 60.0
 WORKER_MODULE = "tpuctl.runtime.devices"
@@ -160,7 +160,7 @@ def tensorflow_devices(python: str, target: str | None, timeout_s: float, waitin
 
 
 def _run_watched(argv: list[str], env: dict[str, str], limit: float) -> tuple[int, bytes, bytes]:
-    """Run the worker under a reaper (tpuctl/reaper.py) with a watchdog pipe; stop it at `limit` or on any interruption.
+    """Run the worker under a reaper (tpuctl/safety/reaper.py) with a watchdog pipe; stop it at `limit` or on any interruption.
 
     The reaper is what makes an interpreter that never answers (or starts children of its
     own) die with tpuctl, even by SIGKILL; the watchdog pipe is for platforms without one."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tpuctl.doctor.checks import run_checks
 from tpuctl.doctor.facts import Facts
 from tpuctl.doctor.verdict import Check, Context
-from tpuctl.errors import one_line
+from tpuctl.inputs.errors import one_line
 
 # What must be the same on every host (a collective between two TensorFlow versions, or two libtpus, fails).
 SAME: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -3,7 +3,7 @@
 The answer may come from another machine over ssh, so it is untrusted: every
 field is checked for its type and size as it is read, a wrong one reads as
 absent, and no text from it reaches the terminal unescaped (checks show it
-through tpuctl.errors.one_line).
+through tpuctl.inputs.errors.one_line).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 MARK = "tpuctl-doctor "
 MAX_ANSWER = 1 << 20

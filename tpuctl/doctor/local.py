@@ -8,9 +8,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl import reaper
 from tpuctl.doctor.facts import Facts, parse
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.safety import reaper
 
 PROBE = Path(__file__).with_name("probe.py")
 DEFAULT_IMPORT_DEADLINE_S = 60.0

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import email.utils
 
-from tpuctl.accelerators import CUDA_VISIBLE_DEVICES, visible_entries
 from tpuctl.doctor.facts import Facts, number, text
 from tpuctl.doctor.verdict import Check, Context, ok, tf_dist
-from tpuctl.errors import one_line
+from tpuctl.inputs.errors import one_line
+from tpuctl.tpu.accelerators import CUDA_VISIBLE_DEVICES, visible_entries
 
 SKEW_WARN_S = 10.0
 SKEW_FAIL_S = 300.0  # OAuth's JWT assertions are refused beyond a few minutes' skew

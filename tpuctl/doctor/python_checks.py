@@ -5,11 +5,11 @@ Each from a failure TensorFlow users really hit (docs/doctor.md names the issue 
 
 from __future__ import annotations
 
-from tpuctl import tpu_software as sw
 from tpuctl.doctor import versions
 from tpuctl.doctor.facts import Dist, Facts, number, text
 from tpuctl.doctor.verdict import Check, Context, ok, pin, tf_minor, tpu_chips
-from tpuctl.errors import one_line
+from tpuctl.inputs.errors import one_line
+from tpuctl.tpu import software as sw
 
 SLOW_IMPORT_S = 30.0
 

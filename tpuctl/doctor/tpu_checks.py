@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from tpuctl import tpu_software as sw
 from tpuctl.doctor import versions
 from tpuctl.doctor.facts import Dist, Facts
 from tpuctl.doctor.verdict import Check, Context, ok, tf_dist, tf_minor, tpu_chips
-from tpuctl.errors import one_line
+from tpuctl.inputs.errors import one_line
+from tpuctl.tpu import software as sw
 
 _RUNTIME_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # as the TPU API names runtime versions: no '/' of an address
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tpuctl import tpu_software as sw
 from tpuctl.doctor import versions
 from tpuctl.doctor.facts import Dist, Facts
+from tpuctl.tpu import software as sw
 
 Status = Literal["ok", "warn", "fail"]
 

@@ -13,11 +13,11 @@ import signal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
 from tpuctl.launch.console.tracebacks import ANSI, NAME_ENDS, split_exception
-from tpuctl.worker_contract import PREEMPTED_EXIT_CODE
 
 if TYPE_CHECKING:
-    from tpuctl.stack_view import Comparison
+    from tpuctl.safety.stack_view import Comparison
 
 EXCEPTION, SIGNAL, OOM, PREEMPTED = "exception", "signal", "oom-suspected", "preempted"
 PEER_LOST, NEVER_STARTED, HANG, EXIT = "peer-lost", "never-started", "hang", "exit"
@@ -109,7 +109,7 @@ def classify(
 
     `killed_by_tpuctl`: tpuctl itself sent the signal. `oom_reported`: the platform says the OOM
     killer ended it (Kubernetes' reason OOMKilled), where a status alone can only suggest it.
-    `reaper_killed`: the worker's reaper (tpuctl/reaper.py) was itself killed, without ending as
+    `reaper_killed`: the worker's reaper (tpuctl/safety/reaper.py) was itself killed, without ending as
     it does, so the status is the reaper's: not a worker the OOM killer chose.
     """
     lines = [ANSI.sub("", str(line)).rstrip() for line in tail]

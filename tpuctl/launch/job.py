@@ -5,7 +5,7 @@ Each field that the command line sets is declared here once, as an `option(...)`
 file's [launch] table may set it, and the TPUCTL_* variable that carries it to the
 workers. The CLI, the config file and the worker environment are all read off these
 declarations; a new option that reaches the workers is one field here (and its
-variable's name in tpuctl/worker_contract.py, where the runtime reads it).
+variable's name in tpuctl/cluster/worker_contract.py, where the runtime reads it).
 
 Plain data: built once from the command line (tpuctl/launch/prepare.py), shaped by
 the backend (`Runner.prepare`), then turned into a Plan by the process engine or
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import click
 
-from tpuctl import worker_contract as contract
-from tpuctl.errors import TpuctlError
-from tpuctl.hosts import MAX_TASKS
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.cluster.hosts import MAX_TASKS
+from tpuctl.cluster.worker_contract import BUILDERS, COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.seconds import Seconds
 from tpuctl.launch import option_fields
 from tpuctl.launch.option_fields import option
-from tpuctl.seconds import Seconds
-from tpuctl.worker_contract import BUILDERS, COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DEVICE = re.compile(r"/?(job:[a-z]+/(replica:\d+/)?(task:\d+/)?)?(device:)?(CPU|GPU|TPU|cpu|gpu|tpu):\d+\Z")

@@ -26,10 +26,10 @@ import subprocess
 import sys
 import threading
 
-from tpuctl import reaper
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch.job import Job
-from tpuctl.tpu_software import CHIPS, GOOGLE_PCI_VENDOR, Chip
+from tpuctl.safety import reaper
+from tpuctl.tpu.software import CHIPS, GOOGLE_PCI_VENDOR, Chip
 
 # An interpreter that cannot even start within this is itself the finding.
 INTERPRETER_TIMEOUT_S = 20.0

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tpuctl.errors import TpuctlError
-from tpuctl.hosts import MAX_TASKS
+from tpuctl.cluster.hosts import MAX_TASKS
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch import option_fields, rehearsal_report, secret_values
 from tpuctl.launch.backend import BackendOptions, Request, Runner, refuse_unsupported
 from tpuctl.launch.job import Job, check_strategy_options

@@ -13,9 +13,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tpuctl import accelerators
-from tpuctl.errors import TpuctlError, one_line
+from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.launch.cause import Cause
+from tpuctl.tpu import accelerators
 
 # Each replica is a thread over a virtual CPU: past this a laptop rehearses thread scheduling, not the job.
 MAX_REPLICAS = 256

@@ -16,15 +16,19 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 # tpuctl's modules outside tpuctl/runtime/ that the runtime imports, as paths in the package.
 RUNTIME_IMPORTS = (
     "tpuctl/__init__.py",
-    "tpuctl/accelerators.py",
-    "tpuctl/cluster.py",
+    "tpuctl/cluster/__init__.py",
+    "tpuctl/cluster/hosts.py",
+    "tpuctl/cluster/tf_config.py",
+    "tpuctl/cluster/worker_contract.py",
     "tpuctl/devices/__init__.py",
-    "tpuctl/errors.py",
-    "tpuctl/hosts.py",
-    "tpuctl/inputs.py",
-    "tpuctl/reaper.py",
-    "tpuctl/stack_dump.py",
-    "tpuctl/worker_contract.py",
+    "tpuctl/inputs/__init__.py",
+    "tpuctl/inputs/errors.py",
+    "tpuctl/inputs/parse.py",
+    "tpuctl/safety/__init__.py",
+    "tpuctl/safety/reaper.py",
+    "tpuctl/safety/stack_dump.py",
+    "tpuctl/tpu/__init__.py",
+    "tpuctl/tpu/accelerators.py",
 )
 
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import inputs
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import TpuctlError
 
 # tpuctl's options whose value reaches the script anyway, in its environment (TPUCTL_MODEL_DIR): a script that
 # defines the same flag usually defaults it from there (examples/train_keras.py), so taking it loses nothing.

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpuctl import reaper
-from tpuctl.errors import one_line
+from tpuctl.inputs.errors import one_line
+from tpuctl.safety import reaper
 
 CONVERT_TIMEOUT_S = 300.0  # all files together; one 25 MB worker file takes ~1-3 s on a busy 2-core machine
 STRAGGLER_MARGIN = 0.15  # slower than the median of the other workers' mean step times by more than this

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tpuctl import signals
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.reading import FOLLOW_BUDGET, POLL_S
 from tpuctl.runs.records import RunRecord
 from tpuctl.runs.tailing import Refused, Tail
+from tpuctl.safety import signals
 
 
 @dataclass(frozen=True)

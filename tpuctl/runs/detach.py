@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 
 # What a detached body is handed: call it with the run's console file once the run holds its folder.
 Ready = Callable[[Path], None]

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.inputs import read_small_bytes
-from tpuctl.private_files import hold_new, is_held, private_dir, write_private
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.parse import read_small_bytes
+from tpuctl.inputs.private_files import hold_new, is_held, private_dir, write_private
 
 RUN_FILE = "run.json"
 PROFILERS_FILE = "profilers.json"

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuctl import inputs
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 
@@ -151,7 +151,7 @@ def analyse(events: Sequence[tl.Event], *, now: float | None = None, skipped: in
 def of_folder(folder: RunFolder, *, live: bool) -> Report:
     """The report of a run's folder, so far where the run is `live` (it goes on: its end is now).
 
-    The file is read as tpuctl.inputs reads any file it is handed (a regular file only: a FIFO or a link to
+    The file is read as tpuctl.inputs.parse reads any file it is handed (a regular file only: a FIFO or a link to
     /dev/zero is refused, never waited on); what is not an event is counted. Nothing readable: one line, exit 1."""
     path = folder.timeline
     data = inputs.read_small_bytes(path, "timeline", limit=TIMELINE_LIMIT, exit_code=FAILED)

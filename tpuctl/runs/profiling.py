@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tpuctl import reaper
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
 from tpuctl.runtime_path import put_tpuctl_on_path
+from tpuctl.safety import reaper
 
 CAPTURE_MODULE = "tpuctl.runtime.profile_capture"
 MAX_DURATION_S = 300.0  # ~10 MB a second per worker on CPU (measured): 5 minutes is GBs already

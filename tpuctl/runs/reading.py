@@ -17,8 +17,9 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import cluster, inputs
-from tpuctl.errors import FAILED, USAGE, TpuctlError
+from tpuctl.cluster import tf_config as cluster
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.tailing import Refused, Tail
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import naming, records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord

@@ -25,8 +25,8 @@ from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
-from tpuctl.private_files import private_dir, write_private
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
+from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs.folder import RunFolder
 
 RUNNING, SUCCEEDED, FAILED_STATE, PREEMPTED, STOPPED, LOST = "running", "succeeded", "failed", "preempted", "stopped", "lost"

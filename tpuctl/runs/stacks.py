@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.inputs import read_small_bytes
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.parse import read_small_bytes
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
 

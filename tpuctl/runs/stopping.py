@@ -16,8 +16,8 @@ import socket
 import time
 from collections.abc import Callable
 
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.private_files import write_private
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.private_files import write_private
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpuctl.private_files import PRIVATE_FILE
+from tpuctl.inputs.private_files import PRIVATE_FILE
 
 RUN_START, RUN_END = "run_start", "run_end"
 ATTEMPT_START, ATTEMPT_END = "attempt_start", "attempt_end"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from tpuctl import worker_contract as contract
+from tpuctl.cluster import worker_contract as contract
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (see bootstrap.py)
 if TYPE_CHECKING:

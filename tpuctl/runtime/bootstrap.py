@@ -20,9 +20,9 @@ import signal
 import sys
 import threading
 
-from tpuctl import reaper
-from tpuctl import worker_contract as contract
-from tpuctl.errors import USAGE, TpuctlError
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.inputs.errors import USAGE, TpuctlError
+from tpuctl.safety import reaper
 
 # typing.TYPE_CHECKING without importing typing, socket or worker_env: each worker
 # pays for every import before its script starts (PEP 781 describes the idiom).
@@ -55,7 +55,7 @@ def adopt_control_channel() -> int | None:
     """Watch the launcher: when its end of the channel (a socket) closes, kill everything this worker started.
 
     Where it can (Linux), this process forks: the parent stays behind as the
-    worker's reaper (tpuctl/reaper.py), which kills every descendant, also those
+    worker's reaper (tpuctl/safety/reaper.py), which kills every descendant, also those
     in sessions of their own, when the channel closes or the worker's main
     process ends, even while the worker holds the GIL. Elsewhere a thread kills
     this worker's process group when the channel closes.
@@ -67,8 +67,7 @@ def adopt_control_channel() -> int | None:
     os.set_inheritable(channel, False)
     # The reaper must not keep the held ports: TensorFlow binds them in the worker once these close.
     held = [int(fd) for fd in (os.environ.get(contract.RESERVED_FD), os.environ.get(contract.PROFILER_FD)) if fd]
-    from tpuctl import stack_dump
-
+    from tpuctl.safety import stack_dump
     if reaper.guard(channel, drop=held, stacks=stack_dump):
         return channel
 

@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 
-from tpuctl.errors import USAGE
+from tpuctl.inputs.errors import USAGE
 from tpuctl.runtime import bootstrap
 
 PACKAGE = "tpuctl_job"

@@ -19,9 +19,9 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-from tpuctl import worker_contract as contract
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.devices import Row, tf_row
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.runtime import tpu_connect, worker_env
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl import worker_contract as contract
+from tpuctl.cluster import worker_contract as contract
 
 # TensorFlow's PlatformDevice names (failure_handling_util.py), as strings: `choose` needs no TensorFlow.
 INTERNAL_CPU = "INTERNAL_CPU"

@@ -5,7 +5,7 @@ address nobody answers). During a rehearsal TensorFlow's TPU entry points are
 stand-ins that answer at once: TPUClusterResolver (any address form, also
 `.connect()`), experimental_connect_to_cluster/host, initialize_tpu_system and
 shutdown_tpu_system, and TPUStrategy itself, which is a MirroredStrategy over as
-many virtual CPUs as the TPU has replicas (tpuctl.accelerators.replicas). So the
+many virtual CPUs as the TPU has replicas (tpuctl.tpu.accelerators.replicas). So the
 batch split, per-replica batches, steps_per_execution, dataset sharding and
 checkpoints run as they would on the TPU, and what a TPU would refuse is
 recorded on the way (tpuctl/runtime/rehearsal_checks.py) and written as JSON for
@@ -28,9 +28,9 @@ from tensorflow.python.autograph.core import ag_ctx
 from tensorflow.python.autograph.impl import api as autograph
 from tensorflow.python.distribute.cluster_resolver import cluster_resolver as resolver_lib
 
-from tpuctl import accelerators
-from tpuctl import worker_contract as contract
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.runtime import rehearsal_checks, rehearsal_estimator
+from tpuctl.tpu import accelerators
 
 # The shape of tf.tpu.experimental.TPUSystemMetadata, which scripts read for core counts.
 _Metadata = namedtuple("_Metadata", ["num_cores", "num_hosts", "num_of_cores_per_host", "topology", "devices"])

@@ -7,8 +7,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from tpuctl import worker_contract as contract
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import script_scan, tpu_connect
 from tpuctl.runtime.worker_env import MULTI_WORKER, PARAMETER_SERVER, REHEARSE, WorkerEnv
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from tpuctl import worker_contract as contract
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.runtime import worker_env
 
 DEFAULT_TIMEOUT_S = 300.0

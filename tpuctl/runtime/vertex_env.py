@@ -19,9 +19,9 @@ TpuctlError naming the field, never a traceback.
 
 from __future__ import annotations
 
-from tpuctl.cluster import ClusterSpec, Task, check_addresses, json_kind, load_json
-from tpuctl.errors import TpuctlError, one_line
-from tpuctl.hosts import MAX_TASKS
+from tpuctl.cluster.hosts import MAX_TASKS
+from tpuctl.cluster.tf_config import ClusterSpec, Task, check_addresses, json_kind, load_json
+from tpuctl.inputs.errors import TpuctlError, one_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see runtime/bootstrap.py)
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tpuctl import worker_contract as contract
-from tpuctl.cluster import ClusterSpec, Task, parse_tf_config
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.cluster.tf_config import ClusterSpec, Task, parse_tf_config
 
 MULTI_WORKER = contract.MULTI_WORKER
 PARAMETER_SERVER = contract.PARAMETER_SERVER

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from tpuctl.errors import TpuctlError, one_line
+from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.watch.board import Board, damage_lines, plain_lines
 from tpuctl.watch.sources import Source, open_source
 from tpuctl.watch.tailer import Tailer

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tpuctl.errors import FAILED, USAGE, TpuctlError
-from tpuctl.inputs import shown
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
+from tpuctl.inputs.parse import shown
 
 SKIPPED_PREFIXES = ("workertemp_", "tmp_worker_")
 
@@ -173,7 +173,7 @@ class GcsSource:
 
 def _unreachable(err: Exception) -> StorageUnreachable:
     """One short reason out of a RetryError, whose text nests urllib3's whole story."""
-    from tpuctl.errors import one_line
+    from tpuctl.inputs.errors import one_line
 
     cause = getattr(err, "cause", None) or err.__cause__ or err
     text = str(cause)

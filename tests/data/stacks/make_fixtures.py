@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from tpuctl import worker_contract
+from tpuctl.cluster import worker_contract
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = Path("/tmp/tpuctl-stack-samples")

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl import reaper
 from tpuctl.backends.kubernetes.manifest import (
     CONTAINER,
     JOB_INDEX_ANNOTATION,
@@ -35,12 +34,13 @@ from tpuctl.backends.kubernetes.manifest import (
     TFJOB_TYPE_LABEL,
     Manifest,
 )
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.seconds import from_env
 from tpuctl.launch.backend import RunContext
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import End, JobStatus, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef, Outcome
-from tpuctl.seconds import from_env
+from tpuctl.safety import reaper
 
 DEFAULT_POLL_S = 2.0
 DRAIN_S = 10.0  # how long the logs of finished pods may take to arrive once the job is over

@@ -1,7 +1,7 @@
 """A launch as a Kubernetes manifest: a TFJob for CPU/GPU workers, a JobSet for a GKE TPU slice.
 
 Pure: a Job and the Kubernetes options in, YAML text out. The text comes from
-the Jinja2 templates in tpuctl/templates/kubernetes/, and every value in it
+the Jinja2 manifests in tpuctl/backends/kubernetes/manifests/, and every value in it
 goes through `yaml_values.flow`, so user input is data, never YAML structure.
 
 The environment is the Plan's (tpuctl.launch.process.plan.build_plan), less what
@@ -21,12 +21,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpuctl import worker_contract as contract
-from tpuctl.accelerators import GkeSlice, gke_slice, is_type_name
 from tpuctl.backends.kubernetes import yaml_values
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import Job
 from tpuctl.launch.process.plan import WorkerSpec, build_plan
+from tpuctl.tpu.accelerators import GkeSlice, gke_slice, is_type_name
 
 if TYPE_CHECKING:
     import jinja2
@@ -134,7 +134,7 @@ def _templates() -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("tpuctl", "templates/kubernetes"),
+        loader=jinja2.PackageLoader("tpuctl", "backends/kubernetes/manifests"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         trim_blocks=True,

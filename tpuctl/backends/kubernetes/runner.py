@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch import shared_options
 from tpuctl.launch.backend import BackendOptions, Runner, Unsupported
 from tpuctl.launch.option_fields import option
@@ -98,7 +98,7 @@ class KubernetesRunner(Runner):
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.backends.kubernetes.follow import follow
-        from tpuctl.private_files import write_private
+        from tpuctl.inputs.private_files import write_private
         from tpuctl.runs.folder import RunFolder
 
         manifest = self.dry_run(job, context.run_id).manifest

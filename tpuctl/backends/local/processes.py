@@ -2,7 +2,7 @@
 
 Each worker gets a socketpair end as its control channel. The worker says
 "ready" on it once its strategy is built. Its runtime forks first thing: the
-parent stays as the worker's reaper (tpuctl/reaper.py), which kills everything
+parent stays as the worker's reaper (tpuctl/safety/reaper.py), which kills everything
 the worker started, in its group or not, when the channel reaches EOF (tpuctl
 closed it, or died, even by SIGKILL) or the worker's main process ends. That
 is how no worker, nor anything it started, outlives its launcher.
@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from tpuctl import worker_contract as contract
 from tpuctl.backends.local import bindshim
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.devices.gpus import Share
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch.process import ports
 from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.plan import WorkerSpec

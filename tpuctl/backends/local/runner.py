@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tpuctl import worker_contract as contract
 from tpuctl.backends.local import bindshim
-from tpuctl.cluster import role_counts
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.cluster.tf_config import role_counts
 from tpuctl.devices import gpus
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import rehearsal_report, shared_options
 from tpuctl.launch.backend import BackendOptions, RunContext, Runner
 from tpuctl.launch.job import Job

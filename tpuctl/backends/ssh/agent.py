@@ -278,7 +278,7 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
                 chunk = os.read(0, 65536)
                 if not chunk:
                     # The launcher or its connection is gone: nobody may outlive it. The
-                    # worker's reaper (tpuctl/reaper.py) kills all the worker started once
+                    # worker's reaper (tpuctl/safety/reaper.py) kills all the worker started once
                     # its channel ends; a SIGKILL of the group now would kill the reaper
                     # first, so the group is killed only if it is still there 2 s later.
                     ours.shutdown(2)
@@ -308,7 +308,7 @@ def adopt() -> None:
 
 
 # Once the worker is reaped, every child the agent still has was adopted: kill it, reap it, and
-# again for what its death hands on, until none is left (as tpuctl/reaper.py does locally).
+# again for what its death hands on, until none is left (as tpuctl/safety/reaper.py does locally).
 def kill_adopted() -> None:
     me = str(os.getpid()).encode()
     for _ in range(100):

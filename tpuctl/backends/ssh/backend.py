@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from tpuctl import worker_contract as contract
 from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.backends.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.backends.ssh.placement import RemotePaths, place
@@ -31,8 +30,9 @@ from tpuctl.backends.ssh.session import (
 from tpuctl.backends.ssh.shipment import shipment
 from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.backends.ssh.wire import pack
-from tpuctl.errors import FAILED, TpuctlError, one_line
-from tpuctl.hosts import HostEntry
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.cluster.hosts import HostEntry
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
 from tpuctl.launch.process.backend import Backend

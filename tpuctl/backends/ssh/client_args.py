@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import reaper
-from tpuctl.errors import FAILED, USAGE, TpuctlError, one_line
-from tpuctl.hosts import HostEntry
-from tpuctl.inputs import read_small_text, tool_file
+from tpuctl.cluster.hosts import HostEntry
+from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
+from tpuctl.inputs.parse import read_small_text, tool_file
+from tpuctl.safety import reaper
 
 DEFAULT_FANOUT = 16
 CONNECT_ATTEMPTS = 3

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpuctl import inputs
 from tpuctl.backends.ssh.runner import Connection
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
     from tpuctl.backends.ssh.fanout import HostResult

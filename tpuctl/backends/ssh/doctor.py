@@ -15,7 +15,7 @@ from tpuctl.backends.ssh.runner import Options, SshRunner
 from tpuctl.doctor.across import HostAnswer
 from tpuctl.doctor.facts import parse
 from tpuctl.doctor.local import Request, remote_argv, source
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 # ssh's own connection and start-up, beyond the probe's limit.
 SSH_ALLOWANCE_S = 30.0

@@ -7,8 +7,8 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tpuctl.errors import TpuctlError
-from tpuctl.hosts import HostEntry
+from tpuctl.cluster.hosts import HostEntry
+from tpuctl.inputs.errors import TpuctlError
 
 
 def place(entries: Sequence[HostEntry], count: int) -> list[str]:

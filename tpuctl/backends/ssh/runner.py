@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import click
 
 from tpuctl import __version__
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
+from tpuctl.cluster.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import shared_options
 from tpuctl.launch.backend import BackendOptions, Runner
 from tpuctl.launch.option_fields import option
@@ -41,13 +41,13 @@ SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
 
 
 class SizeText(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2; pyproject allows 8.1
-    """A size as --sync-limit takes it (tpuctl.inputs.parse_size), checked and kept as text, so a [launch] table
+    """A size as --sync-limit takes it (tpuctl.inputs.parse.parse_size), checked and kept as text, so a [launch] table
     gives it as a TOML string and a bad one is refused naming the file, as the flag would be."""
 
     name = "SIZE"
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from tpuctl.inputs import parse_size
+        from tpuctl.inputs.parse import parse_size
 
         try:
             parse_size(str(value), "size")
@@ -81,7 +81,7 @@ class Connection:
     def ssh_options(self) -> SshOptions:
         """The checked options as the ssh machinery takes them."""
         from tpuctl.backends.ssh.client_args import SshOptions, checked_config
-        from tpuctl.inputs import tool_file
+        from tpuctl.inputs.parse import tool_file
 
         for value in self.ssh_option:
             # What `ssh -o` takes: NAME=VALUE (or NAME VALUE).
@@ -162,8 +162,8 @@ class TpuSlice:
         return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(self.node)]
 
     def _api(self) -> TpuApi:
-        from tpuctl import settings
         from tpuctl.cloud.tpu import TpuApi
+        from tpuctl.settings import cloud as settings
 
         flags = {"project": self.options.project, "zone": self.node.zone, "credentials": None, "access_token_file": None}
         return TpuApi.connect(settings.resolve(flags))
@@ -180,9 +180,9 @@ class TpuSlice:
     def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
         """After a preemption: wait until the node is READY again (tpuctl.cloud.babysit), then its
         hosts as they are now. Ctrl-C, SIGTERM or SIGHUP end the wait with 130."""
-        from tpuctl import signals
         from tpuctl.cloud.babysit import wait_ready_again
         from tpuctl.launch.outcome import EXIT_INTERRUPTED
+        from tpuctl.safety import signals
 
         name, zone = self.node.name, self.node.zone
         with signals.handled(signals.raise_stopped):
@@ -391,7 +391,7 @@ class ShippedPlan:
 def _sync_lines(sync: dict[str, Any]) -> list[str]:
     """A dry run's --sync: from where to where, the summary a launch prints before sending, the largest files,
     what is left out, and the rsync command each host gets."""
-    from tpuctl.inputs import format_size
+    from tpuctl.inputs.parse import format_size
 
     chooser = "git ls-files" if sync["chooser"] == "git" else "the .gitignore and .tpuctlignore files (not a git checkout)"
     largest = sorted(sync["files"], key=lambda item: (-item[1], item[0]))[:5]
@@ -411,7 +411,7 @@ def _sync_limit(flag: str | None, given: bool) -> int:
     """The per-host limit: --sync-limit, else TPUCTL_SYNC_LIMIT, else a [launch] sync-limit (click's default_map,
     already checked), else 1 GiB."""
     from tpuctl.backends.ssh.selection import DEFAULT_LIMIT
-    from tpuctl.inputs import parse_size
+    from tpuctl.inputs.parse import parse_size
 
     if given and flag is not None:
         return parse_size(flag, "--sync-limit")

@@ -18,10 +18,10 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 
-from tpuctl import reaper
 from tpuctl.backends.ssh.ignore_rules import walk
-from tpuctl.errors import TpuctlError, one_line
-from tpuctl.inputs import format_size
+from tpuctl.inputs.errors import TpuctlError, one_line
+from tpuctl.inputs.parse import format_size
+from tpuctl.safety import reaper
 
 DEFAULT_LIMIT = 1 << 30  # per host; a data set beside the script is a job for a bucket, not for --sync
 NEVER = ("__pycache__",)

@@ -16,15 +16,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tpuctl import signals
 from tpuctl.cloud.vertex_api import TERMINAL, JobLogs, VertexJobs, job_id
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.seconds import from_env
 from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import End, JobStatus, LogBatch, OnInterrupt, Replica, Scheduler
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, JobRef, Outcome
-from tpuctl.seconds import from_env
+from tpuctl.safety import signals
 
 DEFAULT_POLL_S = 5.0
 DRAIN_S = 30.0  # how long after the job's end its last log entries may take to arrive

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tpuctl import worker_contract as contract
-from tpuctl.accelerators import VertexMachine
 from tpuctl.cloud.vertex_api import RUN_LABEL
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.launch.job import Job, worker_env
+from tpuctl.tpu.accelerators import VertexMachine
 
 # What the staged bundle's entry module is called inside the job (tpuctl/runtime/bundle.py).
 BUNDLE_MODULE = "tpuctl.runtime.bundle"

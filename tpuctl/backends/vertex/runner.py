@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tpuctl import accelerators
-from tpuctl.errors import TpuctlError, one_line
+from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.launch import shared_options
 from tpuctl.launch.backend import BackendOptions, Runner, Unsupported
 from tpuctl.launch.option_fields import option
+from tpuctl.tpu import accelerators
 
 if TYPE_CHECKING:
     from tpuctl.backends.vertex.job_body import VertexSpec
@@ -180,8 +180,8 @@ class VertexRunner(Runner):
 
     def dry_run(self, job: Job, run_id: str) -> BodyRequest:
         """The body, and where a run would send it (from the settings, as a run reads them): no credentials, no request."""
-        from tpuctl import settings
         from tpuctl.backends.vertex.job_body import custom_job
+        from tpuctl.settings import cloud as settings
 
         body = custom_job(self._job_for_body(job), self._spec(job, run_id))
         resolved = settings.resolve({"project": self.options.project, "region": self.options.region})
@@ -191,12 +191,12 @@ class VertexRunner(Runner):
         return BodyRequest(body, where, str(Path(os.path.abspath(job.script)).parent) if self.options.staging_bucket else None)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
-        from tpuctl import settings
         from tpuctl.backends.vertex import staging
         from tpuctl.backends.vertex.follow import VertexRun, poll_interval
         from tpuctl.backends.vertex.job_body import custom_job
         from tpuctl.cloud import credentials
         from tpuctl.cloud.vertex_api import JobLogs, VertexJobs, regional_endpoint
+        from tpuctl.settings import cloud as settings
 
         poll_s = poll_interval()
         resolved = settings.resolve({"project": self.options.project, "region": self.options.region})

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import inputs
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch import runtime_files
 
 PACKAGE = "tpuctl_job"

@@ -20,9 +20,9 @@ from tpuctl.doctor.across import Row, grouped
 from tpuctl.doctor.checks import run_checks
 from tpuctl.doctor.local import DEFAULT_IMPORT_DEADLINE_S, Request
 from tpuctl.doctor.verdict import Check, Context
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.seconds import Seconds
 from tpuctl.launch.option_fields import click_options
-from tpuctl.seconds import Seconds
 
 MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
@@ -119,16 +119,15 @@ def _script_here(script: str) -> Check:
 
 
 def _launch_defaults() -> dict[str, Any]:
-    from tpuctl import config
     from tpuctl.launch.launch_options import CONFIG_KEYS
+    from tpuctl.settings import files as config
 
     wanted = {k: v for k, v in CONFIG_KEYS.items() if k in ("python", "model_dir")}
     return config.section_defaults("launch", wanted)
 
 
 def _setting(key: str) -> str | None:
-    from tpuctl import settings
-
+    from tpuctl.settings import cloud as settings
     return settings.resolve().get(key)
 
 

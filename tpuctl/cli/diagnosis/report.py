@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from tpuctl import inputs
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runs import goodput, records
 from tpuctl.runs.folder import RunFolder
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tpuctl.seconds import Seconds
+from tpuctl.inputs.seconds import Seconds
 
 
 @click.command("stacks")

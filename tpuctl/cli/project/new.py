@@ -9,7 +9,7 @@ import click
 
 from tpuctl import scaffold
 from tpuctl.cli.display import print_table
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 
 
 @click.command("new")

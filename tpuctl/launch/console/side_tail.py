@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tpuctl.errors import one_line
+from tpuctl.inputs.errors import one_line
 
 if TYPE_CHECKING:
     from tpuctl.watch.follower import Follower

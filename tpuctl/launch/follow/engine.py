@@ -21,8 +21,7 @@ import sys
 import time
 from dataclasses import replace
 
-from tpuctl import signals
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.backend import RunContext
 from tpuctl.launch.cause import classify
 from tpuctl.launch.console.tf_noise import Fold
@@ -32,6 +31,7 @@ from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome
 from tpuctl.runs import records
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
+from tpuctl.safety import signals
 
 CANCEL_WAIT_S = 60.0  # how long a cancelled job may take to say it ended before tpuctl stops waiting
 

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl import stack_view
+from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE, PROFILER_PORT
+from tpuctl.inputs.private_files import write_private
 from tpuctl.launch import cause
 from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
@@ -29,10 +30,9 @@ from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.events import Exited, Inbox, Ready, ReaperNews, StacksRequested, StopSignal, WorkerEvent, WorkerState
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
 from tpuctl.launch.process.progress import ProgressClock, StepWatch
-from tpuctl.private_files import write_private
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
-from tpuctl.worker_contract import PREEMPTED_EXIT_CODE, PROFILER_PORT
+from tpuctl.safety import stack_view
 
 STOP_GRACE_S = 3.0
 REAP_S = 2.0  # for the workers' reapers to kill what is left once their channels close

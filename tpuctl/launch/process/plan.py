@@ -10,8 +10,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tpuctl import worker_contract as contract
-from tpuctl.cluster import ClusterSpec, Task, make_cluster
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.cluster.tf_config import ClusterSpec, Task, make_cluster
 from tpuctl.devices.gpus import Share
 from tpuctl.launch.job import Job, worker_env
 

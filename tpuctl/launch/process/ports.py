@@ -25,8 +25,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl.errors import FAILED, TpuctlError
-from tpuctl.private_files import check_private
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.private_files import check_private
 
 LOOPBACK = "127.0.0.1"
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.watch.sources import FileInfo, Source, open_source
 from tpuctl.watch.tailer import Tailer, is_event_file
 

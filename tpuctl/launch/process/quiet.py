@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tpuctl import stack_view
+from tpuctl.safety import stack_view
 
 MAX_PLACES = 3  # places named on the one line; the rest are counted
 

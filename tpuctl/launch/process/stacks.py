@@ -2,7 +2,7 @@
 
 The Supervisor asks each worker's reaper through its control channel (over ssh,
 through the agent); the answers come back among the worker's messages as
-`stacks HEX` (tpuctl/stack_dump.py takes them). Each capture is kept in the
+`stacks HEX` (tpuctl/safety/stack_dump.py takes them). Each capture is kept in the
 attempt's log folder, one file per worker plus the view, and the newest view
 also as LOG_DIR/stacks.txt, where `tpuctl stacks` reads it.
 """
@@ -14,11 +14,11 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tpuctl import stack_view
+from tpuctl.inputs.private_files import write_private
 from tpuctl.launch.process.backend import Handle
 from tpuctl.launch.process.plan import WorkerSpec
-from tpuctl.private_files import write_private
 from tpuctl.runs.folder import RunFolder
+from tpuctl.safety import stack_view
 
 ANSWER_S = 15.0  # py-spy may take 10 s on a busy host; faulthandler answers in under a second
 PREFIX = "stacks"

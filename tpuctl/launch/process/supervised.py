@@ -6,7 +6,6 @@ that (logs, fail-fast, restarts, the --tail view) is the same code.
 
 from __future__ import annotations
 
-from tpuctl import reaper
 from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console.side_tail import SideTail
 from tpuctl.launch.console.tf_noise import Fold
@@ -14,6 +13,7 @@ from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.supervisor import Supervisor
+from tpuctl.safety import reaper
 
 
 def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
-from tpuctl import signals
 from tpuctl.launch import cause
 from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
@@ -30,6 +29,7 @@ from tpuctl.runs import stacks as stacks_request
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
+from tpuctl.safety import signals
 
 
 class Supervisor:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from tpuctl.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 # What TensorFlow's client logs for a worker that did not answer, said the way a user can act on it.
 _REASONS = (

@@ -26,8 +26,8 @@ from __future__ import annotations
 import os
 import sys
 
-from tpuctl import worker_contract as contract
-from tpuctl.errors import TpuctlError
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import after_import
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see bootstrap.py)

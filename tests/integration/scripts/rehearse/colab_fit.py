@@ -3,8 +3,8 @@ COLAB_TPU_ADDR, connect, initialise, its own TPUStrategy, a batch sized by the r
 steps_per_execution, and validation data each epoch. Prints one JSON line of what the script saw."""
 
 import json
-import sys
 import os
+import sys
 
 import numpy as np
 import tensorflow as tf

@@ -29,8 +29,8 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from tpuctl import reaper
-from tpuctl import worker_contract as contract
+from tpuctl.cluster import worker_contract as contract
+from tpuctl.safety import reaper
 
 SOURCE = Path(__file__).with_name("bindshim.c")
 COMPILERS = ("cc", "gcc", "clang")
@@ -89,8 +89,8 @@ def _cache_folder(cache_dir: Path | None) -> Path:
         from platformdirs import user_cache_path
 
         cache_dir = user_cache_path("tpuctl")
-    from tpuctl.errors import TpuctlError
-    from tpuctl.private_files import private_dir
+    from tpuctl.inputs.errors import TpuctlError
+    from tpuctl.inputs.private_files import private_dir
 
     folder = cache_dir / "bindshim"
     try:

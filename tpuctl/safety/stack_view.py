@@ -47,7 +47,7 @@ _TF_STEP = ("quick_execute", "TFE_Py_Execute", "TFE_Execute")
 
 
 # The names in tpuctl's package folder: `tpuctl/NAME` in a path is tpuctl's code (its runtime wraps the script).
-_TPUCTL = frozenset(p.name for p in Path(__file__).resolve().parent.iterdir())
+_TPUCTL = frozenset(p.name for p in Path(__file__).resolve().parents[1].iterdir())
 
 
 @dataclass(frozen=True)

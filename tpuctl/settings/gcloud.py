@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import inputs
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import TpuctlError
 
 _SMALL = 4096  # active_config holds one configuration's name
 

@@ -15,9 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl import config, gcloud_config, inputs, tpu_software
-from tpuctl.accelerators import is_type_name
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.settings import files as config
+from tpuctl.settings import gcloud as gcloud_config
+from tpuctl.tpu import software as tpu_software
+from tpuctl.tpu.accelerators import is_type_name
 
 SECTION = "cloud"
 DEFAULT, UNSET = "default", "unset"  # the sources of a value no layer gave

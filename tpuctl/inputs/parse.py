@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tpuctl.errors import USAGE, TpuctlError, one_line
+from tpuctl.inputs.errors import USAGE, TpuctlError, one_line
 
 # Deeper than any real config file or saved spec nests, shallow enough that every
 # recursive walk over the data (==, repr, json.dumps) stays far from the stack limit.

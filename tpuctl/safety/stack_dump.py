@@ -1,7 +1,7 @@
 """A worker's Python stacks, taken from outside while it runs: for `tpuctl stacks`, SIGQUIT to a
 launch, and --hang-timeout (docs/hangs.md).
 
-The worker's reaper (tpuctl/reaper.py), its parent, takes them on the launcher's
+The worker's reaper (tpuctl/safety/reaper.py), its parent, takes them on the launcher's
 request. py-spy comes first where the host has it: it also sees native frames
 and needs nothing from the worker. Otherwise the worker's own `faulthandler`,
 registered on SIGQUIT before the script starts, writes every thread's stack to
@@ -46,8 +46,7 @@ def _py_spy(pid: int) -> bytes:
     import shutil
     import subprocess
 
-    from tpuctl import reaper
-
+    from tpuctl.safety import reaper
     tool = shutil.which("py-spy")
     if tool is None:
         return b""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn, Protocol
 
     class Stacks(Protocol):
-        """How a worker's stacks are taken: tpuctl/stack_dump.py, which the worker runtime passes to
+        """How a worker's stacks are taken: tpuctl/safety/stack_dump.py, which the worker runtime passes to
         `guard`. Passed in, not imported: stack_dump runs py-spy through `run` below."""
 
         def register(self, dumps: int) -> None: ...
@@ -253,7 +253,7 @@ def guard(lifeline: int, drop: Sequence[int] = (), stacks: Stacks | None = None)
     """Fork this (worker) process: the parent becomes its reaper and never returns, the child
     returns True and goes on as the worker. False where no reaper can be had (then nothing forked).
     `drop`: descriptors the reaper must not keep (a reserved port, which must be free for the worker).
-    `stacks`: how the reaper takes the worker's stacks when the launcher asks for them (tpuctl/stack_dump.py)."""
+    `stacks`: how the reaper takes the worker's stacks when the launcher asks for them (tpuctl/safety/stack_dump.py)."""
     if not become_subreaper():
         return False
     taking = None if stacks is None else (stacks, *os.pipe())  # with the pipe the worker's stacks come through

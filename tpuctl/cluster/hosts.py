@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpuctl.errors import TpuctlError
-from tpuctl.inputs import read_small_text
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.parse import read_small_text
 
 MAX_PORT = 65535
 # The most tasks (processes) one cluster may have, and so the most slots a host list may

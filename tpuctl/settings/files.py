@@ -1,7 +1,7 @@
 """Settings files: `./tpuctl.toml` over the user's config file, per command section.
 
 Cloud settings (`[cloud]`, with env vars and gcloud as further layers) are
-resolved by tpuctl.settings; this module reads and edits the files.
+resolved by tpuctl.settings.cloud; this module reads and edits the files.
 
 Precedence, highest first: a flag on the command line, `./tpuctl.toml`, the
 user config file (`~/.config/tpuctl/config.toml` on Linux), the built-in
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tpuctl import inputs
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs import parse as inputs
+from tpuctl.inputs.errors import TpuctlError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -167,7 +167,7 @@ def update_section(path: Path, section: str, values: dict[str, str]) -> bool:
     if check.get(section) != merged or not others_kept:
         # e.g. dotted `cloud.x = ...` keys elsewhere: refuse rather than write a file that means something else.
         raise TpuctlError(f"cannot update [{section}] in {path} safely", hint="edit the file by hand", exit_code=1)
-    from tpuctl.private_files import private_dir, write_through
+    from tpuctl.inputs.private_files import private_dir, write_through
 
     try:
         # A symlinked config (dotfiles) stays a symlink: its target is replaced, keeping its mode; a new file is 0600.

@@ -59,7 +59,7 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only from c
 
 def _shown(text: str) -> str:
     """Echo user input back on one line: control characters escaped, long text cut."""
-    from tpuctl.errors import one_line
+    from tpuctl.inputs.errors import one_line
 
     return one_line(text, 40)
 
@@ -68,7 +68,7 @@ def from_env(variable: str, default: float, minimum: float = 0.05, maximum: floa
     """A polling interval from the environment (how tests make a backend poll fast), checked as a flag would be."""
     import os
 
-    from tpuctl.errors import TpuctlError
+    from tpuctl.inputs.errors import TpuctlError
 
     raw = os.environ.get(variable, "")
     if not raw:

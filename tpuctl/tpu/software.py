@@ -1,4 +1,4 @@
-"""The software side of a TPU, beside the hardware table (tpuctl/accelerators.py): what each chip is on the PCI
+"""The software side of a TPU, beside the hardware table (tpuctl/tpu/accelerators.py): what each chip is on the PCI
 bus, which TPU VM runtime image has TensorFlow for it, which libtpu each tensorflow-tpu release needs, which
 Pythons each TensorFlow release has wheels for.
 
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tpuctl.accelerators import shape_of
+from tpuctl.tpu.accelerators import shape_of
 
 Verdict = Literal["ok", "warn", "fail"]
 
@@ -26,7 +26,7 @@ class Chip:
 
     device_id: int
     name: str  # as people say it
-    generation: str | None  # the accelerator table's name (tpuctl.accelerators), None where tpuctl cannot create it
+    generation: str | None  # the accelerator table's name (tpuctl.tpu.accelerators), None where tpuctl cannot create it
     nodes: Literal["accel", "vfio"]  # how a TPU VM exposes it: /dev/accelN (gasket driver) or /dev/vfio/N (vfio-pci)
     tensorflow: Verdict
     why: str = ""

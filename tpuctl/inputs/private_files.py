@@ -28,7 +28,7 @@ import os
 import stat
 from pathlib import Path
 
-from tpuctl.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700

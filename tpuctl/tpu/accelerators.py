@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from tpuctl.errors import USAGE, TpuctlError, one_line
+from tpuctl.inputs.errors import USAGE, TpuctlError, one_line
 
 TYPE_HINT = "a TPU type such as v4-8, v5litepod-16, v5p-8 or v6e-8"
 TOPOLOGY_HINT = "e.g. 2x4 (v5e, v6e) or 2x2x4 (v4, v5p)"

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tpuctl.errors import TpuctlError, one_line
-from tpuctl.hosts import MAX_TASKS, HostEntry, expand_addresses, parse_host
+from tpuctl.cluster.hosts import MAX_TASKS, HostEntry, expand_addresses, parse_host
+from tpuctl.inputs.errors import TpuctlError, one_line
 
 # Order in which tasks are numbered, addressed and started.
 CLUSTER_ROLES = ("chief", "worker", "ps")

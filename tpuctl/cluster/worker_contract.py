@@ -2,12 +2,12 @@
 a plan writes and a worker reads, named, written and read here and nowhere else.
 
 Every worker imports this module before its script starts, so it imports
-nothing beyond tpuctl.errors (the runtime's start-up cost is measured).
+nothing beyond tpuctl.inputs.errors (the runtime's start-up cost is measured).
 """
 
 from __future__ import annotations
 
-from tpuctl.errors import TpuctlError
+from tpuctl.inputs.errors import TpuctlError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
