@@ -171,3 +171,49 @@ def test_the_capture_names_why_each_worker_sent_nothing() -> None:
     # A line naming no address is the silent worker's when it is the only one; with two, it is nobody's.
     assert "busy with another capture" in profile_capture.why(addresses[0], addresses, errors[1:], silent=1)
     assert profile_capture.why(addresses[0], addresses, errors[1:], silent=2) == profile_capture._NO_ANSWER
+
+
+def _running(tmp_path: Path) -> tuple[RunRecord, int]:
+    """A run record that reads `running`: its folder's claim is held (by this process) and the record written."""
+    record = _record(tmp_path)
+    os.rmdir(record.log_dir)
+    claim = RunFolder(Path(record.log_dir)).claim(record.run_id)
+    records.write(record)
+    return record, claim
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_log_dir_names_its_run_as_report_takes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool) -> None:
+    """The folder resolves to its run's record: this run has no profiler servers, which only its record can say."""
+    record, claim = _running(tmp_path)
+    try:
+        if relative:
+            monkeypatch.chdir(record.log_dir)
+        code, out, err = _cli("profile", "." if relative else record.log_dir)
+    finally:
+        os.close(claim)
+    assert (code, out) == (1, "")
+    assert err.count("Error:") == 1 and f"run {record.run_id} has no profiler servers" in err, err
+
+
+def test_a_log_dir_no_record_names_is_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    code, out, err = _cli("profile", str(folder))
+    assert (code, out) == (1, "")
+    assert err.count("Error:") == 1 and "no run record of yours names the log folder" in err, err
+
+
+def test_a_path_that_is_no_folder_is_refused_as_report_refuses_it(tmp_path: Path) -> None:
+    for command in ("profile", "report"):
+        code, out, err = _cli(command, str(tmp_path / "missing"))
+        assert (code, out) == (1, "")
+        assert err.count("Error:") == 1 and "is not a launch's log folder" in err, (command, err)
+
+
+def test_a_capture_that_no_worker_answered_names_no_session() -> None:
+    from tpuctl.cli.diagnosis.profile import render
+
+    capture = profiling.Capture("train-1", "/m", 3.0, None, {}, {"worker:0": "gone", "worker:1": "gone"})
+    lines = render(capture, None)
+    assert lines == ["profile of train-1 (0 of 2 workers, 3s): no session written"]
