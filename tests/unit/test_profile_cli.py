@@ -217,3 +217,31 @@ def test_a_capture_that_no_worker_answered_names_no_session() -> None:
     capture = profiling.Capture("train-1", "/m", 3.0, None, {}, {"worker:0": "gone", "worker:1": "gone"})
     lines = render(capture, None)
     assert lines == ["profile of train-1 (0 of 2 workers, 3s): no session written"]
+
+
+def test_a_worker_whose_rpc_failed_is_named_from_tensorflows_warning_and_asked_again_only_where_it_may_answer() -> None:
+    """capture_profile.cc logs a failed worker's status as a warning naming its address, once another sent data
+    (lines as TensorFlow 2.21 printed them when a MultiWorkerMirroredStrategy worker aborted during a capture)."""
+    addresses = ["127.0.0.1:36145", "127.0.0.1:40701"]
+    log = (
+        "W0000 00:00:1795875958.651514   19968 capture_profile.cc:150] No trace event is collected from 127.0.0.1:40701\n"
+        "W0000 00:00:1795875958.651517   19968 capture_profile.cc:162] 127.0.0.1:40701 returned UNAVAILABLE: Socket closed\n"
+    )
+    errors = profile_capture._errors(log)
+    assert errors == ["127.0.0.1:40701 returned UNAVAILABLE: Socket closed"]
+    assert profile_capture.why(addresses[1], addresses, errors, silent=1) == "127.0.0.1:40701 returned UNAVAILABLE: Socket closed"
+    assert profile_capture.worth_asking_again(addresses[1], addresses, errors, silent=1)
+    timed_out = ["UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:40701: connection attempt timed out"]
+    assert not profile_capture.worth_asking_again(addresses[1], addresses, timed_out, silent=1)
+    assert not profile_capture.worth_asking_again(addresses[1], addresses, ["INTERNAL: Another profiling session active."], silent=1)
+
+
+def test_a_port_is_listening_while_a_server_holds_it_and_not_after() -> None:
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    assert profile_capture.listening(address)
+    server.close()
+    assert not profile_capture.listening(address)
+    assert not profile_capture.listening("no-port-here")
