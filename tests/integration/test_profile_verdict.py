@@ -184,7 +184,7 @@ def test_json_shape(capture: Capture, judged: Verdict) -> None:
     assert shape["session"] == capture.session.name and shape["straggler"] == "worker:1" and shape["unreadable"] == []
     # In the workers' order, not their files' (named after random ports).
     assert [w["worker"] for w in shape["workers"]] == sorted(capture.names.values())
-    keys = {"worker", "file", "steps", "step_ms", "input_pct", "compute_pct", "other_pct", "top_ops", "markers"}
+    keys = {"worker", "file", "steps", "step_ms", "input_pct", "compute_pct", "communication_pct", "other_pct", "top_ops", "markers"}
     for w in shape["workers"]:
         assert set(w) == keys, w
         assert all(set(op) == {"type", "name", "self_pct"} for op in w["top_ops"])

@@ -171,3 +171,77 @@ def test_the_capture_names_why_each_worker_sent_nothing() -> None:
     # A line naming no address is the silent worker's when it is the only one; with two, it is nobody's.
     assert "busy with another capture" in profile_capture.why(addresses[0], addresses, errors[1:], silent=1)
     assert profile_capture.why(addresses[0], addresses, errors[1:], silent=2) == profile_capture._NO_ANSWER
+
+
+def _running(tmp_path: Path) -> tuple[RunRecord, int]:
+    """A run record that reads `running`: its folder's claim is held (by this process) and the record written."""
+    record = _record(tmp_path)
+    os.rmdir(record.log_dir)
+    claim = RunFolder(Path(record.log_dir)).claim(record.run_id)
+    records.write(record)
+    return record, claim
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_log_dir_names_its_run_as_report_takes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool) -> None:
+    """The folder resolves to its run's record: this run has no profiler servers, which only its record can say."""
+    record, claim = _running(tmp_path)
+    try:
+        if relative:
+            monkeypatch.chdir(record.log_dir)
+        code, out, err = _cli("profile", "." if relative else record.log_dir)
+    finally:
+        os.close(claim)
+    assert (code, out) == (1, "")
+    assert err.count("Error:") == 1 and f"run {record.run_id} has no profiler servers" in err, err
+
+
+def test_a_log_dir_no_record_names_is_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    code, out, err = _cli("profile", str(folder))
+    assert (code, out) == (1, "")
+    assert err.count("Error:") == 1 and "no run record of yours names the log folder" in err, err
+
+
+def test_a_path_that_is_no_folder_is_refused_as_report_refuses_it(tmp_path: Path) -> None:
+    for command in ("profile", "report"):
+        code, out, err = _cli(command, str(tmp_path / "missing"))
+        assert (code, out) == (1, "")
+        assert err.count("Error:") == 1 and "is not a launch's log folder" in err, (command, err)
+
+
+def test_a_capture_that_no_worker_answered_names_no_session() -> None:
+    from tpuctl.cli.diagnosis.profile import render
+
+    capture = profiling.Capture("train-1", "/m", 3.0, None, {}, {"worker:0": "gone", "worker:1": "gone"})
+    lines = render(capture, None)
+    assert lines == ["profile of train-1 (0 of 2 workers, 3s): no session written"]
+
+
+def test_a_worker_whose_rpc_failed_is_named_from_tensorflows_warning_and_asked_again_only_where_it_may_answer() -> None:
+    """capture_profile.cc logs a failed worker's status as a warning naming its address, once another sent data
+    (lines as TensorFlow 2.21 printed them when a MultiWorkerMirroredStrategy worker aborted during a capture)."""
+    addresses = ["127.0.0.1:36145", "127.0.0.1:40701"]
+    log = (
+        "W0000 00:00:1795875958.651514   19968 capture_profile.cc:150] No trace event is collected from 127.0.0.1:40701\n"
+        "W0000 00:00:1795875958.651517   19968 capture_profile.cc:162] 127.0.0.1:40701 returned UNAVAILABLE: Socket closed\n"
+    )
+    errors = profile_capture._errors(log)
+    assert errors == ["127.0.0.1:40701 returned UNAVAILABLE: Socket closed"]
+    assert profile_capture.why(addresses[1], addresses, errors, silent=1) == "127.0.0.1:40701 returned UNAVAILABLE: Socket closed"
+    assert profile_capture.worth_asking_again(addresses[1], addresses, errors, silent=1)
+    timed_out = ["UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:40701: connection attempt timed out"]
+    assert not profile_capture.worth_asking_again(addresses[1], addresses, timed_out, silent=1)
+    assert not profile_capture.worth_asking_again(addresses[1], addresses, ["INTERNAL: Another profiling session active."], silent=1)
+
+
+def test_a_port_is_listening_while_a_server_holds_it_and_not_after() -> None:
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    assert profile_capture.listening(address)
+    server.close()
+    assert not profile_capture.listening(address)
+    assert not profile_capture.listening("no-port-here")

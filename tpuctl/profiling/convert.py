@@ -24,9 +24,27 @@ from typing import Any, TextIO
 
 MISSING_EXIT = 3  # xprof cannot be imported: the verdict says how to install it
 TOP_OPS = 5
-# Step-table columns (ms per step) that count as computing; input is infeedTimeMs, the rest is "other"
-# (Python between steps, I/O, collectives, compilation).
+# Step-table columns (ms per step) that count as computing; input is infeedTimeMs, communication is
+# deviceCollectivesTimeMs plus the collectives' part of hostComputeTimeMs (below), the rest is "other"
+# (Python between steps, I/O, compilation).
 _COMPUTE = ("deviceComputeTimeMs", "hostComputeTimeMs", "kernelLaunchTimeMs")
+# TensorFlow's op types that move data between replicas or tasks (tensorflow/core/ops/collective_ops.cc,
+# nccl_ops.cc, sendrecv_ops.cc), and XLA's collective HLO categories as xprof's smart_suggestion/signal_provider.h
+# lists them (IsCollective). xprof's step breakdown counts a GPU kernel whose name starts with "nccl" as
+# DEVICE_COLLECTIVES (xplane_to_step_events.cc, ClassifyGpuEvent), but a collective run on the host (CPU workers
+# under MultiWorkerMirroredStrategy) as HOST_COMPUTE (ClassifyCpuEvent): these are told apart by op type here.
+COLLECTIVE_TYPES = frozenset(
+    {
+        "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "CollectiveGather", "CollectiveGatherV2",
+        "CollectiveBcastSend", "CollectiveBcastRecv", "CollectiveBcastSendV2", "CollectiveBcastRecvV2",
+        "CollectiveAllToAllV2", "CollectiveAllToAllV3", "CollectiveReduceScatterV2",
+        "NcclAllReduce", "NcclReduce", "NcclBroadcast", "_NcclReduceSend", "_NcclReduceRecv", "_NcclBroadcastSend", "_NcclBroadcastRecv",
+        "_Send", "_Recv", "_HostSend", "_HostRecv",
+        "all-reduce", "all-reduce fusion", "all-reduce-scatter fusion", "all-to-all", "all-gather", "all-gather-start",
+        "all-gather-done", "all-gather fusion", "reduce-scatter", "collective-permute", "collective-permute-start",
+        "collective-permute-done", "host send", "host send-done", "host recv", "host recv-done",
+    }
+)  # fmt: skip
 
 Convert = Callable[[list[str], str, dict[str, Any]], tuple[Any, str]]
 
@@ -56,13 +74,25 @@ def _reason(log: Path, file: str) -> str:
     return errors[-1].replace(file, "the file").strip() if errors else "xprof returned nothing for it"
 
 
+def is_collective(op_type: str) -> bool:
+    """Whether an op of this type is communication between replicas: xprof's rule for GPU kernels ("nccl..."),
+    or one of COLLECTIVE_TYPES."""
+    return op_type in COLLECTIVE_TYPES or op_type.lower().startswith("nccl")
+
+
+def host_collective_share(ops: list[dict[str, Any]]) -> float:
+    """The collectives' share (0-1) of the host ops' self time, which xprof counts as host compute whole."""
+    share = sum(float(r.get("host_total_self_time_percent") or 0.0) for r in ops if r.get("host_or_device") == "Host" and is_collective(str(r.get("type"))))
+    return min(1.0, max(0.0, share))
+
+
 def _share(row: dict[str, Any]) -> float:
     side = "device" if row.get("host_or_device") == "Device" else "host"
     return round(100 * float(row.get(f"{side}_total_self_time_percent") or 0.0), 1)
 
 
 def numbers(convert: Convert, file: str, scratch: Path) -> dict[str, Any]:
-    """One worker file's step times, input and compute shares and top ops, or the reason it has none (under "error").
+    """One worker file's step times, input, compute and communication shares and top ops, or the reason it has none (under "error").
     `file` comes back as given: it is how the reader matches the answer to its question."""
     found: dict[str, Any] = {"file": file}
     path = Path(file)
@@ -85,16 +115,19 @@ def numbers(convert: Convert, file: str, scratch: Path) -> dict[str, Any]:
         return {**found, "error": f"could not be read by xprof: {_reason(log, str(private))}"}
     steps_table = json.loads(pipeline)[1]
     steps = _rows(steps_table)
-    top = [{"type": r["type"], "name": r["operation"], "self_pct": _share(r)} for r in _rows(json.loads(ops)[1])[:TOP_OPS]]
+    op_rows = _rows(json.loads(ops)[1])
+    top = [{"type": r["type"], "name": r["operation"], "self_pct": _share(r)} for r in op_rows[:TOP_OPS]]
     if not steps and not top:
         return {**found, "error": "holds no trace events: the worker recorded nothing during the capture"}
     times = [float(r["stepTimeMs"]) for r in steps]
     total = sum(times)
     found |= {"steps": len(steps), "markers": bool(steps), "top_ops": top}
     if not total:
-        return {**found, "step_ms": None, "input_pct": None, "compute_pct": None, "other_pct": None}
+        return {**found, "step_ms": None, "input_pct": None, "compute_pct": None, "communication_pct": None, "other_pct": None}
     input_pct = 100 * sum(float(r["infeedTimeMs"]) for r in steps) / total
-    compute_pct = 100 * sum(float(r.get(c) or 0.0) for r in steps for c in _COMPUTE) / total
+    host_comm = host_collective_share(op_rows) * sum(float(r.get("hostComputeTimeMs") or 0.0) for r in steps)
+    communication_pct = 100 * (host_comm + sum(float(r.get("deviceCollectivesTimeMs") or 0.0) for r in steps)) / total
+    compute_pct = 100 * sum(float(r.get(c) or 0.0) for r in steps for c in _COMPUTE) / total - 100 * host_comm / total
     return found | {
         "step_ms": {
             "mean": round(statistics.fmean(times), 3),
@@ -104,7 +137,8 @@ def numbers(convert: Convert, file: str, scratch: Path) -> dict[str, Any]:
         },
         "input_pct": round(input_pct, 1),
         "compute_pct": round(compute_pct, 1),
-        "other_pct": round(max(0.0, 100 - input_pct - compute_pct), 1),
+        "communication_pct": round(communication_pct, 1),
+        "other_pct": round(max(0.0, 100 - input_pct - compute_pct - communication_pct), 1),
     }
 
 

@@ -29,6 +29,12 @@ MARKERS_HINT = (
     "Keras fit under tpuctl gets step markers from the runtime; a custom loop wraps each step in "
     'tf.profiler.experimental.Trace("train", step_num=step, _r=1)'
 )
+COLLECTIVE_BOUND_PCT = 30.0  # xprof's kCollectiveBoundThresholdInPercent
+COMMUNICATION_HINT = (
+    "most of each step is gradient synchronisation (all-reduce); a collective also waits for the slowest worker. "
+    "What helps: a larger per-replica batch, or a custom loop that accumulates gradients over several batches (fewer all-reduces per "
+    "example); a faster input pipeline or more compute does not"
+)
 _MISSING_EXIT = 3  # convert.py's status when xprof cannot be imported (the converter is not imported here)
 _SUFFIX = ".xplane.pb"
 
@@ -58,6 +64,7 @@ class Worker:
     step_ms: StepTimes | None
     input_pct: float | None
     compute_pct: float | None
+    communication_pct: float | None  # collectives (all-reduce, gather, send/recv), apart from compute as xprof keeps them
     other_pct: float | None
     top_ops: tuple[Op, ...]
     markers: bool
@@ -122,6 +129,7 @@ def verdict(files: Sequence[Path], *, names: Mapping[str, str] | None = None, ti
         else:
             workers.append(_worker(name, numbers))
     straggler, said = _straggler(workers)
+    said += _communication_note(workers)
     notes = [f"{u.worker}: not judged: {file_name(u.file)} {u.reason}" for u in unreadable]
     notes += [
         f"{w.worker}: no step markers in {file_name(w.file)}, so no step time (or the capture was shorter than one step). {MARKERS_HINT}."
@@ -178,6 +186,7 @@ def _worker(name: str, n: dict[str, Any]) -> Worker:
         step_ms=StepTimes(**step_ms) if step_ms else None,
         input_pct=n.get("input_pct"),
         compute_pct=n.get("compute_pct"),
+        communication_pct=n.get("communication_pct"),
         other_pct=n.get("other_pct"),
         top_ops=tuple(Op(str(o["type"]), str(o["name"]), float(o["self_pct"])) for o in n["top_ops"]),
         markers=bool(n["markers"]),
@@ -200,26 +209,41 @@ def _straggler(workers: list[Worker]) -> tuple[str | None, list[str]]:
 
 
 def _bound(w: Worker) -> tuple[str, str]:
-    """What limits the worker's steps, and the share that says so."""
+    """What limits the worker's steps, and the share that says so. Communication past xprof's own collective-bound
+    threshold (30%, smart_suggestion/constants.h) is named even where compute is the larger part."""
     if w.input_pct is None or w.compute_pct is None or w.other_pct is None:
         return "", ""
     waits = f"{w.input_pct:.0f}% of its step time waits for input"
+    talks = f"{w.communication_pct or 0:.0f}% of its step time is in collectives"
     if w.input_pct >= 50:
         return "input-bound", waits
+    if (w.communication_pct or 0) >= 50:
+        return "communication-bound", talks
     if w.input_pct >= 20:
         return "partly input-bound", waits
+    if (w.communication_pct or 0) >= COLLECTIVE_BOUND_PCT:
+        return "partly communication-bound", talks
     if w.compute_pct >= 50:
         return "compute-bound", f"{w.compute_pct:.0f}% of its step time computes"
     if w.other_pct >= 50:
-        return "neither computing nor reading input", f"{w.other_pct:.0f}%: Python between steps, I/O, waiting for other workers"
+        return "neither computing nor reading input", f"{w.other_pct:.0f}%: Python between steps, I/O"
     return "", ""
+
+
+def _communication_note(workers: list[Worker]) -> list[str]:
+    """What helps workers whose steps are mostly collectives: fewer synchronisations per example, not faster
+    compute or input (a collective also waits for the slowest worker, so a straggler is looked at first)."""
+    bound = [w.worker for w in workers if _bound(w)[0].endswith("communication-bound")]
+    if not bound:
+        return []
+    return [f"{', '.join(bound)}: {COMMUNICATION_HINT}"]
 
 
 def _summary(w: Worker) -> str:
     if w.step_ms is None:
         return "no step markers, so no step time (see below)"
     s = w.step_ms
-    shares = f"input {w.input_pct:.0f}%  compute {w.compute_pct:.0f}%  other {w.other_pct:.0f}%"
+    shares = f"input {w.input_pct:.0f}%  compute {w.compute_pct:.0f}%  communication {w.communication_pct or 0:.0f}%  other {w.other_pct:.0f}%"
     bound = _bound(w)[0]
     return f"{w.steps} steps  step {s.mean:.1f} ms ±{s.stdev:.1f} ({s.min:.1f}-{s.max:.1f})  {shares}" + (f"  {bound}" if bound else "")
 

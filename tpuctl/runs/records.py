@@ -197,6 +197,28 @@ def find(name: str | None, warn: Callable[[str], None], *, running: bool = False
     return matches[0], None
 
 
+def find_or_folder(name: str | None, warn: Callable[[str], None], *, running: bool = False) -> tuple[RunFolder, RunRecord | None, str | None]:
+    """The run a command names by its id (as `find`) or by the path of the log folder a launch wrote (a name with a
+    path separator, `.` or `..`): its folder, its record (None where a path named it: `record_of` looks it up),
+    and where tpuctl chose the run, the line saying which."""
+    if name is not None and (os.sep in name or name in (".", "..")):
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise TpuctlError(f"{one_line(name, 60)!r} is not a launch's log folder", hint="pass a run id or the LOG_DIR a launch wrote", exit_code=FAILED)
+        return RunFolder(path.resolve()), None, None
+    record, chosen = find(name, warn, running=running)
+    return record.folder, record, chosen
+
+
+def record_of(folder: RunFolder, warn: Callable[[str], None]) -> RunRecord:
+    """The record of the run that wrote `folder` (the newest, where runs of several users' states name it), or one line."""
+    for record in read_all(warn):
+        if Path(record.log_dir).resolve() == folder.path:
+            return record
+    hint = "its run was launched with another state folder (XDG_STATE_HOME), or its record was pruned"
+    raise TpuctlError(f"no run record of yours names the log folder {one_line(str(folder.path), 120)}", hint=hint, exit_code=FAILED)
+
+
 def prune(days: float, warn: Callable[[str], None], now: float | None = None) -> list[RunRecord]:
     """Remove the records of runs that ended (or were lost) more than `days` ago; running ones stay. The removed."""
     limit = (now if now is not None else time.time()) - days * 86400

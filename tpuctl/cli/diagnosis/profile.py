@@ -1,6 +1,6 @@
 """`tpuctl profile [RUN] --duration SECONDS`: profile every worker of a running launch at once (docs/profile.md).
 
-RUN is what `tpuctl stacks` takes. The capture is tpuctl/runs/profiling.py; the verdict is
+RUN is what `tpuctl stacks` takes, or a launch's LOG_DIR as `tpuctl report` takes it. The capture is tpuctl/runs/profiling.py; the verdict is
 tpuctl/profiling/ (a higher layer than the run records, so it is called from here).
 """
 
@@ -29,7 +29,7 @@ def _say(line: str) -> None:
 
 
 @click.command("profile")
-@click.argument("run_id", metavar="[RUN]", required=False)
+@click.argument("run_id", metavar="[RUN|LOG_DIR]", required=False)
 @click.option(
     "--duration", "duration_s", type=Seconds(maximum=MAX_DURATION_S), metavar="S", default=2.0, show_default=True,
     help=f"Seconds to trace every worker (0 < S <= {MAX_DURATION_S:g}).",
@@ -43,6 +43,8 @@ def _say(line: str) -> None:
 def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bool, **connection: Any) -> None:
     """Profile every worker of a running launch of yours (default: the newest) at once, and say what it shows.
 
+    RUN is a run id or a unique prefix, or the path of the launch's log folder (LOG_DIR).
+
     The session is written in TensorBoard's layout, PROFILE_DIR/plugins/profile/SESSION/, one
     .xplane.pb per worker; PROFILE_DIR is the run's model dir, else its log dir. The run keeps
     running. A worker that does not answer is named and the others are still captured (exit 0);
@@ -53,7 +55,8 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
     """
     from tpuctl.runs import profiling, records
 
-    record, chosen = records.find(run_id, _say, running=True)
+    folder, found, chosen = records.find_or_folder(run_id, _say, running=True)
+    record = found or records.record_of(folder, _say)
     if chosen is not None:
         _say(chosen)
     if not as_json:
@@ -66,6 +69,9 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
         for line in render(result, verdict.lines() if verdict is not None else None):
             click.echo(line)
     if not result.files:
+        now = records.live_state(record)
+        if now.state != records.RUNNING:
+            raise TpuctlError(f"run {record.run_id} ended during the capture ({now.state}): no worker sent a profile", exit_code=FAILED)
         first = next(iter(result.missing.items()), ("", "no worker was asked"))
         hint = "`tpuctl logs` shows whether the workers are still training"
         raise TpuctlError(f"no worker sent a profile ({first[0]} {first[1]})", hint=hint, exit_code=FAILED)
@@ -94,7 +100,8 @@ def _verdict(result: Capture) -> Verdict:
 
 def render(result: Capture, verdict: list[str] | None) -> list[str]:
     """Where the session went, each worker's file, the verdict, and the commands that open it."""
-    lines = [f"profile of {result.run_id} ({len(result.files)} of {len(result.files) + len(result.missing)} workers, {result.duration_s:g}s): {result.session}"]
+    where = result.session or "no session written"
+    lines = [f"profile of {result.run_id} ({len(result.files)} of {len(result.files) + len(result.missing)} workers, {result.duration_s:g}s): {where}"]
     if result.hosts_dir is not None:
         lines.append(f"  (copied from the hosts' {result.hosts_dir})")
     lines += [f"  {worker}  {Path(path).name}" for worker, path in result.files.items()]

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import click
 
-from tpuctl.inputs import parse as inputs
-from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runs import goodput, records
 from tpuctl.runs.folder import RunFolder
 
@@ -98,13 +94,9 @@ def _categories(split: goodput.Split, indent: str) -> list[str]:
 
 def _find(run: str | None) -> tuple[RunFolder, str | None, bool]:
     """The run's folder, its id where a record names it, and whether it still goes on."""
-    if run is not None and (os.sep in run or run in (".", "..")):
-        path = Path(run).expanduser()
-        if not path.is_dir():
-            raise TpuctlError(f"{inputs.shown(run)} is not a launch's log folder", hint="pass a run id or the LOG_DIR a launch wrote", exit_code=FAILED)
-        folder = RunFolder(path.resolve())
-        return folder, None, folder.is_running()
-    record, chosen = records.find(run, _say)
+    folder, record, chosen = records.find_or_folder(run, _say)
     if chosen is not None:
         _say(chosen)
-    return record.folder, record.run_id, record.state == records.RUNNING
+    if record is None:
+        return folder, None, folder.is_running()
+    return folder, record.run_id, record.state == records.RUNNING
