@@ -1,6 +1,6 @@
 """`--rehearse ACCELERATOR` on the launcher's side: what may be rehearsed, and the report at the end.
 
-The rehearsing worker (tpuctl/runtime/rehearsal.py) writes its report as JSON
+The rehearsing worker (tpuctl/runtime/rehearsal/) writes its report as JSON
 when the script ends; the launcher reads it back here, checks its shape (it is
 a file on disk, so anything may be in it), prints it, and fails the launch when
 a check found something a TPU would refuse.

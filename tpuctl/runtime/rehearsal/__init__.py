@@ -8,7 +8,7 @@ shutdown_tpu_system, and TPUStrategy itself, which is a MirroredStrategy over as
 many virtual CPUs as the TPU has replicas (tpuctl.accelerators.replicas). So the
 batch split, per-replica batches, steps_per_execution, dataset sharding and
 checkpoints run as they would on the TPU, and what a TPU would refuse is
-recorded on the way (tpuctl/runtime/rehearsal_checks.py) and written as JSON for
+recorded on the way (tpuctl/runtime/rehearsal/checks.py) and written as JSON for
 the launcher's report when the script ends.
 """
 
@@ -30,7 +30,8 @@ from tensorflow.python.distribute.cluster_resolver import cluster_resolver as re
 
 from tpuctl import accelerators
 from tpuctl import worker_contract as contract
-from tpuctl.runtime import rehearsal_checks, rehearsal_estimator
+from tpuctl.runtime.rehearsal import checks as rehearsal_checks
+from tpuctl.runtime.rehearsal import estimator as rehearsal_estimator
 
 # The shape of tf.tpu.experimental.TPUSystemMetadata, which scripts read for core counts.
 _Metadata = namedtuple("_Metadata", ["num_cores", "num_hosts", "num_of_cores_per_host", "topology", "devices"])

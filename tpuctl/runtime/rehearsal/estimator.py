@@ -38,8 +38,9 @@ from tensorflow.python.tpu import tpu_function
 from tensorflow.python.tpu.ops import tpu_ops
 from tensorflow.python.util import tf_decorator
 
-from tpuctl.runtime import after_import, rehearsal_checks
-from tpuctl.runtime.rehearsal_checks import FAILED, NOT_CHECKED, OK, verdict
+from tpuctl.runtime import after_import
+from tpuctl.runtime.rehearsal import checks as rehearsal_checks
+from tpuctl.runtime.rehearsal.checks import FAILED, NOT_CHECKED, OK, verdict
 
 MODULE = "tensorflow_estimator.python.estimator.tpu.tpu_estimator"
 _VALIDATED_MODES = ("train", "eval", "infer")  # tf.estimator.ModeKeys: TRAIN, EVAL, PREDICT
