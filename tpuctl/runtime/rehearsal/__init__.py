@@ -31,6 +31,7 @@ from tensorflow.python.distribute.cluster_resolver import cluster_resolver as re
 from tpuctl import accelerators
 from tpuctl import worker_contract as contract
 from tpuctl.runtime.rehearsal import checks as rehearsal_checks
+from tpuctl.runtime.rehearsal import embedding
 from tpuctl.runtime.rehearsal import estimator as rehearsal_estimator
 
 # The shape of tf.tpu.experimental.TPUSystemMetadata, which scripts read for core counts.
@@ -138,6 +139,7 @@ def install(accelerator: str, report_path: str | None, simulate_devices: Callabl
     os.environ.pop("TF_CONFIG", None)
     simulate_devices(rehearsal.replicas)
     rehearsal.checks.xla_available = rehearsal_checks.register_xla_kernels()
+    embedding.install(rehearsal.checks.embeddings)
     strategy_class = _strategy_class(rehearsal)
     resolver_class = _resolver_class(rehearsal)
     _patch(strategy_class, resolver_class, rehearsal)
@@ -211,6 +213,7 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
             super().__init__(devices=[f"/cpu:{i}" for i in range(replicas)])
             self.extended.num_hosts = 1
             self.extended.num_replicas_per_host = replicas
+            self.extended.tpu_hardware_feature = embedding.hardware_feature()
             with self.scope():
                 # One count per replica per train step; summed on read, never synchronised during the step.
                 self.tpuctl_steps = tf.Variable(
@@ -239,7 +242,7 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
             training = rehearsal_checks.is_train_step(fn)
             counter = self.tpuctl_steps
             eager = tf.executing_eagerly()
-            checks.eager_run(eager)
+            checks.run_called(fn, eager)
 
             @rehearsal_checks.not_converted
             def replica_step(*args: Any, **kwargs: Any) -> Any:
@@ -250,6 +253,11 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
                 return checks.step_ops(fn, lambda: converted(*args, **kwargs))
 
             return super().run(replica_step, args, kwargs, options)
+
+        def reduce(self, reduce_op: Any, value: Any, axis: Any) -> Any:
+            if axis is None:  # with an axis, each replica's values are summed along it first
+                checks.reduced(value)
+            return super().reduce(reduce_op, value, axis)
 
     TPUStrategy.__qualname__ = "TPUStrategy"
     return TPUStrategy

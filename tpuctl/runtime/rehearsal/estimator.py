@@ -164,6 +164,8 @@ def _run_on_cpu(estimator: Any, tpu_context: Any, checks: rehearsal_checks.Check
         )
         if on_tpu._train_batch_size:
             observed.global_batches.append(int(on_tpu._train_batch_size))
+        if on_tpu._embedding_config_spec is not None:
+            checks.embeddings.append("TPUEstimator's EmbeddingConfigSpec")
 
     def _call_input_fn(self: Any, input_fn: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
         on_tpu = getattr(self, "_tpuctl_on_tpu", None)
