@@ -234,3 +234,17 @@ def test_the_tpu_guides_custom_loop_with_a_lazily_built_adam_rehearses_under_ker
     assert '{"replicas": 8, "steps": 8, "slots": 14}' in log  # Adam: iterations, learning rate, 2 moments x 6 weights
     assert outcome["rehearsal"]["steps"] == 8
     assert set(_verdicts(outcome).values()) == {"ok"}
+
+
+def test_tpu_estimator_embeddings_train_on_the_cpu_and_their_sparse_ops_are_not_called_uncompilable(tmp_path: Path) -> None:
+    # An EmbeddingConfigSpec's columns run on the CPU under use_tpu=False: sparse lookups and Adagrad's sparse
+    # updates, ops with no XLA kernel. On a TPU they run on the embedding hardware, not in XLA: the op check failed
+    # the step for them; it leaves them out and the TPU embeddings line says what was not rehearsed.
+    outcome, stderr = _rehearse_tf215(REHEARSE / "tpu_estimator_embedding.py", "v2-8", tmp_path, "--model-dir", str(tmp_path / "model"))
+    assert (outcome["exit_code"], outcome["failure"]) == (0, None), (outcome, stderr[-3000:])
+    assert _printed(outcome, "tpu_estimator_embedding")["global_step"] == 10
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert found["XLA ops"]["verdict"] == "ok", found["XLA ops"]
+    assert found["TPU embeddings"]["verdict"] == "not checked"
+    assert found["TPU embeddings"]["detail"].startswith("TPUEstimator's EmbeddingConfigSpec: a TPU looks up and updates")
+    assert "ResourceSparseApplyAdagrad" in found["TPU embeddings"]["detail"] and "SparseSegmentMean" in found["TPU embeddings"]["detail"]

@@ -140,7 +140,13 @@ class Checks:
                 said = str(refused).split(". ")[0]
                 if said not in self.eager_refusals:
                     self.eager_refusals.append(said)
-        elif not tf.config.get_soft_device_placement():
+        else:
+            self.placement()
+
+    def placement(self) -> None:
+        """Soft device placement where a TPU program is being built (strategy.run traced, or TPUEstimator's model_fn):
+        tpu.replicate and tpu.shard read it there; a graph of TF1 behaviour has it off too unless the script set it."""
+        if not tf.config.get_soft_device_placement():
             self.hard_placement = True
 
     def reduced(self, value: Any) -> None:

@@ -34,6 +34,8 @@ SPARSE_EMBEDDING_OPS = frozenset(
     {
         "SparseSegmentMean", "SparseSegmentSum", "SparseSegmentSqrtN",
         "SparseSegmentMeanWithNumSegments", "SparseSegmentSumWithNumSegments", "SparseSegmentSqrtNWithNumSegments",
+        "SparseSegmentMeanGrad", "SparseSegmentSumGrad", "SparseSegmentSqrtNGrad",
+        "SparseSegmentMeanGradV2", "SparseSegmentSumGradV2", "SparseSegmentSqrtNGradV2",
         "SparseFillEmptyRows", "SparseReshape", "SparseSlice", "SparseToDense", "Unique", "UniqueV2",
         "ResourceSparseApplyAdagrad", "ResourceSparseApplyAdagradV2", "ResourceSparseApplyProximalAdagrad",
         "ResourceSparseApplyAdam", "ResourceSparseApplyFtrl", "ResourceSparseApplyFtrlV2",

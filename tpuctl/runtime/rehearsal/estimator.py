@@ -236,6 +236,7 @@ def _tpu_variables_in_model_fn(wrapper: Any, checks: rehearsal_checks.Checks) ->
             scope = tf.compat.v1.get_variable_scope()
             before = scope.use_resource
             scope.set_use_resource(True)
+            checks.placement()
             try:
                 return checks.graph_ops(lambda: model_fn(**given))
             finally:
