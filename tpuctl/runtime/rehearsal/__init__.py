@@ -5,7 +5,9 @@ address nobody answers). During a rehearsal TensorFlow's TPU entry points are
 stand-ins that answer at once: TPUClusterResolver (any address form, also
 `.connect()`), experimental_connect_to_cluster/host, initialize_tpu_system and
 shutdown_tpu_system, and TPUStrategy itself, which is a MirroredStrategy over as
-many virtual CPUs as the TPU has replicas (tpuctl.accelerators.replicas). So the
+many virtual CPUs as the TPU has replicas (tpuctl.accelerators.replicas), its
+`extended` answering the host counts and `tpu_hardware_feature` as TPUStrategy's
+does (embedding.py: no embedding accelerator here). So the
 batch split, per-replica batches, steps_per_execution, dataset sharding and
 checkpoints run as they would on the TPU, and what a TPU would refuse is
 recorded on the way (tpuctl/runtime/rehearsal/checks.py) and written as JSON for
