@@ -93,6 +93,9 @@ def test_a_custom_loop_reaches_its_tpu_by_name_and_checkpoints(tmp_path: Path) -
         # TPUStrategy pads uneven per-replica batches (tpu_strategy.py: maximum_shapes when
         # RunOptions.experimental_enable_dynamic_batch_size, True by default): it runs, cores idle.
         ("uneven-batch", "batch split", "warning", 0, "global batch 131 does not split evenly across 8 replicas: TPUStrategy pads"),
+        # With the padder off, the replicas' batches reach one program of one shape unpadded: TPUExecute refuses
+        # the others ("Run-time shape mismatch for TPUExecute argument").
+        ("uneven-batch --no-dynamic-batch", "batch split", "failed", 1, "RunOptions(experimental_enable_dynamic_batch_size=False)"),
         ("partial-batch", "static shapes", "warning", 0, "drop_remainder=True"),
         # Inside tf.function soft placement is off unless the script turns it on: the TPU bridge refuses the op
         # ("isn't compilable for TPU device"); turned on, automatic outside compilation runs it on the host.

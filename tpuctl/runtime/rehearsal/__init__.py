@@ -244,7 +244,7 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
             training = rehearsal_checks.is_train_step(fn)
             counter = self.tpuctl_steps
             eager = tf.executing_eagerly()
-            checks.run_called(fn, eager)
+            checks.run_called(fn, eager, options)
 
             @rehearsal_checks.not_converted
             def replica_step(*args: Any, **kwargs: Any) -> Any:

@@ -98,6 +98,7 @@ class Checks:
     traced_steps: int = 0
     eager_refusals: list[str] = field(default_factory=list)  # TPUStrategy's own words, once per kind
     hard_placement: bool = False  # a step traced without soft device placement
+    unpadded: bool = False  # a strategy.run given RunOptions(experimental_enable_dynamic_batch_size=False)
     uneven_reduces: list[str] = field(default_factory=list)  # the shapes of per-replica values reduced together
     embeddings: list[str] = field(default_factory=list)  # the TPU embedding APIs the script set up
     xla_available: bool = True
@@ -125,14 +126,17 @@ class Checks:
     def steps_per_execution(self, steps: int) -> None:
         self.executions.add(steps)
 
-    def run_called(self, fn: Any, eager: bool) -> None:
+    def run_called(self, fn: Any, eager: bool, options: Any = None) -> None:
         """strategy.run as TPUStrategy.run takes it: its own check of `fn`, and the placement its step is compiled with.
 
         Eagerly, TPUStrategy accepts only a tf.function (validate_run_function); inside
         one, tpu.replicate compiles the step with automatic outside compilation when soft
         device placement is on at that point (tensorflow/python/tpu/tpu.py), which inside
-        a tf.function is only where the script turned it on itself.
+        a tf.function is only where the script turned it on itself. RunOptions can turn
+        off the dynamic padder that lets replicas' batches differ.
         """
+        if options is not None and not getattr(options, "experimental_enable_dynamic_batch_size", True):
+            self.unpadded = True
         if eager:
             try:
                 tpu_strategy.validate_run_function(fn)
@@ -240,6 +244,14 @@ class Checks:
         if not sizes:
             return verdict(name, NOT_CHECKED, "no dataset with a static batch size reached the strategy")
         uneven = sorted({b for b in sizes if b % self.replicas})
+        if uneven and self.unpadded:
+            return verdict(
+                name,
+                FAILED,
+                f"global batch {uneven[0]} does not split evenly across {self.replicas} replicas, and strategy.run was given "
+                "RunOptions(experimental_enable_dynamic_batch_size=False): without the dynamic padder the replicas' batches "
+                f"differ in shape, and a TPU runs one program of one shape on every replica; use a multiple of {self.replicas}",
+            )
         if uneven:
             return verdict(
                 name,

@@ -2,7 +2,8 @@
 distribute_datasets_from_function, strategy.run inside tf.function, strategy.reduce.
 
 With --defect it carries one thing a TPU refuses or runs poorly, for the rehearsal to find:
-  uneven-batch   a global batch that does not split across the replicas (padded)
+  uneven-batch   a global batch that does not split across the replicas (padded; refused with
+                 --no-dynamic-batch, which turns the padder off in RunOptions)
   partial-batch  batches without drop_remainder (a second program)
   host-op        a tf.numpy_function inside the step (no XLA kernel: refused, or on the host with
                  --soft-placement, which calls tf.config.set_soft_device_placement(True))
@@ -18,6 +19,7 @@ import tensorflow as tf
 parser = argparse.ArgumentParser()
 parser.add_argument("--defect", choices=["none", "uneven-batch", "partial-batch", "host-op", "float64", "eager-step"], default="none")
 parser.add_argument("--soft-placement", action="store_true")
+parser.add_argument("--no-dynamic-batch", action="store_true")
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--hard-exit", action="store_true", help="leave through os._exit(0), as scripts that skip TF's slow shutdown do")
 args = parser.parse_args()
@@ -72,7 +74,8 @@ def train_step(iterator):
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    per_replica = strategy.run(step_fn, args=(next(iterator),))
+    options = tf.distribute.RunOptions(experimental_enable_dynamic_batch_size=not args.no_dynamic_batch)
+    per_replica = strategy.run(step_fn, args=(next(iterator),), options=options)
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
