@@ -4,6 +4,7 @@ Each rule says what the TPU's own code path does (docs/rehearse.md has the table
 
 - a global batch that does not split evenly across the replicas runs: TPUStrategy
   pads the replicas' batches (its dynamic padder), so cores compute on padding;
+  with the padder turned off in RunOptions a TPU refuses the other shapes;
 - strategy.reduce of per-replica values of different shapes is add_n outside the
   TPU program, which refuses them (Keras 3's fit and evaluate reduce their first
   batch so);
