@@ -69,9 +69,9 @@ REPORT = {
     "steps": 12,
     "seconds_per_step": 0.05,
     "checks": [
-        {"check": "batch split", "verdict": "failed", "detail": "global batch 100 does not split across 8 replicas"},
+        {"check": "batch split", "verdict": "warning", "detail": "global batch 100 does not split evenly across 8 replicas"},
         {"check": "static shapes", "verdict": "warning", "detail": "partial batch"},
-        {"check": "XLA ops", "verdict": "ok", "detail": "all 20 op types of the step have XLA kernels"},
+        {"check": "XLA ops", "verdict": "failed", "detail": "no XLA kernel for PyFunc"},
         {"check": "float64", "verdict": "not checked", "detail": "no step ran inside tf.function"},
     ],
 }
@@ -89,10 +89,11 @@ def test_a_report_with_a_failed_check_is_shown_and_named_at_the_end(tmp_path: Pa
         "tpuctl:   batch: 100 global",
         "tpuctl:   steps: 12, 0.050s per step on this CPU (not a TPU's speed)",
     ]
-    assert "tpuctl:   FAIL  batch split    global batch 100 does not split across 8 replicas" in lines
+    assert "tpuctl:   WARN  batch split    global batch 100 does not split evenly across 8 replicas" in lines
+    assert "tpuctl:   FAIL  XLA ops        no XLA kernel for PyFunc" in lines
     assert "tpuctl:     --  float64        no step ran inside tf.function" in lines
     assert lines[-1] == (
-        f"tpuctl: 1 worker(s) finished in 3.0s, but the rehearsal found 1 problem(s) a v2-8 would refuse: batch split; logs: {tmp_path}"
+        f"tpuctl: 1 worker(s) finished in 3.0s, but the rehearsal found 1 problem(s) a v2-8 would refuse: XLA ops; logs: {tmp_path}"
     )
 
 

@@ -46,7 +46,7 @@ COMMUNICATION = "TPUCTL_COMMUNICATION"
 DEVICES = "TPUCTL_DEVICES"
 SIMULATE_DEVICES = "TPUCTL_SIMULATE_DEVICES"
 TPU_TIMEOUT = "TPUCTL_TPU_TIMEOUT"
-REHEARSE = "TPUCTL_REHEARSE"  # a TPU type (v2-8): run the script on CPU with that TPU's replicas (runtime/rehearsal.py)
+REHEARSE = "TPUCTL_REHEARSE"  # a TPU type (v2-8): run the script on CPU with that TPU's replicas (runtime/rehearsal/)
 REHEARSAL_REPORT = "TPUCTL_REHEARSAL_REPORT"  # where the rehearsing worker writes its report (JSON) as it ends
 # "0": the worker's runtime sends no timeline events (steps, checkpoints: runtime/timeline/hooks.py); set by whoever
 # runs the launch (benchmarks/timeline_overhead.py measures the runtime's cost with it), never by a plan.

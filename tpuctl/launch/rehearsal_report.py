@@ -1,6 +1,6 @@
 """`--rehearse ACCELERATOR` on the launcher's side: what may be rehearsed, and the report at the end.
 
-The rehearsing worker (tpuctl/runtime/rehearsal.py) writes its report as JSON
+The rehearsing worker (tpuctl/runtime/rehearsal/) writes its report as JSON
 when the script ends; the launcher reads it back here, checks its shape (it is
 a file on disk, so anything may be in it), prints it, and fails the launch when
 a check found something a TPU would refuse.
@@ -91,8 +91,8 @@ def render(report: dict[str, Any]) -> list[str]:
 
 
 def explained(cause: Cause, report: dict[str, Any]) -> Cause:
-    """A failure's cause with the rehearsal's finding first: a batch that does not split also breaks the CPU
-    run, in its first step, where TensorFlow's own error names an op, not the batch the report names."""
+    """A failure's cause with the rehearsal's finding first: what a TPU refuses can break the CPU run too (Keras 3
+    reducing an uneven first batch fails in add_n on both), where TensorFlow's own error names an op, not the reason."""
     found = problems(report)
     if not found:
         return cause

@@ -324,6 +324,10 @@ def _script_failed(err: Exception) -> None:
     chain: list[BaseException] = [err]
     while (inner := chain[-1].__cause__ or chain[-1].__context__) is not None and inner not in chain:
         chain.append(inner)
+    ours = next((e for e in chain if isinstance(e, TpuctlError)), None)
+    if ours is not None:  # tpuctl's own stop inside a tf.function trace, which autograph re-raises as a StagingError
+        say(f"error: {ours}")
+        sys.exit(ours.exit_code)
     sign = next((s for s in _NO_TPU_SIGNS for e in chain if s in str(e)), None)
     if sign is not None and not worker_env.tpu_present():
         say(f"error: {NO_TPU.format(sign)}")

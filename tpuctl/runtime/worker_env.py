@@ -25,7 +25,7 @@ class WorkerEnv:
     communication: str = "auto"  # MultiWorkerMirrored collectives
     devices: tuple[str, ...] = ()  # Mirrored: which devices, all when empty
     simulate_devices: int = 0  # split the CPU into this many logical devices first
-    rehearse: str | None = None  # a TPU type rehearsed on CPU (runtime/rehearsal.py)
+    rehearse: str | None = None  # a TPU type rehearsed on CPU (runtime/rehearsal/)
 
     @property
     def is_server(self) -> bool:

@@ -29,7 +29,7 @@ def create_model():
     )
 
 
-batch_size = int(sys.argv[1]) if len(sys.argv) > 1 else 8 * strategy.num_replicas_in_sync  # a test may give one that does not split
+batch_size = 8 * strategy.num_replicas_in_sync
 with strategy.scope():
     model = create_model()
     model.compile(

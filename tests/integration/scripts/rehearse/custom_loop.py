@@ -1,11 +1,14 @@
 """A custom training loop in the style of TensorFlow's "Use TPUs" guide: its own TPUStrategy,
 distribute_datasets_from_function, strategy.run inside tf.function, strategy.reduce.
 
-With --defect it carries one mistake a TPU would not forgive, for the rehearsal to find:
-  uneven-batch   a global batch that does not split across the replicas
-  partial-batch  batches without drop_remainder
-  host-op        a tf.numpy_function inside the step (no XLA kernel)
-  float64        the loss computed in float64
+With --defect it carries one thing a TPU refuses or runs poorly, for the rehearsal to find:
+  uneven-batch   a global batch that does not split across the replicas (padded; refused with
+                 --no-dynamic-batch, which turns the padder off in RunOptions)
+  partial-batch  batches without drop_remainder (a second program)
+  host-op        a tf.numpy_function inside the step (no XLA kernel: refused, or on the host with
+                 --soft-placement, which calls tf.config.set_soft_device_placement(True))
+  float64        the loss computed in float64 (slow)
+  eager-step     strategy.run called without tf.function (refused)
 """
 
 import argparse
@@ -14,11 +17,15 @@ import os
 import tensorflow as tf
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--defect", choices=["none", "uneven-batch", "partial-batch", "host-op", "float64"], default="none")
+parser.add_argument("--defect", choices=["none", "uneven-batch", "partial-batch", "host-op", "float64", "eager-step"], default="none")
+parser.add_argument("--soft-placement", action="store_true")
+parser.add_argument("--no-dynamic-batch", action="store_true")
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--hard-exit", action="store_true", help="leave through os._exit(0), as scripts that skip TF's slow shutdown do")
 args = parser.parse_args()
 
+if args.soft_placement:
+    tf.config.set_soft_device_placement(True)
 resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=os.environ.get("TPU_NAME", "local"))
 tf.config.experimental_connect_to_cluster(resolver)
 tf.tpu.experimental.initialize_tpu_system(resolver)
@@ -52,7 +59,6 @@ else:
 iterator = iter(dataset)
 
 
-@tf.function
 def train_step(iterator):
     def step_fn(inputs):
         x, y = inputs
@@ -65,13 +71,16 @@ def train_step(iterator):
         if args.defect == "host-op":
             tf.numpy_function(lambda value: print("host sees loss", value) or value, [loss], tf.float32)
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    per_replica = strategy.run(step_fn, args=(next(iterator),))
+    options = tf.distribute.RunOptions(experimental_enable_dynamic_batch_size=not args.no_dynamic_batch)
+    per_replica = strategy.run(step_fn, args=(next(iterator),), options=options)
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
+if args.defect != "eager-step":
+    train_step = tf.function(train_step)
 for step in range(args.steps):
     loss = train_step(iterator)
     print(f"step {step + 1} loss {float(loss):.4f}", flush=True)

@@ -38,8 +38,9 @@ from tensorflow.python.tpu import tpu_function
 from tensorflow.python.tpu.ops import tpu_ops
 from tensorflow.python.util import tf_decorator
 
-from tpuctl.runtime import after_import, rehearsal_checks
-from tpuctl.runtime.rehearsal_checks import FAILED, NOT_CHECKED, OK, verdict
+from tpuctl.runtime import after_import
+from tpuctl.runtime.rehearsal import checks as rehearsal_checks
+from tpuctl.runtime.rehearsal.checks import FAILED, NOT_CHECKED, OK, verdict
 
 MODULE = "tensorflow_estimator.python.estimator.tpu.tpu_estimator"
 _VALIDATED_MODES = ("train", "eval", "infer")  # tf.estimator.ModeKeys: TRAIN, EVAL, PREDICT
@@ -163,6 +164,8 @@ def _run_on_cpu(estimator: Any, tpu_context: Any, checks: rehearsal_checks.Check
         )
         if on_tpu._train_batch_size:
             observed.global_batches.append(int(on_tpu._train_batch_size))
+        if on_tpu._embedding_config_spec is not None:
+            checks.embeddings.append("TPUEstimator's EmbeddingConfigSpec")
 
     def _call_input_fn(self: Any, input_fn: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
         on_tpu = getattr(self, "_tpuctl_on_tpu", None)
@@ -233,6 +236,7 @@ def _tpu_variables_in_model_fn(wrapper: Any, checks: rehearsal_checks.Checks) ->
             scope = tf.compat.v1.get_variable_scope()
             before = scope.use_resource
             scope.set_use_resource(True)
+            checks.placement()
             try:
                 return checks.graph_ops(lambda: model_fn(**given))
             finally:

@@ -1,16 +1,21 @@
 """What a rehearsal can tell on a CPU about a script's fit for a TPU, observed without changing how it runs.
 
-- the global batch must split evenly across the replicas: a TPU compiles one
-  static per-replica shape;
+Each rule says what the TPU's own code path does (docs/rehearse.md has the table with sources):
+
+- a global batch that does not split evenly across the replicas runs: TPUStrategy
+  pads the replicas' batches (its dynamic padder), so cores compute on padding;
+  with the padder turned off in RunOptions a TPU refuses the other shapes;
+- strategy.reduce of per-replica values of different shapes is add_n outside the
+  TPU program, which refuses them (Keras 3's fit and evaluate reduce their first
+  batch so);
 - a batch dimension that is not static (`drop_remainder=False`) means a partial
-  last batch, which a TPU pads and compiles a second program for (or, on old
-  TensorFlow, refuses);
+  last batch, which a TPU pads and compiles a second program for;
 - every op of the replica step needs an XLA kernel, as a TPU compiles the step
-  with XLA; the op types are read from the traced graph and looked up in XLA's
-  CPU registry, so nothing is compiled and a step that would fail on a TPU
-  still runs here to the end;
-- float64 in the step: TPUs have no 64-bit floating point;
-- strategy.run outside tf.function: TPUStrategy needs a tf.function around it.
+  with XLA; without soft device placement it refuses the step, with it the op
+  runs on the host. The op types are read from the traced graph and looked up
+  in XLA's CPU registry, so nothing is compiled and the step still runs here;
+- float64 in the step: a TPU accepts it, with no 64-bit floating-point units;
+- strategy.run outside tf.function with a plain Python function: TPUStrategy refuses it.
 
 What a CPU cannot tell (speed, memory fit, TPU-only ops) is in docs/rehearse.md.
 """
@@ -23,7 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.distribute import tpu_strategy
 from tensorflow.python.framework import kernels
+
+from tpuctl.runtime.rehearsal.embedding import SPARSE_EMBEDDING_OPS
 
 OK, WARNING, FAILED, NOT_CHECKED = "ok", "warning", "failed", "not checked"
 _XLA_DEVICE = "XLA_CPU_JIT"
@@ -89,7 +97,11 @@ class Checks:
     op_types: set[str] = field(default_factory=set)
     float64_ops: list[str] = field(default_factory=list)
     traced_steps: int = 0
-    eager_runs: int = 0
+    eager_refusals: list[str] = field(default_factory=list)  # TPUStrategy's own words, once per kind
+    hard_placement: bool = False  # a step traced without soft device placement
+    unpadded: bool = False  # a strategy.run given RunOptions(experimental_enable_dynamic_batch_size=False)
+    uneven_reduces: list[str] = field(default_factory=list)  # the shapes of per-replica values reduced together
+    embeddings: list[str] = field(default_factory=list)  # the TPU embedding APIs the script set up
     xla_available: bool = True
     executions: set[int] = field(default_factory=set)  # steps_per_execution of each Keras 3 model compiled
     _scanned: set[str] = field(default_factory=set)
@@ -115,9 +127,46 @@ class Checks:
     def steps_per_execution(self, steps: int) -> None:
         self.executions.add(steps)
 
-    def eager_run(self, eager: bool) -> None:
+    def run_called(self, fn: Any, eager: bool, options: Any = None) -> None:
+        """strategy.run as TPUStrategy.run takes it: its own check of `fn`, and the placement its step is compiled with.
+
+        Eagerly, TPUStrategy accepts only a tf.function (validate_run_function); inside
+        one, tpu.replicate compiles the step with automatic outside compilation when soft
+        device placement is on at that point (tensorflow/python/tpu/tpu.py), which inside
+        a tf.function is only where the script turned it on itself. RunOptions can turn
+        off the dynamic padder that lets replicas' batches differ.
+        """
+        if options is not None and not getattr(options, "experimental_enable_dynamic_batch_size", True):
+            self.unpadded = True
         if eager:
-            self.eager_runs += 1
+            try:
+                tpu_strategy.validate_run_function(fn)
+            except NotImplementedError as refused:
+                said = str(refused).split(". ")[0]
+                if said not in self.eager_refusals:
+                    self.eager_refusals.append(said)
+        else:
+            self.placement()
+
+    def placement(self) -> None:
+        """Soft device placement where a TPU program is being built (strategy.run traced, or TPUEstimator's model_fn):
+        tpu.replicate and tpu.shard read it there; a graph of TF1 behaviour has it off too unless the script set it."""
+        if not tf.config.get_soft_device_placement():
+            self.hard_placement = True
+
+    def reduced(self, value: Any) -> None:
+        """strategy.reduce in cross-replica context: per-replica values whose shapes cannot be added together."""
+        for leaf in tf.nest.flatten(value, expand_composites=False):
+            parts = getattr(leaf, "values", None)
+            if not isinstance(parts, tuple) or len(parts) < 2:
+                continue
+            shapes: list[Any] = [getattr(p, "shape", None) for p in parts]
+            if any(s is None for s in shapes):
+                continue
+            first = shapes[0]
+            other = next((s for s in shapes[1:] if not first.is_compatible_with(s)), None)
+            if other is not None:
+                self.uneven_reduces.append(f"{first.as_list()} and {other.as_list()}")
 
     def step_ops(self, fn: Any, call: Callable[[], Any]) -> Any:
         """Trace one replica's step (`call`) and, the first time for this step, read the op types it added to the graph."""
@@ -162,14 +211,20 @@ class Checks:
 
     def verdicts(self, *, multi_host: bool, model_dir: str | None) -> list[dict[str, str]]:
         found = [self._batch_split(), self._static_batch(), self._xla_ops(), self._float64()]
-        if self.eager_runs:
+        if self.embeddings:
+            found.append(self._embeddings())
+        if self.uneven_reduces:
             found.append(
                 verdict(
-                    "tf.function",
-                    WARNING,
-                    f"strategy.run was called {self.eager_runs} time(s) outside tf.function; TPUStrategy runs steps only inside one",
+                    "reduce",
+                    FAILED,
+                    f"strategy.reduce was given per-replica values of shapes {self.uneven_reduces[0]}: outside its TPU program "
+                    "TPUStrategy adds them with add_n, which refuses different shapes (Keras 3's fit and evaluate reduce their "
+                    "first batch so, before any step: a batch that does not split fails there on a TPU too)",
                 )
             )
+        if self.eager_refusals:
+            found.append(verdict("tf.function", FAILED, f"TPUStrategy would raise: {self.eager_refusals[0]}"))
         looped = sorted(s for s in self.executions if s > 1)
         if looped:
             found.append(
@@ -190,12 +245,22 @@ class Checks:
         if not sizes:
             return verdict(name, NOT_CHECKED, "no dataset with a static batch size reached the strategy")
         uneven = sorted({b for b in sizes if b % self.replicas})
-        if uneven:
+        if uneven and self.unpadded:
             return verdict(
                 name,
                 FAILED,
-                f"global batch {uneven[0]} does not split across {self.replicas} replicas; "
-                f"use a multiple of {self.replicas} (e.g. {self.replicas * max(1, uneven[0] // self.replicas)})",
+                f"global batch {uneven[0]} does not split evenly across {self.replicas} replicas, and strategy.run was given "
+                "RunOptions(experimental_enable_dynamic_batch_size=False): without the dynamic padder the replicas' batches "
+                f"differ in shape, and a TPU runs one program of one shape on every replica; use a multiple of {self.replicas}",
+            )
+        if uneven:
+            return verdict(
+                name,
+                WARNING,
+                f"global batch {uneven[0]} does not split evenly across {self.replicas} replicas: TPUStrategy pads the "
+                "smaller replicas' batches (its dynamic padder, RunOptions.experimental_enable_dynamic_batch_size), so "
+                f"cores compute on padding; a multiple of {self.replicas} (e.g. "
+                f"{self.replicas * max(1, uneven[0] // self.replicas)}) keeps every core busy",
             )
         shown = ", ".join(f"{b} = {self.replicas} x {b // self.replicas}" for b in sorted(set(sizes)))
         return verdict(name, OK, f"global batch {shown} per replica")
@@ -221,9 +286,23 @@ class Checks:
         if not self.traced_steps:
             return verdict(name, NOT_CHECKED, "no step ran inside tf.function")
         steps = {t for t in self.op_types if t not in _PLUMBING and not t.startswith(_PLUMBING_PREFIXES)}
+        if self.embeddings:  # a TPU's embedding hardware does that work, outside the XLA program
+            steps -= SPARSE_EMBEDDING_OPS
         missing = sorted(t for t in steps if not _has_xla_kernel(t))
+        if missing and self.hard_placement:
+            return verdict(
+                name,
+                FAILED,
+                f"no XLA kernel for {_listed(missing)}: without soft device placement (off inside tf.function unless "
+                "tf.config.set_soft_device_placement(True)) a TPU refuses to compile the step",
+            )
         if missing:
-            return verdict(name, FAILED, f"no XLA kernel for {_listed(missing)}: a TPU cannot compile the step")
+            return verdict(
+                name,
+                WARNING,
+                f"no XLA kernel for {_listed(missing)}: soft device placement is on, so the TPU runs them on its host "
+                "(automatic outside compilation), a round trip in every step",
+            )
         return verdict(name, OK, f"all {len(steps)} op types of the step have XLA kernels")
 
     def _float64(self) -> dict[str, str]:
@@ -231,8 +310,24 @@ class Checks:
         if not self.traced_steps:
             return verdict(name, NOT_CHECKED, "no step ran inside tf.function")
         if self.float64_ops:
-            return verdict(name, FAILED, f"the step computes in float64 ({_listed(sorted(set(self.float64_ops)))}); TPUs have no float64")
+            return verdict(
+                name,
+                WARNING,
+                f"the step computes in float64 ({_listed(sorted(set(self.float64_ops)))}): a TPU compiles it, "
+                "but has no 64-bit floating-point units; float32 or bfloat16 is what it computes fast",
+            )
         return verdict(name, OK, "no float64 in the step")
+
+    def _embeddings(self) -> dict[str, str]:
+        kinds = ", ".join(sorted(set(self.embeddings)))
+        left_out = sorted(self.op_types & SPARSE_EMBEDDING_OPS)
+        ops = f"; their sparse CPU ops ({_listed(left_out)}) were left out of the XLA check" if left_out else ""
+        return verdict(
+            "TPU embeddings",
+            NOT_CHECKED,
+            f"{kinds}: a TPU looks up and updates these tables on its embedding hardware, outside the XLA program; "
+            f"the rehearsal has none, so that path was not rehearsed{ops}",
+        )
 
     @staticmethod
     def _checkpoints(model_dir: str | None) -> dict[str, str]:

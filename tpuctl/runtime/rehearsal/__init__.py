@@ -5,10 +5,12 @@ address nobody answers). During a rehearsal TensorFlow's TPU entry points are
 stand-ins that answer at once: TPUClusterResolver (any address form, also
 `.connect()`), experimental_connect_to_cluster/host, initialize_tpu_system and
 shutdown_tpu_system, and TPUStrategy itself, which is a MirroredStrategy over as
-many virtual CPUs as the TPU has replicas (tpuctl.tpu.accelerators.replicas). So the
+many virtual CPUs as the TPU has replicas (tpuctl.tpu.accelerators.replicas), its
+`extended` answering the host counts and `tpu_hardware_feature` as TPUStrategy's
+does (embedding.py: no embedding accelerator here). So the
 batch split, per-replica batches, steps_per_execution, dataset sharding and
 checkpoints run as they would on the TPU, and what a TPU would refuse is
-recorded on the way (tpuctl/runtime/rehearsal_checks.py) and written as JSON for
+recorded on the way (tpuctl/runtime/rehearsal/checks.py) and written as JSON for
 the launcher's report when the script ends.
 """
 
@@ -29,7 +31,9 @@ from tensorflow.python.autograph.impl import api as autograph
 from tensorflow.python.distribute.cluster_resolver import cluster_resolver as resolver_lib
 
 from tpuctl.cluster import worker_contract as contract
-from tpuctl.runtime import rehearsal_checks, rehearsal_estimator
+from tpuctl.runtime.rehearsal import checks as rehearsal_checks
+from tpuctl.runtime.rehearsal import embedding
+from tpuctl.runtime.rehearsal import estimator as rehearsal_estimator
 from tpuctl.tpu import accelerators
 
 # The shape of tf.tpu.experimental.TPUSystemMetadata, which scripts read for core counts.
@@ -134,6 +138,7 @@ def install(accelerator: str, report_path: str | None, simulate_devices: Callabl
     os.environ.setdefault("COLAB_TPU_ADDR", _ADDRESS)
     simulate_devices(rehearsal.replicas)
     rehearsal.checks.xla_available = rehearsal_checks.register_xla_kernels()
+    embedding.install(rehearsal.checks.embeddings)
     strategy_class = _strategy_class(rehearsal)
     resolver_class = _resolver_class(rehearsal)
     _patch(strategy_class, resolver_class, rehearsal)
@@ -207,6 +212,7 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
             super().__init__(devices=[f"/cpu:{i}" for i in range(replicas)])
             self.extended.num_hosts = 1
             self.extended.num_replicas_per_host = replicas
+            self.extended.tpu_hardware_feature = embedding.hardware_feature()
             with self.scope():
                 # One count per replica per train step; summed on read, never synchronised during the step.
                 self.tpuctl_steps = tf.Variable(
@@ -235,7 +241,7 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
             training = rehearsal_checks.is_train_step(fn)
             counter = self.tpuctl_steps
             eager = tf.executing_eagerly()
-            checks.eager_run(eager)
+            checks.run_called(fn, eager, options)
 
             @rehearsal_checks.not_converted
             def replica_step(*args: Any, **kwargs: Any) -> Any:
@@ -246,6 +252,11 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
                 return checks.step_ops(fn, lambda: converted(*args, **kwargs))
 
             return super().run(replica_step, args, kwargs, options)
+
+        def reduce(self, reduce_op: Any, value: Any, axis: Any) -> Any:
+            if axis is None:  # with an axis, each replica's values are summed along it first
+                checks.reduced(value)
+            return super().reduce(reduce_op, value, axis)
 
     TPUStrategy.__qualname__ = "TPUStrategy"
     return TPUStrategy
