@@ -110,6 +110,23 @@ def test_tpu_generation_facts_live_in_the_accelerator_table() -> None:
     assert not offenders, f"move these into tpuctl/tpu/accelerators.py: {offenders}"
 
 
+def test_the_doctor_asks_the_tpu_table_instead_of_naming_a_generation() -> None:
+    """Issue 35: the doctor's verdicts and fixes take generations, types and images from tpuctl/tpu/ (its
+    docstrings may still say which chips a check is about)."""
+    from tpuctl.tpu import accelerators
+    words = {w for name, g in accelerators.GENERATIONS.items() for w in (name, *g.aliases)}
+    named = re.compile(rf"\b({'|'.join(sorted(words))})(?:-[0-9N]+)?\b")
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "doctor").rglob("*.py")):
+        tree = _tree(path)
+        owners = [node for node in ast.walk(tree) if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)]
+        docstrings = {id(node.body[0].value) for node in owners if node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings and named.search(node.value):
+                offenders.setdefault(_rel(path), []).append(node.value)
+    assert not offenders, f"ask tpuctl/tpu/ (software.tensorflow_generations, the Chip rows) instead: {offenders}"
+
+
 @pytest.mark.parametrize("doc", [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"], ids=lambda p: p.name)
 def test_docs_name_only_files_that_exist(doc: Path) -> None:
     named = set(re.findall(r"`((?:tpuctl|tests|benchmarks|examples|docs)/[\w./-]+?)`", doc.read_text(encoding="utf-8")))
