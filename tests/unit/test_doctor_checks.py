@@ -285,7 +285,7 @@ def test_chip_without_a_bound_driver_fails_naming_it() -> None:
 
 @pytest.mark.parametrize(("device_id", "kind"), [(0x0063, "/dev/vfio/N"), (0x005E, "/dev/accelN")])
 def test_chips_without_device_nodes_fail(device_id: int, kind: str) -> None:
-    assert_verdict(run("tpu-driver", **tpu(device_id, nodes=False)), "fail", f"4 chip(s) but no {kind} device nodes", fix=("tpuctl stop",))
+    assert_verdict(run("tpu-driver", **tpu(device_id, nodes=False)), "fail", f"4 chip(s) but no {kind} device nodes", fix=("tpuctl stop-vm NAME",))
 
 
 @pytest.mark.parametrize(

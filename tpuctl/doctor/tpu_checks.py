@@ -41,12 +41,12 @@ def check_tpu_driver(facts: Facts, _: Context) -> Check:
         return ok("tpu-driver", "no TPU chips: nothing to check")
     unbound = [f.address for f, _ in chips if not f.driver]
     if unbound:
-        return Check("tpu-driver", "fail", f"no kernel driver bound to {', '.join(unbound[:4])}", "restart the TPU VM (tpuctl stop NAME, tpuctl start NAME)")
+        return Check("tpu-driver", "fail", f"no kernel driver bound to {', '.join(unbound[:4])}", "restart the TPU VM (tpuctl stop-vm NAME, tpuctl start NAME)")
     want_vfio = any(chip is not None and chip.nodes == "vfio" for _, chip in chips)
     nodes = facts.vfio if want_vfio else facts.accel
     kind = "/dev/vfio/N" if want_vfio else "/dev/accelN"
     if not nodes:
-        return Check("tpu-driver", "fail", f"{len(chips)} chip(s) but no {kind} device nodes", "restart the TPU VM (tpuctl stop NAME, tpuctl start NAME)")
+        return Check("tpu-driver", "fail", f"{len(chips)} chip(s) but no {kind} device nodes", "restart the TPU VM (tpuctl stop-vm NAME, tpuctl start NAME)")
     drivers = ", ".join(sorted({f.driver or "?" for f, _ in chips}))
     return ok("tpu-driver", f"{len(nodes)} device node(s) ({kind}), driver {drivers}")
 
