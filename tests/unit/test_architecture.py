@@ -391,7 +391,7 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
             "from tpuctl.runtime import strategies",
             "tpuctl.launch.job -> tpuctl.runtime.strategies (rank 8 -> 6: only workers load the runtime)",
         ),
-        ("tpuctl.launch.job", "from tpuctl.launch import backend\nfrom tpuctl.launch.console import logs\nimport tpuctl.inputs.errors", None),
+        ("tpuctl.launch.job", "from tpuctl.launch import runner\nfrom tpuctl.launch.console import logs\nimport tpuctl.inputs.errors", None),
         ("tpuctl.backends.ssh.runner", "from tpuctl.backends.ssh import agent\nfrom . import wire", None),
     ],
 )

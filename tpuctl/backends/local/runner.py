@@ -21,12 +21,12 @@ from tpuctl.cluster.tf_config import role_counts
 from tpuctl.devices import gpus
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import rehearsal_report, shared_options
-from tpuctl.launch.backend import BackendOptions, RunContext, Runner
 from tpuctl.launch.job import Job
 from tpuctl.launch.option_fields import option
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.process import ports
 from tpuctl.launch.process.plan import Plan, build_plan
+from tpuctl.launch.runner import BackendOptions, RunContext, Runner
 
 
 @dataclass(frozen=True)

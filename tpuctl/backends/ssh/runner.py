@@ -22,8 +22,8 @@ from tpuctl import __version__
 from tpuctl.cluster.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import shared_options
-from tpuctl.launch.backend import BackendOptions, Runner
 from tpuctl.launch.option_fields import option
+from tpuctl.launch.runner import BackendOptions, Runner
 
 if TYPE_CHECKING:
     from tpuctl.backends.ssh.client_args import SshOptions
@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from tpuctl.backends.ssh.selection import Selection
     from tpuctl.backends.ssh.shipment import Shipment
     from tpuctl.cloud.tpu import TpuApi
-    from tpuctl.launch.backend import RunContext
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
+    from tpuctl.launch.runner import RunContext
 
 DEFAULT_FANOUT = 16  # the same as tpuctl.backends.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
 SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"

@@ -6,13 +6,13 @@ that (logs, fail-fast, restarts, the --tail view) is the same code.
 
 from __future__ import annotations
 
-from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console.side_tail import SideTail
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.supervisor import Supervisor
+from tpuctl.launch.runner import RunContext
 from tpuctl.safety import reaper
 
 
