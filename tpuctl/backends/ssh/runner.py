@@ -307,7 +307,7 @@ class SshRunner(Runner):
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
-        from tpuctl.backends.ssh.backend import SshBackend
+        from tpuctl.backends.ssh.backend import SshStarter
         from tpuctl.launch.preflight import remote_doctor, remote_hello
         from tpuctl.launch.process.supervised import run_supervised
 
@@ -324,7 +324,7 @@ class SshRunner(Runner):
                 context.notice(left_out)
         where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
         context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
-        backend = SshBackend(
+        starter = SshStarter(
             self.entries,
             self.ssh,
             self.paths,
@@ -337,7 +337,7 @@ class SshRunner(Runner):
             doctor=lambda hosts: remote_doctor(hosts, job.python, self.options.tpu_name),
             profiler=job.profiler_server,
         )
-        return run_supervised(backend, job, context)
+        return run_supervised(starter, job, context)
 
     def _free_tpus(self, context: RunContext) -> None:
         """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
