@@ -77,8 +77,8 @@ def test_round_trip_and_every_rerun_is_a_no_op(google_standin: GoogleStandin, cl
     for line in ("state            READY", "health           HEALTHY", "topology         V4 2x2x1", f"  worker 0       {ip}"):
         assert line in described
 
-    assert cli("stop", "my-tpu").stdout == "my-tpu is STOPPED\n"
-    assert "already STOPPED" in cli("stop", "my-tpu").stdout
+    assert cli("stop-vm", "my-tpu").stdout == "my-tpu is STOPPED\n"
+    assert "already STOPPED" in cli("stop-vm", "my-tpu").stdout
     assert cli("start", "my-tpu").stdout == "my-tpu is READY\n"
     assert "already READY" in cli("start", "my-tpu").stdout
 
@@ -90,6 +90,27 @@ def test_round_trip_and_every_rerun_is_a_no_op(google_standin: GoogleStandin, cl
     assert all(g.token not in text for text in cli.outputs)
 
 
+def test_stop_is_for_runs_and_stops_a_tpu_vm_the_old_way_with_a_notice(google_standin: GoogleStandin, cli: Cli) -> None:
+    """Issue 35: `tpuctl stop NAME` asks the run records first; a NAME that is no run but a TPU VM is still stopped,
+    with one line on stderr naming `stop-vm`; a NAME that is neither is no such run, exit 2."""
+    g = google_standin
+    cli("create", "my-tpu", "--accelerator-type", "v4-8")
+    old = cli("stop", "my-tpu")
+    assert old.stdout == "my-tpu is STOPPED\n"
+    notice = "tpuctl: `tpuctl stop NAME` for a TPU VM is deprecated; use `tpuctl stop-vm my-tpu`"
+    assert [line for line in old.stderr.splitlines() if "stop-vm" in line] == [notice]
+    assert [n["state"] for n in g.nodes(ZONE)] == ["STOPPED"]
+    assert "already STOPPED" in cli("stop", "my-tpu").stdout
+    cli("start", "my-tpu")
+    new = cli("stop-vm", "my-tpu")
+    assert new.stdout == "my-tpu is STOPPED\n" and "deprecated" not in new.stderr
+    for unknown in ("no-such-tpu", "20260101-000000-train-zz"):
+        neither = cli("stop", unknown, code=2)
+        assert error_line(neither).startswith(f"Error: no such run: '{unknown}'"), neither.stderr
+    assert [n["state"] for n in g.nodes(ZONE)] == ["STOPPED"]
+    assert all(g.token not in text for text in cli.outputs)
+
+
 def test_thirty_percent_transient_failures(google_standin: GoogleStandin, cli: Cli) -> None:
     """Every step still succeeds; lost create replies never make a second node."""
     g = google_standin
@@ -98,7 +119,7 @@ def test_thirty_percent_transient_failures(google_standin: GoogleStandin, cli: C
         cli("create", name, "--accelerator-type", "v4-8", "--spot")
         cli("create", name, "--accelerator-type", "v4-8", "--spot")
     assert sorted(n["name"].rsplit("/", 1)[1] for n in json.loads(cli("list", "--json").stdout)) == ["flaky-a", "flaky-b", "flaky-c"]
-    cli("stop", "flaky-a")
+    cli("stop-vm", "flaky-a")
     cli("start", "flaky-a")
     cli("describe", "flaky-b")
     cli("delete", "flaky-c", "--yes")

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
-from tpuctl.backends.ssh.backend import SshBackend
+from tpuctl.backends.ssh.backend import SshStarter
 from tpuctl.backends.ssh.client_args import SshOptions
 from tpuctl.backends.ssh.fanout import run_everywhere
 from tpuctl.backends.ssh.placement import RemotePaths
@@ -289,14 +289,14 @@ def test_sync_without_rsync_sends_only_changed_files(
 
     def sync_once() -> None:
         paths = RemotePaths(workdir=str(dest), script="train.py", sync_source=str(source), sync_dest=str(dest))
-        backend = SshBackend(
+        starter = SshStarter(
             parse_slot_hosts("host1,host2"),
             SshOptions(config=str(cluster.config)), paths, python=sys.executable, sync=select(str(source)), notice=notes.append,
         )
         try:
-            backend.reserve(2)
+            starter.reserve(2)
         finally:
-            backend.release()
+            starter.release()
 
     sync_once()
     assert (dest / "train.py").read_text() == "print('v1')\n" and (dest / "data.txt").read_text() == "same\n"

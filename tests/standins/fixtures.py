@@ -115,4 +115,6 @@ def standin_env(g: GoogleStandin, tmp_path: Path) -> dict[str, str]:
         "TPUCTL_TOKEN_URI": g.url + "/token",
         "TPUCTL_ACCESS_TOKEN_FILE": str(token_file),
         "TPUCTL_PROJECT": g.project,
+        # The checkout under test, not whichever tpuctl the interpreter has installed (a worktree sets PYTHONPATH).
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
     }

@@ -110,6 +110,50 @@ def test_tpu_generation_facts_live_in_the_accelerator_table() -> None:
     assert not offenders, f"move these into tpuctl/tpu/accelerators.py: {offenders}"
 
 
+def test_the_doctor_asks_the_tpu_table_instead_of_naming_a_generation() -> None:
+    """Issue 35: the doctor's verdicts and fixes take generations, types and images from tpuctl/tpu/ (its
+    docstrings may still say which chips a check is about)."""
+    from tpuctl.tpu import accelerators
+    words = {w for name, g in accelerators.GENERATIONS.items() for w in (name, *g.aliases)}
+    named = re.compile(rf"\b({'|'.join(sorted(words))})(?:-[0-9N]+)?\b")
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "doctor").rglob("*.py")):
+        tree = _tree(path)
+        owners = [node for node in ast.walk(tree) if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)]
+        docstrings = {id(node.body[0].value) for node in owners if node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings and named.search(node.value):
+                offenders.setdefault(_rel(path), []).append(node.value)
+    assert not offenders, f"ask tpuctl/tpu/ (software.tensorflow_generations, the Chip rows) instead: {offenders}"
+
+
+# Issue 35: each seam's name means one thing (docs/architecture.md, "One name, one meaning"): the word, where its one
+# definition lives. "Backend" alone and "Watch" alone name no class: a backend is a package under tpuctl/backends/,
+# and watch/ is the training's files.
+SEAMS = {
+    "Runner": "tpuctl/launch/runner.py",
+    "Starter": "tpuctl/launch/process/starter.py",
+    "Handle": "tpuctl/launch/process/starter.py",
+    "Scheduler": "tpuctl/launch/follow/scheduler.py",
+    "NodeWatch": "tpuctl/cloud/babysit.py",
+}
+RETIRED_NAMES = {"Backend", "Watch"}
+# Modules named backend.py besides a launch backend's package: backends/ssh/backend.py (SshStarter) keeps its
+# name until the ssh transport's move settles what stays in backends/ssh/.
+BACKEND_MODULES = {"tpuctl/backends/ssh/backend.py"}
+
+
+def test_one_name_one_meaning() -> None:
+    defined: dict[str, list[str]] = {}
+    for path in _modules():
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(_rel(path))
+    assert {name: defined.get(name) for name in SEAMS} == {name: [where] for name, where in SEAMS.items()}
+    assert not RETIRED_NAMES & set(defined), {name: defined[name] for name in RETIRED_NAMES & set(defined)}
+    assert {_rel(p) for p in _modules() if p.name == "backend.py"} <= BACKEND_MODULES
+
+
 @pytest.mark.parametrize("doc", [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"], ids=lambda p: p.name)
 def test_docs_name_only_files_that_exist(doc: Path) -> None:
     named = set(re.findall(r"`((?:tpuctl|tests|benchmarks|examples|docs)/[\w./-]+?)`", doc.read_text(encoding="utf-8")))
@@ -374,7 +418,7 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
             "from tpuctl.runtime import strategies",
             "tpuctl.launch.job -> tpuctl.runtime.strategies (rank 8 -> 6: only workers load the runtime)",
         ),
-        ("tpuctl.launch.job", "from tpuctl.launch import backend\nfrom tpuctl.launch.console import logs\nimport tpuctl.inputs.errors", None),
+        ("tpuctl.launch.job", "from tpuctl.launch import runner\nfrom tpuctl.launch.console import logs\nimport tpuctl.inputs.errors", None),
         ("tpuctl.backends.ssh.runner", "from tpuctl.backends.ssh import agent\nfrom . import wire", None),
     ],
 )

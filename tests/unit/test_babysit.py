@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
 from tpuctl.cloud import babysit
-from tpuctl.cloud.babysit import Command, Watch
+from tpuctl.cloud.babysit import Command, NodeWatch
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.recorded import Recorded
@@ -63,9 +63,9 @@ class Runs:
         return command
 
 
-def _watch(runs: Runs | None, notes: list[str], **options: Any) -> Watch:
+def _watch(runs: Runs | None, notes: list[str], **options: Any) -> NodeWatch:
     start = runs if runs is not None else Command
-    return Watch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep, **options)
+    return NodeWatch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep, **options)
 
 
 def _ready_api() -> FakeApi:
@@ -190,7 +190,7 @@ def test_a_stopping_signal_stops_the_command_and_all_it_started_and_exits_130(tm
         return started[-1]
 
     notes: list[str] = []
-    watch = Watch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep)
+    watch = NodeWatch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep)
     assert babysit.babysit(_ready_api(), SPEC, watch) == babysit.INTERRUPTED
     assert notes[-1] == "interrupted" and f"received {sig.name}; stopping the command" in notes
     _assert_gone([started[0].process.pid, *_wait_for_pids(pids, 2)])
@@ -208,7 +208,7 @@ def test_an_api_that_keeps_failing_stops_the_command_before_the_error_leaves(tmp
         return started[-1]
 
     with pytest.raises(TpuctlError, match="permission denied"):
-        babysit.babysit(api, SPEC, Watch(("train",), 0.01, start=start, pause=no_sleep))
+        babysit.babysit(api, SPEC, NodeWatch(("train",), 0.01, start=start, pause=no_sleep))
     _assert_gone([started[0].process.pid, *_wait_for_pids(pids, 2)])
 
 

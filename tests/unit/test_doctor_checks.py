@@ -252,11 +252,14 @@ def test_chips_tensorflow_runs_on_are_ok(device_id: int, name: str) -> None:
 
 
 def test_v6e_warns() -> None:
-    assert_verdict(run("tpu-chips", **tpu(0x006F, 8)), "warn", "8 TPU chip(s): v6e", "reported broken", fix=("v5e",))
+    newest = sw.tensorflow_generations()[0]
+    assert_verdict(run("tpu-chips", **tpu(0x006F, 8)), "warn", "8 TPU chip(s): v6e", "reported broken", fix=(f"{newest}-N",))
 
 
-def test_tpu7x_fails() -> None:
-    assert_verdict(run("tpu-chips", **tpu(0x0076)), "fail", "TPU7x", "does not support TPU7x", fix=("v5p",))
+def test_tpu7x_fails_and_the_fix_names_the_tables_newest_generations_with_tensorflow() -> None:
+    newest, next_newest = sw.tensorflow_generations()[:2]
+    check = run("tpu-chips", **tpu(0x0076))
+    assert_verdict(check, "fail", "TPU7x", "does not support TPU7x", fix=(f"{newest}-N or {next_newest}-N",))
 
 
 def test_an_unknown_google_device_warns_naming_its_address() -> None:
@@ -282,7 +285,7 @@ def test_chip_without_a_bound_driver_fails_naming_it() -> None:
 
 @pytest.mark.parametrize(("device_id", "kind"), [(0x0063, "/dev/vfio/N"), (0x005E, "/dev/accelN")])
 def test_chips_without_device_nodes_fail(device_id: int, kind: str) -> None:
-    assert_verdict(run("tpu-driver", **tpu(device_id, nodes=False)), "fail", f"4 chip(s) but no {kind} device nodes", fix=("tpuctl stop",))
+    assert_verdict(run("tpu-driver", **tpu(device_id, nodes=False)), "fail", f"4 chip(s) but no {kind} device nodes", fix=("tpuctl stop-vm NAME",))
 
 
 @pytest.mark.parametrize(
@@ -384,8 +387,10 @@ def test_tensorflow_newer_than_the_last_tpu_build_fails() -> None:
     assert_verdict(run("tpu-build", **tpu(0x0063), **tf("2.21.0")), "fail", "tensorflow-tpu stops at 2.20", fix=("'tensorflow-tpu==2.20.*'",))
 
 
-def test_tensorflow_before_2_15_on_v5e_fails() -> None:
-    assert_verdict(run("tpu-build", **tpu(0x0063), **tf("2.14.1")), "fail", "need TensorFlow 2.15 or later", fix=("tpu-vm-tf-",))
+@pytest.mark.parametrize("device_id", [chip.device_id for chip in sw.CHIPS.values() if chip.pjrt_only])
+def test_tensorflow_before_2_15_on_a_pjrt_only_chip_fails(device_id: int) -> None:
+    fix = (f"recreate the TPU with runtime {sw.newest_tensorflow_image()}",)
+    assert_verdict(run("tpu-build", **tpu(device_id), **tf("2.14.1")), "fail", "need TensorFlow 2.15 or later", fix=fix)
 
 
 def test_tensorflow_2_15_on_v5e_without_the_pjrt_env_fails_naming_what_is_missing() -> None:
@@ -475,7 +480,7 @@ def test_an_image_without_tensorflow_warns_unless_tensorflow_tpu_comes_from_pip(
         run("runtime-image", base, **tf("2.16.1")),
         "warn",
         "tpu-ubuntu2204-base has no TensorFlow",
-        fix=("pip install tensorflow-tpu", "--runtime-version tpu-vm-tf-"),
+        fix=("pip install tensorflow-tpu", f"--runtime-version {sw.newest_tensorflow_image()}"),
     )
     assert_verdict(run("runtime-image", base, **tf("2.18.0", "tensorflow-tpu")), "ok", "TensorFlow from pip (tensorflow-tpu 2.18.0)")
 

@@ -253,6 +253,7 @@ BASES: dict[str, list[str]] = {
     "stacks": ["stacks", "missing-run", "--wait", "1"],
     "start": ["start", "missing-node"],
     "stop": ["stop", "missing-node"],
+    "stop-vm": ["stop-vm", "missing-node"],
     "tail": ["tail", "RUN", "--once"],
     "tf-config": ["tf-config", "--workers", "2"],
 }

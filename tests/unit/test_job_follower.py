@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from tpuctl.inputs.errors import FAILED, TpuctlError
-from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console import logs
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import End, JobStatus, LogBatch, OnInterrupt, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef
+from tpuctl.launch.runner import RunContext
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord

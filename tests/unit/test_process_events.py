@@ -13,9 +13,9 @@ import pytest
 
 from tpuctl.cluster.tf_config import Task
 from tpuctl.launch.outcome import Failure
-from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.events import Exited, Inbox, Ready, StacksRequested, StopSignal, WorkerState
 from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.launch.process.starter import Handle, Starter
 
 STARTING, READY, STOPPING = WorkerState.STARTING, WorkerState.READY, WorkerState.STOPPING
 GONE = [WorkerState.SUCCEEDED, WorkerState.FAILED, WorkerState.STOPPED]
@@ -79,7 +79,7 @@ class _Bare(Handle):
         pass
 
 
-class _BareBackend(Backend):
+class _BareStarter(Starter):
     name = "bare"
     host = "h"
 
@@ -97,9 +97,9 @@ class _BareBackend(Backend):
 
 
 def test_a_backend_that_says_nothing_more_gets_the_declared_defaults() -> None:
-    backend, handle = _BareBackend(), _Bare()
+    starter, handle = _BareStarter(), _Bare()
     failure = Failure(worker="worker:0", host="h", status="exit status 1", exit_code=1, runtime_s=1.0, tail=[], log=None)
-    assert (backend.remote, backend.placement(2), backend.lost_to_preemption(failure)) == (False, None, None)
+    assert (starter.remote, starter.placement(2), starter.lost_to_preemption(failure)) == (False, None, None)
     assert (handle.can_give_stacks, handle.describe_exit(1), handle.process_group()) == (False, None, None)
-    backend.after_preemption(print)  # returns at once: the hosts are as they were
+    starter.after_preemption(print)  # returns at once: the hosts are as they were
     handle.request_stacks()  # asks nothing

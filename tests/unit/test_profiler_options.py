@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.unit.test_hostile_cli import assert_bad_input, home, invoke  # noqa: F401 - home is a fixture
 from tpuctl.backends.local import bindshim
-from tpuctl.backends.local.processes import LocalBackend
+from tpuctl.backends.local.processes import LocalStarter
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import Job, parse_profile
@@ -83,21 +83,21 @@ def test_the_profiler_server_is_a_launch_key_and_on_by_default() -> None:
 
 
 def test_a_local_worker_gets_a_second_held_loopback_port_for_its_profiler(tmp_path: Path) -> None:
-    backend = LocalBackend(tmp_path, tmp_path / "shim.so", profiler=True)
-    addresses = backend.reserve(2)
+    starter = LocalStarter(tmp_path, tmp_path / "shim.so", profiler=True)
+    addresses = starter.reserve(2)
     try:
         plan = build_plan(Job(script="train.py", workers=2, python="/bin/sh"), addresses, run_id="r", attempt=1)
         taken = {int(a.rsplit(":", 1)[1]) for a in addresses}
         seen = set()
         for spec in plan.workers:
             env: dict[str, str] = {}
-            port = backend._profiler_ports[spec.address or ""]  # what start() hands the worker
+            port = starter._profiler_ports[spec.address or ""]  # what start() hands the worker
             bindshim.worker_env(env, tmp_path / "shim.so", int((spec.address or "").rsplit(":", 1)[1]), port)
             assert port not in taken and port not in seen
             assert env[contract.LOOPBACK_PORTS].split(",")[1] == str(port)  # the shim keeps the profiler on loopback too
             seen.add(port)
     finally:
-        backend.release()
+        starter.release()
 
 
 def test_profilers_json_is_read_back_from_the_newest_attempt(tmp_path: Path) -> None:

@@ -201,7 +201,7 @@ def test_stop_refuses_a_run_supervised_on_another_machine_and_reports_a_lost_one
     assert lost.code == 0 and lost.out == f"run {elsewhere.run_id} already ended: lost (its supervisor ended without writing how the run ended)\n"
     assert not elsewhere.folder.stop_request.exists()
     cloud = invoke(["stop", elsewhere.run_id, "--zone", "us-central2-b"])
-    assert cloud.code == 2 and cloud.one_line_error and "TPU VM NAME" in cloud.err
+    assert cloud.code == 2 and cloud.one_line_error and "tpuctl stop-vm NAME" in cloud.err
 
 
 # --- attach ---------------------------------------------------------------------------------
@@ -266,6 +266,8 @@ def test_run_is_an_id_or_a_unique_prefix(work: Path, tmp_path: Path) -> None:
     assert unique.code == 0 and unique.out == "run 20260101-000000-train-aaaa already ended: succeeded (exit 0)\n"
     ambiguous = invoke(["logs", "20260101-000000-train-aa"])
     assert ambiguous.code == 2 and ambiguous.one_line_error and "names 2 runs" in ambiguous.err
+    unknown = invoke(["stop", "20260101-000000-train-zz"])  # no run, and no TPU VM name (those start with a letter)
+    assert (unknown.code, unknown.one_line_error) == (2, True) and "no such run: '20260101-000000-train-zz'" in unknown.err, unknown.explain(["stop"])
     for command in ("logs", "stop", "attach"):
         none = invoke([command])
         assert none.code == 1 and none.one_line_error and "no run of yours is running" in none.err, none.explain([command])

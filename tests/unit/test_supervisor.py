@@ -25,8 +25,8 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
-from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.launch.process.starter import Handle, Starter
 from tpuctl.launch.process.supervisor import Supervisor
 from tpuctl.runs.timeline import Timeline
 
@@ -108,7 +108,7 @@ class FakeHandle(Handle):
         self.closed = True
 
 
-class FakeBackend(Backend):
+class FakeStarter(Starter):
     name = "fake"
     host = "fakehost"
 
@@ -136,8 +136,8 @@ class FakeBackend(Backend):
 
 def supervise(
     tmp_path: Path, job: Job, scripts: dict[str, list[Script]], fold: Fold | None = None, timeline: Timeline | None = None
-) -> tuple[Outcome, FakeBackend, list[str], list[str]]:
-    backend = FakeBackend(scripts)
+) -> tuple[Outcome, FakeStarter, list[str], list[str]]:
+    starter = FakeStarter(scripts)
     printed: list[str] = []
     notices: list[str] = []
 
@@ -152,19 +152,19 @@ def supervise(
             return False
 
     writer = logs.LineWriter(Collect())  # type: ignore[arg-type]
-    supervisor = Supervisor(backend, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False, fold=fold, timeline=timeline)
-    return supervisor.run(job, "run-1"), backend, printed, notices
+    supervisor = Supervisor(starter, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False, fold=fold, timeline=timeline)
+    return supervisor.run(job, "run-1"), starter, printed, notices
 
 
 def test_every_worker_succeeding_is_exit_0_with_each_log_saved(tmp_path: Path) -> None:
     scripts = {"worker:0": [Script(lines=["epoch 1", "epoch 2"])], "worker:1": [Script(lines=["hello from 1"])]}
-    outcome, backend, printed, _ = supervise(tmp_path, Job("train.py", workers=2), scripts)
+    outcome, starter, printed, _ = supervise(tmp_path, Job("train.py", workers=2), scripts)
     assert (outcome.exit_code, outcome.attempts, outcome.failure, outcome.interrupted) == (0, 1, None, False)
     assert {"[worker:0] epoch 1", "[worker:0] epoch 2", "[worker:1] hello from 1"} <= set(printed)
     assert (tmp_path / "attempt-1" / "worker-0.log").read_text() == "epoch 1\nepoch 2\n"
     plan = json.loads((tmp_path / "attempt-1" / "plan.json").read_text())
     assert [w["address"] for w in plan["workers"]] == ["fakehost:1000", "fakehost:1001"]
-    assert backend.released == 1 and all(h.closed for h in backend.handles)
+    assert starter.released == 1 and all(h.closed for h in starter.handles)
 
 
 def test_the_first_failure_decides_the_exit_status_and_stops_the_rest(tmp_path: Path) -> None:
@@ -173,15 +173,15 @@ def test_the_first_failure_decides_the_exit_status_and_stops_the_rest(tmp_path: 
         "worker:1": [Script(lines=["step 1", "Traceback: boom"], exit=7, delay=0.05)],
         "worker:2": [Script(exit=3, delay=5.0)],
     }
-    outcome, backend, _, _ = supervise(tmp_path, Job("train.py", workers=3), scripts)
+    outcome, starter, _, _ = supervise(tmp_path, Job("train.py", workers=3), scripts)
     assert outcome.exit_code == 7
     assert outcome.failure is not None
     assert (outcome.failure.worker, outcome.failure.host, outcome.failure.status) == ("worker:1", "fakehost", "exit status 7")
     assert outcome.failure.tail == ["step 1", "Traceback: boom"]
     assert outcome.failure.log == tmp_path / "attempt-1" / "worker-1.log"
-    survivors = [h for h in backend.handles if h.spec.name != "worker:1"]
+    survivors = [h for h in starter.handles if h.spec.name != "worker:1"]
     assert all(h.signals[0] == signal.SIGINT for h in survivors)  # asked first
-    assert all(signal.SIGKILL in h.signals for h in backend.handles)  # then every group is killed regardless
+    assert all(signal.SIGKILL in h.signals for h in starter.handles)  # then every group is killed regardless
 
 
 def test_a_worker_killed_by_a_signal_exits_128_plus_its_number(tmp_path: Path) -> None:
@@ -192,26 +192,26 @@ def test_a_worker_killed_by_a_signal_exits_128_plus_its_number(tmp_path: Path) -
 
 def test_a_worker_ignoring_sigint_is_killed_after_the_grace_period(tmp_path: Path) -> None:
     scripts = {"worker:0": [Script(exit=None, ignores_sigint=True)], "worker:1": [Script(exit=1, delay=0.05)]}
-    outcome, backend, _, _ = supervise(tmp_path, Job("train.py", workers=2), scripts)
+    outcome, starter, _, _ = supervise(tmp_path, Job("train.py", workers=2), scripts)
     assert outcome.exit_code == 1
-    stubborn = backend.handles[0]
+    stubborn = starter.handles[0]
     assert stubborn.signals[:2] == [signal.SIGINT, signal.SIGKILL] and stubborn.returncode == -signal.SIGKILL
 
 
 def test_restarts_run_every_worker_again_with_a_new_attempt_folder(tmp_path: Path) -> None:
     scripts = {"worker:0": [Script(lines=["first try"], exit=2), Script(lines=["second try"])], "worker:1": [Script(exit=None), Script()]}
-    outcome, backend, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=3), scripts)
+    outcome, starter, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=3), scripts)
     assert (outcome.exit_code, outcome.attempts) == (0, 2)
-    assert len(backend.handles) == 4
-    assert [h.spec.env["TPUCTL_ATTEMPT"] for h in backend.handles] == ["1", "1", "2", "2"]
+    assert len(starter.handles) == 4
+    assert [h.spec.env["TPUCTL_ATTEMPT"] for h in starter.handles] == ["1", "1", "2", "2"]
     assert notices == ["worker:0 failed (exit status 2); restarting all workers (attempt 2/4)"]
     assert (tmp_path / "attempt-1" / "worker-0.log").read_text() == "first try\n"
     assert (tmp_path / "attempt-2" / "worker-0.log").read_text() == "second try\n"
 
 
 def test_restarts_give_up_with_the_last_attempts_failure(tmp_path: Path) -> None:
-    outcome, backend, _, _ = supervise(tmp_path, Job("train.py", workers=1, max_restarts=1), {"worker:0": [Script(exit=5)]})
-    assert (outcome.exit_code, outcome.attempts) == (5, 2) and len(backend.handles) == 2
+    outcome, starter, _, _ = supervise(tmp_path, Job("train.py", workers=1, max_restarts=1), {"worker:0": [Script(exit=5)]})
+    assert (outcome.exit_code, outcome.attempts) == (5, 2) and len(starter.handles) == 2
 
 
 def test_a_worker_that_never_gets_ready_fails_the_start_deadline_by_name(tmp_path: Path) -> None:
@@ -226,9 +226,9 @@ def test_a_worker_that_never_gets_ready_fails_the_start_deadline_by_name(tmp_pat
 def test_servers_are_stopped_once_the_chief_is_done(tmp_path: Path) -> None:
     job = Job("train.py", workers=2, strategy="parameter-server", ps=1)
     scripts = {"worker:0": [Script(exit=None)], "worker:1": [Script(exit=None)], "ps:0": [Script(exit=None)], "chief:0": [Script(delay=0.05)]}
-    outcome, backend, _, _ = supervise(tmp_path, job, scripts)
+    outcome, starter, _, _ = supervise(tmp_path, job, scripts)
     assert outcome.exit_code == 0
-    servers = [h for h in backend.handles if h.spec.server]
+    servers = [h for h in starter.handles if h.spec.server]
     assert sorted(h.spec.name for h in servers) == ["ps:0", "worker:0", "worker:1"]
     assert all(h.signals and h.signals[0] == signal.SIGINT for h in servers)
 
@@ -239,10 +239,10 @@ def test_a_stopping_signal_stops_every_worker_and_exits_130(tmp_path: Path, sig:
     before = signal.getsignal(sig)
     threading.Timer(0.2, os.kill, (os.getpid(), sig)).start()
     started = time.monotonic()
-    outcome, backend, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=5), scripts)
+    outcome, starter, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=5), scripts)
     assert (outcome.exit_code, outcome.interrupted, outcome.attempts) == (130, True, 1)
     assert time.monotonic() - started < 5
-    assert all(h.returncode == -signal.SIGINT for h in backend.handles)
+    assert all(h.returncode == -signal.SIGINT for h in starter.handles)
     assert notices == [f"received {sig.name}; stopping all workers"]
     assert signal.getsignal(sig) == before  # the launch's handler is gone again
 

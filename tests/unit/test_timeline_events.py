@@ -25,7 +25,6 @@ from tests.unit.test_job_follower import Launch as FollowedLaunch
 from tests.unit.test_job_follower import Script as FakeJob
 from tests.unit.test_supervisor import Script, supervise
 from tpuctl.cluster.worker_contract import TIMELINE, timeline
-from tpuctl.launch.backend import RunContext, Runner
 from tpuctl.launch.execute import execute
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import JobStatus
@@ -34,6 +33,7 @@ from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.launch.process.progress import StepWatch
+from tpuctl.launch.runner import RunContext, Runner
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runtime.timeline.channel import Channel

@@ -122,3 +122,15 @@ def test_release_tables_agree_with_each_other() -> None:
     default = sw.read_image(sw.tensorflow_image("v4-8"))
     assert default is not None and default.tensorflow[:2] in sw.PYTHONS_FOR_TENSORFLOW
     assert set(accelerators.GENERATIONS) - set(sw.TENSORFLOW_IMAGE_GENERATIONS) == {"v6e"}  # NO_TENSORFLOW_IMAGE's
+
+
+def test_the_doctors_recommendation_is_the_newest_generation_with_a_tensorflow_image() -> None:
+    """Newest first in the table's own order (oldest first there), only generations with an image, and the image of
+    the newest one's smallest slice: one host, so no -pod."""
+    order = list(accelerators.GENERATIONS)
+    newest_first = sw.tensorflow_generations()
+    assert set(newest_first) == set(sw.TENSORFLOW_IMAGE_GENERATIONS)
+    assert [order.index(name) for name in newest_first] == sorted((order.index(name) for name in newest_first), reverse=True)
+    image = sw.read_image(sw.newest_tensorflow_image())
+    assert image is not None and not image.pod and image.api == "pjrt"
+    assert all(chip.generation in (None, *accelerators.GENERATIONS) for chip in sw.CHIPS.values())

@@ -49,7 +49,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ssh": ("tpuctl.cli.ssh_cmd", "ssh", "Run a command on every host of a TPU VM slice; free a stale TPU (--cleanup)."),
     "stacks": ("tpuctl.cli.diagnosis.stacks", "stacks", "Show every worker's Python stacks in a running launch, without stopping it."),
     "start": ("tpuctl.cli.node_ops", "start", "Start a stopped TPU VM."),
-    "stop": ("tpuctl.cli.runs", "stop", "Stop a run of yours (RUN) and its workers or job; or a TPU VM (NAME)."),
+    "stop": ("tpuctl.cli.runs", "stop", "Stop a run of yours and its workers or job."),
+    "stop-vm": ("tpuctl.cli.node_ops", "stop_vm", "Stop a TPU VM (single-host); `tpuctl start` starts it again."),
     "tail": ("tpuctl.cli.tail", "tail", "Follow scalars and checkpoints as training writes them (local or gs://)."),
     "tf-config": ("tpuctl.cli.tf_config", "tf_config", "Print or check TF_CONFIG for every task of a cluster."),
 }

@@ -63,7 +63,7 @@ def babysit(
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
     spec = nodespec.load_saved(resolved.project, resolved.zone, name, "babysit")
     api = tpu_api(resolved)
-    watch = sitter.Watch(command, interval, max_recreates, note=_note, status=StatusLine)
+    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine)
     kept = Recorded.new("babysit", f"babysit-{name}", shlex.join(shown_args(command)), job=name)
     if detach:
         _detach(kept, lambda: sitter.babysit(api, spec, watch))

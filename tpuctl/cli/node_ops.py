@@ -1,4 +1,4 @@
-"""`tpuctl create | recreate | delete | stop | start`: change a TPU node, safely re-runnable."""
+"""`tpuctl create | recreate | delete | stop-vm | start`: change a TPU node, safely re-runnable."""
 
 from __future__ import annotations
 
@@ -133,13 +133,36 @@ def _power(name: str, stop: bool, **flags: str | None) -> None:
     click.echo(f"{name} is {target}" if changed else f"{name} is already {target}; nothing to do")
 
 
-@click.command("stop")
+@click.command("stop-vm")
 @click.argument("name")
 @project_options
 @zone_option
-def stop(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None) -> None:
-    """Stop the TPU VM NAME (single-host nodes); a stopped node is left as it is."""
+def stop_vm(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None) -> None:
+    """Stop the TPU VM NAME (single-host nodes); a stopped node is left as it is. `tpuctl start NAME` starts it again.
+
+    gcloud's `compute tpus tpu-vm stop`; `tpuctl stop` is for runs (docs/cloud.md says why the two verbs)."""
     _power(name, True, project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+
+
+def stop_vm_by_old_name(name: str, **flags: str | None) -> bool:
+    """`tpuctl stop NAME` where NAME is no run: the TPU VM NAME stopped, as before `stop-vm`, with a notice; False
+    where NAME is not a node the API shows. Without cloud flags a failed look-up (no project, no credentials) is
+    False too: the name was most likely a mistyped run; with them, the user meant a TPU VM and its error stands."""
+    from tpuctl.cloud import nodespec
+
+    try:
+        nodespec.check_name(name)
+        resolved = resolve(**flags)
+        found = tpu_api(resolved).get_node(resolved.zone, name)
+    except TpuctlError:
+        if any(value is not None for value in flags.values()):
+            raise
+        return False
+    if found is None:
+        return False
+    click.echo(f"tpuctl: `tpuctl stop NAME` for a TPU VM is deprecated; use `tpuctl stop-vm {name}`", err=True)
+    _power(name, True, **flags)
+    return True
 
 
 @click.command("start")

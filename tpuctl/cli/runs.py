@@ -162,28 +162,29 @@ def logs(run_id: str | None, worker: str | None, follow: bool) -> None:
 
 
 @click.command("stop")
-@click.argument("target", metavar="[RUN|NAME]", required=False)
+@click.argument("run_id", metavar="[RUN]", required=False)
 @click.option("--wait", "wait_s", type=Seconds(), metavar="S", default=DEFAULT_WAIT_S, show_default=True, help="Seconds to wait for a run to stop.")
 @project_options
 @zone_option
-@click.pass_context
-def stop(ctx: click.Context, /, target: str | None, wait_s: float, **cloud: str | None) -> None:
-    """Stop a run of yours as Ctrl-C stops an attached launch, and wait until it has; or stop the TPU VM NAME.
+def stop(run_id: str | None, wait_s: float, **cloud: str | None) -> None:
+    """Stop a run of yours as Ctrl-C stops an attached launch, and wait until it has.
 
-    RUN is a run id (they start with the launch's date) or a unique prefix; left out, the
-    newest running run. Every worker is stopped and the run ends `stopped`; a Vertex AI job is
-    cancelled, a Kubernetes job deleted. A run that already ended is left as it is (exit 0).
-    NAME, which starts with a letter as TPU VM names do, is a TPU VM: it is stopped (single-host
-    nodes) with --project, --zone and the credentials options; a stopped node is left as it is.
+    RUN is a run id or a unique prefix of one; left out, the newest running run. Every worker
+    is stopped and the run ends `stopped`; a Vertex AI job is cancelled, a Kubernetes job
+    deleted. A run that already ended is left as it is (exit 0). A TPU VM is stopped with
+    `tpuctl stop-vm NAME`; the old `tpuctl stop NAME` for one still works for now (with a notice on
+    stderr), which is all --project, --zone and the credentials options are for here.
     """
-    if target is not None and target[:1].isascii() and target[:1].isalpha():
+    if run_id is not None and not records.names_a_run(run_id, _say):
         from tpuctl.cli import node_ops
 
-        ctx.invoke(node_ops.stop, name=target, **cloud)
+        if not node_ops.stop_vm_by_old_name(run_id, **cloud):
+            hint = "`tpuctl runs` lists your runs; a TPU VM is stopped with `tpuctl stop-vm NAME`"
+            raise TpuctlError(f"no such run: {inputs.shown(run_id)}", hint=hint, exit_code=USAGE)
         return
     if any(value is not None for value in cloud.values()):
-        raise TpuctlError("--project, --zone and the credentials options are for a TPU VM NAME, not a run", exit_code=USAGE)
-    record = _find(target, running=True)
+        raise TpuctlError("--project, --zone and the credentials options are for a TPU VM (tpuctl stop-vm NAME), not a run", exit_code=USAGE)
+    record = _find(run_id, running=True)
     if record.state != records.RUNNING:
         click.echo(f"run {record.run_id} already ended: {_how(record)}")
         return

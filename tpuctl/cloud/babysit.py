@@ -77,8 +77,9 @@ class Command:
 
 
 @dataclass(frozen=True)
-class Watch:
-    """How to babysit: what to run, how often to look, when to give up, and where to tell the user."""
+class NodeWatch:
+    """How to babysit a TPU node: what to run on it, how often to look at the node, when to give up, and where to
+    tell the user. Named for the node it watches (tpuctl/watch/ is the training's event files and checkpoints)."""
 
     command: tuple[str, ...] = ()
     interval_s: float = 30.0
@@ -93,7 +94,7 @@ def _quiet() -> AbstractContextManager[Progress]:
     return nullcontext(lambda state, elapsed: None)
 
 
-def babysit(api: NodeApi, spec: NodeSpec, watch: Watch) -> int:
+def babysit(api: NodeApi, spec: NodeSpec, watch: NodeWatch) -> int:
     """Run until the command ends on a healthy node (its exit status) or a stopping signal (130:
     SIGINT, SIGTERM, SIGHUP); recreate the node whenever it is lost. However babysitting ends
     (also by an error from the API), the command and all it started are stopped first."""
@@ -112,7 +113,7 @@ def babysit(api: NodeApi, spec: NodeSpec, watch: Watch) -> int:
 
 
 class _Sitter:
-    def __init__(self, api: NodeApi, spec: NodeSpec, watch: Watch) -> None:
+    def __init__(self, api: NodeApi, spec: NodeSpec, watch: NodeWatch) -> None:
         self.api, self.spec, self.watch = api, spec, watch
         self.recreated = 0
         self.running: Command | None = None

@@ -26,7 +26,8 @@ def check_tpu_chips(facts: Facts, _: Context) -> Check:
     found = f"{len(chips)} TPU chip(s): {names or 'unknown'}"
     worst = next((c for c in known if c.tensorflow == "fail"), None) or next((c for c in known if c.tensorflow == "warn"), None)
     if worst:
-        return Check("tpu-chips", worst.tensorflow, f"{found}: {worst.why}", "create the TPU as v5e (v5litepod-N) or v5p-N for TensorFlow")
+        kinds = " or ".join(f"{name}-N" for name in sw.tensorflow_generations()[:2])
+        return Check("tpu-chips", worst.tensorflow, f"{found}: {worst.why}", f"create the TPU as {kinds} for TensorFlow")
     if unknown:
         return Check("tpu-chips", "warn", f"{found}; an unknown Google device at {', '.join(unknown[:4])}", "upgrade tpuctl: this chip is newer than its table")
     return ok("tpu-chips", found)
@@ -40,12 +41,12 @@ def check_tpu_driver(facts: Facts, _: Context) -> Check:
         return ok("tpu-driver", "no TPU chips: nothing to check")
     unbound = [f.address for f, _ in chips if not f.driver]
     if unbound:
-        return Check("tpu-driver", "fail", f"no kernel driver bound to {', '.join(unbound[:4])}", "restart the TPU VM (tpuctl stop NAME, tpuctl start NAME)")
+        return Check("tpu-driver", "fail", f"no kernel driver bound to {', '.join(unbound[:4])}", "restart the TPU VM (tpuctl stop-vm NAME, tpuctl start NAME)")
     want_vfio = any(chip is not None and chip.nodes == "vfio" for _, chip in chips)
     nodes = facts.vfio if want_vfio else facts.accel
     kind = "/dev/vfio/N" if want_vfio else "/dev/accelN"
     if not nodes:
-        return Check("tpu-driver", "fail", f"{len(chips)} chip(s) but no {kind} device nodes", "restart the TPU VM (tpuctl stop NAME, tpuctl start NAME)")
+        return Check("tpu-driver", "fail", f"{len(chips)} chip(s) but no {kind} device nodes", "restart the TPU VM (tpuctl stop-vm NAME, tpuctl start NAME)")
     drivers = ", ".join(sorted({f.driver or "?" for f, _ in chips}))
     return ok("tpu-driver", f"{len(nodes)} device node(s) ({kind}), driver {drivers}")
 
@@ -125,13 +126,13 @@ def check_tpu_build(facts: Facts, _: Context) -> Check:
             f"{dist.shown}: tensorflow-tpu stops at {newest}, and {dist.name} has no TPU support",
             f"pip install 'tensorflow-tpu=={newest}.*' -f {sw.LIBTPU_INDEX}",
         )
-    pjrt = {"v5e", "v5p", "v6e"} & {chip.name for chip in chips}
+    pjrt = {chip.name for chip in chips if chip.pjrt_only}
     if tf and tf < (2, 15) and pjrt:
         return Check(
             "tpu-build",
             "fail",
             f"{dist.shown} on {', '.join(sorted(pjrt))}: these chips need TensorFlow 2.15 or later (PJRT)",
-            f"recreate the TPU with runtime {sw.tensorflow_image('v5litepod-8')}",
+            f"recreate the TPU with runtime {sw.newest_tensorflow_image()}",
         )
     if tf == (2, 15) and pjrt:
         missing = {k: v for k, v in sw.PJRT_ENV_2_15.items() if facts.env.get(k) != v}
@@ -166,7 +167,7 @@ def check_runtime_image(facts: Facts, context: Context) -> Check:
             "warn",
             f"{shown} has no TensorFlow for the TPU",
             f"pip install tensorflow-tpu -f {sw.LIBTPU_INDEX}, or recreate the TPU VM with a TensorFlow image "
-            f"(--runtime-version {sw.tensorflow_image('v4-8')})",
+            f"(--runtime-version {sw.newest_tensorflow_image()})",
         )
     if tf is not None and image.tensorflow[:2] != tf:
         return Check(

@@ -1,4 +1,4 @@
-"""The launch flow: a Job, the backend that runs it (backend.py, registry.py, prepare.py, execute.py), and its Outcome.
+"""The launch flow: a Job, the backend that runs it (runner.py, registry.py, prepare.py, execute.py), and its Outcome.
 
 How the layers stack and where a launch goes from flag to worker: docs/architecture.md.
 """

@@ -14,10 +14,10 @@ from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.private_files import write_private
 from tpuctl.launch import secret_values
-from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console import logs
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
+from tpuctl.launch.runner import RunContext
 from tpuctl.runs import goodput, recorded, records
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder

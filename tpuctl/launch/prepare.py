@@ -16,10 +16,10 @@ from typing import Any
 from tpuctl.cluster.hosts import MAX_TASKS
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch import option_fields, rehearsal_report, secret_values
-from tpuctl.launch.backend import BackendOptions, Request, Runner, refuse_unsupported
 from tpuctl.launch.job import Job, check_strategy_options
 from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.registry import BACKENDS, backend_module
+from tpuctl.launch.runner import BackendOptions, Request, Runner, refuse_unsupported
 from tpuctl.runs.naming import default_log_dir, run_id
 
 

@@ -1,6 +1,6 @@
 """The list of backends, by name, and how one is loaded.
 
-Each entry names a backend's `runner` module (tpuctl/launch/backend.py says what it
+Each entry names a backend's `runner` module (tpuctl/launch/runner.py says what it
 defines). They are loaded by name, as plugins are, so that the launch flow, which
 every backend builds on, never imports one: adding a backend is one package under
 tpuctl/backends/ plus one line here (docs/architecture.md).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from tpuctl.launch.backend import BackendOptions, Runner
+from tpuctl.launch.runner import BackendOptions, Runner
 
 BACKENDS: dict[str, str] = {
     "local": "tpuctl.backends.local.runner",

@@ -197,6 +197,12 @@ def find(name: str | None, warn: Callable[[str], None], *, running: bool = False
     return matches[0], None
 
 
+def names_a_run(name: str, warn: Callable[[str], None]) -> bool:
+    """Whether `name` is a run id of yours or a prefix of one, as `find` reads it: what `tpuctl stop` asks before it
+    takes a name for anything else, instead of guessing from how the name looks."""
+    return any(r.run_id.startswith(name) for r in read_all(warn)) if name and name.isprintable() else False
+
+
 def find_or_folder(name: str | None, warn: Callable[[str], None], *, running: bool = False) -> tuple[RunFolder, RunRecord | None, str | None]:
     """The run a command names by its id (as `find`) or by the path of the log folder a launch wrote (a name with a
     path separator, `.` or `..`): its folder, its record (None where a path named it: `record_of` looks it up),

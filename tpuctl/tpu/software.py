@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from tpuctl.tpu.accelerators import shape_of
+from tpuctl.tpu.accelerators import GENERATIONS, shape_of
 
 Verdict = Literal["ok", "warn", "fail"]
 
@@ -30,6 +30,7 @@ class Chip:
     nodes: Literal["accel", "vfio"]  # how a TPU VM exposes it: /dev/accelN (gasket driver) or /dev/vfio/N (vfio-pci)
     tensorflow: Verdict
     why: str = ""
+    pjrt_only: bool = False  # TensorFlow reaches it through PJRT only: 2.15 and later (the runtimes page, below)
 
 
 # Device ids: Google's PCI vendor 0x1ae0 and the ids libtpu and tpu-info (google/cloud-accelerator-diagnostics,
@@ -39,12 +40,13 @@ CHIPS: dict[int, Chip] = {
     for chip in (
         Chip(0x0027, "v2/v3", "v2", "accel", "ok"),
         Chip(0x005E, "v4", "v4", "accel", "ok"),
-        Chip(0x0062, "v5p", "v5p", "vfio", "ok"),
-        Chip(0x0063, "v5e", "v5litepod", "vfio", "ok"),
+        Chip(0x0062, "v5p", "v5p", "vfio", "ok", pjrt_only=True),
+        Chip(0x0063, "v5e", "v5litepod", "vfio", "ok", pjrt_only=True),
         Chip(
             0x006F, "v6e", "v6e", "vfio", "warn",
             "TensorFlow on v6e (Trillium) is reported broken (no tensorflow-tpu release is built for it; Vertex AI "
             "does not offer TensorFlow training there): use v5e or v5p for TensorFlow",
+            pjrt_only=True,
         ),
         Chip(
             0x0076, "TPU7x", None, "vfio", "fail",
@@ -105,6 +107,18 @@ def tensorflow_image(accelerator_type: str) -> str:
     if shape.generation not in TENSORFLOW_IMAGE_GENERATIONS:
         return NO_TENSORFLOW_IMAGE
     return f"tpu-vm-tf-{DEFAULT_TENSORFLOW_IMAGE}{'-pod' if shape.hosts > 1 else ''}-pjrt"
+
+
+def tensorflow_generations() -> tuple[str, ...]:
+    """The generations with a TensorFlow runtime image, newest first (the accelerator table lists them oldest
+    first): what `tpuctl doctor` recommends, so its advice moves with the table instead of naming a type."""
+    return tuple(name for name in reversed(GENERATIONS) if name in TENSORFLOW_IMAGE_GENERATIONS)
+
+
+def newest_tensorflow_image() -> str:
+    """The runtime image a TPU VM of the newest generation with TensorFlow takes (its smallest slice: one host)."""
+    gen = GENERATIONS[tensorflow_generations()[0]]
+    return tensorflow_image(f"{gen.name}-{gen.size(gen.smallest_chips)}")
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,10 @@ from tpuctl.backends.kubernetes.manifest import (
 )
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
-from tpuctl.launch.backend import RunContext
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import End, JobStatus, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef, Outcome
+from tpuctl.launch.runner import RunContext
 from tpuctl.safety import reaper
 
 DEFAULT_POLL_S = 2.0

@@ -15,14 +15,14 @@ import click
 
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch import shared_options
-from tpuctl.launch.backend import BackendOptions, Runner, Unsupported
 from tpuctl.launch.option_fields import option
+from tpuctl.launch.runner import BackendOptions, Runner, Unsupported
 
 if TYPE_CHECKING:
     from tpuctl.backends.kubernetes.manifest import Manifest
-    from tpuctl.launch.backend import RunContext
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
+    from tpuctl.launch.runner import RunContext
 
 IMAGE_PYTHON = "python"
 _OPERATOR_RESTARTS = "on Kubernetes, the operator's restart policy (--max-restarts) decides"

@@ -25,8 +25,8 @@ from tpuctl.cluster import worker_contract as contract
 from tpuctl.devices.gpus import Share
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch.process import ports
-from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.launch.process.starter import Handle, Starter
 from tpuctl.runtime_path import put_tpuctl_on_path
 
 
@@ -71,7 +71,7 @@ class LocalHandle(Handle):
         self._control.close()
 
 
-class LocalBackend(Backend):
+class LocalStarter(Starter):
     name = "local"
     host = "localhost"
 

@@ -21,12 +21,12 @@ from tpuctl.cluster.tf_config import role_counts
 from tpuctl.devices import gpus
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import rehearsal_report, shared_options
-from tpuctl.launch.backend import BackendOptions, RunContext, Runner
 from tpuctl.launch.job import Job
 from tpuctl.launch.option_fields import option
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.process import ports
 from tpuctl.launch.process.plan import Plan, build_plan
+from tpuctl.launch.runner import BackendOptions, RunContext, Runner
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class LocalRunner(Runner):
         from tpuctl.launch.preflight import LocalChecks
 
         checks = LocalChecks(job)  # its interpreter starts while the machinery below loads
-        from tpuctl.backends.local.processes import LocalBackend
+        from tpuctl.backends.local.processes import LocalStarter
         from tpuctl.launch.process.supervised import run_supervised
 
         shim = None if self.options.expose else _loopback_shim(context.notice)
@@ -84,12 +84,12 @@ class LocalRunner(Runner):
             context.notice(f"warning: {self.gpus.pool.warning}")
         if self.gpus is not None and any(chosen is not None for chosen in self.gpus.gpus):
             context.notice(f"GPUs: {self.gpus.summary()}")
-        backend = LocalBackend(context.log_dir, shim, profiler=job.profiler_server, gpus=self.gpus)
+        starter = LocalStarter(context.log_dir, shim, profiler=job.profiler_server, gpus=self.gpus)
         if not job.rehearse:
-            return run_supervised(backend, job, context)
+            return run_supervised(starter, job, context)
         report = context.log_dir / rehearsal_report.FILE_NAME  # LOG_DIR is this launch's alone: no earlier report
         job = replace(job, env=(*job.env, (contract.REHEARSAL_REPORT, str(report))))
-        outcome = run_supervised(backend, job, context)
+        outcome = run_supervised(starter, job, context)
         outcome.rehearsal = rehearsal_report.read(report)
         if outcome.rehearsal is None and outcome.exit_code == 0:
             context.notice(

@@ -37,7 +37,7 @@ cheap `tpuctl.backends.ssh.runner` can name them without loading them):
   placement  which host runs which task; paths as the hosts see them
   session    one agent session: spawn, hello, the worker's Handle
   sync       --sync: rsync, or a tar of the changed files without it
-  backend    SshBackend, the Supervisor's Backend over ssh
+  backend    SshStarter, the Supervisor's Starter over ssh
   wire, cache, agent  the remote agent's source (wire and cache are also imported here);
              cache checks the host's copy of tpuctl's runtime, which every worker imports
   install    sent after cache's text only to a host that lacks that copy: writes it

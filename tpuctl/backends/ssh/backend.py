@@ -1,4 +1,4 @@
-"""SshBackend: the Supervisor's Backend over ssh (reserve a port per worker, start, release).
+"""SshStarter: the Supervisor's Starter over ssh (reserve a port per worker, start, release).
 
 The Supervisor knows nothing about ssh; this knows nothing about restarts.
 """
@@ -35,8 +35,8 @@ from tpuctl.cluster.hosts import HostEntry
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
-from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.launch.process.starter import Starter
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
 PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)
@@ -53,7 +53,7 @@ class HostProblem(Exception):
         self.preflight = preflight  # a preflight check failed there (tpuctl.launch.preflight)
 
 
-class SshBackend(Backend):
+class SshStarter(Starter):
     name = "ssh"
     host = "ssh"  # every worker gets its own host from placement()
     remote = True  # the Supervisor tags lines and log files with the host
@@ -101,7 +101,7 @@ class SshBackend(Backend):
         self.installed: list[tuple[str, str]] = []  # (host, why) for each host the runtime was shipped to
         self._lock = threading.Lock()
 
-    # Backend ------------------------------------------------------------------
+    # Starter ------------------------------------------------------------------
 
     def reserve(self, count: int) -> list[str]:
         self._placement = place(self.entries, count)

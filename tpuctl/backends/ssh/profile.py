@@ -95,7 +95,7 @@ class SshHosts:
         return result
 
     def _install(self, host: str, python: str) -> None:
-        """Ship this tpuctl's runtime to a host that lacks it, as a launch would (backend.SshBackend._install_runtime)."""
+        """Ship this tpuctl's runtime to a host that lacks it, as a launch would (backend.SshStarter._install_runtime)."""
         runtime = shipment()
         argv = [python, "-S", "-c", install_source(), runtime.digest]
         [result] = run_everywhere([host], argv, self.options, stdin=runtime.payload, timeout=INSTALL_TIMEOUT_S)

@@ -22,8 +22,8 @@ from tpuctl import __version__
 from tpuctl.cluster.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import shared_options
-from tpuctl.launch.backend import BackendOptions, Runner
 from tpuctl.launch.option_fields import option
+from tpuctl.launch.runner import BackendOptions, Runner
 
 if TYPE_CHECKING:
     from tpuctl.backends.ssh.client_args import SshOptions
@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from tpuctl.backends.ssh.selection import Selection
     from tpuctl.backends.ssh.shipment import Shipment
     from tpuctl.cloud.tpu import TpuApi
-    from tpuctl.launch.backend import RunContext
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
+    from tpuctl.launch.runner import RunContext
 
 DEFAULT_FANOUT = 16  # the same as tpuctl.backends.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
 SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
@@ -307,7 +307,7 @@ class SshRunner(Runner):
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
-        from tpuctl.backends.ssh.backend import SshBackend
+        from tpuctl.backends.ssh.backend import SshStarter
         from tpuctl.launch.preflight import remote_doctor, remote_hello
         from tpuctl.launch.process.supervised import run_supervised
 
@@ -324,7 +324,7 @@ class SshRunner(Runner):
                 context.notice(left_out)
         where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
         context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
-        backend = SshBackend(
+        starter = SshStarter(
             self.entries,
             self.ssh,
             self.paths,
@@ -337,7 +337,7 @@ class SshRunner(Runner):
             doctor=lambda hosts: remote_doctor(hosts, job.python, self.options.tpu_name),
             profiler=job.profiler_server,
         )
-        return run_supervised(backend, job, context)
+        return run_supervised(starter, job, context)
 
     def _free_tpus(self, context: RunContext) -> None:
         """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""

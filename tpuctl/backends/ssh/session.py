@@ -23,8 +23,8 @@ from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.backends.ssh.wire import pack, read_manifest, unpack
 from tpuctl.cluster.hosts import format_address
 from tpuctl.inputs.errors import TpuctlError
-from tpuctl.launch.process.backend import Handle
 from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.launch.process.starter import Handle
 from tpuctl.safety import reaper
 
 HELLO_TIMEOUT_S = 60.0

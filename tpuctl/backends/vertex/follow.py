@@ -19,11 +19,11 @@ from typing import Any
 from tpuctl.cloud.vertex_api import TERMINAL, JobLogs, VertexJobs, job_id
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
-from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import End, JobStatus, LogBatch, OnInterrupt, Replica, Scheduler
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, JobRef, Outcome
+from tpuctl.launch.runner import RunContext
 from tpuctl.safety import signals
 
 DEFAULT_POLL_S = 5.0

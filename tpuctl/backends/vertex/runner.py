@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.launch import shared_options
-from tpuctl.launch.backend import BackendOptions, Runner, Unsupported
 from tpuctl.launch.option_fields import option
+from tpuctl.launch.runner import BackendOptions, Runner, Unsupported
 from tpuctl.tpu import accelerators
 
 if TYPE_CHECKING:
     from tpuctl.backends.vertex.job_body import VertexSpec
-    from tpuctl.launch.backend import RunContext
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
+    from tpuctl.launch.runner import RunContext
 
 IMAGE_PYTHON = "python"
 DEFAULT_REGION = "us-central1"

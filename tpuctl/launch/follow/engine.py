@@ -22,12 +22,12 @@ import time
 from dataclasses import replace
 
 from tpuctl.inputs.errors import TpuctlError
-from tpuctl.launch.backend import RunContext
 from tpuctl.launch.cause import classify
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.follow.scheduler import End, JobStatus, OnInterrupt, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.follow.sinks import Pump, Sinks
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome
+from tpuctl.launch.runner import RunContext
 from tpuctl.runs import records
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder

@@ -26,10 +26,10 @@ from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
 from tpuctl.launch.process import quiet, stacks
-from tpuctl.launch.process.backend import Backend, Handle
 from tpuctl.launch.process.events import Exited, Inbox, Ready, ReaperNews, StacksRequested, StopSignal, WorkerEvent, WorkerState
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
 from tpuctl.launch.process.progress import ProgressClock, StepWatch
+from tpuctl.launch.process.starter import Handle, Starter
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.safety import stack_view
@@ -45,7 +45,7 @@ PREEMPTION_GRACE_S = 20.0  # for the other workers to finish their checkpoint af
 class Wiring:
     """What every attempt of one launch works with, set up once by the Supervisor."""
 
-    backend: Backend
+    starter: Starter
     folder: RunFolder
     inbox: Inbox
     collector: stacks.StackCollector
@@ -73,11 +73,11 @@ class _Worker:
 def run_attempt(wiring: Wiring, job: Job, run_id: str, number: int) -> Outcome:
     """Attempt `number` from its folder to its last worker stopped; the Supervisor fills in the counts and the time."""
     wiring.folder.make_attempt(number)  # before any port or process is taken: a failure leaves nothing behind
-    addresses = wiring.backend.reserve(job.processes)
-    hosts = wiring.backend.placement(job.processes)
+    addresses = wiring.starter.reserve(job.processes)
+    hosts = wiring.starter.placement(job.processes)
     log_dir = os.path.abspath(wiring.folder.path)
-    backend = wiring.backend
-    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=backend.host, hosts=hosts, log_dir=log_dir, gpus=backend.gpus())
+    starter = wiring.starter
+    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=starter.host, hosts=hosts, log_dir=log_dir, gpus=starter.gpus())
     try:
         write_private(wiring.folder.plan_file(number), json.dumps(plan.to_json(), indent=2) + "\n")
     except OSError as err:  # a full disk loses the record, not the run (docs/launch.md, Failure behaviour)
@@ -97,14 +97,14 @@ class _Attempt:
         self.summary_steps = 0  # steps the model dir gave the timeline
 
     def run(self, job: Job) -> Outcome:
-        backend = self.wiring.backend
+        starter = self.wiring.starter
         self._mark(tl.ATTEMPT_START, workers=len(self.plan.workers))
         outcome: Outcome | None = None
         try:
             for spec in self.plan.workers:
-                self.workers.append(_Worker(backend.start(spec)))
+                self.workers.append(_Worker(starter.start(spec)))
                 self._mark(tl.WORKER_START, worker=spec.name, host=spec.host)
-            backend.started()
+            starter.started()
             self._record_profilers(job)
             self._watch()
             steps = StepWatch(job.model_dir, self.clock.touch, self._summary_step, job.hang_timeout, job.quiet_notice) if job.model_dir else None
@@ -118,11 +118,11 @@ class _Attempt:
                     steps.stop()
         finally:
             self._stop()
-            backend.release()
+            starter.release()
             self._ended(outcome)
 
     def _record_profilers(self, job: Job) -> None:
-        """Where `tpuctl profile` finds each worker's profiler server: the port its backend gave it
+        """Where `tpuctl profile` finds each worker's profiler server: the port its Starter gave it
         (PROFILER_PORT in what was started), on the host its TensorFlow address names."""
         workers: list[dict[str, object]] = []
         for worker in self.workers:
@@ -131,7 +131,7 @@ class _Attempt:
             if port is None or spec.address is None:
                 continue
             entry: dict[str, object] = {"worker": spec.name, "host": spec.address.rsplit(":", 1)[0].strip("[]"), "port": int(port), "python": spec.argv[0]}
-            if self.wiring.backend.remote:
+            if self.wiring.starter.remote:
                 entry["ssh"] = spec.host
             workers.append(entry)
         if not workers:
@@ -139,7 +139,7 @@ class _Attempt:
         folder = self.wiring.folder
         try:
             folder.write_profilers(
-                self.number, workers, job.model_dir or os.path.abspath(folder.path), self.wiring.backend.name, self.wiring.backend.connection()
+                self.number, workers, job.model_dir or os.path.abspath(folder.path), self.wiring.starter.name, self.wiring.starter.connection()
             )
         except OSError as err:  # a full disk loses the record (and `tpuctl profile`), not the run
             self.wiring.warn(f"warning: cannot write {folder.profilers_file(self.number)}: {err.strerror or err}")
@@ -222,7 +222,7 @@ class _Attempt:
         return hide
 
     def _host_tag(self, spec: WorkerSpec) -> str | None:
-        return spec.host if self.wiring.backend.remote else None
+        return spec.host if self.wiring.starter.remote else None
 
     def _log_path(self, spec: WorkerSpec) -> Path:
         return self.wiring.folder.worker_log(self.number, spec.name, self._host_tag(spec))

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 
 from tpuctl.inputs.private_files import write_private
-from tpuctl.launch.process.backend import Handle
 from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.launch.process.starter import Handle
 from tpuctl.runs.folder import RunFolder
 from tpuctl.safety import stack_view
 

@@ -1,31 +1,31 @@
 """What the process backends (local, ssh) share once their workers are processes: the Supervisor's run.
 
-Both hand the Supervisor a Backend that starts WorkerSpecs; everything after
+Both hand the Supervisor a Starter that starts WorkerSpecs; everything after
 that (logs, fail-fast, restarts, the --tail view) is the same code.
 """
 
 from __future__ import annotations
 
-from tpuctl.launch.backend import RunContext
 from tpuctl.launch.console.side_tail import SideTail
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
-from tpuctl.launch.process.backend import Backend
+from tpuctl.launch.process.starter import Starter
 from tpuctl.launch.process.supervisor import Supervisor
+from tpuctl.launch.runner import RunContext
 from tpuctl.safety import reaper
 
 
-def run_supervised(backend: Backend, job: Job, context: RunContext) -> Outcome:
+def run_supervised(starter: Starter, job: Job, context: RunContext) -> Outcome:
     side = SideTail.start(job.model_dir, context.writer.write) if context.tail_view and job.model_dir else None
     fold = Fold(context.verbose)
     supervisor = Supervisor(
-        backend, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold, record=context.record,
+        starter, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold, record=context.record,
         timeline=context.timeline,
     )
     # Local workers' escapees come to this process (see reaper.adopt_orphans); an ssh launch's
     # workers run on the hosts, and its ControlMaster must outlive the run.
-    before = None if backend.remote else reaper.adopt_orphans()
+    before = None if starter.remote else reaper.adopt_orphans()
     try:
         outcome = supervisor.run(job, context.run_id)
     finally:

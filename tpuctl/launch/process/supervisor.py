@@ -1,6 +1,6 @@
 """Runs a Job's plan on a process backend, attempt after attempt: the restart policy.
 
-Shared by every process backend. It knows nothing about SSH; a backend knows
+Shared by every process backend. It knows nothing about SSH; a Starter knows
 nothing about restarts. One attempt's mechanics (start, watch, deadlines, stop)
 are tpuctl/launch/process/attempt.py's; here is only what comes between
 attempts: which failure spends a restart, which a preemption, when to give up,
@@ -23,8 +23,8 @@ from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome
 from tpuctl.launch.process import stacks
 from tpuctl.launch.process.attempt import Wiring, preempted, run_attempt
-from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.events import Inbox, StacksRequested
+from tpuctl.launch.process.starter import Starter
 from tpuctl.runs import stacks as stacks_request
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
@@ -35,7 +35,7 @@ from tpuctl.safety import signals
 class Supervisor:
     def __init__(
         self,
-        backend: Backend,
+        starter: Starter,
         *,
         writer: logs.LineWriter,
         notice: Callable[[str], None],
@@ -45,7 +45,7 @@ class Supervisor:
         record: RunRecord | None = None,
         timeline: tl.Timeline | None = None,
     ) -> None:
-        self.backend = backend
+        self.starter = starter
         self.record = record  # the run's record, which says while SIGQUIT shows the stacks (tpuctl stacks)
         self.notice = notice
         self.log_dir = log_dir
@@ -53,7 +53,7 @@ class Supervisor:
         self.timeline = timeline  # attempts, workers, failures and restarts go there as they happen
         self._inbox = Inbox()
         self._wiring = Wiring(
-            backend=backend,
+            starter=starter,
             folder=RunFolder(log_dir),
             inbox=self._inbox,
             collector=stacks.StackCollector(),
@@ -91,7 +91,7 @@ class Supervisor:
                         f"(preemption {preemptions}/{job.max_preemptions}, attempt {attempt + 1})"
                     )
                     self._restart(attempt, "preemption")
-                    self.backend.after_preemption(self.notice)
+                    self.starter.after_preemption(self.notice)
                     continue
                 if restarts == job.max_restarts:
                     break
@@ -108,8 +108,8 @@ class Supervisor:
             self.timeline.event(tl.RESTART, attempt=attempt, why=why, next_attempt=attempt + 1)
 
     def _went_with_its_node(self, failure: Failure, attempt: int) -> bool:
-        """A TPU VM's preemption ends no worker with 42: its hosts go down. The backend tells that from a crash."""
-        condition = self.backend.lost_to_preemption(failure)
+        """A TPU VM's preemption ends no worker with 42: its hosts go down. Its Starter tells that from a crash."""
+        condition = self.starter.lost_to_preemption(failure)
         if condition:
             self.notice(f"{failure.worker} was lost with its TPU VM, which is {condition} now: a preemption")
             if self.timeline is not None:

@@ -1,4 +1,6 @@
-"""What a process backend (local, ssh) gives the Supervisor: a Backend that starts workers, a Handle per worker.
+"""What a process backend (local, ssh) gives the Supervisor: a Starter that starts workers where they run (this
+machine, ssh hosts), a Handle per started worker. Named for that one job, so that "backend" keeps one meaning: a
+package under tpuctl/backends/ that --backend chooses, whose Runner (tpuctl/launch/runner.py) builds its Starter.
 
 Base classes rather than Protocols so that every optional member is declared
 once, here, with the default the Supervisor relies on when a backend has
@@ -53,8 +55,8 @@ class Handle(ABC):
         return None
 
 
-class Backend(ABC):
-    """Starts workers somewhere; knows nothing about restarts, deadlines or logs."""
+class Starter(ABC):
+    """Starts workers where a backend runs them; knows nothing about restarts, deadlines or logs."""
 
     name: str
     host: str  # every worker's host unless placement() says otherwise
