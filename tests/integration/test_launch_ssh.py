@@ -23,11 +23,11 @@ import pytest
 from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
 from tpuctl.backends.ssh.backend import SshBackend
-from tpuctl.backends.ssh.client_args import SshOptions
-from tpuctl.backends.ssh.fanout import run_everywhere
 from tpuctl.backends.ssh.placement import RemotePaths
 from tpuctl.backends.ssh.selection import select
 from tpuctl.cluster.hosts import parse_slot_hosts
+from tpuctl.ssh.client_args import SshOptions
+from tpuctl.ssh.fanout import run_everywhere
 
 HOSTILE = [
     "a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "$(id)", "ünïcødé ✓", "--workers", "-x", "--", "",

@@ -24,10 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl.backends.ssh import client_args as ssh_options
 from tpuctl.backends.ssh import session, sync, wire
 from tpuctl.backends.ssh import shipment as runtime_files
-from tpuctl.backends.ssh.client_args import SshOptions, remote_command
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.backends.ssh.profile import SshHosts
 from tpuctl.cluster.hosts import HostEntry
@@ -35,6 +33,8 @@ from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import profiling
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
+from tpuctl.ssh import client_args as ssh_options
+from tpuctl.ssh.client_args import SshOptions, remote_command
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 _ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12), min_size=1, max_size=6)

@@ -13,8 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
-from tpuctl.backends.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import (
@@ -37,6 +35,8 @@ from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
 from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.plan import WorkerSpec
+from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
+from tpuctl.ssh.fanout import parallel, run_everywhere, token
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
 PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)

@@ -26,7 +26,6 @@ from tpuctl.launch.backend import BackendOptions, Runner
 from tpuctl.launch.option_fields import option
 
 if TYPE_CHECKING:
-    from tpuctl.backends.ssh.client_args import SshOptions
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
     from tpuctl.backends.ssh.shipment import Shipment
@@ -35,8 +34,9 @@ if TYPE_CHECKING:
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
+    from tpuctl.ssh.client_args import SshOptions
 
-DEFAULT_FANOUT = 16  # the same as tpuctl.backends.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
+DEFAULT_FANOUT = 16  # the same as tpuctl.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
 SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
 
 
@@ -80,8 +80,8 @@ class Connection:
 
     def ssh_options(self) -> SshOptions:
         """The checked options as the ssh machinery takes them."""
-        from tpuctl.backends.ssh.client_args import SshOptions, checked_config
         from tpuctl.inputs.parse import tool_file
+        from tpuctl.ssh.client_args import SshOptions, checked_config
 
         for value in self.ssh_option:
             # What `ssh -o` takes: NAME=VALUE (or NAME VALUE).
@@ -341,8 +341,8 @@ class SshRunner(Runner):
 
     def _free_tpus(self, context: RunContext) -> None:
         """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
-        from tpuctl.backends.ssh.fanout import run_everywhere
-        from tpuctl.backends.ssh.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
+        from tpuctl.ssh.fanout import run_everywhere
+        from tpuctl.ssh.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
 
         results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh, timeout=CLEANUP_TIMEOUT_S)
         for result in results:

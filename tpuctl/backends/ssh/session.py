@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.backends.ssh.wire import pack, read_manifest, unpack
 from tpuctl.cluster.hosts import format_address
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.process.backend import Handle
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.safety import reaper
+from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
 
 HELLO_TIMEOUT_S = 60.0
 LOST_CONNECTION = "lost the ssh connection"  # how a worker that never reported its exit is described

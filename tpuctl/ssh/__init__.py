@@ -1,0 +1,19 @@
+"""The ssh transport: how tpuctl reaches hosts, whatever it does there.
+
+Every connection is `ssh` with the user's config, agent, known_hosts and
+ProxyJump, plus BatchMode (never a prompt) and connection sharing: the first
+session to a host becomes its ControlMaster (a socket under
+$TMPDIR/tpuctl-$UID/ssh), so every later session to that host, and the next
+command within a minute, skips the handshake.
+
+A launch over ssh (tpuctl/backends/ssh/), `tpuctl doctor --hosts/--tpu`,
+`tpuctl profile` of an ssh run, `tpuctl ssh` and `--cleanup` all reach their
+hosts through this package, so each reaches a host the same way. It imports no
+backend and no command; they import it.
+
+The modules, by job:
+
+  client_args  SshOptions: the `ssh` command line, the ControlMaster directory
+  fanout       run_everywhere (one command on many hosts) and `parallel`
+  tpu_cleanup  what `--cleanup` runs on every TPU host (launch and `tpuctl ssh`)
+"""
