@@ -351,7 +351,7 @@ def _launch_where(cluster: SshCluster, cwd: Path, python: str) -> subprocess.Com
 
 
 def test_a_host_without_tpuctl_gets_the_runtime_once_and_a_damaged_copy_is_replaced(cluster: SshCluster, tmp_path: Path, bare_python: str) -> None:
-    from tpuctl.backends.ssh.shipment import shipment
+    from tpuctl.ssh.shipment import shipment
 
     for index in (1, 2):
         shutil.rmtree(cluster.cache(index) / "tpuctl", ignore_errors=True)  # earlier tests shipped it too

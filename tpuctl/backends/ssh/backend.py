@@ -21,11 +21,9 @@ from tpuctl.backends.ssh.session import (
     Session,
     SshHandle,
     abandon,
-    install_source,
     read_hello,
     spawn_agent,
 )
-from tpuctl.backends.ssh.shipment import shipment
 from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.backends.ssh.wire import pack
 from tpuctl.cluster import worker_contract as contract
@@ -37,6 +35,7 @@ from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.ssh.fanout import parallel, run_everywhere, token
+from tpuctl.ssh.shipment import install_source, shipment
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
 PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)

@@ -28,13 +28,13 @@ from tpuctl.launch.option_fields import option
 if TYPE_CHECKING:
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
-    from tpuctl.backends.ssh.shipment import Shipment
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.launch.backend import RunContext
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
     from tpuctl.ssh.client_args import SshOptions
+    from tpuctl.ssh.shipment import Shipment
 
 DEFAULT_FANOUT = 16  # the same as tpuctl.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
 SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
@@ -287,8 +287,8 @@ class SshRunner(Runner):
     def dry_run(self, job: Job, run_id: str) -> ShippedPlan:
         """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
         from tpuctl.backends.ssh.placement import place
-        from tpuctl.backends.ssh.shipment import shipment
         from tpuctl.launch.process.plan import build_plan
+        from tpuctl.ssh.shipment import shipment
 
         self.ssh.check(self.entries[0].host)
         hosts = place(self.entries, job.processes)

@@ -84,7 +84,7 @@ def _hosts(record: RunRecord, connection: Connection) -> Hosts | None:
     are given here; None for a run on this machine."""
     if record.backend != "ssh":
         return None
-    from tpuctl.backends.ssh.profile import SshHosts, recorded_options
+    from tpuctl.ssh.profile import SshHosts, recorded_options
 
     recorded = None if connection != Connection() else recorded_options(record.folder.latest_profilers())
     return SshHosts(recorded or connection.ssh_options())
