@@ -13,6 +13,7 @@ backend and no command; they import it.
 
 The modules, by job:
 
+  connection   Connection: the --ssh-* and --fanout options, as launch, ssh and profile take them
   client_args  SshOptions: the `ssh` command line, the ControlMaster directory
   fanout       run_everywhere (one command on many hosts) and `parallel`
   tpu_cleanup  what `--cleanup` runs on every TPU host (launch and `tpuctl ssh`)
@@ -21,4 +22,5 @@ The modules, by job:
   cache        the check of a host's copy of the runtime (shipped as source, run by
                `python -S`); install writes that copy where it is missing
   profile      `tpuctl profile` of an ssh run: the capture on its first host, the files back
+  command      `tpuctl ssh`: the hosts of a TPU VM slice, a command run on them all at once
 """

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tpuctl.backends.ssh.runner import Connection
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.inputs.seconds import Seconds
 from tpuctl.launch.option_fields import click_options
 from tpuctl.runs.profiling import MAX_DURATION_S, Capture
+from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
     from tpuctl.profiling.verdict import Verdict

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpuctl.backends.ssh.runner import Connection
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
     from tpuctl.ssh.fanout import HostResult
