@@ -370,11 +370,11 @@ def test_a_host_without_tpuctl_gets_the_runtime_once_and_a_damaged_copy_is_repla
     assert second.returncode == 0, second.stderr
     assert "shipped" not in second.stderr  # the cache is used as it is
 
-    (copies["host2"] / "tpuctl" / "errors.py").write_text("raise SystemExit('not the runtime tpuctl shipped')\n")
+    (copies["host2"] / "tpuctl" / "inputs" / "errors.py").write_text("raise SystemExit('not the runtime tpuctl shipped')\n")
     third = _launch_where(cluster, tmp_path, bare_python)
     assert third.returncode == 0, third.stderr
     assert "to host2 (replaced: tpuctl/inputs/errors.py differs from what was shipped);" in third.stderr
-    assert (copies["host2"] / "tpuctl" / "errors.py").read_bytes() == dict(shipment().files)["tpuctl/inputs/errors.py"]
+    assert (copies["host2"] / "tpuctl" / "inputs" / "errors.py").read_bytes() == dict(shipment().files)["tpuctl/inputs/errors.py"]
 
     os.chown(copies["host1"], 65534, 65534)  # someone else's: neither used nor replaced, nothing started
     try:
