@@ -338,6 +338,24 @@ def test_backends_are_loaded_by_name_only_through_the_registry() -> None:
     assert not elsewhere, f"import modules, or load backends through tpuctl/launch/registry.py: {elsewhere}"
 
 
+# Who may reach into the ssh launch backend: its own modules, and doctor, which finds its hosts as a launch does.
+_SSH_BACKEND_USERS = ("tpuctl.backends.ssh", "tpuctl.cli.diagnosis.doctor")
+
+
+def test_commands_reach_hosts_through_the_ssh_transport() -> None:
+    """Issue 35: `tpuctl ssh`, `tpuctl profile` and --cleanup reach their hosts through tpuctl/ssh/, as a launch does;
+    the launch backend is loaded by the registry, and only doctor (whose hosts are a launch's) imports it."""
+    backend = "tpuctl.backends.ssh"
+    offenders = sorted(
+        f"{module} -> {name}"
+        for module, imported in _graph().items()
+        if not module.startswith(_SSH_BACKEND_USERS)
+        for name in imported
+        if name == backend or name.startswith(backend + ".")
+    )
+    assert not offenders, f"import the ssh transport (tpuctl.ssh), not the ssh launch backend: {offenders}"
+
+
 MAX_LOOSE_MODULES = 8
 
 
