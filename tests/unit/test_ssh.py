@@ -32,6 +32,7 @@ from tpuctl.runs import profiling
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
 from tpuctl.ssh import client_args as ssh_options
+from tpuctl.ssh import remote_source
 from tpuctl.ssh import shipment as runtime_files
 from tpuctl.ssh.client_args import SshOptions, remote_command
 from tpuctl.ssh.profile import SshHosts
@@ -49,7 +50,7 @@ def test_remote_command_is_one_shell_line_that_gives_back_the_argv(argv: list[st
     assert json.loads(done.stdout) == argv
 
 
-@pytest.mark.parametrize("source", [session.AGENT_SOURCE, runtime_files.install_source()], ids=["agent", "installer"])
+@pytest.mark.parametrize("source", [session.AGENT_SOURCE, remote_source.install_source()], ids=["agent", "installer"])
 def test_agent_source_ships_without_comments_or_backslashes(source: str) -> None:
     assert "\\" not in source and "\\" not in sync.UNTAR_SOURCE
     assert not any(line.lstrip().startswith("#") for line in source.splitlines())

@@ -17,8 +17,8 @@ The modules, by job:
   client_args  SshOptions: the `ssh` command line, the ControlMaster directory
   fanout       run_everywhere (one command on many hosts) and `parallel`
   tpu_cleanup  what `--cleanup` runs on every TPU host (launch and `tpuctl ssh`)
-  shipment     this tpuctl's runtime as one shipment: its files, their digest, and the
-               source of the programs that find or install it on a host
+  shipment     this tpuctl's runtime as one shipment: its files, their manifest and digest
+  remote_source  the modules that run on a host as source (cache, install), as they are sent
   cache        the check of a host's copy of the runtime (shipped as source, run by
                `python -S`); install writes that copy where it is missing
   profile      `tpuctl profile` of an ssh run: the capture on its first host, the files back

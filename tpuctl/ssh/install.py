@@ -1,6 +1,6 @@
 # The runtime installer: runs on an ssh host as `python -S -c <source> DIGEST` only when the
 # agent found no good copy of the runtime DIGEST in the host's cache; the source is cache.py's
-# text followed by this file's (shipment.install_source). Its stdin is the shipment
+# text followed by this file's (remote_source.install_source). Its stdin is the shipment
 # (tpuctl/launch/runtime_files.py): zlib of the manifest, a NUL, then every file's bytes in
 # manifest order. Written like cache.py: standard library, old Python 3, no backslash.
 #

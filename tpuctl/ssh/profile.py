@@ -23,7 +23,8 @@ from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.safety import reaper
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.ssh.fanout import HostResult, parallel, run_everywhere
-from tpuctl.ssh.shipment import cache_source, install_source, shipment
+from tpuctl.ssh.remote_source import cache_source, install_source
+from tpuctl.ssh.shipment import shipment
 
 NO_RUNTIME = 64  # the starter's status when the host's cache lacks this tpuctl's runtime (a launch by another tpuctl)
 INSTALL_TIMEOUT_S = 120.0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 
 from tpuctl.launch import runtime_files
 from tpuctl.ssh.cache import digest_of, manifest_of
@@ -37,20 +36,3 @@ def shipment() -> Shipment:
     manifest = manifest_of(files)
     return Shipment(files, manifest, digest_of(manifest))
 
-
-def shipped_lines(module: Path) -> list[str]:
-    """A module as it is sent, on a host's command line (every worker's, for the agent), so kept short:
-    no comment or blank lines, one space per indentation level (it holds no multi-line string)."""
-    text = module.read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return [" " * ((len(line) - len(line.lstrip())) // 4) + line.lstrip() for line in lines]
-
-
-def install_source() -> str:
-    """The runtime installer, sent only to a host whose cache lacks this runtime: cache.py, then install.py."""
-    return "\n".join(shipped_lines(Path(__file__).with_name("cache.py")) + shipped_lines(Path(__file__).with_name("install.py"))) + "\n"
-
-
-def cache_source() -> str:
-    """cache.py as it is sent, for a program that finds the host's copy of the runtime (the agent, ssh/profile.py)."""
-    return "\n".join(shipped_lines(Path(__file__).with_name("cache.py"))) + "\n"

@@ -35,7 +35,8 @@ from tpuctl.launch.process.backend import Backend
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.ssh.fanout import parallel, run_everywhere, token
-from tpuctl.ssh.shipment import install_source, shipment
+from tpuctl.ssh.remote_source import install_source
+from tpuctl.ssh.shipment import shipment
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
 PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)

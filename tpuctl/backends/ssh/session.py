@@ -26,7 +26,7 @@ from tpuctl.launch.process.backend import Handle
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.safety import reaper
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
-from tpuctl.ssh.shipment import cache_source, shipped_lines
+from tpuctl.ssh.remote_source import cache_source, shipped_lines
 
 HELLO_TIMEOUT_S = 60.0
 LOST_CONNECTION = "lost the ssh connection"  # how a worker that never reported its exit is described
