@@ -23,11 +23,11 @@ import pytest
 from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
 from tpuctl.backends.ssh.backend import SshStarter
-from tpuctl.backends.ssh.client_args import SshOptions
-from tpuctl.backends.ssh.fanout import run_everywhere
 from tpuctl.backends.ssh.placement import RemotePaths
 from tpuctl.backends.ssh.selection import select
 from tpuctl.cluster.hosts import parse_slot_hosts
+from tpuctl.ssh.client_args import SshOptions
+from tpuctl.ssh.fanout import run_everywhere
 
 HOSTILE = [
     "a b", "it's", 'say "hi"', ";", "&& rm -rf /", "$HOME", "`id`", "$(id)", "ünïcødé ✓", "--workers", "-x", "--", "",
@@ -351,7 +351,7 @@ def _launch_where(cluster: SshCluster, cwd: Path, python: str) -> subprocess.Com
 
 
 def test_a_host_without_tpuctl_gets_the_runtime_once_and_a_damaged_copy_is_replaced(cluster: SshCluster, tmp_path: Path, bare_python: str) -> None:
-    from tpuctl.backends.ssh.shipment import shipment
+    from tpuctl.ssh.shipment import shipment
 
     for index in (1, 2):
         shutil.rmtree(cluster.cache(index) / "tpuctl", ignore_errors=True)  # earlier tests shipped it too
@@ -370,11 +370,11 @@ def test_a_host_without_tpuctl_gets_the_runtime_once_and_a_damaged_copy_is_repla
     assert second.returncode == 0, second.stderr
     assert "shipped" not in second.stderr  # the cache is used as it is
 
-    (copies["host2"] / "tpuctl" / "errors.py").write_text("raise SystemExit('not the runtime tpuctl shipped')\n")
+    (copies["host2"] / "tpuctl" / "inputs" / "errors.py").write_text("raise SystemExit('not the runtime tpuctl shipped')\n")
     third = _launch_where(cluster, tmp_path, bare_python)
     assert third.returncode == 0, third.stderr
     assert "to host2 (replaced: tpuctl/inputs/errors.py differs from what was shipped);" in third.stderr
-    assert (copies["host2"] / "tpuctl" / "errors.py").read_bytes() == dict(shipment().files)["tpuctl/inputs/errors.py"]
+    assert (copies["host2"] / "tpuctl" / "inputs" / "errors.py").read_bytes() == dict(shipment().files)["tpuctl/inputs/errors.py"]
 
     os.chown(copies["host1"], 65534, 65534)  # someone else's: neither used nor replaced, nothing started
     try:

@@ -17,7 +17,7 @@ from tests.conftest import alive, run_tpuctl
 from tests.integration.sshd import SshCluster, running_cluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.backends.ssh.tpu_cleanup import LOCKFILE
+from tpuctl.ssh.tpu_cleanup import LOCKFILE
 
 ZONE = "us-central2-b"
 

@@ -260,9 +260,10 @@ LAYERS: dict[str, tuple[int, str]] = {
     "tpuctl.launch": (8, "the launch flow: the job, its options, the backend contract, the outcome"),
     "tpuctl.launch.process": (9, "the process engine: plans, the supervisor, ports, progress, stacks"),
     "tpuctl.launch.follow": (9, "the job engine: a job submitted to a cluster, followed to its end"),
-    "tpuctl.backends": (10, "one package per backend (local, ssh, kubernetes, vertex); backends never import each other"),
-    "tpuctl.cli": (11, "the CLI: parses flags, calls the core, renders"),
-    "tpuctl.__main__": (12, "`python -m tpuctl`: the CLI's entry"),
+    "tpuctl.ssh": (10, "the ssh transport: ssh's command line, one command on many hosts, the runtime shipped to hosts"),
+    "tpuctl.backends": (11, "one package per backend (local, ssh, kubernetes, vertex); backends never import each other"),
+    "tpuctl.cli": (12, "the CLI: parses flags, calls the core, renders"),
+    "tpuctl.__main__": (13, "`python -m tpuctl`: the CLI's entry"),
 }
 # Layers whose subpackages are layers of their own, at the same rank (so none imports another).
 APART = {"tpuctl.backends"}
@@ -381,6 +382,24 @@ def test_backends_are_loaded_by_name_only_through_the_registry() -> None:
     assert not elsewhere, f"import modules, or load backends through tpuctl/launch/registry.py: {elsewhere}"
 
 
+# Who may reach into the ssh launch backend: its own modules, and doctor, which finds its hosts as a launch does.
+_SSH_BACKEND_USERS = ("tpuctl.backends.ssh", "tpuctl.cli.diagnosis.doctor")
+
+
+def test_commands_reach_hosts_through_the_ssh_transport() -> None:
+    """Issue 35: `tpuctl ssh`, `tpuctl profile` and --cleanup reach their hosts through tpuctl/ssh/, as a launch does;
+    the launch backend is loaded by the registry, and only doctor (whose hosts are a launch's) imports it."""
+    backend = "tpuctl.backends.ssh"
+    offenders = sorted(
+        f"{module} -> {name}"
+        for module, imported in _graph().items()
+        if not module.startswith(_SSH_BACKEND_USERS)
+        for name in imported
+        if name == backend or name.startswith(backend + ".")
+    )
+    assert not offenders, f"import the ssh transport (tpuctl.ssh), not the ssh launch backend: {offenders}"
+
+
 MAX_LOOSE_MODULES = 8
 
 
@@ -404,15 +423,16 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "offense"),
     [
-        ("tpuctl.inputs.errors", "import tpuctl.cli.auth", "tpuctl.inputs.errors -> tpuctl.cli.auth (rank 0 -> 11)"),
+        ("tpuctl.inputs.errors", "import tpuctl.cli.auth", "tpuctl.inputs.errors -> tpuctl.cli.auth (rank 0 -> 12)"),
         ("tpuctl.cloud.iam", "def f():\n    from tpuctl.runs import folder", "tpuctl.cloud.iam -> tpuctl.runs.folder (rank 4 -> 4)"),
         (
             "tpuctl.launch.console.logs",
             "if TYPE_CHECKING:\n    from tpuctl.launch.job import Job",
             "tpuctl.launch.console.logs -> tpuctl.launch.job (rank 7 -> 8)",
         ),
-        ("tpuctl.launch.job", "from ..backends.ssh import runner", "tpuctl.launch.job -> tpuctl.backends.ssh.runner (rank 8 -> 10)"),
-        ("tpuctl.backends.vertex.runner", "from tpuctl.backends import ssh", "tpuctl.backends.vertex.runner -> tpuctl.backends.ssh (rank 10 -> 10)"),
+        ("tpuctl.launch.job", "from ..backends.ssh import runner", "tpuctl.launch.job -> tpuctl.backends.ssh.runner (rank 8 -> 11)"),
+        ("tpuctl.backends.vertex.runner", "from tpuctl.backends import ssh", "tpuctl.backends.vertex.runner -> tpuctl.backends.ssh (rank 11 -> 11)"),
+        ("tpuctl.ssh.fanout", "from tpuctl.backends.ssh import session", "tpuctl.ssh.fanout -> tpuctl.backends.ssh.session (rank 10 -> 11)"),
         (
             "tpuctl.launch.job",
             "from tpuctl.runtime import strategies",

@@ -29,8 +29,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpuctl.backends.ssh.command import check_workers
-from tpuctl.backends.ssh.runner import Connection
 from tpuctl.cli import main
 from tpuctl.cloud import nodespec
 from tpuctl.cluster import hosts, worker_contract
@@ -41,6 +39,8 @@ from tpuctl.launch.job import parse_env
 from tpuctl.launch.launch_options import CONFIG_KEYS
 from tpuctl.settings import cloud as cloud_settings
 from tpuctl.settings import files as config
+from tpuctl.ssh.command import check_workers
+from tpuctl.ssh.connection import Connection
 
 pytestmark = pytest.mark.fuzz
 

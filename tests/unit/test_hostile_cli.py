@@ -505,8 +505,8 @@ def test_ssh_files_are_small_regular_files_before_ssh_reads_them(home: Path) -> 
 
 
 def test_ssh_that_never_finishes_reading_its_config_is_one_line(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tpuctl.backends.ssh import client_args as options
     from tpuctl.inputs.errors import TpuctlError
+    from tpuctl.ssh import client_args as options
 
     config = home / "slow.config"
     config.write_text('Match exec "sleep 30"\n  Port 2222\n')  # ssh -G runs Match exec itself

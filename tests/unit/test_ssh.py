@@ -24,17 +24,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tpuctl.backends.ssh import client_args as ssh_options
 from tpuctl.backends.ssh import session, sync, wire
-from tpuctl.backends.ssh import shipment as runtime_files
-from tpuctl.backends.ssh.client_args import SshOptions, remote_command
 from tpuctl.backends.ssh.placement import RemotePaths, place
-from tpuctl.backends.ssh.profile import SshHosts
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import profiling
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
+from tpuctl.ssh import client_args as ssh_options
+from tpuctl.ssh import remote_source
+from tpuctl.ssh import shipment as runtime_files
+from tpuctl.ssh.client_args import SshOptions, remote_command
+from tpuctl.ssh.profile import SshHosts
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 _ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12), min_size=1, max_size=6)
@@ -49,7 +50,7 @@ def test_remote_command_is_one_shell_line_that_gives_back_the_argv(argv: list[st
     assert json.loads(done.stdout) == argv
 
 
-@pytest.mark.parametrize("source", [session.AGENT_SOURCE, session.install_source()], ids=["agent", "installer"])
+@pytest.mark.parametrize("source", [session.AGENT_SOURCE, remote_source.install_source()], ids=["agent", "installer"])
 def test_agent_source_ships_without_comments_or_backslashes(source: str) -> None:
     assert "\\" not in source and "\\" not in sync.UNTAR_SOURCE
     assert not any(line.lstrip().startswith("#") for line in source.splitlines())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tpuctl.backends.ssh.command import SliceCommand, plan_on_slice, run_on_slice
-from tpuctl.backends.ssh.runner import Connection
 from tpuctl.inputs.errors import USAGE, TpuctlError
+from tpuctl.ssh.command import SliceCommand, plan_on_slice, run_on_slice
+from tpuctl.ssh.connection import Connection
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,8 @@ import pytest
 
 from tests.conftest import ROOT
 from tpuctl.backends.ssh import session, wire
-from tpuctl.backends.ssh import shipment as runtime_files
+from tpuctl.ssh import remote_source
+from tpuctl.ssh import shipment as runtime_files
 
 SHIPMENT = runtime_files.shipment()
 DIGEST = SHIPMENT.digest
@@ -138,7 +139,7 @@ def hello(cache: Path) -> str:
 
 def install(cache: Path, payload: bytes | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-S", "-c", session.install_source(), DIGEST],
+        [sys.executable, "-S", "-c", remote_source.install_source(), DIGEST],
         input=SHIPMENT.payload if payload is None else payload, capture_output=True, timeout=30, cwd=cache.parent, env=_env(cache),
     )  # type: ignore[call-overload, no-any-return]  # fmt: skip
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import click
 
-from tpuctl.backends.ssh.runner import Connection
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.launch.option_fields import click_options
+from tpuctl.ssh.connection import Connection
 
 
 @click.command("ssh")
@@ -47,7 +47,7 @@ def ssh(
     Exits 0 when it succeeded everywhere, else with the first failing host's
     status (255 when ssh could not connect).
     """
-    from tpuctl.backends.ssh.command import SliceCommand, plan_on_slice, run_on_slice
+    from tpuctl.ssh.command import SliceCommand, plan_on_slice, run_on_slice
 
     connection = Connection(ssh_user=ssh_user, ssh_key=ssh_key, ssh_option=ssh_option, ssh_config=ssh_config, fanout=fanout)
     request = SliceCommand(name, command, connection, worker, internal_ip, cleanup, project, zone, credentials, access_token_file, dry_run)

@@ -71,7 +71,7 @@ def profilers(record: RunRecord) -> dict[str, Any]:
 
 
 class Hosts(Protocol):
-    """The hosts of a run whose profile dir is on their own disks (tpuctl/backends/ssh/profile.py)."""
+    """The hosts of a run whose profile dir is on their own disks (tpuctl/ssh/profile.py)."""
 
     def capture(self, servers: dict[str, Any], request: str, timeout: float) -> tuple[int, str]:
         """Run the capture with `request` on the run's first host: its exit status and output (stdout and stderr)."""

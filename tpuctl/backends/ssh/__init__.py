@@ -1,10 +1,8 @@
 """The ssh backend: workers on other hosts, through the user's own OpenSSH.
 
-Every connection is `ssh` with the user's config, agent, known_hosts and
-ProxyJump, plus BatchMode (never a prompt) and connection sharing: the first
-session to a host becomes its ControlMaster (a socket under
-$TMPDIR/tpuctl-$UID/ssh), so every later session to that host, and the next
-launch within a minute, skips the handshake.
+Every connection goes through the ssh transport (tpuctl/ssh/): the user's
+`ssh`, in BatchMode, sharing one ControlMaster per host, so every later
+session to that host, and the next launch within a minute, skips the handshake.
 
 A worker is one ssh session running a small agent (`agent.py`, sent as source
 text together with `wire.py`). A launch happens in two steps, so that TF_CONFIG
@@ -30,15 +28,16 @@ tpuctl kills a group whose exit it never heard about with a separate
 `kill -- -PGID` over ssh.
 
 The modules, by job (this package file imports none of them, so that the
-cheap `tpuctl.backends.ssh.runner` can name them without loading them):
+cheap `tpuctl.backends.ssh.runner` can name them without loading them); how
+a host is reached, and the runtime shipped to it, is the transport's
+(tpuctl/ssh/):
 
-  options    SshOptions: the `ssh` command line, the ControlMaster directory
-  fanout     run_everywhere (one command on many hosts) and `parallel`
   placement  which host runs which task; paths as the hosts see them
   session    one agent session: spawn, hello, the worker's Handle
   sync       --sync: rsync, or a tar of the changed files without it
+  selection, ignore_rules  which files --sync sends
   backend    SshStarter, the Supervisor's Starter over ssh
-  wire, cache, agent  the remote agent's source (wire and cache are also imported here);
-             cache checks the host's copy of tpuctl's runtime, which every worker imports
-  install    sent after cache's text only to a host that lacks that copy: writes it
+  wire, agent  the remote agent's source (wire is also imported here; the
+             transport's cache.py is sent between them)
+  doctor     `tpuctl doctor --hosts/--tpu`: the probe on the hosts a launch would use
 """

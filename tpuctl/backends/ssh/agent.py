@@ -46,9 +46,10 @@ if TYPE_CHECKING:
     import signal as _signal
     from typing import NoReturn
 
-    # At run time these come from wire.py's and cache.py's text, sent ahead of this file's.
-    from tpuctl.backends.ssh.cache import runtime_problem, runtime_root
     from tpuctl.backends.ssh.wire import manifest, manifest_pairs, pack, unpack
+
+    # At run time these come from wire.py's and cache.py's text, sent ahead of this file's.
+    from tpuctl.ssh.cache import runtime_problem, runtime_root
 else:
     import _signal  # the C module: `signal` builds enums, which costs the start
 

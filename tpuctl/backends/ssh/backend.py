@@ -13,8 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
-from tpuctl.backends.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import (
@@ -23,11 +21,9 @@ from tpuctl.backends.ssh.session import (
     Session,
     SshHandle,
     abandon,
-    install_source,
     read_hello,
     spawn_agent,
 )
-from tpuctl.backends.ssh.shipment import shipment
 from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.backends.ssh.wire import pack
 from tpuctl.cluster import worker_contract as contract
@@ -37,6 +33,10 @@ from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Starter
+from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
+from tpuctl.ssh.fanout import parallel, run_everywhere, token
+from tpuctl.ssh.remote_source import install_source
+from tpuctl.ssh.shipment import shipment
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
 PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)

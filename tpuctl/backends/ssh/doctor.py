@@ -10,12 +10,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from tpuctl.backends.ssh.fanout import run_everywhere
 from tpuctl.backends.ssh.runner import Options, SshRunner
 from tpuctl.doctor.across import HostAnswer
 from tpuctl.doctor.facts import parse
 from tpuctl.doctor.local import Request, remote_argv, source
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.ssh.fanout import run_everywhere
 
 # ssh's own connection and start-up, beyond the probe's limit.
 SSH_ALLOWANCE_S = 30.0
@@ -45,7 +45,7 @@ def _planned(options: Options, request: Request, script: str | None) -> tuple[Ss
 
 def plan_hosts(options: Options, python: str, request: Request, script: str | None) -> list[str]:
     """`doctor --dry-run`: each host's ssh command, as the run builds it (the probe's source goes on its stdin)."""
-    from tpuctl.backends.ssh.fanout import marked
+    from tpuctl.ssh.fanout import marked
 
     runner, request, _ = _planned(options, request, script)
     argv = marked(remote_argv(python, request), "<marker>")

@@ -24,19 +24,18 @@ from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import shared_options
 from tpuctl.launch.option_fields import option
 from tpuctl.launch.runner import BackendOptions, Runner
+from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
-    from tpuctl.backends.ssh.client_args import SshOptions
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
-    from tpuctl.backends.ssh.shipment import Shipment
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
     from tpuctl.launch.runner import RunContext
+    from tpuctl.ssh.shipment import Shipment
 
-DEFAULT_FANOUT = 16  # the same as tpuctl.backends.ssh.client_args.DEFAULT_FANOUT, without importing it for --help
 SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
 
 
@@ -54,46 +53,6 @@ class SizeText(click.ParamType):  # type: ignore[type-arg]  # generic only from 
         except TpuctlError as err:
             self.fail(err.message + (f" ({err.hint})" if err.hint else ""), param, ctx)
         return str(value)
-
-
-@dataclass(frozen=True)
-class Connection:
-    """How to reach hosts: `tpuctl launch --hosts/--tpu` and `tpuctl ssh` take the same options."""
-
-    ssh_user: str | None = option("--ssh-user", metavar="USER", help="Remote user.  [default: from your ssh config, else yours]")
-    ssh_key: str | None = option(
-        "--ssh-key", type=click.Path(exists=True, dir_okay=False), help="Identity file (ssh -i).  [default: your agent and ssh config]"
-    )
-    ssh_option: tuple[str, ...] = option(
-        "--ssh-option",
-        multiple=True,
-        default=(),
-        metavar="NAME=VALUE",
-        help="An ssh option (ssh -o) for every connection, e.g. ProxyJump=bastion (repeatable).",
-    )
-    ssh_config: str | None = option(
-        "--ssh-config", type=click.Path(exists=True, dir_okay=False), help="ssh config file to use instead of ~/.ssh/config (ssh -F)."
-    )
-    fanout: int = option(
-        "--fanout", type=click.IntRange(min=1), default=DEFAULT_FANOUT, show_default=True, help="Hosts being connected to at the same time."
-    )
-
-    def ssh_options(self) -> SshOptions:
-        """The checked options as the ssh machinery takes them."""
-        from tpuctl.backends.ssh.client_args import SshOptions, checked_config
-        from tpuctl.inputs.parse import tool_file
-
-        for value in self.ssh_option:
-            # What `ssh -o` takes: NAME=VALUE (or NAME VALUE).
-            if "=" not in value.strip(" =") and " " not in value.strip():
-                raise TpuctlError(f"--ssh-option {value!r} is not NAME=VALUE", hint="e.g. --ssh-option ProxyJump=bastion")
-        return SshOptions(
-            user=self.ssh_user,
-            key=os.path.abspath(tool_file(self.ssh_key, "--ssh-key")) if self.ssh_key else None,
-            options=tuple(self.ssh_option),
-            config=os.path.abspath(checked_config(self.ssh_config)) if self.ssh_config else None,
-            fanout=self.fanout,
-        )
 
 
 @dataclass(frozen=True)
@@ -287,8 +246,8 @@ class SshRunner(Runner):
     def dry_run(self, job: Job, run_id: str) -> ShippedPlan:
         """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
         from tpuctl.backends.ssh.placement import place
-        from tpuctl.backends.ssh.shipment import shipment
         from tpuctl.launch.process.plan import build_plan
+        from tpuctl.ssh.shipment import shipment
 
         self.ssh.check(self.entries[0].host)
         hosts = place(self.entries, job.processes)
@@ -341,8 +300,8 @@ class SshRunner(Runner):
 
     def _free_tpus(self, context: RunContext) -> None:
         """--cleanup: what a crashed run left holding the TPU goes, on every host, before any worker starts."""
-        from tpuctl.backends.ssh.fanout import run_everywhere
-        from tpuctl.backends.ssh.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
+        from tpuctl.ssh.fanout import run_everywhere
+        from tpuctl.ssh.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
 
         results = run_everywhere([entry.host for entry in self.entries], cleanup_argv(), self.ssh, timeout=CLEANUP_TIMEOUT_S)
         for result in results:

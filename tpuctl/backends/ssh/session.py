@@ -19,40 +19,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.backends.ssh.wire import pack, read_manifest, unpack
 from tpuctl.cluster.hosts import format_address
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Handle
 from tpuctl.safety import reaper
+from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
+from tpuctl.ssh.remote_source import cache_source, shipped_lines
 
 HELLO_TIMEOUT_S = 60.0
 LOST_CONNECTION = "lost the ssh connection"  # how a worker that never reported its exit is described
 _SIGNAL_WORDS = {signal.SIGINT: "INT", signal.SIGTERM: "TERM", signal.SIGKILL: "KILL"}
 
 
-def _shipped_lines(name: str) -> list[str]:
-    """A module of this package as it is sent, on every worker's command line, so kept short:
-    no comment or blank lines, one space per indentation level (it holds no multi-line string)."""
-    text = Path(__file__).with_name(name).read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return [" " * ((len(line) - len(line.lstrip())) // 4) + line.lstrip() for line in lines]
-
-
 def agent_source() -> str:
-    """The remote agent as one program: wire.py and cache.py, which the launcher imports too, then agent.py."""
-    return "\n".join(_shipped_lines("wire.py") + _shipped_lines("cache.py") + _shipped_lines("agent.py")) + "\n"
+    """The remote agent as one program: wire.py, cache.py (the transport's check of the host's runtime), then
+    agent.py; the launcher imports wire.py and cache.py too."""
 
+    def text(name: str) -> str:
+        return "\n".join(shipped_lines(Path(__file__).with_name(name))) + "\n"
 
-def install_source() -> str:
-    """The runtime installer, sent only to a host whose cache lacks this runtime: cache.py, then install.py."""
-    return "\n".join(_shipped_lines("cache.py") + _shipped_lines("install.py")) + "\n"
-
-
-def cache_source() -> str:
-    """cache.py as it is sent, for a program that finds the host's copy of the runtime (ssh/profile.py)."""
-    return "\n".join(_shipped_lines("cache.py")) + "\n"
+    return text("wire.py") + cache_source() + text("agent.py")
 
 
 AGENT_SOURCE = agent_source()

@@ -14,13 +14,13 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tpuctl.backends.ssh.client_args import SshOptions
-from tpuctl.backends.ssh.fanout import parallel, run_everywhere
 from tpuctl.backends.ssh.placement import RemotePaths
 from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import Session
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.safety import reaper
+from tpuctl.ssh.client_args import SshOptions
+from tpuctl.ssh.fanout import parallel, run_everywhere
 
 SYNC_EXCLUDES = ("__pycache__", ".git")
 SYNC_TIMEOUT_S = 600.0  # a whole folder over a slow link; a sync that takes longer is stuck

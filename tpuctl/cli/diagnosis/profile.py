@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tpuctl.backends.ssh.runner import Connection
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.inputs.seconds import Seconds
 from tpuctl.launch.option_fields import click_options
 from tpuctl.runs.profiling import MAX_DURATION_S, Capture
+from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
     from tpuctl.profiling.verdict import Verdict
@@ -84,7 +84,7 @@ def _hosts(record: RunRecord, connection: Connection) -> Hosts | None:
     are given here; None for a run on this machine."""
     if record.backend != "ssh":
         return None
-    from tpuctl.backends.ssh.profile import SshHosts, recorded_options
+    from tpuctl.ssh.profile import SshHosts, recorded_options
 
     recorded = None if connection != Connection() else recorded_options(record.folder.latest_profilers())
     return SshHosts(recorded or connection.ssh_options())

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions, remote_command
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.inputs.errors import one_line
 from tpuctl.safety import reaper
+from tpuctl.ssh.client_args import SSH_FAILED, SshOptions, remote_command
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")

@@ -7,8 +7,8 @@ import functools
 import zlib
 from dataclasses import dataclass
 
-from tpuctl.backends.ssh.cache import digest_of, manifest_of
 from tpuctl.launch import runtime_files
+from tpuctl.ssh.cache import digest_of, manifest_of
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Shipment:
 
     @functools.cached_property
     def payload(self) -> bytes:
-        """What the installer reads (tpuctl/backends/ssh/install.py): zlib of the manifest, a NUL, every file's bytes in order.
+        """What the installer reads (tpuctl/ssh/install.py): zlib of the manifest, a NUL, every file's bytes in order.
         Made once, whatever the number of hosts that lack the runtime."""
         return zlib.compress(self.manifest + b"\0" + b"".join(data for _, data in self.files), 6)
 
@@ -35,3 +35,4 @@ def shipment() -> Shipment:
     files = runtime_files.files()
     manifest = manifest_of(files)
     return Shipment(files, manifest, digest_of(manifest))
+

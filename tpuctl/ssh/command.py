@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpuctl.backends.ssh.runner import Connection
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
-    from tpuctl.backends.ssh.fanout import HostResult
+    from tpuctl.ssh.fanout import HostResult
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ def run_on_slice(request: SliceCommand) -> Iterator[list[WorkerResult]]:
     A stage runs on every chosen worker at once; after a stage that failed on
     any worker, the next one is not started.
     """
-    from tpuctl.backends.ssh.fanout import run_everywhere
-    from tpuctl.backends.ssh.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
+    from tpuctl.ssh.fanout import run_everywhere
+    from tpuctl.ssh.tpu_cleanup import CLEANUP_TIMEOUT_S, cleanup_argv
 
     options = request.connection.ssh_options()  # bad ssh options are bad input, before any API call
     labels, addresses, stages = _targets(request)
@@ -68,7 +68,7 @@ def plan_on_slice(request: SliceCommand) -> list[str]:
     node is looked up, to know its hosts; nothing connects to them)."""
     import shlex
 
-    from tpuctl.backends.ssh.fanout import marked
+    from tpuctl.ssh.fanout import marked
 
     options = request.connection.ssh_options()
     labels, addresses, stages = _targets(request)
@@ -78,9 +78,9 @@ def plan_on_slice(request: SliceCommand) -> list[str]:
 
 def _targets(request: SliceCommand) -> tuple[list[str], list[str], list[list[str]]]:
     """The chosen workers' labels and addresses, and the commands to run there in order (--cleanup's first)."""
-    from tpuctl.backends.ssh.tpu_cleanup import cleanup_argv
     from tpuctl.cloud.node_lookup import find_node
     from tpuctl.cloud.slice_hosts import pick_workers, slice_hosts
+    from tpuctl.ssh.tpu_cleanup import cleanup_argv
 
     if not request.command and not request.cleanup:
         raise TpuctlError("give a COMMAND after --, or --cleanup", hint=f"e.g. tpuctl ssh {request.name} --worker all -- nvidia-smi")

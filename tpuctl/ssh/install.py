@@ -1,6 +1,6 @@
 # The runtime installer: runs on an ssh host as `python -S -c <source> DIGEST` only when the
 # agent found no good copy of the runtime DIGEST in the host's cache; the source is cache.py's
-# text followed by this file's (session.install_source). Its stdin is the shipment
+# text followed by this file's (remote_source.install_source). Its stdin is the shipment
 # (tpuctl/launch/runtime_files.py): zlib of the manifest, a NUL, then every file's bytes in
 # manifest order. Written like cache.py: standard library, old Python 3, no backslash.
 #
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     # At run time these come from cache.py's text, sent ahead of this file's.
-    from tpuctl.backends.ssh.cache import read_manifest_text, runtime_root, runtime_state, unsafe_folder
+    from tpuctl.ssh.cache import read_manifest_text, runtime_root, runtime_state, unsafe_folder
 
 
 class Failed(Exception):

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tpuctl.backends.ssh.client_args import SSH_FAILED, SshOptions
-from tpuctl.backends.ssh.fanout import HostResult, parallel, run_everywhere
-from tpuctl.backends.ssh.session import cache_source, install_source
-from tpuctl.backends.ssh.shipment import shipment
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.safety import reaper
+from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
+from tpuctl.ssh.fanout import HostResult, parallel, run_everywhere
+from tpuctl.ssh.remote_source import cache_source, install_source
+from tpuctl.ssh.shipment import shipment
 
 NO_RUNTIME = 64  # the starter's status when the host's cache lacks this tpuctl's runtime (a launch by another tpuctl)
 INSTALL_TIMEOUT_S = 120.0
