@@ -19,7 +19,6 @@ from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import (
     HELLO_TIMEOUT_S,
-    LOST_CONNECTION,
     Session,
     SshHandle,
     abandon,
@@ -32,6 +31,7 @@ from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.backends.ssh.wire import pack
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.hosts import HostEntry
+from tpuctl.endings import Kind
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
@@ -164,7 +164,7 @@ class SshBackend(Backend):
     def lost_to_preemption(self, failure: Failure) -> str | None:
         """A worker of a TPU slice whose connection was lost while its node is not READY went with the
         node (a TPU VM's preemption ends no worker with 42): the node's condition, else None."""
-        if self.node_down is None or not failure.status.startswith(LOST_CONNECTION):
+        if self.node_down is None or failure.ending.kind is not Kind.LOST:
             return None
         return self.node_down()
 
