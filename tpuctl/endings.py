@@ -45,7 +45,7 @@ class Kind(str, enum.Enum):
 
 RUNNING = "running"  # the one run state that is not an end
 # What a run's record may say (tpuctl/runs/records.py); a hang, a lost connection or a cancelled job is a failed run.
-RUN_STATES: tuple[str, ...] = (RUNNING, Kind.SUCCEEDED, Kind.FAILED, Kind.PREEMPTED, Kind.STOPPED, Kind.LOST)
+RUN_STATES: tuple[str, ...] = (RUNNING, *(k.value for k in (Kind.SUCCEEDED, Kind.FAILED, Kind.PREEMPTED, Kind.STOPPED, Kind.LOST)))
 _RESULTS = {Kind.SUCCEEDED: "succeeded", Kind.STOPPED: "interrupted"}  # `launch --json`'s result; the rest is "failed"
 
 
