@@ -199,12 +199,12 @@ def test_the_process_walk_sees_every_way_to_start_one(source: str) -> None:
 # The layers, lowest first. A module's layer is the longest entry its dotted name starts with; it may import
 # modules of its own layer (in APART: its own subpackage) and of lower ranks, never higher, never another of its rank.
 LAYERS: dict[str, tuple[int, str]] = {
-    "tpuctl.inputs": (0, "checking what comes in: the error type, parsers' shared checks, durations, private files"),
+    "tpuctl.inputs": (0, "checking what comes in: the error type and its kinds, parsers' shared checks, durations, private files"),
     "tpuctl.tpu": (1, "the TPU facts: generations, types, topologies, their software (PCI ids, images, libtpu pins)"),
     "tpuctl.cluster": (1, "the cluster a launch describes: TF_CONFIG, hosts, the worker contract"),
     "tpuctl.safety": (1, "process safety: the reaper, stopping signals, workers' stacks"),
     "tpuctl.settings": (2, "settings and where each value comes from: flags, env, files, gcloud's configuration"),
-    "tpuctl": (3, "the package's own version, the runtime's path for other interpreters, `tpuctl new`'s templates"),
+    "tpuctl": (3, "the package's own version, how runs end (endings), the runtime's path for other interpreters, `tpuctl new`'s templates"),
     "tpuctl.cloud": (4, "Google Cloud's APIs: credentials, REST, TPU nodes, IAM, storage, Vertex AI"),
     "tpuctl.runs": (4, "a run folder's layout, and the launches running now"),
     "tpuctl.watch": (5, "following a run's logs and events, locally or in a bucket"),
