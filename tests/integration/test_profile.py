@@ -18,7 +18,7 @@ from statistics import mean
 import pytest
 
 from tests.conftest import SCRIPTS, run_tpuctl, wait_for
-from tpuctl.runs import records
+from tpuctl import endings
 from tpuctl.runs.folder import RunFolder
 
 
@@ -63,7 +63,7 @@ def test_every_worker_is_captured_and_the_run_goes_on(run: tuple[str, Path, Path
     assert sorted(answer["files"]) == ["worker:0", "worker:1"] and answer["missing"] == {}
     assert sorted(p.name for p in session.glob("*.xplane.pb")) == sorted(Path(f).name for f in answer["files"].values())
     assert all(Path(f).stat().st_size > 10_000 for f in answer["files"].values())
-    assert _state(run_id, env) == records.RUNNING
+    assert _state(run_id, env) == endings.RUNNING
     verdict = answer["verdict"]
     if verdict is not None:  # the profile extra is installed by the test extra
         assert sorted(numbers["worker"] for numbers in verdict["workers"]) == ["worker:0", "worker:1"], verdict
@@ -85,7 +85,7 @@ def test_a_stopped_worker_is_named_and_the_other_captured(run: tuple[str, Path, 
     assert result.returncode == 0, result.stderr
     assert "worker:1 sent no profile: did not answer" in result.stderr
     assert "(1 of 2 workers" in result.stdout and "worker:0" in result.stdout
-    assert _state(run_id, env) == records.RUNNING
+    assert _state(run_id, env) == endings.RUNNING
 
 
 def _worker_pid(port: int) -> int:
@@ -134,7 +134,7 @@ def test_a_rehearsal_is_profiled_like_a_launch(tmp_path: Path) -> None:
         if answer["verdict"] is not None:
             [numbers] = answer["verdict"]["workers"]
             assert numbers["markers"] and numbers["steps"] > 0, numbers
-        assert _state(run_id, env) == records.RUNNING
+        assert _state(run_id, env) == endings.RUNNING
     finally:
         (out / "stop").touch()
         run_tpuctl("stop", run_id, env=env, timeout=60)

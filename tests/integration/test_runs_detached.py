@@ -26,7 +26,9 @@ import pytest
 from tests.conftest import ROOT, SCRIPTS, Pid, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
+from tpuctl import endings
 from tpuctl.cluster.worker_contract import RUN_ID
+from tpuctl.endings import Kind
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
 
@@ -55,7 +57,7 @@ def detach(*args: str, env: dict[str, str] | None = None) -> RunRecord:
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 20
     record = record_of(result.stdout.strip())
-    assert record.state == records.RUNNING and record.detached, record
+    assert record.state == endings.RUNNING and record.detached, record
     return record
 
 
@@ -65,7 +67,7 @@ def record_of(run_id: str) -> RunRecord:
 
 def ended(run_id: str, timeout: float = 60.0) -> RunRecord:
     """The run's record once it says how the run ended."""
-    wait_for(lambda: record_of(run_id).state != records.RUNNING, timeout=timeout)
+    wait_for(lambda: record_of(run_id).state != endings.RUNNING, timeout=timeout)
     return record_of(run_id)
 
 
@@ -133,9 +135,9 @@ def test_a_detached_launch_outlives_the_shell_and_the_terminal_it_came_from(tmp_
     record = record_of(run_id)
     workers = read_pids(pid_dir)
     time.sleep(0.5)  # a hangup that reached the run would have stopped it by now
-    assert record_of(run_id).state == records.RUNNING and alive(record.pid) and all(alive(p) for p in workers)
+    assert record_of(run_id).state == endings.RUNNING and alive(record.pid) and all(alive(p) for p in workers)
     release.touch()
-    assert (ended(run_id).state, listed(run_id)["state"], listed(run_id)["exit_code"]) == (records.SUCCEEDED, "succeeded", 0)
+    assert (ended(run_id).state, listed(run_id)["state"], listed(run_id)["exit_code"]) == (Kind.SUCCEEDED, "succeeded", 0)
     folder = Path(record.log_dir)
     assert folder == tmp_path / "state" / "tpuctl" / "runs" / run_id  # the default: beside the records
     assert (folder / "attempt-1" / "worker-1.log").read_text().splitlines()[-1] == "worker 1 released"
@@ -156,7 +158,7 @@ def test_a_detached_tensorflow_launch_trains_to_succeeded(tmp_path: Path) -> Non
     )  # fmt: skip
     done = ended(record.run_id, timeout=240)
     console = (tmp_path / "logs" / "console.log").read_text()
-    assert (done.state, done.exit_code) == (records.SUCCEEDED, 0), console[-3000:]
+    assert (done.state, done.exit_code) == (Kind.SUCCEEDED, 0), console[-3000:]
     outcome = json.loads((tmp_path / "logs" / "outcome.json").read_text())
     assert (outcome["result"], outcome["exit_code"], outcome["run_id"]) == ("succeeded", 0, record.run_id)
     assert "Epoch 2/2" in (tmp_path / "logs" / "attempt-1" / "worker-1.log").read_text()
@@ -174,7 +176,7 @@ def test_sigkill_of_the_detached_supervisor_leaves_no_process_and_the_run_reads_
     os.kill(record.pid, signal.SIGKILL)
     assert_gone([*started, record.pid])
     assert processes_of(record.run_id) == []
-    assert (record_of(record.run_id).state, listed(record.run_id)["state"]) == (records.LOST, "lost")
+    assert (record_of(record.run_id).state, listed(record.run_id)["state"]) == (Kind.LOST, "lost")
     stop = run_tpuctl("stop", record.run_id, timeout=60)
     assert stop.returncode == 0, stop.stderr
     assert f"run {record.run_id} already ended: lost" in stop.stdout
@@ -191,7 +193,7 @@ def test_stop_during_start_up_stops_the_silent_workers_and_the_run_reads_stopped
     assert f"run {record.run_id} stopped" in stop.stdout
     assert_gone([*started, record.pid])
     done = record_of(record.run_id)
-    assert (done.state, done.exit_code) == (records.STOPPED, 130)
+    assert (done.state, done.exit_code) == (Kind.STOPPED, 130)
     outcome = json.loads((Path(record.log_dir) / "outcome.json").read_text())
     assert outcome["interrupted"] and outcome["exit_code"] == 130
 
@@ -217,7 +219,7 @@ def test_a_detached_babysit_recreates_a_preempted_node_and_stop_ends_it(google_s
     assert len(started) >= 2, started  # the command's reaper and the command
     stop = run_tpuctl("stop", run_id, env=env, cwd=tmp_path, timeout=60)
     assert stop.returncode == 0, stop.stderr
-    assert (ended(run_id).state, listed(run_id)["exit_code"]) == (records.STOPPED, 130)
+    assert (ended(run_id).state, listed(run_id)["exit_code"]) == (Kind.STOPPED, 130)
     assert_gone([record_of(run_id).pid, *started])
     console = (Path(record_of(run_id).log_dir) / "console.log").read_text()
     assert "babysit: sat is PREEMPTED; recreating it (1/10)" in console and console.rstrip().endswith("babysit: interrupted"), console

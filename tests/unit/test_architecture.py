@@ -243,12 +243,12 @@ def test_the_process_walk_sees_every_way_to_start_one(source: str) -> None:
 # The layers, lowest first. A module's layer is the longest entry its dotted name starts with; it may import
 # modules of its own layer (in APART: its own subpackage) and of lower ranks, never higher, never another of its rank.
 LAYERS: dict[str, tuple[int, str]] = {
-    "tpuctl.inputs": (0, "checking what comes in: the error type, parsers' shared checks, durations, private files"),
+    "tpuctl.inputs": (0, "checking what comes in: the error type and its kinds, parsers' shared checks, durations, private files"),
     "tpuctl.tpu": (1, "the TPU facts: generations, types, topologies, their software (PCI ids, images, libtpu pins)"),
     "tpuctl.cluster": (1, "the cluster a launch describes: TF_CONFIG, hosts, the worker contract"),
     "tpuctl.safety": (1, "process safety: the reaper, stopping signals, workers' stacks"),
     "tpuctl.settings": (2, "settings and where each value comes from: flags, env, files, gcloud's configuration"),
-    "tpuctl": (3, "the package's own version, the runtime's path for other interpreters, `tpuctl new`'s templates"),
+    "tpuctl": (3, "the package's own version, how runs end (endings), the runtime's path for other interpreters, `tpuctl new`'s templates"),
     "tpuctl.cloud": (4, "Google Cloud's APIs: credentials, REST, TPU nodes, IAM, storage, Vertex AI"),
     "tpuctl.runs": (4, "a run folder's layout, and the launches running now"),
     "tpuctl.watch": (5, "following a run's logs and events, locally or in a bucket"),
@@ -459,3 +459,75 @@ def test_the_cycle_search_finds_every_cycle() -> None:
 )
 def test_the_load_walk_sees_every_spelling(source: str) -> None:
     assert list(_loads_by_name(ast.parse(source)))
+
+
+# ---- endings: one vocabulary (issue 35) ---------------------------------------------------------
+
+ENDINGS_HOME = "tpuctl/endings.py"
+# The words of the run states and of the ends they were spelt with before (the outcome's `interrupted`, a job's `cancelled`).
+_END_WORDS = {"running", "succeeded", "failed", "preempted", "stopped", "lost", "interrupted", "cancelled"}
+_EXITS = {"exit", "SystemExit", "sys.exit", "_exit", "os._exit"}
+
+
+def _words(node: ast.AST | None) -> set[str]:
+    """The end words a value spells: one string, or those in a tuple, list or set."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in _END_WORDS}
+
+
+def _is_130(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 130
+
+
+def _ending_vocabularies(name: str, tree: ast.AST) -> Iterator[str]:
+    """Where a module spells ends of its own: run states (two end words or more given names in one module or class
+    body, as `RUNNING, SUCCEEDED = "running", "succeeded"` or an enum's members were), the exit status 130 as a
+    constant (a name, a mapping's value, exit_code=, an exit call), or a `state_of`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "state_of":
+            yield f"{name}:{node.lineno} def state_of"
+        elif isinstance(node, ast.Module | ast.ClassDef):
+            assigned = [a for a in node.body if isinstance(a, ast.Assign | ast.AnnAssign)]
+            named = set().union(*(_words(a.value) for a in assigned))
+            if len(named) >= 2:
+                yield f"{name}:{assigned[0].lineno} run states {sorted(named)}"
+        if isinstance(node, ast.Assign | ast.AnnAssign) and (_is_130(node.value) or (isinstance(node.value, ast.Tuple) and any(map(_is_130, node.value.elts)))):
+            yield f"{name}:{node.lineno} 130"
+        elif isinstance(node, ast.Dict) and any(_is_130(v) for v in node.values):
+            yield f"{name}:{node.lineno} 130 in a mapping"
+        elif isinstance(node, ast.Call):
+            called = ast.unparse(node.func)
+            if (called in _EXITS and any(_is_130(a) for a in node.args)) or any(k.arg == "exit_code" and _is_130(k.value) for k in node.keywords):
+                yield f"{name}:{node.lineno} {called}(130)"
+
+
+def test_ends_are_spelt_in_one_place() -> None:
+    """Issue 35: how a run, an attempt or a worker ended (its kinds, the run states, INTERRUPTED = 130, `state_of`)
+    is defined in tpuctl/endings.py alone; everyone else names its values."""
+    found = [hit for path in _modules() if _rel(path) != ENDINGS_HOME for hit in _ending_vocabularies(_rel(path), _tree(path))]
+    assert not found, f"use tpuctl/endings.py: {found}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'RUNNING, SUCCEEDED = "running", "succeeded"',
+        'STATES = ("succeeded", "failed")',
+        'FAILED_STATE = "failed"\nSTOPPED = "stopped"',
+        "class End(Enum):\n    SUCCEEDED = 'succeeded'\n    CANCELLED = 'cancelled'",
+        "EXIT_INTERRUPTED = 130",
+        "TERMINAL = {'JOB_STATE_CANCELLED': 130}",
+        "import sys\nsys.exit(130)",
+        "raise SystemExit(130)",
+        "raise TpuctlError('x', exit_code=130)",
+        "def state_of(code):\n    return code",
+    ],
+)
+def test_the_endings_walk_sees_every_spelling(source: str) -> None:
+    assert list(_ending_vocabularies("tpuctl/example.py", ast.parse(source)))
+
+
+def test_the_endings_walk_leaves_other_words_alone() -> None:
+    """A verdict list that holds `failed` once, a width of 130 columns in a call, a message: not an end's vocabulary."""
+    source = 'VERDICTS = ("ok", "warning", "failed", "not checked")\nshow(width=130)\nsay("the job failed")\nMARK = {"failed": "FAIL"}'
+    assert not list(_ending_vocabularies("tpuctl/example.py", ast.parse(source)))

@@ -21,8 +21,10 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
+from tpuctl import endings
 from tpuctl.cloud import babysit
 from tpuctl.cloud.babysit import Command, NodeWatch
+from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.recorded import Recorded
@@ -117,7 +119,7 @@ def test_ctrl_c_stops_the_command_and_exits_130() -> None:
 
     runs = Runs(Interrupting(None))
     notes: list[str] = []
-    assert babysit.babysit(_ready_api(), SPEC, _watch(runs, notes)) == babysit.INTERRUPTED
+    assert babysit.babysit(_ready_api(), SPEC, _watch(runs, notes)) == INTERRUPTED
     assert runs.started[0].stopped and notes[-1] == "interrupted"
 
 
@@ -191,7 +193,7 @@ def test_a_stopping_signal_stops_the_command_and_all_it_started_and_exits_130(tm
 
     notes: list[str] = []
     watch = NodeWatch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep)
-    assert babysit.babysit(_ready_api(), SPEC, watch) == babysit.INTERRUPTED
+    assert babysit.babysit(_ready_api(), SPEC, watch) == INTERRUPTED
     assert notes[-1] == "interrupted" and f"received {sig.name}; stopping the command" in notes
     _assert_gone([started[0].process.pid, *_wait_for_pids(pids, 2)])
 
@@ -221,12 +223,12 @@ def _failing(zone: str, name: str) -> None:
 
 def test_the_loop_is_kept_as_a_run_its_record_saying_running_then_how_it_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    for code, state in ((0, records.SUCCEEDED), (3, records.FAILED_STATE), (babysit.INTERRUPTED, records.STOPPED)):
+    for code, state in ((0, Kind.SUCCEEDED), (3, Kind.FAILED), (INTERRUPTED, Kind.STOPPED)):
         kept = Recorded.new("babysit", "babysit-my-tpu", "sh -c 'exit 3'", job="my-tpu")
         seen: list[RunRecord] = []
         assert kept.run(functools.partial(_seen_running, kept, seen, code), _no_warning) == code
         (during,) = seen
-        assert (during.state, during.backend, during.job, during.pid, during.detached) == (records.RUNNING, "babysit", "my-tpu", os.getpid(), False)
+        assert (during.state, during.backend, during.job, during.pid, during.detached) == (endings.RUNNING, "babysit", "my-tpu", os.getpid(), False)
         assert during.log_dir == str(tmp_path / "state" / "tpuctl" / "runs" / kept.run_id) and kept.run_id.split("-")[2:4] == ["babysit", "my"]
         after = records.find(kept.run_id, _no_warning)[0]
         assert (after.state, after.exit_code, after.script) == (state, code, "sh -c 'exit 3'") and after.ended is not None
@@ -245,7 +247,7 @@ def test_an_error_in_the_loop_is_recorded_as_failed_and_still_raised(tmp_path: P
     with pytest.raises(TpuctlError, match="permission denied") as raised:
         kept.run(_failing_loop, _no_warning)
     record = records.find(kept.run_id, _no_warning)[0]
-    assert (record.state, record.exit_code) == (records.FAILED_STATE, raised.value.exit_code)
+    assert (record.state, record.exit_code) == (Kind.FAILED, raised.value.exit_code)
     assert not kept.folder.is_running()
 
 
@@ -287,17 +289,17 @@ def test_a_detached_babysit_outlives_its_command_and_stop_ends_it_as_stopped(tmp
     assert time.monotonic() - started < 20
     run_id = cli.stdout.strip()
     record = records.find(run_id, _no_warning)[0]
-    assert (record.state, record.backend, record.job, record.detached) == (records.RUNNING, "babysit", SPEC.name, True)
+    assert (record.state, record.backend, record.job, record.detached) == (endings.RUNNING, "babysit", SPEC.name, True)
     assert f"babysit: {run_id} runs detached (pid {record.pid})" in cli.stderr and f"tpuctl stop {run_id}" in cli.stderr
     assert os.getsid(record.pid) != os.getsid(0)  # a session of its own: no terminal, no shell's hangup reaches it
     (sleeper,) = _wait_for_pids(pids, 1)
     stop = subprocess.run([sys.executable, str(program), "stop", run_id], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert stop.returncode == 0, stop.stderr
     deadline = time.monotonic() + 20
-    while (ended := records.find(run_id, _no_warning)[0]).state == records.RUNNING:
+    while (ended := records.find(run_id, _no_warning)[0]).state == endings.RUNNING:
         assert time.monotonic() < deadline, "the babysit did not stop"
         time.sleep(0.05)
-    assert (ended.state, ended.exit_code) == (records.STOPPED, babysit.INTERRUPTED)
+    assert (ended.state, ended.exit_code) == (Kind.STOPPED, INTERRUPTED)
     _assert_gone([record.pid, sleeper])
     console = record.folder.console_log.read_text()
     assert "the command runs" in console and "babysit: received SIGTERM; stopping the command" in console, console

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
+from tpuctl.endings import Ending
 from tpuctl.launch import cause
 from tpuctl.launch.cause import Cause, classify
 from tpuctl.launch.console import logs
@@ -372,7 +373,7 @@ def test_classify_never_raises_and_says_one_line(returncode: int, tail: list[str
 
 
 def failure(found: Cause | None) -> Failure:
-    return Failure("worker:1", "localhost", "exit status 1", 1, 2.0, ["ValueError: bad shape"], Path("/logs/worker-1.log"), found)
+    return Failure("worker:1", "localhost", Ending.of_returncode(1), 2.0, ["ValueError: bad shape"], Path("/logs/worker-1.log"), found)
 
 
 def test_the_json_outcome_carries_the_cause() -> None:
@@ -409,7 +410,7 @@ def test_the_summary_counts_preemptions() -> None:
 def test_a_pod_failure_shows_its_cause_too() -> None:
     job = JobRef("TFJob", "demo", "default", "kubectl delete tfjob demo")
     found = classify(137, [], oom_reported=True)
-    pod = Failure("worker:0", "demo-worker-0", "exited with 137 (OOMKilled)", 137, None, [], None, found)
+    pod = Failure("worker:0", "demo-worker-0", Ending.of_exit(137, "exited with 137 (OOMKilled)"), None, [], None, found)
     lines = summary_lines(Outcome(137, 1, 5.0, pod, job=job))
     assert lines[0] == "tpuctl: TFJob demo failed: worker:0 (pod demo-worker-0) exited with 137 (OOMKilled)"
     assert lines[1].startswith("tpuctl: cause: killed by the OOM killer")

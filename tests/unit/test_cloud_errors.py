@@ -8,6 +8,7 @@ from google.api_core import exceptions as api
 
 from tpuctl.cloud import retry
 from tpuctl.cloud.api_errors import Where, explain, operation_failed
+from tpuctl.inputs.errors import AccessDenied, CapacityError, QuotaError, TpuctlError
 
 WHERE = Where("create node my-tpu", "tpuctl-test", "us-central2-b", "tpu.nodes.create")
 
@@ -121,3 +122,25 @@ def test_operation_errors() -> None:
     assert "--queued" in str(capacity.hint)
     assert "needs tpu.nodes.create" in str(operation_failed(7, "Permission 'tpu.nodes.create' denied", WHERE))
     assert "create node my-tpu failed" in str(operation_failed(13, "boom", WHERE))
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [(DENIED, AccessDenied), (QUOTA, QuotaError), (DISABLED, TpuctlError), (_reply(503, '{"error": {"code": 503, "message": "down"}}'), TpuctlError)],
+)
+def test_a_reply_is_classified_once_into_the_type_callers_test(exc: BaseException, kind: type[TpuctlError]) -> None:
+    """Issue 35: a caller tells a permission from a quota by the error's type, never by its words; an API that is
+    off is no missing permission (enabling it is the fix), so it stays a plain TpuctlError."""
+    assert type(explain(exc, WHERE)) is kind
+
+
+def test_an_operation_error_is_classified_by_its_code_and_words() -> None:
+    """google.rpc.Code 8 (RESOURCE_EXHAUSTED) is capacity where the message says so, else quota; 7 is a permission."""
+    kinds = [
+        type(operation_failed(8, 'There is no more capacity in the zone "us-central2-b"; you can try in another zone', WHERE)),
+        type(operation_failed(8, "Quota 'TPUV4sPerProjectPerZoneForTPUAPI' exhausted", WHERE)),
+        type(operation_failed(7, "Permission 'tpu.nodes.create' denied", WHERE)),
+        type(operation_failed(13, "boom", WHERE)),
+    ]
+    assert kinds == [CapacityError, QuotaError, AccessDenied, TpuctlError]
+    assert all(issubclass(k, TpuctlError) and k(".").exit_code == 1 for k in kinds[:3])

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tpuctl.endings import Kind
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch.console import logs
 from tpuctl.launch.follow.engine import JobFollower
-from tpuctl.launch.follow.scheduler import End, JobStatus, LogBatch, OnInterrupt, Replica, ReplicaRun, Scheduler
+from tpuctl.launch.follow.scheduler import JobStatus, LogBatch, OnInterrupt, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef
 from tpuctl.launch.runner import RunContext
 from tpuctl.runs import records
@@ -27,7 +28,7 @@ from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
 
 RUNNING = JobStatus("RUNNING")
-DONE = JobStatus("SUCCEEDED", end=End.SUCCEEDED)
+DONE = JobStatus("SUCCEEDED", end=Kind.SUCCEEDED)
 NOISE = "I0000 00:00:1763900000.123456    1234 port.cc:153] oneDNN custom operations are on."
 
 
@@ -132,7 +133,7 @@ def test_each_state_change_is_said_once_and_success_exits_0(launch: Launch) -> N
     outcome = JobFollower(Script(list(states)), launch.context).run()
     said = [line.split(" after ")[0] for line in launch.notices if line.startswith("FakeJob j: ")]
     assert said == ["FakeJob j: QUEUED", "FakeJob j: RUNNING", "FakeJob j: SUCCEEDED"]
-    assert (outcome.exit_code, outcome.result, outcome.attempts, outcome.failure) == (0, "succeeded", 1, None)
+    assert (outcome.exit_code, outcome.ending.result, outcome.attempts, outcome.failure) == (0, "succeeded", 1, None)
     assert outcome.job is not None and (outcome.job.kind, outcome.job.name, outcome.job.message) == ("FakeJob", "j", "")
 
 
@@ -156,10 +157,10 @@ def test_lines_are_tagged_and_saved_in_the_run_folders_layout(launch: Launch) ->
 def test_a_failure_names_its_replica_with_its_last_lines_and_cause(launch: Launch, oom: bool, cause: str) -> None:
     run = ReplicaRun("worker:1", attempt=1, host="pod-1")
     failed = Replica("worker:1", "pod-1", "exited with 7", returncode=7, exit_code=7, oom_reported=oom)
-    end = JobStatus("FAILED", end=End.FAILED, exit_code=7, message="replica failed", failed=failed)
+    end = JobStatus("FAILED", end=Kind.FAILED, exit_code=7, message="replica failed", failed=failed)
     traceback = b'step 1\nTraceback (most recent call last):\n  File "t.py", line 1\nValueError: bad batch\n'
     outcome = JobFollower(Script([_running(run), end], streams={run: Stream(traceback)}), launch.context).run()
-    assert (outcome.exit_code, outcome.result) == (7, "failed")
+    assert (outcome.exit_code, outcome.ending.result) == (7, "failed")
     failure = outcome.failure
     assert failure is not None and (failure.worker, failure.host, failure.status, failure.exit_code) == ("worker:1", "pod-1", "exited with 7", 7)
     assert failure.tail == ["step 1", "Traceback (most recent call last):", '  File "t.py", line 1', "ValueError: bad batch"]
@@ -169,7 +170,7 @@ def test_a_failure_names_its_replica_with_its_last_lines_and_cause(launch: Launc
 
 
 def test_a_failure_that_names_no_replica_keeps_the_clusters_word(launch: Launch) -> None:
-    end = JobStatus(end=End.FAILED, exit_code=FAILED, message="FakeJob j is gone (deleted?)")
+    end = JobStatus(end=Kind.FAILED, exit_code=FAILED, message="FakeJob j is gone (deleted?)")
     outcome = JobFollower(Script([RUNNING, end]), launch.context).run()
     assert (outcome.exit_code, outcome.failure) == (FAILED, None)
     assert outcome.job is not None and outcome.job.message == "FakeJob j is gone (deleted?)"
@@ -190,14 +191,14 @@ def test_a_signal_leaves_the_job_running_and_says_how_to_delete_it(launch: Launc
     stream = Stream(b"training\n")
     job = Script([_running(run), signal.SIGTERM], streams={run: stream})
     outcome = JobFollower(job, launch.context).run()
-    assert (outcome.exit_code, outcome.interrupted, outcome.result) == (130, True, "interrupted")
+    assert (outcome.exit_code, outcome.interrupted, outcome.ending.result) == (130, True, "interrupted")
     assert outcome.job is not None and not outcome.job.deleted and outcome.job.ended_as == ""
     assert "received SIGTERM; FakeJob j (namespace ns) keeps running. Delete it with: fake delete j" in launch.notices
     assert job.cancels == 0 and stream.stopped
 
 
 def test_a_signal_cancels_the_job_where_the_scheduler_says_so(launch: Launch) -> None:
-    job = Cancelling([RUNNING, signal.SIGINT, JobStatus("CANCELLING"), JobStatus("CANCELLED", end=End.CANCELLED)])
+    job = Cancelling([RUNNING, signal.SIGINT, JobStatus("CANCELLING"), JobStatus("CANCELLED", end=Kind.CANCELLED)])
     outcome = JobFollower(job, launch.context).run()
     assert (outcome.exit_code, outcome.interrupted) == (130, True)
     assert outcome.job is not None and (outcome.job.ended_as, outcome.job.message) == ("cancelled", "CANCELLED")
@@ -206,13 +207,13 @@ def test_a_signal_cancels_the_job_where_the_scheduler_says_so(launch: Launch) ->
 
 
 def test_a_job_that_ends_by_itself_while_cancelled_keeps_its_own_outcome(launch: Launch) -> None:
-    job = Cancelling([RUNNING, signal.SIGTERM, JobStatus("FAILED", end=End.FAILED, exit_code=FAILED, message="FAILED")])
+    job = Cancelling([RUNNING, signal.SIGTERM, JobStatus("FAILED", end=Kind.FAILED, exit_code=FAILED, message="FAILED")])
     outcome = JobFollower(job, launch.context).run()
     assert (outcome.exit_code, outcome.interrupted) == (FAILED, False)
 
 
 def test_a_job_cancelled_by_someone_else_is_an_interruption(launch: Launch) -> None:
-    outcome = JobFollower(Script([RUNNING, JobStatus("CANCELLED", end=End.CANCELLED)]), launch.context).run()
+    outcome = JobFollower(Script([RUNNING, JobStatus("CANCELLED", end=Kind.CANCELLED)]), launch.context).run()
     assert (outcome.exit_code, outcome.interrupted) == (130, True)
     assert outcome.job is not None and outcome.job.ended_as == "cancelled outside this launch"
 

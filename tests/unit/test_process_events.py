@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tpuctl.cluster.tf_config import Task
+from tpuctl.endings import Ending
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.process.events import Exited, Inbox, Ready, StacksRequested, StopSignal, WorkerState
 from tpuctl.launch.process.plan import WorkerSpec
@@ -98,7 +99,7 @@ class _BareStarter(Starter):
 
 def test_a_backend_that_says_nothing_more_gets_the_declared_defaults() -> None:
     starter, handle = _BareStarter(), _Bare()
-    failure = Failure(worker="worker:0", host="h", status="exit status 1", exit_code=1, runtime_s=1.0, tail=[], log=None)
+    failure = Failure(worker="worker:0", host="h", ending=Ending.of_returncode(1), runtime_s=1.0, tail=[], log=None)
     assert (starter.remote, starter.placement(2), starter.lost_to_preemption(failure)) == (False, None, None)
     assert (handle.can_give_stacks, handle.describe_exit(1), handle.process_group()) == (False, None, None)
     starter.after_preemption(print)  # returns at once: the hosts are as they were

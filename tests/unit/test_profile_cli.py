@@ -15,6 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.test_hostile_cli import invoke
+from tpuctl import endings
+from tpuctl.endings import Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import profiling, records
 from tpuctl.runs.folder import RunFolder
@@ -35,7 +37,7 @@ def _cli(*args: str) -> tuple[int, str, str]:
     return result.code, result.out, result.err
 
 
-def _record(tmp_path: Path, backend: str = "local", state: str = records.RUNNING) -> RunRecord:
+def _record(tmp_path: Path, backend: str = "local", state: str = endings.RUNNING) -> RunRecord:
     log_dir = tmp_path / "run"
     log_dir.mkdir(exist_ok=True)
     return RunRecord("train-20260101-000000-abcd", backend, "train.py", str(log_dir), time.time(), os.getpid(), "here", state=state)
@@ -62,7 +64,7 @@ def test_no_running_run_is_one_line_and_exit_1() -> None:
 
 def test_a_run_that_ended_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TpuctlError, match="is not running"):
-        profiling.capture(_record(tmp_path, state=records.SUCCEEDED), 1.0)
+        profiling.capture(_record(tmp_path, state=Kind.SUCCEEDED), 1.0)
 
 
 @pytest.mark.parametrize("backend", ["kubernetes", "vertex"])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_hostile_cli import Result, invoke
+from tpuctl.endings import Kind
 from tpuctl.runs import records
 from tpuctl.runs.folder import TIMELINE
 from tpuctl.runs.records import RunRecord
@@ -60,7 +61,7 @@ def test_a_log_folder_is_reported_line_by_category_with_the_goodput(run_dir: Pat
 
 def test_json_names_the_run_by_its_record_and_prices_the_lost_time(run_dir: Path) -> None:
     records.write(
-        RunRecord(RUN_ID, "local", "train.py", str(run_dir), time.time() - 100, os.getpid(), "here", state=records.SUCCEEDED, ended=time.time(), exit_code=0)
+        RunRecord(RUN_ID, "local", "train.py", str(run_dir), time.time() - 100, os.getpid(), "here", state=Kind.SUCCEEDED, ended=time.time(), exit_code=0)
     )
     result = report(RUN_ID[:12], "--json", "--price-per-hour", "36")
     assert result.code == 0, result.err
@@ -137,7 +138,7 @@ def test_no_run_named_and_none_running_is_one_line(run_dir: Path) -> None:
 
 
 def test_runs_shows_a_finished_runs_goodput_as_a_column_and_in_json(run_dir: Path) -> None:
-    base = RunRecord(RUN_ID, "local", "train.py", str(run_dir), time.time() - 100, os.getpid(), "here", state=records.SUCCEEDED, ended=time.time(), exit_code=0)
+    base = RunRecord(RUN_ID, "local", "train.py", str(run_dir), time.time() - 100, os.getpid(), "here", state=Kind.SUCCEEDED, ended=time.time(), exit_code=0)
     records.write(base)
     plain = invoke(["runs"])
     assert "GOODPUT" not in plain.out  # no run trained: no column

@@ -26,6 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tpuctl import endings
+from tpuctl.endings import Kind
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
@@ -60,7 +62,7 @@ def _record(tmp_path: Path, run_id: str, **fields: Any) -> RunRecord:
 
 def _ended(tmp_path: Path, run_id: str, **fields: Any) -> RunRecord:
     started = fields.pop("started", NOW - DAY)
-    defaults = {"state": records.SUCCEEDED, "ended": started + 60, "exit_code": 0}
+    defaults = {"state": Kind.SUCCEEDED, "ended": started + 60, "exit_code": 0}
     return _record(tmp_path, run_id, started=started, **(defaults | fields))
 
 
@@ -92,7 +94,7 @@ _TIMES = st.floats(min_value=0, max_value=4e9) | st.integers(min_value=0, max_va
 _VALID = st.builds(
     RunRecord, run_id=_RUN_IDS, backend=st.sampled_from(("local", "ssh", "kubernetes", "vertex", "babysit")), script=_TEXT,
     log_dir=_TEXT.map(lambda text: "/" + text.replace("\x00", "")), started=_TIMES, pid=st.integers(1, 4_194_304), host=_TEXT,
-    detached=st.booleans(), state=st.sampled_from(records.STATES), ended=st.none() | _TIMES, exit_code=st.none() | st.integers(-255, 255),
+    detached=st.booleans(), state=st.sampled_from(endings.RUN_STATES), ended=st.none() | _TIMES, exit_code=st.none() | st.integers(-255, 255),
     job=st.none() | _TEXT, answers_stacks=st.booleans(),
 )  # fmt: skip
 
@@ -106,7 +108,7 @@ def test_a_record_reads_back_as_it_was_written(record: RunRecord) -> None:
 
 
 def test_a_written_record_is_listed_as_written(state: Path, tmp_path: Path) -> None:
-    record = _ended(tmp_path, "20260901-120000-train-abcd", job="TFJob x (default)", detached=True, exit_code=3, state=records.FAILED_STATE)
+    record = _ended(tmp_path, "20260901-120000-train-abcd", job="TFJob x (default)", detached=True, exit_code=3, state=Kind.FAILED)
     records.write(record)
     warn = Warnings()
     assert records.read_all(warn) == [record] and warn == []
@@ -167,7 +169,7 @@ def test_from_json_refuses_a_record_without_a_required_field(tmp_path: Path, mis
 def _is_sound(record: RunRecord) -> bool:
     """What every record from_json lets through can be sorted, subtracted, signalled and opened."""
     return (
-        record.state in records.STATES and 0 < record.pid < 1 << 31 and math.isfinite(record.started) and record.started >= 0
+        record.state in endings.RUN_STATES and 0 < record.pid < 1 << 31 and math.isfinite(record.started) and record.started >= 0
         and (record.ended is None or math.isfinite(record.ended)) and "/" not in record.run_id and record.run_id not in ("", ".", "..")
         and record.log_dir.startswith("/") and "\x00" not in record.log_dir and record.run_id.isprintable()
     )  # fmt: skip
@@ -277,22 +279,22 @@ def test_a_run_whose_folder_this_process_holds_is_running(state: Path, tmp_path:
     claim = RunFolder(Path(record.log_dir)).claim(record.run_id)
     try:
         records.write(record)
-        assert _listed() == {"run-1": records.RUNNING}
+        assert _listed() == {"run-1": endings.RUNNING}
         assert records.live_state(record) == record
     finally:
         os.close(claim)
-    assert _listed() == {"run-1": records.LOST}
-    assert records.live_state(record) == replace(record, state=records.LOST)
+    assert _listed() == {"run-1": Kind.LOST}
+    assert records.live_state(record) == replace(record, state=Kind.LOST)
 
 
 def test_a_run_held_by_another_process_is_running_until_that_process_is_killed(state: Path, holder: tuple[RunRecord, subprocess.Popen[str]]) -> None:
     record, proc = holder
     records.write(record)
-    assert _listed() == {record.run_id: records.RUNNING}
+    assert _listed() == {record.run_id: endings.RUNNING}
     proc.kill()  # SIGKILL: no end written, the kernel drops the lock with the process
     proc.wait()
-    assert _listed() == {record.run_id: records.LOST}
-    assert json.loads(_file(record.run_id).read_text())["state"] == records.RUNNING  # the file is left as it was
+    assert _listed() == {record.run_id: Kind.LOST}
+    assert json.loads(_file(record.run_id).read_text())["state"] == endings.RUNNING  # the file is left as it was
 
 
 def test_a_running_record_whose_folder_is_gone_or_was_never_claimed_is_lost(state: Path, tmp_path: Path) -> None:
@@ -302,14 +304,14 @@ def test_a_running_record_whose_folder_is_gone_or_was_never_claimed_is_lost(stat
     records.write(gone)
     (Path(gone.log_dir) / "run.json").unlink()
     Path(gone.log_dir).rmdir()
-    assert _listed() == {"never-claimed": records.LOST, "folder-gone": records.LOST}
+    assert _listed() == {"never-claimed": Kind.LOST, "folder-gone": Kind.LOST}
 
 
 def test_only_a_record_that_says_running_is_checked_for_its_lock(state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for number, ending in enumerate((records.SUCCEEDED, records.FAILED_STATE, records.STOPPED, records.PREEMPTED, records.LOST)):
+    for number, ending in enumerate((Kind.SUCCEEDED, Kind.FAILED, Kind.STOPPED, Kind.PREEMPTED, Kind.LOST)):
         records.write(_ended(tmp_path, f"run-{number}", state=ending))
     monkeypatch.setattr(RunFolder, "is_running", lambda self: pytest.fail("an ended run's folder was checked"))
-    assert sorted(_listed().values()) == sorted((records.SUCCEEDED, records.FAILED_STATE, records.STOPPED, records.PREEMPTED, records.LOST))
+    assert sorted(_listed().values()) == sorted((Kind.SUCCEEDED, Kind.FAILED, Kind.STOPPED, Kind.PREEMPTED, Kind.LOST))
 
 
 @pytest.mark.parametrize("reader", ["read_all", "live_state", "prune"])
@@ -320,7 +322,7 @@ def test_a_run_that_ends_while_it_is_being_read_reads_as_it_ended_never_lost(sta
     record = _record(tmp_path, "run-1", started=NOW - 30 * DAY)
     claim = RunFolder(Path(record.log_dir)).claim(record.run_id)
     records.write(record)
-    ended = replace(record, state=records.SUCCEEDED, ended=time.time(), exit_code=0)
+    ended = replace(record, state=Kind.SUCCEEDED, ended=time.time(), exit_code=0)
     real = RunFolder.is_running
 
     def ends_now(folder: RunFolder) -> bool:
@@ -336,7 +338,7 @@ def test_a_run_that_ends_while_it_is_being_read_reads_as_it_ended_never_lost(sta
         assert records.live_state(record) == ended
     else:
         assert records.prune(7, Warnings()) == []
-        assert _listed() == {"run-1": records.SUCCEEDED}
+        assert _listed() == {"run-1": Kind.SUCCEEDED}
 
 
 # --- find -------------------------------------------------------------------------------------------------------------
@@ -449,7 +451,7 @@ def test_find_answers_any_name_with_a_record_or_one_line(tmp_path_factory: pytes
 
 def test_prune_removes_what_ended_or_was_lost_before_the_limit_and_keeps_running_runs(state: Path, tmp_path: Path) -> None:
     old_ended = _ended(tmp_path, "old-ended", started=NOW - 40 * DAY)
-    old_failed = _ended(tmp_path, "old-failed", started=NOW - 40 * DAY, state=records.FAILED_STATE, exit_code=1)
+    old_failed = _ended(tmp_path, "old-failed", started=NOW - 40 * DAY, state=Kind.FAILED, exit_code=1)
     long_run = _ended(tmp_path, "long-run", started=NOW - 40 * DAY, ended=NOW - DAY)  # started long ago, ended yesterday
     recent = _ended(tmp_path, "recent", started=NOW - DAY)
     old_lost = _record(tmp_path, "old-lost", started=NOW - 40 * DAY)  # says running; nobody holds its folder
@@ -460,7 +462,7 @@ def test_prune_removes_what_ended_or_was_lost_before_the_limit_and_keeps_running
             records.write(record)
         removed = records.prune(30, Warnings(), now=NOW)
         assert sorted(r.run_id for r in removed) == ["old-ended", "old-failed", "old-lost"]
-        assert _listed() == {"long-run": records.SUCCEEDED, "recent": records.SUCCEEDED, "old-running": records.RUNNING}
+        assert _listed() == {"long-run": Kind.SUCCEEDED, "recent": Kind.SUCCEEDED, "old-running": endings.RUNNING}
         assert sorted(p.name for p in records.folder().iterdir()) == ["long-run.json", "old-running.json", "recent.json"]
         assert records.prune(30, Warnings(), now=NOW) == []
     finally:
@@ -485,7 +487,7 @@ def test_prune_never_removes_a_running_runs_record_for_an_old_copy_filed_under_a
         old = _ended(tmp_path, "live-run", started=NOW - 40 * DAY)
         (records.folder() / "backup-of-live-run.json").write_text(json.dumps(old.to_json()))
         assert records.prune(30, Warnings(), now=NOW) == []
-        assert _listed() == {"live-run": records.RUNNING}
+        assert _listed() == {"live-run": endings.RUNNING}
     finally:
         os.close(claim)
 

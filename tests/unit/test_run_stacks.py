@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl
+from tpuctl import endings
+from tpuctl.endings import Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs import stacks as stacks_request
@@ -61,14 +63,14 @@ def test_a_dead_launchs_record_whose_pid_was_reused_reads_lost_and_its_process_i
     time.sleep(0.2)
     assert bystander.poll() is None, f"the bystander got a signal ({bystander.returncode})"
     (found,) = records.read_all(print)
-    assert found.state == records.LOST
+    assert found.state == Kind.LOST
 
 
 def test_a_record_whose_folder_was_never_claimed_proves_nothing(state: Path, tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
     """A record that says running names a pid, nothing more, unless its run holds the folder's lock."""
     _record(tmp_path, "old", bystander.pid, answers_stacks=True)
     (found,) = records.read_all(print)
-    assert found.state == records.LOST
+    assert found.state == Kind.LOST
     with pytest.raises(TpuctlError, match="is not running"):
         stacks_request.request(found, wait_s=0.5)
     assert bystander.poll() is None
@@ -80,9 +82,9 @@ def test_a_live_run_answers_while_its_supervisor_says_so(state: Path, tmp_path: 
     try:
         with stacks_request.answering(record):
             (found,) = records.read_all(print)
-            assert (found.run_id, found.pid, found.state, found.answers_stacks) == (record.run_id, os.getpid(), records.RUNNING, True)
+            assert (found.run_id, found.pid, found.state, found.answers_stacks) == (record.run_id, os.getpid(), endings.RUNNING, True)
         (found,) = records.read_all(print)
-        assert found.state == records.RUNNING and not found.answers_stacks
+        assert found.state == endings.RUNNING and not found.answers_stacks
         with pytest.raises(TpuctlError, match="has no stacks to show"):
             stacks_request.request(found, wait_s=0.5)
     finally:

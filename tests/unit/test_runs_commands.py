@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import alive, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.unit.test_hostile_cli import Result, invoke
+from tpuctl import endings
+from tpuctl.endings import Kind
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
@@ -63,7 +65,7 @@ def record_of(run_id: str) -> RunRecord:
 
 
 def ended(run_id: str, timeout: float = 60) -> RunRecord:
-    wait_for(lambda: record_of(run_id).state != records.RUNNING, timeout)
+    wait_for(lambda: record_of(run_id).state != endings.RUNNING, timeout)
     return record_of(run_id)
 
 
@@ -78,7 +80,7 @@ def stop(run_id: str) -> None:
 def test_runs_lists_every_run_newest_first_as_a_table_and_as_json(work: Path) -> None:
     first = detach("0", "1", "0")
     second = detach("0", "1", "0", "1")
-    assert ended(first).state == records.SUCCEEDED and ended(second).state == records.FAILED_STATE
+    assert ended(first).state == Kind.SUCCEEDED and ended(second).state == Kind.FAILED
     table = tpuctl("runs")
     assert table.returncode == 0 and table.stderr == "", table.stderr
     head, *rows = table.stdout.splitlines()
@@ -113,7 +115,7 @@ def test_logs_follow_a_run_to_its_end_tagged_by_worker_and_attempt(work: Path) -
     run = detach("0", "3", "0.3", "1", options=("--max-restarts", "1"))
     followed = tpuctl("logs", run, "-f")
     assert followed.returncode == 0, followed.stderr
-    assert record_of(run).state == records.FAILED_STATE, "-f ended before the run did"
+    assert record_of(run).state == Kind.FAILED, "-f ended before the run did"
     lines = followed.stdout.splitlines()
     assert "--- attempt 2 ---" in lines
     for attempt in (lines[: lines.index("--- attempt 2 ---")], lines[lines.index("--- attempt 2 ---") + 1 :]):
@@ -167,7 +169,7 @@ def test_stop_ends_a_running_run_as_stopped_and_every_worker_with_it(work: Path)
         stopped = tpuctl("stop", run[:-2])
         assert (stopped.returncode, stopped.stdout) == (0, f"run {run} stopped (exit 130)\n"), stopped.stderr
         assert f"stopping {run}" in stopped.stderr
-        assert record_of(run).state == records.STOPPED
+        assert record_of(run).state == Kind.STOPPED
         assert not [pid for pid in workers if alive(pid)]
         assert "received tpuctl stop; stopping all workers" in RunFolder(Path(record_of(run).log_dir)).console_log.read_text()
         again = tpuctl("stop", run)
@@ -214,7 +216,7 @@ def test_attach_follows_the_console_to_the_summary_and_exits_as_the_run_did(work
     out = attached.stdout
     assert out.startswith("tpuctl: launching 2 worker(s) of train.py") and "[worker:1] w1 step 2" in out, out
     assert "worker:1 on localhost failed: exit status 3" in out
-    assert record_of(run).state == records.FAILED_STATE
+    assert record_of(run).state == Kind.FAILED
 
 
 def test_ctrl_c_detaches_and_the_run_goes_on(work: Path) -> None:
@@ -229,7 +231,7 @@ def test_ctrl_c_detaches_and_the_run_goes_on(work: Path) -> None:
         assert watching.returncode == 130
         assert err.splitlines() == [f"tpuctl: the newest running run: {run}", f"tpuctl: detached from {run}; it runs on: tpuctl stop {run} stops it"]
         time.sleep(0.3)
-        assert record_of(run).state == records.RUNNING and all(alive(pid) for pid in read_pids(work / "pids"))
+        assert record_of(run).state == endings.RUNNING and all(alive(pid) for pid in read_pids(work / "pids"))
     finally:
         stop(run)
 

@@ -20,6 +20,7 @@ import click
 
 from tpuctl import __version__
 from tpuctl.cli import output_flags
+from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
         _print_error("aborted")
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     except click.ClickException as err:
         if debug:
             raise

@@ -15,8 +15,10 @@ import time
 
 import click
 
+from tpuctl import endings
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.cli.display import age, print_table, rich_wanted
+from tpuctl.endings import Kind
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 from tpuctl.inputs.seconds import Seconds
@@ -58,7 +60,7 @@ def _limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int
 
 @click.command("runs")
 @click.option("--json", "as_json", is_flag=True, help="A JSON list of the runs: every field of their records, and duration_s.")
-@click.option("--state", type=click.Choice(records.STATES), help="Only the runs in this state.")
+@click.option("--state", type=click.Choice(endings.RUN_STATES), help="Only the runs in this state.")
 @click.option("--limit", metavar="N", callback=_limit, help="Only the newest N runs.")
 @click.option("--prune", "prune_days", metavar="DAYS", callback=_days, help="Remove the records of runs that ended more than DAYS ago.")
 def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float | None) -> None:
@@ -114,7 +116,7 @@ def _row(record: RunRecord, now: float, with_job: bool, default: str | None) -> 
 
 def _goodput(record: RunRecord) -> str:
     """An ended run's goodput; `-` while it runs (`tpuctl report RUN` tells it so far) or where it saw no steps."""
-    return "-" if record.goodput is None or record.state == records.RUNNING else f"{record.goodput:.0%}"
+    return "-" if record.goodput is None or record.state == endings.RUNNING else f"{record.goodput:.0%}"
 
 
 def _home(path: str) -> str:
@@ -185,15 +187,15 @@ def stop(run_id: str | None, wait_s: float, **cloud: str | None) -> None:
     if any(value is not None for value in cloud.values()):
         raise TpuctlError("--project, --zone and the credentials options are for a TPU VM (tpuctl stop-vm NAME), not a run", exit_code=USAGE)
     record = _find(run_id, running=True)
-    if record.state != records.RUNNING:
+    if record.state != endings.RUNNING:
         click.echo(f"run {record.run_id} already ended: {_how(record)}")
         return
     ended = stop_run(record, _say, _say, wait_s)
-    click.echo(f"run {ended.run_id} {_how(ended) if ended.state == records.STOPPED else f'ended: {_how(ended)}'}")
+    click.echo(f"run {ended.run_id} {_how(ended) if ended.state == Kind.STOPPED else f'ended: {_how(ended)}'}")
 
 
 def _how(record: RunRecord) -> str:
-    if record.state == records.LOST:
+    if record.state == Kind.LOST:
         job = f"; {record.job} may still run: docs/runs.md says how to end it" if record.job else ""
         return f"lost (its supervisor ended without writing how the run ended){job}"
     return f"{record.state} (exit {record.exit_code})" if record.exit_code is not None else record.state
@@ -220,7 +222,7 @@ def attach(run_id: str | None) -> None:
     ended = result.record
     if result.detached:
         _say(f"detached from {ended.run_id}; it runs on: tpuctl stop {ended.run_id} stops it")
-        sys.exit(130)
+        sys.exit(endings.INTERRUPTED)
     if ended.exit_code is None:
         raise TpuctlError(f"run {ended.run_id} {_how(ended)}", hint=f"its workers' output: tpuctl logs {ended.run_id}", exit_code=FAILED)
     sys.exit(ended.exit_code)

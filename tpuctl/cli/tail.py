@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
+from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.seconds import Seconds
 
@@ -163,7 +164,7 @@ def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None
         follow(source, patterns, display.show, _say, once=once, until_idle=until_idle, interval=interval)
         display.flush()
     except KeyboardInterrupt:
-        raise SystemExit(130) from None
+        raise SystemExit(INTERRUPTED) from None
     except PipeClosed:
         _quiet_exit()
     finally:

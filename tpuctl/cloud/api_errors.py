@@ -3,7 +3,9 @@
 The raw messages are long, sometimes multi-line, and bury the fix. Each kind
 that users actually hit (API off, missing permission, quota, capacity, bad
 request, refused credentials) gets a message naming the project and zone used
-and a hint with the next command to run.
+and a hint with the next command to run. The kinds a caller acts on differently
+(capacity, quota, permission) are told apart here, where the reply is read, and
+raised as their own types (tpuctl/inputs/errors.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tpuctl.cloud import retry
-from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, USAGE, AccessDenied, CapacityError, QuotaError, TpuctlError, one_line
 
 # google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
 _REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")
@@ -93,10 +95,9 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
                 exit_code=FAILED,
             )
         permission = _permission(exc) or where.permission or "a permission"
-        return TpuctlError(
+        return AccessDenied(
             f"permission denied: {where.action} needs {permission} in {where.place()}",
             hint=f"ask an admin for a role that has it (e.g. {where.role}), or check --project/--zone",
-            exit_code=FAILED,
         )
     # A 401 makes google-auth try a refresh; a bare access token cannot, and says so obscurely.
     if isinstance(exc, (api.Unauthorized, api.Unauthenticated, auth.RefreshError)):
@@ -106,7 +107,7 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
             exit_code=FAILED,
         )
     if isinstance(exc, api.TooManyRequests) and retry.is_quota(exc):
-        return TpuctlError(f"quota exceeded in {where.place()}: {message}", hint=_CAPACITY_HINT, exit_code=FAILED)
+        return QuotaError(f"quota exceeded in {where.place()}: {message}", hint=_CAPACITY_HINT)
     if isinstance(exc, (api.BadRequest, api.InvalidArgument)):
         return TpuctlError(f"cannot {where.action} in {where.place()}: {message}", exit_code=USAGE)
     if isinstance(exc, api.NotFound) and names_location(exc, where):
@@ -133,13 +134,13 @@ def operation_failed(code: int, message: str, where: Where) -> TpuctlError:
     """A long-running operation that ended in error (google.rpc.Status code and message)."""
     text = one_line(message)
     if code == 8 and "capacity" in text.lower():  # RESOURCE_EXHAUSTED
-        return TpuctlError(f"no TPU capacity in {where.place()}: {text}", hint=_CAPACITY_HINT, exit_code=FAILED)
+        return CapacityError(f"no TPU capacity in {where.place()}: {text}", hint=_CAPACITY_HINT)
     if code == 8:
-        return TpuctlError(f"quota exceeded in {where.place()}: {text}", hint=_CAPACITY_HINT, exit_code=FAILED)
+        return QuotaError(f"quota exceeded in {where.place()}: {text}", hint=_CAPACITY_HINT)
     if code == 7:  # PERMISSION_DENIED
         permission = _PERMISSION.search(text)
         needed = permission.group(1) if permission else where.permission or "a permission"
-        return TpuctlError(f"permission denied: {where.action} needs {needed} in {where.place()}", exit_code=FAILED)
+        return AccessDenied(f"permission denied: {where.action} needs {needed} in {where.place()}")
     return TpuctlError(f"{where.action} failed in {where.place()}: {text}", exit_code=FAILED)
 
 

@@ -29,12 +29,12 @@ from tpuctl.cloud.lifecycle import Progress
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
+from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.safety import reaper, signals
 
 STOP_GRACE_S = 10.0
 POLL_S = 0.2  # how often the command's exit is checked between looks at the node
-INTERRUPTED = 130
 READY_AGAIN_TIMEOUT_S = 30 * 60.0  # how long a launch waits for its TPU VM after a preemption (docs/ssh.md)
 LOOK_TIMEOUT_S = 120.0  # one look at the node, retries included (TpuApi gives each request 60 s)
 # States a node does not leave for READY by itself: only a new create helps.

@@ -7,7 +7,7 @@ from typing import Any
 
 from tpuctl.cloud import api_errors
 from tpuctl.cloud.iam import ACT_AS, POLICY_VERSION, SA_DOMAIN, PolicyApi
-from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, AccessDenied, TpuctlError
 
 
 class BucketIam(PolicyApi):
@@ -44,9 +44,9 @@ class BucketIam(PolicyApi):
                 exit_code=FAILED,
             )
         error = super()._explain(exc, writing=writing)
-        if error.message.startswith("permission denied"):
+        if isinstance(error, AccessDenied):
             hint = f"ask the owner of gs://{self.bucket} for roles/storage.admin on it"
-            return TpuctlError(error.message.replace(f" in project {self.project}", ""), hint=hint, exit_code=FAILED)
+            return AccessDenied(error.message.replace(f" in project {self.project}", ""), hint=hint)
         return error
 
 

@@ -22,13 +22,14 @@ from tpuctl.cloud import retry
 from tpuctl.cloud.api_errors import Where, explain, explained, is_api_failure
 from tpuctl.cloud.credentials import Identity
 from tpuctl.cloud.rest import RestApi
+from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 # JobState (vertex-ai/docs/reference/rest/v1/JobState): where a job's life ends, and the launch's exit status for each.
 TERMINAL = {
     "JOB_STATE_SUCCEEDED": 0,
     "JOB_STATE_FAILED": FAILED,
-    "JOB_STATE_CANCELLED": 130,
+    "JOB_STATE_CANCELLED": INTERRUPTED,
     "JOB_STATE_EXPIRED": FAILED,
     "JOB_STATE_PARTIALLY_SUCCEEDED": FAILED,
 }

@@ -1,4 +1,4 @@
-"""Checking what comes in: the one error type and exit statuses (`errors`), the checks every parser of user data
+"""Checking what comes in: the one error type, its kinds callers tell apart by type, and exit statuses (`errors`), the checks every parser of user data
 shares (`parse`: whole numbers, path text, small files), duration flags (`seconds`), and how tpuctl writes files
 without following a link it did not mean to or widening permissions (`private_files`).
 """

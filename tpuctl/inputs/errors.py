@@ -1,4 +1,7 @@
-"""The one error type the CLI turns into a single line and an exit status."""
+"""The one error type the CLI turns into a single line and an exit status, and the kinds callers tell apart.
+
+Each kind is named where the reply that shows it is read (a Google API's status, an ssh agent's
+hello), once, so a caller tests its type rather than the words of its message."""
 
 from __future__ import annotations
 
@@ -12,14 +15,49 @@ class TpuctlError(Exception):
     Anything else that escapes is a bug and keeps its traceback under --debug.
     """
 
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = USAGE) -> None:
+    default_exit = USAGE
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
-        self.exit_code = exit_code
+        self.exit_code = self.default_exit if exit_code is None else exit_code
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class CapacityError(TpuctlError):
+    """The zone has no capacity for the TPU asked for now (RESOURCE_EXHAUSTED about capacity): a spot or queued
+    request, another zone, or a later try may get one; the project's quota is not the limit."""
+
+    default_exit = FAILED
+
+
+class QuotaError(TpuctlError):
+    """The project's quota is spent (429 RESOURCE_EXHAUSTED, an operation's code 8): a quota increase or a smaller
+    request helps, another try soon does not."""
+
+    default_exit = FAILED
+
+
+class AccessDenied(TpuctlError):
+    """The credentials lack a permission (403 PERMISSION_DENIED, an operation's code 7): an IAM grant helps."""
+
+    default_exit = FAILED
+
+
+class LostConnection(TpuctlError):
+    """A host could not be reached, or stopped answering (ssh): the network or the host, not the script."""
+
+    default_exit = FAILED
+
+
+class PreflightFailed(TpuctlError):
+    """A check run on a host before any worker started failed there (tpuctl/launch/preflight.py): the host's
+    Python or TensorFlow, which `tpuctl doctor` looks at further."""
+
+    default_exit = FAILED
 
 
 def one_line(text: str, limit: int = 240, *, first: bool = False, last: bool = False) -> str:

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
+from tpuctl.endings import Kind
 from tpuctl.launch.console.tracebacks import ANSI, NAME_ENDS, split_exception
 
 if TYPE_CHECKING:
     from tpuctl.safety.stack_view import Comparison
 
-EXCEPTION, SIGNAL, OOM, PREEMPTED = "exception", "signal", "oom-suspected", "preempted"
-PEER_LOST, NEVER_STARTED, HANG, EXIT = "peer-lost", "never-started", "hang", "exit"
+# Why, more finely than how it ended (tpuctl/endings.py); a preemption and a hang are named as the ending names them.
+EXCEPTION, SIGNAL, OOM, PREEMPTED = "exception", "signal", "oom-suspected", Kind.PREEMPTED.value
+PEER_LOST, NEVER_STARTED, HANG, EXIT = "peer-lost", "never-started", Kind.HANG.value, "exit"
 KINDS = (EXCEPTION, SIGNAL, OOM, PREEMPTED, PEER_LOST, NEVER_STARTED, HANG, EXIT)
 DETAIL_CHARS = 160  # of a quoted message: the cause stays one line
 

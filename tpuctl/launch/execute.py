@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import TextIO
 
-from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
+from tpuctl.endings import state_of
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.private_files import write_private
 from tpuctl.launch import secret_values
@@ -18,7 +18,7 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.launch.runner import RunContext
-from tpuctl.runs import goodput, recorded, records
+from tpuctl.runs import goodput, recorded
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 
@@ -52,7 +52,7 @@ def execute(
             context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name)
             try:
                 outcome = launch.runner.run(job, context)
-                context.timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome))
+                context.timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome.ending))
             finally:
                 context.timeline.close()
             outcome.goodput = _goodput(folder)
@@ -63,9 +63,9 @@ def execute(
             except OSError as err:  # a full disk loses the record, never the exit status or the summary
                 context.notice(f"warning: cannot write {folder.outcome_file}: {err.strerror or err}")
             share = outcome.goodput.total.goodput if outcome.goodput is not None else None
-            keeper.end(state_of(outcome), outcome.exit_code, job=outcome.job.label if outcome.job else None, goodput=share)
-        except TpuctlError as err:
-            raise TpuctlError(
+            keeper.end(state_of(outcome.ending), outcome.exit_code, job=outcome.job.label if outcome.job else None, goodput=share)
+        except TpuctlError as err:  # of its kind still (a lost connection, a failed preflight), in scrubbed words
+            raise type(err)(
                 secret_values.scrub(err.message, job), hint=err.hint and secret_values.scrub(err.hint, job), exit_code=err.exit_code
             ) from None
     return outcome
@@ -78,14 +78,3 @@ def _goodput(folder: RunFolder) -> goodput.Report | None:
         return goodput.of_folder(folder, live=False)
     except TpuctlError:
         return None
-
-
-def state_of(outcome: Outcome) -> str:
-    """How a run ended, in the words of `tpuctl runs`."""
-    if outcome.interrupted:
-        return records.STOPPED
-    if outcome.exit_code == 0:
-        return records.SUCCEEDED
-    if outcome.failure is not None and outcome.failure.exit_code == PREEMPTED_EXIT_CODE:
-        return records.PREEMPTED  # preempted once more than --max-preemptions allowed
-    return records.FAILED_STATE

@@ -7,17 +7,14 @@ its last lines), so `--json` prints one schema whatever ran the job.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpuctl.endings import Ending, Kind
 from tpuctl.launch.cause import Cause
 from tpuctl.runs.goodput import Report
-
-EXIT_INTERRUPTED = 130
-SUCCEEDED, FAILED, INTERRUPTED = "succeeded", "failed", "interrupted"
 
 
 @dataclass
@@ -26,12 +23,20 @@ class Failure:
 
     worker: str
     host: str  # a host name, or the pod a Kubernetes worker ran in
-    status: str  # in words: "exit status 7", "killed by SIGKILL", "did not start within 30s"
-    exit_code: int
+    ending: Ending  # how it ended: its kind, the exit status the launch exits with, its words ("killed by SIGKILL")
     runtime_s: float | None  # None where the backend cannot tell (a pod's run)
     tail: list[str]
     log: Path | None
     cause: Cause | None = None  # why, classified (tpuctl.launch.cause); None where nobody classified it
+
+    @property
+    def status(self) -> str:
+        """Its end in words: "exit status 7", "killed by SIGKILL", "did not start within 30s"."""
+        return self.ending.words
+
+    @property
+    def exit_code(self) -> int:
+        return self.ending.exit_code if self.ending.exit_code is not None else 1
 
 
 @dataclass
@@ -71,10 +76,15 @@ class Outcome:
     goodput: Report | None = None  # where the wall time went, from the run's timeline (tpuctl/runs/goodput.py); None: no timeline
 
     @property
-    def result(self) -> str:
+    def ending(self) -> Ending:
+        """How the launch (or one attempt) ended: stopped, succeeded, else as its first failure did (failed if none is known)."""
         if self.interrupted:
-            return INTERRUPTED
-        return SUCCEEDED if self.exit_code == 0 else FAILED
+            return Ending(Kind.STOPPED, self.exit_code, "interrupted")
+        if self.exit_code == 0:
+            return Ending(Kind.SUCCEEDED, 0, "succeeded")
+        failure = self.failure
+        kind = failure.ending.kind if failure is not None and failure.ending.kind is not Kind.SUCCEEDED else Kind.FAILED
+        return Ending(kind, self.exit_code, failure.status if failure is not None else "failed")
 
     def to_json(self, *, backend: str, run_id: str, log_dir: Path) -> dict[str, Any]:
         """The `launch --json` record, the same keys for every backend (docs/launch.md)."""
@@ -82,7 +92,7 @@ class Outcome:
         return {
             "backend": backend,
             "run_id": run_id,
-            "result": self.result,
+            "result": self.ending.result,
             "exit_code": self.exit_code,
             "attempts": self.attempts,
             "preemptions": self.preemptions,
@@ -106,17 +116,6 @@ class Outcome:
             "rehearsal": self.rehearsal,
             "goodput": None if self.goodput is None else {**self.goodput.to_json(), "line": self.goodput.summary_line()},
         }
-
-
-def describe_returncode(returncode: int) -> tuple[str, int]:
-    """A worker's status in words, and the launch exit code it maps to (shell rule 128+N)."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by {name}", 128 - returncode
-    return f"exit status {returncode}", returncode
 
 
 def tasks(workers: int, ps: int | None = None) -> str:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 
-from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.inputs.errors import PreflightFailed, TpuctlError, one_line
 from tpuctl.launch.job import Job
 from tpuctl.safety import reaper
 from tpuctl.tpu.software import CHIPS, GOOGLE_PCI_VENDOR, Chip
@@ -71,11 +71,11 @@ def check_chips(doctor: str) -> None:
     for device in pci_devices():
         chip = refused.get(device["device"]) if device["vendor"] == vendor else None
         if chip is not None:
-            raise TpuctlError(f"this machine's TPU is {chip.name}: {chip.why}", hint=doctor_hint(doctor), exit_code=FAILED)
+            raise PreflightFailed(f"this machine's TPU is {chip.name}: {chip.why}", hint=doctor_hint(doctor))
 
 
-def no_tensorflow(python: str, doctor: str) -> TpuctlError:
-    return TpuctlError(f"no TensorFlow for the workers' interpreter {python}", hint=doctor_hint(doctor), exit_code=FAILED)
+def no_tensorflow(python: str, doctor: str) -> PreflightFailed:
+    return PreflightFailed(f"no TensorFlow for the workers' interpreter {python}", hint=doctor_hint(doctor))
 
 
 def check_tensorflow(python: str, env: dict[str, str], doctor: str) -> None:
@@ -91,16 +91,16 @@ def check_tensorflow(python: str, env: dict[str, str], doctor: str) -> None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise TpuctlError(
-            f"the workers' interpreter {python} did not start within {INTERPRETER_TIMEOUT_S:g}s", hint=doctor_hint(doctor), exit_code=FAILED
+        raise PreflightFailed(
+            f"the workers' interpreter {python} did not start within {INTERPRETER_TIMEOUT_S:g}s", hint=doctor_hint(doctor)
         ) from None
     except OSError as err:
-        raise TpuctlError(f"cannot run the workers' interpreter {python}: {err.strerror or err}", hint=doctor_hint(doctor), exit_code=FAILED) from None
+        raise PreflightFailed(f"cannot run the workers' interpreter {python}: {err.strerror or err}", hint=doctor_hint(doctor)) from None
     if done.returncode == NO_TENSORFLOW:
         raise no_tensorflow(python, doctor)
     if done.returncode:
         said = one_line(done.stderr.decode("utf-8", "replace"), last=True) or f"exit status {done.returncode}"
-        raise TpuctlError(f"the workers' interpreter {python} cannot run: {said}", hint=doctor_hint(doctor), exit_code=FAILED)
+        raise PreflightFailed(f"the workers' interpreter {python} cannot run: {said}", hint=doctor_hint(doctor))
 
 
 class LocalChecks:

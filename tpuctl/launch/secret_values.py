@@ -93,6 +93,6 @@ def scrub_outcome(outcome: Outcome, job: Job) -> None:
         outcome.job.message = scrub(outcome.job.message, job)
     failure = outcome.failure
     if failure is not None:
-        failure.status = scrub(failure.status, job)
+        failure.ending = replace(failure.ending, words=scrub(failure.ending.words, job))
         if failure.cause is not None:
             failure.cause = replace(failure.cause, summary=scrub(failure.cause.summary, job))

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpuctl.endings import Kind
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runs import timeline as tl
@@ -28,7 +29,8 @@ CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, LOST_WORK, RESTART,
 _STEPS = frozenset({tl.FIRST_STEP, tl.STEP})
 _CLOCK_LIMIT = 1e12  # seconds: 31,000 years of uptime; beyond it differences of times lose meaning (and 1e308 overflows)
 TIMELINE_LIMIT = 64 << 20  # bytes: a week-long run of 64 workers samples ~30 MB of steps; a bigger file is not ours
-_ENDINGS = (("hang", tl.HANG), ("preempted", tl.PREEMPTED), ("failed", tl.FAILURE))  # how an attempt ended, first match
+# How an attempt ended, by the first of these events its timeline has.
+_ENDINGS = ((Kind.HANG, tl.HANG), (Kind.PREEMPTED, tl.PREEMPTED), (Kind.FAILED, tl.FAILURE))
 
 
 @dataclass
@@ -61,11 +63,11 @@ class Split:
 @dataclass
 class AttemptSplit:
     number: int
-    ended: str | None  # "preempted", "failed", "hang" where the timeline says so
+    ended: Kind | None  # preempted, failed, hang where the timeline says so
     split: Split
 
     def to_json(self) -> dict[str, Any]:
-        return {"attempt": self.number, "ended": self.ended, **self.split.to_json()}
+        return {"attempt": self.number, "ended": None if self.ended is None else self.ended.value, **self.split.to_json()}
 
 
 @dataclass
@@ -181,7 +183,7 @@ class _Attempt:
     restores: list[tuple[float, float]] = field(default_factory=list)
     unended: bool = False  # the last attempt of a run with no run_end (going on, or killed): it may be tracing its first step
     redoing: bool = False  # a later attempt that never passed what an earlier one reached: all its steps are re-done
-    ended: str | None = None
+    ended: Kind | None = None
 
     def cuts(self) -> list[float]:
         moments = [self.start, self.end, self.ready, self.first_step, self.caught_up, self.last_step, self.hang_from]

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tpuctl import endings
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
-from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
 from tpuctl.runtime_path import put_tpuctl_on_path
 from tpuctl.safety import reaper
@@ -52,7 +52,7 @@ class Capture:
 
 def profilers(record: RunRecord) -> dict[str, Any]:
     """The run's profiler servers (its newest attempt's profilers.json), or one line saying why it has none."""
-    if record.state != records.RUNNING:
+    if record.state != endings.RUNNING:
         raise TpuctlError(f"run {record.run_id} is not running ({record.state})", hint="`tpuctl runs` lists the running ones", exit_code=FAILED)
     if record.backend in _JOB_BACKENDS:
         raise TpuctlError(

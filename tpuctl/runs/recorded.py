@@ -19,19 +19,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tpuctl.endings import INTERRUPTED, Ending, Kind, state_of
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import naming, records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
-
-STOPPED_EXIT = 130  # what a stopping signal (SIGINT, SIGTERM, SIGHUP; `tpuctl stop`) ends a loop with
-
-
-def state_of(exit_code: int | None) -> str:
-    """How a loop ended, in the words of `tpuctl runs`; None: it ended by an error that is not tpuctl's."""
-    if exit_code == 0:
-        return records.SUCCEEDED
-    return records.STOPPED if exit_code == STOPPED_EXIT else records.FAILED_STATE
 
 
 @dataclass(frozen=True)
@@ -60,7 +52,9 @@ class Recorded:
             if started is not None:
                 started(self.folder.console_log)
             code = body()
-            keeper.end(state_of(code), code)
+            # A stopping signal ends the loop with INTERRUPTED; its command's own statuses are its, not a preemption's.
+            kind = Kind.STOPPED if code == INTERRUPTED else Kind.SUCCEEDED if code == 0 else Kind.FAILED
+            keeper.end(state_of(Ending(kind, code)), code)
             return code
 
 
@@ -120,10 +114,10 @@ def kept(
             yield keeper
         except TpuctlError as err:
             if not keeper.ended:
-                keeper.end(records.FAILED_STATE, err.exit_code)
+                keeper.end(Kind.FAILED, err.exit_code)
             raise
         finally:
             if not keeper.ended:
-                keeper.end(records.FAILED_STATE, None)
+                keeper.end(Kind.FAILED, None)
     finally:
         os.close(claim)  # after the record's end: `running` is true while this lock is held

@@ -25,12 +25,11 @@ from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from tpuctl.endings import RUN_STATES, RUNNING, Kind
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs.folder import RunFolder
 
-RUNNING, SUCCEEDED, FAILED_STATE, PREEMPTED, STOPPED, LOST = "running", "succeeded", "failed", "preempted", "stopped", "lost"
-STATES = (RUNNING, SUCCEEDED, FAILED_STATE, PREEMPTED, STOPPED, LOST)
 RECORD_LIMIT = 16 * 1024  # a record is a few hundred bytes; a bigger file is not one of ours
 _SUFFIX = ".json"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -84,8 +83,8 @@ class RunRecord:
     def _problem(self) -> str | None:
         if not _is_run_id(self.run_id):
             return "run_id is not a run id"
-        if self.state not in STATES:
-            return "state is not one of " + ", ".join(STATES)
+        if self.state not in RUN_STATES:
+            return "state is not one of " + ", ".join(RUN_STATES)
         if not 0 < self.pid < _LIMIT:
             return "pid is out of range"
         if not (_is_time(self.started) and (self.ended is None or _is_time(self.ended))):
@@ -270,7 +269,7 @@ def _ended_or_lost(record: RunRecord, again: RunRecord | None) -> RunRecord:
     before it lets go of the lock, so `again`, read after the lock, says so) or its supervisor is gone."""
     if again is not None and again.state != RUNNING:
         return again
-    return replace(record, state=LOST)
+    return replace(record, state=Kind.LOST.value)
 
 
 def _misfit(values: tuple[object, ...]) -> str:

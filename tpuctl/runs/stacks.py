@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
+from tpuctl import endings
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.inputs.parse import read_small_bytes
 from tpuctl.runs import records
@@ -40,7 +41,7 @@ def answering(record: RunRecord) -> Iterator[None]:
 
 def request(record: RunRecord, wait_s: float = DEFAULT_WAIT_S) -> str:
     """SIGQUIT the run's supervisor and return the view it writes (the same it prints on its own console)."""
-    if record.state != records.RUNNING:
+    if record.state != endings.RUNNING:
         raise TpuctlError(f"run {record.run_id} is not running ({record.state})", hint="`tpuctl runs` lists the running ones", exit_code=FAILED)
     if not record.answers_stacks:
         raise TpuctlError(

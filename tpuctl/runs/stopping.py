@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from tpuctl import endings
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.inputs.private_files import write_private
 from tpuctl.runs import records
@@ -27,7 +28,7 @@ _POLL_S = 0.1
 
 def stop(record: RunRecord, notice: Callable[[str], None], warn: Callable[[str], None], wait_s: float = DEFAULT_WAIT_S) -> RunRecord:
     """Ask the run to stop and wait until it has; the record as it ended. A run that had ended is returned as it is."""
-    if record.state != records.RUNNING:
+    if record.state != endings.RUNNING:
         return record
     here = socket.gethostname()
     if record.host != here:

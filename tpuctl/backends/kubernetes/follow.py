@@ -34,10 +34,11 @@ from tpuctl.backends.kubernetes.manifest import (
     TFJOB_TYPE_LABEL,
     Manifest,
 )
+from tpuctl.endings import Kind
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
 from tpuctl.launch.follow.engine import JobFollower
-from tpuctl.launch.follow.scheduler import End, JobStatus, Replica, ReplicaRun, Scheduler
+from tpuctl.launch.follow.scheduler import JobStatus, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef, Outcome
 from tpuctl.launch.runner import RunContext
 from tpuctl.safety import reaper
@@ -233,7 +234,7 @@ class KubeScheduler(Scheduler):
             self.missing += 1
             if self.missing >= 3:
                 gone = f"{self.manifest.kind} {self.manifest.name} is gone (deleted?)"
-                return JobStatus(end=End.FAILED, exit_code=FAILED, message=gone, running=tuple(running))
+                return JobStatus(end=Kind.FAILED, exit_code=FAILED, message=gone, running=tuple(running))
             return JobStatus(running=tuple(running))
         self.missing = 0
         result = job_result(self.manifest.kind, job)
@@ -241,10 +242,10 @@ class KubeScheduler(Scheduler):
             return JobStatus(running=tuple(running))
         self._poll(running)  # pods that finished since the last look
         if result == "succeeded":
-            return JobStatus(end=End.SUCCEEDED, running=tuple(running))
+            return JobStatus(end=Kind.SUCCEEDED, running=tuple(running))
         failure = self._first_failure()
         return JobStatus(
-            end=End.FAILED,
+            end=Kind.FAILED,
             exit_code=failure.exit_code if failure is not None else FAILED,
             message=job_message(job),
             failed=None if failure is None else _replica(failure),

@@ -17,7 +17,6 @@ from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import (
     HELLO_TIMEOUT_S,
-    LOST_CONNECTION,
     Session,
     SshHandle,
     abandon,
@@ -28,7 +27,8 @@ from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.backends.ssh.wire import pack
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.hosts import HostEntry
-from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.endings import Kind
+from tpuctl.inputs.errors import FAILED, LostConnection, PreflightFailed, TpuctlError, one_line
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
 from tpuctl.launch.process.plan import WorkerSpec
@@ -43,14 +43,13 @@ PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)
 
 
 class HostProblem(Exception):
-    """Why one host could not take its workers; `connection` when ssh never reached it."""
+    """Why one host could not take its workers: its error, of the type that says what kind (LostConnection when ssh
+    never reached it, PreflightFailed when a check failed there), as the agent's reply or ssh's status told it."""
 
-    def __init__(self, host: str, message: str, *, connection: bool, preflight: bool = False) -> None:
-        super().__init__(message)
+    def __init__(self, host: str, error: TpuctlError) -> None:
+        super().__init__(error.message)
         self.host = host
-        self.message = message
-        self.connection = connection
-        self.preflight = preflight  # a preflight check failed there (tpuctl.launch.preflight)
+        self.error = error
 
 
 class SshStarter(Starter):
@@ -164,7 +163,7 @@ class SshStarter(Starter):
     def lost_to_preemption(self, failure: Failure) -> str | None:
         """A worker of a TPU slice whose connection was lost while its node is not READY went with the
         node (a TPU VM's preemption ends no worker with 42): the node's condition, else None."""
-        if self.node_down is None or not failure.status.startswith(LOST_CONNECTION):
+        if self.node_down is None or failure.ending.kind is not Kind.LOST:
             return None
         return self.node_down()
 
@@ -216,18 +215,18 @@ class SshStarter(Starter):
             status = proc.wait()
             abandon(proc)
             if error is not None and error.startswith(PREFLIGHT):
-                raise HostProblem(host, f"{host}: {error.removeprefix(PREFLIGHT)}", connection=False, preflight=True)
+                raise HostProblem(host, PreflightFailed(f"{host}: {error.removeprefix(PREFLIGHT)}"))
             if error is not None:
                 hint = " (pass --sync, or copy it there)" if error.startswith("script not found") else ""
-                raise HostProblem(host, f"{host}: {error}{hint}", connection=False)
+                raise HostProblem(host, TpuctlError(f"{host}: {error}{hint}", exit_code=FAILED))
             said = diagnostics[-1] if diagnostics else f"ssh exit status {status}"
             if status != SSH_FAILED and not said.startswith("no answer"):
-                raise HostProblem(host, f"{host}: {self.python} could not run tpuctl's agent: {said} (pass --python)", connection=False)
+                raise HostProblem(host, TpuctlError(f"{host}: {self.python} could not run tpuctl's agent: {said} (pass --python)", exit_code=FAILED))
             problem = said
             self._check_options(host)
             if attempt < self.options.attempts:
                 time.sleep(0.25 * 2 ** (attempt - 1))
-        raise HostProblem(host, f"cannot reach {host} over ssh ({self.options.attempts} attempts): {problem}", connection=True)
+        raise HostProblem(host, LostConnection(f"cannot reach {host} over ssh ({self.options.attempts} attempts): {problem}"))
 
     def _install_runtime(self, host: str, why: str) -> None:
         """Ship the runtime to a host whose copy is missing or unusable, before any of its workers starts:
@@ -237,7 +236,7 @@ class SshStarter(Starter):
         )
         if not result.ok:
             said = result.error or one_line(result.output, last=True) or f"exit status {result.exit_code}"
-            raise HostProblem(host, f"{host}: cannot install tpuctl's runtime: {said}", connection=False)
+            raise HostProblem(host, TpuctlError(f"{host}: cannot install tpuctl's runtime: {said}", exit_code=FAILED))
         with self._lock:
             self.installed.append((host, why))
 
@@ -324,13 +323,17 @@ class SshStarter(Starter):
 
 def launch_error(problems: list[HostProblem], doctor: Callable[[str], str]) -> TpuctlError:
     """One error for every host that failed, in host order; a hint when any was unreachable, else the doctor
-    command for the hosts whose preflight failed (`doctor` spells it for a comma-separated list of hosts)."""
+    command for the hosts whose preflight failed (`doctor` spells it for a comma-separated list of hosts). Its type is
+    the hosts' one kind where they share it (LostConnection, PreflightFailed), else a plain TpuctlError."""
     problems = sorted(problems, key=lambda p: p.host)
-    message = problems[0].message
+    message = problems[0].error.message
     if len(problems) > 1:
-        message = f"{len(problems)} hosts failed before anything started: " + "; ".join(p.message for p in problems)
-    hint = "nothing was started; check the host names and `ssh HOST true`" if any(p.connection for p in problems) else None
-    checked = [p.host for p in problems if p.preflight]
+        message = f"{len(problems)} hosts failed before anything started: " + "; ".join(p.error.message for p in problems)
+    unreachable = any(isinstance(p.error, LostConnection) for p in problems)
+    hint = "nothing was started; check the host names and `ssh HOST true`" if unreachable else None
+    checked = [p.host for p in problems if isinstance(p.error, PreflightFailed)]
     if hint is None and checked:
         hint = doctor_hint(doctor(",".join(checked)))
-    return TpuctlError(message, hint=hint, exit_code=FAILED)
+    kinds = {type(p.error) for p in problems}
+    kind = kinds.pop() if len(kinds) == 1 else TpuctlError
+    return kind(message, hint=hint, exit_code=FAILED)

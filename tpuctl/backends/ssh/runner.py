@@ -140,7 +140,7 @@ class TpuSlice:
         """After a preemption: wait until the node is READY again (tpuctl.cloud.babysit), then its
         hosts as they are now. Ctrl-C, SIGTERM or SIGHUP end the wait with 130."""
         from tpuctl.cloud.babysit import wait_ready_again
-        from tpuctl.launch.outcome import EXIT_INTERRUPTED
+        from tpuctl.endings import INTERRUPTED
         from tpuctl.safety import signals
 
         name, zone = self.node.name, self.node.zone
@@ -150,7 +150,7 @@ class TpuSlice:
                 self.node = wait_ready_again(api, zone, name, notice)
             except signals.Stopped as stopped:
                 notice(f"received {signal.Signals(stopped.signum).name}; no longer waiting for TPU VM {name}")
-                raise TpuctlError(f"interrupted while waiting for TPU VM {name} to be READY again", exit_code=EXIT_INTERRUPTED) from None
+                raise TpuctlError(f"interrupted while waiting for TPU VM {name} to be READY again", exit_code=INTERRUPTED) from None
         before, self.entries = self.entries, self._entries()
         if [entry.host for entry in self.entries] != [entry.host for entry in before]:
             notice(f"TPU VM {name}'s hosts are now " + ", ".join(entry.host for entry in self.entries))

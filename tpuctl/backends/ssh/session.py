@@ -16,11 +16,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpuctl.backends.ssh.wire import pack, read_manifest, unpack
 from tpuctl.cluster.hosts import format_address
+from tpuctl.endings import Ending, Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Handle
@@ -173,9 +174,9 @@ class SshHandle(Handle):
             self.proc.wait()
         return SSH_FAILED if self.status is None else self.status
 
-    def describe_exit(self, returncode: int) -> str | None:
+    def describe_exit(self, returncode: int) -> Ending | None:
         if self.status is None:
-            return f"{LOST_CONNECTION} to {self.spec.host} (worker state unknown)"
+            return replace(Ending.of_returncode(returncode), kind=Kind.LOST, words=f"{LOST_CONNECTION} to {self.spec.host} (worker state unknown)")
         return None
 
     def signal(self, sig: int) -> None:

@@ -17,12 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl.cloud.vertex_api import TERMINAL, JobLogs, VertexJobs, job_id
+from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.follow.engine import JobFollower
-from tpuctl.launch.follow.scheduler import End, JobStatus, LogBatch, OnInterrupt, Replica, Scheduler
-from tpuctl.launch.outcome import EXIT_INTERRUPTED, JobRef, Outcome
+from tpuctl.launch.follow.scheduler import JobStatus, LogBatch, OnInterrupt, Replica, Scheduler
+from tpuctl.launch.outcome import JobRef, Outcome
 from tpuctl.launch.runner import RunContext
 from tpuctl.safety import signals
 
@@ -73,7 +74,7 @@ class VertexScheduler(Scheduler):
             raise TpuctlError(
                 "interrupted while submitting the job; it may exist",
                 hint=f"gcloud ai custom-jobs list --region {self.region} --filter=displayName={self.body.get('displayName')}",
-                exit_code=EXIT_INTERRUPTED,
+                exit_code=INTERRUPTED,
             ) from None
         self.name = str(created["name"])
         self.notice(f"submitted CustomJob {job_id(self.name)} ({self.body.get('displayName')}) in {self.region}")
@@ -117,14 +118,14 @@ def _status(job: dict[str, Any]) -> JobStatus:
     if code is None:
         return JobStatus(state, label)
     if code == 0:
-        return JobStatus(state, label, End.SUCCEEDED)
+        return JobStatus(state, label, Kind.SUCCEEDED)
     if state == "JOB_STATE_CANCELLED":
-        return JobStatus(state, label, End.CANCELLED, code)
+        return JobStatus(state, label, Kind.CANCELLED, code)
     error = job.get("error") if isinstance(job.get("error"), dict) else {}
     message = one_line(str(error.get("message", "")), 400) if error else ""
     # A failed job exits 1 (FAILED, EXPIRED, PARTIALLY_SUCCEEDED alike); the replica Vertex names, with its own
     # status and last lines, is the failure shown.
-    return JobStatus(state, label, End.FAILED, code, message=message or state, failed=_replica(message, label))
+    return JobStatus(state, label, Kind.FAILED, code, message=message or state, failed=_replica(message, label))
 
 
 def _replica(message: str, label: str) -> Replica | None:

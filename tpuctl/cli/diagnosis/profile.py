@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tpuctl import endings
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.inputs.seconds import Seconds
 from tpuctl.launch.option_fields import click_options
@@ -70,7 +71,7 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
             click.echo(line)
     if not result.files:
         now = records.live_state(record)
-        if now.state != records.RUNNING:
+        if now.state != endings.RUNNING:
             raise TpuctlError(f"run {record.run_id} ended during the capture ({now.state}): no worker sent a profile", exit_code=FAILED)
         first = next(iter(result.missing.items()), ("", "no worker was asked"))
         hint = "`tpuctl logs` shows whether the workers are still training"

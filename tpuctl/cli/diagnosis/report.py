@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from tpuctl import endings
 from tpuctl.runs import goodput, records
 from tpuctl.runs.folder import RunFolder
 
@@ -99,4 +100,4 @@ def _find(run: str | None) -> tuple[RunFolder, str | None, bool]:
         _say(chosen)
     if record is None:
         return folder, None, folder.is_running()
-    return folder, record.run_id, record.state == records.RUNNING
+    return folder, record.run_id, record.state == endings.RUNNING

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tpuctl import endings
 from tpuctl.inputs.seconds import Seconds
 
 
@@ -28,7 +29,7 @@ def stacks(run_id: str | None, wait_s: float, list_runs: bool) -> None:
 
     if list_runs:
         for record in records.read_all(warn):
-            if record.state == records.RUNNING and record.answers_stacks:
+            if record.state == endings.RUNNING and record.answers_stacks:
                 click.echo(f"{record.run_id}  pid {record.pid}  logs {record.log_dir}")
         return
     record, chosen = records.find(run_id, warn, running=True)

@@ -21,12 +21,13 @@ import sys
 import time
 from dataclasses import replace
 
+from tpuctl.endings import INTERRUPTED, Ending, Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.cause import classify
 from tpuctl.launch.console.tf_noise import Fold
-from tpuctl.launch.follow.scheduler import End, JobStatus, OnInterrupt, Replica, ReplicaRun, Scheduler
+from tpuctl.launch.follow.scheduler import JobStatus, OnInterrupt, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.follow.sinks import Pump, Sinks
-from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome
+from tpuctl.launch.outcome import Failure, Outcome
 from tpuctl.launch.runner import RunContext
 from tpuctl.runs import records
 from tpuctl.runs import timeline as tl
@@ -128,9 +129,9 @@ class JobFollower:
     # -- endings -------------------------------------------------------------------------------
 
     def _finish(self, status: JobStatus) -> Outcome:
-        if status.end is End.SUCCEEDED:
+        if status.end is Kind.SUCCEEDED:
             return self._outcome(0)
-        if status.end is End.CANCELLED:
+        if status.end is Kind.CANCELLED:
             return self._interrupted("cancelled outside this launch")
         failure = None if status.failed is None else self._failure(status.failed)
         return self._outcome(status.exit_code, failure=failure, message=status.message)
@@ -140,8 +141,7 @@ class JobFollower:
         return Failure(
             worker=replica.worker,
             host=replica.host,
-            status=replica.status,
-            exit_code=replica.exit_code,
+            ending=Ending.of_exit(replica.exit_code, replica.status),
             runtime_s=None,
             tail=tail,
             log=self.sinks.log_path(replica.worker, replica.attempt),
@@ -159,7 +159,7 @@ class JobFollower:
         )
 
     def _interrupted(self, ended_as: str = "") -> Outcome:
-        outcome = self._outcome(EXIT_INTERRUPTED, message=self.state, ended_as=ended_as)
+        outcome = self._outcome(INTERRUPTED, message=self.state, ended_as=ended_as)
         outcome.interrupted = True
         return outcome
 
@@ -213,9 +213,9 @@ class JobFollower:
                     if status.end is not None:
                         if self.following:
                             self._read_logs()
-                        if status.end is not End.CANCELLED:  # it ended by itself first: that is its outcome
+                        if status.end is not Kind.CANCELLED:  # it ended by itself first: that is its outcome
                             return self._finish(status)
-                        return self._interrupted("cancelled")
+                        return self._interrupted(Kind.CANCELLED.value)
                     time.sleep(self.scheduler.poll_s)
             except signals.Stopped:
                 pass  # a second Ctrl-C: stop waiting; the cancel was asked for if the call got through

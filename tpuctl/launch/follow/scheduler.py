@@ -21,15 +21,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar, Protocol
 
+from tpuctl.endings import Kind
 from tpuctl.launch.outcome import JobRef
-
-
-class End(Enum):
-    """How a job ended, as far as the launch's exit status goes."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"  # by someone else: this launch's own Ctrl-C is the engine's to tell
 
 
 class OnInterrupt(Enum):
@@ -76,7 +69,7 @@ class JobStatus:
 
     state: str = ""  # the cluster's word for the job's state, as it says it; "" where it has none worth a notice
     label: str = ""  # that state in a notice, where it differs from `state` (RUNNING for JOB_STATE_RUNNING)
-    end: End | None = None  # None while it runs
+    end: Kind | None = None  # None while it runs; SUCCEEDED, FAILED, or CANCELLED by someone else (this launch's own Ctrl-C is the engine's)
     exit_code: int = 0  # the launch's exit status, once ended
     message: str = ""  # the cluster's last word on the job (JobRef.message)
     failed: Replica | None = None  # on a failure, the replica it names, where it names one

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE, PROFILER_PORT
+from tpuctl.cluster.worker_contract import PROFILER_PORT
+from tpuctl.endings import INTERRUPTED, Ending, Kind
 from tpuctl.inputs.private_files import write_private
 from tpuctl.launch import cause
 from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
-from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome, describe_returncode
+from tpuctl.launch.outcome import Failure, Outcome
 from tpuctl.launch.process import quiet, stacks
 from tpuctl.launch.process.events import Exited, Inbox, Ready, ReaperNews, StacksRequested, StopSignal, WorkerEvent, WorkerState
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
@@ -174,16 +175,8 @@ class _Attempt:
         if self.wiring.timeline is None:
             return
         self.wiring.timeline.flush_steps(self.number)
-        if outcome is None:
-            result, exit_code = "error", None
-        elif outcome.interrupted:
-            result, exit_code = "interrupted", outcome.exit_code
-        elif outcome.failure is None:
-            result, exit_code = "succeeded", outcome.exit_code
-        else:
-            result = "preempted" if preempted(outcome.failure) else "hang" if outcome.exit_code == EXIT_HANG else "failed"
-            exit_code = outcome.exit_code
-        self._mark(tl.ATTEMPT_END, result=result, exit_code=exit_code)
+        ending = Ending(Kind.ERROR, None) if outcome is None else outcome.ending
+        self._mark(tl.ATTEMPT_END, **ending.to_json())
 
     # watching: three threads per worker, whose news reach the deciding thread as events ----------
 
@@ -291,7 +284,7 @@ class _Attempt:
             if isinstance(event, StopSignal):
                 asked = "tpuctl stop" if self.wiring.folder.stop_request.exists() else signal.Signals(event.signum).name
                 self.wiring.notice(f"received {asked}; stopping all workers")
-                return Outcome(exit_code=EXIT_INTERRUPTED, attempts=0, elapsed_s=0.0, interrupted=True)
+                return Outcome(exit_code=INTERRUPTED, attempts=0, elapsed_s=0.0, interrupted=True)
             if isinstance(event, StacksRequested):
                 self._show_stacks("on request (SIGQUIT)")
             elif isinstance(event, Ready):
@@ -349,20 +342,19 @@ class _Attempt:
         live = self._live()
         suspect = names.index(differing[0]) if differing else (live[0] if live else 0)
         failure = self._failure(suspect, 0)
-        failure.status = f"made no progress for {hang_timeout:g}s" + (f" ({', '.join(differing)} stuck elsewhere than the rest)" if differing else "")
-        failure.exit_code = EXIT_HANG
+        stuck = f" ({', '.join(differing)} stuck elsewhere than the rest)" if differing else ""
+        failure.ending = Ending(Kind.HANG, EXIT_HANG, f"made no progress for {hang_timeout:g}s{stuck}")
         failure.cause = cause.hang(hang_timeout, comparison)
         return Outcome(exit_code=EXIT_HANG, attempts=0, elapsed_s=0.0, failure=failure)
 
     def _failure(self, position: int, returncode: int) -> Failure:
         worker = self.workers[position]
         spec = worker.handle.spec
-        status, exit_code = describe_returncode(returncode)
         explained = worker.handle.describe_exit(returncode)
         ended = worker.ended_at if worker.ended_at is not None else time.monotonic()
         tail = list(worker.tail)
         reaper_killed = worker.reaper_started and not worker.reaper_ended
-        found = cause.Cause(cause.EXIT, explained) if explained else cause.classify(returncode, tail, reaper_killed=reaper_killed)
+        found = cause.Cause(cause.EXIT, explained.words) if explained else cause.classify(returncode, tail, reaper_killed=reaper_killed)
         if found.kind == cause.PEER_LOST:
             # A peer frozen by SIGSTOP (Ctrl-Z, a debugger) prints nothing: its log cannot hold the root cause, its state can.
             frozen = [w.handle.spec.name for p, w in enumerate(self.workers) if p != position and w.state.live and _stopped(w.handle)]
@@ -371,8 +363,7 @@ class _Attempt:
         return Failure(
             worker=spec.name,
             host=spec.host,
-            status=explained or status,
-            exit_code=exit_code,
+            ending=explained or Ending.of_returncode(returncode),
             runtime_s=ended - self.started_at,
             tail=tail,
             log=self._log_path(spec),
@@ -384,8 +375,7 @@ class _Attempt:
         late = self._starting()
         names = [self.workers[p].handle.spec.name for p in late]
         failure = self._failure(late[0], 0)
-        failure.status = f"did not start within {start_timeout:g}s"
-        failure.exit_code = EXIT_START_TIMEOUT
+        failure.ending = Ending(Kind.FAILED, EXIT_START_TIMEOUT, f"did not start within {start_timeout:g}s")
         failure.cause = cause.never_started(names, start_timeout)
         self._mark(tl.FAILURE, worker=failure.worker, status=failure.status)
         self.wiring.notice(f"{', '.join(names)} did not start within {start_timeout:g}s (--start-timeout); stopping all workers")
@@ -431,8 +421,8 @@ class _Attempt:
 
 
 def preempted(failure: Failure) -> bool:
-    """Exit status 42 (not a death by signal 42, nor an ssh status): the worker was preempted after saving."""
-    return failure.exit_code == PREEMPTED_EXIT_CODE and failure.status.startswith("exit status")
+    """Exit status 42 (not a death by signal 42, nor a lost ssh connection): the worker was preempted after saving."""
+    return failure.ending.kind is Kind.PREEMPTED
 
 
 def _stopped(handle: Handle) -> bool:

@@ -15,14 +15,16 @@ import enum
 import queue
 from dataclasses import dataclass
 
+from tpuctl.endings import Kind
+
 
 class WorkerState(enum.Enum):
     STARTING = "starting"  # started; has not said "ready" (its strategy is being built)
     READY = "ready"  # said "ready": from here --hang-timeout, not --start-timeout, watches it
     STOPPING = "stopping"  # tpuctl asked it to stop (SIGINT): what it prints now is not news
-    SUCCEEDED = "succeeded"  # exited 0
-    FAILED = "failed"  # exited otherwise, by itself
-    STOPPED = "stopped"  # exited otherwise once tpuctl had asked it to stop
+    SUCCEEDED = Kind.SUCCEEDED.value  # exited 0
+    FAILED = Kind.FAILED.value  # exited otherwise, by itself
+    STOPPED = Kind.STOPPED.value  # exited otherwise once tpuctl had asked it to stop
 
     @property
     def live(self) -> bool:

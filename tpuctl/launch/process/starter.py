@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 
 from tpuctl.devices.gpus import Share
+from tpuctl.endings import Ending
 from tpuctl.launch.console import logs
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.process.plan import WorkerSpec
@@ -41,8 +42,8 @@ class Handle(ABC):
     def close(self) -> None:
         """Close the control channel: the worker's reaper then kills everything the worker started."""
 
-    def describe_exit(self, returncode: int) -> str | None:
-        """Words for an exit that the status alone would misname (ssh: a lost connection), else None."""
+    def describe_exit(self, returncode: int) -> Ending | None:
+        """The end, where the status alone would misname it (ssh: a lost connection), else None."""
         return None
 
     def request_stacks(self) -> None:

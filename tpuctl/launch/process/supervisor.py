@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
+from tpuctl.endings import INTERRUPTED
 from tpuctl.launch import cause
 from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
-from tpuctl.launch.outcome import EXIT_INTERRUPTED, Failure, Outcome
+from tpuctl.launch.outcome import Failure, Outcome
 from tpuctl.launch.process import stacks
 from tpuctl.launch.process.attempt import Wiring, preempted, run_attempt
 from tpuctl.launch.process.events import Inbox, StacksRequested
@@ -77,7 +78,7 @@ class Supervisor:
                 outcome = run_attempt(self._wiring, job, run_id, attempt)
                 outcome.attempts, outcome.preemptions = attempt, preemptions
                 if self._inbox.signals and not outcome.interrupted:
-                    outcome = Outcome(EXIT_INTERRUPTED, attempt, 0.0, outcome.failure, interrupted=True, preemptions=preemptions)
+                    outcome = Outcome(INTERRUPTED, attempt, 0.0, outcome.failure, interrupted=True, preemptions=preemptions)
                 if outcome.exit_code == 0 or outcome.interrupted:
                     break
                 failure = outcome.failure
