@@ -22,9 +22,9 @@ import pytest
 
 from tests.conftest import SCRIPTS, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
-from tpuctl.backends.ssh.backend import SshStarter
 from tpuctl.backends.ssh.placement import RemotePaths
 from tpuctl.backends.ssh.selection import select
+from tpuctl.backends.ssh.starter import SshStarter
 from tpuctl.cluster.hosts import parse_slot_hosts
 from tpuctl.ssh.client_args import SshOptions
 from tpuctl.ssh.fanout import run_everywhere

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.test_supervisor import Script, supervise
-from tpuctl.backends.ssh.backend import HostProblem, launch_error
+from tpuctl.backends.ssh.starter import HostProblem, launch_error
 from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
 from tpuctl.endings import INTERRUPTED, RUN_STATES, Ending, Kind, state_of
 from tpuctl.inputs.errors import FAILED, LostConnection, PreflightFailed, TpuctlError

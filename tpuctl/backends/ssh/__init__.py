@@ -36,7 +36,7 @@ a host is reached, and the runtime shipped to it, is the transport's
   session    one agent session: spawn, hello, the worker's Handle
   sync       --sync: rsync, or a tar of the changed files without it
   selection, ignore_rules  which files --sync sends
-  backend    SshStarter, the Supervisor's Starter over ssh
+  starter    SshStarter, the Supervisor's Starter over ssh
   wire, agent  the remote agent's source (wire is also imported here; the
              transport's cache.py is sent between them)
   doctor     `tpuctl doctor --hosts/--tpu`: the probe on the hosts a launch would use

@@ -266,7 +266,7 @@ class SshRunner(Runner):
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
-        from tpuctl.backends.ssh.backend import SshStarter
+        from tpuctl.backends.ssh.starter import SshStarter
         from tpuctl.launch.preflight import remote_doctor, remote_hello
         from tpuctl.launch.process.supervised import run_supervised
 
@@ -322,14 +322,14 @@ class ShippedPlan:
     remote: dict[str, Any]  # the hosts' side: workdir, python, sync, each host's ssh command, warnings
 
     def to_json(self) -> dict[str, object]:
-        from tpuctl.backends.ssh.backend import RUNTIME_HOME
+        from tpuctl.backends.ssh.starter import RUNTIME_HOME
 
         files = [name for name, _ in self.runtime.files]
         shipped = {"digest": self.runtime.digest, "folder": RUNTIME_HOME + self.runtime.digest, "files": files, "bytes": self.runtime.size}
         return {**self.plan.to_json(), "runtime": shipped, "remote": self.remote}
 
     def render(self) -> str:
-        from tpuctl.backends.ssh.backend import RUNTIME_HOME
+        from tpuctl.backends.ssh.starter import RUNTIME_HOME
 
         *lines, last = self.plan.render().splitlines()
         lines.append(f"remote: workers run in {self.remote['workdir']} with {self.remote['python']}")
