@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tpuctl.cloud import iam, resource_iam
 from tpuctl.cloud.iam import Condition, Grant
-from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.errors import AccessDenied, TpuctlError
 
 ROLES = ["roles/storage.objectAdmin", "roles/logging.logWriter", "roles/viewer", "projects/my-proj/roles/custom.one"]
 MEMBERS = [
@@ -401,3 +401,17 @@ def test_service_account_policy_path_names_the_accounts_project() -> None:
     assert user_managed.path == "v1/projects/my-proj/serviceAccounts/sa@my-proj.iam.gserviceaccount.com"
     default = resource_iam.ServiceAccountIam(_Identity(), "https://iam.googleapis.com", "1-compute@developer.gserviceaccount.com", "p")
     assert default.path == "v1/projects/-/serviceAccounts/1-compute@developer.gserviceaccount.com"
+
+
+def test_a_bucket_that_refuses_is_access_denied_with_its_owner_to_ask() -> None:
+    """Issue 35: the bucket's hint follows the error's type (AccessDenied, told where the 403 was read), not its words;
+    a 403 for an API that is off is not a missing permission and keeps its own hint."""
+
+    class _Identity:
+        credentials = None
+
+    bucket = resource_iam.BucketIam(_Identity(), "https://storage.googleapis.com", "my-bucket", "p")
+    denied = bucket._explain(api.Forbidden("Permission 'storage.buckets.getIamPolicy' denied on resource (or it may not exist)."), writing=False)
+    assert type(denied) is AccessDenied and "roles/storage.admin" in str(denied.hint) and " in project p" not in denied.message
+    disabled = bucket._explain(api.Forbidden("Cloud Storage API has not been used in project 1 before or it is disabled."), writing=False)
+    assert type(disabled) is TpuctlError and "gcloud services enable" in str(disabled.hint)

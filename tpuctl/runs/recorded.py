@@ -114,10 +114,10 @@ def kept(
             yield keeper
         except TpuctlError as err:
             if not keeper.ended:
-                keeper.end(Kind.FAILED, err.exit_code)
+                keeper.end(Kind.FAILED.value, err.exit_code)
             raise
         finally:
             if not keeper.ended:
-                keeper.end(Kind.FAILED, None)
+                keeper.end(Kind.FAILED.value, None)
     finally:
         os.close(claim)  # after the record's end: `running` is true while this lock is held
