@@ -51,7 +51,7 @@ def _load(warn: Warn) -> list[dict[str, Any]]:
     try:
         text = inputs.read_small_text(where, "stockout memory", limit=FILE_LIMIT)
         records = json.loads(text) if text is not None else []
-    except (TpuctlError, ValueError, OSError) as err:
+    except (TpuctlError, ValueError, RecursionError, OSError) as err:
         warn(f"note: ignoring the stockout memory {where}: {str(err) if isinstance(err, TpuctlError) else 'not JSON'}")
         return []
     if not isinstance(records, list) or not all(_valid(record) for record in records):
