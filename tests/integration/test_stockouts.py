@@ -114,6 +114,8 @@ def test_the_zone_a_node_landed_in_is_found_without_zone(google_standin: GoogleS
     assert len(ips) == 4 and not cli.spec_file("hunt", "us-central2-b").exists()
     described = cli("describe", "hunt")
     assert ZONE in described.stdout and "READY" in described.stdout
+    assert ZONE in cli("describe", "hunt", TPUCTL_ZONE="us-central2-b").stdout  # the saved spec outranks the zone setting
+    cli("describe", "hunt", "--zone", "us-central2-b", code=1)  # ... but not --zone
     assert ips[0] in cli("ssh", "hunt", "--dry-run", "--", "hostname").stdout
     script = tmp_path / "train.py"
     script.write_text("import tensorflow as tf\n\nresolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu='local')\n")

@@ -41,11 +41,14 @@ def find_node(
 
 
 def landed_zone(resolved: settings.Settings, name: str) -> str:
-    """The zone to look for node `name` in: the one named (flag, environment, config file), else the one its
-    saved spec says `tpuctl create` made it in (where a hunt may have landed it), else the default zone."""
+    """The zone to look for node `name` in: the one --zone names, else the one its saved spec says `tpuctl create`
+    made it in (where a hunt may have landed it), else the zone setting (environment, config files, gcloud's).
+
+    The saved spec outranks the zone setting: most users have gcloud's compute/zone set, and a node tpuctl put
+    elsewhere must still be found by name alone."""
     from tpuctl.cloud import nodespec
 
-    if resolved.given("zone"):
+    if resolved.source("zone") == "--zone":
         return resolved.zone
     zones = nodespec.saved_zones(resolved.project, name)
     if len(zones) > 1:
