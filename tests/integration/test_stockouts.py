@@ -124,3 +124,14 @@ def test_the_zone_a_node_landed_in_is_found_without_zone(google_standin: GoogleS
     assert cli("babysit", "hunt", "--", "true").returncode == 0
     assert cli("delete", "hunt", "--yes").stdout.startswith(f"deleted hunt in {ZONE}")
     assert g.node(ZONE, "hunt") is None
+
+
+def test_a_damaged_memory_is_one_note_and_replaced(google_standin: GoogleStandin, cli: Cli) -> None:
+    memory = cli.home / ".local" / "state" / "tpuctl" / "stockouts.json"
+    memory.parent.mkdir(parents=True, mode=0o700)
+    memory.write_bytes(b"\x00[{garbage")
+    google_standin.faults.stockout(ZONE, "capacity")
+    result = cli("create", "hunt", "--zone", ZONE, "--accelerator-type", TYPE, code=1)
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ignoring the stockout memory")]
+    assert len(notes) == 1 and error_line(result).startswith(f"Error: {ZONE}: no capacity for {TYPE} (code 8)")
+    assert [r["why"] for r in cli.memory()] == ["zone"]

@@ -64,7 +64,8 @@ def babysit(
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
     api = tpu_api(resolved)
-    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine)
+    deadline = float(resolved.require("create-deadline"))
+    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline)
     kept = Recorded.new("babysit", f"babysit-{name}", shlex.join(shown_args(command)), job=name)
     if detach:
         _detach(kept, lambda: sitter.babysit(api, spec, watch))

@@ -94,7 +94,7 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "recreate")
     api = tpu_api(resolved)
     with StatusLine(f"recreating {name}") as progress:
-        result = lifecycle.recreate(api, spec, progress)
+        result = lifecycle.recreate(api, spec, progress, deadline_s=float(resolved.require("create-deadline")))
     _report(result, no_wait=False)
 
 
