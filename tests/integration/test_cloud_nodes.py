@@ -172,7 +172,7 @@ def test_permanent_failures_name_what_to_do(google_standin: GoogleStandin, cli: 
     g = google_standin
     g.faults.capacity_zones.add(ZONE)
     capacity = cli("create", "big", "--accelerator-type", "v4-32", code=1)
-    assert "no TPU capacity in project tpuctl-test, zone us-central2-b" in capacity.stderr and "--spot" in capacity.stderr
+    assert "us-central2-b: no capacity for v4-32 (code 8); nothing was left behind" in capacity.stderr and "--spot" in capacity.stderr
     assert g.node(ZONE, "big") is None
     g.faults.capacity_zones.clear()
     g.faults.quota_zones.add(ZONE)

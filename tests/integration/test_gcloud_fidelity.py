@@ -75,3 +75,24 @@ def test_gcloud_shows_google_shaped_errors(google_standin: GoogleStandin, tmp_pa
     denied = tpu_vm(gcloud, "list")
     assert denied.returncode == 1 and "PERMISSION_DENIED: Permission 'tpu.nodes.list' denied" in denied.stderr
     assert "reason: IAM_PERMISSION_DENIED" in denied.stderr
+
+
+STOCKOUTS = [
+    ("capacity", 8, "There is no more capacity in the zone"),
+    ("reserved", 9, "Insufficient reserved capacity"),
+    ("preempted", 3, "not supported while in state PREEMPTED"),
+]
+
+
+@pytest.mark.parametrize(("kind", "code", "words"), STOCKOUTS)
+def test_gcloud_reports_each_scripted_stockout_as_tpuctl_reads_it(google_standin: GoogleStandin, tmp_path: Path, kind: str, code: int, words: str) -> None:
+    """The stockouts tpuctl tells apart (issue 36) are, for gcloud too, the create operation's error with that code."""
+    g = google_standin
+    g.create_delay_s = 0.05
+    gcloud = Gcloud(g, tmp_path, ["tpu"], ["--zone", ZONE])
+    g.faults.stockout(ZONE, kind)
+    spot = ["--spot"] if kind == "preempted" else []
+    stockout = tpu_vm(gcloud, "create", "stockout", "--accelerator-type", "v4-8", "--version", "tpu-ubuntu2204-base", *spot)
+    assert stockout.returncode == 1
+    assert f'"code": {code}' in stockout.stderr and words in stockout.stderr, stockout.stderr
+    assert [m for m, p, _ in g.requests if p.split("?")[0].endswith("/nodes")].count("POST") == 1  # in the operation, not the call

@@ -13,6 +13,16 @@ from dataclasses import dataclass, field
 
 # Transient failures cycle through these HTTP statuses, as Google fronts produce them.
 TRANSIENT_CYCLE: tuple[int, ...] = (503, 429, 500)
+# The ways a create (or a start) meets no capacity, as the TPU API reports them (issue 36; the texts as
+# SkyPilot's GCP failover handler quotes them, sky/backends/*: codes 3, 8 and 9 of the create operation):
+#   capacity  the operation ends with code 8 "There is no more capacity in the zone ..."; the node is gone
+#   reserved  code 9 "Insufficient reserved capacity ..."; the node is left CREATING
+#   preempted code 3 "... not supported while in state PREEMPTED" (a spot node); the node is left PREEMPTED
+#   internal  code 13 "an internal error has occurred" (opaque); the node is left CREATING
+#   quota     code 8 carrying a quota refusal; the node is gone
+#   stuck     the node stays CREATING, its operation never ends
+#   refused   the create call itself is refused: 429 RESOURCE_EXHAUSTED naming capacity; nothing is made
+STOCKOUT_KINDS = ("capacity", "reserved", "preempted", "internal", "quota", "stuck", "refused")
 
 
 @dataclass
@@ -34,6 +44,7 @@ class Faults:
     quota_zones: set[str] = field(default_factory=set)
     denied_permissions: set[str] = field(default_factory=set)
     disabled_apis: set[str] = field(default_factory=set)
+    stockouts: dict[str, list[str]] = field(default_factory=dict)  # zone -> kinds the next creates/starts there meet
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -58,6 +69,17 @@ class Faults:
         """The next n long-running operations started finish with error code 13 (INTERNAL) and `message`."""
         with self._lock:
             self._failing_operations.extend([message] * n)
+
+    def stockout(self, zone: str, kind: str, times: int = 1) -> None:
+        """The next `times` creates (or starts) in `zone` stock out as `kind` (STOCKOUT_KINDS) does."""
+        assert kind in STOCKOUT_KINDS, kind
+        with self._lock:
+            self.stockouts.setdefault(zone, []).extend([kind] * times)
+
+    def take_stockout(self, zone: str) -> str | None:
+        with self._lock:
+            kinds = self.stockouts.get(zone)
+            return kinds.pop(0) if kinds else None
 
     def decide(self) -> Decision | None:
         """Whether this API request fails; bursts first, then the seeded transient rate.

@@ -395,6 +395,30 @@ class TpuService:
             f"(see https://cloud.google.com/tpu/docs/regions) [EID: {self.host.faults.eid()}]"
         )
 
+    def stockout_error(self, zone: str, kind: str, node: JSON) -> tuple[str, str]:
+        """The operation error a stockout of `kind` ends a create with (faults.STOCKOUT_KINDS)."""
+        eid = f"[EID: {self.host.faults.eid()}]"
+        if kind == "reserved":
+            return ("FAILED_PRECONDITION", f"Insufficient reserved capacity. Contact customer support to increase your reservation. {eid}")
+        if kind == "preempted":
+            return ("INVALID_ARGUMENT", f"Cloud TPU received a bad request. update is not supported while in state PREEMPTED {eid}")
+        if kind == "internal":
+            return ("INTERNAL", "an internal error has occurred")
+        if kind == "quota":
+            scheduling = node.get("schedulingConfig", {})
+            metric = catalog.quota_metric(node["acceleratorType"], bool(scheduling.get("preemptible") or scheduling.get("spot")))
+            return ("RESOURCE_EXHAUSTED", f"Quota '{metric}' exhausted. Limit 0 in zone {zone} {eid}")
+        return ("RESOURCE_EXHAUSTED", self.capacity_message(zone))
+
+    def _stocked_out(self, zone: str, key: tuple[str, str], op: JSON, kind: str, node: JSON) -> None:
+        """End a create that met no capacity, leaving what the real service leaves (faults.STOCKOUT_KINDS)."""
+        if kind in ("capacity", "quota"):
+            del self.nodes[key]
+            self.bump(key)
+        elif kind == "preempted":
+            node["state"] = "PREEMPTED"
+        self.finish(op, error=self.stockout_error(zone, kind, node))
+
     def create_node(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
         zone, node_id = params["z"], query.get("nodeId", "")
         if not node_id:
@@ -404,6 +428,9 @@ class TpuService:
         if key in self.nodes:
             raise already_exists(node["name"])
         self.check_quota(zone, node)
+        stockout = self.host.faults.take_stockout(zone)
+        if stockout == "refused":
+            raise ApiError(429, self.capacity_message(zone), "RESOURCE_EXHAUSTED")
         self.nodes[key] = node
         generation = self.bump(key)
         op = self.start_operation(zone, "create", node["name"])
@@ -415,6 +442,9 @@ class TpuService:
             if current is None or self._generation.get(key) != generation or current["state"] != "CREATING":
                 self.finish(op, error=("ABORTED", f"The node {node['name']} was deleted or changed while it was being created."))
                 return
+            if stockout:
+                self._stocked_out(zone, key, op, stockout, current)
+                return
             if no_capacity or failure:
                 del self.nodes[key]
                 self.bump(key)
@@ -423,7 +453,8 @@ class TpuService:
             self.make_ready(zone, current)
             self.finish(op, {"@type": NODE_TYPE, **current})
 
-        self.later(self.host.create_delay_s, complete)
+        if stockout != "stuck":
+            self.later(self.host.create_delay_s, complete)
         return op
 
     def _transition(self, params: dict[str, str], verb: str, allowed: tuple[str, ...], passing: str, final: str | None) -> JSON:
@@ -439,15 +470,16 @@ class TpuService:
         generation = self.bump(key)
         op = self.start_operation(zone, verb, node["name"])
         failure = self.host.faults.take_operation_failure()
+        stockout = self.host.faults.take_stockout(zone) if verb == "start" else None
 
         def complete() -> None:
             current = self.nodes.get(key)
             if current is None or self._generation.get(key) != generation:
                 self.finish(op, error=("ABORTED", f"The node {node['name']} changed during {verb}."))
                 return
-            if failure:
-                current.update(before)
-                self.finish(op, error=("INTERNAL", failure))
+            if failure or stockout:
+                current.update(before)  # a start that met no capacity leaves the node STOPPED
+                self.finish(op, error=self.stockout_error(zone, stockout, current) if stockout else ("INTERNAL", failure or ""))
                 return
             if final is None:
                 del self.nodes[key]

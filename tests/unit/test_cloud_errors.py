@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import requests
 from google.api_core import exceptions as api
 
 from tpuctl.cloud import retry
 from tpuctl.cloud.api_errors import Where, explain, operation_failed
-from tpuctl.inputs.errors import AccessDenied, CapacityError, QuotaError, TpuctlError
+from tpuctl.inputs.errors import AccessDenied, CapacityError, QuotaError, Stockout, TpuctlError
 
 WHERE = Where("create node my-tpu", "tpuctl-test", "us-central2-b", "tpu.nodes.create")
 
@@ -144,3 +146,40 @@ def test_an_operation_error_is_classified_by_its_code_and_words() -> None:
     ]
     assert kinds == [CapacityError, QuotaError, AccessDenied, TpuctlError]
     assert all(issubclass(k, TpuctlError) and k(".").exit_code == 1 for k in kinds[:3])
+
+
+# Operation errors as the TPU API ends a create with them (texts as SkyPilot's GCP failover handler quotes them).
+CODE_8 = (
+    'There is no more capacity in the zone "us-west4-a"; you can try in another zone where Cloud TPU Nodes are offered '
+    "(see https://cloud.google.com/tpu/docs/regions) [EID: 0x1bc8f9d790be9142]"
+)
+CODE_9 = "Insufficient reserved capacity. Contact customer support to increase your reservation. [EID: 0x2f8bc266e74261a]"
+CODE_3 = "Cloud TPU received a bad request. update is not supported while in state PREEMPTED [EID: 0x73013519f5b7feb2]"
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "creating", "repeated", "kind"),
+    [
+        (8, CODE_8, True, False, Stockout.ZONE),
+        (9, CODE_9, True, False, Stockout.RESERVED),
+        (3, CODE_3, True, False, Stockout.PREEMPTED),
+        (13, "an internal error has occurred", True, True, Stockout.INTERNAL),
+        (3, CODE_3, False, False, None),  # not a create: a PREEMPTED node refusing an update is no stockout
+        (13, "an internal error has occurred", True, False, None),  # once is a passing fault
+        (9, "Node is not in a state to be started.", True, False, None),  # code 9 without capacity
+        (3, "Invalid value for field 'node.accelerator_type'", True, False, None),
+    ],
+)
+def test_a_stockout_is_told_apart_by_its_kind(code: int, message: str, creating: bool, repeated: bool, kind: Stockout | None) -> None:
+    """Issue 36: each way the TPU API says "no capacity" is a CapacityError carrying its kind; the rest stay what they are."""
+    err = operation_failed(code, message, WHERE, creating=creating, repeated=repeated)
+    assert (err.kind if isinstance(err, CapacityError) else None) == kind
+    assert type(err) is (CapacityError if kind else TpuctlError)
+
+
+def test_a_create_refused_at_once_for_capacity_is_a_stockout_and_not_retried() -> None:
+    body = {"error": {"code": 429, "message": CODE_8, "status": "RESOURCE_EXHAUSTED"}}
+    refused = _reply(429, json.dumps(body))
+    assert not retry.is_transient(refused)
+    err = explain(refused, WHERE)
+    assert isinstance(err, CapacityError) and err.kind is Stockout.REFUSED

@@ -17,7 +17,7 @@ from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import Operation
-from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.errors import CapacityError, Stockout, TpuctlError
 
 ZONE = "us-central2-b"
 SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone=ZONE, runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")
@@ -32,7 +32,8 @@ class FakeApi:
     # name -> the states later polls will show; "GONE" removes the node
     script: dict[str, list[str]] = field(default_factory=dict)
     queued: dict[str, list[str]] = field(default_factory=dict)
-    failed_operation: tuple[int, str] | None = None
+    failed_operation: tuple[int, str] | None = None  # how the next create's operation ends
+    then_failed: list[tuple[int, str]] = field(default_factory=list)  # ... and the creates after it
     calls: list[str] = field(default_factory=list)
 
     def add(self, name: str, state: str, health: str = "HEALTHY", **extra: Any) -> None:
@@ -79,8 +80,10 @@ class FakeApi:
         return "operations/start"
 
     def operation(self, zone: str, name: str) -> Operation:
-        if self.failed_operation:
-            return Operation(True, *self.failed_operation)
+        if self.failed_operation and name == "operations/create":
+            failed = self.failed_operation
+            self.failed_operation = self.then_failed.pop(0) if self.then_failed else None
+            return Operation(True, *failed)
         return Operation(done=False)
 
     def create_queued(self, zone: str, resource_id: str, resource: dict[str, Any]) -> bool:
@@ -159,9 +162,55 @@ def test_ready_but_unhealthy_is_still_waited_for() -> None:
 
 
 def test_a_failed_operation_ends_the_wait_with_its_reason() -> None:
-    api = FakeApi(failed_operation=(8, "There is no more capacity in the zone"))
-    with pytest.raises(TpuctlError, match="no TPU capacity in project tpuctl-test, zone us-central2-b"):
+    api = FakeApi(failed_operation=(7, "Permission 'tpu.nodes.create' denied"))
+    with pytest.raises(TpuctlError, match=r"permission denied: create node my-tpu needs tpu\.nodes\.create in project tpuctl-test"):
         _run(lifecycle.ensure, api, SPEC)
+
+
+CODE_8 = 'There is no more capacity in the zone "us-central2-b"; you can try in another zone where Cloud TPU Nodes are offered'
+
+
+def test_a_stockout_deletes_what_the_try_left_and_takes_back_its_spec() -> None:
+    """Issue 36: the node left CREATING is deleted, the spec saved before the wait is removed, the line says so."""
+    api = FakeApi(failed_operation=(8, CODE_8))
+    with pytest.raises(CapacityError) as caught:
+        _run(lifecycle.ensure, api, SPEC)
+    assert caught.value.kind is Stockout.ZONE
+    assert caught.value.message == "us-central2-b: no capacity for v4-8 (code 8); the CREATING node it left was deleted, nothing was left behind"
+    assert api.calls == ["create my-tpu", "delete my-tpu"] and "my-tpu" not in api.nodes
+    assert nodespec.load(SPEC.project, ZONE, SPEC.name) is None
+
+
+def test_a_stockout_keeps_a_spec_an_earlier_create_saved() -> None:
+    """recreate and babysit need the spec of a node they could not bring back."""
+    nodespec.save(SPEC)
+    api = FakeApi(failed_operation=(8, CODE_8))
+    with pytest.raises(CapacityError):
+        _run(lifecycle.recreate, api, SPEC)
+    assert nodespec.load(SPEC.project, ZONE, SPEC.name) == SPEC
+
+
+def test_one_internal_error_is_tried_once_more_two_are_a_stockout() -> None:
+    once = FakeApi(failed_operation=(13, "an internal error has occurred"))
+    ensured, _ = _run(lifecycle.ensure, once, SPEC)
+    assert ensured.node.ready and once.calls == ["create my-tpu", "delete my-tpu", "create my-tpu"]
+    twice = FakeApi(failed_operation=(13, "an internal error has occurred"), then_failed=[(13, "an internal error has occurred")])
+    with pytest.raises(CapacityError) as caught:
+        _run(lifecycle.ensure, twice, SPEC)
+    assert caught.value.kind is Stockout.INTERNAL and "my-tpu" not in twice.nodes
+
+
+def test_a_node_preempted_or_stuck_while_created_is_a_stockout() -> None:
+    preempted = FakeApi()
+    preempted.script["my-tpu"] = ["GONE", "CREATING", "PREEMPTED", "PREEMPTED"]  # none before the create
+    with pytest.raises(CapacityError) as caught:
+        _run(lifecycle.ensure, preempted, SPEC)
+    assert caught.value.kind is Stockout.PREEMPTED and preempted.calls == ["create my-tpu", "delete my-tpu"]
+    stuck = FakeApi()
+    stuck.script["my-tpu"] = ["GONE", *["CREATING"] * 3]
+    with pytest.raises(CapacityError) as caught:
+        lifecycle.ensure(stuck, SPEC, lambda state, elapsed: None, deadline_s=0.0, sleep=no_sleep)
+    assert caught.value.kind is Stockout.STUCK and "my-tpu" not in stuck.nodes
 
 
 def test_a_node_that_vanishes_while_created_is_an_error() -> None:

@@ -56,14 +56,16 @@ def babysit(
     """
     from tpuctl.cloud import babysit as sitter
     from tpuctl.cloud import nodespec
+    from tpuctl.cloud.node_lookup import landed_zone
     from tpuctl.launch.secret_values import shown_args
     from tpuctl.runs.recorded import Recorded
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    spec = nodespec.load_saved(resolved.project, resolved.zone, name, "babysit")
+    spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
     api = tpu_api(resolved)
-    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine)
+    deadline = float(resolved.require("create-deadline"))
+    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline)
     kept = Recorded.new("babysit", f"babysit-{name}", shlex.join(shown_args(command)), job=name)
     if detach:
         _detach(kept, lambda: sitter.babysit(api, spec, watch))

@@ -47,11 +47,18 @@ def create(name: str, no_wait: bool, **flags: Any) -> None:
     error that lists the differences. The spec is saved for `tpuctl recreate`.
     """
     from tpuctl.cloud import lifecycle, nodespec
+    from tpuctl.inputs.errors import CapacityError
+    from tpuctl.tpu import stockouts
 
     spec, resolved = nodespec.from_flags(name, **flags)
     api = tpu_api(resolved)
-    with StatusLine(f"creating {name}") as progress:
-        result = lifecycle.ensure(api, spec, progress, wait=not no_wait, runtime_given=resolved.given("runtime-version"))
+    deadline = float(resolved.require("create-deadline"))
+    try:
+        with StatusLine(f"creating {name}") as progress:
+            result = lifecycle.ensure(api, spec, progress, wait=not no_wait, runtime_given=resolved.given("runtime-version"), deadline_s=deadline)
+    except CapacityError as stockout:
+        stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
+        raise
     _report(result, no_wait)
 
 
@@ -82,10 +89,12 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    spec = nodespec.load_saved(resolved.project, resolved.zone, name, "recreate")
+    from tpuctl.cloud.node_lookup import landed_zone
+
+    spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "recreate")
     api = tpu_api(resolved)
     with StatusLine(f"recreating {name}") as progress:
-        result = lifecycle.recreate(api, spec, progress)
+        result = lifecycle.recreate(api, spec, progress, deadline_s=float(resolved.require("create-deadline")))
     _report(result, no_wait=False)
 
 
@@ -97,18 +106,20 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
 def delete(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, yes: bool) -> None:
     """Delete the TPU VM NAME and wait until it is gone (a gone node is not an error)."""
     from tpuctl.cloud import lifecycle, nodespec
+    from tpuctl.cloud.node_lookup import landed_zone
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+    where = landed_zone(resolved, name)
     api = tpu_api(resolved)
-    if api.get_node(resolved.zone, name) is None:
-        click.echo(f"{name} does not exist in {resolved.zone}; nothing to delete")
+    if api.get_node(where, name) is None:
+        click.echo(f"{name} does not exist in {where}; nothing to delete")
         return
     if not yes:
-        _confirm(f"delete TPU node {name} in project {resolved.project}, zone {resolved.zone}?")
+        _confirm(f"delete TPU node {name} in project {resolved.project}, zone {where}?")
     with StatusLine(f"deleting {name}") as progress:
-        deleted = lifecycle.delete(api, resolved.zone, name, progress)
-    click.echo(f"deleted {name} in {resolved.zone}" if deleted else f"{name} was already gone")
+        deleted = lifecycle.delete(api, where, name, progress)
+    click.echo(f"deleted {name} in {where}" if deleted else f"{name} was already gone")
 
 
 def _confirm(question: str) -> None:

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tpuctl.cloud import retry
-from tpuctl.inputs.errors import FAILED, USAGE, AccessDenied, CapacityError, QuotaError, TpuctlError, one_line
+from tpuctl.inputs.errors import FAILED, USAGE, AccessDenied, CapacityError, QuotaError, Stockout, TpuctlError, one_line
 
 # google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
 _REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")
 _PERMISSION = re.compile(r"Permission '([^']+)' denied")
 T = TypeVar("T")
+# google.rpc.Code values an operation's error carries (google/rpc/code.proto).
+INVALID_ARGUMENT, PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, INTERNAL = 3, 7, 8, 9, 13
 _CAPACITY_HINT = "try --spot, --queued, or another zone (`tpuctl accelerators --zone Z` shows what a zone offers)"
 
 
@@ -108,6 +110,8 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
         )
     if isinstance(exc, api.TooManyRequests) and retry.is_quota(exc):
         return QuotaError(f"quota exceeded in {where.place()}: {message}", hint=_CAPACITY_HINT)
+    if isinstance(exc, api.TooManyRequests) and retry.is_capacity(exc):
+        return CapacityError(f"no TPU capacity in {where.place()}: {message}", kind=Stockout.REFUSED, hint=_CAPACITY_HINT)
     if isinstance(exc, (api.BadRequest, api.InvalidArgument)):
         return TpuctlError(f"cannot {where.action} in {where.place()}: {message}", exit_code=USAGE)
     if isinstance(exc, api.NotFound) and names_location(exc, where):
@@ -130,14 +134,25 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
     return TpuctlError(f"cannot {where.action} in {where.place()}: {status}{message}{suffix}", exit_code=FAILED)
 
 
-def operation_failed(code: int, message: str, where: Where) -> TpuctlError:
-    """A long-running operation that ended in error (google.rpc.Status code and message)."""
+def operation_failed(code: int, message: str, where: Where, *, creating: bool = False, repeated: bool = False) -> TpuctlError:
+    """A long-running operation that ended in error (google.rpc.Status code and message).
+
+    `creating`: the operation creates or starts a node, where a PREEMPTED state means a spot node taken back
+    before it was up. `repeated`: an opaque INTERNAL already ended the same try in this zone once; the TPU API
+    answers spot stockouts that way, and only a repeat tells them from a passing fault."""
     text = one_line(message)
-    if code == 8 and "capacity" in text.lower():  # RESOURCE_EXHAUSTED
-        return CapacityError(f"no TPU capacity in {where.place()}: {text}", hint=_CAPACITY_HINT)
-    if code == 8:
+    capacity = "capacity" in text.lower()
+    if code == RESOURCE_EXHAUSTED and capacity:  # "There is no more capacity in the zone ..."
+        return CapacityError(f"no TPU capacity in {where.place()}: {text}", kind=Stockout.ZONE, hint=_CAPACITY_HINT)
+    if code == RESOURCE_EXHAUSTED:  # the same code carries quota refusals
         return QuotaError(f"quota exceeded in {where.place()}: {text}", hint=_CAPACITY_HINT)
-    if code == 7:  # PERMISSION_DENIED
+    if code == FAILED_PRECONDITION and capacity:  # "Insufficient reserved capacity ..."
+        return CapacityError(f"no reserved TPU capacity in {where.place()}: {text}", kind=Stockout.RESERVED, hint=_CAPACITY_HINT)
+    if code == INVALID_ARGUMENT and creating and "state PREEMPTED" in text:
+        return CapacityError(f"preempted while being created in {where.place()}: {text}", kind=Stockout.PREEMPTED, hint=_CAPACITY_HINT)
+    if code == INTERNAL and creating and repeated:
+        return CapacityError(f"no TPU capacity in {where.place()}: {text} (twice)", kind=Stockout.INTERNAL, hint=_CAPACITY_HINT)
+    if code == PERMISSION_DENIED:
         permission = _PERMISSION.search(text)
         needed = permission.group(1) if permission else where.permission or "a permission"
         return AccessDenied(f"permission denied: {where.action} needs {needed} in {where.place()}")

@@ -88,6 +88,7 @@ class NodeWatch:
     status: Callable[[str], AbstractContextManager[Progress]] = lambda title: _quiet()  # a progress line around each wait
     start: Callable[[tuple[str, ...]], Command] = Command
     pause: Callable[[float], None] = time.sleep  # between polls of the API while the node is (re)created
+    create_deadline_s: float = lifecycle.CREATE_DEADLINE_S  # one recreate stuck in CREATING past it is a stockout
 
 
 def _quiet() -> AbstractContextManager[Progress]:
@@ -140,7 +141,7 @@ class _Sitter:
         self.recreated += 1
         self.watch.note(f"{name} is {reason}; recreating it ({self.recreated}/{limit})")
         with self.watch.status(f"recreating {name}") as progress:
-            lifecycle.recreate(self.api, self.spec, progress, sleep=self.watch.pause)
+            lifecycle.recreate(self.api, self.spec, progress, deadline_s=self.watch.create_deadline_s, sleep=self.watch.pause)
         self.watch.note(f"{name} is READY again")
 
     def run(self) -> int:

@@ -13,17 +13,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tpuctl.cloud import nodespec
-from tpuctl.cloud.api_errors import Where, operation_failed
+from tpuctl.cloud.api_errors import INTERNAL, Where, operation_failed
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
-from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, CapacityError, QuotaError, Stockout, TpuctlError
 
 # (state, seconds since the wait began) -> shown to the user
 Progress = Callable[[str, float], None]
 FIRST_POLL_S = 0.1
 MAX_POLL_S = 5.0
 QUEUED_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
+CREATE_DEADLINE_S = 1800.0  # the create-deadline setting's default (tpuctl/settings/cloud.py says why)
+
+
+class _FirstInternal(Exception):
+    """A create's operation ended in an opaque INTERNAL once: tried again before it counts (operation_failed)."""
 
 
 def _polls(sleep: Callable[[float], None]) -> Callable[[], None]:
@@ -51,12 +56,15 @@ def ensure(
     *,
     wait: bool = True,
     runtime_given: bool = True,
+    deadline_s: float = CREATE_DEADLINE_S,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Ensured:
     """The node as specified: reused when it exists with this spec, created otherwise.
 
     Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with
-    the accelerator type: an existing node's own runtime is then the one asked for, not a conflict."""
+    the accelerator type: an existing node's own runtime is then the one asked for, not a conflict.
+    A create that stocks out (CapacityError, with its kind) or meets a quota leaves nothing behind: its node
+    is deleted and its saved spec taken back. `deadline_s`: how long one create may stay CREATING."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None:
         spec = _adopt(spec, existing, runtime_given)
@@ -69,20 +77,65 @@ def ensure(
     if spec.queued:
         api.create_queued(spec.zone, spec.name, spec.queued_resource())
     else:
-        operation = api.create_node(spec.zone, spec.name, spec.resource())
+        try:
+            operation = api.create_node(spec.zone, spec.name, spec.resource())
+        except CapacityError as refused:
+            raise _cleaned(api, spec, refused, progress, sleep) from None
         if operation is None:
             # 409: our own earlier attempt (a lost reply) or someone else's node.
             raced = api.get_node(spec.zone, spec.name)
             if raced is not None:
                 spec = _adopt(spec, raced, runtime_given)
                 _check_reusable(spec, raced)
+    # Saved before the wait, so an interrupted create can still be recreated or deleted by name; a try that
+    # fails takes back the spec it saved (not one an earlier create saved: recreate and babysit need that).
+    pending = nodespec.load(spec.project, spec.zone, spec.name) is None
     nodespec.save(spec)
     if not wait:
         found = api.get_node(spec.zone, spec.name)
         return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True, spec=spec)
-    if spec.queued:
-        wait_queued(api, spec, progress, sleep=sleep)
-    return Ensured(wait_ready(api, spec, operation, progress, sleep=sleep), created=True, spec=spec)
+    try:
+        if spec.queued:
+            wait_queued(api, spec, progress, sleep=sleep)
+            return Ensured(wait_ready(api, spec, None, progress, sleep=sleep), created=True, spec=spec)
+        return Ensured(_created(api, spec, operation, progress, sleep, deadline_s), created=True, spec=spec)
+    except (CapacityError, QuotaError) as failed:
+        if pending:
+            nodespec.forget(spec)
+        raise _cleaned(api, spec, failed, progress, sleep) from None
+
+
+def _created(api: NodeApi, spec: NodeSpec, operation: str | None, progress: Progress, sleep: Callable[[float], None], deadline_s: float) -> Node:
+    """The created node; an opaque INTERNAL ends the first try only, its leftovers deleted and the create sent again."""
+    try:
+        return wait_ready(api, spec, operation, progress, sleep=sleep, deadline_s=deadline_s)
+    except _FirstInternal:
+        progress("internal error; trying once more", 0.0)
+        _clean(api, spec, progress, sleep)
+        operation = api.create_node(spec.zone, spec.name, spec.resource())
+        return wait_ready(api, spec, operation, progress, sleep=sleep, deadline_s=deadline_s, repeated=True)
+
+
+def _clean(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> str:
+    """Delete whatever a failed try left (a node CREATING, PREEMPTED, ...); what the user is told about it."""
+    try:
+        left = api.get_node(spec.zone, spec.name)
+        if left is None:
+            return "nothing was left behind"
+        progress(f"deleting the {left.state} node the try left", 0.0)
+        delete(api, spec.zone, spec.name, progress, sleep=sleep)
+    except TpuctlError as err:
+        return f"node {spec.name} may be left behind ({err.message}): `tpuctl delete {spec.name} --zone {spec.zone}` deletes it"
+    return f"the {left.state} node it left was deleted, nothing was left behind"
+
+
+def _cleaned(api: NodeApi, spec: NodeSpec, failed: TpuctlError, progress: Progress, sleep: Callable[[float], None]) -> TpuctlError:
+    """The failure of a try, once its leftovers are deleted, in one line that says what is left."""
+    left = _clean(api, spec, progress, sleep)
+    if isinstance(failed, CapacityError):
+        line = f"{spec.zone}: no capacity for {spec.accelerator()} ({failed.kind.value}); {left}"
+        return CapacityError(line, kind=failed.kind, hint=failed.hint)
+    return QuotaError(f"{failed.message}; {left}", hint=failed.hint)
 
 
 def _adopt(spec: NodeSpec, node: Node, runtime_given: bool) -> NodeSpec:
@@ -105,23 +158,36 @@ def _check_reusable(spec: NodeSpec, node: Node) -> None:
         )
 
 
-def _finished(api: NodeApi, zone: str, operation: str, where: Where) -> bool:
+def _finished(api: NodeApi, zone: str, operation: str, where: Where, *, creating: bool = False, repeated: bool = False) -> bool:
     """Whether the operation is done; one that ended in error ends the wait with its reason."""
     done = api.operation(zone, operation)
+    if done.failed and done.error_code == INTERNAL and creating and not repeated:
+        raise _FirstInternal(done.error_message)
     if done.failed:
-        raise operation_failed(done.error_code, done.error_message, where)
+        raise operation_failed(done.error_code, done.error_message, where, creating=creating, repeated=repeated)
     return done.done
 
 
 def wait_ready(
-    api: NodeApi, spec: NodeSpec, operation: str | None, progress: Progress, *, sleep: Callable[[float], None] = time.sleep
+    api: NodeApi,
+    spec: NodeSpec,
+    operation: str | None,
+    progress: Progress,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    deadline_s: float | None = None,
+    repeated: bool = False,
 ) -> Node:
-    """Poll until READY and HEALTHY; a failed operation or a vanished node ends the wait with its reason."""
+    """Poll until READY and HEALTHY; a failed operation or a vanished node ends the wait with its reason.
+
+    With `deadline_s` the wait follows a create of its own: a node still CREATING past it, or PREEMPTED
+    before it was ever READY (a spot node taken back while being made), is a stockout."""
     where = Where(f"create node {spec.name}", spec.project, spec.zone, "tpu.nodes.create")
+    creating = deadline_s is not None
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
-        if operation and _finished(api, spec.zone, operation, where):
+        if operation and _finished(api, spec.zone, operation, where, creating=creating, repeated=repeated):
             operation = None
         node = api.get_node(spec.zone, spec.name)
         elapsed = time.monotonic() - started
@@ -138,8 +204,12 @@ def wait_ready(
             progress(node.state if node.state != "READY" or node.ready else f"READY, {health}", elapsed)
             if node.ready:
                 return node
+            if node.state == "PREEMPTED" and creating:
+                raise CapacityError(f"{spec.name} was preempted while being created", kind=Stockout.PREEMPTED)
             if node.lost:
                 raise TpuctlError(f"node {spec.name} became {node.state} while starting", exit_code=FAILED)
+        if deadline_s is not None and elapsed > deadline_s and (node is None or node.state == "CREATING"):
+            raise CapacityError(f"{spec.name} was still CREATING after {deadline_s:.0f} s", kind=Stockout.STUCK)
         pause()
 
 
@@ -195,7 +265,8 @@ def change_power(api: NodeApi, zone: str, name: str, stop: bool, progress: Progr
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
-        if operation and _finished(api, zone, operation, where):
+        # A start stocks out as a create does (code 8 in its operation); repeated: it is not tried twice.
+        if operation and _finished(api, zone, operation, where, creating=not stop, repeated=True):
             operation = None
         node = api.get_node(zone, name)
         if node is None:
@@ -206,7 +277,9 @@ def change_power(api: NodeApi, zone: str, name: str, stop: bool, progress: Progr
         pause()
 
 
-def recreate(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> Ensured:
+def recreate(
+    api: NodeApi, spec: NodeSpec, progress: Progress, *, deadline_s: float = CREATE_DEADLINE_S, sleep: Callable[[float], None] = time.sleep
+) -> Ensured:
     """From the saved spec: a lost (preempted, terminated, deleted) node is replaced; a live one is kept."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None and existing.lost:
@@ -220,4 +293,4 @@ def recreate(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callabl
             while api.get_queued(spec.zone, spec.name) is not None:
                 progress("deleting the old queued resource", 0.0)
                 pause()
-    return ensure(api, spec, progress, sleep=sleep)
+    return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep)

@@ -33,10 +33,27 @@ def find_node(
     nodespec.check_name(name)
     resolved = settings.resolve({"project": project, "zone": zone, "credentials": credentials, "access_token_file": access_token_file})
     api = TpuApi.connect(resolved)
-    node = api.get_node(resolved.zone, name)
+    where = landed_zone(resolved, name)
+    node = api.get_node(where, name)
     if node is None:
-        raise TpuctlError(f"no TPU VM {name} in project {api.project}, zone {resolved.zone}", hint=hint, exit_code=FAILED)
+        raise TpuctlError(f"no TPU VM {name} in project {api.project}, zone {where}", hint=hint, exit_code=FAILED)
     return node
+
+
+def landed_zone(resolved: settings.Settings, name: str) -> str:
+    """The zone to look for node `name` in: the one --zone names, else the one its saved spec says `tpuctl create`
+    made it in (where a hunt may have landed it), else the zone setting (environment, config files, gcloud's).
+
+    The saved spec outranks the zone setting: most users have gcloud's compute/zone set, and a node tpuctl put
+    elsewhere must still be found by name alone."""
+    from tpuctl.cloud import nodespec
+
+    if resolved.source("zone") == "--zone":
+        return resolved.zone
+    zones = nodespec.saved_zones(resolved.project, name)
+    if len(zones) > 1:
+        raise TpuctlError(f"tpuctl created a node {name} in several zones of {resolved.project}: {', '.join(zones)}", hint="name one with --zone")
+    return zones[0] if zones else resolved.zone
 
 
 def list_nodes(api: TpuApi, zone: str | None) -> list[Node]:

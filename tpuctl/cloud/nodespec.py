@@ -53,6 +53,10 @@ class NodeSpec:
     def path(self) -> str:
         return f"projects/{self.project}/locations/{self.zone}/nodes/{self.name}"
 
+    def capacity(self) -> str:
+        """The capacity kind asked for, as `Node.capacity` names a node's (a stockout is remembered per kind)."""
+        return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
+
     def resource(self) -> JSON:
         """The create request's body: the v2 API's JSON `Node`, the same shape `Node.resource` reads."""
         node: JSON = {"runtimeVersion": self.runtime_version, "labels": dict(self.labels)}
@@ -354,3 +358,20 @@ def load_saved(project: str, zone: str, name: str, purpose: str) -> NodeSpec:
             exit_code=FAILED,
         )
     return spec
+
+
+def forget(spec: NodeSpec) -> None:
+    """Take back the spec a failed create saved: no node, no spec (a later create in another zone is not shadowed)."""
+    path = spec_path(spec.project, spec.zone, spec.name)
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        raise TpuctlError(f"cannot remove the saved node spec {path}: {err.strerror}", exit_code=FAILED) from None
+
+
+def saved_zones(project: str, name: str) -> list[str]:
+    """The zones holding a saved spec of node `name` in `project`: where tpuctl created it, for commands given no zone."""
+    folder = specs_dir() / project
+    if not folder.is_dir():
+        return []
+    return sorted(zone.name for zone in folder.iterdir() if (zone / f"{name}.json").is_file())

@@ -28,13 +28,19 @@ def is_quota(exc: BaseException) -> bool:
     return "quota" in message and "per minute" not in message
 
 
+def is_capacity(exc: BaseException) -> bool:
+    """A 429 refusing a create for want of capacity in the zone (RESOURCE_EXHAUSTED naming it): waiting
+    seconds does not bring capacity back, another zone or kind might."""
+    return "capacity" in str(getattr(exc, "message", exc)).lower() and not is_quota(exc)
+
+
 def is_transient(exc: BaseException) -> bool:
     import requests
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
 
     if isinstance(exc, api.TooManyRequests):
-        return not is_quota(exc)
+        return not is_quota(exc) and not is_capacity(exc)
     transient = (
         api.ServiceUnavailable,
         api.InternalServerError,

@@ -5,6 +5,8 @@ hello), once, so a caller tests its type rather than the words of its message.""
 
 from __future__ import annotations
 
+import enum
+
 USAGE = 2
 FAILED = 1
 
@@ -27,11 +29,27 @@ class TpuctlError(Exception):
         return self.message if not self.hint else f"{self.message} ({self.hint})"
 
 
+class Stockout(str, enum.Enum):
+    """How a zone said it has no capacity now; each is told where the reply is read (cloud/api_errors.py,
+    cloud/lifecycle.py). The value is the short reason a stockout line shows."""
+
+    REFUSED = "refused at once"  # the create call itself: RESOURCE_EXHAUSTED naming capacity
+    ZONE = "code 8"  # the operation: "There is no more capacity in the zone"
+    RESERVED = "code 9"  # the operation: "Insufficient reserved capacity"
+    PREEMPTED = "preempted while being created"  # code 3, "... in state PREEMPTED", a spot node
+    INTERNAL = "code 13 twice"  # the opaque "an internal error has occurred", again on a second try
+    STUCK = "stuck in CREATING"  # past the per-try deadline (setting create-deadline)
+
+
 class CapacityError(TpuctlError):
     """The zone has no capacity for the TPU asked for now (RESOURCE_EXHAUSTED about capacity): a spot or queued
     request, another zone, or a later try may get one; the project's quota is not the limit."""
 
     default_exit = FAILED
+
+    def __init__(self, message: str, *, kind: Stockout = Stockout.ZONE, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.kind = kind
 
 
 class QuotaError(TpuctlError):

@@ -31,6 +31,7 @@ _REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+\Z")
 _RUNTIME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
 _BUCKET_PATH = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?\Z")
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?\Z")
+_WHOLE_SECONDS = re.compile(r"[1-9][0-9]{0,5}\Z")  # up to 999999 s: a unit slip (ms) shows
 
 
 def _check(pattern: re.Pattern[str], example: str) -> Callable[[str], str | None]:
@@ -80,6 +81,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("accelerator-type", "TPU accelerator type for new nodes", _accelerator_type, "v4-8"),
     # No fixed default: the image follows the accelerator type (default_runtime).
     Setting("runtime-version", "TPU VM software version for new nodes", _check(_RUNTIME, "tpu-vm-tf-2.16.1-pjrt")),
+    # A create can sit in CREATING for tens of minutes when the zone has no capacity (issue 36); a slice that
+    # does come up takes minutes, so half an hour is past any create that will succeed.
+    Setting("create-deadline", "seconds one create may stay CREATING before it counts as a stockout", _check(_WHOLE_SECONDS, "1800"), "1800"),
     Setting("model-dir", "default bucket path for checkpoints and summaries", _check(_BUCKET_PATH, "gs://my-bucket/runs")),
     Setting("tpu-endpoint", "Cloud TPU API endpoint", _check(_URL, "https://tpu.googleapis.com"), "https://tpu.googleapis.com"),
     Setting("vertex-endpoint", "Vertex AI API endpoint  [default: https://REGION-aiplatform.googleapis.com]", _check(_URL, "https://us-central1-aiplatform.googleapis.com")),
