@@ -31,6 +31,7 @@ _REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+\Z")
 _RUNTIME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
 _BUCKET_PATH = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?\Z")
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?\Z")
+_API_KEY = re.compile(r"[A-Za-z0-9_-]{20,100}\Z")
 
 
 def _check(pattern: re.Pattern[str], example: str) -> Callable[[str], str | None]:
@@ -98,6 +99,13 @@ SETTINGS: tuple[Setting, ...] = (
         "https://serviceusage.googleapis.com",
     ),
     Setting("storage-endpoint", "Cloud Storage JSON API endpoint", _check(_URL, "https://storage.googleapis.com"), "https://storage.googleapis.com"),
+    Setting(
+        "billing-endpoint",
+        "Cloud Billing Catalog API endpoint (list prices)",
+        _check(_URL, "https://cloudbilling.googleapis.com"),
+        "https://cloudbilling.googleapis.com",
+    ),
+    Setting("billing-api-key", "API key for the Billing Catalog, used instead of the credentials for prices", _check(_API_KEY, "AIza...")),
     Setting("iam-endpoint", "IAM API endpoint (service account policies)", _check(_URL, "https://iam.googleapis.com"), "https://iam.googleapis.com"),
     Setting("token-uri", "OAuth token endpoint for credential refresh", _check(_URL, "https://oauth2.googleapis.com/token")),
     Setting("access-token-file", "file holding a ready bearer token, used instead of ADC", _file),
