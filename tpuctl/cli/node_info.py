@@ -26,7 +26,7 @@ def node_age(node: Node) -> str:
 @project_options
 @zone_option
 @click.option("--all-zones", is_flag=True, help="Every zone the project can use, queried concurrently.")
-@click.option("--json", "as_json", is_flag=True, help="A JSON array of nodes with the v2 API's field names plus zone.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of nodes with the v2 API's field names plus zone and listPrice.")
 def list_nodes(
     project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, all_zones: bool, as_json: bool
 ) -> None:
