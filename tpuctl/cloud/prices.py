@@ -84,6 +84,8 @@ class PriceBook:
         kind = ON_DEMAND if capacity == ON_DEMAND else SPOT
         found = [r for r in self.rates if (r.generation, r.region, r.kind) == (shape.generation, region, kind)]
         multi_host = shape.hosts > 1
+        # Cloud TPU sells v2/v3 single hosts as devices and bigger slices as Pods; v4 only as Pods (a v4-8 too),
+        # so a single host takes a Pod SKU where its generation has no other. A multi-host slice never takes a device's.
         fitting = [r for r in found if r.pod is None or r.pod == multi_host] or [r for r in found if r.pod and not multi_host]
         if not fitting:
             return None
