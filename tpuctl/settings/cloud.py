@@ -64,6 +64,10 @@ class Setting:
     check: Callable[[str], str | None]  # None when fine, else what a good value looks like
     default: str | None = None
     gcloud: tuple[str, str] | None = None  # (section, property) in gcloud's configuration
+    secret: bool = False  # a credential: `config show` says it is set and where from, never its value
+
+    def shown(self, value: str | None) -> str | None:
+        return "(hidden)" if self.secret and value is not None else value
 
     @property
     def env(self) -> str:
@@ -105,7 +109,7 @@ SETTINGS: tuple[Setting, ...] = (
         _check(_URL, "https://cloudbilling.googleapis.com"),
         "https://cloudbilling.googleapis.com",
     ),
-    Setting("billing-api-key", "API key for the Billing Catalog, used instead of the credentials for prices", _check(_API_KEY, "AIza...")),
+    Setting("billing-api-key", "API key for the Billing Catalog, used instead of the credentials for prices", _check(_API_KEY, "AIza..."), secret=True),
     Setting("iam-endpoint", "IAM API endpoint (service account policies)", _check(_URL, "https://iam.googleapis.com"), "https://iam.googleapis.com"),
     Setting("token-uri", "OAuth token endpoint for credential refresh", _check(_URL, "https://oauth2.googleapis.com/token")),
     Setting("access-token-file", "file holding a ready bearer token, used instead of ADC", _file),
@@ -221,5 +225,5 @@ def _checked(setting: Setting, value: str, source: str) -> Value:
     inputs.check_text(value, f"{setting.key} from {source}")
     problem = setting.check(value)
     if problem:
-        raise TpuctlError(f"{setting.key} {value!r} from {source} is not valid", hint=problem)
+        raise TpuctlError(f"{setting.key} {setting.shown(value)!r} from {source} is not valid", hint=problem)
     return Value(value, source)
