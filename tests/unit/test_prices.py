@@ -182,6 +182,15 @@ def test_without_access_the_table_is_used_and_says_so(google_standin: GoogleStan
     assert "no Application Default Credentials" in prices.price_book(resolved, no_credentials, tmp_path / "cache").describe()
 
 
+def test_the_table_prices_no_v2_or_v3_pod_slice() -> None:
+    """Cloud TPU's pricing page: v2/v3 Pod slices are sold by commitment only, so they have no list price per hour."""
+    book = prices.table_book("offline")
+    assert book.slice_price("v2-8", "us-central1-b", "on-demand") == pytest.approx(4 * list_prices.TABLE[("v2", "us-central1")][0])
+    assert book.slice_price("v2-32", "us-central1-b", "on-demand") is None
+    assert book.slice_price("v3-32", "europe-west4-a", "spot") is None
+    assert book.slice_price("v4-32", "us-central2-b", "on-demand") == pytest.approx(16 * list_prices.TABLE[("v4", "us-central2")][0])
+
+
 def test_an_api_key_reads_the_catalogue_without_credentials(google_standin: GoogleStandin) -> None:
     g = google_standin
     assert prices.read_catalogue(g.url, None, g.api_key)

@@ -228,7 +228,7 @@ def _map(value: object) -> Mapping[str, Any]:
 
 def table_book(reason: str) -> PriceBook:
     rates = tuple(
-        Rate(gen, region, kind, "chip", None, usd, "")
+        Rate(gen, region, kind, "chip", False if gen in list_prices.DEVICES_ONLY else None, usd, "")
         for (gen, region), pair in list_prices.TABLE.items()
         for kind, usd in zip((ON_DEMAND, SPOT), pair, strict=True)
     )

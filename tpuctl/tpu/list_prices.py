@@ -25,6 +25,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "v6e": (COMPUTE_ENGINE, "TpuV6e"),
 }
 
+# v2 and v3 Pod slices (more than one host) have no on-demand or preemptible price: "available only if you have
+# evaluation quota or purchase a 1 year or 3 year commitment" (TABLE_SOURCE). The table prices their single devices only.
+DEVICES_ONLY = frozenset({"v2", "v3"})
+
 TABLE_DATE = "2026-11-20"
 TABLE_SOURCE = "https://cloud.google.com/tpu/pricing"
 # (generation, region) -> (on-demand, spot) USD per chip-hour, list prices as published on TABLE_SOURCE
