@@ -433,6 +433,9 @@ class GoogleStandin:
                 self._authenticate(headers.get("authorization", ""))
             if BILLING in self.faults.disabled_apis:
                 raise service_disabled(BILLING, "Cloud Billing API", self.project_number)
+            decision = self.faults.decide()  # a read: failing before or after its effect is the same
+            if decision is not None:
+                raise transient(decision.status, BILLING, self.project_number)
         except ApiError as err:
             return err.code, err.body()
         with self._lock:

@@ -132,6 +132,21 @@ def test_paging_follows_next_page_token_to_the_end(google_standin: GoogleStandin
     assert g.count("GET", "pageToken=") >= 60 // 7
 
 
+def test_passing_failures_are_tried_again_and_lasting_ones_are_not(google_standin: GoogleStandin) -> None:
+    g = google_standin
+    g.faults.burst(2, 503)
+    assert prices.read_catalogue(g.url, lambda: g.token, None)  # two 503s, then the pages
+    assert [status for _, path, status in g.requests if "/skus" in path][:3] == [503, 503, 200]
+    g.faults.burst(prices.ATTEMPTS, 503)
+    with pytest.raises(prices.Unreadable, match="answered 503"):
+        prices.read_catalogue(g.url, lambda: g.token, None)
+    g.faults.disabled_apis.add("cloudbilling.googleapis.com")
+    before = g.count("GET", "/skus")
+    with pytest.raises(prices.Unreadable, match="answered 403"):
+        prices.read_catalogue(g.url, lambda: g.token, None)
+    assert g.count("GET", "/skus") == before + 1  # a refusal is final
+
+
 def test_the_deadline_bounds_a_slow_catalogue(google_standin: GoogleStandin) -> None:
     google_standin.billing.fault = "endless"
     with pytest.raises(prices.Unreadable, match="still paging at the deadline"):

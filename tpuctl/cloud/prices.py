@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from tpuctl import __version__
+from tpuctl.cloud import retry
 from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.settings.cloud import Settings
 from tpuctl.tpu import list_prices
@@ -37,6 +38,8 @@ PAGE_SIZE = 5000  # the API's own maximum (billing/v1/how-tos/catalog-api)
 MAX_PAGES = 40  # Compute Engine's catalogue is a few pages of 5000; forty is a catalogue gone wrong
 MAX_PAGE_BYTES = 32 << 20
 DEADLINE_S = 60.0
+ATTEMPTS = 3  # per page, for failures that waiting may cure
+_PASSING = frozenset({429, 500, 502, 503, 504})
 CACHE_S = 24 * 3600
 CACHE_NAME = "billing-prices.json"
 ON_DEMAND, SPOT = "on-demand", "spot"
@@ -46,6 +49,10 @@ TABLE_SOURCE = "table"
 
 class Unreadable(Exception):
     """The catalogue could not be read or made no sense; the message is the one line a user sees."""
+
+
+class _Passing(Unreadable):
+    """A failure that waiting may cure (no connection, 429, 5xx): tried again, within the deadline."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +173,7 @@ def read_catalogue(
     for service in sorted({s for s, _ in list_prices.CATALOGUE.values()}):
         token = ""
         for _ in range(MAX_PAGES):
-            reply = _page(endpoint, service, token, bearer, api_key, deadline, max_page_bytes)
+            reply = _page_retried(endpoint, service, token, bearer, api_key, deadline, max_page_bytes)
             skus = reply.get("skus", [])
             rates += rates_of(skus if isinstance(skus, list) else [], service)
             token = str(reply.get("nextPageToken") or "")
@@ -177,6 +184,18 @@ def read_catalogue(
     if not rates:
         raise Unreadable(f"the Billing Catalog at {endpoint} listed no TPU SKUs")
     return tuple(rates)
+
+
+def _page_retried(endpoint: str, service: str, token: str, bearer: Callable[[], str] | None, api_key: str | None, deadline: float, cap: int) -> dict[str, Any]:
+    for attempt in range(ATTEMPTS - 1):
+        try:
+            return _page(endpoint, service, token, bearer, api_key, deadline, cap)
+        except _Passing:
+            pause = retry.backoff(attempt)
+            if time.monotonic() + pause >= deadline:
+                break
+            time.sleep(pause)
+    return _page(endpoint, service, token, bearer, api_key, deadline, cap)
 
 
 def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | None, api_key: str | None, deadline: float, cap: int) -> dict[str, Any]:
@@ -200,11 +219,11 @@ def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | N
     except TpuctlError as err:
         raise Unreadable(err.message) from None
     except (OSError, http.client.HTTPException) as exc:
-        raise Unreadable(f"cannot reach the Billing Catalog at {endpoint}: {one_line(str(exc) or type(exc).__name__)}") from None
+        raise _Passing(f"cannot reach the Billing Catalog at {endpoint}: {one_line(str(exc) or type(exc).__name__)}") from None
     if len(body) > cap:
         raise Unreadable(f"a page of the Billing Catalog at {endpoint} is over {cap >> 20} MiB")
     if response.status >= 400:
-        raise Unreadable(f"the Billing Catalog at {endpoint} answered {response.status}: {_error_message(body)}")
+        raise (_Passing if response.status in _PASSING else Unreadable)(f"the Billing Catalog at {endpoint} answered {response.status}: {_error_message(body)}")
     try:
         reply = json.loads(body)
     except ValueError:
