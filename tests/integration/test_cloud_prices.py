@@ -40,12 +40,24 @@ def test_list_shows_the_catalogues_price_per_node_and_the_total(google_standin: 
     assert lines[0].split()[-1] == "PRICE/H"
     rows = {line.split()[0]: line for line in lines[1:-1]}
     assert rows["bench-0000"].endswith(f"${16 * CATALOGUE_V4:,.2f}") and rows["far-0000"].endswith("no list price")
-    assert lines[-1].startswith(f"total ${32 * CATALOGUE_V4:,.2f} per hour, 1 node without a list price left out (list prices from the Cloud Billing Catalog")
+    assert lines[-1].startswith(
+        f"total ${32 * CATALOGUE_V4:,.2f} per hour, 1 node without a list price (or reserved) left out (list prices from the Cloud Billing Catalog"
+    )
     assert lines[-1].endswith("no discounts or commitments)") and _cache(cli).exists()
     listed = json.loads(cli("list", "--json").stdout)
     assert [n["listPrice"]["usdPerHour"] for n in listed] == [16 * CATALOGUE_V4] * 2
     assert {n["listPrice"]["source"] for n in listed} == {"catalogue"}
     assert google_standin.count("GET", "/skus") == 2  # one page of each service, then the day's cache
+
+
+def test_a_reserved_node_is_billed_by_its_reservation_not_a_list_price(google_standin: GoogleStandin, cli: Cli) -> None:
+    with google_standin._lock:  # a node made from a reservation: SchedulingConfig.reserved, as the v2 API reports it
+        google_standin.tpu.nodes[(ZONE, "bench-0001")]["schedulingConfig"] = {"reserved": True}
+    lines = cli("list").stdout.splitlines()
+    assert lines[2].split()[0] == "bench-0001" and lines[2].endswith("reserved")
+    assert lines[-1].startswith(f"total ${16 * CATALOGUE_V4:,.2f} per hour, 1 node without a list price (or reserved) left out")
+    listed = json.loads(cli("list", "--json").stdout)
+    assert [n["listPrice"]["usdPerHour"] for n in listed] == [16 * CATALOGUE_V4, None]
 
 
 def test_without_access_the_shipped_table_is_used_and_marked(google_standin: GoogleStandin, cli: Cli) -> None:

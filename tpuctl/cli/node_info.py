@@ -46,12 +46,12 @@ def list_nodes(
     from tpuctl.cloud.prices import price_book
 
     book = price_book(resolved, api.bearer_token) if found else None
-    hourly = [book.slice_price(n.accelerator, n.zone, n.capacity) if book else None for n in found]
+    hourly = [book.slice_price(n.accelerator, n.zone, n.capacity) if book and not n.reserved else None for n in found]
     if as_json:
         click.echo(json.dumps([{**n.to_json(), "listPrice": price_json(book, usd)} for n, usd in zip(found, hourly, strict=True)], indent=2))
         return
     rows = [
-        [n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n), price_text(usd)]
+        [n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n), "reserved" if n.reserved else price_text(usd)]
         for n, usd in zip(found, hourly, strict=True)
     ]
     print_table(["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE", "PRICE/H"], rows)
@@ -73,7 +73,7 @@ def price_json(book: PriceBook | None, usd: float | None) -> dict[str, object] |
 def total_line(hourly: list[float | None], book: PriceBook) -> str:
     priced = [usd for usd in hourly if usd is not None]
     unpriced = len(hourly) - len(priced)
-    left_out = f", {unpriced} node{'s' if unpriced != 1 else ''} without a list price left out" if unpriced else ""
+    left_out = f", {unpriced} node{'s' if unpriced != 1 else ''} without a list price (or reserved) left out" if unpriced else ""
     return f"total {price_text(sum(priced))} per hour{left_out} ({book.describe()})"
 
 
