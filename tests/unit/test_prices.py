@@ -149,7 +149,7 @@ def test_passing_failures_are_tried_again_and_lasting_ones_are_not(google_standi
 
 def test_the_deadline_bounds_a_slow_catalogue(google_standin: GoogleStandin) -> None:
     google_standin.billing.fault = "endless"
-    with pytest.raises(prices.Unreadable, match="still paging at the deadline"):
+    with pytest.raises(prices.Unreadable, match="had not answered in full at the deadline"):
         prices.read_catalogue(google_standin.url, lambda: google_standin.token, None, deadline_s=0.0)
 
 
@@ -211,6 +211,38 @@ def test_an_api_key_reads_the_catalogue_without_credentials(google_standin: Goog
     assert prices.read_catalogue(g.url, None, g.api_key)
     with pytest.raises(prices.Unreadable, match="answered 400: API key not valid"):
         prices.read_catalogue(g.url, None, "AIzaSy-not-the-key-0000000")
+
+
+def test_a_reply_that_trickles_is_cut_at_the_deadline() -> None:
+    """A server that sends its headers and then a byte at a time: the deadline holds over the whole read."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            until = time.monotonic() + 5  # long past the deadline, short enough that a reader without one ends too
+            while not stop.wait(0.1) and time.monotonic() < until:
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    return
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(prices.Unreadable, match="had not answered in full at the deadline"):
+            prices.read_catalogue(f"http://127.0.0.1:{listener.getsockname()[1]}", lambda: "t", None, deadline_s=1.0)
+    finally:
+        stop.set()
+        server.join(5)
+        listener.close()
+    assert time.monotonic() - started < 3
 
 
 def test_a_closed_port_is_one_line(tmp_path: Path) -> None:

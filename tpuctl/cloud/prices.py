@@ -201,7 +201,7 @@ def _page_retried(endpoint: str, service: str, token: str, bearer: Callable[[], 
 def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | None, api_key: str | None, deadline: float, cap: int) -> dict[str, Any]:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise Unreadable(f"the Billing Catalog at {endpoint} was still paging at the deadline")
+        raise Unreadable(f"the Billing Catalog at {endpoint} had not answered in full at the deadline")
     parts = urlsplit(endpoint.rstrip("/"))
     query = {"pageSize": str(PAGE_SIZE), **({"pageToken": token} if token else {}), **({"key": api_key} if api_key else {})}
     headers = {"Accept": "application/json", "User-Agent": f"tpuctl/{__version__}"}
@@ -213,7 +213,7 @@ def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | N
         try:
             connection.request("GET", f"{parts.path}/v1/services/{service}/skus?{urlencode(query)}", headers=headers)
             response = connection.getresponse()
-            body = response.read(cap + 1)
+            body = _read_bounded(response, connection, cap, deadline, endpoint)
         finally:
             connection.close()
     except TpuctlError as err:
@@ -231,6 +231,24 @@ def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | N
     if not isinstance(reply, dict):
         raise Unreadable(f"the Billing Catalog at {endpoint} answered with no list of SKUs")
     return reply
+
+
+def _read_bounded(response: http.client.HTTPResponse, connection: http.client.HTTPConnection, cap: int, deadline: float, endpoint: str) -> bytes:
+    """At most cap + 1 bytes, and never past the deadline: a reply that trickles in a byte at a time is cut there."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= cap:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Unreadable(f"the Billing Catalog at {endpoint} had not answered in full at the deadline")
+        if connection.sock is not None:
+            connection.sock.settimeout(min(left, 30.0))
+        chunk = response.read1(min(1 << 20, cap + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _error_message(body: bytes) -> str:
