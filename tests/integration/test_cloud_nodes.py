@@ -69,7 +69,7 @@ def test_round_trip_and_every_rerun_is_a_no_op(google_standin: GoogleStandin, cl
     assert NODE_FIELDS <= set(listed[0]) and listed[0]["state"] == "READY" and listed[0]["health"] == "HEALTHY"
     assert listed[0]["zone"] == ZONE and listed[0]["labels"] == {"team": "ml"}
     plain = cli("list").stdout.splitlines()
-    assert plain[0].split() == ["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE"]
+    assert plain[0].split() == ["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE", "PRICE/H"]
     assert plain[1].split()[:5] == ["my-tpu", ZONE, "v4-8", "READY", "HEALTHY"]
 
     described = cli("describe", "my-tpu").stdout

@@ -12,6 +12,7 @@ project. One ThreadingHTTPServer on 127.0.0.1 serves every API on one port:
 * AI Platform ml v1 ``GET /v1/projects/P:getConfig``;
 * Service Usage v1beta1 ``:generateServiceIdentity`` and v1 ``services/S`` get / ``:enable``;
 * Vertex AI v1 custom jobs ``/v1/projects/P/locations/L/customJobs...`` (see vertex_api.py);
+* Cloud Billing Catalog v1 ``GET /v1/services/S/skus`` (see billing_api.py), by bearer token or ``key=``;
 * Cloud Logging v2 ``POST /v2/entries:list`` (see logging_api.py), routed before the TPU's ``/v2/``;
 * Cloud Storage JSON API ``/storage/v1/b/B/iam`` (GET / PUT, etag) and IAM v1 service-account
   ``:getIamPolicy`` / ``:setIamPolicy`` / ``:testIamPermissions`` (and CRM ``:testIamPermissions``).
@@ -34,6 +35,7 @@ import json
 import random
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -42,6 +44,7 @@ from typing import Any
 from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from tests.standins import catalog
+from tests.standins.billing_api import BillingCatalog, encode
 from tests.standins.faults import Faults
 from tests.standins.project_apis import SERVICE_TITLES, ProjectApis
 from tests.standins.tpu_api import TpuService
@@ -142,6 +145,8 @@ _OTHER_ROUTES: list[tuple[str, re.Pattern[str], str, str, str, str]] = [
         ),
     ]
 ]
+_SKUS = re.compile(r"/v1/services/(?P<s>[^/:]+)/skus\Z")
+BILLING = "cloudbilling.googleapis.com"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
@@ -177,6 +182,11 @@ class _Server(ThreadingHTTPServer):
             self.connections.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-reply (a reader refusing a huge page) is no error of the stand-in's."""
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
     def cut_connections(self) -> None:
         with self.connections_lock:
             open_now = list(self.connections)
@@ -199,7 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
         status, payload = self.server.standin._respond(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
-        data = json.dumps(payload).encode()
+        data = encode(payload)
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
@@ -235,6 +245,8 @@ class GoogleStandin:
         self._service_accounts: dict[str, Any] = {}
         self.projects = ProjectApis(self)
         self.vertex = VertexService(self, seed)
+        self.billing = BillingCatalog()
+        self.api_key = f"AIzaSy-standin{rng.getrandbits(96):024x}"
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -366,6 +378,8 @@ class GoogleStandin:
             return self._control(path)
         if path == "/token":
             status, payload = self._token(method, raw)
+        elif (skus := _SKUS.match(path)) is not None and method == "GET":
+            status, payload = self._billing(skus["s"], dict(parse_qsl(split.query, keep_blank_values=True)), headers)
         else:
             status, payload = self._api(method, path, dict(parse_qsl(split.query, keep_blank_values=True)), headers, raw)
         with self._lock:
@@ -409,6 +423,23 @@ class GoogleStandin:
             return 200, result
         except ApiError as err:
             return err.code, err.body()
+
+    def _billing(self, service: str, query: dict[str, str], headers: Mapping[str, str]) -> tuple[int, Any]:
+        """The catalogue is public data: an API key (``key=``) or any valid bearer token reads it."""
+        try:
+            if query.get("key") != self.api_key:
+                if "key" in query:
+                    raise ApiError(400, "API key not valid. Please pass a valid API key.", "INVALID_ARGUMENT")
+                self._authenticate(headers.get("authorization", ""))
+            if BILLING in self.faults.disabled_apis:
+                raise service_disabled(BILLING, "Cloud Billing API", self.project_number)
+            decision = self.faults.decide()  # a read: failing before or after its effect is the same
+            if decision is not None:
+                raise transient(decision.status, BILLING, self.project_number)
+        except ApiError as err:
+            return err.code, err.body()
+        with self._lock:
+            return self.billing.list_skus(service, query)
 
     def _authenticate(self, header: str) -> None:
         scheme, _, credential = header.partition(" ")

@@ -188,3 +188,16 @@ def test_a_device_or_fifo_as_key_file_is_refused_before_it_is_read(isolated: Pat
     for value in ("/dev/zero", str(isolated / "fifo"), str(isolated)):
         with pytest.raises(TpuctlError, match="regular file"):
             settings.resolve({key: value})
+
+
+def test_config_show_never_prints_the_billing_api_key(isolated: Path) -> None:
+    """Issue 36: an API key is a credential; `config show` says it is set and where from, not what it is."""
+    key = "AIzaSyD-" + "k3y" * 9
+    (isolated / "tpuctl.toml").write_text(f'[cloud]\nbilling-api-key = "{key}"\n')
+    for args in (("config", "show"), ("config", "show", "--json")):
+        result = run_tpuctl(*args, cwd=isolated, env={**os.environ, "TPUCTL_PROJECT": "env-project"})
+        assert result.returncode == 0, result.stderr
+        assert key not in result.stdout + result.stderr and "(hidden)" in result.stdout
+    assert settings.resolve().get("billing-api-key") == key
+    bad = run_tpuctl("config", "show", cwd=isolated, env={**os.environ, "TPUCTL_BILLING_API_KEY": key + "!"})
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "TPUCTL_BILLING_API_KEY" in bad.stderr and key not in bad.stderr

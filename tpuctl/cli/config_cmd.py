@@ -33,10 +33,10 @@ def show(project: str | None, zone: str | None, as_json: bool) -> None:
     """
     resolved = settings.resolve({"project": project, "zone": zone})
     if as_json:
-        data = {s.key: {"value": v.value, "source": v.source, "env": s.env} for s, v in resolved.items()}
+        data = {s.key: {"value": s.shown(v.value), "source": v.source, "env": s.env} for s, v in resolved.items()}
         click.echo(json.dumps(data, indent=2))
         return
-    rows = [[s.key, v.value if v.value is not None else "-", v.source] for s, v in resolved.items()]
+    rows = [[s.key, s.shown(v.value) or "-", v.source] for s, v in resolved.items()]
     print_table(["SETTING", "VALUE", "SOURCE"], rows)
     # Both places are looked in; say which hold a file, so a user does not edit one that is never read.
     files = ", ".join(f"{path}{'' if path.exists() else ' (none there)'}" for path in reversed(config.config_files()))

@@ -14,6 +14,7 @@ from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
     from tpuctl.cloud.node import Node
+    from tpuctl.cloud.prices import PriceBook
 
 
 def node_age(node: Node) -> str:
@@ -25,7 +26,7 @@ def node_age(node: Node) -> str:
 @project_options
 @zone_option
 @click.option("--all-zones", is_flag=True, help="Every zone the project can use, queried concurrently.")
-@click.option("--json", "as_json", is_flag=True, help="A JSON array of nodes with the v2 API's field names plus zone.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of nodes with the v2 API's field names plus zone and listPrice.")
 def list_nodes(
     project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, all_zones: bool, as_json: bool
 ) -> None:
@@ -39,14 +40,41 @@ def list_nodes(
         resolved.require("zone")
     api = tpu_api(resolved)
     found = listing(api, None if all_zones else resolved.zone)
-    if as_json:
-        click.echo(json.dumps([node.to_json() for node in found], indent=2))
-        return
-    if not found:
+    if not found and not as_json:
         click.echo(f"no TPU nodes in {'any zone' if all_zones else resolved.zone} of project {api.project}", err=True)
         return
-    rows = [[n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n)] for n in found]
-    print_table(["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE"], rows)
+    from tpuctl.cloud.prices import price_book
+
+    book = price_book(resolved, api.bearer_token) if found else None
+    hourly = [book.slice_price(n.accelerator, n.zone, n.capacity) if book and not n.reserved else None for n in found]
+    if as_json:
+        click.echo(json.dumps([{**n.to_json(), "listPrice": price_json(book, usd)} for n, usd in zip(found, hourly, strict=True)], indent=2))
+        return
+    rows = [
+        [n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n), "reserved" if n.reserved else price_text(usd)]
+        for n, usd in zip(found, hourly, strict=True)
+    ]
+    print_table(["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE", "PRICE/H"], rows)
+    if book is not None:
+        click.echo(total_line(hourly, book))
+
+
+def price_text(usd: float | None) -> str:
+    return "no list price" if usd is None else f"${usd:,.2f}"
+
+
+def price_json(book: PriceBook | None, usd: float | None) -> dict[str, object] | None:
+    """A node's price in `list --json`: USD per hour (null where no SKU prices it) and where it came from."""
+    if book is None:
+        return None
+    return {"usdPerHour": None if usd is None else round(usd, 6), "source": book.source, "date": book.date, "note": book.describe()}
+
+
+def total_line(hourly: list[float | None], book: PriceBook) -> str:
+    priced = [usd for usd in hourly if usd is not None]
+    unpriced = len(hourly) - len(priced)
+    left_out = f", {unpriced} node{'s' if unpriced != 1 else ''} without a list price (or reserved) left out" if unpriced else ""
+    return f"total {price_text(sum(priced))} per hour{left_out} ({book.describe()})"
 
 
 @click.command("describe")

@@ -114,6 +114,11 @@ class Node:
         return bool(mapping(self.resource.get("schedulingConfig")).get("preemptible"))
 
     @property
+    def reserved(self) -> bool:
+        """Created from a reservation (SchedulingConfig.reserved): billed by the reservation, not at a list price."""
+        return bool(mapping(self.resource.get("schedulingConfig")).get("reserved"))
+
+    @property
     def capacity(self) -> str:
         return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
 

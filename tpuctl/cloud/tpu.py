@@ -98,6 +98,10 @@ class TpuApi:
 
     # Credentials: a token file needs no Google library; anything else is google-auth's, refreshed when stale.
 
+    def bearer_token(self) -> str:
+        """The token this client sends, for a read of another API with the same credentials (the price catalogue)."""
+        return self._token()
+
     def _token(self) -> str:
         with self._lock:
             if self._identity is None and self.settings.get("access-token-file"):

@@ -32,6 +32,7 @@ _RUNTIME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
 _BUCKET_PATH = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?\Z")
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?\Z")
 _WHOLE_SECONDS = re.compile(r"[1-9][0-9]{0,5}\Z")  # up to 999999 s: a unit slip (ms) shows
+_API_KEY = re.compile(r"[A-Za-z0-9_-]{20,100}\Z")
 
 
 def _check(pattern: re.Pattern[str], example: str) -> Callable[[str], str | None]:
@@ -64,6 +65,10 @@ class Setting:
     check: Callable[[str], str | None]  # None when fine, else what a good value looks like
     default: str | None = None
     gcloud: tuple[str, str] | None = None  # (section, property) in gcloud's configuration
+    secret: bool = False  # a credential: `config show` says it is set and where from, never its value
+
+    def shown(self, value: str | None) -> str | None:
+        return "(hidden)" if self.secret and value is not None else value
 
     @property
     def env(self) -> str:
@@ -102,6 +107,13 @@ SETTINGS: tuple[Setting, ...] = (
         "https://serviceusage.googleapis.com",
     ),
     Setting("storage-endpoint", "Cloud Storage JSON API endpoint", _check(_URL, "https://storage.googleapis.com"), "https://storage.googleapis.com"),
+    Setting(
+        "billing-endpoint",
+        "Cloud Billing Catalog API endpoint (list prices)",
+        _check(_URL, "https://cloudbilling.googleapis.com"),
+        "https://cloudbilling.googleapis.com",
+    ),
+    Setting("billing-api-key", "API key for the Billing Catalog, used instead of the credentials for prices", _check(_API_KEY, "AIza..."), secret=True),
     Setting("iam-endpoint", "IAM API endpoint (service account policies)", _check(_URL, "https://iam.googleapis.com"), "https://iam.googleapis.com"),
     Setting("token-uri", "OAuth token endpoint for credential refresh", _check(_URL, "https://oauth2.googleapis.com/token")),
     Setting("access-token-file", "file holding a ready bearer token, used instead of ADC", _file),
@@ -217,5 +229,5 @@ def _checked(setting: Setting, value: str, source: str) -> Value:
     inputs.check_text(value, f"{setting.key} from {source}")
     problem = setting.check(value)
     if problem:
-        raise TpuctlError(f"{setting.key} {value!r} from {source} is not valid", hint=problem)
+        raise TpuctlError(f"{setting.key} {setting.shown(value)!r} from {source} is not valid", hint=problem)
     return Value(value, source)

@@ -1,0 +1,91 @@
+"""`tpuctl list` with list prices: the real CLI against the stand-in's TPU API and Billing Catalog.
+
+The stand-in's catalogue prices differ from tpuctl's shipped table (tpuctl/tpu/list_prices.py), so
+a price shown tells which of the two it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_tpuctl
+from tests.integration.test_cloud_nodes import Cli
+from tests.standins.fixtures import write_service_account_key
+from tests.standins.google_apis import GoogleStandin
+from tpuctl.tpu import list_prices
+
+ZONE = "us-central2-b"
+CATALOGUE_V4 = 3.75  # USD per chip-hour, unlike the table's
+TABLE_V4 = list_prices.TABLE[("v4", "us-central2")][0]
+
+
+@pytest.fixture
+def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
+    google_standin.billing.prices[("Tpu-v4 Pod chip", "us-central2", "on-demand")] = CATALOGUE_V4
+    google_standin.add_ready_nodes(ZONE, 2, accelerator_type="v4-32")  # 16 chips each
+    return Cli(google_standin, tmp_path)
+
+
+def _cache(cli: Cli) -> Path:
+    return Path(cli.env["XDG_CACHE_HOME"]) / "tpuctl" / "billing-prices.json"
+
+
+def test_list_shows_the_catalogues_price_per_node_and_the_total(google_standin: GoogleStandin, cli: Cli) -> None:
+    assert CATALOGUE_V4 != TABLE_V4
+    google_standin.add_ready_nodes("asia-east1-c", 1, prefix="far", accelerator_type="v2-8")  # no SKU there
+    lines = cli("list", "--all-zones").stdout.splitlines()
+    assert lines[0].split()[-1] == "PRICE/H"
+    rows = {line.split()[0]: line for line in lines[1:-1]}
+    assert rows["bench-0000"].endswith(f"${16 * CATALOGUE_V4:,.2f}") and rows["far-0000"].endswith("no list price")
+    assert lines[-1].startswith(
+        f"total ${32 * CATALOGUE_V4:,.2f} per hour, 1 node without a list price (or reserved) left out (list prices from the Cloud Billing Catalog"
+    )
+    assert lines[-1].endswith("no discounts or commitments)") and _cache(cli).exists()
+    listed = json.loads(cli("list", "--json").stdout)
+    assert [n["listPrice"]["usdPerHour"] for n in listed] == [16 * CATALOGUE_V4] * 2
+    assert {n["listPrice"]["source"] for n in listed} == {"catalogue"}
+    assert google_standin.count("GET", "/skus") == 2  # one page of each service, then the day's cache
+
+
+def test_a_reserved_node_is_billed_by_its_reservation_not_a_list_price(google_standin: GoogleStandin, cli: Cli) -> None:
+    with google_standin._lock:  # a node made from a reservation: SchedulingConfig.reserved, as the v2 API reports it
+        google_standin.tpu.nodes[(ZONE, "bench-0001")]["schedulingConfig"] = {"reserved": True}
+    lines = cli("list").stdout.splitlines()
+    assert lines[2].split()[0] == "bench-0001" and lines[2].endswith("reserved")
+    assert lines[-1].startswith(f"total ${16 * CATALOGUE_V4:,.2f} per hour, 1 node without a list price (or reserved) left out")
+    listed = json.loads(cli("list", "--json").stdout)
+    assert [n["listPrice"]["usdPerHour"] for n in listed] == [16 * CATALOGUE_V4, None]
+
+
+def test_without_access_the_shipped_table_is_used_and_marked(google_standin: GoogleStandin, cli: Cli) -> None:
+    google_standin.faults.disabled_apis.add("cloudbilling.googleapis.com")
+    result = cli("list")
+    lines = result.stdout.splitlines()
+    assert lines[1].endswith(f"${16 * TABLE_V4:,.2f}")
+    assert lines[-1].startswith(f"total ${32 * TABLE_V4:,.2f} per hour (list prices from tpuctl's table of {list_prices.TABLE_DATE}")
+    assert "the Billing Catalog was not read: " in lines[-1] and "answered 403: Cloud Billing API has not been used" in lines[-1]
+    assert result.stderr == "" and not _cache(cli).exists()
+    listed = json.loads(cli("list", "--json").stdout)
+    assert {(n["listPrice"]["source"], n["listPrice"]["date"]) for n in listed} == {("table", list_prices.TABLE_DATE)}
+
+
+@pytest.mark.parametrize(("fault", "why"), [("malformed", "did not answer with JSON"), ("endless", "was still paging after")])
+def test_a_broken_catalogue_costs_list_one_marked_line_not_its_listing(google_standin: GoogleStandin, cli: Cli, fault: str, why: str) -> None:
+    google_standin.billing.fault = fault
+    result = cli("list")
+    assert "Traceback" not in result.stderr and len(result.stdout.splitlines()) == 4
+    assert f"tpuctl's table of {list_prices.TABLE_DATE}" in result.stdout and why in result.stdout
+    assert not _cache(cli).exists()
+
+
+def test_a_service_account_key_reads_the_catalogue_through_google_auth(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    """The key's token comes from the stand-in's /token through google-auth; the same token reads the catalogue."""
+    env = {k: v for k, v in cli.env.items() if k != "TPUCTL_ACCESS_TOKEN_FILE"}
+    key = write_service_account_key(google_standin, tmp_path / "key.json")
+    result = run_tpuctl("list", "--credentials", str(key), env=env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].startswith(f"total ${32 * CATALOGUE_V4:,.2f} per hour (list prices from the Cloud Billing Catalog")
+    assert google_standin.count("POST", "/token") >= 1
