@@ -53,8 +53,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check tpuctl
 	$(BIN)/mypy
 
+# pytest-xdist workers: most tests wait on the processes they start (TensorFlow workers, sshd, stand-in servers,
+# timeouts) rather than compute, so 3 keep 2 cores busy. --dist loadfile: a module's tests share one worker, so a
+# module-scoped fixture (one launch that several tests read) runs once. `make test PYTEST_WORKERS=0` runs serially.
+PYTEST_WORKERS ?= 3
+
 test: lint $(SSHD) $(COMPAT_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 docs: $(STAMP)
 	$(BIN)/python -m tpuctl.cli.reference > docs/cli-reference.md

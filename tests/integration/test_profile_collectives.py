@@ -2,7 +2,8 @@
 the gradient all-reduce is judged communication-bound, not compute-bound, and every worker of a plain Keras fit is
 captured, or the one TensorFlow aborted during the capture is named as ended (docs/profile.md, "Known TensorFlow fault").
 
-Each run is launched once (module fixtures) and only read by its tests; the captures are 2 s.
+Each run is launched once for the one test that reads it, and stopped when that test ends: a run kept for the module
+would train on beside the other run's test (4 busy TensorFlow processes on 2 cores); the captures are 2 s.
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ def _launch(root: Path, script: str) -> Iterator[tuple[str, Path, dict[str, str]
         run_tpuctl("stop", run_id, env=env, timeout=60)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def allreduce(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, str]]]:
     """A 12M-parameter model, 2 examples per replica: each step is mostly the all-reduce of its gradients."""
     yield from _launch(tmp_path_factory.mktemp("allreduce"), "allreduce_fit.py")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def plain_fit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, dict[str, str]]]:
     """The multi-worker Keras tutorial's model and batch, the strategy's scope entered by tpuctl."""
     yield from _launch(tmp_path_factory.mktemp("plainfit"), "mnist_fit.py")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, tpuctl_cmd
+from tests.conftest import SCRIPTS, tpuctl_cmd, wait_for
 
 STEPS = 30
 
@@ -20,15 +20,19 @@ STEPS = 30
 def test_every_event_once_in_order_while_tensorflow_writes(tmp_path: Path) -> None:
     model_dir = tmp_path / "model"
     model_dir.mkdir()
+    writer = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "summary_writer.py"), str(model_dir), str(STEPS), str(tmp_path / "expected.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    # The tail starts once TensorFlow has created its first events file: --until-idle counts from the tail's start,
+    # and TensorFlow's import alone can outlast it on a loaded machine (then the tail ended before the first event).
+    wait_for(lambda: writer.poll() is not None or any(model_dir.glob("train/events.out.tfevents.*")), timeout=120)
     tail = subprocess.Popen(
         tpuctl_cmd("tail", str(model_dir), "--json", "--interval", "0.1", "--until-idle", "8"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    writer = subprocess.run(
-        [sys.executable, str(SCRIPTS / "summary_writer.py"), str(model_dir), str(STEPS), str(tmp_path / "expected.json")],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert writer.returncode == 0, writer.stderr
+    _, writer_err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, writer_err
     out, err = tail.communicate(timeout=60)
     assert tail.returncode == 0, err
     events = [json.loads(line) for line in out.splitlines()]
