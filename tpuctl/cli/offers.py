@@ -50,8 +50,9 @@ def accelerators(
     zones: str | None, capacity: str, model_dir: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """The old name of `tpuctl offers` (without TYPE: the types a zone offers)."""
-    click.echo("note: `tpuctl accelerators` is now `tpuctl offers`; the same options work there", err=True)
     _offers(types, project, credentials, access_token_file, zone, zones, capacity, model_dir, as_json)
+    # After the answer: a refusal stays the one error line, as every command's does.
+    click.echo("note: `tpuctl accelerators` is now `tpuctl offers`; the same options work there", err=True)
 
 
 def _offers(
