@@ -25,7 +25,11 @@ SPOT_QUOTA = "TPUV5sLitepodPreemptiblePerProjectPerZoneForTPUAPI"
 @pytest.fixture
 def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
     g = google_standin
-    g.projects.tpu_quotas = {ON_DEMAND_QUOTA: {"us-west4-a": 64, "us-central1-a": 8, "europe-west4-a": 32}, SPOT_QUOTA: {"us-west4-a": 16}}
+    g.projects.tpu_quotas = {
+        ON_DEMAND_QUOTA: {"us-west4-a": 64, "us-central1-a": 8, "europe-west4-a": 32},
+        SPOT_QUOTA: {"us-west4-a": 16},
+        "TPUV4PodPerProjectPerZoneForTPUAPI": {"us-central2-b": 32},  # sorted first: v5e's spot quota is on page 2
+    }
     g.projects.add_bucket("models", "EUROPE-WEST4")
     made = Cli(g, tmp_path)
     made.env["TPUCTL_STORAGE_ENDPOINT"] = g.url
@@ -58,7 +62,7 @@ def test_offers_lists_only_the_zones_that_offer_the_type_ranked_and_explained(go
     assert "unknown" in by_zone[("europe-west4-a", "spot")] and "no list price" in by_zone[("europe-west4-a", "spot")]
     assert lines[7].startswith("sorted by: your order of types, then of capacity kinds")
     assert "Cloud Billing Catalog" in lines[8] and lines[-1] == "the model dir's bucket is in EUROPE-WEST4"
-    assert google_standin.count("GET", "/quotaInfos") == 1 and google_standin.count("GET", "/storage/v1/b/models") == 1
+    assert google_standin.count("GET", "/quotaInfos") == 2 and google_standin.count("GET", "/storage/v1/b/models") == 1
 
 
 def test_a_recent_stockout_goes_last_and_is_shown(google_standin: GoogleStandin, cli: Cli) -> None:
