@@ -257,7 +257,10 @@ class ProjectApis:
         return self.buckets[name]
 
     def storage_get_bucket(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
-        """buckets.get: the Bucket resource's fields a reader of its location sees (storage/docs/json_api/v1/buckets)."""
+        """buckets.get: the Bucket resource's fields a reader of its location sees (storage/docs/json_api/v1/buckets).
+
+        Here rather than in gcp-storage-emulator: its buckets.insert ignores the requested location (every
+        bucket is "US", multi-region), and offers' distance needs regions and dual-regions."""
         name = params["b"]
         self._bucket(name)
         location = self.bucket_locations[name]
