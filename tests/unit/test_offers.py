@@ -91,3 +91,23 @@ def test_quota_limits_per_zone_and_kind_in_chips() -> None:
     assert limits == {("us-west4-a", o.ON_DEMAND): 64, ("us-central1-a", o.ON_DEMAND): quotas.UNLIMITED, ("us-west4-a", o.SPOT): 16}
     assert quotas.limits(infos, shape_of("v2-8"), (o.ON_DEMAND,)) == {("us-central1-b", o.ON_DEMAND): 8}
     assert quotas.quota_id(shape_of("v2-32"), o.SPOT) == "TPUV2sPodPreemptiblePerProjectPerZoneForTPUAPI"
+
+
+@given(st.text(max_size=300))
+def test_a_zones_value_is_every_zone_a_list_of_zones_or_one_line_exit_2(text: str) -> None:
+    from tpuctl.inputs.errors import USAGE, TpuctlError
+    from tpuctl.settings.cloud import zones_of
+
+    try:
+        zones = zones_of(text)
+    except TpuctlError as err:
+        assert err.exit_code == USAGE and "\n" not in str(err)
+        return
+    assert zones is None or all(z.count("-") == 2 for z in zones)
+
+
+def test_zones_spelled_all_or_auto_mean_every_zone_and_a_list_is_kept_in_order_once() -> None:
+    from tpuctl.settings.cloud import zones_of
+
+    assert zones_of("all") is None and zones_of(" AUTO ") is None
+    assert zones_of("us-west4-a, us-central1-a,us-west4-a") == ["us-west4-a", "us-central1-a"]
