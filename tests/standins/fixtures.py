@@ -114,6 +114,7 @@ def standin_env(g: GoogleStandin, tmp_path: Path) -> dict[str, str]:
         "TPUCTL_ML_ENDPOINT": g.url,
         "TPUCTL_SERVICEUSAGE_ENDPOINT": g.url,
         "TPUCTL_BILLING_ENDPOINT": g.url,
+        "TPUCTL_QUOTAS_ENDPOINT": g.url,
         "TPUCTL_TOKEN_URI": g.url + "/token",
         "TPUCTL_ACCESS_TOKEN_FILE": str(token_file),
         "TPUCTL_PROJECT": g.project,

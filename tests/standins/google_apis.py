@@ -13,6 +13,8 @@ project. One ThreadingHTTPServer on 127.0.0.1 serves every API on one port:
 * Service Usage v1beta1 ``:generateServiceIdentity`` and v1 ``services/S`` get / ``:enable``;
 * Vertex AI v1 custom jobs ``/v1/projects/P/locations/L/customJobs...`` (see vertex_api.py);
 * Cloud Billing Catalog v1 ``GET /v1/services/S/skus`` (see billing_api.py), by bearer token or ``key=``;
+* Cloud Quotas v1 ``GET /v1/projects/P/locations/global/services/S/quotaInfos`` (paged; see project_apis.py);
+* Cloud Storage ``GET /storage/v1/b/B`` (a bucket with its location);
 * Cloud Logging v2 ``POST /v2/entries:list`` (see logging_api.py), routed before the TPU's ``/v2/``;
 * Cloud Storage JSON API ``/storage/v1/b/B/iam`` (GET / PUT, etag) and IAM v1 service-account
   ``:getIamPolicy`` / ``:setIamPolicy`` / ``:testIamPermissions`` (and CRM ``:testIamPermissions``).
@@ -117,6 +119,15 @@ _OTHER_ROUTES: list[tuple[str, re.Pattern[str], str, str, str, str]] = [
             "projects/{p}",
         ),
         # Bucket paths name no project: the stand-in's buckets all belong to its project.
+        ("GET", r"/storage/v1/b/(?P<b>[^/]+)", "storage_get_bucket", "storage.googleapis.com", "storage.buckets.get", "projects/_/buckets/{b}"),
+        (
+            "GET",
+            r"/v1/" + _P + r"/locations/global/services/(?P<s>[^/]+)/quotaInfos",
+            "quota_infos",
+            "cloudquotas.googleapis.com",
+            "cloudquotas.quotas.get",
+            "projects/{p}/locations/global/services/{s}",
+        ),
         ("GET", r"/storage/v1/b/(?P<b>[^/]+)/iam", "storage_get_policy", "storage.googleapis.com", "storage.buckets.getIamPolicy", "projects/_/buckets/{b}"),
         ("PUT", r"/storage/v1/b/(?P<b>[^/]+)/iam", "storage_set_policy", "storage.googleapis.com", "storage.buckets.setIamPolicy", "projects/_/buckets/{b}"),
         (

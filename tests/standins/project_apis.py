@@ -37,6 +37,7 @@ SERVICE_TITLES: dict[str, str] = {
     "aiplatform.googleapis.com": "Vertex AI API",
     "storage.googleapis.com": "Cloud Storage API",
     "logging.googleapis.com": "Cloud Logging API",
+    "cloudquotas.googleapis.com": "Cloud Quotas API",
 }
 _AGENT = re.compile(r"serviceAccount:service-[0-9]+@gcp-sa-aiplatform(-cc)?\.iam\.gserviceaccount\.com\Z")
 _MEMBER = re.compile(
@@ -65,6 +66,10 @@ class ProjectApis:
         }
         self.policy["etag"] = self._next_etag()
         self.buckets: dict[str, JSON] = {}  # bucket name -> its IAM policy
+        self.bucket_locations: dict[str, str] = {}  # bucket name -> its location, as Cloud Storage spells it (US-CENTRAL1, EU, NAM4)
+        # Cloud Quotas: quotaId -> {zone: limit} of service tpu.googleapis.com (value -1: unlimited).
+        self.tpu_quotas: dict[str, dict[str, int]] = {}
+        self.quota_page_size = 2  # small, so that every client has to follow nextPageToken
         self.service_accounts: dict[str, JSON] = {}  # email -> its IAM policy
         self.agents: set[str] = set()  # service agents created by generateServiceIdentity
 
@@ -231,9 +236,10 @@ class ProjectApis:
 
     # --- Cloud Storage JSON API: bucket IAM (storage/v1/b/B/iam) ------------------------------------
 
-    def add_bucket(self, name: str) -> None:
+    def add_bucket(self, name: str, location: str = "US") -> None:
         """A bucket of the project with the policy a new bucket has: the legacy project-role bindings."""
         p = self.host.project
+        self.bucket_locations[name] = location
         self.buckets[name] = {
             "kind": "storage#policy",
             "resourceId": f"projects/_/buckets/{name}",
@@ -249,6 +255,43 @@ class ProjectApis:
         if name not in self.buckets:
             raise ApiError(404, "The specified bucket does not exist.", "NOT_FOUND")
         return self.buckets[name]
+
+    def storage_get_bucket(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        """buckets.get: the Bucket resource's fields a reader of its location sees (storage/docs/json_api/v1/buckets).
+
+        Here rather than in gcp-storage-emulator: its buckets.insert ignores the requested location (every
+        bucket is "US", multi-region), and offers' distance needs regions and dual-regions."""
+        name = params["b"]
+        self._bucket(name)
+        location = self.bucket_locations[name]
+        kind = "region" if "-" in location else "dual-region" if location[-1].isdigit() else "multi-region"
+        return {"kind": "storage#bucket", "id": name, "name": name, "location": location, "locationType": kind, "storageClass": "STANDARD"}
+
+    # --- Cloud Quotas v1: quotaInfos of a service ----------------------------------------------------
+
+    def quota_infos(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        """quotaInfos.list, paged by pageToken (an index here, opaque to clients); per-zone TPU quotas only."""
+        if params["s"] != "tpu.googleapis.com":
+            return {}
+        number = self.host.project_number
+        infos = [
+            {
+                "name": f"projects/{number}/locations/global/services/tpu.googleapis.com/quotaInfos/{quota_id}",
+                "quotaId": quota_id,
+                "metric": f"tpu.googleapis.com/{quota_id.removesuffix('PerProjectPerZoneForTPUAPI').lower()}",
+                "service": "tpu.googleapis.com",
+                "isPrecise": True,
+                "containerType": "PROJECT",
+                "dimensions": ["zone"],
+                "dimensionsInfos": [
+                    {"dimensions": {"zone": zone}, "details": {"value": str(value)}, "applicableLocations": [zone]} for zone, value in sorted(zones.items())
+                ],
+            }
+            for quota_id, zones in sorted(self.tpu_quotas.items())
+        ]
+        start = int(query.get("pageToken") or 0)
+        end = start + self.quota_page_size
+        return {"quotaInfos": infos[start:end], **({"nextPageToken": str(end)} if end < len(infos) else {})}
 
     def storage_get_policy(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
         policy = copy.deepcopy(self._bucket(params["b"]))

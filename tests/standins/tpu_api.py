@@ -133,6 +133,8 @@ class TpuService:
         self._rng = random.Random(seed * 7919 + 17)
         self._next_ip: dict[str, int] = {}
         self.queue = QueuedResources(self)
+        # zone -> how many acceleratorTypes.list replies come back empty first (an enabled zone's empty reply, seen in the wild)
+        self.empty_type_lists: dict[str, int] = {}
 
     # --- time ---------------------------------------------------------------------------------
 
@@ -195,6 +197,9 @@ class TpuService:
 
     def list_accelerator_types(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
         zone = params["z"]
+        if self.empty_type_lists.get(zone, 0) > 0:
+            self.empty_type_lists[zone] -= 1
+            return {}
         return page([self._accelerator(zone, t) for t in self.zones[zone].accelerator_types], "acceleratorTypes", query)
 
     def get_accelerator_type(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:

@@ -128,7 +128,7 @@ def cloud(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GoogleStandin
     with GoogleStandin(project="tpuctl-test", seed=0) as g:
         g.add_ready_nodes(ZONE, 1, prefix="ready")
         monkeypatch.setenv("TPUCTL_ACCESS_TOKEN_FILE", str(write_access_token_file(g, home / "token")))
-        for name in ("TPU", "RESOURCEMANAGER", "ML", "SERVICEUSAGE"):
+        for name in ("TPU", "RESOURCEMANAGER", "ML", "SERVICEUSAGE", "BILLING", "QUOTAS"):
             monkeypatch.setenv(f"TPUCTL_{name}_ENDPOINT", g.url)
         monkeypatch.setenv("TPUCTL_TOKEN_URI", g.url + "/token")
         monkeypatch.setenv("TPUCTL_PROJECT", g.project)
@@ -243,6 +243,7 @@ BASES: dict[str, list[str]] = {
     "list": ["list"],
     "logs": ["logs", "missing-run"],
     "new": ["new", "keras-fit", "fresh"],
+    "offers": ["offers", "v4-8", "--zones", "us-central2-b"],
     "profile": ["profile", "missing-run", "--duration", "1"],
     "recreate": ["recreate", "missing-node"],
     "report": ["report", "missing-run"],

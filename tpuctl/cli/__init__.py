@@ -27,7 +27,7 @@ from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 # command name -> (module, attribute, one-line help shown in `tpuctl --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "auth": ("tpuctl.cli.auth", "auth", "Check credentials; give the TPU service identity the roles a job needs."),
-    "accelerators": ("tpuctl.cli.node_info", "accelerators", "List the TPU accelerator types a zone offers."),
+    "accelerators": ("tpuctl.cli.offers", "accelerators", "The old name of `tpuctl offers`."),
     "attach": ("tpuctl.cli.runs", "attach", "Follow a detached run's console to its end; Ctrl-C detaches, the run goes on."),
     "babysit": ("tpuctl.cli.babysit", "babysit", "Watch a TPU VM; recreate it when preempted and rerun a command."),
     "config": ("tpuctl.cli.config_cmd", "config_group", "Show every setting and where its value came from."),
@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "list": ("tpuctl.cli.node_info", "list_nodes", "List TPU VMs in a zone or in every zone."),
     "logs": ("tpuctl.cli.runs", "logs", "Print a run's worker output, while it runs or after; -f follows it to the end."),
     "new": ("tpuctl.cli.project.new", "new", "Write a training script template (Keras fit, custom loop, TPU, parameter server) into a new folder."),
+    "offers": ("tpuctl.cli.offers", "offers", "Where a TPU type can be had (zone, spot/on-demand, price, quota, bucket), best first."),
     "profile": ("tpuctl.cli.diagnosis.profile", "profile", "Profile every worker of a running launch at once; say where its time goes."),
     "recreate": ("tpuctl.cli.node_ops", "recreate", "Create a TPU VM again from its saved spec."),
     "report": ("tpuctl.cli.diagnosis.report", "report", "Show where a run's wall time went (start-up, steps, checkpoints, restarts) and its goodput."),

@@ -1,4 +1,4 @@
-"""`tpuctl list | describe | accelerators | runtimes`: read-only views of TPU nodes and zones."""
+"""`tpuctl list | describe | runtimes`: read-only views of TPU nodes and zones."""
 
 from __future__ import annotations
 
@@ -25,23 +25,33 @@ def node_age(node: Node) -> str:
 @click.command("list")
 @project_options
 @zone_option
-@click.option("--all-zones", is_flag=True, help="Every zone the project can use, queried concurrently.")
+@click.option("--all-zones", is_flag=True, help="Every zone the project can use, queried concurrently (the same as --zones all).")
+@click.option("--zones", metavar="all|Z1,Z2,...", help="These zones, or `all` (or `auto`): every zone the TPU API lists, as in `tpuctl offers`.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of nodes with the v2 API's field names plus zone and listPrice.")
 def list_nodes(
-    project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, all_zones: bool, as_json: bool
+    project: str | None,
+    credentials: str | None,
+    access_token_file: str | None,
+    zone: str | None,
+    all_zones: bool,
+    zones: str | None,
+    as_json: bool,
 ) -> None:
     """List TPU VMs in a zone (or all zones)."""
     from tpuctl.cloud.node_lookup import list_nodes as listing
+    from tpuctl.settings.cloud import zones_of
 
-    if all_zones and zone:
-        raise TpuctlError("give --zone or --all-zones, not both")
+    if sum(bool(given) for given in (all_zones, zone, zones)) > 1:
+        raise TpuctlError("give one of --zone, --zones and --all-zones")
+    named = zones_of(zones) if zones else None
+    every = all_zones or (zones is not None and named is None)
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    if not all_zones:
+    if not every and not named:
         resolved.require("zone")
     api = tpu_api(resolved)
-    found = listing(api, None if all_zones else resolved.zone)
+    found = listing(api, None) if every else [n for z in named or [resolved.zone] for n in listing(api, z)]
     if not found and not as_json:
-        click.echo(f"no TPU nodes in {'any zone' if all_zones else resolved.zone} of project {api.project}", err=True)
+        click.echo(f"no TPU nodes in {'any zone' if every else ', '.join(named or [resolved.zone])} of project {api.project}", err=True)
         return
     from tpuctl.cloud.prices import price_book
 
@@ -114,21 +124,6 @@ def describe(name: str, project: str | None, credentials: str | None, access_tok
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         click.echo(f"{key.ljust(width)}  {value}")
-
-
-@click.command("accelerators")
-@project_options
-@zone_option
-@click.option("--json", "as_json", is_flag=True, help="A JSON array of accelerator types as the v2 API returns them.")
-def accelerators(project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, as_json: bool) -> None:
-    """The TPU accelerator types a zone offers."""
-    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    found = tpu_api(resolved).accelerator_types(resolved.zone)
-    if as_json:
-        click.echo(json.dumps(found, indent=2))
-        return
-    rows = [[str(a.get("type", "")), ", ".join(f"{c.get('type', '')} {c.get('topology', '')}" for c in a.get("acceleratorConfigs", []))] for a in found]
-    print_table(["TYPE", "CONFIGURATIONS"], rows)
 
 
 @click.command("runtimes")

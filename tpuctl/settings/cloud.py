@@ -91,7 +91,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("create-deadline", "seconds one create may stay CREATING before it counts as a stockout", _check(_WHOLE_SECONDS, "1800"), "1800"),
     Setting("model-dir", "default bucket path for checkpoints and summaries", _check(_BUCKET_PATH, "gs://my-bucket/runs")),
     Setting("tpu-endpoint", "Cloud TPU API endpoint", _check(_URL, "https://tpu.googleapis.com"), "https://tpu.googleapis.com"),
-    Setting("vertex-endpoint", "Vertex AI API endpoint  [default: https://REGION-aiplatform.googleapis.com]", _check(_URL, "https://us-central1-aiplatform.googleapis.com")),
+    Setting(
+        "vertex-endpoint",
+        "Vertex AI API endpoint  [default: https://REGION-aiplatform.googleapis.com]",
+        _check(_URL, "https://us-central1-aiplatform.googleapis.com"),
+    ),
     Setting("logging-endpoint", "Cloud Logging API endpoint", _check(_URL, "https://logging.googleapis.com"), "https://logging.googleapis.com"),
     Setting(
         "resourcemanager-endpoint",
@@ -113,6 +117,12 @@ SETTINGS: tuple[Setting, ...] = (
         _check(_URL, "https://cloudbilling.googleapis.com"),
         "https://cloudbilling.googleapis.com",
     ),
+    Setting(
+        "quotas-endpoint",
+        "Cloud Quotas API endpoint (TPU quota per zone, for offers)",
+        _check(_URL, "https://cloudquotas.googleapis.com"),
+        "https://cloudquotas.googleapis.com",
+    ),
     Setting("billing-api-key", "API key for the Billing Catalog, used instead of the credentials for prices", _check(_API_KEY, "AIza..."), secret=True),
     Setting("iam-endpoint", "IAM API endpoint (service account policies)", _check(_URL, "https://iam.googleapis.com"), "https://iam.googleapis.com"),
     Setting("token-uri", "OAuth token endpoint for credential refresh", _check(_URL, "https://oauth2.googleapis.com/token")),
@@ -120,6 +130,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("credentials", "service-account or authorized-user JSON key file, used instead of ADC", _file),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+EVERY_ZONE = ("all", "auto")  # how `--zones` says "every zone the TPU API lists", in `list`, `offers` and create's hunt
+
+
+def zones_of(text: str) -> list[str] | None:
+    """A `--zones` value: None for every zone (EVERY_ZONE), else the zones named, each a zone's name."""
+    if text.strip().lower() in EVERY_ZONE:
+        return None
+    zones = [part.strip() for part in text.split(",")]
+    bad = [zone for zone in zones if not _ZONE.match(zone)]
+    if bad or len(zones) > 200:
+        raise TpuctlError(f"--zones: {inputs.shown((bad or zones)[0])} is not a zone", hint="e.g. --zones all, or --zones us-central2-b,us-east5-a")
+    return list(dict.fromkeys(zones))
+
+
 BY_KEY_ATTR: dict[str, Setting] = {s.attr: s for s in SETTINGS}
 
 
