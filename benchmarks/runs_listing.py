@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tpuctl import endings  # noqa: E402
+from tpuctl.endings import INTERRUPTED, Kind  # noqa: E402
 from tpuctl.runs import records  # noqa: E402
 from tpuctl.runs.records import RunRecord  # noqa: E402
 
@@ -51,7 +53,7 @@ TARGET = 45.0
 RUNNING, LOST = 20, 5
 RUN_TIMEOUT_S = 120
 SCRIPTS = ("train.py", "examples/train_tpu.py", "bert/pretrain.py", "resnet50.py", "sweep/trial.py")
-ENDINGS = ((records.SUCCEEDED, 0, 70), (records.FAILED_STATE, 1, 15), (records.STOPPED, 130, 9), (records.PREEMPTED, 1, 6))
+ENDINGS = ((Kind.SUCCEEDED.value, 0, 70), (Kind.FAILED.value, 1, 15), (Kind.STOPPED.value, INTERRUPTED, 9), (Kind.PREEMPTED.value, 1, 6))
 BACKENDS = (("local", 60), ("ssh", 20), ("kubernetes", 10), ("vertex", 10))
 # Holds the claim of every folder named on stdin until stdin closes, as a detached supervisor holds its run's.
 HOLDER = """
@@ -117,7 +119,7 @@ def check(name: str, stdout: str, count: int) -> None:
     listed = json.loads(stdout)
     states = Counter(run["state"] for run in listed)
     started = [run["started"] for run in listed]
-    if len(listed) != count or states[records.RUNNING] != RUNNING or states[records.LOST] != LOST or started != sorted(started, reverse=True):
+    if len(listed) != count or states[endings.RUNNING] != RUNNING or states[Kind.LOST.value] != LOST or started != sorted(started, reverse=True):
         raise SystemExit(f"{name}: expected {count} runs, {RUNNING} running and {LOST} lost, newest first; got {len(listed)}, {dict(states)}")
 
 
