@@ -132,7 +132,7 @@ class TpuSlice:
         """What the run's record keeps to price it: the node's type, zone and kind, and its slice's list price now
         (tpuctl/cloud/prices.py: the catalogue, else the dated table, said as such). A reserved node is billed by its
         reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch."""
-        from tpuctl.cloud.prices import price_book
+        from tpuctl.cloud.prices import LAUNCH_DEADLINE_S, price_book
         from tpuctl.inputs.errors import one_line
         from tpuctl.runs.records import SliceCost
 
@@ -140,7 +140,7 @@ class TpuSlice:
         capacity = "reserved" if node.reserved else node.capacity
         try:
             api = self._api()
-            book = price_book(api.settings, api.bearer_token)
+            book = price_book(api.settings, api.bearer_token, deadline_s=LAUNCH_DEADLINE_S)
         except (TpuctlError, OSError) as err:
             return SliceCost(node.accelerator, node.zone, capacity, None, one_line(f"no list price: {err}", 300))
         usd = None if node.reserved else book.slice_price(node.accelerator, node.zone, node.capacity)
