@@ -137,14 +137,15 @@ class TpuSlice:
         from tpuctl.runs.records import SliceCost
 
         node = self.node
-        capacity = "reserved" if node.reserved else node.capacity
+        if node.reserved:
+            return SliceCost(node.accelerator, node.zone, "reserved", None, "billed by its reservation, not at a list price")
         try:
             api = self._api()
             book = price_book(api.settings, api.bearer_token, deadline_s=LAUNCH_DEADLINE_S)
         except (TpuctlError, OSError) as err:
-            return SliceCost(node.accelerator, node.zone, capacity, None, one_line(f"no list price: {err}", 300))
-        usd = None if node.reserved else book.slice_price(node.accelerator, node.zone, node.capacity)
-        return SliceCost(node.accelerator, node.zone, capacity, usd, one_line(book.describe(), 300))
+            return SliceCost(node.accelerator, node.zone, node.capacity, None, one_line(f"prices could not be read: {err}", 300))
+        usd = book.slice_price(node.accelerator, node.zone, node.capacity)
+        return SliceCost(node.accelerator, node.zone, node.capacity, usd, one_line(book.describe(), 300))
 
     def down(self) -> str | None:
         """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
