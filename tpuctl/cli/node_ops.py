@@ -10,7 +10,7 @@ import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.display import StatusLine
-from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 if TYPE_CHECKING:
     from tpuctl.cloud.lifecycle import Ensured
@@ -86,7 +86,11 @@ def _list_price(spec: NodeSpec, resolved: Settings, api: TpuApi) -> dict[str, ob
     from tpuctl.cloud.prices import price_book
     from tpuctl.tpu.accelerators import shape_from_config
 
-    book = price_book(resolved, api.bearer_token)
+    try:
+        book = price_book(resolved, api.bearer_token)
+    except (TpuctlError, OSError) as err:  # the node is being made: a price that cannot be had never stops that
+        click.echo(f"tpuctl: {spec.accelerator()} in {spec.zone}, {spec.capacity()}: no list price (prices could not be read: {one_line(str(err))})", err=True)
+        return None
     # --type/--topology names the slice by its shape; the SKUs price it by chips, which its type name carries too.
     try:
         named = spec.accelerator_type or shape_from_config(str(spec.config_type), str(spec.topology)).accelerator_type

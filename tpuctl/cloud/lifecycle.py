@@ -89,11 +89,11 @@ def ensure(
             if raced is not None:
                 spec = _adopt(spec, raced, runtime_given)
                 _check_reusable(spec, raced)
-    before_create()
     # Saved before the wait, so an interrupted create can still be recreated or deleted by name; a try that
     # fails takes back the spec it saved (not one an earlier create saved: recreate and babysit need that).
     pending = nodespec.load(spec.project, spec.zone, spec.name) is None
     nodespec.save(spec)
+    before_create()  # after the save: a Ctrl-C while prices are read still leaves a node tpuctl can find by name
     if not wait:
         found = api.get_node(spec.zone, spec.name)
         return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True, spec=spec)
