@@ -89,3 +89,31 @@ def test_a_service_account_key_reads_the_catalogue_through_google_auth(google_st
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].startswith(f"total ${32 * CATALOGUE_V4:,.2f} per hour (list prices from the Cloud Billing Catalog")
     assert google_standin.count("POST", "/token") >= 1
+
+
+def test_create_says_the_slices_list_price_before_it_waits(google_standin: GoogleStandin, cli: Cli) -> None:
+    """v5litepod-16 is 16 chips; the stand-in's spot price in us-west4 is not the table's, so the line tells its source."""
+    spot = google_standin.billing.prices[("TpuV5e", "us-west4", "spot")]
+    assert spot != list_prices.TABLE[("v5litepod", "us-west4")][1]
+    result = cli("create", "hunt", "--zone", "us-west4-a", "--accelerator-type", "v5litepod-16", "--spot", "--json")
+    line = next(line for line in result.stderr.splitlines() if "list price" in line)
+    assert line.startswith(f"tpuctl: v5litepod-16 in us-west4-a, spot: ${16 * spot:,.2f}/h list price (list prices from the Cloud Billing Catalog")
+    body = json.loads(result.stdout)
+    assert (body["zone"], body["capacity"], body["state"]) == ("us-west4-a", "spot", "READY")
+    assert body["listPrice"]["usdPerHour"] == pytest.approx(16 * spot) and body["listPrice"]["source"] == "catalogue"
+    shaped = cli("create", "shaped", "--zone", "us-west4-a", "--type", "v5litepod", "--topology", "2x4", "--spot", "--async")
+    assert f"tpuctl: v5litepod-8 in us-west4-a, spot: ${8 * spot:,.2f}/h list price (" in shaped.stderr  # 8 chips
+
+
+def test_create_where_no_sku_prices_the_slice_says_so_never_a_guess(google_standin: GoogleStandin, cli: Cli) -> None:
+    """The table prices v6e in europe-west4; the stand-in's catalogue has no SKU there: once read, "no list price"."""
+    google_standin.faults.disabled_apis.add("cloudbilling.googleapis.com")
+    result = cli("create", "from-table", "--zone", "europe-west4-a", "--accelerator-type", "v6e-8", "--json")
+    line = next(line for line in result.stderr.splitlines() if "list price" in line)
+    table = list_prices.TABLE[("v6e", "europe-west4")][0]
+    assert line.startswith(f"tpuctl: v6e-8 in europe-west4-a, on-demand: ${8 * table:,.2f}/h list price (list prices from tpuctl's table of")
+    assert json.loads(result.stdout)["listPrice"]["source"] == "table"
+    google_standin.faults.disabled_apis.discard("cloudbilling.googleapis.com")
+    result = cli("create", "unpriced", "--zone", "europe-west4-a", "--accelerator-type", "v6e-8", "--json")
+    assert "tpuctl: v6e-8 in europe-west4-a, on-demand: no list price (list prices from the Cloud Billing Catalog" in result.stderr
+    assert json.loads(result.stdout)["listPrice"] == {**json.loads(result.stdout)["listPrice"], "usdPerHour": None, "source": "catalogue"}

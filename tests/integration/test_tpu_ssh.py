@@ -116,6 +116,7 @@ def test_launch_on_every_host_of_a_slice_after_cleanup(slice_env: tuple[dict[str
     dumps = [json.loads((out / f"{index}.json").read_text()) for index in (0, 1)]
     assert [d["argv"][1:] for d in dumps] == [["x y"], ["x y"]]
     assert [json.loads(d["env"]["TF_CONFIG"])["task"]["index"] for d in dumps] == [0, 1]
+    _the_run_is_priced_at_its_slices_list_price(env, tmp_path)
     dry = run_tpuctl("launch", str(SCRIPTS / "argv_dump.py"), "--tpu", name, "--ssh-config", str(config), "--cleanup", "--dry-run", env=env, cwd=tmp_path)
     assert dry.returncode == 0 and "cleanup" not in dry.stderr  # a dry run changes nothing anywhere
     # Issue 30: the slice's side of the plan, and this machine's paths planned for its hosts said as such.
@@ -130,3 +131,27 @@ def test_launch_on_every_host_of_a_slice_after_cleanup(slice_env: tuple[dict[str
     assert f"warning: the hosts must already have {SCRIPTS / 'argv_dump.py'}, this machine's path: pass --sync" in dry.stdout
     both = run_tpuctl("launch", str(SCRIPTS / "argv_dump.py"), "--tpu", name, "--hosts", "h1", env=env, cwd=tmp_path)
     assert both.returncode == 2 and "give one of --hosts, --hostfile, --tpu" in both.stderr
+
+
+def _the_run_is_priced_at_its_slices_list_price(env: dict[str, str], cwd: Path) -> None:
+    """Issue 36: the launch's record keeps the node's type, zone and kind, and its slice's list price from the stand-in's
+    catalogue (a v4-16 is 8 chips, 2 hosts: the Pod chip SKU); `runs` and `report` price the wall time at it."""
+    import json
+
+    from tests.standins.billing_api import DEFAULT_PRICES
+
+    hourly = 8 * DEFAULT_PRICES[("Tpu-v4 Pod chip", "us-central2", "on-demand")]
+    (run,) = json.loads(run_tpuctl("runs", "--json", env=env, cwd=cwd).stdout)
+    assert (run["tpu"], run["zone"], run["capacity"]) == ("v4-16", ZONE, "on-demand")
+    assert run["price_per_hour"] == pytest.approx(hourly) and run["price_note"].startswith("list prices from the Cloud Billing Catalog")
+    assert run["cost_usd"] == round(run["duration_s"] / 3600 * hourly, 2)
+    listing = run_tpuctl("runs", env=env, cwd=cwd)
+    assert listing.stdout.splitlines()[0].split()[-1] == "COST" and "list price" in listing.stderr
+    body = json.loads(run_tpuctl("report", run["run_id"], "--json", env=env, cwd=cwd).stdout)
+    assert (body["price_source"], body["tpu"]) == ("list", {"type": "v4-16", "zone": ZONE, "capacity": "on-demand"})
+    assert body["cost"] == round(body["wall_s"] / 3600 * hourly, 2) and body["price_per_hour"] == pytest.approx(hourly)
+    assert sum(body["lost_cost_by_category"].values()) == pytest.approx(body["lost_cost"], abs=0.01)
+    text = run_tpuctl("report", run["run_id"], env=env, cwd=cwd).stdout
+    assert f"at {hourly:g} USD/h (list price of v4-16 (on-demand) in {ZONE} as the run started; list prices from" in text
+    mine = run_tpuctl("report", run["run_id"], "--price-per-hour", "10", "--json", env=env, cwd=cwd)
+    assert json.loads(mine.stdout)["price_source"] == "user" and json.loads(mine.stdout)["price_per_hour"] == 10

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -147,3 +148,57 @@ def test_runs_shows_a_finished_runs_goodput_as_a_column_and_in_json(run_dir: Pat
     head, row = table.out.splitlines()[:2]
     assert head.split()[-1] == "GOODPUT" and row.split()[-1] == "71%"
     assert json.loads(invoke(["runs", "--json"]).out)[0]["goodput"] == 0.714
+
+
+def _tpu_record(run_dir: Path, **fields: object) -> dict[str, object]:
+    """A record as `launch --tpu` writes it (tests/integration/test_tpu_ssh.py launches one for real), with `fields` over it."""
+    record = RunRecord(RUN_ID, "ssh", "train.py", str(run_dir), time.time() - 100, os.getpid(), "here", state="succeeded", ended=time.time(), exit_code=0)
+    priced = {"tpu": "v5litepod-16", "zone": "us-west4-a", "capacity": "spot", "price_per_hour": 7.2, "price_note": "list prices from tpuctl's table"}
+    return {**record.to_json(), **priced, **fields}
+
+
+def _write_raw(body: dict[str, object]) -> None:
+    where = records.folder()
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"{RUN_ID}.json").write_text(json.dumps(body))  # json.dumps writes NaN and Infinity as JSON's parser reads them
+
+
+def test_a_tpu_runs_record_prices_its_wall_time_and_its_badput_and_says_which_price(run_dir: Path) -> None:
+    _write_raw(_tpu_record(run_dir))
+    body = json.loads(report(RUN_ID, "--json").out)
+    assert (body["price_source"], body["price_per_hour"], body["cost"]) == ("list", 7.2, 0.2)  # 100 s at 7.2 USD/h
+    assert body["lost_cost"] == pytest.approx(0.04) and body["lost_cost_by_category"]["start-up"] == pytest.approx(4 / 3600 * 7.2)
+    text = report(str(run_dir)).out  # by its log folder: the record that names it prices it
+    assert "cost: 0.20 USD, 0.03 h at 7.2 USD/h (list price of v5litepod-16 (spot) in us-west4-a as the run started; list prices" in text
+    assert "time not training: 0.01 h, at 7.2 USD/h: 0.04 USD (other 0.02, first step 0.01, start-up 0.01)" in text
+    assert "(your price_per_hour" in report(RUN_ID, "--price-per-hour", "36").out
+    _write_raw(_tpu_record(run_dir, capacity="reserved", price_per_hour=None, price_note="a reservation bills it"))
+    assert "cost: unknown: no list price for v5litepod-16 (reserved) in us-west4-a (a reservation bills it); --price-per-hour" in report(RUN_ID).out
+    listed = invoke(["runs"])
+    assert listed.out.splitlines()[0].split()[-1] != "COST"  # no priced run: no column
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"price_per_hour": math.nan},
+        {"price_per_hour": -1.0},
+        {"price_per_hour": 1e300},
+        {"price_per_hour": math.inf},
+        {"price_per_hour": "7.2"},
+        {"price_per_hour": True},
+        {"zone": "us-west4-a\x1b[31m"},
+        {"price_note": "x" * 5000},
+        {"tpu": ["v4-8"]},
+    ],
+)
+def test_a_hostile_price_in_a_record_is_one_line_never_a_traceback(run_dir: Path, fields: dict[str, object]) -> None:
+    _write_raw(_tpu_record(run_dir, **fields))
+    listed = invoke(["runs"])
+    assert listed.crash is None and listed.code == 0 and "Traceback" not in listed.err
+    skipped = [line for line in listed.err.splitlines() if "skipped a run record" in line]
+    assert len(skipped) == 1 and (("price_per_hour" in skipped[0]) == ("price_per_hour" in fields)) and "\x1b" not in listed.err
+    by_id = invoke(["report", RUN_ID])
+    assert by_id.crash is None and by_id.code == 1 and by_id.err.splitlines()[-1].startswith("Error: no run") and "\x1b" not in by_id.err
+    by_folder = invoke(["report", str(run_dir)])  # the timeline is still reported; the record that cannot be read prices nothing
+    assert by_folder.crash is None and by_folder.code == 0 and "cost" not in by_folder.out and "goodput 80%" in by_folder.out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -9,11 +10,14 @@ import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.display import StatusLine
-from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 if TYPE_CHECKING:
     from tpuctl.cloud.lifecycle import Ensured
     from tpuctl.cloud.node import Node
+    from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.settings.cloud import Settings
 
 
 def _hosts(node: Node) -> str:
@@ -40,11 +44,13 @@ def _hosts(node: Node) -> str:
 @click.option("--service-account", metavar="EMAIL", help="Service account the TPU VMs run as.")
 @click.option("--startup-script", type=click.Path(dir_okay=False, path_type=Path), help="Script each TPU VM runs at boot.")
 @click.option("--async", "no_wait", is_flag=True, help="Return once the request is accepted; do not wait for READY.")
-def create(name: str, no_wait: bool, **flags: Any) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: name, zone, acceleratorType, capacity, created, state, listPrice.")
+def create(name: str, no_wait: bool, as_json: bool, **flags: Any) -> None:
     """Create the TPU VM NAME and wait until it is READY and HEALTHY.
 
     Re-running with the same spec reuses the node; a different spec is an
     error that lists the differences. The spec is saved for `tpuctl recreate`.
+    Before it waits it says the slice's hourly list price (no discounts).
     """
     from tpuctl.cloud import lifecycle, nodespec
     from tpuctl.inputs.errors import CapacityError
@@ -53,13 +59,47 @@ def create(name: str, no_wait: bool, **flags: Any) -> None:
     spec, resolved = nodespec.from_flags(name, **flags)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
+    listed: list[dict[str, object] | None] = [None]  # what the price line said, once a node is to be created
+
+    def price() -> None:
+        listed[0] = _list_price(spec, resolved, api)
+
     try:
         with StatusLine(f"creating {name}") as progress:
-            result = lifecycle.ensure(api, spec, progress, wait=not no_wait, runtime_given=resolved.given("runtime-version"), deadline_s=deadline)
+            given = resolved.given("runtime-version")
+            result = lifecycle.ensure(api, spec, progress, wait=not no_wait, runtime_given=given, deadline_s=deadline, before_create=price)
     except CapacityError as stockout:
         stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
         raise
+    if as_json:
+        body = {"name": name, "zone": spec.zone, "acceleratorType": spec.accelerator(), "capacity": spec.capacity(), "created": result.created}
+        click.echo(json.dumps({**body, "state": result.node.state, "listPrice": listed[0]}, indent=2))
+        return
     _report(result, no_wait)
+
+
+def _list_price(spec: NodeSpec, resolved: Settings, api: TpuApi) -> dict[str, object] | None:
+    """Say on stderr, before the wait, what an hour of the slice costs at list price; where no SKU prices it, say so.
+
+    The same price book and words as `tpuctl list` (tpuctl/cloud/prices.py): the catalogue, else the dated table, marked."""
+    from tpuctl.cli.node_info import price_json, price_text
+    from tpuctl.cloud.prices import price_book
+    from tpuctl.tpu.accelerators import shape_from_config
+
+    try:
+        book = price_book(resolved, api.bearer_token)
+    except (TpuctlError, OSError) as err:  # the node is being made: a price that cannot be had never stops that
+        click.echo(f"tpuctl: {spec.accelerator()} in {spec.zone}, {spec.capacity()}: no list price (prices could not be read: {one_line(str(err))})", err=True)
+        return None
+    # --type/--topology names the slice by its shape; the SKUs price it by chips, which its type name carries too.
+    try:
+        named = spec.accelerator_type or shape_from_config(str(spec.config_type), str(spec.topology)).accelerator_type
+    except TpuctlError:
+        named = spec.accelerator()  # a shape tpuctl's table does not know: no list price, never a guess
+    usd = book.slice_price(named, spec.zone, spec.capacity())
+    price = "no list price" if usd is None else f"{price_text(usd)}/h list price"
+    click.echo(f"tpuctl: {named} in {spec.zone}, {spec.capacity()}: {price} ({book.describe()})", err=True)
+    return price_json(book, usd)
 
 
 def _report(result: Ensured, no_wait: bool) -> None:

@@ -59,7 +59,7 @@ def _limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int
 
 
 @click.command("runs")
-@click.option("--json", "as_json", is_flag=True, help="A JSON list of the runs: every field of their records, and duration_s.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of the runs: every field of their records, duration_s and cost_usd.")
 @click.option("--state", type=click.Choice(endings.RUN_STATES), help="Only the runs in this state.")
 @click.option("--limit", metavar="N", callback=_limit, help="Only the newest N runs.")
 @click.option("--prune", "prune_days", metavar="DAYS", callback=_days, help="Remove the records of runs that ended more than DAYS ago.")
@@ -82,7 +82,8 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
     found = found[:limit] if limit is not None else found
     now = time.time()
     if as_json:
-        click.echo(json.dumps([{**record.to_json(), "duration_s": round(record.duration(now), 3)} for record in found], indent=2))
+        body = [{**record.to_json(), "duration_s": round(record.duration(now), 3), "cost_usd": _cost(record, now)} for record in found]
+        click.echo(json.dumps(body, indent=2))
         return
     if not found:
         _say("no runs" + (f" {state}" if state else "") + " (a launch adds one: tpuctl launch train.py --detach)")
@@ -100,11 +101,17 @@ def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
     default = str(default_log_dir("RUN")) if terminal else None
     with_job = any(record.job for record in found)
     with_goodput = any(record.goodput is not None for record in found)  # a column only once a run trained (docs/report.md)
-    rows = [_row(record, now, with_job, default) + ([_goodput(record)] if with_goodput else []) for record in found]
-    headers = (*_HEADERS, *(["JOB"] if with_job else []), *(["GOODPUT"] if with_goodput else []))
+    with_cost = any(record.price_per_hour is not None for record in found)  # a column only once a run was priced (a TPU VM's)
+    rows = [
+        _row(record, now, with_job, default) + ([_goodput(record)] if with_goodput else []) + ([_cost_text(record, now)] if with_cost else [])
+        for record in found
+    ]
+    headers = (*_HEADERS, *(["JOB"] if with_job else []), *(["GOODPUT"] if with_goodput else []), *(["COST"] if with_cost else []))
     print_table(headers, rows, whole=("RUN", "STATE", "EXIT"))
     if default is not None and any(row[7] == "default" for row in rows):
         _say(f"LOG DIR default: {_home(default)}")
+    if with_cost:
+        _say("COST: wall time x the TPU VM's list price per hour as the run started, no discounts (`tpuctl report RUN` splits it)")
 
 
 def _row(record: RunRecord, now: float, with_job: bool, default: str | None) -> list[str]:
@@ -117,6 +124,16 @@ def _row(record: RunRecord, now: float, with_job: bool, default: str | None) -> 
 def _goodput(record: RunRecord) -> str:
     """An ended run's goodput; `-` while it runs (`tpuctl report RUN` tells it so far) or where it saw no steps."""
     return "-" if record.goodput is None or record.state == endings.RUNNING else f"{record.goodput:.0%}"
+
+
+def _cost(record: RunRecord, now: float) -> float | None:
+    """USD of a run on a TPU VM at its slice's list price (kept in its record as it started), so far for a running one."""
+    return None if record.price_per_hour is None else round(record.duration(now) / 3600 * record.price_per_hour, 2)
+
+
+def _cost_text(record: RunRecord, now: float) -> str:
+    cost = _cost(record, now)
+    return "-" if cost is None else f"${cost:,.2f}"
 
 
 def _home(path: str) -> str:

@@ -58,13 +58,15 @@ def ensure(
     runtime_given: bool = True,
     deadline_s: float = CREATE_DEADLINE_S,
     sleep: Callable[[float], None] = time.sleep,
+    before_create: Callable[[], None] = lambda: None,
 ) -> Ensured:
     """The node as specified: reused when it exists with this spec, created otherwise.
 
     Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with
     the accelerator type: an existing node's own runtime is then the one asked for, not a conflict.
     A create that stocks out (CapacityError, with its kind) or meets a quota leaves nothing behind: its node
-    is deleted and its saved spec taken back. `deadline_s`: how long one create may stay CREATING."""
+    is deleted and its saved spec taken back. `deadline_s`: how long one create may stay CREATING. `before_create` is
+    called once the service accepted the request, before the wait (not for a reused node or a refused one): `create` says the price."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None:
         spec = _adopt(spec, existing, runtime_given)
@@ -91,6 +93,7 @@ def ensure(
     # fails takes back the spec it saved (not one an earlier create saved: recreate and babysit need that).
     pending = nodespec.load(spec.project, spec.zone, spec.name) is None
     nodespec.save(spec)
+    before_create()  # after the save: a Ctrl-C while prices are read still leaves a node tpuctl can find by name
     if not wait:
         found = api.get_node(spec.zone, spec.name)
         return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True, spec=spec)

@@ -38,6 +38,7 @@ PAGE_SIZE = 5000  # the API's own maximum (billing/v1/how-tos/catalog-api)
 MAX_PAGES = 40  # Compute Engine's catalogue is a few pages of 5000; forty is a catalogue gone wrong
 MAX_PAGE_BYTES = 32 << 20
 DEADLINE_S = 60.0
+LAUNCH_DEADLINE_S = 15.0  # a launch on a TPU VM reads prices for its record: never more than this before its workers start
 ATTEMPTS = 3  # per page, for failures that waiting may cure
 _PASSING = frozenset({429, 500, 502, 503, 504})
 CACHE_S = 24 * 3600
@@ -272,15 +273,16 @@ def table_book(reason: str) -> PriceBook:
     return PriceBook(rates, TABLE_SOURCE, list_prices.TABLE_DATE, one_line(reason))
 
 
-def price_book(settings: Settings, bearer: Callable[[], str] | None, cache_dir: Path | None = None) -> PriceBook:
-    """Today's cached catalogue, else the catalogue read now (and cached), else the table with the reason."""
+def price_book(settings: Settings, bearer: Callable[[], str] | None, cache_dir: Path | None = None, *, deadline_s: float = DEADLINE_S) -> PriceBook:
+    """Today's cached catalogue, else the catalogue read now (and cached), else the table with the reason.
+    `deadline_s`: a launch, which prices its run by the way, waits less for an unreachable catalogue than `list`."""
     endpoint = settings.require("billing-endpoint").rstrip("/")
     folder = cache_dir or _cache_dir()
     cached = _load_cache(folder / CACHE_NAME, endpoint)
     if cached is not None:
         return cached
     try:
-        rates = read_catalogue(endpoint, bearer, settings.get("billing-api-key"))
+        rates = read_catalogue(endpoint, bearer, settings.get("billing-api-key"), deadline_s=deadline_s)
     except Unreadable as err:
         return table_book(str(err))
     read = time.time()

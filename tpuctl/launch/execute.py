@@ -43,7 +43,8 @@ def execute(
         tail_view=launch.options.tail_view,
         verbose=launch.options.verbose,
     )
-    with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached) as keeper:
+    on = launch.runner.slice_cost()
+    with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached, on=on) as keeper:
         context.record = keeper.record if keeper.written else None
         context.timeline = tl.Timeline(folder.timeline, warn=context.notice)  # opened once the run holds its folder
         try:

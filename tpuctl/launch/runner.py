@@ -25,7 +25,7 @@ from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
-from tpuctl.runs.records import RunRecord
+from tpuctl.runs.records import RunRecord, SliceCost
 from tpuctl.runs.timeline import Timeline
 
 
@@ -83,6 +83,10 @@ class Runner(ABC):
         this backend cannot honour.
         """
         return job
+
+    def slice_cost(self) -> SliceCost | None:
+        """The TPU VM the run will run on, for its record (what its cost is priced at); None where it runs on no TPU VM."""
+        return None
 
     @abstractmethod
     def dry_run(self, job: Job, run_id: str) -> Request: ...

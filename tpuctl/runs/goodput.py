@@ -95,6 +95,11 @@ class Report:
         shares = [(name, seconds / wall) for name, seconds in self.total.categories.items() if name != TRAINING]
         return sorted((item for item in shares if item[1] >= 0.005), key=lambda item: -item[1])[:limit]
 
+    def costs(self, usd_per_hour: float) -> dict[str, float]:
+        """USD per category at a price of the run's machines per hour: the wall time's cost split as the time is.
+        What is not training is the badput's cost (start-up, restarts, lost work, ...); the sum is the run's cost."""
+        return {name: seconds / 3600 * usd_per_hour for name, seconds in self.total.categories.items()}
+
     def summary_line(self) -> str:
         """`goodput 71%: 18% start-up, 6% restart, ...`, the launch summary's line and outcome.json's `goodput.line`."""
         goodput = self.total.goodput

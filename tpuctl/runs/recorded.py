@@ -16,14 +16,14 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from tpuctl.endings import INTERRUPTED, Ending, Kind, state_of
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import naming, records
 from tpuctl.runs.folder import RunFolder
-from tpuctl.runs.records import RunRecord
+from tpuctl.runs.records import RunRecord, SliceCost
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ def kept(
     *,
     detached: bool = False,
     job: str | None = None,
+    on: SliceCost | None = None,
 ) -> Iterator[Keeper]:
     """Claim the run's folder (a folder that cannot be claimed is an error before anything runs) and keep its record
     for as long as the block runs; a block that raises before it said how the run ended ends it `failed`."""
@@ -108,6 +109,7 @@ def kept(
             host=socket.gethostname(),
             detached=detached,
             job=job,
+            **(asdict(on) if on is not None else {}),
         )
         keeper = Keeper(record, notice)
         try:

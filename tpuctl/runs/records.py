@@ -30,6 +30,7 @@ from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs.folder import RunFolder
 
+MAX_PRICE = 1e6  # USD an hour: far above any slice's list price, low enough to catch a unit slip
 RECORD_LIMIT = 16 * 1024  # a record is a few hundred bytes; a bigger file is not one of ours
 _SUFFIX = ".json"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -51,6 +52,12 @@ class RunRecord:
     job: str | None = None  # what a cluster keeps: `TFJob x (namespace default)`, `CustomJob 123 (us-central1)`
     answers_stacks: bool = False  # the supervisor's SIGQUIT handler is in place: `tpuctl stacks` may signal it
     goodput: float | None = None  # an ended run's training steps / wall time (runs/goodput.py); None: no steps seen
+    # The TPU VM a `launch --tpu` ran on, what its cost needs (docs/capacity.md#cost); None on any other backend.
+    tpu: str | None = None  # its accelerator type: v5litepod-16
+    zone: str | None = None
+    capacity: str | None = None  # on-demand, spot, preemptible or reserved (billed by the reservation: no list price)
+    price_per_hour: float | None = None  # its slice's list price in USD as the run started; None: no SKU prices it
+    price_note: str | None = None  # where that price came from (prices.PriceBook.describe())
 
     @property
     def folder(self) -> RunFolder:
@@ -93,21 +100,37 @@ class RunRecord:
             return "exit_code is out of range"
         if self.goodput is not None and not 0 <= self.goodput <= 1:  # NaN fails both
             return "goodput is not a share between 0 and 1"
+        if self.price_per_hour is not None and not 0 <= self.price_per_hour <= MAX_PRICE:  # NaN fails both
+            return f"price_per_hour is not a price in USD an hour (0 to {MAX_PRICE:g})"
+        if any(text is not None and not (len(text) <= 400 and text.isprintable()) for text in (self.tpu, self.zone, self.capacity, self.price_note)):
+            return "tpu, zone, capacity or price_note is not one printable line"
         if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
             return "log_dir is not an absolute path"
         return None
+
+
+@dataclass(frozen=True)
+class SliceCost:
+    """The TPU VM a run runs on, as its record keeps it: what `report` and `runs` price the run's wall time at."""
+
+    tpu: str
+    zone: str
+    capacity: str
+    price_per_hour: float | None
+    price_note: str
 
 
 # The JSON types each field may have, compared exactly (to isinstance, `true` is an int).
 _KINDS: dict[str, tuple[type, ...]] = {
     "run_id": (str,), "backend": (str,), "script": (str,), "log_dir": (str,), "started": (int, float), "pid": (int,), "host": (str,),
     "detached": (bool,), "state": (str,), "ended": (int, float, type(None)), "exit_code": (int, type(None)), "job": (str, type(None)),
-    "answers_stacks": (bool,), "goodput": (int, float, type(None)),
+    "answers_stacks": (bool,), "goodput": (int, float, type(None)), "tpu": (str, type(None)), "zone": (str, type(None)),
+    "capacity": (str, type(None)), "price_per_hour": (int, float, type(None)), "price_note": (str, type(None)),
 }  # fmt: skip
 _ABSENT = object()  # a required field's "default": no field may be an object
 _NAMES = tuple(field.name for field in fields(RunRecord))
 _DEFAULTS = tuple(_ABSENT if field.default is MISSING else field.default for field in fields(RunRecord))
-_SHAPES = frozenset(itertools.product(*(_KINDS[name] for name in _NAMES)))  # every record's field types (72 tuples)
+_SHAPES = frozenset(itertools.product(*(_KINDS[name] for name in _NAMES)))  # every record's field types (3456 tuples)
 _LIMIT = 1 << 31  # pids and exit statuses are C ints
 
 

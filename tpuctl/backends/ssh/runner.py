@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
     from tpuctl.launch.runner import RunContext
+    from tpuctl.runs.records import SliceCost
     from tpuctl.ssh.shipment import Shipment
 
 SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
@@ -127,6 +128,25 @@ class TpuSlice:
         flags = {"project": self.options.project, "zone": self.node.zone, "credentials": None, "access_token_file": None}
         return TpuApi.connect(settings.resolve(flags))
 
+    def cost(self) -> SliceCost:
+        """What the run's record keeps to price it: the node's type, zone and kind, and its slice's list price now
+        (tpuctl/cloud/prices.py: the catalogue, else the dated table, said as such). A reserved node is billed by its
+        reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch."""
+        from tpuctl.cloud.prices import LAUNCH_DEADLINE_S, price_book
+        from tpuctl.inputs.errors import one_line
+        from tpuctl.runs.records import SliceCost
+
+        node = self.node
+        if node.reserved:
+            return SliceCost(node.accelerator, node.zone, "reserved", None, "billed by its reservation, not at a list price")
+        try:
+            api = self._api()
+            book = price_book(api.settings, api.bearer_token, deadline_s=LAUNCH_DEADLINE_S)
+        except (TpuctlError, OSError) as err:
+            return SliceCost(node.accelerator, node.zone, node.capacity, None, one_line(f"prices could not be read: {err}", 300))
+        usd = book.slice_price(node.accelerator, node.zone, node.capacity)
+        return SliceCost(node.accelerator, node.zone, node.capacity, usd, one_line(book.describe(), 300))
+
     def down(self) -> str | None:
         """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
         from tpuctl.cloud.babysit import down_now
@@ -189,6 +209,9 @@ class SshRunner(Runner):
     @property
     def slots(self) -> int:
         return sum(entry.slots for entry in self.entries)
+
+    def slice_cost(self) -> SliceCost | None:
+        return self.slice.cost() if self.slice is not None else None
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         """The worker count, the script path and the model dir as the hosts see them.

@@ -13,10 +13,10 @@ from typing import Any
 import click
 
 from tpuctl import endings
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import goodput, records
 from tpuctl.runs.folder import RunFolder
-
-MAX_PRICE = 1e6  # USD an hour: far above any accelerator's price, low enough to catch a unit slip
+from tpuctl.runs.records import MAX_PRICE, RunRecord
 
 
 class Price(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2
@@ -44,30 +44,57 @@ def _say(line: str) -> None:
 
 @click.command("report")
 @click.argument("run", metavar="[RUN|LOG_DIR]", required=False)
-@click.option("--json", "as_json", is_flag=True, help="JSON: wall_s, goodput, categories (name: seconds), attempts, step_source, run_id.")
-@click.option("--price-per-hour", type=Price(), metavar="USD", help="What an hour of the run's machines costs: prints what the lost time cost.")
+@click.option("--json", "as_json", is_flag=True, help="JSON: wall_s, goodput, categories (name: seconds), attempts, step_source, run_id, cost.")
+@click.option("--price-per-hour", type=Price(), metavar="USD", help="What an hour of the run's machines costs, over a TPU VM's list price.")
 def report(run: str | None, as_json: bool, price_per_hour: float | None) -> None:
     """Show where a run's wall time went: start-up, first step, training steps, checkpoints, lost work, restarts, hangs.
 
     The categories add up to the wall time; the goodput is the training steps' share of it. A run
     still going is reported so far. RUN is a run id or a unique prefix (left out, the newest running
-    run), or the path of a launch's log folder. --price-per-hour (or price_per_hour in a [report]
-    config table) prices the time that was not training; tpuctl ships no price table.
+    run), or the path of a launch's log folder. A run on a TPU VM (`launch --tpu`) is priced at its
+    slice's list price as it started; --price-per-hour (or price_per_hour in a [report] config table)
+    is your own price instead, for any run. The cost and the cost of the time not training are shown.
     """
-    folder, run_id, live = _find(run)
+    folder, run_id, live, record = _find(run)
     result = goodput.of_folder(folder, live=live)
+    price, source, note = _price(record, price_per_hour)
     if as_json:
-        lost = result.total.wall_s - result.total.categories[goodput.TRAINING]
-        cost = None if price_per_hour is None else round(lost / 3600 * price_per_hour, 2)
-        body = {"run_id": run_id, "log_dir": str(folder.path), "running": live, **result.to_json(), "price_per_hour": price_per_hour, "lost_cost": cost}
+        costs = None if price is None else result.costs(price)
+        body = {"run_id": run_id, "log_dir": str(folder.path), "running": live, **result.to_json(), **_slice_json(record)}
+        body |= {"price_per_hour": price, "price_source": source, "price_note": note or None}
+        body |= {"cost": None if costs is None else round(sum(costs.values()), 2), "lost_cost": None if costs is None else round(_lost(costs), 2)}
+        body["lost_cost_by_category"] = None if costs is None else {k: round(v, 4) for k, v in costs.items() if k != goodput.TRAINING}
         click.echo(json.dumps(body, indent=2))
         return
-    for line in render(result, run_id or str(folder.path), live=live, price_per_hour=price_per_hour):
+    for line in render(result, run_id or str(folder.path), live=live, price_per_hour=price, price_words=note):
         click.echo(line)
 
 
-def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: float | None = None) -> list[str]:
-    """The report for a person: a line per category with its seconds and share, the goodput, then each attempt."""
+def _price(record: RunRecord | None, given: float | None) -> tuple[float | None, str | None, str]:
+    """The price the report uses, its source ("user" or "list") and the words that say which, from the user's price,
+    else the list price the run's record kept for its TPU VM (a run on no TPU VM has none: tpuctl does not guess)."""
+    if given is not None:
+        return given, "user", "your price_per_hour (--price-per-hour or a [report] table)"
+    if record is None or record.tpu is None:
+        return None, None, ""
+    where = f"{record.tpu} ({record.capacity}) in {record.zone}"
+    if record.price_per_hour is None:
+        return None, None, f"no list price for {where} ({record.price_note}); --price-per-hour prices the run"
+    return record.price_per_hour, "list", f"list price of {where} as the run started; {record.price_note}"
+
+
+def _slice_json(record: RunRecord | None) -> dict[str, object]:
+    if record is None or record.tpu is None:
+        return {"tpu": None}
+    return {"tpu": {"type": record.tpu, "zone": record.zone, "capacity": record.capacity}}
+
+
+def _lost(costs: dict[str, float]) -> float:
+    return sum(usd for name, usd in costs.items() if name != goodput.TRAINING)
+
+
+def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: float | None = None, price_words: str = "") -> list[str]:
+    """The report for a person: a line per category with its seconds and share, the goodput, its cost, then each attempt."""
     total = result.total
     so_far = " so far (still running)" if live else ("" if result.finished else " (the timeline stops without the run's end)")
     lines = [f"run {name}: {total.wall_s:.1f}s of wall time{so_far}"]
@@ -75,8 +102,14 @@ def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: flo
     source = result.step_source or "none: no steps seen (docs/report.md says what a custom loop needs)"
     lines.append(f"{result.summary_line()}; steps from: {source}")
     if price_per_hour is not None:
+        costs = result.costs(price_per_hour)
+        lines.append(f"cost: {sum(costs.values()):.2f} USD, {total.wall_s / 3600:.2f} h at {price_per_hour:g} USD/h ({price_words})")
         lost = total.wall_s - total.categories[goodput.TRAINING]
-        lines.append(f"time not training: {lost / 3600:.2f} h, at {price_per_hour:g} USD/h: {lost / 3600 * price_per_hour:.2f} USD")
+        biggest = sorted(((usd, n) for n, usd in costs.items() if n != goodput.TRAINING and usd >= 0.005), reverse=True)
+        split = f" ({', '.join(f'{n} {usd:.2f}' for usd, n in biggest)})" if biggest else ""
+        lines.append(f"time not training: {lost / 3600:.2f} h, at {price_per_hour:g} USD/h: {_lost(costs):.2f} USD{split}")
+    elif price_words:
+        lines.append(f"cost: unknown: {price_words}")
     if len(result.attempts) > 1:
         for attempt in result.attempts:
             ended = f", ended: {attempt.ended}" if attempt.ended else ""
@@ -93,11 +126,15 @@ def _categories(split: goodput.Split, indent: str) -> list[str]:
     return [f"{indent}{name:<{width}}  {seconds:10.1f}s  {seconds / wall:6.1%}" for name, seconds in split.categories.items() if seconds > 0 and wall > 0]
 
 
-def _find(run: str | None) -> tuple[RunFolder, str | None, bool]:
-    """The run's folder, its id where a record names it, and whether it still goes on."""
+def _find(run: str | None) -> tuple[RunFolder, str | None, bool, RunRecord | None]:
+    """The run's folder, its id where a record names it, whether it still goes on, and its record (what prices it)."""
     folder, record, chosen = records.find_or_folder(run, _say)
     if chosen is not None:
         _say(chosen)
     if record is None:
-        return folder, None, folder.is_running()
-    return folder, record.run_id, record.state == endings.RUNNING
+        try:
+            record = records.record_of(folder, _say)  # a log folder given by path: its record, where one names it
+        except TpuctlError:
+            return folder, None, folder.is_running(), None
+        return folder, None, folder.is_running(), record
+    return folder, record.run_id, record.state == endings.RUNNING, record
