@@ -155,7 +155,7 @@ def test_queued_spot_request(google_standin: GoogleStandin, cli: Cli) -> None:
         (("create", "x", "--spot", "--preemptible"), "exclude each other"),
         (("create", "x", "--valid-until", "6h"), "needs --queued"),
         (("list", "--zone", "us-central1"), "zone 'us-central1' from --zone is not valid"),
-        (("list", "--zone", ZONE, "--all-zones"), "not both"),
+        (("list", "--zone", ZONE, "--all-zones"), "give one of --zone, --zones and --all-zones"),
         (("describe", "x", "--project", "Not_A_Project"), "project 'Not_A_Project'"),
         (("delete", "x", "--zone", "nowhere-zone1-a", "--yes"), "zone nowhere-zone1-a has no Cloud TPUs"),
         (("list", "--zone", "nowhere-zone1-a"), "zone nowhere-zone1-a has no Cloud TPUs"),

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.lifecycle import Ensured
     from tpuctl.cloud.node import Node
     from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.cloud.prices import PriceBook
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.settings.cloud import Settings
 
@@ -60,9 +61,10 @@ def create(name: str, no_wait: bool, as_json: bool, **flags: Any) -> None:
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
     listed: list[dict[str, object] | None] = [None]  # what the price line said, once a node is to be created
+    book = _price_book(resolved, api)  # read before the create: between its acceptance and the wait it would hide CREATING
 
     def price() -> None:
-        listed[0] = _list_price(spec, resolved, api)
+        listed[0] = _list_price(spec, book)
 
     try:
         with StatusLine(f"creating {name}") as progress:
@@ -78,18 +80,24 @@ def create(name: str, no_wait: bool, as_json: bool, **flags: Any) -> None:
     _report(result, no_wait)
 
 
-def _list_price(spec: NodeSpec, resolved: Settings, api: TpuApi) -> dict[str, object] | None:
-    """Say on stderr, before the wait, what an hour of the slice costs at list price; where no SKU prices it, say so.
-
-    The same price book and words as `tpuctl list` (tpuctl/cloud/prices.py): the catalogue, else the dated table, marked."""
-    from tpuctl.cli.node_info import price_json, price_text
+def _price_book(resolved: Settings, api: TpuApi) -> PriceBook | str:
+    """The price book `tpuctl list` uses (tpuctl/cloud/prices.py): the catalogue, else the dated table, marked; or why
+    prices could not be had at all, which never stops a create."""
     from tpuctl.cloud.prices import price_book
-    from tpuctl.tpu.accelerators import shape_from_config
 
     try:
-        book = price_book(resolved, api.bearer_token)
-    except (TpuctlError, OSError) as err:  # the node is being made: a price that cannot be had never stops that
-        click.echo(f"tpuctl: {spec.accelerator()} in {spec.zone}, {spec.capacity()}: no list price (prices could not be read: {one_line(str(err))})", err=True)
+        return price_book(resolved, api.bearer_token)
+    except (TpuctlError, OSError) as err:
+        return one_line(str(err))
+
+
+def _list_price(spec: NodeSpec, book: PriceBook | str) -> dict[str, object] | None:
+    """Say on stderr, before the wait, what an hour of the slice costs at list price; where no SKU prices it, say so."""
+    from tpuctl.cli.node_info import price_json, price_text
+    from tpuctl.tpu.accelerators import shape_from_config
+
+    if isinstance(book, str):
+        click.echo(f"tpuctl: {spec.accelerator()} in {spec.zone}, {spec.capacity()}: no list price (prices could not be read: {book})", err=True)
         return None
     # --type/--topology names the slice by its shape; the SKUs price it by chips, which its type name carries too.
     try:
