@@ -1,0 +1,80 @@
+"""`launch --rehearse`: each check against the script that breaks it, and verdicts that say only what a TPU does
+(an uneven batch padded, a Keras 3 first-batch reduce, TPU embeddings not rehearsed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.rehearsal import REHEARSE, printed, rehearse, verdicts
+
+pytestmark = pytest.mark.tf
+
+
+@pytest.mark.parametrize(
+    ("defect", "check", "verdict", "exit_code", "detail"),
+    [
+        # TPUStrategy pads uneven per-replica batches (tpu_strategy.py: maximum_shapes when
+        # RunOptions.experimental_enable_dynamic_batch_size, True by default): it runs, cores idle.
+        ("uneven-batch", "batch split", "warning", 0, "global batch 131 does not split evenly across 8 replicas: TPUStrategy pads"),
+        # With the padder off, the replicas' batches reach one program of one shape unpadded: TPUExecute refuses
+        # the others ("Run-time shape mismatch for TPUExecute argument").
+        ("uneven-batch --no-dynamic-batch", "batch split", "failed", 1, "RunOptions(experimental_enable_dynamic_batch_size=False)"),
+        ("partial-batch", "static shapes", "warning", 0, "drop_remainder=True"),
+        # Inside tf.function soft placement is off unless the script turns it on: the TPU bridge refuses the op
+        # ("isn't compilable for TPU device"); turned on, automatic outside compilation runs it on the host.
+        ("host-op", "XLA ops", "failed", 1, "no XLA kernel for PyFunc: without soft device placement"),
+        ("host-op --soft-placement", "XLA ops", "warning", 0, "no XLA kernel for PyFunc: soft device placement is on"),
+        # TPU kernels are registered for DT_DOUBLE (tensorflow/core/tpu/tpu_defs.h): compiled, slow.
+        ("float64", "float64", "warning", 0, "the step computes in float64"),
+        # TPUStrategy.run refuses a plain Python function eagerly (tpu_strategy.py: validate_run_function).
+        ("eager-step", "tf.function", "failed", 1, "TPUStrategy.run(fn, ...) does not support pure eager execution"),
+    ],
+)
+def test_each_check_flags_the_script_that_breaks_it(tmp_path: Path, defect: str, check: str, verdict: str, exit_code: int, detail: str) -> None:
+    outcome, _ = rehearse(REHEARSE / "custom_loop.py", "v2-8", tmp_path, "--", "--defect", *defect.split(), "--steps", "3")
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert found[check]["verdict"] == verdict, found
+    assert detail in found[check]["detail"]
+    assert outcome["rehearsal"]["steps"] == 3  # the script ran to its end: a rehearsal observes, it does not stop the run
+    assert (outcome["exit_code"], outcome["result"], outcome["failure"]) == (exit_code, "failed" if exit_code else "succeeded", None)
+    others = {name: c["verdict"] for name, c in found.items() if name != check}
+    assert "failed" not in others.values(), others  # one defect, one finding
+
+def test_an_uneven_evaluation_batch_runs_padded_under_tf_keras(tmp_path: Path) -> None:
+    # evaluate() on batch(1, drop_remainder=True) over 8 replicas: one replica gets the example, seven get none;
+    # TPUStrategy pads them, and the rehearsal runs the evaluation to its end instead of failing the launch.
+    outcome, _ = rehearse(REHEARSE / "uneven_eval.py", "v2-8", tmp_path, "--keras", "tf-keras")
+    assert (outcome["exit_code"], outcome["failure"]) == (0, None), outcome
+    assert 0 <= printed(outcome, "uneven_eval")["accuracy"] <= 1  # all 12 one-example batches evaluated
+    seen = verdicts(outcome)
+    assert seen.pop("batch split") == "warning" and set(seen.values()) == {"ok"}, verdicts(outcome)
+    found = {c["check"]: c["detail"] for c in outcome["rehearsal"]["checks"]}
+    assert found["batch split"].startswith("global batch 1 does not split evenly across 8 replicas: TPUStrategy pads")
+
+def test_keras_3_reducing_an_uneven_first_batch_fails_as_on_a_tpu_and_the_cause_says_why(tmp_path: Path) -> None:
+    # Keras 3's evaluate reduces its first batch across the replicas (strategy.reduce, before any step); TPUStrategy
+    # does that with add_n outside its program (tpu_strategy.py TPUExtended._reduce_to), as MirroredStrategy does here:
+    # shapes [1, 4] and [0, 4] fail on both. The padded batch itself is only a warning.
+    outcome, _ = rehearse(REHEARSE / "uneven_eval.py", "v2-8", tmp_path, "--keras", "keras3")
+    cause = outcome["failure"]["cause"]["summary"]
+    assert outcome["exit_code"] == 1
+    assert cause.startswith("the rehearsal's reduce check failed (strategy.reduce was given per-replica values of shapes [1, 4] and [0, 4]"), cause
+    assert "then uncaught Python exception: InvalidArgumentError" in cause
+    assert verdicts(outcome)["batch split"] == "warning"
+    assert outcome["rehearsal"]["steps"] == 4  # fit on its even batch ran; evaluate stopped where a TPU stops
+
+def test_tpu_embeddings_stop_in_one_line_and_the_report_says_what_was_not_rehearsed(tmp_path: Path) -> None:
+    # The TPUEmbedding API's own training loop: enqueue, dequeue and apply_gradients work the TPU's embedding
+    # hardware; TensorFlow's CPU mode raises "not created under a TPUStrategy" there. The layers that pick a path
+    # read the stand-in's hardware feature, which says this machine has no embedding accelerator.
+    outcome, stderr = rehearse(REHEARSE / "tpu_embedding.py", "v2-8", tmp_path)
+    assert outcome["exit_code"] == 1
+    assert printed(outcome, "tpu_embedding") == {"script": "tpu_embedding", "embedding_feature": "UNSUPPORTED"}
+    log = (Path(outcome["log_dir"]) / "attempt-1" / "worker-0.log").read_text()
+    assert "tpuctl: error: --rehearse does not rehearse TPU embeddings: TPUEmbedding.enqueue() works the TPU's embedding hardware" in log
+    assert "Traceback" not in log and "Traceback" not in stderr
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert found["TPU embeddings"]["verdict"] == "not checked"
+    assert found["TPU embeddings"]["detail"].startswith("tf.tpu.experimental.embedding.TPUEmbedding: a TPU looks up and updates")

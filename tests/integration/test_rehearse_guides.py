@@ -1,0 +1,74 @@
+"""`launch --rehearse` on TensorFlow's own TPU guides: TPUEstimator (TF 2.15 with tensorflow-estimator, through
+--python), its embeddings, and the TPU guide's custom loop under Keras 3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.rehearsal import REHEARSE, printed, rehearse, rehearse_tf215, verdicts
+
+pytestmark = pytest.mark.tf
+
+
+def test_a_tpu_estimator_script_trains_and_evaluates_and_the_report_says_what_was_not_rehearsed(tmp_path: Path) -> None:
+    # TPUClusterResolver(tpu='') with no TPU_NAME stopped it at once ("Please provide a TPU Name to connect to"),
+    # and CrossShardOptimizer's CrossReplicaSum has no CPU kernel.
+    model_dir = tmp_path / "model"
+    outcome, stderr = rehearse_tf215(REHEARSE / "tpu_estimator.py", "v2-8", tmp_path, "--model-dir", str(model_dir))
+    assert outcome["exit_code"] == 0, (outcome, stderr[-3000:])
+    seen = printed(outcome, "tpu_estimator")
+    assert seen["global_step"] == 20 and 0 <= seen["accuracy"] <= 1, seen  # trained to max_steps, then evaluated
+    assert seen["latest_checkpoint"] == str(model_dir / "model.ckpt-20")
+    assert (seen["input_fn_batch"], seen["model_fn_batch"]) == ([64], [64])  # use_tpu=False hands out the global batch
+    assert seen["master"] == "grpc://rehearsal:8470"
+    rehearsal = outcome["rehearsal"]
+    assert (rehearsal["global_batch"], rehearsal["per_replica_batch"], rehearsal["steps"]) == (64, 8, 20)
+    found = {c["check"]: c for c in rehearsal["checks"]}
+    assert {name: c["verdict"] for name, c in found.items()} == {
+        "batch split": "ok", "static shapes": "ok", "XLA ops": "ok", "float64": "ok",
+        "TPUEstimator train": "ok", "TPUEstimator eval": "ok", "iterations_per_loop": "ok", "TPU program": "not checked",
+    }
+    # What the TPU would hand out, from TPUEstimator's own context told the slice's metadata.
+    assert "params['batch_size'] 64 in input_fn and 8 in model_fn" in found["TPUEstimator train"]["detail"]
+    assert found["iterations_per_loop"]["detail"].startswith("10 per loop on the TPU")
+    not_rehearsed = found["TPU program"]["detail"]
+    assert "use_tpu=False" in not_rehearsed and "not 8 shards of 8" in not_rehearsed and "cross-replica sum" in not_rehearsed
+
+def test_tensorflow_s_own_tpu_estimator_guide_rehearses_and_tpu_estimator_s_own_checks_fail_a_slice_it_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    # guide/migrate/tpu_estimator.ipynb unchanged: train_batch_size=8 and eval_batch_size=8 on a v4-32's 16 replicas.
+    outcome, _ = rehearse_tf215(REHEARSE / "tpu_estimator_guide.py", "v4-32", tmp_path)
+    assert "loss" in printed(outcome, "tpu_estimator_guide")  # the script ran to its end: it trained and evaluated
+    assert (outcome["exit_code"], outcome["failure"]) == (1, None)  # the rehearsal's findings fail the launch
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert found["TPUEstimator train"]["verdict"] == "failed"
+    assert found["TPUEstimator train"]["detail"].endswith("train batch size 8 must be divisible by number of replicas 16")
+    assert found["TPUEstimator eval"]["detail"].endswith("eval batch size 8 must be divisible by number of replicas 16")
+    assert outcome["rehearsal"]["steps"] == 1
+
+def test_the_tpu_guides_custom_loop_with_a_lazily_built_adam_rehearses_under_keras_3(tmp_path: Path) -> None:
+    # "Use TPUs", custom-loop section: Adam created in scope, built by its first apply_gradients inside strategy.run.
+    # Keras 3 failed that step on the rehearsal's 8 replicas in one process; a TPU runs it.
+    outcome, _ = rehearse(REHEARSE / "tpu_guide_custom_loop.py", "v2-8", tmp_path)
+    assert outcome["exit_code"] == 0, outcome
+    log = (Path(outcome["log_dir"]) / "attempt-1" / "worker-0.log").read_text()
+    assert "tpuctl: Keras 3 on 8 replicas in one process: built Adam's variables in the strategy's scope before the first step" in log
+    assert '{"replicas": 8, "steps": 8, "slots": 14}' in log  # Adam: iterations, learning rate, 2 moments x 6 weights
+    assert outcome["rehearsal"]["steps"] == 8
+    assert set(verdicts(outcome).values()) == {"ok"}
+
+def test_tpu_estimator_embeddings_train_on_the_cpu_and_their_sparse_ops_are_not_called_uncompilable(tmp_path: Path) -> None:
+    # An EmbeddingConfigSpec's columns run on the CPU under use_tpu=False: sparse lookups and Adagrad's sparse
+    # updates, ops with no XLA kernel. On a TPU they run on the embedding hardware, not in XLA: the op check failed
+    # the step for them; it leaves them out and the TPU embeddings line says what was not rehearsed.
+    outcome, stderr = rehearse_tf215(REHEARSE / "tpu_estimator_embedding.py", "v2-8", tmp_path, "--model-dir", str(tmp_path / "model"))
+    assert (outcome["exit_code"], outcome["failure"]) == (0, None), (outcome, stderr[-3000:])
+    assert printed(outcome, "tpu_estimator_embedding")["global_step"] == 10
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert found["XLA ops"]["verdict"] == "ok", found["XLA ops"]
+    assert found["TPU embeddings"]["verdict"] == "not checked"
+    assert found["TPU embeddings"]["detail"].startswith("TPUEstimator's EmbeddingConfigSpec: a TPU looks up and updates")
+    assert "ResourceSparseApplyAdagrad" in found["TPU embeddings"]["detail"] and "SparseSegmentMean" in found["TPU embeddings"]["detail"]
