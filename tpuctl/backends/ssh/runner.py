@@ -132,7 +132,7 @@ class TpuSlice:
         """What the run's record keeps to price it: the node's type, zone and kind, and its slice's list price now
         (tpuctl/cloud/prices.py: the catalogue, else the dated table, said as such). A reserved node is billed by its
         reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch."""
-        from tpuctl.cloud.prices import LAUNCH_DEADLINE_S, price_book
+        from tpuctl.cloud.prices import ACTING_DEADLINE_S, price_book
         from tpuctl.inputs.errors import one_line
         from tpuctl.runs.records import SliceCost
 
@@ -141,7 +141,7 @@ class TpuSlice:
             return SliceCost(node.accelerator, node.zone, "reserved", None, "billed by its reservation, not at a list price")
         try:
             api = self._api()
-            book = price_book(api.settings, api.bearer_token, deadline_s=LAUNCH_DEADLINE_S)
+            book = price_book(api.settings, api.bearer_token, deadline_s=ACTING_DEADLINE_S)
         except (TpuctlError, OSError) as err:
             return SliceCost(node.accelerator, node.zone, node.capacity, None, one_line(f"prices could not be read: {err}", 300))
         usd = book.slice_price(node.accelerator, node.zone, node.capacity)
