@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.tpu.offers import Offer
 
-_KINDS_HINT = "e.g. --capacity on-demand,spot"
 
 
 def _options(fn: click.decorators.FC) -> click.decorators.FC:
@@ -88,14 +87,10 @@ def _types(text: str) -> list[str]:
 
 
 def _kinds(text: str) -> list[str]:
-    from tpuctl.inputs.parse import shown
+    from tpuctl.tpu.capacity import parse_capacities
     from tpuctl.tpu.offers import KINDS
 
-    kinds = list(dict.fromkeys(part.strip().lower() for part in text.split(",")))
-    for kind in kinds:
-        if kind not in KINDS:
-            raise TpuctlError(f"--capacity: {shown(kind)} is not a capacity kind offers can price (on-demand, spot)", hint=_KINDS_HINT)
-    return kinds
+    return [capacity.kind for capacity in parse_capacities(text, allowed=KINDS)]
 
 
 def _bucket(model_dir: str | None) -> str | None:

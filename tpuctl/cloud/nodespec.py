@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings import cloud as settings
 from tpuctl.tpu import accelerators
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity
 
 NODE_ID = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
 # Cloud label rules: lower-case keys starting with a letter, values may be empty.
@@ -41,6 +42,10 @@ class NodeSpec:
     preemptible: bool = False
     queued: bool = False
     valid_until: str | None = None  # "6h" or an RFC 3339 time, queued resources only
+    reserved: bool = False  # take the slice from a reservation (tpuctl/tpu/capacity.py: RESERVED)
+    reservation: str | None = None  # with reserved: the one reservation named; None: any the project has
+    flex_start: bool = False  # a flex-start queued resource (FLEX_START), deleted after max_run_duration
+    max_run_duration: str | None = None  # "7d", "12h": flex-start only
     labels: dict[str, str] = field(default_factory=dict)
     network: str | None = None
     subnetwork: str | None = None
@@ -55,7 +60,24 @@ class NodeSpec:
 
     def capacity(self) -> str:
         """The capacity kind asked for, as `Node.capacity` names a node's (a stockout is remembered per kind)."""
-        return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
+        if self.flex_start:
+            return FLEX_START
+        if self.reserved:
+            return RESERVED
+        return SPOT if self.spot else PREEMPTIBLE if self.preemptible else ON_DEMAND
+
+    def with_capacity(self, capacity: Capacity) -> NodeSpec:
+        """This spec asking for `capacity` instead of its own kind: one try of a hunt across kinds."""
+        kind = capacity.kind
+        return replace(
+            self,
+            spot=kind == SPOT,
+            preemptible=kind == PREEMPTIBLE,
+            reserved=kind == RESERVED,
+            reservation=capacity.reservation if kind == RESERVED else None,
+            flex_start=kind == FLEX_START,
+            max_run_duration=self.max_run_duration if kind == FLEX_START else None,
+        )
 
     def resource(self) -> JSON:
         """The create request's body: the v2 API's JSON `Node`, the same shape `Node.resource` reads."""
@@ -146,8 +168,11 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     f: (str,) for f in ("name", "project", "zone", "runtime_version")
 } | {
     f: (str, type(None))
-    for f in ("accelerator_type", "config_type", "topology", "valid_until", "network", "subnetwork", "service_account", "startup_script")
-} | {f: (bool,) for f in ("spot", "preemptible", "queued")} | {"labels": (dict,)}
+    for f in (
+        "accelerator_type", "config_type", "topology", "valid_until", "network", "subnetwork", "service_account", "startup_script",
+        "reservation", "max_run_duration",
+    )
+} | {f: (bool,) for f in ("spot", "preemptible", "queued", "reserved", "flex_start")} | {"labels": (dict,)}
 
 
 def _field_problem(name: str, value: object) -> str | None:

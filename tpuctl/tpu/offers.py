@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-ON_DEMAND, SPOT = "on-demand", "spot"
-KINDS = (ON_DEMAND, SPOT)
+from tpuctl.tpu.capacity import ON_DEMAND, SPOT
+
+KINDS = (ON_DEMAND, SPOT)  # the kinds an offer is priced and ranked for
 SAME_REGION, SAME_CONTINENT, ELSEWHERE = "same region", "same continent", "elsewhere"
 _DISTANCE_ORDER = {SAME_REGION: 0, SAME_CONTINENT: 1, ELSEWHERE: 2, None: 0}  # no bucket: distance ranks nobody
 

@@ -22,6 +22,7 @@ from tpuctl.settings.cloud import Settings
 from tpuctl.tpu import offers as ranking
 from tpuctl.tpu import stockouts
 from tpuctl.tpu.accelerators import shape_of
+from tpuctl.tpu.capacity import ON_DEMAND
 
 if TYPE_CHECKING:
     from tpuctl.cloud.node import Node
@@ -113,7 +114,7 @@ def _draws_on(node: Node, generation: str, kind: str) -> bool:
         same = shape_of(node.accelerator).generation == generation
     except TpuctlError:
         return False
-    return same and not node.reserved and (node.capacity == ranking.ON_DEMAND) == (kind == ranking.ON_DEMAND)
+    return same and not node.reserved and (node.capacity == ON_DEMAND) == (kind == ON_DEMAND)
 
 
 def bucket_location(settings: Settings, bucket: str) -> str:

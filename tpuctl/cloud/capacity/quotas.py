@@ -19,7 +19,7 @@ from urllib.parse import quote
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings.cloud import Settings
 from tpuctl.tpu.accelerators import Shape
-from tpuctl.tpu.offers import SPOT
+from tpuctl.tpu.capacity import SPOT
 
 UNLIMITED = 2**31  # details.value -1: no limit; shown as "unlimited"
 MAX_PAGES = 20  # tpu.googleapis.com has a few dozen quotas; more pages is a reply gone wrong
