@@ -147,7 +147,7 @@ def pair(script: Path, tpuctl_extra: list[str]) -> tuple[Launch, Launch]:
 
 
 def measure(
-    label: str, subject: Launch, anchor: Launch, runs: int, expect: str | None, env: dict[str, str], work: Path
+    label: str, subject: Launch, anchor: Launch, runs: int, expect: str | None, env: dict[str, str], work: Path, warm_ups: int
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Timed runs per side, and for each timed run its longest cluster-join wait (when TF logged one)."""
     sides = {"tpuctl": subject, "shell": anchor}
@@ -169,8 +169,9 @@ def measure(
                 joins[side].append(wait)
 
     print(f"  {label}: warm-up", end="", file=sys.stderr, flush=True)
-    once("tpuctl", timed=False)
-    once("shell", timed=False)
+    for _ in range(warm_ups):
+        once("tpuctl", timed=False)
+        once("shell", timed=False)
     for round_no in range(runs):
         order = ["tpuctl", "shell"] if round_no % 2 == 0 else ["shell", "tpuctl"]
         for side in order:
@@ -184,7 +185,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each side of the TensorFlow pair (default 5)")
     parser.add_argument("--noop-runs", type=int, default=15, help="timed runs of each side of the no-op pair (default 15)")
-    args = parse_args(parser, runs=1, noop_runs=1)
+    parser.add_argument("--warm-ups", type=int, default=1, help="untimed runs of each side before the timed ones (default 1)")
+    args = parse_args(parser, runs=1, noop_runs=1, warm_ups=0)
 
     env = dict(os.environ)
     for name in ("TF_CONFIG", "TF_USE_LEGACY_KERAS", "PYTHONPROFILEIMPORTTIME"):
@@ -193,14 +195,14 @@ def main() -> int:
 
     print(f"tpuctl launch overhead: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
     print(f"tpuctl: {' '.join(tpuctl_command())}; anchor: bash {SHELL_LAUNCHER.relative_to(HERE.parent)}")
-    print(f"runs: {args.runs} (TensorFlow pair), {args.noop_runs} (no-op pair), interleaved, after one warm-up each")
+    print(f"runs: {args.runs} (TensorFlow pair), {args.noop_runs} (no-op pair), interleaved, after {args.warm_ups} warm-up(s) each")
 
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as tmp:
         work = Path(tmp)
         tf_subject, tf_anchor = pair(TF_SCRIPT, [])
-        tf_times, tf_joins = measure("mwms", tf_subject, tf_anchor, max(1, args.runs), TF_EXPECT, env, work)
+        tf_times, tf_joins = measure("mwms", tf_subject, tf_anchor, max(1, args.runs), TF_EXPECT, env, work, args.warm_ups)
         noop_subject, noop_anchor = pair(NOOP_SCRIPT, ["--strategy", "none"])
-        noop_times, _ = measure("noop", noop_subject, noop_anchor, max(1, args.noop_runs), None, env, work)
+        noop_times, _ = measure("noop", noop_subject, noop_anchor, max(1, args.noop_runs), None, env, work, args.warm_ups)
 
     rows = [
         ("2 workers, MultiWorkerMirrored", (tf_times["tpuctl"], tf_times["shell"]), TF_TARGET),

@@ -58,7 +58,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each side (default 7)")
     parser.add_argument("--steps", type=int, default=1000, help="batches in each timed fit (default 1000)")
-    args = parse_args(parser, runs=1, steps=20)
+    parser.add_argument("--warm-ups", type=int, default=1, help="untimed pairs first: the file cache, TensorFlow's first import (default 1)")
+    args = parse_args(parser, runs=1, steps=20, warm_ups=0)
     tpuctl = tpuctl_command()
     times: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,7 +72,8 @@ def main() -> None:
             number += 1
             return run_once(tpuctl, script, Path(tmp) / f"run-{number}", args.steps, on)
 
-        launch(True), launch(False)  # warm-up: the file cache, TensorFlow's first import
+        for _ in range(args.warm_ups):
+            launch(True), launch(False)
         for round_no in range(args.runs):
             for on in (True, False) if round_no % 2 == 0 else (False, True):
                 times[on].append(launch(on))

@@ -311,7 +311,7 @@ def main() -> None:
     parser.add_argument("--keras-steps", type=int, default=20_000, help="batches of the Keras fit (0: no Keras file)")
     parser.add_argument("--tf215", default=str(TF215), help="an interpreter with TensorFlow 2.15 ('' to skip that file)")
     parser.add_argument("--only-command", action="store_true", help="time only the whole commands (tail --json vs the loader's JSON dump)")
-    options = parse_args(parser, runs=1, mb=0, keras_steps=5)
+    options = parse_args(parser, runs=1, mb=0, keras_steps=5, tf215="")  # smoke: no TF 2.15 file (its writer takes the 2.21 writer's path)
     sys.path.insert(0, str(ROOT))
     steps = (options.mb << 20) // BYTES_PER_STEP + 1
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as name:
