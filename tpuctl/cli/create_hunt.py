@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.capacity.gather import Found
     from tpuctl.cloud.capacity.hunt import Candidate, Hunted, Tried
     from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.cloud.tpu import TpuApi
     from tpuctl.settings.cloud import Settings
 
 _CLOUD = ("project", "credentials", "access_token_file")
@@ -67,13 +68,11 @@ def plan(flags: dict[str, Any], zones: str | None, capacity: str | None, hunt_ti
 def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool) -> None:
     """Gather the offers, hunt through them, and report where the node landed and what was tried."""
     from tpuctl.cloud import nodespec
-    from tpuctl.cloud.capacity.gather import gather
     from tpuctl.cloud.capacity.hunt import HuntStopped, hunt, spec_for
 
     resolved = hunt_plan.resolved
     api = tpu_api(resolved)
-    model_dir = resolved.get("model-dir")
-    found = gather(api, resolved, hunt_plan.types, _priced(hunt_plan.capacities), hunt_plan.zones, _bucket(model_dir))
+    found = _offers(api, hunt_plan)
     candidates = _candidates(found, hunt_plan)
     if not candidates:
         raise TpuctlError("no zone offers these types for these capacity kinds", hint="`tpuctl offers TYPE` lists what each zone offers")
@@ -99,11 +98,28 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
         with StatusLine(f"creating {name}") as progress:
             done = hunt(api, base, candidates, progress, say=say, runtime_given=given, create_deadline_s=float(resolved.require("create-deadline")),
                         timeout_s=hunt_plan.timeout_s, wait=not no_wait, before_create=price)  # fmt: skip
-    except HuntStopped as stopped:
+    except TpuctlError as stopped:
         if as_json:
-            click.echo(json.dumps({"name": name, "created": False, "error": stopped.message, "hunt": {"tries": _tries(stopped.tried)}}, indent=2))
+            tried = _tries(stopped.tried) if isinstance(stopped, HuntStopped) else []
+            click.echo(json.dumps({"name": name, "created": False, "error": stopped.message, "hunt": {"tries": tried}}, indent=2))
         raise
     _report(done, found, listed.get("price"), no_wait, as_json)
+
+
+def _offers(api: TpuApi, hunt_plan: Plan) -> Found:
+    """gather()'s ranked offers, as `tpuctl offers --model-dir` ranks them for the model-dir setting's bucket; a bucket
+    that cannot be read ranks nobody (a note says why) rather than stopping a create that does not need it."""
+    from tpuctl.cloud.capacity.gather import gather
+
+    resolved, kinds = hunt_plan.resolved, _priced(hunt_plan.capacities)
+    bucket = _bucket(resolved.get("model-dir"))
+    try:
+        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, bucket)
+    except TpuctlError as err:
+        if bucket is None:
+            raise
+        click.echo(f"tpuctl: note: ranking without the distance to gs://{bucket}: {err.message}", err=True)
+        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, None)
 
 
 def _priced(capacities: list[Capacity]) -> list[str]:
