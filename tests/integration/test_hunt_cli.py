@@ -175,3 +175,20 @@ def test_gcloud_meets_the_same_stockout_in_the_same_zone(google_standin: GoogleS
     made = gcloud.run("compute", "tpus", "tpu-vm", "create", "other", "--accelerator-type", TYPE, "--version", "tpu-ubuntu2204-base")
     assert made.returncode == 1 and '"code": 8' in made.stderr and f'no more capacity in the zone \\"{order[0]}\\"' in made.stderr
     assert g.node(order[0], "other") is None
+
+
+def test_the_zones_and_capacity_settings_drive_the_hunt_and_a_zone_flag_still_means_one_zone(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    (cli.cwd / "tpuctl.toml").write_text('[cloud]\nzones = "all"\ncapacity = "spot"\n')
+    shown = cli("config", "show").stdout
+    assert [line.split()[:2] for line in shown.splitlines() if line.split()[:1] in (["zones"], ["capacity"])] == [["zones", "all"], ["capacity", "spot"]]
+    order = ranked(cli, "spot")
+    g.faults.stockout(order[0], "capacity")
+    hunted = json.loads(cli("create", "hunt", "--accelerator-type", TYPE, "--json").stdout)
+    assert hunted["zone"] == order[1] and hunted["capacity"] == "spot" and len(hunted["hunt"]["tries"]) == 2
+    # --zone is one zone, as always (no hunt, no `hunt` in the JSON), with the capacity setting's one kind.
+    g.faults.stockout(order[2], "capacity")
+    line = error_line(cli("create", "plain", "--accelerator-type", TYPE, "--zone", order[2], code=1))
+    assert line.startswith(f"Error: {order[2]}: no capacity for {TYPE} (code 8); nothing was left behind")
+    plain = json.loads(cli("create", "plain", "--accelerator-type", TYPE, "--zone", order[2], "--json").stdout)
+    assert "hunt" not in plain and plain["capacity"] == "spot" and (g.node(order[2], "plain") or {})["schedulingConfig"]["spot"]

@@ -49,6 +49,7 @@ class ZonedApi:
     endings: dict[str, list[str]] = field(default_factory=dict)  # zone -> STOCKOUTS keys, "stuck" or "interrupt"
     pending: dict[tuple[str, str], str] = field(default_factory=dict)  # (zone, operation) -> how it ends
     calls: list[str] = field(default_factory=list)
+    interrupt_deletes: bool = False  # a second Ctrl-C while the interrupted try is being deleted
     clock: list[float] = field(default_factory=lambda: [0.0])
 
     def get_node(self, zone: str, name: str) -> Node | None:
@@ -84,6 +85,8 @@ class ZonedApi:
 
     def delete_node(self, zone: str, name: str) -> str | None:
         self.calls.append(f"delete {zone}")
+        if self.interrupt_deletes:
+            raise KeyboardInterrupt
         return None if self.nodes.pop((zone, name), None) is None else "operations/delete"
 
     def stop_node(self, zone: str, name: str) -> str | None:
@@ -221,6 +224,17 @@ def test_ctrl_c_mid_try_deletes_the_try_and_exits_130(tmp_path: Path) -> None:
         "interrupted while trying z2-west1-a; what the try had made was deleted, nothing was left behind; tried before: z1-"
     )
     assert api.nodes == {} and saved("z2-west1-a") is None and "delete z2-west1-a" in api.calls
+
+
+def test_a_second_ctrl_c_names_what_is_left_and_how_to_delete_it() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["interrupt"]}, interrupt_deletes=True)
+    with pytest.raises(HuntStopped) as stopped:
+        run(api, zones("z1-west1-a", "z2-west1-a"))
+    assert stopped.value.exit_code == INTERRUPTED
+    assert stopped.value.message == (
+        "interrupted while trying z1-west1-a; hunt may be left in z1-west1-a: `tpuctl delete hunt --zone z1-west1-a` deletes it; "
+        "no other candidate was tried"
+    )
 
 
 def test_ctrl_c_leaves_a_node_that_was_there_before() -> None:
