@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/launch_overhead.py
 	$(BIN)/python benchmarks/list_nodes.py
 	$(BIN)/python benchmarks/offers.py
+	$(BIN)/python benchmarks/hunt.py
 	$(BIN)/python benchmarks/tail_reader.py
 	$(BIN)/python benchmarks/ssh_fanout.py
 	$(BIN)/python benchmarks/vertex_submit.py

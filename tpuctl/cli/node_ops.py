@@ -9,34 +9,33 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cli.created import list_price, report
 from tpuctl.cli.display import StatusLine
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.lifecycle import Ensured
-    from tpuctl.cloud.node import Node
-    from tpuctl.cloud.nodespec import NodeSpec
     from tpuctl.cloud.prices import PriceBook
     from tpuctl.cloud.tpu import TpuApi
     from tpuctl.settings.cloud import Settings
-
-
-def _hosts(node: Node) -> str:
-    count = node.host_count
-    ips = ", ".join(host.internal_ip for host in node.endpoints if host.internal_ip) or "no hosts yet"
-    return f"{count} host{'s' if count != 1 else ''}: {ips}"
 
 
 @click.command("create")
 @click.argument("name")
 @project_options
 @zone_option
-@click.option("--accelerator-type", metavar="TYPE", help="e.g. v4-8, v5litepod-16 [config: accelerator-type].")
+@click.option("--accelerator-type", metavar="TYPE[,TYPE2]", help="e.g. v4-8, v5litepod-16; several: tried in your order (a hunt) [config: accelerator-type].")
 @click.option("--type", "config_type", metavar="GEN", help="TPU generation with --topology, e.g. v5litepod.")
 @click.option("--topology", metavar="AxB[xC]", help="Chip topology with --type, e.g. 2x4.")
 @click.option("--runtime-version", metavar="VERSION", help="TPU VM software version [config: runtime-version; default: TensorFlow's image for the type].")
-@click.option("--spot", is_flag=True, help="Spot capacity: cheaper, may be preempted at any time.")
-@click.option("--preemptible", is_flag=True, help="Legacy preemptible capacity (24 h limit).")
+@click.option("--zones", metavar="all|Z1,Z2,...", help="Hunt across zones (all or auto: every zone), best first as `tpuctl offers` ranks [config: zones].")
+@click.option(
+    "--capacity",
+    metavar="KIND[,KIND]",
+    help="Capacity kinds to try, in your order: on-demand, spot, preemptible, reserved[=NAME], flex-start [config: capacity; default: on-demand].",
+)
+@click.option("--hunt-timeout", type=click.IntRange(min=1), metavar="SECONDS", help="Give up the whole hunt after SECONDS (each try: create-deadline at most).")
+@click.option("--spot", is_flag=True, help="Spot capacity: cheaper, may be preempted at any time (--capacity spot).")
+@click.option("--preemptible", is_flag=True, help="Legacy preemptible capacity (24 h limit; --capacity preemptible).")
 @click.option("--queued", is_flag=True, help="Queue the request until capacity is available (queued resource).")
 @click.option("--valid-until", metavar="WHEN", help="With --queued: give up after a duration (6h, 2d) or at an RFC 3339 time.")
 @click.option("--labels", multiple=True, metavar="K=V[,K=V]", help="Labels for the node (repeatable).")
@@ -45,18 +44,25 @@ def _hosts(node: Node) -> str:
 @click.option("--service-account", metavar="EMAIL", help="Service account the TPU VMs run as.")
 @click.option("--startup-script", type=click.Path(dir_okay=False, path_type=Path), help="Script each TPU VM runs at boot.")
 @click.option("--async", "no_wait", is_flag=True, help="Return once the request is accepted; do not wait for READY.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: name, zone, acceleratorType, capacity, created, state, listPrice.")
-def create(name: str, no_wait: bool, as_json: bool, **flags: Any) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: name, zone, acceleratorType, capacity, created, state, listPrice (a hunt: its tries).")
+def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity: str | None, hunt_timeout: int | None, **flags: Any) -> None:
     """Create the TPU VM NAME and wait until it is READY and HEALTHY.
 
     Re-running with the same spec reuses the node; a different spec is an
     error that lists the differences. The spec is saved for `tpuctl recreate`.
     Before it waits it says the slice's hourly list price (no discounts).
+    With --zones, several types or several capacity kinds it hunts: one try after
+    another, best first, until one holds (docs/capacity.md, How tpuctl chooses).
     """
+    from tpuctl.cli import create_hunt
     from tpuctl.cloud import lifecycle, nodespec
     from tpuctl.inputs.errors import CapacityError
     from tpuctl.tpu import stockouts
 
+    nodespec.check_name(name)
+    hunting = create_hunt.plan(flags, zones, capacity, hunt_timeout)
+    if hunting is not None:
+        return create_hunt.run(name, hunting, flags, no_wait, as_json)
     spec, resolved = nodespec.from_flags(name, **flags)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
@@ -64,7 +70,7 @@ def create(name: str, no_wait: bool, as_json: bool, **flags: Any) -> None:
     book = _price_book(resolved, api)  # read before the create: between its acceptance and the wait it would hide CREATING
 
     def price() -> None:
-        listed[0] = _list_price(spec, book)
+        listed[0] = list_price(spec, book)
 
     try:
         with StatusLine(f"creating {name}") as progress:
@@ -77,7 +83,7 @@ def create(name: str, no_wait: bool, as_json: bool, **flags: Any) -> None:
         body = {"name": name, "zone": spec.zone, "acceleratorType": spec.accelerator(), "capacity": spec.capacity(), "created": result.created}
         click.echo(json.dumps({**body, "state": result.node.state, "listPrice": listed[0]}, indent=2))
         return
-    _report(result, no_wait)
+    report(result, no_wait)
 
 
 def _price_book(resolved: Settings, api: TpuApi) -> PriceBook | str:
@@ -89,37 +95,6 @@ def _price_book(resolved: Settings, api: TpuApi) -> PriceBook | str:
         return price_book(resolved, api.bearer_token, deadline_s=ACTING_DEADLINE_S)
     except (TpuctlError, OSError) as err:
         return one_line(str(err))
-
-
-def _list_price(spec: NodeSpec, book: PriceBook | str) -> dict[str, object] | None:
-    """Say on stderr, before the wait, what an hour of the slice costs at list price; where no SKU prices it, say so."""
-    from tpuctl.cli.node_info import price_json, price_text
-    from tpuctl.tpu.accelerators import shape_from_config
-
-    if isinstance(book, str):
-        click.echo(f"tpuctl: {spec.accelerator()} in {spec.zone}, {spec.capacity()}: no list price (prices could not be read: {book})", err=True)
-        return None
-    # --type/--topology names the slice by its shape; the SKUs price it by chips, which its type name carries too.
-    try:
-        named = spec.accelerator_type or shape_from_config(str(spec.config_type), str(spec.topology)).accelerator_type
-    except TpuctlError:
-        named = spec.accelerator()  # a shape tpuctl's table does not know: no list price, never a guess
-    usd = book.slice_price(named, spec.zone, spec.capacity())
-    price = "no list price" if usd is None else f"{price_text(usd)}/h list price"
-    click.echo(f"tpuctl: {named} in {spec.zone}, {spec.capacity()}: {price} ({book.describe()})", err=True)
-    return price_json(book, usd)
-
-
-def _report(result: Ensured, no_wait: bool) -> None:
-    spec = result.spec
-    name, zone = spec.name, spec.zone
-    what = f"{spec.accelerator()}, {spec.runtime_version}"
-    if no_wait:
-        verb = "creating" if result.created else "exists:"
-        click.echo(f"{verb} {name} ({what}) in {zone}; `tpuctl describe {name}` shows its state")
-        return
-    verb = "created" if result.created else "reused existing"
-    click.echo(f"{verb} {name} ({what}) in {zone}: READY, {_hosts(result.node)}")
 
 
 @click.command("recreate")
@@ -143,7 +118,7 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
     api = tpu_api(resolved)
     with StatusLine(f"recreating {name}") as progress:
         result = lifecycle.recreate(api, spec, progress, deadline_s=float(resolved.require("create-deadline")))
-    _report(result, no_wait=False)
+    report(result, no_wait=False)
 
 
 @click.command("delete")

@@ -66,7 +66,7 @@ def _offers(
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
     if not types:
         return _zone_types(tpu_api(resolved), wanted or [resolved.require("zone")], as_json)
-    names, kinds = _types(types), _kinds(capacity)
+    names, kinds = parse_types(types), _kinds(capacity)
     bucket = _bucket(model_dir)
     from tpuctl.cloud.capacity.gather import gather
 
@@ -77,7 +77,7 @@ def _offers(
     _table(found)
 
 
-def _types(text: str) -> list[str]:
+def parse_types(text: str) -> list[str]:
     from tpuctl.tpu.accelerators import shape_of
 
     names = list(dict.fromkeys(part.strip() for part in text.split(",")))

@@ -47,6 +47,24 @@ def _accelerator_type(value: str) -> str | None:
     return None if is_type_name(value) else "e.g. v4-8, v5litepod-16"
 
 
+def _zones(value: str) -> str | None:
+    try:
+        zones_of(value)
+    except TpuctlError as err:
+        return f"{err.message.removeprefix('--zones: ')}; e.g. all, or us-west4-a,us-east1-d"
+    return None
+
+
+def _capacity(value: str) -> str | None:
+    from tpuctl.tpu.capacity import parse_capacities
+
+    try:
+        parse_capacities(value)
+    except TpuctlError as err:
+        return err.message.removeprefix("--capacity: ")
+    return None
+
+
 def _file(value: str) -> str | None:
     """A key or token file: /dev/zero or a FIFO would be read forever by the credential loader."""
     if not value.strip():
@@ -88,6 +106,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("runtime-version", "TPU VM software version for new nodes", _check(_RUNTIME, "tpu-vm-tf-2.16.1-pjrt")),
     # A create can sit in CREATING for tens of minutes when the zone has no capacity (issue 36); a slice that
     # does come up takes minutes, so half an hour is past any create that will succeed.
+    # Where and as what `create` hunts when no --zone names one zone (docs/capacity.md, How tpuctl chooses).
+    Setting("zones", "zones a create hunts across, best first: all (or auto) or Z1,Z2,...", _zones),
+    Setting("capacity", "capacity kinds a create tries, in your order, e.g. spot,on-demand", _capacity),
     Setting("create-deadline", "seconds one create may stay CREATING before it counts as a stockout", _check(_WHOLE_SECONDS, "1800"), "1800"),
     Setting("model-dir", "default bucket path for checkpoints and summaries", _check(_BUCKET_PATH, "gs://my-bucket/runs")),
     Setting("tpu-endpoint", "Cloud TPU API endpoint", _check(_URL, "https://tpu.googleapis.com"), "https://tpu.googleapis.com"),

@@ -1,0 +1,194 @@
+"""`tpuctl create --zones ...` hunting through the real CLI and google-cloud-tpu against the TPU stand-in (issue 36).
+
+Ten zones offer v5litepod-16, two others do not; stockouts of each kind are scripted in the zones `tpuctl offers`
+ranks first, so the hunt must try them in offers' order, move past each, and leave nothing behind but the winner.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tpuctl_cmd
+from tests.integration.test_stockouts import Cli, error_line
+from tests.standins import catalog
+from tests.standins.gcloud import Gcloud
+from tests.standins.google_apis import GoogleStandin
+
+TYPE = "v5litepod-16"
+TEN = [
+    "us-west4-a", "us-west4-b", "us-central1-a", "us-central1-b", "us-east1-c",
+    "us-east1-d", "us-east5-a", "europe-west4-a", "europe-west4-b", "asia-southeast1-b",
+]  # fmt: skip
+ELSEWHERE = {"us-central2-b": ("v4-8",), "asia-east1-c": ("v2-8",)}  # zones that never offer v5e: never tried
+
+
+@pytest.fixture
+def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
+    g = google_standin
+    g.create_delay_s = 0.05
+    g.tpu.zones = {z: catalog.full_offer(z, ("v5litepod-8", "v5litepod-16", "v6e-8")) for z in TEN}
+    g.tpu.zones |= {z: catalog.full_offer(z, types) for z, types in ELSEWHERE.items()}
+    return Cli(g, tmp_path)
+
+
+def ranked(cli: Cli, kind: str) -> list[str]:
+    """The zones in the order `tpuctl offers` prints them: the order the hunt must try."""
+    offers = json.loads(cli("offers", TYPE, "--capacity", kind, "--json").stdout)
+    return [o["zone"] for o in offers]
+
+
+def creates(g: GoogleStandin) -> list[str]:
+    """The zones a node create was sent to, in order."""
+    return [path.split("/locations/")[1].split("/")[0] for method, path, _ in g.requests if method == "POST" and "/nodes?" in path]
+
+
+def specs(cli: Cli) -> list[Path]:
+    return sorted((cli.home / ".local" / "share" / "tpuctl" / "nodes").rglob("*.json"))
+
+
+def test_a_hunt_tries_offers_order_past_each_stockout_kind_and_leaves_only_the_winner(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    order = ranked(cli, "spot")
+    assert sorted(order) == sorted(TEN)  # the zones without v5e are not offers
+    kinds = ["capacity", "refused", "preempted", "stuck", "reserved"]
+    for zone, kind in zip(order, kinds, strict=False):
+        g.faults.stockout(zone, kind)
+    g.faults.stockout(order[5], "internal", 2)
+    result = cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "auto", "--capacity", "spot", "--json", TPUCTL_CREATE_DEADLINE="2")
+    report = json.loads(result.stdout)
+    assert report["zone"] == order[6] and report["capacity"] == "spot" and report["created"] and report["state"] == "READY"
+    whys = [t["result"] for t in report["hunt"]["tries"]]
+    assert whys == [
+        "no capacity (code 8)", "no capacity (refused at once)", "no capacity (preempted while being created)",
+        "no capacity (stuck in CREATING)", "no capacity (code 9)", "no capacity (code 13 twice)", "created",
+    ]  # fmt: skip
+    assert [t["zone"] for t in report["hunt"]["tries"]] == order[:7]
+    progress = [line for line in result.stderr.splitlines() if ": no capacity (" in line]
+    assert progress[0] == f"tpuctl: {order[0]} {TYPE} spot: no capacity (code 8), next: {order[1]}"
+    assert len(progress) == 6 and progress[5].endswith(f"next: {order[6]}")
+    assert set(creates(g)) == set(order[:7]) and not set(creates(g)) & set(ELSEWHERE)
+    assert [(z, n) for (z, n) in g.tpu.nodes] == [(order[6], "hunt")]  # nothing left in the six stocked-out zones
+    assert specs(cli) == [cli.spec_file("hunt", order[6])]
+    assert sorted(r["zone"] for r in cli.memory()) == sorted(order[:6])
+    # The next hunt finds the node where the last one left it, and tries the stocked-out zones last.
+    again = json.loads(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "auto", "--capacity", "spot", "--json").stdout)
+    assert again["zone"] == order[6] and not again["created"]
+    assert ranked(cli, "spot")[-6:] == sorted(order[:6], key=ranked(cli, "spot").index) and ranked(cli, "spot")[0] == order[6]
+
+
+def test_a_fallback_type_says_what_changed(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    for zone in TEN:
+        g.faults.stockout(zone, "capacity")
+    result = cli("create", "hunt", "--accelerator-type", f"{TYPE},v6e-8", "--zones", "all")
+    node = next(iter(g.tpu.nodes.values()))
+    assert node["acceleratorType"] == "v6e-8" and node["runtimeVersion"] == "v2-alpha-tpuv6e"
+    assert "fallback to v6e-8: type v5litepod-16 -> v6e-8, hosts 4 -> 1, runtime tpu-vm-tf-2.16.1-pod-pjrt -> v2-alpha-tpuv6e" in result.stdout
+    assert result.stdout.count("  tried ") == 10
+
+
+def test_quota_stops_the_hunt_at_once(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    order = ranked(cli, "on-demand")
+    g.faults.stockout(order[0], "capacity")
+    g.faults.stockout(order[1], "quota")
+    line = error_line(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", ",".join(reversed(order[:3])), code=1))
+    assert line.startswith(f"Error: quota exceeded in project tpuctl-test, zone {order[1]}: Quota '"), line
+    assert f"nothing was left behind; tried before: {order[0]} {TYPE} on-demand (no capacity (code 8))" in line
+    assert creates(g) == order[:2] and g.tpu.nodes == {} and specs(cli) == []
+
+
+def test_the_hunt_timeout_bounds_the_whole_hunt(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    for zone in TEN:
+        g.faults.stockout(zone, "stuck")
+    began = time.monotonic()
+    result = cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "all", "--hunt-timeout", "3", "--json", code=1)
+    assert time.monotonic() - began < 60
+    assert error_line(result).startswith("Error: no capacity found within --hunt-timeout 3 s; tried before: ")
+    tries = json.loads(result.stdout)["hunt"]["tries"]
+    assert 1 <= len(tries) < 10 and {t["result"] for t in tries} == {"no capacity (stuck in CREATING)"}
+    assert g.tpu.nodes == {} and specs(cli) == []
+
+
+def test_ctrl_c_mid_hunt_deletes_the_try_in_flight_and_exits_130(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    order = ranked(cli, "on-demand")
+    g.faults.stockout(order[0], "capacity")
+    g.faults.stockout(order[1], "stuck")
+    command = tpuctl_cmd("create", "hunt", "--accelerator-type", TYPE, "--zones", "all")
+    with subprocess.Popen(command, env=cli.env, cwd=cli.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as hunting:
+        deadline = time.monotonic() + 60
+        while g.node(order[1], "hunt") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # inside the wait for the node
+        hunting.send_signal(signal.SIGINT)
+        _, stderr = hunting.communicate(timeout=60)
+    assert hunting.returncode == 130, stderr
+    last = stderr.splitlines()[-1]
+    assert last.startswith(f"Error: interrupted while trying {order[1]}; what the try had made was deleted, nothing was left behind; tried before: {order[0]}")
+    assert "Traceback" not in stderr and g.tpu.nodes == {} and specs(cli) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--zones", "us-west4-a,not a zone"], "zones 'us-west4-a,not a zone' from --zones is not valid ('not a zone' is not a zone"),
+        (["--zones", "us-central2-b"], "us-central2-b does not offer v5litepod-16"),
+        (["--zones", "us-west4-a,atlantis-west9-z"], "not a Cloud TPU zone of project tpuctl-test: atlantis-west9-z"),
+        (["--zones", "all", "--accelerator-type", f"{TYPE},v9-8"], "v9"),
+        (["--zones", "all", "--capacity", "cheap"], "capacity 'cheap' from --capacity is not valid ('cheap' is not a capacity kind"),
+        (["--zones", "all", "--zone", "us-west4-a"], "give --zone or --zones, not both"),
+        (["--zones", "all", "--capacity", "spot", "--spot"], "give --capacity or --spot/--preemptible, not both"),
+        (["--zones", "all", "--type", "v5litepod", "--topology", "4x4"], "--type/--topology name one slice in one zone"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_creates_nothing(google_standin: GoogleStandin, cli: Cli, args: list[str], says: str) -> None:
+    full = ["--accelerator-type", TYPE, *args] if "--accelerator-type" not in args and "--type" not in args else args
+    line = error_line(cli("create", "hunt", *full, code=2))
+    assert says in line, line
+    assert creates(google_standin) == [] and specs(cli) == []
+
+
+def test_queued_with_several_zones_queues_in_the_best_and_says_so(google_standin: GoogleStandin, cli: Cli) -> None:
+    order = ranked(cli, "on-demand")
+    result = cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "all", "--queued")
+    assert f"queuing in {order[0]}, the best of 10 candidates" in result.stderr
+    assert list(google_standin.tpu.nodes) == [(order[0], "hunt")]
+
+
+def test_gcloud_meets_the_same_stockout_in_the_same_zone(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    """The zone the hunt moved past is, for gcloud's own create, the same stockout: the operation's code 8."""
+    g = google_standin
+    order = ranked(cli, "on-demand")
+    g.faults.stockout(order[0], "capacity", 2)
+    hunted = json.loads(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "all", "--json").stdout)
+    assert hunted["hunt"]["tries"][0] == {"zone": order[0], "acceleratorType": TYPE, "capacity": "on-demand", "result": "no capacity (code 8)",
+                                          "seconds": hunted["hunt"]["tries"][0]["seconds"]}  # fmt: skip
+    gcloud = Gcloud(g, tmp_path / "gcloud", ["tpu"], ["--zone", order[0]])
+    made = gcloud.run("compute", "tpus", "tpu-vm", "create", "other", "--accelerator-type", TYPE, "--version", "tpu-ubuntu2204-base")
+    assert made.returncode == 1 and '"code": 8' in made.stderr and f'no more capacity in the zone \\"{order[0]}\\"' in made.stderr
+    assert g.node(order[0], "other") is None
+
+
+def test_the_zones_and_capacity_settings_drive_the_hunt_and_a_zone_flag_still_means_one_zone(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    (cli.cwd / "tpuctl.toml").write_text('[cloud]\nzones = "all"\ncapacity = "spot"\n')
+    shown = cli("config", "show").stdout
+    assert [line.split()[:2] for line in shown.splitlines() if line.split()[:1] in (["zones"], ["capacity"])] == [["zones", "all"], ["capacity", "spot"]]
+    order = ranked(cli, "spot")
+    g.faults.stockout(order[0], "capacity")
+    hunted = json.loads(cli("create", "hunt", "--accelerator-type", TYPE, "--json").stdout)
+    assert hunted["zone"] == order[1] and hunted["capacity"] == "spot" and len(hunted["hunt"]["tries"]) == 2
+    # --zone is one zone, as always (no hunt, no `hunt` in the JSON), with the capacity setting's one kind.
+    g.faults.stockout(order[2], "capacity")
+    line = error_line(cli("create", "plain", "--accelerator-type", TYPE, "--zone", order[2], code=1))
+    assert line.startswith(f"Error: {order[2]}: no capacity for {TYPE} (code 8); nothing was left behind")
+    plain = json.loads(cli("create", "plain", "--accelerator-type", TYPE, "--zone", order[2], "--json").stdout)
+    assert "hunt" not in plain and plain["capacity"] == "spot" and (g.node(order[2], "plain") or {})["schedulingConfig"]["spot"]

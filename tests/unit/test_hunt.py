@@ -1,0 +1,260 @@
+"""The capacity hunt (tpuctl/cloud/capacity/hunt.py) against a fake of Google's TPU API across zones.
+
+The fake scripts, per zone, how the next create's operation ends — as the TPU API ends a stockout (code 8 with
+its capacity message, code 9, code 3 naming PREEMPTED, code 13) or a quota refusal (code 8 naming a quota) —
+and what the node looks like meanwhile. tpuctl's lifecycle, NodeSpec, stockout memory and hunt are the real ones.
+Nothing sleeps: the hunt's clock is a counter the fake's polls advance.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tpuctl.cloud import nodespec
+from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped, hunt
+from tpuctl.cloud.node import Node
+from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.tpu import Operation
+from tpuctl.endings import INTERRUPTED
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.tpu.capacity import Capacity
+
+PROJECT = "tpuctl-test"
+BASE = NodeSpec(name="hunt", project=PROJECT, zone="us-central2-b", runtime_version="tpu-vm-tf-2.16.1-pod-pjrt", accelerator_type="v5litepod-16")
+CODE_8 = 'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud TPU Nodes are offered'
+STOCKOUTS = {
+    "capacity": (8, CODE_8),
+    "reserved": (9, "Insufficient reserved capacity. Contact customer support to increase your reservation."),
+    "preempted": (3, "Cloud TPU received a bad request. update is not supported while in state PREEMPTED"),
+    "internal": (13, "an internal error has occurred"),
+    "quota": (8, "Quota 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' exhausted. Limit 0 in zone {zone}"),
+    "permission": (7, "Permission 'tpu.nodes.create' denied on 'projects/tpuctl-test/locations/{zone}/nodes/hunt'"),
+}
+SPOT, ON_DEMAND = Capacity("spot"), Capacity("on-demand")
+
+
+@dataclass
+class ZonedApi:
+    """The TPU API as a hunt sees it: per zone, the creates' scripted endings ("ok" when none is left)."""
+
+    project: str = PROJECT
+    nodes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    endings: dict[str, list[str]] = field(default_factory=dict)  # zone -> STOCKOUTS keys, "stuck" or "interrupt"
+    pending: dict[tuple[str, str], str] = field(default_factory=dict)  # (zone, operation) -> how it ends
+    calls: list[str] = field(default_factory=list)
+    interrupt_deletes: bool = False  # a second Ctrl-C while the interrupted try is being deleted
+    clock: list[float] = field(default_factory=lambda: [0.0])
+
+    def get_node(self, zone: str, name: str) -> Node | None:
+        self.clock[0] += 1.0
+        found = self.nodes.get((zone, name))
+        return None if found is None else Node(dict(found), zone)
+
+    def create_node(self, zone: str, name: str, resource: dict[str, Any]) -> str | None:
+        self.calls.append(f"create {zone} {resource.get('acceleratorType')} spot={bool(resource.get('schedulingConfig', {}).get('spot'))}")
+        if (zone, name) in self.nodes:
+            return None
+        ending = (self.endings.get(zone) or ["ok"]).pop(0)
+        path = f"projects/{self.project}/locations/{zone}/nodes/{name}"
+        if ending != "permission":  # a refused permission makes no node
+            self.nodes[(zone, name)] = {"name": path, "state": "PREEMPTED" if ending == "preempted" else "CREATING", **resource}
+        if ending == "interrupt":
+            raise KeyboardInterrupt
+        operation = f"operations/create-{len(self.calls)}"
+        self.pending[(zone, operation)] = ending
+        return operation
+
+    def operation(self, zone: str, name: str) -> Operation:
+        ending = self.pending.get((zone, name), "ok")
+        if ending == "stuck":
+            return Operation(done=False)
+        if ending == "ok":
+            node = self.nodes.get((zone, "hunt"))
+            if node is not None:
+                node.update(state="READY", health="HEALTHY")
+            return Operation(done=True)
+        code, message = STOCKOUTS[ending]
+        return Operation(True, code, message.format(zone=zone))
+
+    def delete_node(self, zone: str, name: str) -> str | None:
+        self.calls.append(f"delete {zone}")
+        if self.interrupt_deletes:
+            raise KeyboardInterrupt
+        return None if self.nodes.pop((zone, name), None) is None else "operations/delete"
+
+    def stop_node(self, zone: str, name: str) -> str | None:
+        raise AssertionError("a hunt never stops a node")
+
+    def start_node(self, zone: str, name: str) -> str | None:
+        raise AssertionError("a hunt never starts a node")
+
+    def create_queued(self, zone: str, resource_id: str, resource: dict[str, Any]) -> bool:
+        raise AssertionError("no queued resource in these tests")
+
+    def get_queued(self, zone: str, resource_id: str) -> str | None:
+        return None
+
+    def delete_queued(self, zone: str, resource_id: str) -> None:
+        raise AssertionError("no queued resource in these tests")
+
+
+@pytest.fixture(autouse=True)
+def _private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    yield
+
+
+def no_sleep(seconds: float) -> None:
+    if seconds >= 5.0:
+        raise AssertionError("the wait never ended")
+
+
+def run(api: ZonedApi, candidates: list[Candidate], **extra: Any) -> tuple[Any, list[str]]:
+    said: list[str] = []
+    options: dict[str, Any] = {"runtime_given": False, "sleep": no_sleep, "clock": lambda: api.clock[0], **extra}
+    return hunt(api, BASE, candidates, lambda state, elapsed: None, say=said.append, **options), said
+
+
+def zones(*names: str, kind: Capacity = SPOT, accelerator_type: str = "v5litepod-16") -> list[Candidate]:
+    return [Candidate(accelerator_type, kind, zone, 7.28) for zone in names]
+
+
+def memory(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "state" / "tpuctl" / "stockouts.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def saved(zone: str) -> NodeSpec | None:
+    return nodespec.load(PROJECT, zone, "hunt")
+
+
+def test_each_stockout_moves_on_leaves_nothing_and_is_remembered(tmp_path: Path) -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"], "z2-west1-a": ["reserved"], "z3-west1-a": ["preempted"], "z4-west1-a": ["internal", "internal"]})
+    candidates = zones("z1-west1-a", "z2-west1-a", "z3-west1-a", "z4-west1-a", "z5-west1-a")
+    done, said = run(api, candidates)
+    assert done.candidate == candidates[4] and done.ensured.created and done.ensured.node.ready
+    assert [t.why for t in done.tried] == [
+        "no capacity (code 8)", "no capacity (code 9)", "no capacity (preempted while being created)", "no capacity (code 13 twice)",
+    ]  # fmt: skip
+    assert said[0] == "z1-west1-a v5litepod-16 spot: no capacity (code 8), next: z2-west1-a"
+    assert said[3] == "z4-west1-a v5litepod-16 spot: no capacity (code 13 twice), next: z5-west1-a"
+    assert list(api.nodes) == [("z5-west1-a", "hunt")]  # every try's leftovers deleted
+    assert [z for z in ("z1-west1-a", "z2-west1-a", "z3-west1-a", "z4-west1-a", "z5-west1-a") if saved(z)] == ["z5-west1-a"]
+    assert [(r["zone"], r["kind"], r["why"]) for r in memory(tmp_path)] == [
+        ("z1-west1-a", "spot", "zone"), ("z2-west1-a", "spot", "reserved"), ("z3-west1-a", "spot", "preempted"), ("z4-west1-a", "spot", "internal"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ending", "kind"), [("quota", "QuotaError"), ("permission", "AccessDenied")])
+def test_quota_or_permission_stops_at_once_saying_what_was_tried(tmp_path: Path, ending: str, kind: str) -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"], "z2-west1-a": [ending]})
+    with pytest.raises(HuntStopped) as stopped:
+        run(api, zones("z1-west1-a", "z2-west1-a", "z3-west1-a"))
+    assert stopped.value.exit_code == FAILED and [t.candidate.zone for t in stopped.value.tried] == ["z1-west1-a"]
+    assert stopped.value.message.endswith("tried before: z1-west1-a v5litepod-16 spot (no capacity (code 8))")
+    assert not any(call.startswith("create z3") for call in api.calls) and api.nodes == {}
+    assert [r["zone"] for r in memory(tmp_path)] == ["z1-west1-a"]  # a quota or permission refusal is no stockout
+
+
+def test_the_first_try_failing_otherwise_is_its_own_error_as_in_one_zone() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["quota"]})
+    with pytest.raises(TpuctlError) as failed:
+        run(api, zones("z1-west1-a", "z2-west1-a"))
+    assert type(failed.value).__name__ == "QuotaError" and "nothing was left behind" in failed.value.message
+
+
+def test_all_stocked_out_is_one_line_with_every_zone_and_why() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"], "z2-west1-a": ["stuck"]})
+    with pytest.raises(HuntStopped) as stopped:
+        run(api, zones("z1-west1-a", "z2-west1-a"), create_deadline_s=0.0)
+    message = stopped.value.message
+    assert message.startswith("no capacity in any of 2 candidates; tried before: z1-west1-a v5litepod-16 spot (no capacity (code 8)), ")
+    assert message.endswith("z2-west1-a v5litepod-16 spot (no capacity (stuck in CREATING))") and api.nodes == {}
+
+
+def test_the_hunt_timeout_caps_each_try_and_ends_the_hunt() -> None:
+    """A zone that leaves the create CREATING gets what is left of the hunt, not the whole create-deadline."""
+    api = ZonedApi(endings={"z1-west1-a": ["stuck"], "z2-west1-a": ["stuck"]})
+    began = time.monotonic()
+    with pytest.raises(HuntStopped, match=r"^no capacity found within --hunt-timeout 0.3 s; tried before: z1-west1-a ") as stopped:
+        run(api, zones("z1-west1-a", "z2-west1-a"), timeout_s=0.3, clock=time.monotonic, sleep=lambda s: time.sleep(0.02), create_deadline_s=3600.0)
+    assert 0.3 <= time.monotonic() - began < 5.0
+    assert [t.why for t in stopped.value.tried] == ["no capacity (stuck in CREATING)"] and api.nodes == {}
+
+
+def test_types_then_kinds_in_the_given_order_and_a_fallback_says_what_changed() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity", "capacity"]})
+    candidates = [*zones("z1-west1-a"), *zones("z1-west1-a", kind=ON_DEMAND), *zones("z2-east1-d", accelerator_type="v6e-8")]
+    done, said = run(api, candidates)
+    assert api.calls[0] == "create z1-west1-a v5litepod-16 spot=True" and api.calls[2] == "create z1-west1-a v5litepod-16 spot=False"
+    assert api.calls[-1] == "create z2-east1-d v6e-8 spot=True"
+    assert done.ensured.spec.runtime_version == "v2-alpha-tpuv6e" and done.ensured.spec.accelerator_type == "v6e-8"
+    assert done.changed == ["type v5litepod-16 -> v6e-8", "hosts 4 -> 1", "runtime tpu-vm-tf-2.16.1-pod-pjrt -> v2-alpha-tpuv6e"]
+    assert said[1].startswith("z1-west1-a v5litepod-16 on-demand: no capacity (code 8), next: z2-east1-d")
+
+
+def test_a_named_runtime_is_kept_for_every_type() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"]})
+    done, _ = run(api, [*zones("z1-west1-a"), *zones("z2-east1-d", accelerator_type="v6e-8")], runtime_given=True)
+    assert done.ensured.spec.runtime_version == BASE.runtime_version and done.changed == ["type v5litepod-16 -> v6e-8", "hosts 4 -> 1"]
+
+
+def test_a_rerun_reuses_the_node_an_earlier_hunt_made() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"]})
+    first, _ = run(api, zones("z1-west1-a", "z2-west1-a"))
+    again, said = run(api, zones("z1-west1-a", "z2-west1-a"))
+    assert first.candidate.zone == again.candidate.zone == "z2-west1-a" and not again.ensured.created and said == []
+    assert [call for call in api.calls if call.startswith("create")] == ["create z1-west1-a v5litepod-16 spot=True", "create z2-west1-a v5litepod-16 spot=True"]
+
+
+def test_ctrl_c_mid_try_deletes_the_try_and_exits_130(tmp_path: Path) -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"], "z2-west1-a": ["interrupt"]})
+    with pytest.raises(HuntStopped) as stopped:
+        run(api, zones("z1-west1-a", "z2-west1-a", "z3-west1-a"))
+    assert stopped.value.exit_code == INTERRUPTED
+    assert stopped.value.message.startswith(
+        "interrupted while trying z2-west1-a; what the try had made was deleted, nothing was left behind; tried before: z1-"
+    )
+    assert api.nodes == {} and saved("z2-west1-a") is None and "delete z2-west1-a" in api.calls
+
+
+def test_a_second_ctrl_c_names_what_is_left_and_how_to_delete_it() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["interrupt"]}, interrupt_deletes=True)
+    with pytest.raises(HuntStopped) as stopped:
+        run(api, zones("z1-west1-a", "z2-west1-a"))
+    assert stopped.value.exit_code == INTERRUPTED
+    assert stopped.value.message == (
+        "interrupted while trying z1-west1-a; hunt may be left in z1-west1-a: `tpuctl delete hunt --zone z1-west1-a` deletes it; "
+        "no other candidate was tried"
+    )
+
+
+def test_ctrl_c_leaves_a_node_that_was_there_before() -> None:
+    api = ZonedApi()
+    path = "projects/tpuctl-test/locations/z1-west1-a/nodes/hunt"
+    api.nodes[("z1-west1-a", "hunt")] = {"name": path, "state": "CREATING", **BASE.with_capacity(SPOT).resource()}
+    api.pending[("z1-west1-a", "x")] = "stuck"
+
+    def interrupt(state: str, elapsed: float) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(HuntStopped, match="was there before and is left as it is") as stopped:
+        hunt(api, BASE, zones("z1-west1-a"), interrupt, say=print, runtime_given=False, sleep=no_sleep)
+    assert stopped.value.exit_code == INTERRUPTED and ("z1-west1-a", "hunt") in api.nodes
+
+
+def test_a_type_without_a_known_image_is_refused_before_any_create() -> None:
+    api = ZonedApi()
+    with pytest.raises(TpuctlError, match="no TensorFlow runtime image for v9-8"):
+        run(api, [*zones("z1-west1-a"), *zones("z2-west1-a", accelerator_type="v9-8")])
+    assert api.calls == []
+    with pytest.raises(TpuctlError, match="no candidate to try"):
+        run(api, [])

@@ -1,0 +1,183 @@
+"""`tpuctl create` across zones, capacity kinds and types: which create is a hunt, its candidates, its report.
+
+The candidates are `gather()`'s offers in `rank()`'s order, the order `tpuctl offers` prints, so what offers shows
+is what create tries (docs/capacity.md, How tpuctl chooses). A create that names one zone, one type and one kind
+of today's flags (`--zone`, `--spot`, `--preemptible`) is no hunt: node_ops keeps that path as it always was.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tpuctl.cli.cloud_options import resolve, tpu_api
+from tpuctl.cli.display import StatusLine
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.capacity.gather import Found
+    from tpuctl.cloud.capacity.hunt import Candidate, Hunted, Tried
+    from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.settings.cloud import Settings
+
+_CLOUD = ("project", "credentials", "access_token_file")
+
+
+@dataclass(frozen=True)
+class Plan:
+    types: list[str]
+    capacities: list[Capacity]
+    zones: list[str] | None  # None: every zone the TPU API lists
+    resolved: Settings
+    timeout_s: float | None
+
+
+def plan(flags: dict[str, Any], zones: str | None, capacity: str | None, hunt_timeout: int | None) -> Plan | None:
+    """The hunt this create asks for, or None for a plain create in one zone (`flags` then carry its kind)."""
+    from tpuctl.cli.offers import parse_types
+    from tpuctl.settings.cloud import zones_of
+    from tpuctl.tpu.capacity import parse_capacities
+
+    if zones and flags["zone"]:
+        raise TpuctlError("give --zone or --zones, not both", hint="--zone Z creates in Z alone; --zones hunts across zones")
+    if capacity and (flags["spot"] or flags["preemptible"]):
+        raise TpuctlError("give --capacity or --spot/--preemptible, not both", hint="--spot is --capacity spot")
+    resolved = resolve(**{key: flags[key] for key in (*_CLOUD, "zone")}, zones=zones, capacity=capacity)
+    named = SPOT if flags["spot"] else PREEMPTIBLE if flags["preemptible"] else None
+    capacities = [Capacity(named)] if named else parse_capacities(resolved.get("capacity") or ON_DEMAND)
+    by_type = bool(flags["config_type"] or flags["topology"])
+    text = "" if by_type else flags["accelerator_type"] or resolved.require("accelerator-type")
+    types = parse_types(text) if "," in text else [text.strip()] if text else []  # one type: from_flags checks it as always
+    across = resolved.given("zones") and not flags["zone"]
+    kinds = len(capacities) > 1 or capacities[0].kind in (RESERVED, FLEX_START)
+    if not (across or len(types) > 1 or kinds or hunt_timeout):
+        if not named:  # the capacity setting's one kind, as --spot / --preemptible would say it
+            flags.update(spot=capacities[0].kind == SPOT, preemptible=capacities[0].kind == PREEMPTIBLE)
+        return None
+    if by_type:
+        raise TpuctlError("--type/--topology name one slice in one zone", hint="a hunt takes --accelerator-type T[,T2...]")
+    where = zones_of(resolved.require("zones")) if across else [resolved.zone]
+    return Plan(types, capacities, where, resolved, float(hunt_timeout) if hunt_timeout else None)
+
+
+def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool) -> None:
+    """Gather the offers, hunt through them, and report where the node landed and what was tried."""
+    from tpuctl.cloud import nodespec
+    from tpuctl.cloud.capacity.hunt import HuntStopped, hunt, spec_for
+
+    resolved = hunt_plan.resolved
+    api = tpu_api(resolved)
+    found = _offers(api, hunt_plan)
+    candidates = _candidates(found, hunt_plan)
+    if not candidates:
+        raise TpuctlError("no zone offers these types for these capacity kinds", hint="`tpuctl offers TYPE` lists what each zone offers")
+    if flags["queued"] and len(candidates) > 1:
+        click.echo(f"tpuctl: a queued resource waits in one zone: queuing in {candidates[0].zone}, the best of {len(candidates)} candidates", err=True)
+        candidates = candidates[:1]
+    cloud = {key: flags[key] for key in _CLOUD}
+    rest = {key: flags[key] for key in ("runtime_version", "queued", "valid_until", "labels", "network", "subnetwork", "service_account", "startup_script")}
+    base, own = nodespec.from_flags(name, accelerator_type=hunt_plan.types[0], config_type=None, topology=None, spot=False, preemptible=False,
+                                    zone=candidates[0].zone, **rest, **cloud)  # fmt: skip
+    given = own.given("runtime-version")
+    listed: dict[str, object] = {}
+
+    def price(candidate: Candidate) -> None:
+        from tpuctl.cli.created import list_price
+
+        listed["price"] = list_price(spec_for(base, candidate, given), found.book)
+
+    def say(line: str) -> None:
+        click.echo(f"tpuctl: {line}", err=True)
+
+    try:
+        with StatusLine(f"creating {name}") as progress:
+            done = hunt(api, base, candidates, progress, say=say, runtime_given=given, create_deadline_s=float(resolved.require("create-deadline")),
+                        timeout_s=hunt_plan.timeout_s, wait=not no_wait, before_create=price)  # fmt: skip
+    except TpuctlError as stopped:
+        if as_json:
+            tried = _tries(stopped.tried) if isinstance(stopped, HuntStopped) else []
+            click.echo(json.dumps({"name": name, "created": False, "error": stopped.message, "hunt": {"tries": tried}}, indent=2))
+        raise
+    _report(done, found, listed.get("price"), no_wait, as_json)
+
+
+def _offers(api: TpuApi, hunt_plan: Plan) -> Found:
+    """gather()'s ranked offers, as `tpuctl offers --model-dir` ranks them for the model-dir setting's bucket; a bucket
+    that cannot be read ranks nobody (a note says why) rather than stopping a create that does not need it."""
+    from tpuctl.cloud.capacity.gather import gather
+
+    resolved, kinds = hunt_plan.resolved, _priced(hunt_plan.capacities)
+    bucket = _bucket(resolved.get("model-dir"))
+    try:
+        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, bucket)
+    except TpuctlError as err:
+        if bucket is None:
+            raise
+        click.echo(f"tpuctl: note: ranking without the distance to gs://{bucket}: {err.message}", err=True)
+        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, None)
+
+
+def _priced(capacities: list[Capacity]) -> list[str]:
+    """The kinds offers ranks and prices (on-demand, spot) that stand for the kinds asked: preemptible is priced and
+    drawn from quota as spot; a reservation and flex-start are ranked as on-demand, their terms set their price."""
+    return list(dict.fromkeys(SPOT if c.kind in (SPOT, PREEMPTIBLE) else ON_DEMAND for c in capacities))
+
+
+def _candidates(found: Found, hunt_plan: Plan) -> list[Candidate]:
+    """(type, kind, zone) in the user's order of types, then of kinds, then the zones as offers ranks them."""
+    from tpuctl.cloud.capacity.hunt import Candidate
+
+    candidates = []
+    for name in hunt_plan.types:
+        for capacity in hunt_plan.capacities:
+            kind = _priced([capacity])[0]
+            listed = capacity.kind in (ON_DEMAND, SPOT, PREEMPTIBLE)  # reserved and flex-start: no list price
+            for offer in (o for o in found.offers if (o.accelerator_type, o.kind) == (name, kind)):
+                candidates.append(Candidate(name, capacity, offer.zone, offer.usd_per_hour if listed else None))
+    return candidates
+
+
+def _bucket(model_dir: str | None) -> str | None:
+    if not model_dir:
+        return None
+    from tpuctl.cloud.iam import bucket_of
+
+    return bucket_of(model_dir)
+
+
+def _tries(tried: list[Tried], done: Hunted | None = None) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = [
+        {"zone": t.candidate.zone, "acceleratorType": t.candidate.accelerator_type, "capacity": str(t.candidate.capacity), "result": t.why,
+         "seconds": round(t.seconds, 3)}
+        for t in tried
+    ]  # fmt: skip
+    if done is not None:
+        c = done.candidate
+        result = "created" if done.ensured.created else "reused"
+        rows.append({"zone": c.zone, "acceleratorType": c.accelerator_type, "capacity": str(c.capacity), "result": result, "seconds": None})
+    return rows
+
+
+def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: bool) -> None:
+    from tpuctl.cli.created import report
+    from tpuctl.cli.node_info import price_text
+
+    spec: NodeSpec = done.ensured.spec
+    if as_json:
+        body = {"name": spec.name, "zone": spec.zone, "acceleratorType": spec.accelerator(), "capacity": str(done.candidate.capacity)}
+        hunted = {"tries": _tries(done.tried, done), "changed": done.changed}
+        click.echo(json.dumps({**body, "created": done.ensured.created, "state": done.ensured.node.state, "listPrice": price, "hunt": hunted}, indent=2))
+        return
+    report(done.ensured, no_wait)
+    usd = done.candidate.usd_per_hour
+    cost = f"{price_text(usd)}/h list price ({found.book.describe()})" if usd is not None else "no list price"
+    click.echo(f"  {done.candidate.capacity} in {spec.zone}, {cost}; try {len(done.tried) + 1} of the hunt")
+    for tried in done.tried:
+        click.echo(f"  tried {tried.candidate}: {tried.why}")
+    if done.changed:
+        click.echo(f"  fallback to {spec.accelerator_type}: {', '.join(done.changed)}")

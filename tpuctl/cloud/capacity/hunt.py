@@ -1,0 +1,201 @@
+"""A hunt for capacity: one create after another over ranked (type, capacity kind, zone) candidates until one holds.
+
+Each try is one `lifecycle.ensure`, which already deletes what a stocked-out try left and takes back its saved
+spec; the hunt only decides what comes next. A stockout (CapacityError, of any Stockout kind) is remembered
+(tpu/stockouts.py) and the next candidate is tried; anything else — a quota refusal, a permission, an invalid
+argument — would fail the same way in every zone, so it stops the hunt at once. The per-try deadline is
+create-deadline, capped by what is left of the hunt's own bound, so `--hunt-timeout` holds even while a zone
+leaves a create sitting in CREATING. Kept free of the CLI (NodeApi, clock and sleep injected) so babysit's
+recovery policy can hunt the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+from tpuctl.cloud import lifecycle, nodespec
+from tpuctl.cloud.lifecycle import Ensured, Progress
+from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.tpu import NodeApi
+from tpuctl.endings import INTERRUPTED
+from tpuctl.inputs.errors import FAILED, CapacityError, TpuctlError
+from tpuctl.settings.cloud import default_runtime
+from tpuctl.tpu import stockouts
+from tpuctl.tpu.accelerators import shape_of
+from tpuctl.tpu.capacity import Capacity
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One try: a type, a capacity kind and a zone, with the slice's list price there (None: no SKU prices it)."""
+
+    accelerator_type: str
+    capacity: Capacity
+    zone: str
+    usd_per_hour: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.zone} {self.accelerator_type} {self.capacity}"
+
+
+@dataclass(frozen=True)
+class Tried:
+    """A candidate that did not hold, and why (the stockout's short reason)."""
+
+    candidate: Candidate
+    why: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Hunted:
+    ensured: Ensured
+    candidate: Candidate
+    tried: list[Tried]  # the candidates before it, in order, none of which left anything behind
+    changed: list[str] = field(default_factory=list)  # what the fallback type changed from the first type asked for
+
+
+class HuntStopped(TpuctlError):
+    """The hunt ended without a node: every candidate stocked out, its time ran out, it was interrupted, or a try
+    failed in a way no other zone would cure. `tried` is what the summary and `--json` report."""
+
+    def __init__(self, message: str, *, tried: list[Tried], hint: str | None = None, exit_code: int = FAILED) -> None:
+        super().__init__(message, hint=hint, exit_code=exit_code)
+        self.tried = tried
+
+
+Say = Callable[[str], None]
+
+
+def spec_for(base: NodeSpec, candidate: Candidate, runtime_given: bool) -> NodeSpec:
+    """The spec of one try: the user's, in the candidate's zone, type and kind; a type's own runtime image unless
+    the user named one (a v6e fallback needs v6e's image, not the v5e one the first type would have had)."""
+    runtime = base.runtime_version if runtime_given else default_runtime(candidate.accelerator_type)
+    if runtime is None:
+        raise TpuctlError(
+            f"tpuctl knows no TensorFlow runtime image for {candidate.accelerator_type}",
+            hint="name one with --runtime-version (`tpuctl runtimes` lists a zone's)",
+        )
+    spec = replace(base.with_capacity(candidate.capacity), zone=candidate.zone, accelerator_type=candidate.accelerator_type)
+    return replace(spec, config_type=None, topology=None, runtime_version=runtime)
+
+
+def changes(first: NodeSpec, spec: NodeSpec) -> list[str]:
+    """What a fallback type brings with it, against the first type asked for: its runtime image and host count."""
+    said = []
+    if spec.accelerator_type != first.accelerator_type:
+        said.append(f"type {first.accelerator_type} -> {spec.accelerator_type}")
+        before, after = shape_of(str(first.accelerator_type)).hosts, shape_of(str(spec.accelerator_type)).hosts
+        if before != after:
+            said.append(f"hosts {before} -> {after}")
+    if spec.runtime_version != first.runtime_version:
+        said.append(f"runtime {first.runtime_version} -> {spec.runtime_version}")
+    return said
+
+
+def _landed_first(api: NodeApi, base: NodeSpec, candidates: list[Candidate]) -> list[Candidate]:
+    """A rerun finds the node an earlier hunt made: the candidate matching its saved spec goes first, so the
+    node is reused rather than a second one created in another zone."""
+    for zone in nodespec.saved_zones(base.project, base.name):
+        saved = nodespec.load(base.project, zone, base.name)
+        if saved is None or api.get_node(zone, base.name) is None:
+            continue
+        mine = [c for c in candidates if (c.zone, c.accelerator_type, c.capacity.kind) == (zone, saved.accelerator_type, saved.capacity())]
+        return mine[:1] + [c for c in candidates if c not in mine[:1]]
+    return candidates
+
+
+def hunt(
+    api: NodeApi,
+    base: NodeSpec,
+    candidates: Sequence[Candidate],
+    progress: Progress,
+    *,
+    say: Say,
+    runtime_given: bool,
+    create_deadline_s: float = lifecycle.CREATE_DEADLINE_S,
+    timeout_s: float | None = None,
+    wait: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    before_create: Callable[[Candidate], None] = lambda candidate: None,
+) -> Hunted:
+    """Try `candidates` in order (`tpu.offers.rank`'s order) until one holds; see the module's docstring."""
+    if not candidates:
+        raise TpuctlError("no candidate to try: no zone offers these types for these capacity kinds")
+    specs = {c: spec_for(base, c, runtime_given) for c in candidates}  # every type's image checked before any create
+    first = specs[candidates[0]]
+    order = _landed_first(api, base, list(candidates))
+    started = clock()
+    tried: list[Tried] = []
+    for index, candidate in enumerate(order):
+        left = None if timeout_s is None else timeout_s - (clock() - started)
+        if left is not None and left <= 0:
+            raise HuntStopped(f"no capacity found within --hunt-timeout {timeout_s:g} s; {_summary(tried)}", tried=tried)
+        spec = specs[candidate]
+        deadline = create_deadline_s if left is None else min(create_deadline_s, left)
+        began = clock()
+        try:
+                ensured = _try(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline, sleep=sleep,
+                           before_create=partial(before_create, candidate))  # fmt: skip
+        except CapacityError as stockout:
+            stockouts.remember(spec.project, spec.zone, str(spec.accelerator_type), spec.capacity(), stockout.kind.name.lower())
+            tried.append(Tried(candidate, f"no capacity ({stockout.kind.value})", clock() - began))
+            following = order[index + 1] if index + 1 < len(order) else None
+            say(f"{candidate}: no capacity ({stockout.kind.value}), next: {following.zone if following else 'none left'}")
+            continue
+        except TpuctlError as failed:
+            if not tried and not isinstance(failed, HuntStopped):
+                raise  # the first try's own error, as a create in one zone gives it
+            raise HuntStopped(f"{failed.message}; {_summary(tried)}", tried=tried, hint=failed.hint, exit_code=failed.exit_code) from None
+        return Hunted(ensured, candidate, tried, changes(first, ensured.spec))
+    raise HuntStopped(f"no capacity in any of {len(order)} candidates; {_summary(tried)}", tried=tried,
+                      hint="`tpuctl offers` shows the order and what stocked out; try later, more zones, other kinds or --queued")  # fmt: skip
+
+
+def _try(
+    api: NodeApi,
+    spec: NodeSpec,
+    progress: Progress,
+    *,
+    wait: bool,
+    runtime_given: bool,
+    deadline_s: float,
+    sleep: Callable[[float], None],
+    before_create: Callable[[], None],
+) -> Ensured:
+    """One ensure; a Ctrl-C during it deletes what this try made (never a node that was there before) or says how."""
+    existed = api.get_node(spec.zone, spec.name) is not None
+    saved_before = nodespec.load(spec.project, spec.zone, spec.name) is not None
+    try:
+        return lifecycle.ensure(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline_s, sleep=sleep,
+                                before_create=before_create)  # fmt: skip
+    except KeyboardInterrupt:
+        if existed:
+            raise HuntStopped(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is", tried=[], exit_code=INTERRUPTED) from None
+        left = _abandon(api, spec, saved_before, progress, sleep)
+        raise HuntStopped(f"interrupted while trying {spec.zone}; {left}", tried=[], exit_code=INTERRUPTED) from None
+
+
+def _abandon(api: NodeApi, spec: NodeSpec, saved_before: bool, progress: Progress, sleep: Callable[[float], None]) -> str:
+    """Delete the interrupted try's node or queued resource and its saved spec; what is left, in words."""
+    command = f"`tpuctl delete {spec.name} --zone {spec.zone}`"
+    try:
+        if spec.queued and api.get_queued(spec.zone, spec.name) is not None:
+            api.delete_queued(spec.zone, spec.name)
+        if api.get_node(spec.zone, spec.name) is not None:
+            lifecycle.delete(api, spec.zone, spec.name, progress, sleep=sleep)
+        if not saved_before:
+            nodespec.forget(spec)
+    except (KeyboardInterrupt, TpuctlError):
+        return f"{spec.name} may be left in {spec.zone}: {command} deletes it"
+    return "what the try had made was deleted, nothing was left behind"
+
+
+def _summary(tried: list[Tried]) -> str:
+    if not tried:
+        return "no other candidate was tried"
+    return "tried before: " + ", ".join(f"{t.candidate} ({t.why})" for t in tried)
