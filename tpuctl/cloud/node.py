@@ -120,17 +120,20 @@ class Node:
 
     @property
     def capacity(self) -> str:
+        """The kind the v2 API shows (tpuctl/tpu/capacity.py's names); a flex-start node looks on-demand there:
+        only its v2alpha1 queued resource says flex-start (TpuApi.flex_start_nodes)."""
+        if self.reserved:
+            return "reserved"
         return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
 
     @property
+    def terminates(self) -> datetime | None:
+        """When the service deletes the node (a flex-start one: v2alpha1's output-only SchedulingConfig.terminationTimestamp)."""
+        return _stamp(str(mapping(self.resource.get("schedulingConfig")).get("terminationTimestamp") or ""))
+
+    @property
     def created(self) -> datetime | None:
-        stamp = self._str("createTime")
-        if not stamp:
-            return None
-        try:
-            return datetime.fromisoformat(_FRACTION.sub(r"\1", stamp.replace("Z", "+00:00")))
-        except ValueError:
-            return None
+        return _stamp(self._str("createTime"))
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
@@ -174,3 +177,13 @@ class Node:
     def to_json(self) -> JSON:
         """What `--json` prints: the API's JSON as it came, plus its zone (and schedulingConfig always present)."""
         return {**self.resource, "schedulingConfig": self.resource.get("schedulingConfig", {}), "zone": self.zone}
+
+
+def _stamp(text: str) -> datetime | None:
+    """An RFC 3339 time from the API (nanoseconds cut to what Python reads), None when absent or not one."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(_FRACTION.sub(r"\1", text.replace("Z", "+00:00")))
+    except ValueError:
+        return None
