@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 JSON = dict[str, Any]
@@ -44,6 +44,7 @@ class Endpoint:
 class Node:
     resource: Mapping[str, Any]  # the API's JSON, as it came
     zone: str = field(default="")  # the zone it was asked for in (the API's name also holds it)
+    flex_start: bool = False  # made by a flex-start queued resource: v2 cannot say so (node_lookup.with_kinds asks v2alpha1)
 
     @property
     def path(self) -> str:
@@ -120,8 +121,10 @@ class Node:
 
     @property
     def capacity(self) -> str:
-        """The kind the v2 API shows (tpuctl/tpu/capacity.py's names); a flex-start node looks on-demand there:
-        only its v2alpha1 queued resource says flex-start (TpuApi.flex_start_nodes)."""
+        """The node's capacity kind in tpuctl/tpu/capacity.py's names; a flex-start node looks on-demand in v2,
+        only its v2alpha1 queued resource says flex-start (node_lookup.with_kinds)."""
+        if self.flex_start:
+            return "flex-start"
         if self.reserved:
             return "reserved"
         return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
@@ -184,6 +187,7 @@ def _stamp(text: str) -> datetime | None:
     if not text:
         return None
     try:
-        return datetime.fromisoformat(_FRACTION.sub(r"\1", text.replace("Z", "+00:00")))
+        stamp = datetime.fromisoformat(_FRACTION.sub(r"\1", text.replace("Z", "+00:00")))
     except ValueError:
         return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)  # the API's times are UTC
