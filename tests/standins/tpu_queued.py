@@ -47,8 +47,10 @@ PROVISIONING_MODEL = Enum(
     "google.cloud.tpu.v2alpha1.QueuedResource.ProvisioningModel",
     {"PROVISIONING_MODEL_UNSPECIFIED": 0, "STANDARD": 1, "SPOT": 2, "RESERVATION_BOUND": 3, "FLEX_START": 4},
 )
-ALPHA_NODE: JSON = {
+ALPHA_NODE: JSON = {  # v2alpha1's Node: v2's and these
     **NODE,
+    "autocheckpointEnabled": "bool",
+    "bootDiskConfig": "any",
     "schedulingConfig": {"preemptible": "bool", "reserved": "bool", "spot": "bool", "provisioningModel": "str", "reservationName": "str"},
 }
 QUEUED_RESOURCE_ALPHA: JSON = {
