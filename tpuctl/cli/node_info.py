@@ -63,7 +63,7 @@ def list_nodes(
         click.echo(json.dumps([{**n.to_json(), "listPrice": price_json(book, usd)} for n, usd in zip(found, hourly, strict=True)], indent=2))
         return
     rows = [
-        [n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n), price_text(usd)]
+        [n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n), "reserved" if n.reserved else price_text(usd)]
         for n, usd in zip(found, hourly, strict=True)
     ]
     print_table(["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE", "PRICE/H"], rows)
