@@ -16,6 +16,10 @@ import pytest
 from tests.conftest import run_tpuctl
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
+from tpuctl.cloud import lifecycle
+from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.tpu import TpuApi
+from tpuctl.settings import cloud as settings
 
 ZONE = "us-west4-a"
 TYPE = "v5litepod-16"
@@ -105,3 +109,27 @@ def test_flex_start_without_capacity_fails_with_code_8_and_leaves_nothing(google
     assert g.node(ZONE, "burst") is None and g.queued_resource(ZONE, "burst") is None and not cli.spec_file("burst").exists()
     memory = json.loads((cli.home / ".local" / "state" / "tpuctl" / "stockouts.json").read_text())
     assert [(m["zone"], m["kind"], m["why"]) for m in memory] == [(ZONE, "flex-start", "zone")]
+
+
+def test_a_flex_start_node_whose_run_ended_is_queued_again_by_recreate(
+    google_standin: GoogleStandin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `tpuctl babysit` does when the service deleted a flex-start node at the end of its run (babysit.bring_back)."""
+    g = google_standin
+    g.create_delay_s = 0.05
+    for name, value in standin_env(g, tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    api = TpuApi.connect(settings.resolve())
+    spec = NodeSpec(name="burst", project=g.project, zone=ZONE, runtime_version="tpu-vm-tf-2.16.1-pod-pjrt", accelerator_type=TYPE,
+                    flex_start=True, max_run_duration="1s")  # fmt: skip
+    lifecycle.ensure(api, spec, lambda state, elapsed: None)
+    deadline = time.monotonic() + 30
+    while g.node(ZONE, "burst") is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert g.node(ZONE, "burst") is None and g.queued_resource(ZONE, "burst")["state"]["state"] == "SUSPENDED"  # type: ignore[index]
+    seen: list[str] = []
+    again = lifecycle.recreate(api, spec, lambda state, elapsed: seen.append(state))
+    assert again.created and again.node.ready and seen[-1].startswith("READY")
+    with g._lock:
+        assert g.tpu.queue.records[(ZONE, "burst")].history[:2] == ["ACCEPTED", "WAITING_FOR_RESOURCES"]  # a new request
