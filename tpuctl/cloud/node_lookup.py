@@ -40,7 +40,10 @@ def find_node(
     if node is None:
         raise TpuctlError(f"no TPU VM {name} in project {api.project}, zone {where}", hint=hint, exit_code=FAILED)
     if kinds and with_kinds(api, [node])[0].flex_start:
-        alpha = api.alpha_node(where, name)
+        try:  # v2alpha1's view adds when the service deletes it; without it the node is still a flex-start one
+            alpha = api.alpha_node(where, name)
+        except TpuctlError:
+            alpha = None
         return replace(alpha or node, flex_start=True)
     return node
 
