@@ -54,6 +54,12 @@ def test_flex_start_is_a_v2alpha1_queued_resource_with_its_run_duration() -> Non
     assert "schedulingConfig" not in resource["tpu"]["nodeSpec"][0]["node"]
 
 
+def test_reserved_and_flex_start_specs_survive_their_saved_form() -> None:
+    for spec in (_spec(reserved=True, reservation="team-res"), _spec(flex_start=True, max_run_duration="1d12h", valid_until="6h")):
+        again = NodeSpec.from_json(spec.to_json(), "test")
+        assert again == spec and again.queued_resource() == spec.queued_resource()
+
+
 def test_an_existing_node_of_another_kind_is_a_conflict_named_by_field() -> None:
     on_demand = Node(SPEC.resource(), ZONE)
     assert _spec(reserved=True).differences(on_demand) == ["reserved: False != True"]
