@@ -431,7 +431,12 @@ def test_flex_start_is_v2alpha1_only_and_bounded_to_seven_days(g: GoogleStandin,
     for run in ({}, {"runDuration": {"maxRunDuration": "604801s"}}):
         refused = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json={**body, **run})
         assert refused.status_code == 400 and "max_run_duration" in refused.json()["error"]["message"]
-    made = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json={**body, "runDuration": {"maxRunDuration": "604800s"}})
+    week = {**body, "runDuration": {"maxRunDuration": "604800s"}}
+    g.faults.quota_zones.add(ZONE)  # flex-start draws on preemptible quota
+    over = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json=week)
+    assert over.status_code == 429 and "PreemptibleTPUV4sPerProjectPerZone" in over.json()["error"]["message"], over.text
+    g.faults.quota_zones.clear()
+    made = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json=week)
     assert made.status_code == 200, made.text
     alpha, v2_view = (http.get(f"{g.url}/{version}{url}/flex").json() for version in ("v2alpha1", "v2"))
     assert alpha["provisioningModel"] == "FLEX_START" and "provisioningModel" not in v2_view and "runDuration" not in v2_view

@@ -174,7 +174,8 @@ class QueuedResources:
                 raise already_exists(probe["name"])
         if (zone, qid) in self.records:
             raise already_exists(f"{self.tpu.parent(zone)}/queuedResources/{qid}")
-        self.tpu.check_quota(zone, probe)
+        # Flex-start counts against preemptible quota (https://cloud.google.com/tpu/docs/request-using-flex-start).
+        self.tpu.check_quota(zone, {**probe, "schedulingConfig": {"preemptible": True}} if run_s is not None else probe)
 
         now = time.monotonic()
         wall = datetime.now(timezone.utc)
