@@ -145,7 +145,7 @@ def test_ctrl_c_mid_hunt_deletes_the_try_in_flight_and_exits_130(google_standin:
         (["--zones", "all", "--accelerator-type", f"{TYPE},v9-8"], "v9"),
         (["--zones", "all", "--capacity", "cheap"], "capacity 'cheap' from --capacity is not valid ('cheap' is not a capacity kind"),
         (["--zones", "all", "--zone", "us-west4-a"], "give --zone or --zones, not both"),
-        (["--zones", "all", "--capacity", "spot", "--spot"], "give --capacity or --spot/--preemptible, not both"),
+        (["--zones", "all", "--capacity", "spot", "--spot"], "give --capacity or --spot/--preemptible/--reserved/--flex-start, not both"),
         (["--zones", "all", "--type", "v5litepod", "--topology", "4x4"], "--type/--topology name one slice in one zone"),
     ],
 )

@@ -463,7 +463,7 @@ class GoogleStandin:
 
     @staticmethod
     def _service_of(path: str) -> str:
-        if path.startswith("/v2/"):
+        if path.startswith(("/v2/", "/v2alpha1/")):
             return "tpu.googleapis.com"
         if path.startswith("/v1beta1/") or "/services/" in path:
             return "serviceusage.googleapis.com"
@@ -480,8 +480,9 @@ class GoogleStandin:
             for project, service, permission, resource in gates:
                 self._gate(project, service, permission, resource, vertex_params)
             return self.vertex.handle(vertex_handler, vertex_params, query, body)
-        if path.startswith("/v2/"):
-            found = self.tpu.route(method, path[len("/v2/") :])
+        if path.startswith(("/v2/", "/v2alpha1/")):
+            version, _, rest = path[1:].partition("/")
+            found = self.tpu.route(method, rest, version)
             if found is None:
                 raise ApiError(404, f"Method not found: {method} {path}", "NOT_FOUND")
             handler, params, permission, resource = found

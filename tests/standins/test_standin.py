@@ -420,3 +420,23 @@ def test_ml_config_and_service_identity(g: GoogleStandin) -> None:
     assert session.post(f"{g.url}/v1/projects/{g.project}/services/ml.googleapis.com:enable", json={}).json()["done"] is True
     assert session.get(f"{g.url}/v1/projects/{g.project}:getConfig").status_code == 200
     assert requests.get(f"{g.url}/v1/projects/{g.project}:getConfig").status_code == 401
+
+
+def test_flex_start_is_v2alpha1_only_and_bounded_to_seven_days(g: GoogleStandin, http: requests.Session) -> None:
+    node = {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"}
+    body = {"tpu": {"nodeSpec": [{"parent": parent(g), "nodeId": "flex", "node": node}]}, "provisioningModel": "FLEX_START"}
+    url = f"/{parent(g)}/queuedResources"
+    v2 = http.post(f"{g.url}/v2{url}", params={"queuedResourceId": "flex"}, json={**body, "runDuration": {"maxRunDuration": "3600s"}})
+    assert v2.status_code == 400 and 'Unknown name "provisioningModel"' in v2.json()["error"]["message"]
+    for run in ({}, {"runDuration": {"maxRunDuration": "604801s"}}):
+        refused = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json={**body, **run})
+        assert refused.status_code == 400 and "max_run_duration" in refused.json()["error"]["message"]
+    week = {**body, "runDuration": {"maxRunDuration": "604800s"}}
+    g.faults.quota_zones.add(ZONE)  # flex-start draws on preemptible quota
+    over = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json=week)
+    assert over.status_code == 429 and "PreemptibleTPUV4sPerProjectPerZone" in over.json()["error"]["message"], over.text
+    g.faults.quota_zones.clear()
+    made = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json=week)
+    assert made.status_code == 200, made.text
+    alpha, v2_view = (http.get(f"{g.url}/{version}{url}/flex").json() for version in ("v2alpha1", "v2"))
+    assert alpha["provisioningModel"] == "FLEX_START" and "provisioningModel" not in v2_view and "runDuration" not in v2_view

@@ -112,6 +112,14 @@ ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
 ]
 
 
+# v2alpha1: only what tpuctl asks of it (flex-start queued resources, and a node's termination time).
+ALPHA_ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
+    route for route in ROUTES if route[2].endswith("_queued")
+] + [(m, re.compile(rx + r"\Z"), h, perm, res) for m, rx, h, perm, res in [
+    ("GET", _Z + r"/nodes/(?P<n>[^/:]+)", "alpha_get_node", "tpu.nodes.get", "projects/{p}/locations/{z}/nodes/{n}"),
+]]  # fmt: skip
+
+
 @dataclass(order=True)
 class _Event:
     due: float
@@ -150,19 +158,20 @@ class TpuService:
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def route(self, method: str, path: str) -> tuple[str, dict[str, str], str, str] | None:
-        """(handler, path params, permission, resource template) for a /v2/ path, or None."""
-        for m, pattern, handler, permission, resource in ROUTES:
+    def route(self, method: str, path: str, version: str = "v2") -> tuple[str, dict[str, str], str, str] | None:
+        """(handler, path params, permission, resource template) for a /v2/ (or /v2alpha1/) path, or None."""
+        for m, pattern, handler, permission, resource in ALPHA_ROUTES if version == "v2alpha1" else ROUTES:
             match = pattern.match(path)
             if match and m == method:
-                return handler, match.groupdict(), permission, resource
+                return handler, {**match.groupdict(), "api": version}, permission, resource
         return None
 
     def handle(self, handler: str, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
         zone = params.get("z")
         if zone is not None and zone not in self.zones:
             raise not_found(f"projects/{params['p']}/locations/{zone}")
-        result: JSON = getattr(self.queue if handler.endswith("_queued") else self, handler)(params, query, body)
+        queue = handler.endswith("_queued") or handler.startswith("alpha_")
+        result: JSON = getattr(self.queue if queue else self, handler)(params, query, body)
         return result
 
     # --- names --------------------------------------------------------------------------------

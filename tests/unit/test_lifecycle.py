@@ -16,7 +16,7 @@ import pytest
 from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import Operation
+from tpuctl.cloud.tpu import Operation, Queued
 from tpuctl.inputs.errors import CapacityError, Stockout, TpuctlError
 
 ZONE = "us-central2-b"
@@ -31,7 +31,7 @@ class FakeApi:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     # name -> the states later polls will show; "GONE" removes the node
     script: dict[str, list[str]] = field(default_factory=dict)
-    queued: dict[str, list[str]] = field(default_factory=dict)
+    queued: dict[str, list[str | Queued]] = field(default_factory=dict)
     failed_operation: tuple[int, str] | None = None  # how the next create's operation ends
     then_failed: list[tuple[int, str]] = field(default_factory=list)  # ... and the creates after it
     calls: list[str] = field(default_factory=list)
@@ -89,14 +89,15 @@ class FakeApi:
     def create_queued(self, zone: str, resource_id: str, resource: dict[str, Any]) -> bool:
         self.calls.append(f"queue {resource_id}")
         self.queued.setdefault(resource_id, ["WAITING_FOR_RESOURCES", "ACTIVE"])
-        self.script[resource_id] = ["READY"]
+        self.script[resource_id] = self.script.get(resource_id) or ["READY"]  # a test may script that no node comes
         return True
 
-    def get_queued(self, zone: str, resource_id: str) -> str | None:
+    def get_queued(self, zone: str, resource_id: str) -> Queued | None:
         states = self.queued.get(resource_id)
         if not states:
             return None
-        return states.pop(0) if len(states) > 1 else states[0]
+        state = states.pop(0) if len(states) > 1 else states[0]
+        return state if isinstance(state, Queued) else Queued(state)
 
     def delete_queued(self, zone: str, resource_id: str) -> None:
         self.calls.append(f"delete queued {resource_id}")
@@ -295,3 +296,24 @@ def test_queued_request_carries_spot_and_deadline_outside_the_node() -> None:
     assert "schedulingConfig" not in node_spec["node"] and node_spec["parent"] == f"projects/tpuctl-test/locations/{ZONE}"
     at = NodeSpec(**{**spec.__dict__, "valid_until": "2026-12-01T01:00:00+01:00"}).queued_resource()
     assert at["queueingPolicy"] == {"validUntilTime": "2026-12-01T00:00:00Z"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "kind"),
+    [
+        ({"flex_start": True, "max_run_duration": "2d"}, (8, f'There is no more capacity in the zone "{ZONE}"; try another zone'), Stockout.ZONE),
+        ({"reserved": True, "reservation": "team-res"}, (9, "Insufficient reserved capacity. Contact customer support."), Stockout.RESERVED),
+    ],
+)
+def test_a_queued_resource_that_fails_for_capacity_is_a_stockout_and_leaves_nothing(
+    fields: dict[str, object], error: tuple[int, str], kind: Stockout
+) -> None:
+    api = FakeApi()
+    spec = NodeSpec(**{**SPEC.__dict__, **fields})  # type: ignore[arg-type]
+    api.queued["my-tpu"] = ["ACCEPTED", "WAITING_FOR_RESOURCES", Queued("FAILED", *error)]
+    api.script["my-tpu"] = ["GONE", "GONE"]  # no node before the create, none when the failed try is cleaned up
+    with pytest.raises(CapacityError) as caught:
+        _run(lifecycle.ensure, api, spec)
+    assert caught.value.kind == kind and "the FAILED queued resource it left was deleted" in caught.value.message
+    assert api.calls == ["queue my-tpu", "delete queued my-tpu"]
+    assert nodespec.load(spec.project, spec.zone, spec.name) is None

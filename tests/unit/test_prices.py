@@ -55,6 +55,13 @@ def test_no_sku_is_no_list_price_never_a_neighbours(google_standin: GoogleStandi
     assert book.slice_price("v9-8", "us-central1-a", "on-demand") is None  # a generation tpuctl does not know
 
 
+def test_reserved_and_flex_start_have_no_list_price_never_spots(google_standin: GoogleStandin) -> None:
+    book = _read(google_standin)
+    assert book.slice_price("v5litepod-16", "us-west4-a", "spot") is not None  # the region and type are priced
+    assert book.slice_price("v5litepod-16", "us-west4-a", "reserved") is None
+    assert book.slice_price("v5litepod-16", "us-west4-a", "flex-start") is None
+
+
 def _rate(description: str, service: str = COMPUTE_ENGINE, usage: str = "OnDemand", **expression: Any) -> list[prices.Rate]:
     item = sku(service, description, usage, "us-west4", 1.25)
     item["pricingInfo"][0]["pricingExpression"].update(expression)

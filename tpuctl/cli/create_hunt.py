@@ -40,29 +40,45 @@ class Plan:
 def plan(flags: dict[str, Any], zones: str | None, capacity: str | None, hunt_timeout: int | None) -> Plan | None:
     """The hunt this create asks for, or None for a plain create in one zone (`flags` then carry its kind)."""
     from tpuctl.cli.offers import parse_types
+    from tpuctl.cloud import nodespec
     from tpuctl.settings.cloud import zones_of
     from tpuctl.tpu.capacity import parse_capacities
 
     if zones and flags["zone"]:
         raise TpuctlError("give --zone or --zones, not both", hint="--zone Z creates in Z alone; --zones hunts across zones")
-    if capacity and (flags["spot"] or flags["preemptible"]):
-        raise TpuctlError("give --capacity or --spot/--preemptible, not both", hint="--spot is --capacity spot")
+    named = _named(flags)
+    flex = flags["flex_start"] or any(part.strip().lower() == FLEX_START for part in (capacity or "").split(","))
+    nodespec.check_kind(
+        flags["spot"], flags["preemptible"], flags["reserved"], flags["reservation"], flex, flags["max_run_duration"], flags["queued"], flags["valid_until"]
+    )
+    if capacity and named:
+        raise TpuctlError("give --capacity or --spot/--preemptible/--reserved/--flex-start, not both", hint="--spot is --capacity spot")
     resolved = resolve(**{key: flags[key] for key in (*_CLOUD, "zone")}, zones=zones, capacity=capacity)
-    named = SPOT if flags["spot"] else PREEMPTIBLE if flags["preemptible"] else None
-    capacities = [Capacity(named)] if named else parse_capacities(resolved.get("capacity") or ON_DEMAND)
+    capacities = [named] if named else parse_capacities(resolved.get("capacity") or ON_DEMAND)
     by_type = bool(flags["config_type"] or flags["topology"])
     text = "" if by_type else flags["accelerator_type"] or resolved.require("accelerator-type")
     types = parse_types(text) if "," in text else [text.strip()] if text else []  # one type: from_flags checks it as always
     across = resolved.given("zones") and not flags["zone"]
-    kinds = len(capacities) > 1 or capacities[0].kind in (RESERVED, FLEX_START)
-    if not (across or len(types) > 1 or kinds or hunt_timeout):
-        if not named:  # the capacity setting's one kind, as --spot / --preemptible would say it
-            flags.update(spot=capacities[0].kind == SPOT, preemptible=capacities[0].kind == PREEMPTIBLE)
+    if not (across or len(types) > 1 or len(capacities) > 1 or hunt_timeout):
+        if not named:  # the capacity setting's one kind, as create's kind flags would say it
+            kind, reservation = capacities[0].kind, capacities[0].reservation
+            flags.update(spot=kind == SPOT, preemptible=kind == PREEMPTIBLE, reserved=kind == RESERVED, flex_start=kind == FLEX_START)
+            flags["reservation"] = flags["reservation"] or reservation
         return None
+    if flags["reservation"] and not named:
+        raise TpuctlError("--reservation needs --reserved", hint="in a hunt, name it in the kind: --capacity reserved=NAME")
     if by_type:
         raise TpuctlError("--type/--topology name one slice in one zone", hint="a hunt takes --accelerator-type T[,T2...]")
     where = zones_of(resolved.require("zones")) if across else [resolved.zone]
     return Plan(types, capacities, where, resolved, float(hunt_timeout) if hunt_timeout else None)
+
+
+def _named(flags: dict[str, Any]) -> Capacity | None:
+    """The one kind create's kind flags name (nodespec.from_flags refuses several, and their own flags without them)."""
+    for flag, kind in (("spot", SPOT), ("preemptible", PREEMPTIBLE), ("reserved", RESERVED), ("flex_start", FLEX_START)):
+        if flags[flag]:
+            return Capacity(kind, flags["reservation"] if kind == RESERVED else None)
+    return None
 
 
 def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool) -> None:
@@ -81,8 +97,9 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
         candidates = candidates[:1]
     cloud = {key: flags[key] for key in _CLOUD}
     rest = {key: flags[key] for key in ("runtime_version", "queued", "valid_until", "labels", "network", "subnetwork", "service_account", "startup_script")}
+    flex = any(c.kind == FLEX_START for c in hunt_plan.capacities)  # its run duration is checked, and kept by its tries only
     base, own = nodespec.from_flags(name, accelerator_type=hunt_plan.types[0], config_type=None, topology=None, spot=False, preemptible=False,
-                                    zone=candidates[0].zone, **rest, **cloud)  # fmt: skip
+                                    flex_start=flex, max_run_duration=flags["max_run_duration"], zone=candidates[0].zone, **rest, **cloud)  # fmt: skip
     given = own.given("runtime-version")
     listed: dict[str, object] = {}
 

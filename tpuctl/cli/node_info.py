@@ -39,6 +39,7 @@ def list_nodes(
 ) -> None:
     """List TPU VMs in a zone (or all zones)."""
     from tpuctl.cloud.node_lookup import list_nodes as listing
+    from tpuctl.cloud.node_lookup import with_kinds
     from tpuctl.settings.cloud import zones_of
 
     if sum(bool(given) for given in (all_zones, zone, zones)) > 1:
@@ -50,13 +51,14 @@ def list_nodes(
         resolved.require("zone")
     api = tpu_api(resolved)
     found = listing(api, None) if every else [n for z in named or [resolved.zone] for n in listing(api, z)]
+    found = with_kinds(api, found)
     if not found and not as_json:
         click.echo(f"no TPU nodes in {'any zone' if every else ', '.join(named or [resolved.zone])} of project {api.project}", err=True)
         return
     from tpuctl.cloud.prices import price_book
 
     book = price_book(resolved, api.bearer_token) if found else None
-    hourly = [book.slice_price(n.accelerator, n.zone, n.capacity) if book and not n.reserved else None for n in found]
+    hourly = [book.slice_price(n.accelerator, n.zone, n.capacity) if book else None for n in found]
     if as_json:
         click.echo(json.dumps([{**n.to_json(), "listPrice": price_json(book, usd)} for n, usd in zip(found, hourly, strict=True)], indent=2))
         return
@@ -67,6 +69,20 @@ def list_nodes(
     print_table(["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE", "PRICE/H"], rows)
     if book is not None:
         click.echo(total_line(hourly, book))
+
+
+def ends_text(node: Node) -> str:
+    """When the service deletes a flex-start node, and how long is left, as v2alpha1's terminationTimestamp says."""
+    from datetime import datetime, timezone
+
+    ends = node.terminates
+    if ends is None:
+        return "not said by the API (a flex-start node is deleted when its max run duration ends)"
+    left = max(0, int((ends - datetime.now(timezone.utc)).total_seconds()))
+    days, rest = divmod(left, 86400)
+    hours, rest = divmod(rest, 3600)
+    span = f"{days}d {hours}h" if days else f"{hours}h {rest // 60}m" if hours else f"{rest // 60}m {rest % 60}s"
+    return f"{ends.isoformat().replace('+00:00', 'Z')} (in {span}); the service deletes the node then"
 
 
 def price_text(usd: float | None) -> str:
@@ -96,7 +112,7 @@ def describe(name: str, project: str | None, credentials: str | None, access_tok
     """Show one TPU VM: state, health, accelerator, hosts and their IPs, runtime, capacity, age."""
     from tpuctl.cloud.node_lookup import find_node
 
-    node = find_node(name, "`tpuctl list --all-zones` shows every node", project, zone, credentials, access_token_file)
+    node = find_node(name, "`tpuctl list --all-zones` shows every node", project, zone, credentials, access_token_file, kinds=not as_json)
     if as_json:
         click.echo(json.dumps(node.to_json(), indent=2))
         return
@@ -110,6 +126,7 @@ def describe(name: str, project: str | None, credentials: str | None, access_tok
         ("topology", f"{node.config_type} {node.topology}" if node.topology else "-"),
         ("runtime", node.runtime_version),
         ("capacity", node.capacity),
+        *([("ends", ends_text(node))] if node.flex_start else []),
         ("age", node_age(node) or "-"),
         ("hosts", str(node.host_count)),
     ]

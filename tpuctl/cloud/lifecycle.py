@@ -76,7 +76,7 @@ def ensure(
         node = wait_ready(api, spec, None, progress, sleep=sleep) if wait else existing
         return Ensured(node, created=False, spec=spec)
     operation: str | None = None
-    if spec.queued:
+    if spec.queues():
         api.create_queued(spec.zone, spec.name, spec.queued_resource())
     else:
         try:
@@ -98,7 +98,7 @@ def ensure(
         found = api.get_node(spec.zone, spec.name)
         return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True, spec=spec)
     try:
-        if spec.queued:
+        if spec.queues():
             wait_queued(api, spec, progress, sleep=sleep)
             return Ensured(wait_ready(api, spec, None, progress, sleep=sleep), created=True, spec=spec)
         return Ensured(_created(api, spec, operation, progress, sleep, deadline_s), created=True, spec=spec)
@@ -120,16 +120,35 @@ def _created(api: NodeApi, spec: NodeSpec, operation: str | None, progress: Prog
 
 
 def _clean(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> str:
-    """Delete whatever a failed try left (a node CREATING, PREEMPTED, ...); what the user is told about it."""
+    """Delete whatever a failed try left (a node CREATING, PREEMPTED, a FAILED queued resource keeping its id taken, ...);
+    what the user is told about it."""
     try:
         left = api.get_node(spec.zone, spec.name)
-        if left is None:
+        queued = api.get_queued(spec.zone, spec.name) if spec.queues() else None
+        if left is None and queued is None:
             return "nothing was left behind"
-        progress(f"deleting the {left.state} node the try left", 0.0)
-        delete(api, spec.zone, spec.name, progress, sleep=sleep)
+        if left is not None:
+            progress(f"deleting the {left.state} node the try left", 0.0)
+            delete(api, spec.zone, spec.name, progress, sleep=sleep)
+        if queued is not None:
+            progress(f"deleting the {queued.state} queued resource the try left", 0.0)
+            _delete_queued(api, spec, progress, sleep)
     except TpuctlError as err:
-        return f"node {spec.name} may be left behind ({err.message}): `tpuctl delete {spec.name} --zone {spec.zone}` deletes it"
-    return f"the {left.state} node it left was deleted, nothing was left behind"
+        command = f"`tpuctl delete {spec.name} --zone {spec.zone}`"
+        if spec.queues():
+            command += f" and `gcloud compute tpus queued-resources delete {spec.name} --zone {spec.zone} --force`"
+        return f"node {spec.name} may be left behind ({err.message}): {command} {'delete' if spec.queues() else 'deletes'} it"
+    what = " and ".join(f"the {thing}" for thing in (left and f"{left.state} node", queued and f"{queued.state} queued resource") if thing)
+    return f"{what} it left {'were' if left and queued else 'was'} deleted, nothing was left behind"
+
+
+def _delete_queued(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> None:
+    """Delete the spec's queued resource (with any node it holds) and wait until it is gone: it keeps its id taken."""
+    pause = _polls(sleep)
+    api.delete_queued(spec.zone, spec.name)
+    while api.get_queued(spec.zone, spec.name) is not None:
+        progress("deleting the queued resource", 0.0)
+        pause()
 
 
 def _cleaned(api: NodeApi, spec: NodeSpec, failed: TpuctlError, progress: Progress, sleep: Callable[[float], None]) -> TpuctlError:
@@ -220,16 +239,21 @@ def wait_queued(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Call
     """A queued resource waits (possibly hours) for capacity; follow it until its node exists."""
     started = time.monotonic()
     pause = _polls(sleep)
+    where = Where(f"queue resource {spec.name}", spec.project, spec.zone, "tpu.queuedresources.create")
     while True:
-        state = api.get_queued(spec.zone, spec.name)
-        if state is None:
+        queued = api.get_queued(spec.zone, spec.name)
+        if queued is None:
             raise TpuctlError(f"queued resource {spec.name} disappeared in zone {spec.zone}", exit_code=FAILED)
-        progress(f"queued: {state}", time.monotonic() - started)
-        if state == "ACTIVE":
+        progress(f"queued: {queued.state}", time.monotonic() - started)
+        if queued.state == "ACTIVE":
             return
-        if state not in QUEUED_WAITING:
+        if queued.state == "FAILED" and queued.error_code:
+            # Its failedData.error reads as a create's operation error: no capacity (code 8, a flex-start or a
+            # `--valid-until` that found none in time), "Insufficient reserved capacity" (code 9), a quota, ...
+            raise operation_failed(queued.error_code, queued.error_message, where, creating=True, repeated=True)
+        if queued.state not in QUEUED_WAITING:
             raise TpuctlError(
-                f"queued resource {spec.name} is {state} in zone {spec.zone}",
+                f"queued resource {spec.name} is {queued.state} in zone {spec.zone}",
                 hint="`--valid-until` may have passed; delete it and queue again",
                 exit_code=FAILED,
             )
@@ -288,12 +312,7 @@ def recreate(
     if existing is not None and existing.lost:
         progress(f"deleting {existing.state} node", 0.0)
         delete(api, spec.zone, spec.name, progress, sleep=sleep)
-    if spec.queued and api.get_node(spec.zone, spec.name) is None:
-        # The queued resource of a lost node stays behind and keeps its id taken.
-        pause = _polls(sleep)
-        if api.get_queued(spec.zone, spec.name) is not None:
-            api.delete_queued(spec.zone, spec.name)
-            while api.get_queued(spec.zone, spec.name) is not None:
-                progress("deleting the old queued resource", 0.0)
-                pause()
+    # The queued resource of a lost node stays behind and keeps its id taken.
+    if spec.queues() and api.get_node(spec.zone, spec.name) is None and api.get_queued(spec.zone, spec.name) is not None:
+        _delete_queued(api, spec, progress, sleep)
     return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 JSON = dict[str, Any]
@@ -44,6 +44,7 @@ class Endpoint:
 class Node:
     resource: Mapping[str, Any]  # the API's JSON, as it came
     zone: str = field(default="")  # the zone it was asked for in (the API's name also holds it)
+    flex_start: bool = False  # made by a flex-start queued resource: v2 cannot say so (node_lookup.with_kinds asks v2alpha1)
 
     @property
     def path(self) -> str:
@@ -120,17 +121,22 @@ class Node:
 
     @property
     def capacity(self) -> str:
+        """The node's capacity kind in tpuctl/tpu/capacity.py's names; a flex-start node looks on-demand in v2,
+        only its v2alpha1 queued resource says flex-start (node_lookup.with_kinds)."""
+        if self.flex_start:
+            return "flex-start"
+        if self.reserved:
+            return "reserved"
         return "spot" if self.spot else "preemptible" if self.preemptible else "on-demand"
 
     @property
+    def terminates(self) -> datetime | None:
+        """When the service deletes the node (a flex-start one: v2alpha1's output-only SchedulingConfig.terminationTimestamp)."""
+        return _stamp(str(mapping(self.resource.get("schedulingConfig")).get("terminationTimestamp") or ""))
+
+    @property
     def created(self) -> datetime | None:
-        stamp = self._str("createTime")
-        if not stamp:
-            return None
-        try:
-            return datetime.fromisoformat(_FRACTION.sub(r"\1", stamp.replace("Z", "+00:00")))
-        except ValueError:
-            return None
+        return _stamp(self._str("createTime"))
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
@@ -174,3 +180,14 @@ class Node:
     def to_json(self) -> JSON:
         """What `--json` prints: the API's JSON as it came, plus its zone (and schedulingConfig always present)."""
         return {**self.resource, "schedulingConfig": self.resource.get("schedulingConfig", {}), "zone": self.zone}
+
+
+def _stamp(text: str) -> datetime | None:
+    """An RFC 3339 time from the API (nanoseconds cut to what Python reads), None when absent or not one."""
+    if not text:
+        return None
+    try:
+        stamp = datetime.fromisoformat(_FRACTION.sub(r"\1", text.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)  # the API's times are UTC

@@ -7,9 +7,10 @@ ssh fan-out, a launch on a slice) can find a node without importing the CLI.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.node import Node
+from tpuctl.cloud.node import Node, last_part
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings import cloud as settings
 
@@ -20,12 +21,13 @@ MAX_ZONE_THREADS = 16
 
 
 def find_node(
-    name: str, hint: str, project: str | None, zone: str | None, credentials: str | None, access_token_file: str | None
+    name: str, hint: str, project: str | None, zone: str | None, credentials: str | None, access_token_file: str | None, *, kinds: bool = False
 ) -> Node:
     """The node, or one line saying where it was looked for (exit 1, with `hint`).
 
     The flags (None where not given) sit over every other settings layer. A
     look-up is a read, so it costs no google-cloud-tpu import (tpuctl.cloud.tpu).
+    `kinds`: a flex-start node is marked so and read as v2alpha1 shows it, with its termination time.
     """
     from tpuctl.cloud import nodespec
     from tpuctl.cloud.tpu import TpuApi
@@ -37,7 +39,27 @@ def find_node(
     node = api.get_node(where, name)
     if node is None:
         raise TpuctlError(f"no TPU VM {name} in project {api.project}, zone {where}", hint=hint, exit_code=FAILED)
+    if kinds and with_kinds(api, [node])[0].flex_start:
+        try:  # v2alpha1's view adds when the service deletes it; without it the node is still a flex-start one
+            alpha = api.alpha_node(where, name)
+        except TpuctlError:
+            alpha = None
+        return replace(alpha or node, flex_start=True)
     return node
+
+
+def with_kinds(api: TpuApi, nodes: list[Node]) -> list[Node]:
+    """The nodes, those a flex-start queued resource made marked so: only v2alpha1 shows a queued resource's
+    provisioningModel, so one v2alpha1 list per zone that has nodes from queued resources. Where v2alpha1 cannot be
+    read the nodes stay as v2 shows them (their kind is then the v2 one, never a guess)."""
+    zones = sorted({node.zone for node in nodes if node.queued_resource})
+    flex: set[tuple[str, str]] = set()
+    for zone in zones:
+        try:
+            flex |= {(zone, last_part(name)) for name in api.flex_start_queued(zone)}
+        except TpuctlError:
+            continue
+    return [replace(node, flex_start=True) if (node.zone, last_part(node.queued_resource)) in flex else node for node in nodes]
 
 
 def landed_zone(resolved: settings.Settings, name: str) -> str:

@@ -18,14 +18,14 @@ from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings import cloud as settings
 from tpuctl.tpu import accelerators
-from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity, check_reservation, reservation_name, run_duration_s
 
 NODE_ID = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
 # Cloud label rules: lower-case keys starting with a letter, values may be empty.
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}\Z")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}\Z")
 MAX_LABELS = 64
-DURATION = re.compile(r"([0-9]+)([smhd])\Z")
+DURATION = re.compile(r"([0-9]{1,9})([smhd])\Z")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -79,6 +79,11 @@ class NodeSpec:
             max_run_duration=self.max_run_duration if kind == FLEX_START else None,
         )
 
+    def queues(self) -> bool:
+        """Whether the node is asked for through a queued resource: `--queued`, flex-start (queued resources only)
+        and a named reservation (v2 has a reservation's name only on a queued resource, not on a Node)."""
+        return self.queued or self.flex_start or self.reservation is not None
+
     def resource(self) -> JSON:
         """The create request's body: the v2 API's JSON `Node`, the same shape `Node.resource` reads."""
         node: JSON = {"runtimeVersion": self.runtime_version, "labels": dict(self.labels)}
@@ -86,9 +91,11 @@ class NodeSpec:
             node["acceleratorType"] = self.accelerator_type
         else:
             node["acceleratorConfig"] = {"type": self.config_type, "topology": self.topology}
-        # A queued resource carries spot itself; the node inside must not repeat it.
-        if not self.queued and (self.spot or self.preemptible):
+        # A queued resource carries spot and the reservation itself; the node inside repeats neither (as gcloud).
+        if not self.queues() and (self.spot or self.preemptible):
             node["schedulingConfig"] = {"spot": self.spot, "preemptible": self.preemptible}
+        if not self.queues() and self.reserved:  # `gcloud compute tpus tpu-vm create --reserved`
+            node["schedulingConfig"] = {"reserved": True}
         if self.network or self.subnetwork:
             node["networkConfig"] = {"network": self.network or "", "subnetwork": self.subnetwork or "", "enableExternalIps": True}
         if self.service_account:
@@ -98,11 +105,18 @@ class NodeSpec:
         return node
 
     def queued_resource(self) -> JSON:
-        """The queued-resource request (the v2 API's JSON `QueuedResource`) holding this node."""
+        """The queued-resource request holding this node: the v2 API's JSON `QueuedResource`, but v2alpha1's for
+        flex-start, whose `provisioningModel` and `runDuration` only v2alpha1 has (TpuApi.create_queued sends it there)."""
         parent = f"projects/{self.project}/locations/{self.zone}"
         resource: JSON = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": self.name, "node": self.resource()}]}}
         if self.spot or self.preemptible:
             resource["spot"] = {}
+        if self.reserved:  # gcloud's GA `queued-resources create --reserved` / alpha `--reservation NAME`
+            resource["reservationName"] = reservation_name(self.project, self.zone, self.reservation)
+        if self.flex_start:  # gcloud alpha `queued-resources create --provisioning-model flex-start --max-run-duration D`
+            resource["provisioningModel"] = "FLEX_START"
+            if self.max_run_duration:
+                resource["runDuration"] = {"maxRunDuration": f"{run_duration_s(self.max_run_duration)}s"}
         if self.valid_until:
             seconds = duration_seconds(self.valid_until)
             if seconds is not None:
@@ -121,9 +135,12 @@ class NodeSpec:
         else:
             have["accelerator"] = f"{node.config_type or 'TYPE_UNSPECIFIED'} {node.topology}"
             want["accelerator"] = f"{self.config_type} {self.topology}"
-        if not self.queued:
+        if not self.queues():
             have["spot"], want["spot"] = node.spot, self.spot
             have["preemptible"], want["preemptible"] = node.preemptible, self.preemptible
+            have["reserved"], want["reserved"] = node.reserved, self.reserved
+        elif self.flex_start or self.reserved:  # only a queued resource makes these: a node made otherwise is another kind
+            have["made by a queued resource"], want["made by a queued resource"] = bool(node.queued_resource), True
         if self.labels:
             have["labels"], want["labels"] = node.labels, self.labels
         if self.network:
@@ -279,6 +296,10 @@ def from_flags(
     subnetwork: str | None,
     service_account: str | None,
     startup_script: Path | None,
+    reserved: bool = False,
+    reservation: str | None = None,
+    flex_start: bool = False,
+    max_run_duration: str | None = None,
     **cloud: str | None,
 ) -> tuple[NodeSpec, settings.Settings]:
     """`tpuctl create`'s flags as a checked spec, with the settings they resolve to (cloud: project, zone, credentials).
@@ -287,10 +308,7 @@ def from_flags(
     accelerator comes from the flags, else from the [cloud] defaults.
     """
     check_name(name)
-    if spot and preemptible:
-        raise TpuctlError("--spot and --preemptible exclude each other", hint="--spot is the current kind")
-    if valid_until and not queued:
-        raise TpuctlError("--valid-until needs --queued")
+    check_kind(spot, preemptible, reserved, reservation, flex_start, max_run_duration, queued, valid_until)
     resolved = settings.resolve({**cloud, "accelerator_type": accelerator_type, "runtime_version": runtime_version})
     by_config = bool(config_type or topology)
     accel, api_type, topo = parse_accelerator(accelerator_type if by_config else resolved.get("accelerator-type"), config_type, topology)
@@ -306,6 +324,10 @@ def from_flags(
         preemptible=preemptible,
         queued=queued,
         valid_until=check_valid_until(valid_until) if valid_until else None,
+        reserved=reserved,
+        reservation=reservation,
+        flex_start=flex_start,
+        max_run_duration=max_run_duration,
         labels=parse_labels(labels),
         network=network,
         subnetwork=subnetwork,
@@ -313,6 +335,30 @@ def from_flags(
         startup_script=_read_script(startup_script) if startup_script else None,
     )
     return spec, resolved
+
+
+def check_kind(
+    spot: bool, preemptible: bool, reserved: bool, reservation: str | None, flex_start: bool, run: str | None, queued: bool, valid_until: str | None
+) -> None:
+    """One capacity kind per create (a hunt across kinds is `--capacity`'s); each kind's own flags only with it.
+    Checked before any setting is read, by a plain create and a hunt alike: a contradiction is the user's to fix first."""
+    if spot and preemptible:
+        raise TpuctlError("--spot and --preemptible exclude each other", hint="--spot is the current kind")
+    if valid_until and not (queued or flex_start):
+        raise TpuctlError("--valid-until needs --queued (or --flex-start, which always queues)")
+    if reservation is not None and not reserved:
+        raise TpuctlError("--reservation needs --reserved", hint="e.g. --reserved --reservation my-reservation")
+    if run is not None and not flex_start:
+        raise TpuctlError("--max-run-duration needs --flex-start", hint="only flex-start has a run duration: --flex-start, or flex-start in --capacity")
+    kinds = [flag for flag, given in (("--spot", spot), ("--preemptible", preemptible), ("--reserved", reserved), ("--flex-start", flex_start)) if given]
+    if len(kinds) > 1:
+        raise TpuctlError(f"{' and '.join(kinds)} are different capacity kinds; give one")
+    if flex_start and run is None:
+        raise TpuctlError("--flex-start needs --max-run-duration", hint="how long the slice may run, at most 7d: e.g. --max-run-duration 2d")
+    if run is not None:
+        run_duration_s(run)
+    if reservation is not None:
+        check_reservation(reservation)
 
 
 def _runtime_version(resolved: settings.Settings, accelerator_type: str | None, config_type: str | None, topology: str | None) -> str:

@@ -33,6 +33,7 @@ from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.settings.cloud import Settings
 from tpuctl.tpu import list_prices
 from tpuctl.tpu.accelerators import shape_of
+from tpuctl.tpu.capacity import ON_DEMAND, PREEMPTIBLE, SPOT
 
 PAGE_SIZE = 5000  # the API's own maximum (billing/v1/how-tos/catalog-api)
 MAX_PAGES = 40  # Compute Engine's catalogue is a few pages of 5000; forty is a catalogue gone wrong
@@ -43,7 +44,6 @@ ATTEMPTS = 3  # per page, for failures that waiting may cure
 _PASSING = frozenset({429, 500, 502, 503, 504})
 CACHE_S = 24 * 3600
 CACHE_NAME = "billing-prices.json"
-ON_DEMAND, SPOT = "on-demand", "spot"
 CATALOGUE_SOURCE = "catalogue"
 TABLE_SOURCE = "table"
 
@@ -83,7 +83,12 @@ class PriceBook:
         return f"list prices from tpuctl's table of {self.date} ({list_prices.TABLE_SOURCE}); the Billing Catalog was not read: {self.reason}"
 
     def slice_price(self, accelerator_type: str, zone: str, capacity: str) -> float | None:
-        """USD per hour of the slice, or None where no SKU prices it (never a neighbour's price)."""
+        """USD per hour of the slice, or None where no SKU prices it (never a neighbour's price).
+
+        A reservation is billed by its own terms and flex-start by SKUs tpuctl cannot name with certainty:
+        neither has a list price here (never the spot or on-demand one in its place)."""
+        if capacity not in (ON_DEMAND, SPOT, PREEMPTIBLE):
+            return None
         try:
             shape = shape_of(accelerator_type)
         except TpuctlError:

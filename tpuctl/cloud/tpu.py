@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.credentials import Identity
 
 TIMEOUT_S = 60.0
+ALPHA = "v2alpha1"  # flex-start only: the one API version with a queued resource's provisioningModel and runDuration
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,15 @@ class Operation:
         return self.done and self.error_code != 0
 
 
+@dataclass(frozen=True)
+class Queued:
+    """A queued resource as far as a wait needs it: its state and, once FAILED, the error that ended it."""
+
+    state: str
+    error_code: int = 0  # google.rpc.Code of QueuedResourceState.failedData.error
+    error_message: str = ""
+
+
 class NodeApi(Protocol):
     """What the lifecycle and babysit code need from the TPU API (TpuApi; a fake in tests)."""
 
@@ -62,7 +72,7 @@ class NodeApi(Protocol):
     def start_node(self, zone: str, name: str) -> str | None: ...
     def operation(self, zone: str, name: str) -> Operation: ...
     def create_queued(self, zone: str, resource_id: str, resource: JSON) -> bool: ...
-    def get_queued(self, zone: str, resource_id: str) -> str | None: ...
+    def get_queued(self, zone: str, resource_id: str) -> Queued | None: ...
     def delete_queued(self, zone: str, resource_id: str) -> None: ...
 
 
@@ -125,33 +135,40 @@ class TpuApi:
 
     # Reads: stdlib HTTP, the API's JSON.
 
-    def _get(self, path: str, query: dict[str, str] | None = None) -> JSON:
+    def _get(self, path: str, query: dict[str, str] | None = None, version: str = "v2") -> JSON:
+        return self._call("GET", path, query, None, version)
+
+    def _call(self, method: str, path: str, query: dict[str, str] | None, body: JSON | None, version: str) -> JSON:
+        """One plain HTTP call to the TPU API (`version`: v2, or v2alpha1 for what only it has), its JSON reply."""
         connection: http.client.HTTPConnection
         if self._https:
             connection = http.client.HTTPSConnection(self._host, self._port, timeout=TIMEOUT_S)
         else:
             connection = http.client.HTTPConnection(self._host, self._port, timeout=TIMEOUT_S)
-        target = f"{self._base}/v2/{path}" + (f"?{urlencode(query)}" if query else "")
+        target = f"{self._base}/{version}/{path}" + (f"?{urlencode(query)}" if query else "")
         headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json", "User-Agent": f"tpuctl/{__version__}"}
+        payload = None if body is None else json.dumps(body).encode()
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
         try:
-            connection.request("GET", target, headers=headers)
+            connection.request(method, target, body=payload, headers=headers)
             response = connection.getresponse()
-            body = response.read()
+            reply_body = response.read()
         finally:
             connection.close()
         if response.status >= 400:
-            raise error_from_reply(response.status, body, "GET", f"{self.endpoint}/v2/{path}")
+            raise error_from_reply(response.status, reply_body, method, f"{self.endpoint}/{version}/{path}")
         try:
-            reply = json.loads(body) if body else {}
+            reply = json.loads(reply_body) if reply_body else {}
         except ValueError:
             raise TpuctlError(f"the TPU API at {self.endpoint} did not answer with JSON", exit_code=FAILED) from None
         return reply if isinstance(reply, dict) else {}
 
-    def _pages(self, path: str, key: str) -> list[JSON]:
+    def _pages(self, path: str, key: str, version: str = "v2") -> list[JSON]:
         items: list[JSON] = []
         token = ""
         while True:
-            reply = self._get(path, {"pageToken": token} if token else None)
+            reply = self._get(path, {"pageToken": token} if token else None, version)
             items += reply.get(key, [])
             token = reply.get("nextPageToken", "")
             if not token:
@@ -201,13 +218,37 @@ class TpuApi:
         error = mapping(reply.get("error"))
         return Operation(bool(reply.get("done")), int(error.get("code", 0) or 0), str(error.get("message", "")))
 
-    def get_queued(self, zone: str, resource_id: str) -> str | None:
-        """The queued resource's state (`WAITING_FOR_RESOURCES`, `ACTIVE`, …), or None when there is none."""
+    def get_queued(self, zone: str, resource_id: str) -> Queued | None:
+        """The queued resource's state (`WAITING_FOR_RESOURCES`, `ACTIVE`, …, and why it FAILED), or None when there is none."""
         where = self._where(f"get queued resource {resource_id}", zone, "tpu.queuedresources.get")
         found = guarded(lambda: self._get_or_none(f"{self.parent(zone)}/queuedResources/{resource_id}", where), where)
         if found is None:
             return None
-        return str(mapping(found.get("state")).get("state") or "STATE_UNSPECIFIED")
+        state = mapping(found.get("state"))
+        error = mapping(mapping(state.get("failedData")).get("error"))
+        return Queued(str(state.get("state") or "STATE_UNSPECIFIED"), int(error.get("code", 0) or 0), str(error.get("message", "")))
+
+    def flex_start_queued(self, zone: str) -> set[str]:
+        """The names of the zone's flex-start queued resources: only v2alpha1 shows a queued resource's
+        provisioningModel, and a v2 Node of one looks on-demand (`list` and `describe` name the kind from this)."""
+        where = self._where("list queued resources", zone, "tpu.queuedresources.list")
+        found = guarded(lambda: self._pages(f"{self.parent(zone)}/queuedResources", "queuedResources", ALPHA), where)
+        return {str(q.get("name", "")) for q in found if q.get("provisioningModel") == "FLEX_START"}
+
+    def alpha_node(self, zone: str, name: str) -> Node | None:
+        """The node as v2alpha1 shows it, with what v2 leaves out (SchedulingConfig.terminationTimestamp)."""
+        from google.api_core import exceptions as api
+
+        where = self._where(f"get node {name}", zone, "tpu.nodes.get")
+
+        def read() -> JSON | None:
+            try:
+                return self._get(self.node_path(zone, name), None, ALPHA)
+            except api.NotFound:
+                return None
+
+        found = guarded(read, where)
+        return None if found is None else Node(found, zone)
 
     # Changes: google-cloud-tpu, imported on first use.
 
@@ -301,18 +342,23 @@ class TpuApi:
         return None if found is None else Node(found, zone).state
 
     def create_queued(self, zone: str, resource_id: str, resource: JSON) -> bool:
-        """Queue a request for a node; False when a queued resource of that id already exists."""
-        from google.api_core import exceptions as api
-        from google.cloud import tpu_v2
+        """Queue a request for a node; False when a queued resource of that id already exists.
 
-        queued = tpu_v2.QueuedResource.from_json(json.dumps(resource))
+        A flex-start request (`provisioningModel`, `runDuration`: v2alpha1 only) is POSTed to v2alpha1 over plain
+        HTTP: google-cloud-tpu's tpu_v2alpha1 (1.28) has neither field, and its from_json would refuse them."""
+        from google.api_core import exceptions as api
+
         where = self._where(f"queue resource {resource_id}", zone, "tpu.queuedresources.create")
+        alpha = "provisioningModel" in resource or "runDuration" in resource
 
         def create() -> bool:
             try:
-                self._google().create_queued_resource(
-                    parent=self.parent(zone), queued_resource_id=resource_id, queued_resource=queued, timeout=TIMEOUT_S
-                )
+                if alpha:
+                    self._call("POST", f"{self.parent(zone)}/queuedResources", {"queuedResourceId": resource_id}, resource, ALPHA)
+                else:
+                    self._google().create_queued_resource(
+                        parent=self.parent(zone), queued_resource_id=resource_id, queued_resource=_v2_queued(resource), timeout=TIMEOUT_S
+                    )
                 return True
             except api.Conflict:
                 return False
@@ -339,3 +385,9 @@ def _type_order(name: str) -> tuple[str, int]:
     family, _, size = name.rpartition("-")
     return (family, int(size) if size.isdigit() else 0)
 
+
+def _v2_queued(resource: JSON) -> tpu_v2.QueuedResource:
+    from google.cloud import tpu_v2
+
+    queued: tpu_v2.QueuedResource = tpu_v2.QueuedResource.from_json(json.dumps(resource))
+    return queued

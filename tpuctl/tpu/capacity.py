@@ -9,6 +9,7 @@ reservation) and flex-start (a queued resource with a maximum run duration, dele
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tpuctl.inputs.errors import TpuctlError
@@ -45,3 +46,49 @@ def parse_capacities(text: str, allowed: tuple[str, ...] = KINDS) -> list[Capaci
         if capacity not in found:
             found.append(capacity)
     return found
+
+
+# Flex-start runs for at most 7 days (https://cloud.google.com/tpu/docs/request-using-flex-start, "Limitations");
+# the queued resource carries it as runDuration.maxRunDuration (the v2alpha1 API's RunDuration).
+MAX_RUN_S = 7 * 86400
+_RUN_PART = re.compile(r"([0-9]{1,7})([dhms])")
+_RUN_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+# gcloud's spelling of a reservation (`queued-resources create --reservation`): a short name, or the full name.
+_SHORT_RESERVATION = re.compile(r"[a-zA-Z0-9-]{1,63}\Z")
+_FULL_RESERVATION = re.compile(r"projects/[a-z0-9.:-]{1,100}/locations/[a-z0-9-]{1,60}/reservations/[a-zA-Z0-9-]{1,63}\Z")
+
+
+def run_duration_s(text: str) -> int:
+    """`--max-run-duration` (2d, 36h, 1d12h, 90m) in seconds, within flex-start's limit of 7 days."""
+    shown_text = shown(text.strip())
+    compact = text.strip().lower()
+    parts = _RUN_PART.findall(compact)
+    if not compact or "".join(number + unit for number, unit in parts) != compact:
+        raise TpuctlError(f"--max-run-duration {shown_text} is not a duration", hint="e.g. 2d, 36h or 1d12h")
+    seconds = sum(int(number) * _RUN_UNIT_S[unit] for number, unit in parts)
+    if seconds <= 0:
+        raise TpuctlError(f"--max-run-duration {shown_text} is no time at all", hint="e.g. 2d, 36h or 1d12h")
+    if seconds > MAX_RUN_S:
+        raise TpuctlError(
+            f"--max-run-duration {shown_text} is more than flex-start's limit of 7 days",
+            hint="a flex-start slice runs at most 7d; save checkpoints and queue another for longer work",
+        )
+    return seconds
+
+
+def reservation_name(project: str, zone: str, reservation: str | None) -> str:
+    """The queued resource's `reservationName`: as gcloud builds it, the full name of the named reservation
+    (a short name is taken as one in the node's project and zone), or `.../reservations/-` for any of the project's."""
+    if reservation is None:
+        return f"projects/{project}/locations/{zone}/reservations/-"
+    return check_reservation(reservation) if "/" in reservation else f"projects/{project}/locations/{zone}/reservations/{check_reservation(reservation)}"
+
+
+def check_reservation(reservation: str) -> str:
+    """A reservation's name as gcloud takes it, or one line saying it is none."""
+    if _FULL_RESERVATION.match(reservation) or _SHORT_RESERVATION.match(reservation):
+        return reservation
+    raise TpuctlError(
+        f"--reservation {shown(reservation)} is not a reservation's name",
+        hint="a name (letters, digits, hyphens) or projects/P/locations/ZONE/reservations/NAME",
+    )
