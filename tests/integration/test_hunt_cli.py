@@ -192,3 +192,17 @@ def test_the_zones_and_capacity_settings_drive_the_hunt_and_a_zone_flag_still_me
     assert line.startswith(f"Error: {order[2]}: no capacity for {TYPE} (code 8); nothing was left behind")
     plain = json.loads(cli("create", "plain", "--accelerator-type", TYPE, "--zone", order[2], "--json").stdout)
     assert "hunt" not in plain and plain["capacity"] == "spot" and (g.node(order[2], "plain") or {})["schedulingConfig"]["spot"]
+
+
+def test_a_hunt_across_kinds_moves_from_a_short_reservation_to_flex_start(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    zone = ranked(cli, "on-demand")[0]
+    g.faults.stockout(zone, "reserved")
+    result = cli("create", "hunt", "--accelerator-type", TYPE, "--zone", zone, "--capacity", "reserved,flex-start", "--max-run-duration", "1d", "--json")
+    report = json.loads(result.stdout)
+    assert [(t["capacity"], t["result"]) for t in report["hunt"]["tries"]] == [("reserved", "no capacity (code 9)"), ("flex-start", "created")]
+    assert report["capacity"] == "flex-start" and report["zone"] == zone
+    assert [(z, n) for (z, n) in g.tpu.nodes] == [(zone, "hunt")] and specs(cli) == [cli.spec_file("hunt", zone)]
+    queued = g.queued_resource(zone, "hunt")
+    assert queued is not None and queued["provisioningModel"] == "FLEX_START" and queued["runDuration"] == {"maxRunDuration": "86400s"}
+    assert [path[: len("/v2alpha1/")] for method, path, _ in g.requests if method == "POST" and "/queuedResources" in path] == ["/v2alpha1/"]
