@@ -206,3 +206,17 @@ def test_a_hunt_across_kinds_moves_from_a_short_reservation_to_flex_start(google
     queued = g.queued_resource(zone, "hunt")
     assert queued is not None and queued["provisioningModel"] == "FLEX_START" and queued["runDuration"] == {"maxRunDuration": "86400s"}
     assert [path[: len("/v2alpha1/")] for method, path, _ in g.requests if method == "POST" and "/queuedResources" in path] == ["/v2alpha1/"]
+
+
+def test_a_zone_short_of_quota_waits_until_after_the_fallback_type(google_standin: GoogleStandin, cli: Cli) -> None:
+    """A quota refusal ends a hunt, so a zone known to be short of quota for the first type must not come before the
+    second type's zones: the fallback is tried first, and the short zone is never reached when it holds."""
+    g = google_standin
+    first, short = TEN[0], TEN[1]
+    g.projects.tpu_quotas = {"TPUV5sLitepodPerProjectPerZoneForTPUAPI": {first: 64, short: 8}}  # 8 chips: short of 16
+    g.faults.quota_zones.add(short)
+    g.faults.stockout(first, "capacity")
+    report = json.loads(cli("create", "hunt", "--accelerator-type", f"{TYPE},v6e-8", "--zones", f"{short},{first}", "--json").stdout)
+    assert report["acceleratorType"] == "v6e-8" and report["created"]
+    assert [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]][0] == (first, TYPE)
+    assert short not in creates(g)[:1] and (short, TYPE) not in [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]]

@@ -149,14 +149,15 @@ def _candidates(found: Found, hunt_plan: Plan) -> list[Candidate]:
     """(type, kind, zone) in the user's order of types, then of kinds, then the zones as offers ranks them."""
     from tpuctl.cloud.capacity.hunt import Candidate
 
-    candidates = []
+    candidates, short = [], []
     for name in hunt_plan.types:
         for capacity in hunt_plan.capacities:
             kind = _priced([capacity])[0]
             listed = capacity.kind in (ON_DEMAND, SPOT, PREEMPTIBLE)  # reserved and flex-start: no list price
             for offer in (o for o in found.offers if (o.accelerator_type, o.kind) == (name, kind)):
-                candidates.append(Candidate(name, capacity, offer.zone, offer.usd_per_hour if listed else None))
-    return candidates
+                # A quota refusal stops a hunt: a zone known short of quota goes after every other type and kind too.
+                (short if offer.quota_fits is False else candidates).append(Candidate(name, capacity, offer.zone, offer.usd_per_hour if listed else None))
+    return candidates + short
 
 
 def _bucket(model_dir: str | None) -> str | None:
