@@ -16,7 +16,10 @@ from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_opt
 from tpuctl.cli.display import StatusLine
 
 if TYPE_CHECKING:
+    from tpuctl.cloud.capacity.recovery import Candidates
+    from tpuctl.cloud.nodespec import NodeSpec
     from tpuctl.runs.recorded import Recorded
+    from tpuctl.settings.cloud import Settings
 
 
 def _note(message: str) -> None:
@@ -28,6 +31,16 @@ def _note(message: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @project_options
 @zone_option
+@click.option(
+    "--zones",
+    metavar="all|Z1,Z2,...",
+    help="When the node's own zone has no capacity, hunt across these zones (all: every zone), best first as `tpuctl offers` ranks [config: zones].",
+)
+@click.option(
+    "--capacity",
+    metavar="KIND[,KIND]",
+    help="Capacity kinds the hunt may try after the node's own, in your order: on-demand, spot, preemptible, reserved[=NAME] [config: capacity].",
+)
 @click.option("--interval", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds between checks of the node.")
 @click.option("--max-recreates", type=click.IntRange(min=0), default=10, show_default=True, help="Give up after this many recreations.")
 @click.option("--detach", is_flag=True, help="Babysit in a process of its own that outlives this terminal; print its run id and return.")
@@ -38,6 +51,8 @@ def babysit(
     credentials: str | None,
     access_token_file: str | None,
     zone: str | None,
+    zones: str | None,
+    capacity: str | None,
     interval: float,
     max_recreates: int,
     detach: bool,
@@ -50,6 +65,12 @@ def babysit(
     SIGTERM or SIGHUP. Without a command, it watches until then. However it ends,
     the command and everything it started are stopped.
 
+    A lost node comes back in its own zone first (same type, same kind). When
+    that zone has no capacity and --zones/--capacity (or the zones/capacity
+    settings) are given, babysit hunts as `tpuctl create --zones` does; a node
+    recreated in another zone is found there by name alone, and COMMAND is rerun
+    against it (docs/capacity.md).
+
     Babysitting is a run of its own: `tpuctl runs` lists it, `tpuctl stop RUN`
     stops it. With --detach it survives the terminal: its console goes to the
     run's folder (`tpuctl attach RUN` follows it).
@@ -61,16 +82,38 @@ def babysit(
     from tpuctl.runs.recorded import Recorded
 
     nodespec.check_name(name)
-    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+    resolved = resolve(project=project, zone=zone, zones=zones, capacity=capacity, credentials=credentials, access_token_file=access_token_file)
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
+    hunting = _hunting(resolved, spec)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
-    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline)
+    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting)
     kept = Recorded.new("babysit", f"babysit-{name}", shlex.join(shown_args(command)), job=name)
     if detach:
         _detach(kept, lambda: sitter.babysit(api, spec, watch))
         return
     raise SystemExit(kept.run(lambda: sitter.babysit(api, spec, watch), _note))
+
+
+def _hunting(resolved: Settings, spec: NodeSpec) -> Candidates | None:
+    """Where a lost node may go once its own zone stocked out, or None (its zone only: no zones or capacity given).
+
+    Checked now, gathered only then (offers read every zone). The node's own kind goes first, then the others asked
+    for, so a spot node is hunted as spot before anything dearer; the type is always the node's own."""
+    from tpuctl.cli.create_hunt import Plan, ranked
+    from tpuctl.cloud.capacity.recovery import own_capacity
+    from tpuctl.settings.cloud import zones_of
+    from tpuctl.tpu.capacity import parse_capacities
+
+    if not (resolved.given("zones") or resolved.given("capacity")):
+        return None
+    where = zones_of(resolved.require("zones")) if resolved.given("zones") else [spec.zone]
+    asked = parse_capacities(resolved.require("capacity")) if resolved.given("capacity") else []
+    kinds = list(dict.fromkeys([own_capacity(spec), *asked]))
+    if spec.accelerator_type is None:
+        return None  # a --type/--topology node: the hunt's candidates are accelerator types (recovery.py)
+    hunt_plan = Plan([spec.accelerator_type], kinds, where, resolved, None)
+    return lambda: ranked(hunt_plan)
 
 
 def _detach(kept: Recorded, sit: Callable[[], int]) -> None:

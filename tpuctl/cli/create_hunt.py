@@ -181,3 +181,9 @@ def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: b
         click.echo(f"  tried {tried.candidate}: {tried.why}")
     if done.changed:
         click.echo(f"  fallback to {spec.accelerator_type}: {', '.join(done.changed)}")
+
+
+def ranked(hunt_plan: Plan) -> list[Candidate]:
+    """The plan's candidates, best first: what `create --zones` tries, and what babysit hunts through once a lost
+    node's own zone has stocked out (tpuctl/cloud/capacity/recovery.py)."""
+    return _candidates(_offers(tpu_api(hunt_plan.resolved), hunt_plan), hunt_plan)
