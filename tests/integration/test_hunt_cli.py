@@ -7,6 +7,7 @@ ranks first, so the hunt must try them in offers' order, move past each, and lea
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -192,3 +193,37 @@ def test_the_zones_and_capacity_settings_drive_the_hunt_and_a_zone_flag_still_me
     assert line.startswith(f"Error: {order[2]}: no capacity for {TYPE} (code 8); nothing was left behind")
     plain = json.loads(cli("create", "plain", "--accelerator-type", TYPE, "--zone", order[2], "--json").stdout)
     assert "hunt" not in plain and plain["capacity"] == "spot" and (g.node(order[2], "plain") or {})["schedulingConfig"]["spot"]
+
+
+def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_reruns_the_command(
+    google_standin: GoogleStandin, cli: Cli, tmp_path: Path
+) -> None:
+    """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name."""
+    g = google_standin
+    order = ranked(cli, "spot")
+    cli("create", "sitter", "--zone", order[0], "--accelerator-type", TYPE, "--spot")
+    runs = tmp_path / "runs.txt"
+    # Each run records where `tpuctl describe` finds the node; the second run finishes, as a resumed training would.
+    job = f"{shlex.join(tpuctl_cmd('describe', 'sitter', '--json'))} >> {runs} && echo END >> {runs}; test $(grep -c END {runs}) -ge 2 || sleep 60"
+    sitter = subprocess.Popen(tpuctl_cmd("babysit", "sitter", "--zones", "all", "--interval", "0.2", "--", "sh", "-c", job),
+                              env=cli.env, cwd=cli.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "END" not in (runs.read_text() if runs.exists() else ""):
+            assert time.monotonic() < deadline and sitter.poll() is None, sitter.stderr.read() if sitter.stderr else ""
+            time.sleep(0.1)
+        g.faults.stockout(order[0], "capacity")
+        g.preempt(order[0], "sitter")
+        _, err = sitter.communicate(timeout=90)
+    finally:
+        sitter.kill()
+    assert sitter.returncode == 0, err
+    assert f"babysit: {order[0]} has no capacity (code 8); hunting over 9 other candidates, next: {order[1]}" in err
+    assert f"babysit: sitter is READY again: recreated in {order[1]} as spot: {order[0]} has no capacity (code 8)" in err
+    first, second = (json.loads(part) for part in runs.read_text().split("END\n")[:2])
+    assert (first["zone"], second["zone"]) == (order[0], order[1]) and second["state"] == "READY"
+    assert [key for key in g.tpu.nodes if key[1] == "sitter"] == [(order[1], "sitter")]
+    assert (g.node(order[1], "sitter") or {})["schedulingConfig"]["spot"]
+    assert specs(cli) == [cli.spec_file("sitter", order[1])]  # the old zone's spec taken back: every command finds it alone
+    assert [(r["zone"], r["kind"]) for r in cli.memory()] == [(order[0], "spot")]
+    assert cli("delete", "sitter", "--yes").stdout.startswith(f"deleted sitter in {order[1]}")
