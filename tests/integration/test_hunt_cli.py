@@ -227,3 +227,16 @@ def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_r
     assert specs(cli) == [cli.spec_file("sitter", order[1])]  # the old zone's spec taken back: every command finds it alone
     assert [(r["zone"], r["kind"]) for r in cli.memory()] == [(order[0], "spot")]
     assert cli("delete", "sitter", "--yes").stdout.startswith(f"deleted sitter in {order[1]}")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--zones", "us-west4-a;rm -rf"], "from --zones is not valid ('us-west4-a;rm -rf' is not a zone"),
+        (["--capacity", "flex-start"], "--capacity: 'flex-start' is not a capacity kind (on-demand, spot, preemptible, reserved)"),
+    ],
+)
+def test_babysit_checks_its_hunt_flags_before_anything_else(google_standin: GoogleStandin, cli: Cli, args: list[str], says: str) -> None:
+    line = error_line(cli("babysit", "nowhere", *args, "--", "true", code=2))  # no saved spec either: the flags are said first
+    assert says in line, line
+    assert google_standin.requests == []

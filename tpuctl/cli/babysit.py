@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -16,6 +17,7 @@ from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_opt
 from tpuctl.cli.display import StatusLine
 
 if TYPE_CHECKING:
+    from tpuctl.cli.create_hunt import Plan
     from tpuctl.cloud.capacity.recovery import Candidates
     from tpuctl.cloud.nodespec import NodeSpec
     from tpuctl.runs.recorded import Recorded
@@ -83,8 +85,9 @@ def babysit(
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, zones=zones, capacity=capacity, credentials=credentials, access_token_file=access_token_file)
+    asked = _asked(resolved)
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
-    hunting = _hunting(resolved, spec)
+    hunting = _hunting(asked, spec)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
     watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting)
@@ -95,24 +98,32 @@ def babysit(
     raise SystemExit(kept.run(lambda: sitter.babysit(api, spec, watch), _note))
 
 
-def _hunting(resolved: Settings, spec: NodeSpec) -> Candidates | None:
-    """Where a lost node may go once its own zone stocked out, or None (its zone only: no zones or capacity given).
-
-    Checked now, gathered only then (offers read every zone). The node's own kind goes first, then the others asked
-    for, so a spot node is hunted as spot before anything dearer; the type is always the node's own."""
-    from tpuctl.cli.create_hunt import Plan, ranked
-    from tpuctl.cloud.capacity.recovery import own_capacity
+def _asked(resolved: Settings) -> Plan | None:
+    """The hunt --zones/--capacity (or the zones/capacity settings) ask for, checked before anything is read: the
+    node's type and own kind are filled in from its spec (_hunting). No zones: the node's own zone (zones == [])."""
+    from tpuctl.cli.create_hunt import Plan
     from tpuctl.settings.cloud import zones_of
-    from tpuctl.tpu.capacity import parse_capacities
+    from tpuctl.tpu.capacity import ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, parse_capacities
 
     if not (resolved.given("zones") or resolved.given("capacity")):
         return None
-    where = zones_of(resolved.require("zones")) if resolved.given("zones") else [spec.zone]
-    asked = parse_capacities(resolved.require("capacity")) if resolved.given("capacity") else []
-    kinds = list(dict.fromkeys([own_capacity(spec), *asked]))
-    if spec.accelerator_type is None:
-        return None  # a --type/--topology node: the hunt's candidates are accelerator types (recovery.py)
-    hunt_plan = Plan([spec.accelerator_type], kinds, where, resolved, None)
+    where = zones_of(resolved.require("zones")) if resolved.given("zones") else []
+    # flex-start is no kind to fall back to: it needs a run duration the lost node's spec does not have.
+    asked = parse_capacities(resolved.require("capacity"), (ON_DEMAND, SPOT, PREEMPTIBLE, RESERVED)) if resolved.given("capacity") else []
+    return Plan([], asked, where, resolved, None)
+
+
+def _hunting(asked: Plan | None, spec: NodeSpec) -> Candidates | None:
+    """Where a lost node may go once its own zone stocked out, or None (its zone only), gathered only then (offers
+    read every zone). Its own type; its own kind first, then the others asked for, so a spot node is hunted as spot
+    before anything dearer. A --type/--topology node has no accelerator type to hunt with (recovery.py)."""
+    from tpuctl.cli.create_hunt import ranked
+    from tpuctl.cloud.capacity.recovery import own_capacity
+
+    if asked is None or spec.accelerator_type is None:
+        return None
+    kinds = list(dict.fromkeys([own_capacity(spec), *asked.capacities]))
+    hunt_plan = replace(asked, types=[spec.accelerator_type], capacities=kinds, zones=[spec.zone] if asked.zones == [] else asked.zones)
     return lambda: ranked(hunt_plan)
 
 
