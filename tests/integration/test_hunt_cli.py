@@ -7,6 +7,7 @@ ranks first, so the hunt must try them in offers' order, move past each, and lea
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -220,3 +221,50 @@ def test_a_zone_short_of_quota_waits_until_after_the_fallback_type(google_standi
     assert report["acceleratorType"] == "v6e-8" and report["created"]
     assert [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]][0] == (first, TYPE)
     assert short not in creates(g)[:1] and (short, TYPE) not in [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]]
+
+
+def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_reruns_the_command(
+    google_standin: GoogleStandin, cli: Cli, tmp_path: Path
+) -> None:
+    """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name."""
+    g = google_standin
+    order = ranked(cli, "spot")
+    cli("create", "sitter", "--zone", order[0], "--accelerator-type", TYPE, "--spot")
+    runs = tmp_path / "runs.txt"
+    # Each run records where `tpuctl describe` finds the node; the second run finishes, as a resumed training would.
+    job = f"{shlex.join(tpuctl_cmd('describe', 'sitter', '--json'))} >> {runs} && echo END >> {runs}; test $(grep -c END {runs}) -ge 2 || sleep 60"
+    sitter = subprocess.Popen(tpuctl_cmd("babysit", "sitter", "--zones", "all", "--interval", "0.2", "--", "sh", "-c", job),
+                              env=cli.env, cwd=cli.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "END" not in (runs.read_text() if runs.exists() else ""):
+            assert time.monotonic() < deadline and sitter.poll() is None, sitter.stderr.read() if sitter.stderr else ""
+            time.sleep(0.1)
+        g.faults.stockout(order[0], "capacity")
+        g.preempt(order[0], "sitter")
+        _, err = sitter.communicate(timeout=90)
+    finally:
+        sitter.kill()
+    assert sitter.returncode == 0, err
+    assert f"babysit: {order[0]} has no capacity (code 8); hunting over 9 other candidates, next: {order[1]}" in err
+    assert f"babysit: sitter is READY again: recreated in {order[1]} as spot: {order[0]} has no capacity (code 8)" in err
+    first, second = (json.loads(part) for part in runs.read_text().split("END\n")[:2])
+    assert (first["zone"], second["zone"]) == (order[0], order[1]) and second["state"] == "READY"
+    assert [key for key in g.tpu.nodes if key[1] == "sitter"] == [(order[1], "sitter")]
+    assert (g.node(order[1], "sitter") or {})["schedulingConfig"]["spot"]
+    assert specs(cli) == [cli.spec_file("sitter", order[1])]  # the old zone's spec taken back: every command finds it alone
+    assert [(r["zone"], r["kind"]) for r in cli.memory()] == [(order[0], "spot")]
+    assert cli("delete", "sitter", "--yes").stdout.startswith(f"deleted sitter in {order[1]}")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--zones", "us-west4-a;rm -rf"], "from --zones is not valid ('us-west4-a;rm -rf' is not a zone"),
+        (["--capacity", "flex-start"], "--capacity: 'flex-start' is not a capacity kind (on-demand, spot, preemptible, reserved)"),
+    ],
+)
+def test_babysit_checks_its_hunt_flags_before_anything_else(google_standin: GoogleStandin, cli: Cli, args: list[str], says: str) -> None:
+    line = error_line(cli("babysit", "nowhere", *args, "--", "true", code=2))  # no saved spec either: the flags are said first
+    assert says in line, line
+    assert google_standin.requests == []

@@ -93,7 +93,7 @@ def test_a_preempted_node_is_recreated_and_the_command_run_again() -> None:
     assert babysit.babysit(api, SPEC, _watch(runs, notes)) == 0
     assert runs.started[0].stopped and not runs.started[1].stopped
     assert "my-tpu is PREEMPTED; stopping the command" in notes
-    assert "my-tpu is PREEMPTED; recreating it (1/10)" in notes and "my-tpu is READY again" in notes
+    assert "my-tpu is PREEMPTED; recreating it (1/10)" in notes and "my-tpu is READY again: recreated in its own zone us-central2-b" in notes
     assert api.calls == ["delete my-tpu", "create my-tpu"]
 
 
@@ -101,7 +101,8 @@ def test_a_node_that_is_gone_at_the_start_is_recreated_before_the_command_runs()
     api = FakeApi()
     notes: list[str] = []
     assert babysit.babysit(api, SPEC, _watch(Runs(FakeCommand(0)), notes)) == 0
-    assert notes[:3] == ["my-tpu is gone; recreating it (1/10)", "my-tpu is READY again", "watching my-tpu in us-central2-b every 0.01s"]
+    back = "my-tpu is READY again: recreated in its own zone us-central2-b"
+    assert notes[:3] == ["my-tpu is gone; recreating it (1/10)", back, "watching my-tpu in us-central2-b every 0.01s"]
     assert api.calls == ["create my-tpu"]
 
 

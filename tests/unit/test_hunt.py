@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tpuctl.cloud import nodespec
+from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped, hunt
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
@@ -113,7 +113,8 @@ def _private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
 
 def no_sleep(seconds: float) -> None:
-    if seconds >= 5.0:
+    """A wait that never ends reaches the longest pause and fails instead of hanging the suite."""
+    if seconds >= lifecycle.MAX_POLL_S:
         raise AssertionError("the wait never ended")
 
 

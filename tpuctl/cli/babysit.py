@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -16,7 +17,11 @@ from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_opt
 from tpuctl.cli.display import StatusLine
 
 if TYPE_CHECKING:
+    from tpuctl.cli.create_hunt import Plan
+    from tpuctl.cloud.capacity.recovery import Candidates
+    from tpuctl.cloud.nodespec import NodeSpec
     from tpuctl.runs.recorded import Recorded
+    from tpuctl.settings.cloud import Settings
 
 
 def _note(message: str) -> None:
@@ -28,6 +33,16 @@ def _note(message: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @project_options
 @zone_option
+@click.option(
+    "--zones",
+    metavar="all|Z1,Z2,...",
+    help="When the node's own zone has no capacity, hunt across these zones (all: every zone), best first as `tpuctl offers` ranks [config: zones].",
+)
+@click.option(
+    "--capacity",
+    metavar="KIND[,KIND]",
+    help="Capacity kinds the hunt may try after the node's own, in your order: on-demand, spot, preemptible, reserved[=NAME] [config: capacity].",
+)
 @click.option("--interval", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds between checks of the node.")
 @click.option("--max-recreates", type=click.IntRange(min=0), default=10, show_default=True, help="Give up after this many recreations.")
 @click.option("--detach", is_flag=True, help="Babysit in a process of its own that outlives this terminal; print its run id and return.")
@@ -38,6 +53,8 @@ def babysit(
     credentials: str | None,
     access_token_file: str | None,
     zone: str | None,
+    zones: str | None,
+    capacity: str | None,
     interval: float,
     max_recreates: int,
     detach: bool,
@@ -50,6 +67,12 @@ def babysit(
     SIGTERM or SIGHUP. Without a command, it watches until then. However it ends,
     the command and everything it started are stopped.
 
+    A lost node comes back in its own zone first (same type, same kind). When
+    that zone has no capacity and --zones/--capacity (or the zones/capacity
+    settings) are given, babysit hunts as `tpuctl create --zones` does; a node
+    recreated in another zone is found there by name alone, and COMMAND is rerun
+    against it (docs/capacity.md).
+
     Babysitting is a run of its own: `tpuctl runs` lists it, `tpuctl stop RUN`
     stops it. With --detach it survives the terminal: its console goes to the
     run's folder (`tpuctl attach RUN` follows it).
@@ -61,16 +84,47 @@ def babysit(
     from tpuctl.runs.recorded import Recorded
 
     nodespec.check_name(name)
-    resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
+    resolved = resolve(project=project, zone=zone, zones=zones, capacity=capacity, credentials=credentials, access_token_file=access_token_file)
+    asked = _asked(resolved)
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
+    hunting = _hunting(asked, spec)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
-    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline)
+    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting)
     kept = Recorded.new("babysit", f"babysit-{name}", shlex.join(shown_args(command)), job=name)
     if detach:
         _detach(kept, lambda: sitter.babysit(api, spec, watch))
         return
     raise SystemExit(kept.run(lambda: sitter.babysit(api, spec, watch), _note))
+
+
+def _asked(resolved: Settings) -> Plan | None:
+    """The hunt --zones/--capacity (or the zones/capacity settings) ask for, checked before anything is read: the
+    node's type and own kind are filled in from its spec (_hunting). No zones: the node's own zone (zones == [])."""
+    from tpuctl.cli.create_hunt import Plan
+    from tpuctl.settings.cloud import zones_of
+    from tpuctl.tpu.capacity import ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, parse_capacities
+
+    if not (resolved.given("zones") or resolved.given("capacity")):
+        return None
+    where = zones_of(resolved.require("zones")) if resolved.given("zones") else []
+    # flex-start is no kind to fall back to: it needs a run duration the lost node's spec does not have.
+    asked = parse_capacities(resolved.require("capacity"), (ON_DEMAND, SPOT, PREEMPTIBLE, RESERVED)) if resolved.given("capacity") else []
+    return Plan([], asked, where, resolved, None)
+
+
+def _hunting(asked: Plan | None, spec: NodeSpec) -> Candidates | None:
+    """Where a lost node may go once its own zone stocked out, or None (its zone only), gathered only then (offers
+    read every zone). Its own type; its own kind first, then the others asked for, so a spot node is hunted as spot
+    before anything dearer. A --type/--topology node has no accelerator type to hunt with (recovery.py)."""
+    from tpuctl.cli.create_hunt import ranked
+    from tpuctl.cloud.capacity.recovery import own_capacity
+
+    if asked is None or spec.accelerator_type is None:
+        return None
+    kinds = list(dict.fromkeys([own_capacity(spec), *asked.capacities]))
+    hunt_plan = replace(asked, types=[spec.accelerator_type], capacities=kinds, zones=[spec.zone] if asked.zones == [] else asked.zones)
+    return lambda: ranked(hunt_plan)
 
 
 def _detach(kept: Recorded, sit: Callable[[], int]) -> None:

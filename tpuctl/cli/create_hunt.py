@@ -149,7 +149,8 @@ def _candidates(found: Found, hunt_plan: Plan) -> list[Candidate]:
     """(type, kind, zone) in the user's order of types, then of kinds, then the zones as offers ranks them."""
     from tpuctl.cloud.capacity.hunt import Candidate
 
-    candidates, short = [], []
+    candidates: list[Candidate] = []
+    short: list[Candidate] = []
     for name in hunt_plan.types:
         for capacity in hunt_plan.capacities:
             kind = _priced([capacity])[0]
@@ -199,3 +200,9 @@ def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: b
         click.echo(f"  tried {tried.candidate}: {tried.why}")
     if done.changed:
         click.echo(f"  fallback to {spec.accelerator_type}: {', '.join(done.changed)}")
+
+
+def ranked(hunt_plan: Plan) -> list[Candidate]:
+    """The plan's candidates, best first: what `create --zones` tries, and what babysit hunts through once a lost
+    node's own zone has stocked out (tpuctl/cloud/capacity/recovery.py)."""
+    return _candidates(_offers(tpu_api(hunt_plan.resolved), hunt_plan), hunt_plan)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from tpuctl.cloud import lifecycle
+from tpuctl.cloud.capacity.recovery import Candidates, recover
 from tpuctl.cloud.lifecycle import Progress
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
@@ -89,6 +90,7 @@ class NodeWatch:
     start: Callable[[tuple[str, ...]], Command] = Command
     pause: Callable[[float], None] = time.sleep  # between polls of the API while the node is (re)created
     create_deadline_s: float = lifecycle.CREATE_DEADLINE_S  # one recreate stuck in CREATING past it is a stockout
+    candidates: Candidates | None = None  # where to hunt when the node's own zone stocks out (None: its zone only)
 
 
 def _quiet() -> AbstractContextManager[Progress]:
@@ -140,9 +142,11 @@ class _Sitter:
             raise TpuctlError(f"{name} is {reason} again after {self.recreated} recreations; giving up", exit_code=FAILED)
         self.recreated += 1
         self.watch.note(f"{name} is {reason}; recreating it ({self.recreated}/{limit})")
-        with self.watch.status(f"recreating {name}") as progress:
-            lifecycle.recreate(self.api, self.spec, progress, deadline_s=self.watch.create_deadline_s, sleep=self.watch.pause)
-        self.watch.note(f"{name} is READY again")
+        watch = self.watch
+        with watch.status(f"recreating {name}") as progress:
+            back = recover(self.api, self.spec, progress, say=watch.note, candidates=watch.candidates, deadline_s=watch.create_deadline_s, sleep=watch.pause)
+        self.spec = back.ensured.spec  # a node hunted into another zone is watched there, its command rerun against it
+        watch.note(f"{name} is READY again: {back.line}")
 
     def run(self) -> int:
         watch, name = self.watch, self.spec.name

@@ -22,7 +22,11 @@ from tpuctl.inputs.errors import FAILED, CapacityError, QuotaError, Stockout, Tp
 # (state, seconds since the wait began) -> shown to the user
 Progress = Callable[[str, float], None]
 FIRST_POLL_S = 0.1
-MAX_POLL_S = 5.0
+# 2 s, not more: a create's operation ending (a stockout after ~10 s) is seen at most 2 s late, which a hunt over
+# ten zones pays ten times (benchmarks/hunt.py). A 30-minute create then polls about 900 times instead of ~360: two
+# reads a poll (operation, node), about one request a second from one wait, far below the per-minute read-request
+# quotas Google Cloud APIs are given per project (the TPU API's: console, IAM & Admin > Quotas, tpu.googleapis.com).
+MAX_POLL_S = 2.0
 QUEUED_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
 CREATE_DEADLINE_S = 1800.0  # the create-deadline setting's default (tpuctl/settings/cloud.py says why)
 

@@ -1,0 +1,137 @@
+"""Babysit's recovery policy (tpuctl/cloud/capacity/recovery.py) against test_hunt's fake of the TPU API across zones.
+
+The fake scripts how each zone's next create ends, as the TPU API ends a stockout or a refusal; recreate, the hunt,
+NodeSpec, the stockout memory and the babysit loop are tpuctl's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_babysit import FakeCommand, Runs
+from tests.unit.test_hunt import BASE, ON_DEMAND, PROJECT, ZonedApi, memory, no_sleep, saved, zones
+from tpuctl.cloud import babysit, nodespec
+from tpuctl.cloud.babysit import NodeWatch
+from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped
+from tpuctl.cloud.capacity.recovery import Recovered, recover
+from tpuctl.inputs.errors import CapacityError, TpuctlError
+
+OWN = "z0-west1-a"
+LOST = replace(BASE, zone=OWN, spot=True)  # a spot node babysat in its own zone, its spec saved by create
+ELSEWHERE = "z1-west1-a"
+
+
+@pytest.fixture(autouse=True)
+def _private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    yield
+
+
+@pytest.fixture
+def api() -> ZonedApi:
+    nodespec.save(LOST)
+    fake = ZonedApi()
+    fake.nodes[(OWN, "hunt")] = {"name": LOST.path(), "state": "PREEMPTED", **LOST.resource()}
+    return fake
+
+
+class Asked:
+    """The hunt's candidates, counting how often they were gathered (offers read every zone: only when needed)."""
+
+    def __init__(self, candidates: list[Candidate]) -> None:
+        self.candidates, self.times = candidates, 0
+
+    def __call__(self) -> list[Candidate]:
+        self.times += 1
+        return self.candidates
+
+
+def back(api: ZonedApi, asked: Asked | None) -> tuple[Recovered, list[str]]:
+    said: list[str] = []
+    return recover(api, LOST, lambda state, elapsed: None, say=said.append, candidates=asked, sleep=no_sleep), said
+
+
+def test_the_own_zone_comes_first_and_gathers_no_offers(api: ZonedApi) -> None:
+    asked = Asked(zones("z1-west1-a"))
+    done, said = back(api, asked)
+    assert done.ensured.spec.zone == OWN and done.line == f"recreated in its own zone {OWN}"
+    assert api.calls == [f"delete {OWN}", f"create {OWN} v5litepod-16 spot=True"] and asked.times == 0 and said == []
+
+
+def test_a_stocked_out_own_zone_hunts_the_others_and_moves_the_saved_spec(api: ZonedApi, tmp_path: Path) -> None:
+    api.endings = {OWN: ["capacity"], "z1-west1-a": ["reserved"]}
+    asked = Asked([*zones(OWN, "z1-west1-a", "z2-west1-a"), Candidate("v5litepod-16", ON_DEMAND, "z3-west1-a")])
+    done, said = back(api, asked)
+    assert done.ensured.spec.zone == "z2-west1-a" and done.ensured.spec.spot and done.ensured.node.ready
+    assert done.line == f"recreated in z2-west1-a as spot: {OWN} has no capacity (code 8) after 1 more stocked-out candidate"
+    creates = [call for call in api.calls if call.startswith("create")]
+    assert creates == [f"create {z} v5litepod-16 spot=True" for z in (OWN, "z1-west1-a", "z2-west1-a")]  # the own zone once
+    assert said[0] == f"{OWN} has no capacity (code 8); hunting over 3 other candidates, next: z1-west1-a"
+    assert said[1] == "z1-west1-a v5litepod-16 spot: no capacity (code 9), next: z2-west1-a"
+    assert list(api.nodes) == [("z2-west1-a", "hunt")]
+    assert saved(OWN) is None and saved("z2-west1-a") == done.ensured.spec  # describe, ssh, delete find it alone
+    assert nodespec.saved_zones(PROJECT, "hunt") == ["z2-west1-a"]
+    assert [(r["zone"], r["why"]) for r in memory(tmp_path)] == [(OWN, "zone"), ("z1-west1-a", "reserved")]
+
+
+def test_without_zones_to_hunt_a_stockout_ends_as_today_and_keeps_the_spec(api: ZonedApi) -> None:
+    api.endings = {OWN: ["capacity"]}
+    with pytest.raises(CapacityError) as ended:
+        back(api, None)
+    assert ended.value.message.startswith(f"{OWN}: no capacity for v5litepod-16 (code 8); ")
+    assert saved(OWN) == LOST and not api.nodes
+
+
+def test_a_failure_other_than_a_stockout_stops_at_once(api: ZonedApi) -> None:
+    api.endings = {OWN: ["permission"]}
+    asked = Asked(zones("z1-west1-a"))
+    with pytest.raises(TpuctlError) as ended:
+        back(api, asked)
+    assert "tpu.nodes.create" in ended.value.message and not isinstance(ended.value, CapacityError)
+    assert asked.times == 0 and saved(OWN) == LOST
+
+
+def test_a_hunt_with_nowhere_left_keeps_the_nodes_own_spec(api: ZonedApi) -> None:
+    """A try of another kind in the own zone saves its spec over the node's; the node's own is put back."""
+    api.endings = {OWN: ["capacity", "capacity"], "z1-west1-a": ["capacity"]}
+    asked = Asked([Candidate("v5litepod-16", ON_DEMAND, OWN), *zones("z1-west1-a")])
+    with pytest.raises(HuntStopped) as ended:
+        back(api, asked)
+    assert ended.value.message.startswith("no capacity in any of 2 candidates; ")
+    assert saved(OWN) == LOST and nodespec.saved_zones(PROJECT, "hunt") == [OWN] and not api.nodes
+
+
+class Preempting(FakeCommand):
+    """A training the node is taken from: its first look preempts the node, and it runs on until stopped."""
+
+    def __init__(self, api: ZonedApi) -> None:
+        super().__init__(None)
+        self.api = api
+
+    def poll(self) -> int | None:
+        self.api.nodes[(OWN, "hunt")]["state"] = "PREEMPTED"
+        return None
+
+
+def test_babysit_reruns_the_command_against_the_node_in_its_new_zone(api: ZonedApi) -> None:
+    api.nodes[(OWN, "hunt")].update(state="READY", health="HEALTHY")
+    api.endings = {OWN: ["capacity"]}
+    notes: list[str] = []
+    runs = Runs(Preempting(api), FakeCommand(0))
+    watch = NodeWatch(("train",), 0.01, note=notes.append, start=runs, pause=no_sleep, candidates=Asked(zones(ELSEWHERE)))
+    assert babysit.babysit(api, LOST, watch) == 0
+    assert notes[notes.index("hunt is PREEMPTED; stopping the command") :] == [
+        "hunt is PREEMPTED; stopping the command",
+        "hunt is PREEMPTED; recreating it (1/10)",
+        f"{OWN} has no capacity (code 8); hunting over 1 other candidate, next: {ELSEWHERE}",
+        f"hunt is READY again: recreated in {ELSEWHERE} as spot: {OWN} has no capacity (code 8)",
+        "running train",
+        "the command finished",
+    ]
+    assert runs.started[0].stopped and len(runs.started) == 2
+    assert list(api.nodes) == [(ELSEWHERE, "hunt")] and nodespec.saved_zones(PROJECT, "hunt") == [ELSEWHERE]
