@@ -1,9 +1,10 @@
 """`tpuctl profile` against a real 2-worker local launch on CPU: every worker captured while it trains, the run
 left running, a stopped worker named while the other is still captured, and no running run refused.
 
-One launch serves every capture (TensorFlow's start-up is most of a launch's cost). Its workers train
-independently (`--strategy none`): a worker stopped under MultiWorkerMirroredStrategy would end the run
-by its peer's heartbeat (~9 s, docs/faults.md) in the middle of the capture that is meant to name it.
+One launch serves every capture (TensorFlow's start-up is most of a launch's cost); the tests that do not read it
+come first, as a module fixture lives until the module's last test and its workers would train on beside them. Its
+workers train independently (`--strategy none`): a worker stopped under MultiWorkerMirroredStrategy would end the
+run by its peer's heartbeat (~9 s, docs/faults.md) in the middle of the capture that is meant to name it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,40 @@ def _own_step_ms(out: Path, index: int, trace_end: float, duration_s: float) -> 
     """The mean step time worker `index` measured itself over the traced span: the duration up to when its file was written."""
     spans = [tuple(map(float, line.split())) for line in (out / f"steps-{index}.txt").read_text().splitlines() if line.count(" ") == 1]
     return mean((end - start) * 1000 for start, end in spans if trace_end - duration_s - 1.0 <= start and end <= trace_end)
+
+
+def test_no_running_run_is_one_line(tmp_path: Path) -> None:
+    result = run_tpuctl("profile", env={**os.environ, "XDG_STATE_HOME": str(tmp_path)}, timeout=60)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert [line for line in result.stderr.splitlines() if line.strip()][-1].startswith("Error: no run of yours is running")
+
+
+def test_a_rehearsal_is_profiled_like_a_launch(tmp_path: Path) -> None:
+    """A TPU script rehearsed on this CPU (--rehearse v2-8: one process, the v2-8's 8 replicas) serves the profiler
+    too: its input-bound share is worth seeing before the TPU is paid for."""
+    out, model = tmp_path / "out", tmp_path / "model"
+    out.mkdir()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
+    started = run_tpuctl(
+        "launch", "--detach", "--rehearse", "v2-8", "--model-dir", str(model), "--log-dir", str(tmp_path / "logs"),
+        str(SCRIPTS / "profile_steps.py"), str(out), "90", env=env, timeout=60,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    try:
+        wait_for(lambda: (out / "ready-0").exists(), timeout=90)
+        result = run_tpuctl("profile", run_id, "--duration", "2", "--json", env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+        answer = json.loads(result.stdout)
+        assert list(answer["files"]) == ["worker:0"] and answer["missing"] == {}
+        assert Path(answer["files"]["worker:0"]).parent.parent == model / "plugins" / "profile"
+        if answer["verdict"] is not None:
+            [numbers] = answer["verdict"]["workers"]
+            assert numbers["markers"] and numbers["steps"] > 0, numbers
+        assert _state(run_id, env) == endings.RUNNING
+    finally:
+        (out / "stop").touch()
+        run_tpuctl("stop", run_id, env=env, timeout=60)
 
 
 def test_every_worker_is_captured_and_the_run_goes_on(run: tuple[str, Path, Path, dict[str, str]]) -> None:
@@ -104,37 +139,3 @@ def _worker_pid(port: int) -> int:
             except OSError:
                 continue
     raise AssertionError(f"nothing listens on {port}")
-
-
-def test_no_running_run_is_one_line(tmp_path: Path) -> None:
-    result = run_tpuctl("profile", env={**os.environ, "XDG_STATE_HOME": str(tmp_path)}, timeout=60)
-    assert (result.returncode, result.stdout) == (1, "")
-    assert [line for line in result.stderr.splitlines() if line.strip()][-1].startswith("Error: no run of yours is running")
-
-
-def test_a_rehearsal_is_profiled_like_a_launch(tmp_path: Path) -> None:
-    """A TPU script rehearsed on this CPU (--rehearse v2-8: one process, the v2-8's 8 replicas) serves the profiler
-    too: its input-bound share is worth seeing before the TPU is paid for."""
-    out, model = tmp_path / "out", tmp_path / "model"
-    out.mkdir()
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
-    started = run_tpuctl(
-        "launch", "--detach", "--rehearse", "v2-8", "--model-dir", str(model), "--log-dir", str(tmp_path / "logs"),
-        str(SCRIPTS / "profile_steps.py"), str(out), "90", env=env, timeout=60,
-    )  # fmt: skip
-    assert started.returncode == 0, started.stderr
-    run_id = started.stdout.strip()
-    try:
-        wait_for(lambda: (out / "ready-0").exists(), timeout=90)
-        result = run_tpuctl("profile", run_id, "--duration", "2", "--json", env=env, timeout=120)
-        assert result.returncode == 0, result.stderr
-        answer = json.loads(result.stdout)
-        assert list(answer["files"]) == ["worker:0"] and answer["missing"] == {}
-        assert Path(answer["files"]["worker:0"]).parent.parent == model / "plugins" / "profile"
-        if answer["verdict"] is not None:
-            [numbers] = answer["verdict"]["workers"]
-            assert numbers["markers"] and numbers["steps"] > 0, numbers
-        assert _state(run_id, env) == endings.RUNNING
-    finally:
-        (out / "stop").touch()
-        run_tpuctl("stop", run_id, env=env, timeout=60)
