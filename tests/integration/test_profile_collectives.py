@@ -19,7 +19,21 @@ from tests.conftest import SCRIPTS, run_tpuctl, wait_for
 from tpuctl.runtime import profile_capture
 
 # What glibc prints as TensorFlow 2.21 corrupts a worker's heap in the profiler's collection (seen here, also without tpuctl).
-ABORTS = ("free(): invalid pointer", "double free or corruption", "munmap_chunk(): invalid pointer")
+ABORTS = ("free(): invalid pointer", "free(): invalid size", "double free or corruption", "munmap_chunk(): invalid pointer")
+
+
+def _aborted(answer: dict[str, object], logs: Path) -> str | None:
+    """The worker TensorFlow aborted in its profiler during the capture (docs/profile.md, "Known TensorFlow fault"),
+    checked to be named as ended and to have glibc's abort in its log; None when every worker was captured."""
+    missing = answer["missing"]
+    assert isinstance(missing, dict)
+    if not missing:
+        return None
+    [(worker, why)] = missing.items()
+    assert why == profile_capture._ENDED, answer
+    log = (logs / "attempt-1" / f"{worker.replace(':', '-')}.log").read_text(errors="replace")
+    assert any(abort in log for abort in ABORTS), log[-2000:]
+    return str(worker)
 
 
 def _launch(root: Path, script: str) -> Iterator[tuple[str, Path, dict[str, str]]]:
@@ -58,28 +72,25 @@ def test_an_all_reduce_bound_step_is_communication_bound(allreduce: tuple[str, P
     result = run_tpuctl("profile", str(logs), "--duration", "2", "--json", env=env, timeout=180)
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
-    assert answer["run_id"] == run_id and sorted(answer["files"]) == ["worker:0", "worker:1"], answer
+    aborted = _aborted(answer, logs)  # rare with this run's few long steps, but TensorFlow's fault, not tpuctl's
+    assert answer["run_id"] == run_id and sorted([*answer["files"], *([aborted] if aborted else [])]) == ["worker:0", "worker:1"], answer
     verdict = answer["verdict"]
     assert verdict is not None, "the test extra installs xprof"
+    assert len(verdict["workers"]) == len(answer["files"]), verdict
     for numbers in verdict["workers"]:
         # Measured here: 78-81% in CollectiveReduceV2, which xprof's CPU step table counts as host compute.
         assert numbers["communication_pct"] >= 50 and numbers["compute_pct"] < numbers["communication_pct"], numbers
         assert any(op["type"] == "CollectiveReduceV2" for op in numbers["top_ops"]), numbers
     [hint] = [note for note in verdict["notes"] if "per-replica batch" in note]
-    assert hint.startswith("worker:0, worker:1: "), hint
+    assert hint.startswith(f"{', '.join(sorted(answer['files']))}: "), hint
 
 
 def test_every_worker_of_a_plain_keras_fit_is_captured(plain_fit: tuple[str, Path, dict[str, str]]) -> None:
     run_id, logs, env = plain_fit
-    for _ in range(2):
-        result = run_tpuctl("profile", run_id, "--duration", "2", "--json", "--no-verdict", env=env, timeout=180)
-        assert result.returncode == 0, result.stderr
-        answer = json.loads(result.stdout)
-        if answer["missing"]:  # TensorFlow aborted a worker in its profiler: that is what it must be told, not a gRPC status
-            [(worker, why)] = answer["missing"].items()
-            assert why == profile_capture._ENDED, answer
-            log = (logs / "attempt-1" / f"{worker.replace(':', '-')}.log").read_text(errors="replace")
-            assert any(abort in log for abort in ABORTS), log[-2000:]
-            return
-        assert sorted(answer["files"]) == ["worker:0", "worker:1"], answer
-        assert all(Path(f).stat().st_size > 10_000 for f in answer["files"].values())
+    result = run_tpuctl("profile", run_id, "--duration", "2", "--json", "--no-verdict", env=env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    if _aborted(answer, logs):  # TensorFlow aborted a worker in its profiler: that is what it must be told, not a gRPC status
+        return
+    assert sorted(answer["files"]) == ["worker:0", "worker:1"], answer
+    assert all(Path(f).stat().st_size > 10_000 for f in answer["files"].values())
