@@ -209,9 +209,9 @@ def test_a_hunt_across_kinds_moves_from_a_short_reservation_to_flex_start(google
     assert [path[: len("/v2alpha1/")] for method, path, _ in g.requests if method == "POST" and "/queuedResources" in path] == ["/v2alpha1/"]
 
 
-def test_a_zone_short_of_quota_waits_until_after_the_fallback_type(google_standin: GoogleStandin, cli: Cli) -> None:
-    """A quota refusal ends a hunt, so a zone known to be short of quota for the first type must not come before the
-    second type's zones: the fallback is tried first, and the short zone is never reached when it holds."""
+def test_a_zone_short_of_quota_is_skipped_and_the_fallback_type_tried(google_standin: GoogleStandin, cli: Cli) -> None:
+    """A quota refusal ends a hunt, so a zone known to be short of quota for the slice is skipped (never tried): the
+    fallback type is tried after the first type's other zone, and the summary names the skipped zone and why."""
     g = google_standin
     first, short = TEN[0], TEN[1]
     g.projects.tpu_quotas = {"TPUV5sLitepodPerProjectPerZoneForTPUAPI": {first: 64, short: 8}}  # 8 chips: short of 16
@@ -219,8 +219,28 @@ def test_a_zone_short_of_quota_waits_until_after_the_fallback_type(google_standi
     g.faults.stockout(first, "capacity")
     report = json.loads(cli("create", "hunt", "--accelerator-type", f"{TYPE},v6e-8", "--zones", f"{short},{first}", "--json").stdout)
     assert report["acceleratorType"] == "v6e-8" and report["created"]
-    assert [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]][0] == (first, TYPE)
-    assert short not in creates(g)[:1] and (short, TYPE) not in [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]]
+    tried = report["hunt"]["tries"][0]
+    assert (tried["zone"], tried["acceleratorType"]) == (first, TYPE)
+    assert report["hunt"]["skipped"] == [{"zone": short, "acceleratorType": TYPE, "capacity": "on-demand", "result": "skipped: quota holds 8 of 16 chips"}]
+    assert (short, TYPE) not in [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]]
+    # Every candidate short: one line naming the quota and the zone, exit 1, nothing created.
+    before = len(creates(g))
+    line = error_line(cli("create", "other", "--accelerator-type", TYPE, "--zones", short, "--capacity", "on-demand,reserved", code=1))
+    assert line.startswith(f"Error: no candidate zone has quota for the slice: TPUV5sLitepodPerProjectPerZoneForTPUAPI in {short} (8 of 16 chips) (")
+    assert len(creates(g)) == before
+
+
+def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_standin: GoogleStandin, cli: Cli) -> None:
+    """create takes the setting's flex-start with --max-run-duration; babysit leaves it out with a note, not a refusal."""
+    g = google_standin
+    zone = ranked(cli, "spot")[0]
+    (cli.cwd / "tpuctl.toml").write_text('[cloud]\ncapacity = "flex-start"\n')
+    made = json.loads(cli("create", "flex", "--accelerator-type", TYPE, "--zone", zone, "--max-run-duration", "1d", "--json").stdout)
+    assert made["capacity"] == "flex-start" and (g.queued_resource(zone, "flex") or {}).get("provisioningModel") == "FLEX_START"
+    (cli.cwd / "tpuctl.toml").write_text('[cloud]\ncapacity = "spot,flex-start"\n')
+    sat = cli("babysit", "nowhere", "--zone", zone, "--", "true", code=1)
+    assert "babysit: the capacity setting's flex-start is left out: babysit has no run duration to queue one with" in sat.stderr
+    assert error_line(sat).startswith("Error: no saved spec for nowhere")
 
 
 def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_reruns_the_command(

@@ -85,7 +85,7 @@ def babysit(
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, zones=zones, capacity=capacity, credentials=credentials, access_token_file=access_token_file)
-    asked = _asked(resolved)
+    asked = _asked(resolved, capacity)
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
     hunting = _hunting(asked, spec)
     api = tpu_api(resolved)
@@ -98,18 +98,23 @@ def babysit(
     raise SystemExit(kept.run(lambda: sitter.babysit(api, spec, watch), _note))
 
 
-def _asked(resolved: Settings) -> Plan | None:
+def _asked(resolved: Settings, flag: str | None) -> Plan | None:
     """The hunt --zones/--capacity (or the zones/capacity settings) ask for, checked before anything is read: the
     node's type and own kind are filled in from its spec (_hunting). No zones: the node's own zone (zones == [])."""
     from tpuctl.cli.create_hunt import Plan
     from tpuctl.settings.cloud import zones_of
-    from tpuctl.tpu.capacity import ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, parse_capacities
+    from tpuctl.tpu.capacity import FLEX_START, KINDS, parse_capacities
 
     if not (resolved.given("zones") or resolved.given("capacity")):
         return None
     where = zones_of(resolved.require("zones")) if resolved.given("zones") else []
-    # flex-start is no kind to fall back to: it needs a run duration the lost node's spec does not have.
-    asked = parse_capacities(resolved.require("capacity"), (ON_DEMAND, SPOT, PREEMPTIBLE, RESERVED)) if resolved.given("capacity") else []
+    # flex-start is no kind to fall back to: it needs a run duration the lost node's spec does not have. Refused in
+    # --capacity (the user asks babysit for it); dropped, with a note, from the capacity setting create shares.
+    allowed = tuple(kind for kind in KINDS if kind != FLEX_START) if flag is not None else KINDS
+    asked = parse_capacities(resolved.require("capacity"), allowed) if resolved.given("capacity") else []
+    if any(c.kind == FLEX_START for c in asked):
+        _note("the capacity setting's flex-start is left out: babysit has no run duration to queue one with")
+        asked = [c for c in asked if c.kind != FLEX_START]
     return Plan([], asked, where, resolved, None)
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Found:
     offers: list[ranking.Offer]  # ranked
+    project: str  # whose quotas and stockout memory these are
     book: PriceBook
     quota_note: str  # "" when the quotas were read, else why headroom is unknown
     bucket_location: str | None
@@ -101,7 +102,7 @@ def gather(api: TpuApi, settings: Settings, types: Sequence[str], kinds: Sequenc
                     )
                 )
     note = infos if isinstance(infos, str) else ""
-    return Found(ranking.rank(found, list(types), list(kinds)), book, note, location)
+    return Found(ranking.rank(found, list(types), list(kinds)), api.project, book, note, location)
 
 
 def _nodes(api: TpuApi, zones: list[str]) -> dict[str, list[Node]]:
