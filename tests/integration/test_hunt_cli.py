@@ -142,6 +142,8 @@ def test_ctrl_c_mid_hunt_deletes_the_try_in_flight_and_exits_130(google_standin:
     [
         (["--zones", "us-west4-a,not a zone"], "zones 'us-west4-a,not a zone' from --zones is not valid ('not a zone' is not a zone"),
         (["--zones", "us-central2-b"], "us-central2-b does not offer v5litepod-16"),
+        (["--zones", "us-central2-b", "--accelerator-type", f"{TYPE},v6e-8"], "us-central2-b does not offer any of v5litepod-16, v6e-8"),
+        (["--zones", "all", "--capacity", "spot,reserved=my reservation"], "--capacity reserved='my reservation' is not a reservation's name"),
         (["--zones", "us-west4-a,atlantis-west9-z"], "not a Cloud TPU zone of project tpuctl-test: atlantis-west9-z"),
         (["--zones", "all", "--accelerator-type", f"{TYPE},v9-8"], "v9"),
         (["--zones", "all", "--capacity", "cheap"], "capacity 'cheap' from --capacity is not valid ('cheap' is not a capacity kind"),
@@ -155,6 +157,16 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(google_standin: Google
     line = error_line(cli("create", "hunt", *full, code=2))
     assert says in line, line
     assert creates(google_standin) == [] and specs(cli) == []
+
+
+def test_a_zone_offering_one_of_the_types_is_a_candidate_for_that_type_only(google_standin: GoogleStandin, cli: Cli) -> None:
+    """us-central2-b offers v4-8, not v5e: in a v5e,v4-8 hunt it is a v4-8 candidate, not a reason to refuse the hunt."""
+    g = google_standin
+    g.faults.stockout(TEN[0], "capacity")
+    report = json.loads(cli("create", "hunt", "--accelerator-type", f"{TYPE},v4-8", "--zones", f"us-central2-b,{TEN[0]}", "--json").stdout)
+    assert [(t["zone"], t["acceleratorType"], t["result"]) for t in report["hunt"]["tries"]] == [
+        (TEN[0], TYPE, "no capacity (code 8)"), ("us-central2-b", "v4-8", "created"),
+    ]  # fmt: skip
 
 
 def test_queued_with_several_zones_queues_in_the_best_and_says_so(google_standin: GoogleStandin, cli: Cli) -> None:

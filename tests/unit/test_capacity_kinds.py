@@ -24,6 +24,13 @@ def test_what_is_not_a_kind_is_one_line_naming_it(text: str) -> None:
     assert "--capacity" in str(caught.value) and "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
 
 
+@pytest.mark.parametrize("name", ["my reservation", "a/b", "projects/p/locations/z/reservations/r;rm", "r" * 64])
+def test_a_reservation_that_is_no_name_is_refused_as_it_is_parsed(name: str) -> None:
+    """As gcloud spells one (check_reservation): refused before any setting or API is read, not at the queue."""
+    with pytest.raises(TpuctlError, match=r"^--capacity reserved=.* is not a reservation's name \("):
+        parse_capacities(f"spot,reserved={name}")
+
+
 def test_a_command_can_allow_only_the_kinds_it_handles() -> None:
     with pytest.raises(TpuctlError, match="on-demand, spot"):
         parse_capacities("reserved", allowed=(ON_DEMAND, SPOT))

@@ -83,3 +83,10 @@ def test_every_zone_short_is_one_line_naming_the_quota_and_the_zones() -> None:
         "no candidate zone has quota for the slice: TPUV5sLitepodPreemptiblePerProjectPerZoneForTPUAPI in "
         f"{ZONES[0]} (8 of 16 chips), {ZONES[1]} (8 of 16 chips), {ZONES[2]} (0 of 16 chips)"
     )
+
+
+def test_a_full_reservation_name_makes_candidates_in_its_own_zone_only() -> None:
+    candidates, _ = _candidates(found(), plan(f"reserved=projects/{PROJECT}/locations/{ZONES[1]}/reservations/r1,reserved=r2"))
+    assert zones_of(candidates) == [
+        (f"reserved=projects/{PROJECT}/locations/{ZONES[1]}/reservations/r1", ZONES[1]), *(("reserved=r2", zone) for zone in ZONES),
+    ]  # fmt: skip

@@ -16,7 +16,7 @@ import click
 from tpuctl.cli.cloud_options import resolve, tpu_api
 from tpuctl.cli.display import StatusLine
 from tpuctl.inputs.errors import FAILED, TpuctlError
-from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity, reservation_zone
 
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.gather import Found
@@ -183,7 +183,12 @@ def _candidates(found: Found, hunt_plan: Plan) -> tuple[list[Candidate], list[Sk
         for capacity in hunt_plan.capacities:
             kind = _priced([capacity])[0]
             listed = capacity.kind in (ON_DEMAND, SPOT, PREEMPTIBLE)  # reserved and flex-start: no list price
-            own = [replace(o, stocked_out_at=stockouts.recent(found.project, o.zone, name, capacity.kind)) for o in found.offers if o.accelerator_type == name]
+            only = reservation_zone(capacity.reservation)  # a full reservation name: its own zone alone
+            own = [
+                replace(o, stocked_out_at=stockouts.recent(found.project, o.zone, name, capacity.kind))
+                for o in found.offers
+                if o.accelerator_type == name and only in (None, o.zone)
+            ]
             for offer in offers.rank(own, [name], [kind]):
                 candidate = Candidate(name, capacity, offer.zone, offer.usd_per_hour if listed else None)
                 if offer.quota_fits is False and offer.headroom is not None:
