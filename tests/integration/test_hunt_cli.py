@@ -255,17 +255,21 @@ def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_sta
     assert error_line(sat).startswith("Error: no saved spec for nowhere")
 
 
+@pytest.mark.parametrize("made_by", ["zone", "hunt"])
 def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_reruns_the_command(
-    google_standin: GoogleStandin, cli: Cli, tmp_path: Path
+    google_standin: GoogleStandin, cli: Cli, tmp_path: Path, made_by: str
 ) -> None:
-    """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name."""
+    """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name.
+    Hunting where babysit's --zones says, or, for a node a hunting create made, where and as that create hunted."""
     g = google_standin
     order = ranked(cli, "spot")
-    cli("create", "sitter", "--zone", order[0], "--accelerator-type", TYPE, "--spot")
+    made = ["--zone", order[0], "--spot"] if made_by == "zone" else ["--zones", "all", "--capacity", "spot"]
+    cli("create", "sitter", *made, "--accelerator-type", TYPE)
+    hunt_flags = ["--zones", "all"] if made_by == "zone" else []
     runs = tmp_path / "runs.txt"
     # Each run records where `tpuctl describe` finds the node; the second run finishes, as a resumed training would.
     job = f"{shlex.join(tpuctl_cmd('describe', 'sitter', '--json'))} >> {runs} && echo END >> {runs}; test $(grep -c END {runs}) -ge 2 || sleep 60"
-    sitter = subprocess.Popen(tpuctl_cmd("babysit", "sitter", "--zones", "all", "--interval", "0.2", "--", "sh", "-c", job),
+    sitter = subprocess.Popen(tpuctl_cmd("babysit", "sitter", *hunt_flags, "--interval", "0.2", "--", "sh", "-c", job),
                               env=cli.env, cwd=cli.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -278,6 +282,8 @@ def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_r
     finally:
         sitter.kill()
     assert sitter.returncode == 0, err
+    if made_by == "hunt":
+        assert "babysit: sitter was created by a hunt: when its own zone has no capacity, babysit hunts the same way (zones all, capacity spot)" in err
     assert f"babysit: {order[0]} has no capacity (code 8); hunting over 9 other candidates, next: {order[1]}" in err
     assert f"babysit: sitter is READY again: recreated in {order[1]} as spot: {order[0]} has no capacity (code 8)" in err
     first, second = (json.loads(part) for part in runs.read_text().split("END\n")[:2])

@@ -8,7 +8,7 @@ of today's flags (`--zone`, `--spot`, `--preemptible`) is no hunt: node_ops keep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -106,6 +106,9 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
     flex = any(c.kind == FLEX_START for c in hunt_plan.capacities)  # its run duration is checked, and kept by its tries only
     base, own = nodespec.from_flags(name, accelerator_type=hunt_plan.types[0], config_type=None, topology=None, spot=False, preemptible=False,
                                     flex_start=flex, max_run_duration=flags["max_run_duration"], zone=candidates[0].zone, **rest, **cloud)  # fmt: skip
+    # Kept in the saved spec: babysit, recreating the node, hunts where and as this create did.
+    zones = "all" if hunt_plan.zones is None else ",".join(hunt_plan.zones)
+    base = replace(base, hunt_zones=zones, hunt_capacity=",".join(str(c) for c in hunt_plan.capacities))
     given = own.given("runtime-version")
     listed: dict[str, object] = {}
 
@@ -170,8 +173,6 @@ class Skipped:
 def _candidates(found: Found, hunt_plan: Plan) -> tuple[list[Candidate], list[Skipped]]:
     """(type, kind, zone) in the user's order of types, then of kinds, then the zones as offers ranks them, each by
     the stockouts remembered for its own kind (a reservation's stockout is not on-demand's); and the skipped ones."""
-    from dataclasses import replace
-
     from tpuctl.cloud.capacity.hunt import Candidate
     from tpuctl.cloud.capacity.quotas import quota_id
     from tpuctl.tpu import offers, stockouts
