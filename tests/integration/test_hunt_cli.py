@@ -142,6 +142,8 @@ def test_ctrl_c_mid_hunt_deletes_the_try_in_flight_and_exits_130(google_standin:
     [
         (["--zones", "us-west4-a,not a zone"], "zones 'us-west4-a,not a zone' from --zones is not valid ('not a zone' is not a zone"),
         (["--zones", "us-central2-b"], "us-central2-b does not offer v5litepod-16"),
+        (["--zones", "us-central2-b", "--accelerator-type", f"{TYPE},v6e-8"], "us-central2-b does not offer any of v5litepod-16, v6e-8"),
+        (["--zones", "all", "--capacity", "spot,reserved=my reservation"], "--capacity reserved='my reservation' is not a reservation's name"),
         (["--zones", "us-west4-a,atlantis-west9-z"], "not a Cloud TPU zone of project tpuctl-test: atlantis-west9-z"),
         (["--zones", "all", "--accelerator-type", f"{TYPE},v9-8"], "v9"),
         (["--zones", "all", "--capacity", "cheap"], "capacity 'cheap' from --capacity is not valid ('cheap' is not a capacity kind"),
@@ -155,6 +157,16 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(google_standin: Google
     line = error_line(cli("create", "hunt", *full, code=2))
     assert says in line, line
     assert creates(google_standin) == [] and specs(cli) == []
+
+
+def test_a_zone_offering_one_of_the_types_is_a_candidate_for_that_type_only(google_standin: GoogleStandin, cli: Cli) -> None:
+    """us-central2-b offers v4-8, not v5e: in a v5e,v4-8 hunt it is a v4-8 candidate, not a reason to refuse the hunt."""
+    g = google_standin
+    g.faults.stockout(TEN[0], "capacity")
+    report = json.loads(cli("create", "hunt", "--accelerator-type", f"{TYPE},v4-8", "--zones", f"us-central2-b,{TEN[0]}", "--json").stdout)
+    assert [(t["zone"], t["acceleratorType"], t["result"]) for t in report["hunt"]["tries"]] == [
+        (TEN[0], TYPE, "no capacity (code 8)"), ("us-central2-b", "v4-8", "created"),
+    ]  # fmt: skip
 
 
 def test_queued_with_several_zones_queues_in_the_best_and_says_so(google_standin: GoogleStandin, cli: Cli) -> None:
@@ -209,9 +221,9 @@ def test_a_hunt_across_kinds_moves_from_a_short_reservation_to_flex_start(google
     assert [path[: len("/v2alpha1/")] for method, path, _ in g.requests if method == "POST" and "/queuedResources" in path] == ["/v2alpha1/"]
 
 
-def test_a_zone_short_of_quota_waits_until_after_the_fallback_type(google_standin: GoogleStandin, cli: Cli) -> None:
-    """A quota refusal ends a hunt, so a zone known to be short of quota for the first type must not come before the
-    second type's zones: the fallback is tried first, and the short zone is never reached when it holds."""
+def test_a_zone_short_of_quota_is_skipped_and_the_fallback_type_tried(google_standin: GoogleStandin, cli: Cli) -> None:
+    """A quota refusal ends a hunt, so a zone known to be short of quota for the slice is skipped (never tried): the
+    fallback type is tried after the first type's other zone, and the summary names the skipped zone and why."""
     g = google_standin
     first, short = TEN[0], TEN[1]
     g.projects.tpu_quotas = {"TPUV5sLitepodPerProjectPerZoneForTPUAPI": {first: 64, short: 8}}  # 8 chips: short of 16
@@ -219,21 +231,45 @@ def test_a_zone_short_of_quota_waits_until_after_the_fallback_type(google_standi
     g.faults.stockout(first, "capacity")
     report = json.loads(cli("create", "hunt", "--accelerator-type", f"{TYPE},v6e-8", "--zones", f"{short},{first}", "--json").stdout)
     assert report["acceleratorType"] == "v6e-8" and report["created"]
-    assert [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]][0] == (first, TYPE)
-    assert short not in creates(g)[:1] and (short, TYPE) not in [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]]
+    tried = report["hunt"]["tries"][0]
+    assert (tried["zone"], tried["acceleratorType"]) == (first, TYPE)
+    assert report["hunt"]["skipped"] == [{"zone": short, "acceleratorType": TYPE, "capacity": "on-demand", "result": "skipped: quota holds 8 of 16 chips"}]
+    assert (short, TYPE) not in [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]]
+    # Every candidate short: one line naming the quota and the zone, exit 1, nothing created.
+    before = len(creates(g))
+    line = error_line(cli("create", "other", "--accelerator-type", TYPE, "--zones", short, "--capacity", "on-demand,reserved", code=1))
+    assert line.startswith(f"Error: no candidate zone has quota for the slice: TPUV5sLitepodPerProjectPerZoneForTPUAPI in {short} (8 of 16 chips) (")
+    assert len(creates(g)) == before
 
 
+def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_standin: GoogleStandin, cli: Cli) -> None:
+    """create takes the setting's flex-start with --max-run-duration; babysit leaves it out with a note, not a refusal."""
+    g = google_standin
+    zone = ranked(cli, "spot")[0]
+    (cli.cwd / "tpuctl.toml").write_text('[cloud]\ncapacity = "flex-start"\n')
+    made = json.loads(cli("create", "flex", "--accelerator-type", TYPE, "--zone", zone, "--max-run-duration", "1d", "--json").stdout)
+    assert made["capacity"] == "flex-start" and (g.queued_resource(zone, "flex") or {}).get("provisioningModel") == "FLEX_START"
+    (cli.cwd / "tpuctl.toml").write_text('[cloud]\ncapacity = "spot,flex-start"\n')
+    sat = cli("babysit", "nowhere", "--zone", zone, "--", "true", code=1)
+    assert "babysit: the capacity setting's flex-start is left out: babysit has no run duration to queue one with" in sat.stderr
+    assert error_line(sat).startswith("Error: no saved spec for nowhere")
+
+
+@pytest.mark.parametrize("made_by", ["zone", "hunt"])
 def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_reruns_the_command(
-    google_standin: GoogleStandin, cli: Cli, tmp_path: Path
+    google_standin: GoogleStandin, cli: Cli, tmp_path: Path, made_by: str
 ) -> None:
-    """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name."""
+    """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name.
+    Hunting where babysit's --zones says, or, for a node a hunting create made, where and as that create hunted."""
     g = google_standin
     order = ranked(cli, "spot")
-    cli("create", "sitter", "--zone", order[0], "--accelerator-type", TYPE, "--spot")
+    made = ["--zone", order[0], "--spot"] if made_by == "zone" else ["--zones", "all", "--capacity", "spot"]
+    cli("create", "sitter", *made, "--accelerator-type", TYPE)
+    hunt_flags = ["--zones", "all"] if made_by == "zone" else []
     runs = tmp_path / "runs.txt"
     # Each run records where `tpuctl describe` finds the node; the second run finishes, as a resumed training would.
     job = f"{shlex.join(tpuctl_cmd('describe', 'sitter', '--json'))} >> {runs} && echo END >> {runs}; test $(grep -c END {runs}) -ge 2 || sleep 60"
-    sitter = subprocess.Popen(tpuctl_cmd("babysit", "sitter", "--zones", "all", "--interval", "0.2", "--", "sh", "-c", job),
+    sitter = subprocess.Popen(tpuctl_cmd("babysit", "sitter", *hunt_flags, "--interval", "0.2", "--", "sh", "-c", job),
                               env=cli.env, cwd=cli.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -246,6 +282,8 @@ def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_r
     finally:
         sitter.kill()
     assert sitter.returncode == 0, err
+    if made_by == "hunt":
+        assert "babysit: sitter was created by a hunt: when its own zone has no capacity, babysit hunts the same way (zones all, capacity spot)" in err
     assert f"babysit: {order[0]} has no capacity (code 8); hunting over 9 other candidates, next: {order[1]}" in err
     assert f"babysit: sitter is READY again: recreated in {order[1]} as spot: {order[0]} has no capacity (code 8)" in err
     first, second = (json.loads(part) for part in runs.read_text().split("END\n")[:2])

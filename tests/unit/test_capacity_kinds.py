@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +25,13 @@ def test_what_is_not_a_kind_is_one_line_naming_it(text: str) -> None:
     with pytest.raises(TpuctlError) as caught:
         parse_capacities(text)
     assert "--capacity" in str(caught.value) and "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["my reservation", "a/b", "projects/p/locations/z/reservations/r;rm", "r" * 64])
+def test_a_reservation_that_is_no_name_is_refused_as_it_is_parsed(name: str) -> None:
+    """As gcloud spells one (check_reservation): refused before any setting or API is read, not at the queue."""
+    with pytest.raises(TpuctlError, match=r"^--capacity reserved=.* is not a reservation's name \("):
+        parse_capacities(f"spot,reserved={name}")
 
 
 def test_a_command_can_allow_only_the_kinds_it_handles() -> None:
@@ -47,3 +57,11 @@ def test_a_spec_asks_for_exactly_one_kind_and_survives_its_saved_form() -> None:
         assert NodeSpec.from_json(other.to_json(), "test") == other
     assert spec.with_capacity(Capacity(RESERVED, "res")).reservation == "res"
     assert spec.with_capacity(Capacity(SPOT)).reservation is None
+
+
+def test_a_spec_saved_before_hunts_were_kept_still_loads_and_a_hunted_one_keeps_its_hunt() -> None:
+    """Specs saved by earlier tpuctl versions have no hunt fields: they load as a create that did not hunt."""
+    hunted = NodeSpec("n", "p", "us-east5-b", "v2-alpha-tpuv6e", "v6e-8", spot=True, hunt_zones="all", hunt_capacity="spot,on-demand")
+    assert NodeSpec.from_json(hunted.to_json(), "test") == hunted
+    old = {key: value for key, value in json.loads(hunted.to_json()).items() if not key.startswith("hunt_")}
+    assert NodeSpec.from_json(json.dumps(old), "test") == replace(hunted, hunt_zones=None, hunt_capacity=None)

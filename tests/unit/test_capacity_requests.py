@@ -130,7 +130,9 @@ def test_any_run_duration_is_seconds_within_the_limit_or_one_line(text: str) -> 
     ],
 )
 def test_contradicting_capacity_flags_are_one_usage_line(flags: list[str], says: str) -> None:
-    result = invoke(["create", "my-tpu", "--project", "p", "--zone", ZONE, "--accelerator-type", "v6e-8", *flags])
+    """A project that is valid: a run duration with no kind flag is checked once the capacity setting is read, which
+    may name flex-start (create_hunt.plan); every other contradiction is refused before that."""
+    result = invoke(["create", "my-tpu", "--project", "my-project", "--zone", ZONE, "--accelerator-type", "v6e-8", *flags])
     assert result.code == 2 and result.crash is None, result
     lines = [line for line in result.err.splitlines() if line.startswith("Error:")]
     assert len(lines) == 1 and says in lines[0] and "\x1b" not in result.err

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,9 @@ from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped, hunt
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import Operation
+from tpuctl.cloud.tpu import Operation, Queued
 from tpuctl.endings import INTERRUPTED
-from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, CapacityError, TpuctlError
 from tpuctl.tpu.capacity import Capacity
 
 PROJECT = "tpuctl-test"
@@ -38,6 +38,8 @@ STOCKOUTS = {
     "permission": (7, "Permission 'tpu.nodes.create' denied on 'projects/tpuctl-test/locations/{zone}/nodes/hunt'"),
 }
 SPOT, ON_DEMAND = Capacity("spot"), Capacity("on-demand")
+FLEX, RESERVATION = Capacity("flex-start"), Capacity("reserved", "my-reservation")
+FLEX_BASE = replace(BASE, max_run_duration="2h")  # create checks flex-start's run duration before any hunt
 
 
 @dataclass
@@ -50,6 +52,9 @@ class ZonedApi:
     pending: dict[tuple[str, str], str] = field(default_factory=dict)  # (zone, operation) -> how it ends
     calls: list[str] = field(default_factory=list)
     interrupt_deletes: bool = False  # a second Ctrl-C while the interrupted try is being deleted
+    queued: dict[tuple[str, str], Queued] = field(default_factory=dict)  # queued resources, as get_queued reads them
+    queue_endings: dict[str, list[str]] = field(default_factory=dict)  # zone -> "waiting", "active", "interrupt" or a STOCKOUTS key
+    queued_deletes_fail: bool = False
     clock: list[float] = field(default_factory=lambda: [0.0])
 
     def get_node(self, zone: str, name: str) -> Node | None:
@@ -73,6 +78,9 @@ class ZonedApi:
 
     def operation(self, zone: str, name: str) -> Operation:
         ending = self.pending.get((zone, name), "ok")
+        if ending == "late-internal":  # the internal error ends the operation only after a while (time passes)
+            time.sleep(1.0)
+            ending = "internal"
         if ending == "stuck":
             return Operation(done=False)
         if ending == "ok":
@@ -96,13 +104,33 @@ class ZonedApi:
         raise AssertionError("a hunt never starts a node")
 
     def create_queued(self, zone: str, resource_id: str, resource: dict[str, Any]) -> bool:
-        raise AssertionError("no queued resource in these tests")
+        """A queued request ends as scripted: stays WAITING_FOR_RESOURCES, becomes ACTIVE with its node READY, or
+        FAILED with a STOCKOUTS error (failedData.error, as the TPU API reports it)."""
+        self.calls.append(f"queue {zone} {sorted(resource)}")
+        ending = (self.queue_endings.get(zone) or ["active"]).pop(0)
+        self.queued[(zone, resource_id)] = Queued("WAITING_FOR_RESOURCES")
+        if ending == "interrupt":
+            raise KeyboardInterrupt
+        if ending == "active":
+            self.queued[(zone, resource_id)] = Queued("ACTIVE")
+            node = resource["tpu"]["nodeSpec"][0]["node"]
+            path = f"projects/{self.project}/locations/{zone}/nodes/{resource_id}"
+            self.nodes[(zone, resource_id)] = {**node, "name": path, "state": "READY", "health": "HEALTHY", "queuedResource": resource_id}
+        elif ending != "waiting":
+            code, message = STOCKOUTS[ending]
+            self.queued[(zone, resource_id)] = Queued("FAILED", code, message.format(zone=zone))
+        return True
 
-    def get_queued(self, zone: str, resource_id: str) -> str | None:
-        return None
+    def get_queued(self, zone: str, resource_id: str) -> Queued | None:
+        self.clock[0] += 1.0
+        return self.queued.get((zone, resource_id))
 
     def delete_queued(self, zone: str, resource_id: str) -> None:
-        raise AssertionError("no queued resource in these tests")
+        self.calls.append(f"delete queued {zone}")
+        if self.queued_deletes_fail:
+            raise TpuctlError(f"Permission 'tpu.queuedresources.delete' denied in {zone}")
+        self.queued.pop((zone, resource_id), None)
+        self.nodes.pop((zone, resource_id), None)  # force: the node it holds goes with it
 
 
 @pytest.fixture(autouse=True)
@@ -121,7 +149,8 @@ def no_sleep(seconds: float) -> None:
 def run(api: ZonedApi, candidates: list[Candidate], **extra: Any) -> tuple[Any, list[str]]:
     said: list[str] = []
     options: dict[str, Any] = {"runtime_given": False, "sleep": no_sleep, "clock": lambda: api.clock[0], **extra}
-    return hunt(api, BASE, candidates, lambda state, elapsed: None, say=said.append, **options), said
+    base = options.pop("base", BASE)
+    return hunt(api, base, candidates, lambda state, elapsed: None, say=said.append, **options), said
 
 
 def zones(*names: str, kind: Capacity = SPOT, accelerator_type: str = "v5litepod-16") -> list[Candidate]:
@@ -161,7 +190,7 @@ def test_quota_or_permission_stops_at_once_saying_what_was_tried(tmp_path: Path,
         run(api, zones("z1-west1-a", "z2-west1-a", "z3-west1-a"))
     assert stopped.value.exit_code == FAILED and [t.candidate.zone for t in stopped.value.tried] == ["z1-west1-a"]
     assert stopped.value.message.endswith("tried before: z1-west1-a v5litepod-16 spot (no capacity (code 8))")
-    assert not any(call.startswith("create z3") for call in api.calls) and api.nodes == {}
+    assert not any(call.startswith("create z3") for call in api.calls) and api.nodes == {} and saved("z2-west1-a") is None
     assert [r["zone"] for r in memory(tmp_path)] == ["z1-west1-a"]  # a quota or permission refusal is no stockout
 
 
@@ -181,7 +210,7 @@ def test_all_stocked_out_is_one_line_with_every_zone_and_why() -> None:
     assert message.endswith("z2-west1-a v5litepod-16 spot (no capacity (stuck in CREATING))") and api.nodes == {}
 
 
-def test_the_hunt_timeout_caps_each_try_and_ends_the_hunt() -> None:
+def test_the_hunt_timeout_caps_each_try_and_ends_the_hunt(tmp_path: Path) -> None:
     """A zone that leaves the create CREATING gets what is left of the hunt, not the whole create-deadline."""
     api = ZonedApi(endings={"z1-west1-a": ["stuck"], "z2-west1-a": ["stuck"]})
     began = time.monotonic()
@@ -189,6 +218,7 @@ def test_the_hunt_timeout_caps_each_try_and_ends_the_hunt() -> None:
         run(api, zones("z1-west1-a", "z2-west1-a"), timeout_s=0.3, clock=time.monotonic, sleep=lambda s: time.sleep(0.02), create_deadline_s=3600.0)
     assert 0.3 <= time.monotonic() - began < 5.0
     assert [t.why for t in stopped.value.tried] == ["no capacity (stuck in CREATING)"] and api.nodes == {}
+    assert memory(tmp_path) == []  # ended by the hunt's own bound: no stockout to remember
 
 
 def test_types_then_kinds_in_the_given_order_and_a_fallback_says_what_changed() -> None:
@@ -259,3 +289,68 @@ def test_a_type_without_a_known_image_is_refused_before_any_create() -> None:
     assert api.calls == []
     with pytest.raises(TpuctlError, match="no candidate to try"):
         run(api, [])
+
+
+@pytest.mark.parametrize("kind", [FLEX, RESERVATION])
+def test_ctrl_c_while_queued_deletes_the_queued_resource(kind: Capacity) -> None:
+    """flex-start and reserved=NAME queue (NodeSpec.queues) though --queued was not given: the request is deleted."""
+    api = ZonedApi(queue_endings={"z1-west1-a": ["interrupt"]})
+    with pytest.raises(HuntStopped) as stopped:
+        run(api, zones("z1-west1-a", "z2-west1-a", kind=kind), base=FLEX_BASE)
+    assert stopped.value.exit_code == INTERRUPTED and "nothing was left behind" in stopped.value.message
+    assert api.queued == {} and "delete queued z1-west1-a" in api.calls and saved("z1-west1-a") is None
+
+
+def test_ctrl_c_while_queued_names_the_queued_resource_delete_when_it_fails() -> None:
+    api = ZonedApi(queue_endings={"z1-west1-a": ["interrupt"]}, queued_deletes_fail=True)
+    with pytest.raises(HuntStopped) as stopped:
+        run(api, zones("z1-west1-a", kind=FLEX), base=FLEX_BASE)
+    assert "`gcloud compute tpus queued-resources delete hunt --zone z1-west1-a --force`" in stopped.value.message
+
+
+def test_a_queued_try_still_waiting_past_the_try_deadline_moves_on_to_the_next_kind(tmp_path: Path) -> None:
+    api = ZonedApi(queue_endings={"z1-west1-a": ["waiting"]})
+    done, said = run(api, [*zones("z1-west1-a", kind=FLEX), *zones("z1-west1-a")], base=FLEX_BASE, create_deadline_s=0.0)
+    assert done.candidate.capacity == SPOT and [t.why for t in done.tried] == ["no capacity (still queued)"]
+    assert said[0] == "z1-west1-a v5litepod-16 flex-start: no capacity (still queued), next: z1-west1-a"
+    assert api.queued == {} and list(api.nodes) == [("z1-west1-a", "hunt")]  # the request was deleted
+    assert [(r["kind"], r["why"]) for r in memory(tmp_path)] == [("flex-start", "queued")]
+
+
+def test_a_plain_queued_create_keeps_waiting_past_create_deadline() -> None:
+    """Without a hunt, a queued request waits as long as the queue keeps it, as `create --queued` always has."""
+    api = ZonedApi(queue_endings={"z1-west1-a": ["waiting"]})
+    spec = replace(FLEX_BASE.with_capacity(FLEX), zone="z1-west1-a")
+    with pytest.raises(AssertionError, match="the wait never ended"):
+        lifecycle.ensure(api, spec, lambda state, elapsed: None, deadline_s=0.0, sleep=no_sleep)
+
+
+def test_a_rerun_asking_elsewhere_stops_rather_than_make_a_second_node() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"]})
+    run(api, zones("z1-west1-a", "z2-west1-a"))
+    with pytest.raises(TpuctlError) as stopped:
+        run(api, zones("z3-west1-a", "z1-west1-a", kind=ON_DEMAND))
+    assert stopped.value.exit_code == FAILED
+    assert stopped.value.message == (
+        "node hunt already exists in zone z2-west1-a with a different spec: v5litepod-16 spot in z2-west1-a is none of this hunt's candidates"
+    )
+    assert list(api.nodes) == [("z2-west1-a", "hunt")] and len([c for c in api.calls if c.startswith("create")]) == 2
+
+
+def test_a_queued_try_failing_otherwise_leaves_no_spec_and_no_queued_resource() -> None:
+    api = ZonedApi(queue_endings={"z1-west1-a": ["permission"]})
+    with pytest.raises(TpuctlError) as failed:
+        run(api, zones("z1-west1-a", "z2-west1-a", kind=RESERVATION))
+    assert not isinstance(failed.value, CapacityError) and "FAILED queued resource it left was deleted" in failed.value.message
+    assert api.queued == {} and saved("z1-west1-a") is None
+
+
+def test_the_internal_error_retry_gets_only_the_time_left() -> None:
+    """A second create after an opaque INTERNAL is bounded by what the first left of the try's deadline."""
+    api = ZonedApi(endings={"z1-west1-a": ["late-internal", "stuck"]})
+    seen: list[str] = []
+    spec = replace(BASE.with_capacity(SPOT), zone="z1-west1-a")
+    with pytest.raises(CapacityError, match="stuck in CREATING"):
+        lifecycle.ensure(api, spec, lambda state, elapsed: seen.append(state), deadline_s=1.0, sleep=lambda s: time.sleep(0.01))
+    retried = seen[seen.index("internal error; trying once more") + 1 :]
+    assert retried.count("CREATING") <= 2  # the full deadline again polls for a second (~30 polls)

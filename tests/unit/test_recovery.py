@@ -135,3 +135,16 @@ def test_babysit_reruns_the_command_against_the_node_in_its_new_zone(api: ZonedA
     ]
     assert runs.started[0].stopped and len(runs.started) == 2
     assert list(api.nodes) == [(ELSEWHERE, "hunt")] and nodespec.saved_zones(PROJECT, "hunt") == [ELSEWHERE]
+
+
+@pytest.mark.parametrize("kind", ["flex-start", "reserved"])
+def test_a_queued_node_comes_back_in_its_own_zone_only(api: ZonedApi, kind: str) -> None:
+    """flex-start and a named reservation queue (NodeSpec.queues), as --queued does: the request waits where it was."""
+    spec = replace(BASE, zone=OWN, flex_start=True, max_run_duration="2h") if kind == "flex-start" else replace(BASE, zone=OWN, reserved=True, reservation="r1")
+    nodespec.save(spec)
+    api.nodes.clear()
+    api.queue_endings = {OWN: ["capacity"]}
+    asked = Asked(zones("z1-west1-a"))
+    with pytest.raises(CapacityError):
+        recover(api, spec, lambda state, elapsed: None, say=print, candidates=asked, sleep=no_sleep)
+    assert asked.times == 0 and not any(call.startswith("create z1") for call in api.calls)

@@ -69,7 +69,8 @@ def babysit(
 
     A lost node comes back in its own zone first (same type, same kind). When
     that zone has no capacity and --zones/--capacity (or the zones/capacity
-    settings) are given, babysit hunts as `tpuctl create --zones` does; a node
+    settings) are given, or the node's create hunted (its saved spec keeps
+    where and how), babysit hunts as `tpuctl create --zones` does; a node
     recreated in another zone is found there by name alone, and COMMAND is rerun
     against it (docs/capacity.md).
 
@@ -85,9 +86,9 @@ def babysit(
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, zones=zones, capacity=capacity, credentials=credentials, access_token_file=access_token_file)
-    asked = _asked(resolved)
+    asked = _asked(resolved, capacity)
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
-    hunting = _hunting(asked, spec)
+    hunting = _hunting(asked or _saved_hunt(spec, resolved), spec)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
     watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting)
@@ -98,19 +99,39 @@ def babysit(
     raise SystemExit(kept.run(lambda: sitter.babysit(api, spec, watch), _note))
 
 
-def _asked(resolved: Settings) -> Plan | None:
+def _asked(resolved: Settings, flag: str | None) -> Plan | None:
     """The hunt --zones/--capacity (or the zones/capacity settings) ask for, checked before anything is read: the
     node's type and own kind are filled in from its spec (_hunting). No zones: the node's own zone (zones == [])."""
     from tpuctl.cli.create_hunt import Plan
     from tpuctl.settings.cloud import zones_of
-    from tpuctl.tpu.capacity import ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, parse_capacities
+    from tpuctl.tpu.capacity import FLEX_START, KINDS, parse_capacities
 
     if not (resolved.given("zones") or resolved.given("capacity")):
         return None
     where = zones_of(resolved.require("zones")) if resolved.given("zones") else []
-    # flex-start is no kind to fall back to: it needs a run duration the lost node's spec does not have.
-    asked = parse_capacities(resolved.require("capacity"), (ON_DEMAND, SPOT, PREEMPTIBLE, RESERVED)) if resolved.given("capacity") else []
+    # flex-start is no kind to fall back to: it needs a run duration the lost node's spec does not have. Refused in
+    # --capacity (the user asks babysit for it); dropped, with a note, from the capacity setting create shares.
+    allowed = tuple(kind for kind in KINDS if kind != FLEX_START) if flag is not None else KINDS
+    asked = parse_capacities(resolved.require("capacity"), allowed) if resolved.given("capacity") else []
+    if any(c.kind == FLEX_START for c in asked):
+        _note("the capacity setting's flex-start is left out: babysit has no run duration to queue one with")
+        asked = [c for c in asked if c.kind != FLEX_START]
     return Plan([], asked, where, resolved, None)
+
+
+def _saved_hunt(spec: NodeSpec, resolved: Settings) -> Plan | None:
+    """The hunt the node's create made (its saved zones and kinds), when babysit is given none of its own."""
+    from tpuctl.cli.create_hunt import Plan
+    from tpuctl.settings.cloud import zones_of
+    from tpuctl.tpu.capacity import FLEX_START, parse_capacities
+
+    if spec.hunt_zones is None and spec.hunt_capacity is None:
+        return None
+    kinds = [c for c in parse_capacities(spec.hunt_capacity or spec.capacity()) if c.kind != FLEX_START]  # no run duration: _asked
+    where = zones_of(spec.hunt_zones) if spec.hunt_zones is not None else []
+    said = f"zones {spec.hunt_zones or spec.zone}, capacity {spec.hunt_capacity or spec.capacity()}"
+    _note(f"{spec.name} was created by a hunt: when its own zone has no capacity, babysit hunts the same way ({said})")
+    return Plan([], kinds, where, resolved, None)
 
 
 def _hunting(asked: Plan | None, spec: NodeSpec) -> Candidates | None:

@@ -8,15 +8,15 @@ of today's flags (`--zone`, `--spot`, `--preemptible`) is no hunt: node_ops keep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tpuctl.cli.cloud_options import resolve, tpu_api
 from tpuctl.cli.display import StatusLine
-from tpuctl.inputs.errors import TpuctlError
-from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity
+from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity, reservation_zone
 
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.gather import Found
@@ -48,13 +48,17 @@ def plan(flags: dict[str, Any], zones: str | None, capacity: str | None, hunt_ti
         raise TpuctlError("give --zone or --zones, not both", hint="--zone Z creates in Z alone; --zones hunts across zones")
     named = _named(flags)
     flex = flags["flex_start"] or any(part.strip().lower() == FLEX_START for part in (capacity or "").split(","))
-    nodespec.check_kind(
-        flags["spot"], flags["preemptible"], flags["reserved"], flags["reservation"], flex, flags["max_run_duration"], flags["queued"], flags["valid_until"]
-    )
+    # A run duration without a kind flag may be for the capacity setting's flex-start: checked again once it is read.
+    setting_may_flex = flags["max_run_duration"] is not None and not (capacity or named)
+    kind_flags = (flags["spot"], flags["preemptible"], flags["reserved"], flags["reservation"])
+    nodespec.check_kind(*kind_flags, flex or setting_may_flex, flags["max_run_duration"], flags["queued"], flags["valid_until"])
     if capacity and named:
         raise TpuctlError("give --capacity or --spot/--preemptible/--reserved/--flex-start, not both", hint="--spot is --capacity spot")
     resolved = resolve(**{key: flags[key] for key in (*_CLOUD, "zone")}, zones=zones, capacity=capacity)
     capacities = [named] if named else parse_capacities(resolved.get("capacity") or ON_DEMAND)
+    if setting_may_flex or (not named and not capacity):
+        flex = any(c.kind == FLEX_START for c in capacities)
+        nodespec.check_kind(*kind_flags, flex, flags["max_run_duration"], flags["queued"], flags["valid_until"])
     by_type = bool(flags["config_type"] or flags["topology"])
     text = "" if by_type else flags["accelerator_type"] or resolved.require("accelerator-type")
     types = parse_types(text) if "," in text else [text.strip()] if text else []  # one type: from_flags checks it as always
@@ -89,7 +93,9 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
     resolved = hunt_plan.resolved
     api = tpu_api(resolved)
     found = _offers(api, hunt_plan)
-    candidates = _candidates(found, hunt_plan)
+    candidates, skipped = _candidates(found, hunt_plan)
+    if not candidates and skipped:
+        raise _all_short(skipped)
     if not candidates:
         raise TpuctlError("no zone offers these types for these capacity kinds", hint="`tpuctl offers TYPE` lists what each zone offers")
     if flags["queued"] and len(candidates) > 1:
@@ -100,6 +106,9 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
     flex = any(c.kind == FLEX_START for c in hunt_plan.capacities)  # its run duration is checked, and kept by its tries only
     base, own = nodespec.from_flags(name, accelerator_type=hunt_plan.types[0], config_type=None, topology=None, spot=False, preemptible=False,
                                     flex_start=flex, max_run_duration=flags["max_run_duration"], zone=candidates[0].zone, **rest, **cloud)  # fmt: skip
+    # Kept in the saved spec: babysit, recreating the node, hunts where and as this create did.
+    zones = "all" if hunt_plan.zones is None else ",".join(hunt_plan.zones)
+    base = replace(base, hunt_zones=zones, hunt_capacity=",".join(str(c) for c in hunt_plan.capacities))
     given = own.given("runtime-version")
     listed: dict[str, object] = {}
 
@@ -118,9 +127,9 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
     except TpuctlError as stopped:
         if as_json:
             tried = _tries(stopped.tried) if isinstance(stopped, HuntStopped) else []
-            click.echo(json.dumps({"name": name, "created": False, "error": stopped.message, "hunt": {"tries": tried}}, indent=2))
+            click.echo(json.dumps({"name": name, "created": False, "error": stopped.message, "hunt": {"tries": tried, "skipped": _skips(skipped)}}, indent=2))
         raise
-    _report(done, found, listed.get("price"), no_wait, as_json)
+    _report(done, found, listed.get("price"), no_wait, as_json, skipped)
 
 
 def _offers(api: TpuApi, hunt_plan: Plan) -> Found:
@@ -140,25 +149,68 @@ def _offers(api: TpuApi, hunt_plan: Plan) -> Found:
 
 
 def _priced(capacities: list[Capacity]) -> list[str]:
-    """The kinds offers ranks and prices (on-demand, spot) that stand for the kinds asked: preemptible is priced and
-    drawn from quota as spot; a reservation and flex-start are ranked as on-demand, their terms set their price."""
-    return list(dict.fromkeys(SPOT if c.kind in (SPOT, PREEMPTIBLE) else ON_DEMAND for c in capacities))
+    """The kinds offers ranks and prices (on-demand, spot) that stand for the kinds asked, by the quota each draws on:
+    preemptible and flex-start draw on the preemptible quota (Cloud TPU docs: quota; request-using-flex-start), so they are
+    read as spot; a reservation is ranked as on-demand. Reserved and flex-start have no list price (_candidates)."""
+    return list(dict.fromkeys(SPOT if c.kind in (SPOT, PREEMPTIBLE, FLEX_START) else ON_DEMAND for c in capacities))
 
 
-def _candidates(found: Found, hunt_plan: Plan) -> list[Candidate]:
-    """(type, kind, zone) in the user's order of types, then of kinds, then the zones as offers ranks them."""
+@dataclass(frozen=True)
+class Skipped:
+    """A candidate left out of the hunt: its zone's quota is known too small for the slice (a quota refusal would
+    end the hunt there, so it is never tried); unknown quota stays a candidate."""
+
+    candidate: Candidate
+    headroom: int
+    chips: int
+    quota: str | None  # the quota's id (tpuctl/cloud/capacity/quotas.py), None for a generation tpuctl has none for
+
+    @property
+    def why(self) -> str:
+        return f"skipped: quota holds {self.headroom} of {self.chips} chips"
+
+
+def _candidates(found: Found, hunt_plan: Plan) -> tuple[list[Candidate], list[Skipped]]:
+    """(type, kind, zone) in the user's order of types, then of kinds, then the zones as offers ranks them, each by
+    the stockouts remembered for its own kind (a reservation's stockout is not on-demand's); and the skipped ones."""
     from tpuctl.cloud.capacity.hunt import Candidate
+    from tpuctl.cloud.capacity.quotas import quota_id
+    from tpuctl.tpu import offers, stockouts
+    from tpuctl.tpu.accelerators import shape_of
 
     candidates: list[Candidate] = []
-    short: list[Candidate] = []
+    skipped: list[Skipped] = []
     for name in hunt_plan.types:
         for capacity in hunt_plan.capacities:
             kind = _priced([capacity])[0]
             listed = capacity.kind in (ON_DEMAND, SPOT, PREEMPTIBLE)  # reserved and flex-start: no list price
-            for offer in (o for o in found.offers if (o.accelerator_type, o.kind) == (name, kind)):
-                # A quota refusal stops a hunt: a zone known short of quota goes after every other type and kind too.
-                (short if offer.quota_fits is False else candidates).append(Candidate(name, capacity, offer.zone, offer.usd_per_hour if listed else None))
-    return candidates + short
+            only = reservation_zone(capacity.reservation)  # a full reservation name: its own zone alone
+            own = [
+                replace(o, stocked_out_at=stockouts.recent(found.project, o.zone, name, capacity.kind))
+                for o in found.offers
+                if o.accelerator_type == name and only in (None, o.zone)
+            ]
+            for offer in offers.rank(own, [name], [kind]):
+                candidate = Candidate(name, capacity, offer.zone, offer.usd_per_hour if listed else None)
+                if offer.quota_fits is False and offer.headroom is not None:
+                    skipped.append(Skipped(candidate, offer.headroom, offer.chips, quota_id(shape_of(name), kind)))
+                else:
+                    candidates.append(candidate)
+    return candidates, skipped
+
+
+def _all_short(skipped: list[Skipped]) -> TpuctlError:
+    """Every candidate skipped for quota: one line naming each quota and the zones it is short in."""
+    by_quota: dict[str, list[str]] = {}
+    for s in skipped:
+        quota = s.quota or f"{s.candidate.accelerator_type} {s.candidate.capacity} quota"
+        by_quota.setdefault(quota, []).append(f"{s.candidate.zone} ({s.headroom} of {s.chips} chips)")
+    said = "; ".join(f"{quota} in {', '.join(dict.fromkeys(zones))}" for quota, zones in by_quota.items())
+    return TpuctlError(
+        f"no candidate zone has quota for the slice: {said}",
+        hint="request more quota (console: IAM & Admin > Quotas, service tpu.googleapis.com), or hunt over other zones, kinds or types",
+        exit_code=FAILED,
+    )
 
 
 def _bucket(model_dir: str | None) -> str | None:
@@ -182,14 +234,21 @@ def _tries(tried: list[Tried], done: Hunted | None = None) -> list[dict[str, obj
     return rows
 
 
-def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: bool) -> None:
+def _skips(skipped: list[Skipped]) -> list[dict[str, object]]:
+    return [
+        {"zone": s.candidate.zone, "acceleratorType": s.candidate.accelerator_type, "capacity": str(s.candidate.capacity), "result": s.why}
+        for s in skipped
+    ]
+
+
+def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: bool, skipped: list[Skipped]) -> None:
     from tpuctl.cli.created import report
     from tpuctl.cli.node_info import price_text
 
     spec: NodeSpec = done.ensured.spec
     if as_json:
         body = {"name": spec.name, "zone": spec.zone, "acceleratorType": spec.accelerator(), "capacity": str(done.candidate.capacity)}
-        hunted = {"tries": _tries(done.tried, done), "changed": done.changed}
+        hunted = {"tries": _tries(done.tried, done), "skipped": _skips(skipped), "changed": done.changed}
         click.echo(json.dumps({**body, "created": done.ensured.created, "state": done.ensured.node.state, "listPrice": price, "hunt": hunted}, indent=2))
         return
     report(done.ensured, no_wait)
@@ -198,6 +257,8 @@ def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: b
     click.echo(f"  {done.candidate.capacity} in {spec.zone}, {cost}; try {len(done.tried) + 1} of the hunt")
     for tried in done.tried:
         click.echo(f"  tried {tried.candidate}: {tried.why}")
+    for skip in skipped:
+        click.echo(f"  {skip.candidate}: {skip.why}")
     if done.changed:
         click.echo(f"  fallback to {spec.accelerator_type}: {', '.join(done.changed)}")
 
@@ -205,4 +266,4 @@ def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: b
 def ranked(hunt_plan: Plan) -> list[Candidate]:
     """The plan's candidates, best first: what `create --zones` tries, and what babysit hunts through once a lost
     node's own zone has stocked out (tpuctl/cloud/capacity/recovery.py)."""
-    return _candidates(_offers(tpu_api(hunt_plan.resolved), hunt_plan), hunt_plan)
+    return _candidates(_offers(tpu_api(hunt_plan.resolved), hunt_plan), hunt_plan)[0]

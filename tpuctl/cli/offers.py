@@ -125,7 +125,9 @@ def _quota(offer: Offer) -> str:
 
     if offer.headroom is None:
         return "unknown"
-    return "unlimited" if offer.headroom >= UNLIMITED else f"{offer.headroom} chips"
+    if offer.headroom >= UNLIMITED:
+        return "unlimited"
+    return f"{offer.headroom} chips" + (" (too few: a hunt skips it)" if offer.quota_fits is False else "")
 
 
 def _stockout(offer: Offer) -> str:

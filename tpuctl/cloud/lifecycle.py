@@ -61,6 +61,7 @@ def ensure(
     wait: bool = True,
     runtime_given: bool = True,
     deadline_s: float = CREATE_DEADLINE_S,
+    queued_deadline_s: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     before_create: Callable[[], None] = lambda: None,
 ) -> Ensured:
@@ -69,7 +70,10 @@ def ensure(
     Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with
     the accelerator type: an existing node's own runtime is then the one asked for, not a conflict.
     A create that stocks out (CapacityError, with its kind) or meets a quota leaves nothing behind: its node
-    is deleted and its saved spec taken back. `deadline_s`: how long one create may stay CREATING. `before_create` is
+    is deleted and its saved spec taken back; any other failure takes back the spec it saved and deletes the queued
+    resource it left (a FAILED one keeps its id taken). `deadline_s`: how long one create may stay CREATING;
+    `queued_deadline_s`: how long a queued request may wait (None: as long as the queue keeps it, a plain
+    `create --queued`; a hunt bounds it, or a flex-start first would never reach the next kind). `before_create` is
     called once the service accepted the request, before the wait (not for a reused node or a refused one): `create` says the price."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None:
@@ -103,24 +107,33 @@ def ensure(
         return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True, spec=spec)
     try:
         if spec.queues():
-            wait_queued(api, spec, progress, sleep=sleep)
+            wait_queued(api, spec, progress, sleep=sleep, deadline_s=queued_deadline_s)
             return Ensured(wait_ready(api, spec, None, progress, sleep=sleep), created=True, spec=spec)
         return Ensured(_created(api, spec, operation, progress, sleep, deadline_s), created=True, spec=spec)
     except (CapacityError, QuotaError) as failed:
         if pending:
             nodespec.forget(spec)
         raise _cleaned(api, spec, failed, progress, sleep) from None
+    except TpuctlError as failed:
+        if pending:
+            nodespec.forget(spec)
+        if not spec.queues() or api.get_queued(spec.zone, spec.name) is None:
+            raise
+        raise TpuctlError(f"{failed.message}; {_clean(api, spec, progress, sleep)}", hint=failed.hint, exit_code=failed.exit_code) from None
 
 
 def _created(api: NodeApi, spec: NodeSpec, operation: str | None, progress: Progress, sleep: Callable[[float], None], deadline_s: float) -> Node:
-    """The created node; an opaque INTERNAL ends the first try only, its leftovers deleted and the create sent again."""
+    """The created node; an opaque INTERNAL ends the first try only, its leftovers deleted and the create sent again
+    with what is left of the deadline (a hunt's bound holds across both)."""
+    started = time.monotonic()
     try:
         return wait_ready(api, spec, operation, progress, sleep=sleep, deadline_s=deadline_s)
     except _FirstInternal:
         progress("internal error; trying once more", 0.0)
         _clean(api, spec, progress, sleep)
         operation = api.create_node(spec.zone, spec.name, spec.resource())
-        return wait_ready(api, spec, operation, progress, sleep=sleep, deadline_s=deadline_s, repeated=True)
+        left = max(0.0, deadline_s - (time.monotonic() - started))
+        return wait_ready(api, spec, operation, progress, sleep=sleep, deadline_s=left, repeated=True)
 
 
 def _clean(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> str:
@@ -136,17 +149,22 @@ def _clean(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[fl
             delete(api, spec.zone, spec.name, progress, sleep=sleep)
         if queued is not None:
             progress(f"deleting the {queued.state} queued resource the try left", 0.0)
-            _delete_queued(api, spec, progress, sleep)
+            delete_queued(api, spec, progress, sleep)
     except TpuctlError as err:
-        command = f"`tpuctl delete {spec.name} --zone {spec.zone}`"
-        if spec.queues():
-            command += f" and `gcloud compute tpus queued-resources delete {spec.name} --zone {spec.zone} --force`"
-        return f"node {spec.name} may be left behind ({err.message}): {command} {'delete' if spec.queues() else 'deletes'} it"
+        return f"node {spec.name} may be left behind ({err.message}): {delete_commands(spec)}"
     what = " and ".join(f"the {thing}" for thing in (left and f"{left.state} node", queued and f"{queued.state} queued resource") if thing)
     return f"{what} it left {'were' if left and queued else 'was'} deleted, nothing was left behind"
 
 
-def _delete_queued(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> None:
+def delete_commands(spec: NodeSpec) -> str:
+    """How the user deletes what a try of `spec` may have left: the node, and the queued resource holding it."""
+    command = f"`tpuctl delete {spec.name} --zone {spec.zone}`"
+    if not spec.queues():
+        return f"{command} deletes it"
+    return f"{command} and `gcloud compute tpus queued-resources delete {spec.name} --zone {spec.zone} --force` delete it"
+
+
+def delete_queued(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> None:
     """Delete the spec's queued resource (with any node it holds) and wait until it is gone: it keeps its id taken."""
     pause = _polls(sleep)
     api.delete_queued(spec.zone, spec.name)
@@ -239,8 +257,11 @@ def wait_ready(
         pause()
 
 
-def wait_queued(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> None:
-    """A queued resource waits (possibly hours) for capacity; follow it until its node exists."""
+def wait_queued(
+    api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep, deadline_s: float | None = None
+) -> None:
+    """A queued resource waits (possibly hours) for capacity; follow it until its node exists. With `deadline_s`
+    (a hunt's try), one still waiting past it is a stockout (Stockout.QUEUED): the caller deletes the request."""
     started = time.monotonic()
     pause = _polls(sleep)
     where = Where(f"queue resource {spec.name}", spec.project, spec.zone, "tpu.queuedresources.create")
@@ -261,6 +282,8 @@ def wait_queued(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Call
                 hint="`--valid-until` may have passed; delete it and queue again",
                 exit_code=FAILED,
             )
+        if deadline_s is not None and time.monotonic() - started > deadline_s:
+            raise CapacityError(f"{spec.name} was still {queued.state} after {deadline_s:.0f} s", kind=Stockout.QUEUED)
         pause()
 
 
@@ -318,5 +341,5 @@ def recreate(
         delete(api, spec.zone, spec.name, progress, sleep=sleep)
     # The queued resource of a lost node stays behind and keeps its id taken.
     if spec.queues() and api.get_node(spec.zone, spec.name) is None and api.get_queued(spec.zone, spec.name) is not None:
-        _delete_queued(api, spec, progress, sleep)
+        delete_queued(api, spec, progress, sleep)
     return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep)

@@ -51,6 +51,10 @@ class NodeSpec:
     subnetwork: str | None = None
     service_account: str | None = None
     startup_script: str | None = None  # the script's text: the file may be gone at recreate time
+    # Where a hunting create looked (its --zones spelling, "all" for every zone) and which kinds (its --capacity
+    # spelling): babysit hunts the same way when recreating the node. None: the create did not hunt (older specs too).
+    hunt_zones: str | None = None
+    hunt_capacity: str | None = None
 
     def accelerator(self) -> str:
         return self.accelerator_type or f"{self.config_type} {self.topology}"
@@ -187,7 +191,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     f: (str, type(None))
     for f in (
         "accelerator_type", "config_type", "topology", "valid_until", "network", "subnetwork", "service_account", "startup_script",
-        "reservation", "max_run_duration",
+        "reservation", "max_run_duration", "hunt_zones", "hunt_capacity",
     )
 } | {f: (bool,) for f in ("spot", "preemptible", "queued", "reserved", "flex_start")} | {"labels": (dict,)}
 

@@ -39,6 +39,7 @@ class Stockout(str, enum.Enum):
     PREEMPTED = "preempted while being created"  # code 3, "... in state PREEMPTED", a spot node
     INTERNAL = "code 13 twice"  # the opaque "an internal error has occurred", again on a second try
     STUCK = "stuck in CREATING"  # past the per-try deadline (setting create-deadline)
+    QUEUED = "still queued"  # a hunt's queued request still waiting for resources past the per-try deadline
 
 
 class CapacityError(TpuctlError):

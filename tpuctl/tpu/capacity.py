@@ -42,7 +42,7 @@ def parse_capacities(text: str, allowed: tuple[str, ...] = KINDS) -> list[Capaci
             raise TpuctlError(f"--capacity: {shown(part.strip())} is not a capacity kind ({', '.join(allowed)})", hint=_HINT)
         if named and (kind != RESERVED or not reservation.strip() or len(reservation) > _RESERVATION or not reservation.isprintable()):
             raise TpuctlError(f"--capacity: {shown(part.strip())}: only reserved takes a name (reserved=NAME)", hint=_HINT)
-        capacity = Capacity(kind, reservation.strip() or None)
+        capacity = Capacity(kind, check_reservation(reservation.strip(), "--capacity reserved=") if named else None)
         if capacity not in found:
             found.append(capacity)
     return found
@@ -76,6 +76,14 @@ def run_duration_s(text: str) -> int:
     return seconds
 
 
+def reservation_zone(reservation: str | None) -> str | None:
+    """The zone a full reservation name (projects/P/locations/ZONE/reservations/R) lies in; None for a short name:
+    a reservation holds capacity in its own zone only, so a hunt asks for it there alone."""
+    if reservation is None or not _FULL_RESERVATION.match(reservation):
+        return None
+    return reservation.split("/")[3]
+
+
 def reservation_name(project: str, zone: str, reservation: str | None) -> str:
     """The queued resource's `reservationName`: as gcloud builds it, the full name of the named reservation
     (a short name is taken as one in the node's project and zone), or `.../reservations/-` for any of the project's."""
@@ -84,11 +92,11 @@ def reservation_name(project: str, zone: str, reservation: str | None) -> str:
     return check_reservation(reservation) if "/" in reservation else f"projects/{project}/locations/{zone}/reservations/{check_reservation(reservation)}"
 
 
-def check_reservation(reservation: str) -> str:
+def check_reservation(reservation: str, flag: str = "--reservation ") -> str:
     """A reservation's name as gcloud takes it, or one line saying it is none."""
     if _FULL_RESERVATION.match(reservation) or _SHORT_RESERVATION.match(reservation):
         return reservation
     raise TpuctlError(
-        f"--reservation {shown(reservation)} is not a reservation's name",
+        f"{flag}{shown(reservation)} is not a reservation's name",
         hint="a name (letters, digits, hyphens) or projects/P/locations/ZONE/reservations/NAME",
     )

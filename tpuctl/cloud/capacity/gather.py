@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Found:
     offers: list[ranking.Offer]  # ranked
+    project: str  # whose quotas and stockout memory these are
     book: PriceBook
     quota_note: str  # "" when the quotas were read, else why headroom is unknown
     bucket_location: str | None
@@ -67,14 +68,18 @@ def gather(api: TpuApi, settings: Settings, types: Sequence[str], kinds: Sequenc
     shapes = {name: shape_of(name) for name in types}
     where = chosen_zones(api, zones)
     offered = zone_types(api, where)
+    # The user's zones: each must offer one of the types, and each type one of them; a (zone, type) pair that is
+    # not offered is no offer (a v5e zone in a v5e,v6e hunt is a v5e candidate only), not a mistake.
+    idle = [zone for zone in where if not offered[zone] & set(types)]
+    if zones is not None and idle:
+        named = types[0] if len(types) == 1 else f"any of {', '.join(types)}"
+        raise TpuctlError(
+            f"{short_list(idle)} do{'es' if len(idle) == 1 else ''} not offer {named}", hint=f"`tpuctl offers {','.join(types)}` lists those that do"
+        )
     for name in types:
-        missing = [zone for zone in where if name not in offered[zone]]
-        if zones is not None and missing:
-            raise TpuctlError(
-                f"{short_list(missing)} do{'es' if len(missing) == 1 else ''} not offer {name}", hint=f"`tpuctl offers {name}` lists those that do"
-            )
-        if len(missing) == len(where):
-            raise TpuctlError(f"no zone of project {api.project} offers {name}", hint="`tpuctl offers` lists what each zone offers")
+        if not any(name in offered[zone] for zone in where):
+            whose = "of project" if zones is None else "listed in --zones for project"
+            raise TpuctlError(f"no zone {whose} {api.project} offers {name}", hint="`tpuctl offers` lists what each zone offers")
     from tpuctl.cloud.prices import price_book
 
     book = price_book(settings, api.bearer_token)
@@ -101,7 +106,7 @@ def gather(api: TpuApi, settings: Settings, types: Sequence[str], kinds: Sequenc
                     )
                 )
     note = infos if isinstance(infos, str) else ""
-    return Found(ranking.rank(found, list(types), list(kinds)), book, note, location)
+    return Found(ranking.rank(found, list(types), list(kinds)), api.project, book, note, location)
 
 
 def _nodes(api: TpuApi, zones: list[str]) -> dict[str, list[Node]]:

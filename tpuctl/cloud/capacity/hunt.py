@@ -21,7 +21,7 @@ from tpuctl.cloud.lifecycle import Ensured, Progress
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
 from tpuctl.endings import INTERRUPTED
-from tpuctl.inputs.errors import FAILED, CapacityError, TpuctlError
+from tpuctl.inputs.errors import FAILED, CapacityError, Stockout, TpuctlError
 from tpuctl.settings.cloud import default_runtime
 from tpuctl.tpu import stockouts
 from tpuctl.tpu.accelerators import shape_of
@@ -98,12 +98,21 @@ def changes(first: NodeSpec, spec: NodeSpec) -> list[str]:
 
 def _landed_first(api: NodeApi, base: NodeSpec, candidates: list[Candidate]) -> list[Candidate]:
     """A rerun finds the node an earlier hunt made: the candidate matching its saved spec goes first, so the
-    node is reused rather than a second one created in another zone."""
+    node is reused rather than a second one created in another zone. A live node of that name that no candidate
+    matches stops the hunt as a plain create stops on a node of another spec: a second node of the same name
+    elsewhere is no rerun of the first."""
     for zone in nodespec.saved_zones(base.project, base.name):
         saved = nodespec.load(base.project, zone, base.name)
         if saved is None or api.get_node(zone, base.name) is None:
             continue
         mine = [c for c in candidates if (c.zone, c.accelerator_type, c.capacity.kind) == (zone, saved.accelerator_type, saved.capacity())]
+        if not mine:
+            raise TpuctlError(
+                f"node {base.name} already exists in zone {zone} with a different spec: "
+                f"{saved.accelerator()} {saved.capacity()} in {zone} is none of this hunt's candidates",
+                hint="delete it first (`tpuctl delete`) or choose another name",
+                exit_code=FAILED,
+            )
         return mine[:1] + [c for c in candidates if c not in mine[:1]]
     return candidates
 
@@ -137,12 +146,17 @@ def hunt(
             raise HuntStopped(f"no capacity found within --hunt-timeout {timeout_s:g} s; {_summary(tried)}", tried=tried)
         spec = specs[candidate]
         deadline = create_deadline_s if left is None else min(create_deadline_s, left)
+        # A request the user queued (--queued: one candidate) waits as its --valid-until lets it, within the hunt's bound.
+        queued_deadline = left if spec.queued else deadline
         began = clock()
         try:
                 ensured = _try(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline, sleep=sleep,
-                           before_create=partial(before_create, candidate))  # fmt: skip
+                           queued_deadline_s=queued_deadline, before_create=partial(before_create, candidate))  # fmt: skip
         except CapacityError as stockout:
-            stockouts.remember(spec.project, spec.zone, str(spec.accelerator_type), spec.capacity(), stockout.kind.name.lower())
+            bound = queued_deadline if spec.queues() else deadline
+            cut_short = stockout.kind in (Stockout.STUCK, Stockout.QUEUED) and left is not None and bound is not None and bound >= left
+            if not cut_short:  # a try the hunt's own bound ended says nothing about the zone
+                stockouts.remember(spec.project, spec.zone, str(spec.accelerator_type), spec.capacity(), stockout.kind.name.lower())
             tried.append(Tried(candidate, f"no capacity ({stockout.kind.value})", clock() - began))
             following = order[index + 1] if index + 1 < len(order) else None
             say(f"{candidate}: no capacity ({stockout.kind.value}), next: {following.zone if following else 'none left'}")
@@ -164,6 +178,7 @@ def _try(
     wait: bool,
     runtime_given: bool,
     deadline_s: float,
+    queued_deadline_s: float | None,
     sleep: Callable[[float], None],
     before_create: Callable[[], None],
 ) -> Ensured:
@@ -172,7 +187,7 @@ def _try(
     saved_before = nodespec.load(spec.project, spec.zone, spec.name) is not None
     try:
         return lifecycle.ensure(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline_s, sleep=sleep,
-                                before_create=before_create)  # fmt: skip
+                                queued_deadline_s=queued_deadline_s, before_create=before_create)  # fmt: skip
     except KeyboardInterrupt:
         if existed:
             raise HuntStopped(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is", tried=[], exit_code=INTERRUPTED) from None
@@ -182,16 +197,15 @@ def _try(
 
 def _abandon(api: NodeApi, spec: NodeSpec, saved_before: bool, progress: Progress, sleep: Callable[[float], None]) -> str:
     """Delete the interrupted try's node or queued resource and its saved spec; what is left, in words."""
-    command = f"`tpuctl delete {spec.name} --zone {spec.zone}`"
     try:
-        if spec.queued and api.get_queued(spec.zone, spec.name) is not None:
-            api.delete_queued(spec.zone, spec.name)
+        if spec.queues() and api.get_queued(spec.zone, spec.name) is not None:  # --queued, flex-start, reserved=NAME
+            lifecycle.delete_queued(api, spec, progress, sleep)
         if api.get_node(spec.zone, spec.name) is not None:
             lifecycle.delete(api, spec.zone, spec.name, progress, sleep=sleep)
         if not saved_before:
             nodespec.forget(spec)
     except (KeyboardInterrupt, TpuctlError):
-        return f"{spec.name} may be left in {spec.zone}: {command} deletes it"
+        return f"{spec.name} may be left in {spec.zone}: {lifecycle.delete_commands(spec)}"
     return "what the try had made was deleted, nothing was left behind"
 
 

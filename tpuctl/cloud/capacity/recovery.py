@@ -55,7 +55,7 @@ def recover(
         ensured = lifecycle.recreate(api, spec, progress, deadline_s=deadline_s, sleep=sleep)
     except CapacityError as stockout:
         stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
-        others = list(candidates()) if candidates is not None and not spec.queued and spec.accelerator_type else []
+        others = list(candidates()) if candidates is not None and not spec.queues() and spec.accelerator_type else []
         others = [c for c in others if (c.zone, c.accelerator_type, c.capacity) != (spec.zone, spec.accelerator_type, own_capacity(spec))]
         if not others:
             raise

@@ -1,0 +1,92 @@
+"""A hunt's candidates (tpuctl/cli/create_hunt.py) from offers as gather() ranks them: each candidate ranked by the
+stockouts remembered for its own kind, flex-start judged by the preemptible quota it draws on, and zones known short
+of quota skipped. The stockout memory is tpuctl's own, in a private state folder; the offers are what gather makes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tpuctl.cli.create_hunt import Plan, _all_short, _candidates, _priced
+from tpuctl.cloud.capacity.gather import Found
+from tpuctl.tpu import stockouts
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, SPOT, Capacity, parse_capacities
+from tpuctl.tpu.offers import Offer, rank
+
+PROJECT = "tpuctl-test"
+TYPE = "v5litepod-16"
+ZONES = ("us-west4-a", "us-east5-b", "europe-west4-a")  # cheapest first: the order rank() gives when nothing else differs
+
+
+@pytest.fixture(autouse=True)
+def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    yield
+
+
+def found(headroom: dict[tuple[str, str], int | None] | None = None) -> Found:
+    """Offers for both priced kinds in every zone, as gather() builds them (stockouts read under the priced kind)."""
+    offers = [
+        Offer(TYPE, zone, kind, 16, 10.0 + i if kind == ON_DEMAND else 4.0 + i, (headroom or {}).get((zone, kind), 64), None,
+              stockouts.recent(PROJECT, zone, TYPE, kind))
+        for i, zone in enumerate(ZONES) for kind in (ON_DEMAND, SPOT)
+    ]  # fmt: skip
+    return Found(rank(offers, [TYPE], [ON_DEMAND, SPOT]), PROJECT, book=None, quota_note="", bucket_location=None)  # type: ignore[arg-type]
+
+
+def plan(capacity: str) -> Plan:
+    return Plan([TYPE], parse_capacities(capacity), None, resolved=None, timeout_s=None)  # type: ignore[arg-type]
+
+
+def zones_of(candidates: list[Any]) -> list[tuple[str, str]]:
+    return [(str(c.capacity), c.zone) for c in candidates]
+
+
+@pytest.mark.parametrize("kind", ["reserved", "flex-start", "preemptible"])
+def test_a_kind_without_its_own_price_is_ranked_by_its_own_stockouts(kind: str) -> None:
+    stockouts.remember(PROJECT, ZONES[0], TYPE, kind, "zone", now=time.time())
+    candidates, _ = _candidates(found(), plan(kind))
+    assert [c.zone for c in candidates] == [ZONES[1], ZONES[2], ZONES[0]]  # its own stockout goes last
+
+
+def test_an_on_demand_stockout_does_not_push_back_a_reservation() -> None:
+    stockouts.remember(PROJECT, ZONES[0], TYPE, ON_DEMAND, "zone", now=time.time())
+    candidates, _ = _candidates(found(), plan("on-demand,reserved"))
+    assert zones_of(candidates) == [
+        ("on-demand", ZONES[1]), ("on-demand", ZONES[2]), ("on-demand", ZONES[0]), ("reserved", ZONES[0]), ("reserved", ZONES[1]), ("reserved", ZONES[2]),
+    ]  # fmt: skip
+
+
+def test_flex_start_is_judged_by_the_preemptible_quota_and_has_no_list_price() -> None:
+    assert _priced([Capacity(FLEX_START)]) == [SPOT]
+    short = found({(ZONES[0], SPOT): 8, (ZONES[1], ON_DEMAND): 8})  # spot (preemptible) quota short in the first zone only
+    candidates, skipped = _candidates(short, plan("flex-start"))
+    assert [c.zone for c in candidates] == [ZONES[1], ZONES[2]] and all(c.usd_per_hour is None for c in candidates)
+    assert [(s.candidate.zone, s.why) for s in skipped] == [(ZONES[0], "skipped: quota holds 8 of 16 chips")]
+
+
+def test_a_zone_known_short_is_skipped_and_unknown_quota_stays() -> None:
+    candidates, skipped = _candidates(found({(ZONES[0], SPOT): 8, (ZONES[1], SPOT): None}), plan("spot"))
+    assert [c.zone for c in candidates] == [ZONES[2], ZONES[1]]  # unknown quota after the zones where it fits
+    assert [s.candidate.zone for s in skipped] == [ZONES[0]]
+
+
+def test_every_zone_short_is_one_line_naming_the_quota_and_the_zones() -> None:
+    _, skipped = _candidates(found({(zone, SPOT): 0 if zone == ZONES[2] else 8 for zone in ZONES}), plan("spot"))
+    error = _all_short(skipped)
+    assert error.exit_code == 1 and "\n" not in error.message
+    assert error.message == (
+        "no candidate zone has quota for the slice: TPUV5sLitepodPreemptiblePerProjectPerZoneForTPUAPI in "
+        f"{ZONES[0]} (8 of 16 chips), {ZONES[1]} (8 of 16 chips), {ZONES[2]} (0 of 16 chips)"
+    )
+
+
+def test_a_full_reservation_name_makes_candidates_in_its_own_zone_only() -> None:
+    candidates, _ = _candidates(found(), plan(f"reserved=projects/{PROJECT}/locations/{ZONES[1]}/reservations/r1,reserved=r2"))
+    assert zones_of(candidates) == [
+        (f"reserved=projects/{PROJECT}/locations/{ZONES[1]}/reservations/r1", ZONES[1]), *(("reserved=r2", zone) for zone in ZONES),
+    ]  # fmt: skip
