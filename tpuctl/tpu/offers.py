@@ -20,9 +20,9 @@ SAME_REGION, SAME_CONTINENT, ELSEWHERE = "same region", "same continent", "elsew
 _DISTANCE_ORDER = {SAME_REGION: 0, SAME_CONTINENT: 1, ELSEWHERE: 2, None: 0}  # no bucket: distance ranks nobody
 
 SORT_LINE = (
-    "sorted by: your order of types, then of capacity kinds; within each, zones with quota for the slice first "
-    "(unknown quota after them, too little last), recent stockouts after the rest, then the bucket's region, "
-    "its continent, elsewhere, and within each the cheapest list price first"
+    "sorted by: your order of types, then of capacity kinds; within each, zones short of quota last and recent "
+    "stockouts just before them; among the rest, quota known to hold the slice before unknown quota, then the "
+    "bucket's region, its continent, elsewhere, and within each the cheapest list price first"
 )
 
 # A region's continent, from the first word of its name (https://cloud.google.com/about/locations):
