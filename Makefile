@@ -59,7 +59,7 @@ lint: $(STAMP)
 PYTEST_WORKERS ?= 3
 
 test: lint $(SSHD) $(COMPAT_STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 docs: $(STAMP)
 	$(BIN)/python -m tpuctl.cli.reference > docs/cli-reference.md

@@ -23,21 +23,6 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tpuctl-test-state-")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules that start TensorFlow first, those with the most such tests first; the rest keep their order.
-
-    Under `--dist loadfile` (the Makefile) a module runs whole on one pytest-xdist worker, handed out in collection
-    order as workers come free. A long module handed out last leaves the other workers idle while it runs: longest
-    first is what keeps a 2-core machine busy to the end. TensorFlow tests are the long ones (seconds each), so their
-    count stands in for a module's length. The Makefile passes --no-loadscope-reorder: xdist's own reordering puts
-    the modules with the most tests first, which are the quick parametrized unit tests."""
-    weight: dict[str, int] = {}
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        weight[module] = weight.get(module, 0) + (item.get_closest_marker("tf") is not None)
-    items.sort(key=lambda item: -weight[item.nodeid.split("::", 1)[0]])
-
-
 def tpuctl_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "tpuctl", *args]
 

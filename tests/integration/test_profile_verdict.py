@@ -159,7 +159,7 @@ def test_step_times_agree_with_the_workers_own_clock(capture: Capture, judged: V
     assert abs(w.step_ms.mean - statistics.fmean(own)) <= 0.2 * statistics.fmean(own), (w.step_ms, statistics.fmean(own), len(own))
     assert w.step_ms.min <= w.step_ms.mean <= w.step_ms.max and w.step_ms.stdev >= 0
     # Steps the trace saw are steps the worker ran during the trace call (which also waits for the servers).
-    assert w.steps <= len(own) + 2, (w.steps, len(own))
+    assert w.steps <= len(own) + max(2, len(own) // 20), (w.steps, len(own))  # a loaded machine blurs the window's edges
 
 
 def test_a_worker_without_step_markers_is_told_what_to_add(judged: Verdict) -> None:
