@@ -24,14 +24,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from smoke import parse_args  # benchmarks/smoke.py, beside this script
-from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
+from tpuctl_cli import run_checked, tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -50,22 +49,16 @@ TARGET = 1.25
 RUN_TIMEOUT_S = 900
 
 
-def run(argv: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=RUN_TIMEOUT_S)
-    if done.returncode != 0:
-        raise SystemExit(f"benchmark command failed with status {done.returncode}: {' '.join(argv)}\n{done.stderr[-2000:]}")
-    return done.stdout
-
-
 def one_hunt(g: GoogleStandin, tpuctl: list[str], env: dict[str, str], round_no: int) -> float:
     """One hunt from a clean slate; its wall time, once its outcome is checked."""
     env = {**env, "XDG_STATE_HOME": env["HOME"] + f"/state-{round_no}"}  # no stockout memory from the last round
-    order = [o["zone"] for o in json.loads(run([*tpuctl, "offers", TYPE, "--capacity", "spot", "--json"], env))]
+    order = [o["zone"] for o in json.loads(run_checked([*tpuctl, "offers", TYPE, "--capacity", "spot", "--json"], env, RUN_TIMEOUT_S))]
     for zone in order[:9]:
         g.faults.stockout(zone, "capacity")
     name = f"hunt-{round_no}"
+    create = [*tpuctl, "create", name, "--accelerator-type", TYPE, "--zones", "all", "--capacity", "spot", "--json"]
     start = time.perf_counter()
-    report = json.loads(run([*tpuctl, "create", name, "--accelerator-type", TYPE, "--zones", "all", "--capacity", "spot", "--json"], env))
+    report = json.loads(run_checked(create, env, RUN_TIMEOUT_S))
     wall = time.perf_counter() - start
     tries = report["hunt"]["tries"]
     if report["zone"] != order[9] or [t["zone"] for t in tries] != order or [t["result"] for t in tries[:9]] != ["no capacity (code 8)"] * 9:

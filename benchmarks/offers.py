@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from smoke import parse_args  # benchmarks/smoke.py, beside this script
-from tpuctl_cli import tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
+from tpuctl_cli import run_checked, tpuctl_command  # benchmarks/tpuctl_cli.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -62,13 +61,6 @@ def timed(fn: Callable[[], set[str]]) -> tuple[float, set[str]]:
     return time.perf_counter() - start, found
 
 
-def run(argv: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=RUN_TIMEOUT_S)
-    if done.returncode != 0:
-        raise SystemExit(f"benchmark command failed with status {done.returncode}: {' '.join(argv)}\n{done.stderr[-2000:]}")
-    return done.stdout
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each side (default 5)")
@@ -85,10 +77,10 @@ def main() -> int:
         env = standin_env(g, tmp / "tpuctl")
 
         def ours() -> set[str]:
-            return {o["zone"] for o in json.loads(run([*tpuctl, "offers", TYPE, "--capacity", "on-demand", "--json"], env))}
+            return {o["zone"] for o in json.loads(run_checked([*tpuctl, "offers", TYPE, "--capacity", "on-demand", "--json"], env, RUN_TIMEOUT_S))}
 
         def one_zone() -> set[str]:
-            run([*tpuctl, "offers", "--zone", where[0], "--json"], env)
+            run_checked([*tpuctl, "offers", "--zone", where[0], "--json"], env, RUN_TIMEOUT_S)
             return set(where)
 
         sides: dict[str, Callable[[], set[str]]] = {"tpuctl offers (all zones at once)": ours}

@@ -5,15 +5,13 @@ behind, `list`/`describe` name the kind and price neither."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tpuctl
+from tests.integration.test_stockouts import ZONE, Cli, error_line
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.cloud import lifecycle
@@ -21,36 +19,13 @@ from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import TpuApi
 from tpuctl.settings import cloud as settings
 
-ZONE = "us-west4-a"
 TYPE = "v5litepod-16"
-
-
-class Cli:
-    def __init__(self, g: GoogleStandin, tmp_path: Path) -> None:
-        self.env = standin_env(g, tmp_path)
-        self.cwd = tmp_path
-        self.home = Path(self.env["HOME"])
-
-    def __call__(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-        result = run_tpuctl(*args, env=self.env, cwd=self.cwd, timeout=120)
-        assert result.returncode == code, f"tpuctl {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
-        assert "Traceback" not in result.stderr
-        return result
-
-    def spec_file(self, name: str) -> Path:
-        return self.home / ".local" / "share" / "tpuctl" / "nodes" / "tpuctl-test" / ZONE / f"{name}.json"
 
 
 @pytest.fixture
 def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
     google_standin.create_delay_s = 0.05
     return Cli(google_standin, tmp_path)
-
-
-def error_line(result: subprocess.CompletedProcess[str]) -> str:
-    lines = result.stderr.splitlines()
-    assert [line for line in lines if line.startswith("Error:")] == lines[-1:], result.stderr
-    return lines[-1]
 
 
 def test_a_reserved_node_is_made_from_the_reservation_listed_as_such_and_unpriced(google_standin: GoogleStandin, cli: Cli) -> None:
@@ -111,8 +86,7 @@ def test_flex_start_without_capacity_fails_with_code_8_and_leaves_nothing(google
     line = error_line(failed)
     assert line.startswith(f"Error: {ZONE}: no capacity for {TYPE} (code 8); ") and "FAILED queued resource" in line, line
     assert g.node(ZONE, "burst") is None and g.queued_resource(ZONE, "burst") is None and not cli.spec_file("burst").exists()
-    memory = json.loads((cli.home / ".local" / "state" / "tpuctl" / "stockouts.json").read_text())
-    assert [(m["zone"], m["kind"], m["why"]) for m in memory] == [(ZONE, "flex-start", "zone")]
+    assert [(m["zone"], m["kind"], m["why"]) for m in cli.memory()] == [(ZONE, "flex-start", "zone")]
 
 
 def test_a_flex_start_node_whose_run_ended_is_queued_again_by_recreate(
