@@ -17,7 +17,7 @@ from tpuctl.cli.diagnosis.timeline_drawing import GLYPHS, LEVELS, MIN_WIDTH, RES
 from tpuctl.runs import goodput
 from tpuctl.runs import timeline as tl
 
-T0 = 1_764_340_000.0  # 2026-11-28, on the wall clock
+T0 = 1_764_340_000.0  # 2025-11-28 14:26:40 UTC, on the wall clock
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
