@@ -209,7 +209,7 @@ def test_a_week_of_64_workers_and_ten_attempts_draws_from_bins_in_well_under_a_s
     took = time.perf_counter() - began
     assert len(row_lines(lines)) == workers * attempts
     assert all(r.count(RESTART) == attempts - 1 for r in row_lines(lines))
-    assert took < 1.0, f"{took:.2f}s"
+    assert took < 0.5, f"{took:.2f}s"  # 0.1 s measured on this 2-core machine
 
 
 def _json(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

@@ -111,30 +111,28 @@ def _cells(row: dict[str, Any], t0: float, slice_s: float, columns: int) -> list
             for column, depth in enumerate(itertools.accumulate(mark[:columns])):
                 if depth > 0:
                     cells[column] = glyph
-    if any(kind == "steps" for _, kind in cells):
-        rates = _rates(_dict(row.get("rate")), t0, slice_s, columns)
-        fastest = max((r for r in rates if r is not None), default=0.0)
-        cells = [(_level(rates[c], fastest), kind) if kind == "steps" else (char, kind) for c, (char, kind) in enumerate(cells)]
+    steps = [column for column, (_, kind) in enumerate(cells) if kind == "steps"]
+    if steps:
+        rates = _rates(_dict(row.get("rate")), t0, slice_s, steps)
+        fastest = max((r for r in rates.values() if r is not None), default=0.0)
+        for column in steps:
+            cells[column] = (_level(rates[column], fastest), "steps")
     return cells
 
 
-def _rates(rate: dict[str, Any], t0: float, slice_s: float, columns: int) -> list[float | None]:
-    """Per column the highest step rate of the rate bins that overlap it (bins are consecutive, so this costs
-    the bins plus the columns, however wide a bin)."""
-    found: list[float | None] = [None] * columns
+def _rates(rate: dict[str, Any], t0: float, slice_s: float, wanted: list[int]) -> dict[int, float | None]:
+    """For each wanted column the highest step rate of the rate bins that overlap it (None: no bin says).
+    A slice of the bins per column: a row costs its bins once plus its steps' columns."""
     start, bin_s, values = _time(rate.get("start")), _number(rate.get("bin_s")), _list(rate.get("steps_per_s"))[:_BINS]
-    if start is None or bin_s is None or bin_s <= 0:
-        return found
-    for index, value in enumerate(values):
-        if start + index * bin_s > t0 + slice_s * columns:
-            break
-        value = _number(value)
-        if value is None or value < 0:
-            continue
-        first, last = _columns(start + index * bin_s, start + (index + 1) * bin_s, t0, slice_s, columns)
-        for column in range(first, last + 1):
-            known = found[column]
-            found[column] = value if known is None else max(known, value)
+    if start is None or bin_s is None or bin_s < 1e-3:
+        return dict.fromkeys(wanted)
+    known = [float(v) if type(v) in (int, float) and 0 <= v < 1e300 else -1.0 for v in values]  # -1: not a rate
+    found: dict[int, float | None] = {}
+    for column in wanted:
+        first = max(0, math.floor((t0 + column * slice_s - start) / bin_s))
+        last = min(len(known) - 1, math.ceil((t0 + (column + 1) * slice_s - start) / bin_s) - 1)
+        highest = max(known[first : last + 1], default=-1.0)
+        found[column] = highest if highest >= 0 else None
     return found
 
 
