@@ -23,7 +23,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,9 +74,10 @@ class Timeline:
     Steps are sampled here, per worker: the first of an attempt, then one every STEP_EVERY_S, and the last one
     seen is written when its attempt ends (`flush_steps`)."""
 
-    def __init__(self, path: Path, warn: Any = None) -> None:
+    def __init__(self, path: Path, warn: Any = None, clock: Callable[[], tuple[float, float]] | None = None) -> None:
         self.path = path
         self._warn = warn
+        self._clock = clock or _now  # (monotonic, wall): a benchmark writes a week in seconds with its own
         self._lock = threading.Lock()
         self._file: Any = None
         self._broken = False
@@ -85,16 +86,16 @@ class Timeline:
         self._last_step: dict[tuple[int | None, str | None], tuple[float, dict[str, Any], bool, float, float]] = {}
 
     def event(self, name: str, *, attempt: int | None = None, worker: str | None = None, **fields: Any) -> None:
-        now = time.monotonic()
+        now, wall = self._clock()
         if name == STEP:
             key = (attempt, worker)
             with self._lock:
                 last = self._last_step.get(key)
                 due = last is None or now - last[0] >= STEP_EVERY_S
-                self._last_step[key] = (now if due else last[0], {**fields}, due, now, time.time())  # type: ignore[index]
+                self._last_step[key] = (now if due else last[0], {**fields}, due, now, wall)  # type: ignore[index]
             if not due:
                 return
-        self._write(Event(now, time.time(), name, attempt, worker, fields))
+        self._write(Event(now, wall, name, attempt, worker, fields))
 
     def flush_steps(self, attempt: int | None) -> None:
         """Write the last step each worker of `attempt` reached, where sampling left it out."""
@@ -152,7 +153,7 @@ def read(lines: Iterable[str]) -> Reading:
     events = []
     skipped = 0
     for text in lines:
-        event = _parse(text) if len(text) <= LINE_LIMIT else None
+        event = parse_line(text) if len(text) <= LINE_LIMIT else None
         if event is None:
             skipped += bool(text.strip())
         else:
@@ -161,7 +162,7 @@ def read(lines: Iterable[str]) -> Reading:
     return Reading(events, skipped)
 
 
-def _parse(text: str) -> Event | None:
+def parse_line(text: str) -> Event | None:
     try:
         raw = json.loads(text)
     except ValueError:
@@ -178,6 +179,10 @@ def _parse(text: str) -> Event | None:
         return None
     extra = {k: v for k, v in raw.items() if k not in ("t", "wall", "event", "attempt", "worker")}
     return Event(float(t), float(wall), str(raw["event"]), attempt, worker, extra)  # type: ignore[arg-type]
+
+
+def _now() -> tuple[float, float]:
+    return time.monotonic(), time.time()
 
 
 def _plain(value: object) -> bool:
