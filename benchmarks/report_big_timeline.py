@@ -2,7 +2,7 @@
 
 The timeline is written by tpuctl's own writer (tpuctl/runs/timeline.py's Timeline, its clock injected so a week
 passes in seconds): 64 workers, one step line each every STEP_EVERY_S (30 s) for 7 days, ~1.3 M step lines (~165 MB),
-a preemption half-way and a restart. Then, on the same file:
+preempted 9 times (10 attempts, the contract's size case). Then, on the same file:
 
     anchor   reading all its bytes and counting its lines, in this process (the least any reader does)
     subject  `tpuctl report LOG_DIR --json` (the console script, a process of its own: what users type)
@@ -11,7 +11,7 @@ a preemption half-way and a restart. Then, on the same file:
 Target: the report in under 5 s (PASS), the ratio to the anchor printed beside the absolute seconds. The view must
 stay under 2 MB. A measurement, not a test: it exits 0 even when the target is missed.
 
-    .venv/bin/python benchmarks/report_big_timeline.py [--workers N] [--days D]
+    .venv/bin/python benchmarks/report_big_timeline.py [--workers N] [--days D] [--attempts N]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tpuctl_cli import run_checked, tpuctl_command  # benchmarks/tpuctl_cli.py, 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.standins.timelines import write_run  # noqa: E402
 from tpuctl.runs import timeline as tl  # noqa: E402 - after the checkout is on the path
 from tpuctl.runs import view  # noqa: E402
 from tpuctl.runs.folder import RunFolder  # noqa: E402
@@ -38,55 +39,12 @@ TARGET_S = 5.0
 VIEW_LIMIT = 2 << 20
 
 
-class Clock:
-    """The writer's clock, moved by this script: (monotonic, wall)."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> tuple[float, float]:
-        return self.t, 1_764_340_000.0 + self.t
-
-
-def write_week(folder: Path, workers: int, days: float) -> int:
-    """A run of `workers` workers for `days`, sampled as the launcher samples it; a preemption half-way. Its line count."""
-    clock = Clock()
-    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
-    names = [f"worker:{i}" for i in range(workers)]
+def write_week(folder: Path, workers: int, days: float, attempts: int) -> int:
+    """A run of `workers` workers for `days`, a checkpoint an hour, `attempts` attempts (preemptions evenly spread;
+    tests/standins/timelines.py). Its line count."""
     samples = int(days * 86400 / tl.STEP_EVERY_S)
-    timeline.event(tl.RUN_START, run_id="bench-week", backend="local")
-    attempt, step = 1, 0
-    for sample in range(samples):
-        if sample in (0, samples // 2):
-            if sample:
-                timeline.event(tl.PREEMPTED, attempt=attempt, worker=names[0], status="lost with its TPU VM (PREEMPTED)")
-                timeline.flush_steps(attempt)
-                timeline.event(tl.ATTEMPT_END, attempt=attempt)
-                timeline.event(tl.RESTART, attempt=attempt, why="preemption", next_attempt=attempt + 1)
-                attempt, step = attempt + 1, step - 1000
-                clock.t += 120
-            timeline.event(tl.ATTEMPT_START, attempt=attempt)
-            for name in names:
-                timeline.event(tl.WORKER_START, attempt=attempt, worker=name)
-            clock.t += 40
-            for name in names:
-                timeline.event(tl.RUNTIME_READY, attempt=attempt, worker=name)
-            clock.t += 20
-        clock.t += tl.STEP_EVERY_S
-        step += 50  # ~1 M steps in a week
-        if sample % 120 == 60:  # a checkpoint an hour
-            for name in names:
-                timeline.event(tl.SAVE_BEGIN, attempt=attempt, worker=name)
-            clock.t += 8
-            for name in names:
-                timeline.event(tl.SAVE_END, attempt=attempt, worker=name)
-        for index, name in enumerate(names):
-            clock.t += 0.0001 * (index % 7)
-            timeline.event(tl.STEP, attempt=attempt, worker=name, step=step, source="keras")
-    timeline.flush_steps(attempt)
-    timeline.event(tl.ATTEMPT_END, attempt=attempt)
-    timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
-    timeline.close()
+    restarts = [samples * i // attempts for i in range(1, attempts)]
+    write_run(folder, workers=workers, samples=samples, restarts=restarts, save_every=120)
     with RunFolder(folder).timeline.open("rb") as file:
         return sum(1 for _ in file)
 
@@ -95,14 +53,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=64)
     parser.add_argument("--days", type=float, default=7.0)
-    args = parse_args(parser, workers=4, days=0.25)
+    parser.add_argument("--attempts", type=int, default=10)
+    args = parse_args(parser, workers=4, days=0.25, attempts=2)
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as where:
         folder = Path(where) / "run"
         folder.mkdir()
         started = time.perf_counter()
-        lines = write_week(folder, args.workers, args.days)
+        lines = write_week(folder, args.workers, args.days, args.attempts)
         size = RunFolder(folder).timeline.stat().st_size
-        print(f"timeline: {args.workers} workers x {args.days:g} days, {lines} lines, {size / 1e6:.1f} MB, written in {time.perf_counter() - started:.1f} s")
+        shape = f"{args.workers} workers x {args.days:g} days x {args.attempts} attempts"
+        print(f"timeline: {shape}, {lines} lines, {size / 1e6:.1f} MB, written in {time.perf_counter() - started:.1f} s")
 
         started = time.perf_counter()
         with RunFolder(folder).timeline.open("rb") as file:

@@ -11,49 +11,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.standins.timelines import WALL0, write_run
 from tpuctl.runs import compact, goodput
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
-
-WALL0 = 1_764_340_000.0
-
-
-class Clock:
-    """The Timeline's injectable clock: a run's week passes as fast as the test writes it."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> tuple[float, float]:
-        return self.t, WALL0 + self.t
-
-
-def write_run(folder: Path, *, workers: int, samples: int, restart_at: int | None = None) -> None:
-    """A run written by tpuctl's own Timeline: `samples` step lines per worker, 30 s apart; a preemption at `restart_at`."""
-    clock = Clock()
-    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
-    names = [f"worker:{i}" for i in range(workers)]
-    timeline.event(tl.RUN_START, run_id="r", backend="local")
-    attempt, step = 1, 0
-    timeline.event(tl.ATTEMPT_START, attempt=attempt)
-    for sample in range(samples):
-        clock.t += tl.STEP_EVERY_S
-        step += 300
-        if sample == restart_at:
-            timeline.event(tl.PREEMPTED, attempt=attempt, worker=names[0], status="lost with its TPU VM")
-            timeline.flush_steps(attempt)
-            timeline.event(tl.ATTEMPT_END, attempt=attempt)
-            timeline.event(tl.RESTART, attempt=attempt, why="preempted", next_attempt=attempt + 1)
-            attempt, step = attempt + 1, step - 900
-            clock.t += 60
-            timeline.event(tl.ATTEMPT_START, attempt=attempt)
-        for name in names:
-            clock.t += 0.001
-            timeline.event(tl.FIRST_STEP if sample == 0 else tl.STEP, attempt=attempt, worker=name, step=step, source="keras")
-    timeline.flush_steps(attempt)
-    timeline.event(tl.ATTEMPT_END, attempt=attempt)
-    timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
-    timeline.close()
 
 
 def by_events(folder: Path) -> dict[str, Any]:
@@ -63,7 +24,7 @@ def by_events(folder: Path) -> dict[str, Any]:
 
 
 def test_a_timeline_past_the_old_64_mib_refusal_is_reported(tmp_path: Path) -> None:
-    write_run(tmp_path, workers=4, samples=50, restart_at=20)
+    write_run(tmp_path, workers=4, samples=50, restarts=[20])
     expected = by_events(tmp_path)
     with RunFolder(tmp_path).timeline.open("a") as file:
         for _ in range(17):  # 68 MiB of lines no event is made of (each past LINE_LIMIT: skipped unparsed)
@@ -74,7 +35,7 @@ def test_a_timeline_past_the_old_64_mib_refusal_is_reported(tmp_path: Path) -> N
 
 
 def test_step_samples_are_kept_as_numbers_memory_grows_with_them_not_with_events(tmp_path: Path) -> None:
-    write_run(tmp_path, workers=64, samples=2500, restart_at=1200)  # 160,000 step lines, ~19 MB
+    write_run(tmp_path, workers=64, samples=2500, restarts=[1200], save_every=120)  # 160,000 step lines, ~19 MB
     size = RunFolder(tmp_path).timeline.stat().st_size
     tracemalloc.start()
     try:
