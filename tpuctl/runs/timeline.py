@@ -78,6 +78,7 @@ class Timeline:
         self.path = path
         self._warn = warn
         self._clock = clock or _now  # (monotonic, wall): a benchmark writes a week in seconds with its own
+        self._listeners: list[Callable[[str], None]] = []
         self._lock = threading.Lock()
         self._file: Any = None
         self._broken = False
@@ -120,6 +121,11 @@ class Timeline:
             self.event(str(raw["event"]), attempt=attempt, worker=worker, **extra)
         return True
 
+    def listen(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(event name)` after each line written (the view's publisher wakes at an attempt's end).
+        It runs on the writing thread, so it must only signal; what it raises is its own loss, never the writer's."""
+        self._listeners.append(listener)
+
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
@@ -140,6 +146,12 @@ class Timeline:
                 self._broken = True
                 if self._warn is not None:
                     self._warn(f"warning: cannot write the run's timeline {self.path}: {getattr(err, 'strerror', None) or err}")
+                return
+        for listener in self._listeners:
+            try:
+                listener(event.event)
+            except Exception:  # noqa: BLE001 - a listener's failure is never the timeline's
+                continue
 
 
 @dataclass(frozen=True)
