@@ -84,12 +84,12 @@ def test_stacks_views_and_kept_profile_verdicts_are_listed(tmp_path: Path) -> No
     stacks.mkdir(parents=True)
     (stacks / "view.txt").write_text("worker:0 waits in a collective\n" + "frame\n" * 20000)
     os.utime(stacks / "view.txt", (WALL0 + 500, WALL0 + 500))
-    (tmp_path / "profiles").mkdir()
-    verdict = {"session": "2026_11_28_10_20_00", "at": WALL0 + 300, "profile_dir": "gs://b/m", "verdict": {"straggler": None}}
-    (tmp_path / "profiles" / "2026_11_28_10_20_00.json").write_text(json.dumps(verdict))
-    (tmp_path / "profiles" / "broken.json").write_text("{")
+    kept = view.keep_profile(folder, "gs://b/m/plugins/profile/2026_11_28_10_20_00", "gs://b/m", {"straggler": None})
+    (kept.parent / "broken.json").write_text("{")
     built = view.build(folder, live=False)
     [hang] = built["hangs"]
     assert hang["attempt"] == 1 and hang["at"] == WALL0 + 500 and hang["summary"] == "worker:0 waits in a collective"
     assert len(hang["stacks"]) == view.STACKS_LIMIT
-    assert built["profiles"] == [{"session": "2026_11_28_10_20_00", "at": WALL0 + 300, "dir": "gs://b/m", "verdict": {"straggler": None}}]
+    [profile] = built["profiles"]
+    assert profile == {"session": "2026_11_28_10_20_00", "at": profile["at"], "dir": "gs://b/m", "verdict": {"straggler": None}}
+    assert kept.stat().st_mode & 0o077 == 0  # in the private run folder until the view publishes it

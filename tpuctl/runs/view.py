@@ -15,9 +15,11 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tpuctl.inputs.parse import read_small_bytes
+from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs import compact, goodput
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
@@ -250,6 +252,17 @@ def _attempts(events: list[tl.Event], report: goodput.Report) -> list[dict[str, 
             ending = {"state": _ENDINGS[cause.event], "words": _words(cause)}
         found.append({"attempt": split.number, "start": starts[0] if starts else None, "end": ends[-1] if ends else None, "ending": ending})
     return found
+
+
+def keep_profile(folder: RunFolder, session: str, profile_dir: str, verdict: dict[str, Any] | None) -> Path:
+    """Keep `tpuctl profile`'s verdict for the view: LOG_DIR/profiles/<session>.json (the session's folder name, as
+    TensorBoard's Profile tab names it). Raises OSError."""
+    place = folder.path / _PROFILES
+    private_dir(place)
+    path = place / f"{Path(session).name}.json"
+    kept = {"session": Path(session).name, "at": round(time.time(), 3), "profile_dir": profile_dir, "verdict": verdict}
+    write_private(path, json.dumps(kept, indent=2) + "\n")
+    return path
 
 
 def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
