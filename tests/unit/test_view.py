@@ -44,11 +44,12 @@ def test_a_preempted_run_has_its_rows_segments_restart_and_the_reports_goodput(t
 
 
 def test_a_week_of_steps_is_binned_and_windowed_never_shipped_whole(tmp_path: Path) -> None:
-    """7 days of 4 workers, 10 attempts: the rows' bins and segments share the budgets (64 workers: the benchmark)."""
-    write_run(tmp_path, workers=4, samples=20160, restarts=range(2016, 20160, 2016), save_every=120)
+    """7 days of 12 workers, 10 attempts: the rows' bins and segments share the budgets (64 workers: the benchmark)."""
+    write_run(tmp_path, workers=12, samples=20160, restarts=range(2016, 20160, 2016), save_every=120)
     built = view.build(RunFolder(tmp_path), live=False)
     rows = built["rows"]
-    assert len(rows) == 40 and all(len(r["rate"]["steps_per_s"]) <= view.RATE_BINS for r in rows)
+    assert len(rows) == 120 and all(len(r["rate"]["steps_per_s"]) <= view.RATE_BINS for r in rows)
+    assert [r["worker"] for r in rows[:12]] == [f"worker:{i}" for i in range(12)]  # by number, not as text
     assert sum(len(r["rate"]["steps_per_s"]) for r in rows) <= view.RATE_BUDGET
     assert all(r["segments"][2]["kind"] == "steps" for r in rows)  # after start-up and first step, whatever was cut
     assert len(built["goodput_over_time"]) == view.GOODPUT_WINDOWS

@@ -41,9 +41,14 @@ _HANGS = 100
 
 def build(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> dict[str, Any]:
     """The run's view, as of now where it is `live`. Raises TpuctlError (one line) where the timeline is unreadable."""
+    return with_report(folder, live=live, model_dir=model_dir)[0]
+
+
+def with_report(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> tuple[dict[str, Any], goodput.Report]:
+    """The view and the report it holds, from one read of the timeline (`report --timeline` prints both)."""
     read = goodput.read_folder(folder)
     report = goodput.of_compact(read, now=goodput.now_of(read) if live else None, windows=GOODPUT_WINDOWS)
-    return of_compact(read, report, folder, live=live, model_dir=model_dir)
+    return of_compact(read, report, folder, live=live, model_dir=model_dir), report
 
 
 def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder, *, live: bool, model_dir: str | None) -> dict[str, Any]:
@@ -134,7 +139,7 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
     for e in read.events:
         own.setdefault((e.attempt, e.worker), []).append(e)
     bins = max(1, min(RATE_BINS, RATE_BUDGET // max(1, len(rows))))
-    for key in sorted(rows):
+    for key in sorted(rows, key=_order):
         row = rows[key]
         row.most = max(MIN_SEGMENTS, SEGMENT_BUDGET // len(rows))
         ends = attempt_end.get(row.attempt) or run_end
@@ -302,6 +307,12 @@ def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a stacks view that went away or cannot be read is left out
             continue
     return found[:_HANGS]
+
+
+def _order(key: tuple[int, str]) -> tuple[int, str, int, str]:
+    """Attempt, then task type, then index as a number (worker:2 before worker:10), then the name itself."""
+    kind, _, index = key[1].rpartition(":")
+    return (key[0], kind, int(index), key[1]) if index.isdigit() and len(index) < 7 else (key[0], key[1], -1, key[1])
 
 
 def _words(event: tl.Event) -> str:
