@@ -162,7 +162,8 @@ def of_lines(lines: Iterable[bytes]) -> Compact:
         t, wall, number = float(t_text), float(wall_text), int(number_text)
         if not (isfinite(wall) and -CLOCK_LIMIT < t < CLOCK_LIMIT) or event != b"step" or number != attempt or t < compact.high:
             builder.line(raw)  # the general path: a first step, another attempt, a time before the latest
-            attempt, samples = number, compact.samples.get(number, samples)
+            kept = compact.samples.get(number)  # None where that line was skipped: the next one takes this path too
+            attempt, samples = (number, kept) if kept is not None else (None, samples)
             continue
         index = workers.get(worker)
         if index is None:
