@@ -71,7 +71,7 @@ def test_a_run_preempted_once_shows_its_restart_and_the_steps_it_did_again(tmp_p
     assert first["ended"] == "preempted" and second["categories"]["restart"] == pytest.approx(categories["restart"], rel=0.01), report
     assert 0 < report["goodput"] < 1
     assert {key: report[key] for key in view["goodput"]} == view["goodput"]  # the report's own numbers, not a second computation
-    assert view["run"]["id"] == published.parent.name and view["run"]["state"] == "succeeded"
+    assert view["run"]["id"] == published.parent.name and view["run"]["state"] == "succeeded" and view["run"]["script"] == SCRIPT.name
     assert [(row["attempt"], row["worker"]) for row in view["rows"]] == [(1, "worker:0"), (2, "worker:0")]
     assert [(a["attempt"], a["ending"] and a["ending"]["state"]) for a in view["attempts"]] == [(1, "preempted"), (2, None)]
     assert [(r["attempt"], r["cause"]) for r in view["restarts"]] == [(2, "preempted")]

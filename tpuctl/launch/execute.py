@@ -7,6 +7,7 @@ outcome record and the scrubbing of secret values from tpuctl's own words hold f
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import TextIO
 
@@ -50,7 +51,7 @@ def execute(
         try:
             if started is not None:
                 started()
-            context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name)
+            context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name, script=os.path.basename(job.script))
             publisher = None if job.model_dir is None else publish.Publisher(folder, launch.run_id, job.model_dir, context.notice)
             if publisher is not None:
                 publisher.start(context.timeline)

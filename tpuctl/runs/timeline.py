@@ -6,7 +6,7 @@ applies, `attempt`, `worker` (`worker:0`) and the event's own fields. Lines are 
 and flushed one at a time, so a run killed by SIGKILL keeps every event up to its death.
 
 Who writes what:
-    launch core        run_start, run_end
+    launch core        run_start (run_id, backend, the script's file name), run_end
     process engine     attempt_start, worker_start, runtime_ready, failure, preempted, hang, restart, attempt_end
     job engine         job_state (a cluster's job: submitted, running, ...)
     a worker's runtime first_step, step, checkpoint_save_begin/_end, checkpoint_restore_begin/_end; sent on the

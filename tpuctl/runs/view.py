@@ -65,7 +65,7 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
         "written": round(time.time(), 3),
         "run": {
             "id": _text(start_ev.fields.get("run_id")) if start_ev is not None else None,
-            "script": None,
+            "script": _text(start_ev.fields.get("script")) if start_ev is not None else None,  # its file name, never its path
             "backend": _text(start_ev.fields.get("backend")) if start_ev is not None else None,
             "state": _text(end_ev.fields.get("state")) if end_ev is not None else ("running" if live else "lost"),
             "start": round(start, 3),
