@@ -86,7 +86,7 @@ def test_the_streamed_report_is_the_events_report_whatever_the_lines(tmp_path: P
     folder.mkdir(exist_ok=True)
     RunFolder(folder).timeline.write_text("\n".join(text) + "\n")
     with RunFolder(folder).timeline.open("rb") as file:
-        read = compact.of_lines(file)
+        read = compact.of_file(file, 1 << 30)
     assert goodput.of_compact(read).to_json() == by_events(folder)
 
 
@@ -97,6 +97,6 @@ def test_a_skipped_step_line_never_sends_the_next_into_another_attempts_samples(
     lines = [step(10, 1, 5), step(20, 1, 9), step(2e12, 2, 1), step(30, 2, 12), step(40, 2, 20)]
     RunFolder(tmp_path).timeline.write_text("\n".join(lines) + "\n")
     with RunFolder(tmp_path).timeline.open("rb") as file:
-        read = compact.of_lines(file)
+        read = compact.of_file(file, 1 << 30)
     assert list(read.samples[1].step) == [5, 9] and list(read.samples[2].step) == [12, 20] and read.skipped == 1
     assert goodput.of_compact(read).to_json() == by_events(tmp_path)

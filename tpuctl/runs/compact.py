@@ -13,22 +13,23 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from tpuctl.runs import timeline as tl
 
 CLOCK_LIMIT = 1e12  # seconds: 31,000 years of uptime; beyond it differences of times lose meaning (and 1e308 overflows)
-_NUMBER = rb"(-?[0-9]{1,20}(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?)"
 # Timeline._write's step line: the worker's fields (step, source), then t, wall, event, attempt, worker. Only plain ASCII
-# worker names and 18-digit steps take this path; anything else (escapes, a huge number) is parsed in full.
-_STEP_LINE = re.compile(
-    rb'\{"step": (-?[0-9]{1,18}), "source": "([a-z_]{1,32})", "t": '
-    + _NUMBER
-    + rb', "wall": '
-    + _NUMBER
-    + rb', "event": "(first_step|step)", "attempt": ([1-9][0-9]{0,5}), "worker": "([\x20\x21\x23-\x5b\x5d-\x7e]{1,200})"\}\r?\n?\Z'
+# worker names, 18-digit steps and times written without an exponent take this path (so every number it reads is finite,
+# and a `t` of at most 12 digits is under CLOCK_LIMIT); anything else is one of the other lines, parsed in full.
+_STEP_LINE = (
+    rb'\{"step": (-?[0-9]{1,18}), "source": "([a-z_]{1,32})", "t": (-?[0-9]{1,12}(?:\.[0-9]{1,9})?), "wall": ([0-9]{1,15}(?:\.[0-9]{1,9})?)'
+    rb', "event": "(first_step|step)", "attempt": ([1-9][0-9]{0,5}), "worker": "([\x20\x21\x23-\x5b\x5d-\x7e]{1,200})"\}'
 )
+# Every line of a chunk, in order: a step line's seven fields, or (group 8) any other line whole.
+_LINES = re.compile(rb"^" + _STEP_LINE + rb"$|^(.*)$", re.MULTILINE)
+_CHUNK = 1 << 19  # ~4,400 lines: findall holds their fields at once (~2 MB), the memory a chunk costs
 _STEPS = frozenset({tl.FIRST_STEP, tl.STEP})
 
 
@@ -40,12 +41,6 @@ class Samples:
     step: array[float] = field(default_factory=lambda: array("d"))
     worker: array[int] = field(default_factory=lambda: array("i"))  # an index into Compact.workers, -1: none named
     first_mark: float = math.inf  # the earliest first_step line's time
-
-    def numbered(self) -> Iterator[tuple[float, float, int]]:
-        """(t, step, place) of the samples that carry a step number."""
-        for place, (t, step) in enumerate(zip(self.t, self.step, strict=True)):
-            if step == step:  # not NaN
-                yield t, step, place
 
 
 @dataclass
@@ -81,14 +76,8 @@ class Builder:
         self._worker_index: dict[str, int] = {}
 
     def line(self, raw: bytes) -> None:
-        match = _STEP_LINE.match(raw)
-        if match is not None:
-            t, wall = float(match[3]), float(match[4])
-            if math.isfinite(wall) and abs(t) < CLOCK_LIMIT:
-                first = match[5] == b"first_step"
-                self._step(int(match[6]), match[7].decode("ascii"), t, wall, float(int(match[1])), match[2].decode("ascii"), first)
-                return
-        text = raw.decode("utf-8", errors="replace").rstrip("\n")
+        """A line that is not a step line in Timeline's own shape: parsed as timeline.read parses it."""
+        text = raw.decode("utf-8", errors="replace")
         event = tl.parse_line(text) if len(text) <= tl.LINE_LIMIT else None
         if event is None:
             self.compact.skipped += bool(text.strip())
@@ -102,7 +91,7 @@ class Builder:
             source = event.fields.get("source")
             step = number(event.fields.get("step"))
             name = source if isinstance(source, str) else None
-            self._step(event.attempt, event.worker, event.t, event.wall, math.nan if step is None else step, name, event.event == tl.FIRST_STEP)
+            self.step(event.attempt, event.worker, event.t, event.wall, math.nan if step is None else step, name, event.event == tl.FIRST_STEP)
         else:
             self._seen(event.t, event.wall)
             self.compact.events.append(event)
@@ -111,7 +100,7 @@ class Builder:
         self.compact.events.sort(key=lambda e: e.t)  # stable: same-time events keep their order
         return self.compact
 
-    def _step(self, attempt: int | None, worker: str | None, t: float, wall: float, step: float, source: str | None, first: bool) -> None:
+    def step(self, attempt: int | None, worker: str | None, t: float, wall: float, step: float, source: str | None, first: bool) -> None:
         self._seen(t, wall)
         compact = self.compact
         samples = compact.samples.get(attempt)
@@ -141,38 +130,43 @@ class Builder:
         return index
 
 
-def of_lines(lines: Iterable[bytes]) -> Compact:
-    """The compact reading of a timeline's lines (bytes, as a file opened "rb" gives them).
+def of_file(file: BinaryIO, limit: int) -> Compact:
+    """The compact reading of a timeline file (opened "rb"), read in chunks of whole lines up to `limit` bytes (a live
+    run's file grows while it is read: what came later waits for the next read).
 
-    The loop is the hot path of a 1.3 M-line file: the step line's match and its appends are inlined here, with the
-    latest attempt's arrays at hand (a file's step lines come attempt after attempt)."""
+    This loop is the hot path of a 1.3 M-line file: one regex scan a chunk (findall: no call a line), and a step line
+    that continues its attempt in time order is appended here, with that attempt's arrays at hand."""
     builder = Builder()
     compact = builder.compact
-    match = _STEP_LINE.match
-    isfinite = math.isfinite
-    attempt, samples = None, Samples()
+    attempt, samples = 0, Samples()
     workers: dict[bytes, int] = {}
     sources: set[bytes] = set()
-    for raw in lines:
-        found = match(raw)
-        if found is None:
-            builder.line(raw)
-            continue
-        step, source, t_text, wall_text, event, number_text, worker = found.groups()
-        t, wall, number = float(t_text), float(wall_text), int(number_text)
-        if not (isfinite(wall) and -CLOCK_LIMIT < t < CLOCK_LIMIT) or event != b"step" or number != attempt or t < compact.high:
-            builder.line(raw)  # the general path: a first step, another attempt, a time before the latest
-            kept = compact.samples.get(number)  # None where that line was skipped: the next one takes this path too
-            attempt, samples = (number, kept) if kept is not None else (None, samples)
-            continue
-        index = workers.get(worker)
-        if index is None:
-            index = workers[worker] = builder.index(worker.decode("ascii"))
-        samples.t.append(t)
-        samples.step.append(float(step))
-        samples.worker.append(index)
-        sources.add(source)
-        compact.high, compact.last_wall = t, wall
+    left = limit
+    while left > 0:
+        chunk = file.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        if not chunk.endswith(b"\n"):
+            chunk += file.readline(max(1, left - len(chunk)))  # the chunk's last line, whole
+        left -= len(chunk)
+        for step, source, t_text, wall_text, event, number_text, worker, other in _LINES.findall(chunk):
+            if not event:
+                builder.line(other)
+                continue
+            t, number = float(t_text), int(number_text)
+            if number == attempt and event == b"step" and t >= compact.high:
+                index = workers.get(worker)
+                if index is None:
+                    index = workers[worker] = builder.index(worker.decode("ascii"))
+                samples.t.append(t)
+                samples.step.append(float(step))
+                samples.worker.append(index)
+                sources.add(source)
+                compact.high, compact.last_wall = t, float(wall_text)
+                continue
+            name = worker.decode("ascii")
+            builder.step(number, name, t, float(wall_text), float(step), source.decode("ascii"), event == b"first_step")
+            attempt, samples = number, compact.samples[number]
     compact.sources.update(source.decode("ascii") for source in sources)
     return builder.done()
 

@@ -14,9 +14,9 @@ import itertools
 import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 from tpuctl.endings import Kind
 from tpuctl.inputs import parse as inputs
@@ -203,7 +203,7 @@ def read_folder(folder: RunFolder) -> compact.Compact:
         try:
             if os.fstat(fd).st_size > TIMELINE_LIMIT:
                 raise TpuctlError(f"timeline {path} is larger than {TIMELINE_LIMIT} bytes", exit_code=FAILED)
-            read = compact.of_lines(_bounded(file, TIMELINE_LIMIT))
+            read = compact.of_file(file, TIMELINE_LIMIT)
         except OSError as err:
             raise TpuctlError(f"cannot read timeline {path}: {err.strerror or err.__class__.__name__}", exit_code=FAILED) from None
     if read.empty:
@@ -214,16 +214,6 @@ def read_folder(folder: RunFolder) -> compact.Compact:
 def now_of(read: compact.Compact) -> float:
     """The present on the timeline's clock: its last event plus the wall clock's advance since (a run still going)."""
     return min(read.high + max(0.0, time.time() - read.last_wall), _CLOCK_LIMIT)
-
-
-def _bounded(file: BinaryIO, limit: int) -> Iterator[bytes]:
-    """The file's lines up to `limit` bytes (a live run's file grows while it is read: what came later waits for the next read)."""
-    left = limit
-    for raw in file:
-        left -= len(raw)
-        if left < 0:
-            return
-        yield raw
 
 
 @dataclass
