@@ -26,9 +26,12 @@ class Clock:
         return self.t, WALL0 + self.t
 
 
-def write_run(folder: Path, *, workers: int, samples: int, restarts: Sequence[int] = (), save_every: int = 0, step_each: int = 50) -> None:
+def write_run(
+    folder: Path, *, workers: int, samples: int, restarts: Sequence[int] = (), save_every: int = 0, eval_every: int = 0, step_each: int = 50
+) -> None:
     """`samples` step lines per worker, STEP_EVERY_S apart; a preemption (then a restart 1000 steps back) before the sample
-    each of `restarts`; every worker's checkpoint save, 8 s long, every `save_every` samples."""
+    each of `restarts`; every worker's checkpoint save, 8 s long, every `save_every` samples, and its validation, 5 s
+    long, every `eval_every`."""
     clock = Clock()
     timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
     names = [f"worker:{i}" for i in range(workers)]
@@ -58,6 +61,12 @@ def write_run(folder: Path, *, workers: int, samples: int, restarts: Sequence[in
             clock.t += 8
             for name in names:
                 timeline.event(tl.SAVE_END, attempt=attempt, worker=name)
+        if eval_every and sample % eval_every == eval_every - 1:
+            for name in names:
+                timeline.event(tl.EVAL_BEGIN, attempt=attempt, worker=name)
+            clock.t += 5
+            for name in names:
+                timeline.event(tl.EVAL_END, attempt=attempt, worker=name)
         first = sample == 0 or sample in restarts
         for index, name in enumerate(names):
             clock.t += 0.0001 * (index % 7)

@@ -57,6 +57,36 @@ def test_a_clean_run_splits_into_start_up_first_step_training_save_and_other() -
     assert report.summary_line().startswith("goodput 81%: 5% start-up, 5% checkpoint save, 4% first step")
 
 
+def test_fits_validation_is_evaluation_not_training_and_a_save_inside_it_stays_a_save() -> None:
+    events = [
+        ev(0, tl.RUN_START),
+        ev(0, tl.ATTEMPT_START, 1),
+        ev(4, tl.RUNTIME_READY, 1, "worker:0"),
+        ev(10, tl.FIRST_STEP, 1, "worker:0", step=1, source="keras"),
+        *steps(1, [(30, 100)]),
+        ev(30, tl.EVAL_BEGIN, 1, "worker:0"),
+        ev(31, tl.EVAL_BEGIN, 1, "worker:1"),
+        ev(36, tl.EVAL_END, 1, "worker:0"),
+        ev(38, tl.EVAL_END, 1, "worker:1"),  # the union of both workers' validation: 30 -> 38
+        ev(37, tl.SAVE_BEGIN, 1, "worker:0"),
+        ev(40, tl.SAVE_END, 1, "worker:0"),
+        ev(60, tl.EVAL_BEGIN, 1, "worker:0"),  # never ended: runs to the attempt's end
+        *steps(1, [(59, 200)]),
+        ev(70, tl.ATTEMPT_END, 1),
+        ev(70, tl.RUN_END),
+    ]
+    report = goodput.analyse(sorted(events, key=lambda e: e.t))
+    assert cats(report) == {
+        goodput.START_UP: 4,
+        goodput.FIRST_STEP: 6,
+        goodput.EVALUATION: 7 + 10,  # 30 -> 37 (the save takes 37 -> 40), and 60 -> 70
+        goodput.SAVE: 3,
+        goodput.TRAINING: 20 + 19,  # 10 -> 30 and 40 -> 59
+        goodput.OTHER: 1,  # 59 -> 60: after the last step, before the open validation
+    }
+    assert report.total.goodput == pytest.approx(39 / 70)
+
+
 def test_a_preempted_run_shows_its_restart_restore_and_the_work_it_redid() -> None:
     events = [
         ev(0, tl.RUN_START),

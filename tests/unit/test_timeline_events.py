@@ -163,7 +163,8 @@ model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
 folder = tempfile.mkdtemp()
 backup = keras.callbacks.BackupAndRestore(os.path.join(folder, "backup"))
-model.fit(np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"), batch_size=8, epochs=2, verbose=0, callbacks=[backup])
+validation = (np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32"))
+model.fit(np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"), batch_size=8, epochs=2, verbose=0, callbacks=[backup], validation_data=validation)
 checkpoint = tf.train.Checkpoint(model=model)
 checkpoint.restore(checkpoint.save(os.path.join(folder, "ckpt")))
 ours.setblocking(False)  # the runtime's own copy of `theirs` stays open: read what came, no EOF
@@ -178,7 +179,7 @@ print(json.dumps(data.decode().splitlines()))
 
 
 @pytest.mark.parametrize("legacy", ["0", "1"], ids=["keras3", "tf-keras"])
-def test_the_runtime_tells_the_first_step_steps_and_checkpoints_of_a_real_fit(legacy: str) -> None:
+def test_the_runtime_tells_the_first_step_steps_validation_and_checkpoints_of_a_real_fit(legacy: str) -> None:
     env = {**os.environ, "TF_USE_LEGACY_KERAS": legacy, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run([sys.executable, "-c", FIT], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -191,9 +192,10 @@ def test_the_runtime_tells_the_first_step_steps_and_checkpoints_of_a_real_fit(le
     assert said[0] == {"event": tl.FIRST_STEP, "step": 1, "source": "keras"}
     assert said[1] == {"event": tl.STEP, "step": 1, "source": "keras"} and 2 <= events.count(tl.STEP) <= 4
     assert [s["step"] for s in said if s["event"] == tl.STEP][-1] == 16  # 2 epochs of 8 batches
-    # BackupAndRestore saves at each epoch's end (not nested: save -> write is one save), then the Checkpoint's save and restore.
-    checkpoints = [e for e in events if e not in (tl.FIRST_STEP, tl.STEP)]
-    assert checkpoints == [tl.SAVE_BEGIN, tl.SAVE_END] * 3 + [tl.RESTORE_BEGIN, tl.RESTORE_END]
+    # Each epoch validates (fit's own evaluate, with fit's callbacks), then BackupAndRestore saves at the epoch's end (not
+    # nested: save -> write is one save); then the Checkpoint's save and restore.
+    others = [e for e in events if e not in (tl.FIRST_STEP, tl.STEP)]
+    assert others == [tl.EVAL_BEGIN, tl.EVAL_END, tl.SAVE_BEGIN, tl.SAVE_END] * 2 + [tl.SAVE_BEGIN, tl.SAVE_END, tl.RESTORE_BEGIN, tl.RESTORE_END]
 
 
 def test_a_full_channel_drops_the_line_and_never_waits() -> None:

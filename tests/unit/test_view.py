@@ -43,6 +43,15 @@ def test_a_preempted_run_has_its_rows_segments_restart_and_the_reports_goodput(t
     json.dumps(built, allow_nan=False)
 
 
+def test_fits_validation_is_an_evaluation_segment_and_the_reports_own_category(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=2, samples=12, eval_every=4)
+    built = view.build(RunFolder(tmp_path), live=False)
+    for row in built["rows"]:
+        evaluations = [s for s in row["segments"] if s["kind"] == "evaluation"]
+        assert len(evaluations) == 3 and all(s["end"] - s["start"] == pytest.approx(5, abs=0.01) for s in evaluations)
+    assert built["goodput"]["categories"][goodput.EVALUATION] == pytest.approx(15, abs=0.01)
+
+
 def test_a_week_of_steps_is_binned_and_windowed_never_shipped_whole(tmp_path: Path) -> None:
     """7 days of 12 workers, 10 attempts: the rows' bins and segments share the budgets (64 workers: the benchmark)."""
     write_run(tmp_path, workers=12, samples=20160, restarts=range(2016, 20160, 2016), save_every=120)

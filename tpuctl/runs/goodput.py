@@ -27,7 +27,8 @@ from tpuctl.runs.folder import RunFolder
 
 START_UP, FIRST_STEP, TRAINING = "start-up", "first step", "training steps"
 SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER = "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"
-CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER)
+EVALUATION = "evaluation"
+CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, EVALUATION, LOST_WORK, RESTART, HANG, OTHER)
 _CLOCK_LIMIT = compact.CLOCK_LIMIT
 # bytes: a week of 64 workers samples ~150 MB of steps, read streamed (~2 s, 20 bytes kept a step line); 4 GiB is ~25
 # such weeks, and past it the file is no timeline of ours (a link to a disk image) and not worth minutes of reading.
@@ -230,6 +231,7 @@ class _Attempt:
     hang_from: float | None = None  # the last progress before a hang was stopped
     saves: list[tuple[float, float]] = field(default_factory=list)  # merged, sorted
     restores: list[tuple[float, float]] = field(default_factory=list)
+    evaluations: list[tuple[float, float]] = field(default_factory=list)  # fit's validation
     unended: bool = False  # the last attempt of a run with no run_end (going on, or killed): it may be tracing its first step
     redoing: bool = False  # a later attempt that never passed what an earlier one reached: all its steps are re-done
     ended: Kind | None = None
@@ -237,7 +239,7 @@ class _Attempt:
     def cuts(self) -> list[float]:
         moments = [self.start, self.end, self.ready, self.first_step, self.caught_up, self.last_step, self.hang_from]
         found = [t for t in moments if t is not None]
-        for a, b in (*self.saves, *self.restores):
+        for a, b in (*self.saves, *self.restores, *self.evaluations):
             found += (a, b)
         return found
 
@@ -251,6 +253,8 @@ class _Attempt:
             return SAVE
         if _within(self.restores, t):
             return RESTORE
+        if _within(self.evaluations, t):
+            return EVALUATION
         if self.first_step is None or t < self.first_step:
             if restarted:
                 return RESTART  # a failed attempt's end -> the next one's first step, start-up and tracing included
@@ -300,6 +304,7 @@ def _attempts(read: compact.Compact, begin: float, end: float) -> list[_Attempt]
         attempt.hang_from = _hang_from(own, attempt, steps)
         attempt.saves = _spans(own, tl.SAVE_BEGIN, tl.SAVE_END, finish)
         attempt.restores = _spans(own, tl.RESTORE_BEGIN, tl.RESTORE_END, finish)
+        attempt.evaluations = _spans(own, tl.EVAL_BEGIN, tl.EVAL_END, finish)
         kinds = {e.event for e in own}
         attempt.ended = next((name for name, event in _ENDINGS if event in kinds), None)
         found.append(attempt)

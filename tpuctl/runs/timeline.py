@@ -9,7 +9,8 @@ Who writes what:
     launch core        run_start (run_id, backend, the script's file name), run_end
     process engine     attempt_start, worker_start, runtime_ready, failure, preempted, hang, restart, attempt_end
     job engine         job_state (a cluster's job: submitted, running, ...)
-    a worker's runtime first_step, step, checkpoint_save_begin/_end, checkpoint_restore_begin/_end; sent on the
+    a worker's runtime first_step, step, checkpoint_save_begin/_end, checkpoint_restore_begin/_end,
+                       evaluation_begin/_end (fit's validation); sent on the
                        worker's control channel as `timeline {json}` and stamped by the launcher on arrival
     the model dir      step (source "summary"), where the runtime sees no steps of its own
 
@@ -36,14 +37,15 @@ WORKER_START, RUNTIME_READY = "worker_start", "runtime_ready"
 FIRST_STEP, STEP = "first_step", "step"
 SAVE_BEGIN, SAVE_END = "checkpoint_save_begin", "checkpoint_save_end"
 RESTORE_BEGIN, RESTORE_END = "checkpoint_restore_begin", "checkpoint_restore_end"
+EVAL_BEGIN, EVAL_END = "evaluation_begin", "evaluation_end"
 FAILURE, PREEMPTED, HANG, RESTART = "failure", "preempted", "hang", "restart"
 JOB_STATE = "job_state"
 EVENTS = frozenset(
     {RUN_START, RUN_END, ATTEMPT_START, ATTEMPT_END, WORKER_START, RUNTIME_READY, FIRST_STEP, STEP, SAVE_BEGIN, SAVE_END}
-    | {RESTORE_BEGIN, RESTORE_END, FAILURE, PREEMPTED, HANG, RESTART, JOB_STATE}
+    | {RESTORE_BEGIN, RESTORE_END, EVAL_BEGIN, EVAL_END, FAILURE, PREEMPTED, HANG, RESTART, JOB_STATE}
 )
 # What a worker may say on its control channel (the rest is the launcher's to say).
-FROM_WORKERS = frozenset({FIRST_STEP, STEP, SAVE_BEGIN, SAVE_END, RESTORE_BEGIN, RESTORE_END})
+FROM_WORKERS = frozenset({FIRST_STEP, STEP, SAVE_BEGIN, SAVE_END, RESTORE_BEGIN, RESTORE_END, EVAL_BEGIN, EVAL_END})
 STEP_EVERY_S = 30.0  # at most one step line per worker this often (and the last step of every attempt)
 MESSAGE_PREFIX = "timeline "  # a worker's line on its control channel
 LINE_LIMIT = 4096  # a longer line is not one of ours

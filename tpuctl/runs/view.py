@@ -165,7 +165,9 @@ def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float
         if e.event == tl.HANG:
             idle = compact.number(e.fields.get("idle_s"))
             row.add("hang", e.wall - idle if idle is not None and 0 <= idle < e.wall else e.wall, e.wall)
-    for kind, (opening, closing) in (("checkpoint-save", (tl.SAVE_BEGIN, tl.SAVE_END)), ("checkpoint-restore", (tl.RESTORE_BEGIN, tl.RESTORE_END))):
+    spans = {"checkpoint-save": (tl.SAVE_BEGIN, tl.SAVE_END), "checkpoint-restore": (tl.RESTORE_BEGIN, tl.RESTORE_END)}
+    spans["evaluation"] = (tl.EVAL_BEGIN, tl.EVAL_END)
+    for kind, (opening, closing) in spans.items():
         opened: float | None = None
         for e in own:
             if e.event == opening and opened is None:

@@ -1,10 +1,11 @@
-"""The worker's part of the run's timeline: Keras `fit`'s steps and every checkpoint save and restore, told to the launcher.
+"""The worker's part of the run's timeline: Keras `fit`'s steps and validation, every checkpoint save and restore, told to the launcher.
 
 The launcher stamps each `timeline {json}` line on its arrival (tpuctl/runs/timeline.py), so a
 worker sends only what it alone sees: the first step done, a step now and then, a checkpoint's
 begin and end. Nothing here may slow a step down or stop one:
 
-- steps come from a callback installed into every `fit` (Keras 3, tf-keras, Keras 2); it sends at
+- steps come from a callback installed into every `fit` (Keras 3, tf-keras, Keras 2), and so does the
+  validation at each epoch's end (fit passes its callbacks to the evaluate it runs); it sends steps at
   most one line a second (SAMPLE_S), and between two it costs one clock read (a vDSO call, no
   syscall). It keeps `fit`'s fast paths as they were: Keras 3's asynchronous callback dispatch
   (async_safe) and tf-keras' logs as tensors (_supports_tf_logs, else every step would wait for its
@@ -191,6 +192,14 @@ def _callback_class(base: type, channel: Channel | None, steps: Steps | None = N
                 channel.first_step_sent = True
                 channel.send("first_step", step=step, source=SOURCE)
             channel.send("step", step=step, source=SOURCE)
+
+        def on_test_begin(self, logs: Any = None) -> None:
+            if channel is not None:  # fit's validation: fit hands its callbacks to its own evaluate
+                channel.send("evaluation_begin")
+
+        def on_test_end(self, logs: Any = None) -> None:
+            if channel is not None:
+                channel.send("evaluation_end")
 
         def on_train_end(self, logs: Any = None) -> None:
             if steps is not None:
