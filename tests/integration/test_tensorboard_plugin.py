@@ -119,7 +119,7 @@ def test_a_run_is_served_as_its_view_and_its_profile_links_to_a_run_the_profile_
     ("key", "said"),
     [
         ("truncated/tpuctl/truncated", "view.json is not JSON"),
-        ("huge/tpuctl/huge", "view.json is 100 MiB, over the 8 MiB a view can be"),
+        ("huge/tpuctl/huge", "view.json is 104,857,600 bytes, over the 8 MiB a view can be"),
         ("nested/tpuctl/nested", "view.json is not JSON"),
         ("schema/tpuctl/schema", "view.json's schema is 'someone-else/2', not tpuctl.run-view/1"),
         ("array/tpuctl/array", "view.json holds no run view"),

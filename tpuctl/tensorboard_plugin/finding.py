@@ -106,9 +106,13 @@ def read(where: str, limit: int = VIEW_LIMIT) -> bytes:
     """A view's bytes, refused (Unreadable) when it is bigger than `limit`, is not a regular file, or is gone."""
     gs = _gs(where)
     data = _read_object(gs[0], gs[1].rstrip("/"), limit) if gs else _read_file(where, limit)
-    if len(data) > limit:
-        raise Unreadable(f"view.json is over {limit >> 20} MiB: not a view tpuctl wrote")
+    if len(data) > limit:  # it grew between the size and the read, or the bucket gave no size
+        raise Unreadable(f"view.json is over the {limit >> 20} MiB a view can be: not a view tpuctl wrote")
     return data
+
+
+def _too_big(size: int, limit: int) -> Unreadable:
+    return Unreadable(f"view.json is {size:,} bytes, over the {limit >> 20} MiB a view can be: not a view tpuctl wrote")
 
 
 def _read_file(path: str, limit: int) -> bytes:
@@ -121,7 +125,7 @@ def _read_file(path: str, limit: int) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise Unreadable("view.json is not a regular file")
         if info.st_size > limit:
-            raise Unreadable(f"view.json is {info.st_size >> 20} MiB, over the {limit >> 20} MiB a view can be: not a view tpuctl wrote")
+            raise _too_big(info.st_size, limit)
         return file.read(limit + 1)
 
 
@@ -132,7 +136,7 @@ def _read_object(bucket: str, name: str, limit: int) -> bytes:
     if blob is None:
         raise Unreadable("view.json is gone from the bucket")
     if blob.size is not None and blob.size > limit:
-        raise Unreadable(f"view.json is {blob.size >> 20} MiB, over the {limit >> 20} MiB a view can be: not a view tpuctl wrote")
+        raise _too_big(int(blob.size), limit)
     return bytes(blob.download_as_bytes(start=0, end=limit))
 
 
