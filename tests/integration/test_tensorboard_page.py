@@ -73,7 +73,8 @@ def _show(driver: Any, key: str) -> None:
     _in_tab(driver)
     select = _wait(lambda: driver.find_elements(By.ID, "run-select"))[0]
     Select(select).select_by_value(key)
-    _wait(lambda: driver.execute_script("return document.getElementById('run-page').dataset.ready === '1' && document.querySelector('#run-page .loading') === null"))
+    drawn = "return document.getElementById('run-page').dataset.ready === '1' && document.querySelector('#run-page .loading') === null"
+    _wait(lambda: driver.execute_script(drawn))
 
 
 def _all(driver: Any, css: str) -> list[Any]:
