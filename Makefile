@@ -87,3 +87,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/runs_listing.py
 	$(BIN)/python benchmarks/timeline_overhead.py
 	$(BIN)/python benchmarks/profiler_overhead.py
+	$(BIN)/python benchmarks/report_big_timeline.py

@@ -117,4 +117,5 @@ def test_custom_loop_under_its_own_strategy_on_tf_215(tmp_path: Path, tf215: Wor
     assert isinstance(losses, list) and sum(losses[-3:]) < sum(losses[:3]), losses
     assert chief["is_chief"] is True and other["is_chief"] is False
     assert chief["saved"] == "ckpt-1" and other["saved"] is None
-    assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+    # the chief's checkpoint alone, beside the run's view tpuctl publishes (MODEL_DIR/tpuctl/RUN_ID/view.json)
+    assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "tpuctl"]

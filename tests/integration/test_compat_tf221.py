@@ -37,5 +37,6 @@ def test_keras3_custom_loop_under_its_own_strategy_on_two_workers(tmp_path: Path
     assert isinstance(losses, list) and sum(losses[-3:]) < sum(losses[:3]), losses
     assert chief["is_chief"] is True and other["is_chief"] is False
     assert chief["saved"] == "ckpt-1" and other["saved"] is None
-    assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+    # the chief's checkpoint alone, beside the run's view tpuctl publishes (MODEL_DIR/tpuctl/RUN_ID/view.json)
+    assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "tpuctl"]
     assert "tf.keras is tf-keras here" not in result.stdout

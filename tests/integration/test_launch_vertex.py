@@ -53,6 +53,7 @@ def _staging_bucket(gcs: str, name: str) -> Any:
 def test_a_staged_tpu_job_is_submitted_followed_and_succeeds(google_standin: GoogleStandin, tmp_path: Path, gcs_emulator: str) -> None:
     g = google_standin
     bucket = _staging_bucket(gcs_emulator, "stage")
+    models = _staging_bucket(gcs_emulator, "models")
     g.vertex.next_script(JobScript(logs={"workerpool0-0": ["Epoch 1/2", "Epoch 2/2", "loss: 0.25"]}))
     result = _launch(
         _env(g, tmp_path, gcs_emulator), tmp_path, "--accelerator", "v5litepod-8", "--staging-bucket", "gs://stage/runs",
@@ -78,6 +79,9 @@ def test_a_staged_tpu_job_is_submitted_followed_and_succeeds(google_standin: Goo
     assert states == ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"]
     assert "[chief:0] Epoch 2/2" in result.stderr.splitlines()
     assert (tmp_path / "logs" / "attempt-1" / "chief-0.log").read_text().splitlines()[-1] == "loss: 0.25"
+    # A job backend's run publishes its view into the model dir too (issue 37): the launcher's timeline of the job.
+    view = json.loads(models.blob(f"run1/tpuctl/{outcome['run_id']}/view.json").download_as_bytes())
+    assert view["run"]["backend"] == "vertex" and view["run"]["state"] == "succeeded" and "cannot publish" not in result.stderr
 
 
 def test_a_failed_replica_is_named_with_its_status_and_last_lines(google_standin: GoogleStandin, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import SCRIPTS, run_tpuctl, wait_for
 from tpuctl import endings
+from tpuctl.runs import view
 from tpuctl.runs.folder import RunFolder
 
 
@@ -99,6 +100,14 @@ def test_every_worker_is_captured_and_the_run_goes_on(run: tuple[str, Path, Path
     assert sorted(p.name for p in session.glob("*.xplane.pb")) == sorted(Path(f).name for f in answer["files"].values())
     assert all(Path(f).stat().st_size > 10_000 for f in answer["files"].values())
     assert _state(run_id, env) == endings.RUNNING
+    # The session and its verdict are kept for the run's view (issue 37), which the detached launcher publishes.
+    folder = RunFolder(model.parent / "logs")
+    kept = json.loads((folder.path / "profiles" / f"{session.name}.json").read_text())
+    assert (kept["session"], kept["profile_dir"], kept["verdict"]) == (session.name, answer["profile_dir"], answer["verdict"])
+    [listed] = [p for p in view.build(folder, live=True)["profiles"] if p["session"] == session.name]
+    assert listed["verdict"] == answer["verdict"] and listed["at"] >= session.stat().st_mtime - 1
+    published = json.loads((model / "tpuctl" / run_id / "view.json").read_text())  # at its start, at least
+    assert published["run"]["id"] == run_id and published["run"]["model_dir"] == str(model)
     verdict = answer["verdict"]
     if verdict is not None:  # the profile extra is installed by the test extra
         assert sorted(numbers["worker"] for numbers in verdict["workers"]) == ["worker:0", "worker:1"], verdict

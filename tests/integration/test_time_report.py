@@ -53,9 +53,15 @@ def test_a_clean_run_is_mostly_training_and_says_so_at_its_end(tmp_path: Path) -
 
 
 def test_a_run_preempted_once_shows_its_restart_and_the_steps_it_did_again(tmp_path: Path) -> None:
-    """Backups every 8 steps, preempted after step 15: the second attempt restores step 8 and re-does 9 to 15."""
-    result = _launch(tmp_path, "--steps", "24", "--save-every", "8", "--preempt-at", "15", "--step-time", "0.3")
+    """Backups every 8 steps, preempted after step 15: the second attempt restores step 8 and re-does 9 to 15.
+    The view the launcher published into the model dir (issue 37) has the same attempts, restart and goodput."""
+    secret = "VIEW_TEST_SECRET=hunter2-in-env"
+    options = ("--env", secret)
+    result = _launch(tmp_path, "--steps", "24", "--save-every", "8", "--preempt-at", "15", "--step-time", "0.3", options=options)
     assert result.returncode == 0, result.stderr
+    [published] = (tmp_path / "model" / "tpuctl").glob("*/view.json")
+    view = json.loads(published.read_text())
+    assert "hunter2" not in published.read_text() and not list(published.parent.glob(".view.json.*"))
     assert "was preempted (exit status 42)" in result.stderr
     report = _report(tmp_path / "logs")
     categories = report["categories"]
@@ -64,6 +70,13 @@ def test_a_run_preempted_once_shows_its_restart_and_the_steps_it_did_again(tmp_p
     first, second = report["attempts"]
     assert first["ended"] == "preempted" and second["categories"]["restart"] == pytest.approx(categories["restart"], rel=0.01), report
     assert 0 < report["goodput"] < 1
+    assert {key: report[key] for key in view["goodput"]} == view["goodput"]  # the report's own numbers, not a second computation
+    assert view["run"]["id"] == published.parent.name and view["run"]["state"] == "succeeded" and view["run"]["script"] == SCRIPT.name
+    assert [(row["attempt"], row["worker"]) for row in view["rows"]] == [(1, "worker:0"), (2, "worker:0")]
+    assert [(a["attempt"], a["ending"] and a["ending"]["state"]) for a in view["attempts"]] == [(1, "preempted"), (2, None)]
+    assert [(r["attempt"], r["cause"]) for r in view["restarts"]] == [(2, "preempted")]
+    kinds = [{s["kind"] for s in row["segments"]} for row in view["rows"]]
+    assert {"start-up", "first-step", "steps", "checkpoint-save"} <= kinds[0] and "checkpoint-restore" in kinds[1], kinds
 
 
 def test_a_hang_stopped_by_hang_timeout_is_its_own_category(tmp_path: Path) -> None:

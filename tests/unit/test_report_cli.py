@@ -202,3 +202,19 @@ def test_a_hostile_price_in_a_record_is_one_line_never_a_traceback(run_dir: Path
     assert by_id.crash is None and by_id.code == 1 and by_id.err.splitlines()[-1].startswith("Error: no run") and "\x1b" not in by_id.err
     by_folder = invoke(["report", str(run_dir)])  # the timeline is still reported; the record that cannot be read prices nothing
     assert by_folder.crash is None and by_folder.code == 0 and "cost" not in by_folder.out and "goodput 80%" in by_folder.out
+
+
+def test_timeline_draws_the_runs_view_under_the_report_within_the_width(run_dir: Path) -> None:
+    """The drawing is timeline_drawing.py's (branch i37-term): without it on this branch the test waits for the merge."""
+    pytest.importorskip("tpuctl.cli.diagnosis.timeline_drawing")
+    result = invoke(["report", str(run_dir), "--timeline"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+    assert result.crash is None and result.code == 0, result.err
+    report, _, drawn = result.out.partition("\n\n")
+    assert "goodput 80%" in report and "worker:0" in drawn, result.out
+    assert all(len(line) <= 100 for line in drawn.splitlines()) and "\x1b[" not in result.out
+
+
+def test_timeline_with_json_is_one_line_and_exit_2(run_dir: Path) -> None:
+    result = report(str(run_dir), "--timeline", "--json")
+    assert result.code == 2 and result.out == "", result.err
+    assert result.err.strip().splitlines()[0].startswith("Error: --timeline draws for the terminal; --json has the numbers")

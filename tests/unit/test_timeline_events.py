@@ -146,7 +146,7 @@ def test_the_launch_core_opens_the_timeline_and_writes_the_runs_start_and_end(tm
     assert outcome.exit_code == 3
     events = tl.read(RunFolder(tmp_path / "logs").timeline.read_text().splitlines()).events
     assert [e.event for e in events] == [tl.RUN_START, tl.ATTEMPT_START, tl.RUN_END]
-    assert events[0].fields == {"run_id": "run-x", "backend": "fake"}
+    assert events[0].fields == {"run_id": "run-x", "backend": "fake", "script": "train.py"}  # its file name: the view shows it
     assert events[-1].fields == {"exit_code": 3, "state": "failed"}
 
 

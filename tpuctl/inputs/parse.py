@@ -57,7 +57,7 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
-def _open_regular(path: Path, what: str, exit_code: int) -> int | None:
+def open_regular(path: Path, what: str, exit_code: int) -> int | None:
     """A descriptor on `path` once it is known to be a regular file; None when it does not exist.
 
     Opened without blocking and checked on the descriptor itself (fstat), so a FIFO cannot
@@ -98,7 +98,7 @@ def read_small_bytes(path: Path, what: str, *, limit: int = MAX_FILE_BYTES, exit
 
     A directory, a device (/dev/zero) or a FIFO is refused before it is read: the first
     two would fill memory, the last would block forever."""
-    fd = _open_regular(path, what, exit_code)
+    fd = open_regular(path, what, exit_code)
     if fd is None:
         return None
     try:
@@ -146,7 +146,7 @@ def tool_file(path: str, what: str, *, limit: int = MAX_FILE_BYTES) -> str:
 
     ssh reads its -F file with no limit of its own (`/dev/zero` grew it to 12 GB) and
     blocks on a FIFO; the file is checked here, where the refusal can be one line."""
-    fd = _open_regular(Path(path), what, USAGE)
+    fd = open_regular(Path(path), what, USAGE)
     if fd is None:
         raise TpuctlError(f"{what} {path} does not exist")
     try:

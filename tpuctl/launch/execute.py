@@ -7,13 +7,14 @@ outcome record and the scrubbing of secret values from tpuctl's own words hold f
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import TextIO
 
 from tpuctl.endings import state_of
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.private_files import write_private
-from tpuctl.launch import secret_values
+from tpuctl.launch import publish, secret_values
 from tpuctl.launch.console import logs
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
@@ -50,12 +51,17 @@ def execute(
         try:
             if started is not None:
                 started()
-            context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name)
+            context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name, script=os.path.basename(job.script))
+            publisher = None if job.model_dir is None else publish.Publisher(folder, launch.run_id, job.model_dir, context.notice)
+            if publisher is not None:
+                publisher.start(context.timeline)
             try:
                 outcome = launch.runner.run(job, context)
                 context.timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome.ending))
             finally:
                 context.timeline.close()
+                if publisher is not None:
+                    publisher.stop()  # the run's last view, with its end
             outcome.goodput = _goodput(folder)
             secret_values.scrub_outcome(outcome, job)
             summary = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=launch.log_dir)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,15 +21,17 @@ from typing import Any
 from tpuctl.endings import Kind
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.runs import compact
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 
 START_UP, FIRST_STEP, TRAINING = "start-up", "first step", "training steps"
 SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER = "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"
 CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER)
-_STEPS = frozenset({tl.FIRST_STEP, tl.STEP})
-_CLOCK_LIMIT = 1e12  # seconds: 31,000 years of uptime; beyond it differences of times lose meaning (and 1e308 overflows)
-TIMELINE_LIMIT = 64 << 20  # bytes: a week-long run of 64 workers samples ~30 MB of steps; a bigger file is not ours
+_CLOCK_LIMIT = compact.CLOCK_LIMIT
+# bytes: a week of 64 workers samples ~150 MB of steps, read streamed (~2 s, 20 bytes kept a step line); 4 GiB is ~25
+# such weeks, and past it the file is no timeline of ours (a link to a disk image) and not worth minutes of reading.
+TIMELINE_LIMIT = 4 << 30
 # How an attempt ended, by the first of these events its timeline has.
 _ENDINGS = ((Kind.HANG, tl.HANG), (Kind.PREEMPTED, tl.PREEMPTED), (Kind.FAILED, tl.FAILURE))
 
@@ -77,6 +80,8 @@ class Report:
     step_source: str | None  # "keras", "summary" (both, comma-separated), None: no step seen
     finished: bool  # the timeline has the run's end
     skipped: int = 0  # lines of the file that were not events
+    # (start, end, training seconds, wall seconds) of equal windows over the run, where of_compact was asked for them
+    windows: list[tuple[float, float, float, float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,18 +118,23 @@ def analyse(events: Sequence[tl.Event], *, now: float | None = None, skipped: in
 
     `now` (on the timeline's clock) ends a run that has no run_end yet and still goes on; None ends it at its last event
     (a run killed without a word). A time no monotonic clock reaches (past 1e12 s) is not an event: counted as skipped."""
-    usable = [e for e in events if abs(e.t) < _CLOCK_LIMIT]
-    skipped += len(events) - len(usable)
-    events = usable
-    if not events:
-        return Report(Split(), [], None, finished=False, skipped=skipped)
+    return of_compact(compact.of_events(events, skipped), now=now)
+
+
+def of_compact(read: compact.Compact, *, now: float | None = None, windows: int = 0) -> Report:
+    """The report of a timeline read compactly (runs/compact.py): the one computation the report and the view share.
+    `windows` > 0 also splits the run into that many equal windows, each piece of time counted where it fell (the view's
+    goodput over time: the same pieces and categories as the totals, never a second computation)."""
+    if read.empty:
+        return Report(Split(), [], None, finished=False, skipped=read.skipped)
+    events = read.events
     starts = [e.t for e in events if e.event == tl.RUN_START]
     ends = [e.t for e in events if e.event == tl.RUN_END]
-    begin = starts[0] if starts else events[0].t
+    begin = starts[0] if starts else read.low
     finished = bool(ends)
-    end = ends[-1] if ends else max(events[-1].t, now if now is not None else events[-1].t)
+    end = ends[-1] if ends else max(read.high, now if now is not None else read.high)
     end = max(end, begin)
-    attempts = _attempts(events, begin, end)
+    attempts = _attempts(read, begin, end)
     if attempts and not finished:
         attempts[-1].unended = True
     cuts = {begin, end}
@@ -134,6 +144,8 @@ def analyse(events: Sequence[tl.Event], *, now: float | None = None, skipped: in
     total = Split()
     per_attempt = {attempt.number: Split() for attempt in attempts}
     attempt_ends = [attempt.end for attempt in attempts]
+    width = (end - begin) / windows if windows else 0.0
+    over_time = [[begin + i * width, begin + (i + 1) * width, 0.0, 0.0] for i in range(windows if width > 0 else 0)]
     for a, b in itertools.pairwise(points):
         middle = (a + b) / 2
         index = bisect.bisect_right(attempt_ends, middle)
@@ -145,31 +157,63 @@ def analyse(events: Sequence[tl.Event], *, now: float | None = None, skipped: in
         total.add(category, b - a)
         if owner is not None:
             per_attempt[owner.number].add(category, b - a)
-    sources = sorted({str(e.fields.get("source")) for e in events if e.event in _STEPS and isinstance(e.fields.get("source"), str)})
-    seen = any(e.event in _STEPS for e in events)
+        if windows:
+            _spread(over_time, a, b, category == TRAINING)
+    seen = read.steps_seen
     total.steps_seen = seen
     for split in per_attempt.values():
         split.steps_seen = seen
-    source = ", ".join(sources) if sources else ("unnamed" if seen else None)
+    source = ", ".join(sorted(read.sources)) if read.sources else ("unnamed" if seen else None)
     splits = [AttemptSplit(attempt.number, attempt.ended, per_attempt[attempt.number]) for attempt in attempts]
-    return Report(total, splits, source, finished, skipped)
+    return Report(total, splits, source, finished, read.skipped, [(w[0], w[1], w[2], w[3]) for w in over_time])
+
+
+def _spread(over_time: list[list[float]], a: float, b: float, training: bool) -> None:
+    """Count the piece a -> b into the windows it overlaps: [start, end, training seconds, wall seconds] each."""
+    if not over_time or b <= a:
+        return
+    begin, width = over_time[0][0], over_time[0][1] - over_time[0][0]
+    first = min(int((a - begin) / width), len(over_time) - 1)
+    last = min(int((b - begin) / width), len(over_time) - 1)
+    for window in over_time[max(first, 0) : last + 1]:
+        overlap = min(b, window[1]) - max(a, window[0])
+        if overlap > 0:
+            window[3] += overlap
+            window[2] += overlap if training else 0.0
 
 
 def of_folder(folder: RunFolder, *, live: bool) -> Report:
-    """The report of a run's folder, so far where the run is `live` (it goes on: its end is now).
+    """The report of a run's folder, so far where the run is `live` (it goes on: its end is now)."""
+    read = read_folder(folder)
+    return of_compact(read, now=now_of(read) if live else None)
 
-    The file is read as tpuctl.inputs.parse reads any file it is handed (a regular file only: a FIFO or a link to
-    /dev/zero is refused, never waited on); what is not an event is counted. Nothing readable: one line, exit 1."""
+
+def read_folder(folder: RunFolder) -> compact.Compact:
+    """A run folder's timeline, streamed into compact form (runs/compact.py).
+
+    The file is opened as tpuctl.inputs.parse opens any file it is handed (a regular file only: a FIFO or a link to
+    /dev/zero is refused, never waited on) and read a line at a time, so memory grows with the step samples (20 bytes
+    each), never with the file. TIMELINE_LIMIT still refuses what no run writes (a link to a disk image) before a
+    minute goes into reading it. What is not an event is counted. Nothing readable: one line, exit 1."""
     path = folder.timeline
-    data = inputs.read_small_bytes(path, "timeline", limit=TIMELINE_LIMIT, exit_code=FAILED)
-    if data is None:
+    fd = inputs.open_regular(path, "timeline", FAILED)
+    if fd is None:
         raise TpuctlError(f"no timeline in {folder.path}", hint="a run launched before tpuctl kept timelines has none", exit_code=FAILED)
-    reading = tl.read(data.decode("utf-8", errors="replace").split("\n"))
-    if not reading.events:
-        raise TpuctlError(f"nothing readable in {path} ({reading.skipped} line(s) that are not timeline events)", exit_code=FAILED)
-    last = reading.events[-1]
-    now = min(last.t + max(0.0, time.time() - last.wall), _CLOCK_LIMIT) if live else None  # the wall clock's advance since
-    return analyse(reading.events, now=now, skipped=reading.skipped)
+    with os.fdopen(fd, "rb") as file:
+        try:
+            if os.fstat(fd).st_size > TIMELINE_LIMIT:
+                raise TpuctlError(f"timeline {path} is larger than {TIMELINE_LIMIT} bytes", exit_code=FAILED)
+            read = compact.of_file(file, TIMELINE_LIMIT)
+        except OSError as err:
+            raise TpuctlError(f"cannot read timeline {path}: {err.strerror or err.__class__.__name__}", exit_code=FAILED) from None
+    if read.empty:
+        raise TpuctlError(f"nothing readable in {path} ({read.skipped} line(s) that are not timeline events)", exit_code=FAILED)
+    return read
+
+
+def now_of(read: compact.Compact) -> float:
+    """The present on the timeline's clock: its last event plus the wall clock's advance since (a run still going)."""
+    return min(read.high + max(0.0, time.time() - read.last_wall), _CLOCK_LIMIT)
 
 
 @dataclass
@@ -220,39 +264,40 @@ class _Attempt:
         return TRAINING
 
 
-def _attempts(events: Sequence[tl.Event], begin: float, end: float) -> list[_Attempt]:
+def _attempts(read: compact.Compact, begin: float, end: float) -> list[_Attempt]:
     by_number: dict[int, list[tl.Event]] = {}
-    for e in events:
+    for e in read.events:
         if e.attempt is not None:
             by_number.setdefault(e.attempt, []).append(e)
-    numbers = sorted(by_number)
+    samples = {number: found for number, found in read.samples.items() if number is not None and len(found.t)}
+    numbers = sorted(by_number.keys() | samples.keys())
+    earliest = {n: min(by_number[n][0].t if n in by_number else math.inf, min(samples[n].t) if n in samples else math.inf) for n in numbers}
     next_start = [end] * len(numbers)  # where an attempt with no attempt_end ended: the first event of a later one
     for index in range(len(numbers) - 2, -1, -1):
-        next_start[index] = min(next_start[index + 1], by_number[numbers[index + 1]][0].t)
+        next_start[index] = min(next_start[index + 1], earliest[numbers[index + 1]])
     found: list[_Attempt] = []
     reached: float | None = None  # the highest step any earlier attempt reached
     previous_end = begin
     for number, later in zip(numbers, next_start, strict=True):
-        own = by_number[number]
+        own = by_number.get(number, [])
+        steps = samples.get(number)
         starts = [e.t for e in own if e.event == tl.ATTEMPT_START]
         ends = [e.t for e in own if e.event == tl.ATTEMPT_END]
-        start = _clamp(starts[0] if starts else (begin if not found else own[0].t), begin, end)
+        start = _clamp(starts[0] if starts else (begin if not found else earliest[number]), begin, end)
         finish = max(_clamp(ends[-1] if ends else later, begin, end), start, previous_end)
         attempt = _Attempt(number, start, finish)
         readies = [e.t for e in own if e.event == tl.RUNTIME_READY]
         attempt.ready = max(readies) if readies else None
-        steps = [e for e in own if e.event in _STEPS]
-        firsts = [e.t for e in steps if e.event == tl.FIRST_STEP] or [e.t for e in steps[:1]]
-        attempt.first_step = firsts[0] if firsts else None
-        attempt.last_step = max(steps[-1].t, firsts[0]) if steps else None
-        numbered = [(e.t, step) for e in steps if (step := _number(e.fields.get("step"))) is not None]
-        if reached is not None and attempt.first_step is not None:
-            attempt.caught_up = _passing(numbered, reached)
-            attempt.redoing = attempt.caught_up is None
-        highest = max((step for _, step in numbered), default=None)
-        if highest is not None:
-            reached = highest if reached is None else max(reached, highest)
-        attempt.hang_from = _hang_from(own, attempt)
+        if steps is not None:
+            attempt.first_step = steps.first_mark if math.isfinite(steps.first_mark) else min(steps.t)
+            attempt.last_step = max(max(steps.t), attempt.first_step)
+            if reached is not None:
+                attempt.caught_up = _passing(steps, reached)
+                attempt.redoing = attempt.caught_up is None
+            highest = max((step for step in steps.step if step == step), default=None)
+            if highest is not None:
+                reached = highest if reached is None else max(reached, highest)
+        attempt.hang_from = _hang_from(own, attempt, steps)
         attempt.saves = _spans(own, tl.SAVE_BEGIN, tl.SAVE_END, finish)
         attempt.restores = _spans(own, tl.RESTORE_BEGIN, tl.RESTORE_END, finish)
         kinds = {e.event for e in own}
@@ -262,31 +307,38 @@ def _attempts(events: Sequence[tl.Event], begin: float, end: float) -> list[_Att
     return found
 
 
-def _passing(numbered: Sequence[tuple[float, float]], reached: float) -> float | None:
+def _passing(steps: compact.Samples, reached: float) -> float | None:
     """When an attempt's steps passed `reached`: steps are sampled (one every 30 s), so the moment is interpolated between
-    the last sample at or below it and the first above it, at the pace between the two. None: it never did."""
-    for index, (t, step) in enumerate(numbered):
-        if step > reached:
-            if index == 0:
-                return t
-            t0, step0 = numbered[index - 1]
-            share = (reached - step0) / (step - step0) if step > step0 else 1.0
-            return _clamp(t0 + share * (t - t0), t0, t)
-    return None
+    the last sample at or below it and the first above it, at the pace between the two. None: it never did.
+
+    Samples are ordered by (time, place in the file), as timeline.read's stable sort orders them; two passes over the
+    arrays find the first sample above `reached` and the one just before it without sorting a million samples."""
+    above_t, above_at = math.inf, -1
+    for place, (t, step) in enumerate(zip(steps.t, steps.step, strict=True)):
+        if step > reached and t < above_t:  # NaN is never above
+            above_t, above_at = t, place
+    if above_at < 0:
+        return None
+    before_t, before_at = -math.inf, -1
+    for place, (t, step) in enumerate(zip(steps.t, steps.step, strict=True)):
+        if step == step and (t < above_t or (t == above_t and place < above_at)) and t >= before_t:
+            before_t, before_at = t, place
+    if before_at < 0:
+        return above_t
+    step, step0 = steps.step[above_at], steps.step[before_at]
+    share = (reached - step0) / (step - step0) if step > step0 else 1.0
+    return _clamp(before_t + share * (above_t - before_t), before_t, above_t)
 
 
-def _hang_from(own: Sequence[tl.Event], attempt: _Attempt) -> float | None:
+def _hang_from(own: Sequence[tl.Event], attempt: _Attempt, steps: compact.Samples | None) -> float | None:
     """The last progress before the attempt's hang: the hang event's `idle_s` before it, else its last step before it."""
     hangs = [e for e in own if e.event == tl.HANG]
     if not hangs:
         return None
     hang = hangs[0]
-    idle = _number(hang.fields.get("idle_s"))
-    if idle is not None and idle >= 0:
-        since = hang.t - idle
-    else:
-        before = [e.t for e in own if e.event in _STEPS and e.t <= hang.t]
-        since = before[-1] if before else hang.t
+    idle = compact.number(hang.fields.get("idle_s"))
+    before = max((t for t in (steps.t if steps is not None else ()) if t <= hang.t), default=hang.t)
+    since = hang.t - idle if idle is not None and idle >= 0 else before
     return _clamp(since, attempt.start, attempt.end)
 
 
@@ -312,13 +364,6 @@ def _spans(own: Sequence[tl.Event], begin: str, end: str, limit: float) -> list[
 def _within(spans: Sequence[tuple[float, float]], t: float) -> bool:
     index = bisect.bisect_right(spans, (t, math.inf)) - 1
     return index >= 0 and spans[index][0] <= t < spans[index][1]
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
 
 
 def _clamp(value: float, low: float, high: float) -> float:

@@ -6,7 +6,7 @@ applies, `attempt`, `worker` (`worker:0`) and the event's own fields. Lines are 
 and flushed one at a time, so a run killed by SIGKILL keeps every event up to its death.
 
 Who writes what:
-    launch core        run_start, run_end
+    launch core        run_start (run_id, backend, the script's file name), run_end
     process engine     attempt_start, worker_start, runtime_ready, failure, preempted, hang, restart, attempt_end
     job engine         job_state (a cluster's job: submitted, running, ...)
     a worker's runtime first_step, step, checkpoint_save_begin/_end, checkpoint_restore_begin/_end; sent on the
@@ -23,7 +23,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,9 +74,11 @@ class Timeline:
     Steps are sampled here, per worker: the first of an attempt, then one every STEP_EVERY_S, and the last one
     seen is written when its attempt ends (`flush_steps`)."""
 
-    def __init__(self, path: Path, warn: Any = None) -> None:
+    def __init__(self, path: Path, warn: Any = None, clock: Callable[[], tuple[float, float]] | None = None) -> None:
         self.path = path
         self._warn = warn
+        self._clock = clock or _now  # (monotonic, wall): a benchmark writes a week in seconds with its own
+        self._listeners: list[Callable[[str], None]] = []
         self._lock = threading.Lock()
         self._file: Any = None
         self._broken = False
@@ -85,16 +87,16 @@ class Timeline:
         self._last_step: dict[tuple[int | None, str | None], tuple[float, dict[str, Any], bool, float, float]] = {}
 
     def event(self, name: str, *, attempt: int | None = None, worker: str | None = None, **fields: Any) -> None:
-        now = time.monotonic()
+        now, wall = self._clock()
         if name == STEP:
             key = (attempt, worker)
             with self._lock:
                 last = self._last_step.get(key)
                 due = last is None or now - last[0] >= STEP_EVERY_S
-                self._last_step[key] = (now if due else last[0], {**fields}, due, now, time.time())  # type: ignore[index]
+                self._last_step[key] = (now if due else last[0], {**fields}, due, now, wall)  # type: ignore[index]
             if not due:
                 return
-        self._write(Event(now, time.time(), name, attempt, worker, fields))
+        self._write(Event(now, wall, name, attempt, worker, fields))
 
     def flush_steps(self, attempt: int | None) -> None:
         """Write the last step each worker of `attempt` reached, where sampling left it out."""
@@ -119,6 +121,11 @@ class Timeline:
             self.event(str(raw["event"]), attempt=attempt, worker=worker, **extra)
         return True
 
+    def listen(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(event name)` after each line written (the view's publisher wakes at an attempt's end).
+        It runs on the writing thread, so it must only signal; what it raises is its own loss, never the writer's."""
+        self._listeners.append(listener)
+
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
@@ -139,6 +146,12 @@ class Timeline:
                 self._broken = True
                 if self._warn is not None:
                     self._warn(f"warning: cannot write the run's timeline {self.path}: {getattr(err, 'strerror', None) or err}")
+                return
+        for listener in self._listeners:
+            try:
+                listener(event.event)
+            except Exception:  # noqa: BLE001 - a listener's failure is never the timeline's
+                continue
 
 
 @dataclass(frozen=True)
@@ -152,7 +165,7 @@ def read(lines: Iterable[str]) -> Reading:
     events = []
     skipped = 0
     for text in lines:
-        event = _parse(text) if len(text) <= LINE_LIMIT else None
+        event = parse_line(text) if len(text) <= LINE_LIMIT else None
         if event is None:
             skipped += bool(text.strip())
         else:
@@ -161,7 +174,7 @@ def read(lines: Iterable[str]) -> Reading:
     return Reading(events, skipped)
 
 
-def _parse(text: str) -> Event | None:
+def parse_line(text: str) -> Event | None:
     try:
         raw = json.loads(text)
     except ValueError:
@@ -178,6 +191,10 @@ def _parse(text: str) -> Event | None:
         return None
     extra = {k: v for k, v in raw.items() if k not in ("t", "wall", "event", "attempt", "worker")}
     return Event(float(t), float(wall), str(raw["event"]), attempt, worker, extra)  # type: ignore[arg-type]
+
+
+def _now() -> tuple[float, float]:
+    return time.monotonic(), time.time()
 
 
 def _plain(value: object) -> bool:

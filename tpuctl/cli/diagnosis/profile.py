@@ -21,6 +21,7 @@ from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
     from tpuctl.profiling.verdict import Verdict
+    from tpuctl.runs.folder import RunFolder
     from tpuctl.runs.profiling import Hosts
     from tpuctl.runs.records import RunRecord
 
@@ -64,6 +65,8 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
         _say(f"tracing {record.run_id}'s workers for {duration_s:g}s ...")
     result = profiling.capture(record, duration_s, _hosts(record, Connection(**connection)))  # Connection's own fields
     verdict = None if no_verdict or not result.files else _verdict(result)
+    if result.session is not None:
+        _keep(record.folder, result, verdict.to_json() if verdict is not None else None)
     if as_json:
         click.echo(json.dumps({**result.to_json(), "verdict": verdict.to_json() if verdict is not None else None}, indent=2))
     else:
@@ -89,6 +92,16 @@ def _hosts(record: RunRecord, connection: Connection) -> Hosts | None:
 
     recorded = None if connection != Connection() else recorded_options(record.folder.latest_profilers())
     return SshHosts(recorded or connection.ssh_options())
+
+
+def _keep(folder: RunFolder, result: Capture, verdict: dict[str, Any] | None) -> None:
+    """The session and its verdict, kept in the run's folder for the run's view (`report --timeline`, TensorBoard's tpuctl tab)."""
+    from tpuctl.runs import view
+
+    try:
+        view.keep_profile(folder, str(result.session), result.profile_dir, verdict)
+    except OSError as err:
+        _say(f"warning: cannot keep the verdict in {folder.path}: {err.strerror or err}")
 
 
 def _verdict(result: Capture) -> Verdict:

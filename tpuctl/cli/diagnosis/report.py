@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import sys
 from typing import Any
 
 import click
@@ -46,7 +48,8 @@ def _say(line: str) -> None:
 @click.argument("run", metavar="[RUN|LOG_DIR]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="JSON: wall_s, goodput, categories (name: seconds), attempts, step_source, run_id, cost.")
 @click.option("--price-per-hour", type=Price(), metavar="USD", help="What an hour of the run's machines costs, over a TPU VM's list price.")
-def report(run: str | None, as_json: bool, price_per_hour: float | None) -> None:
+@click.option("--timeline", is_flag=True, help="Also draw the run's timeline: a line per worker and attempt, as wide as the terminal.")
+def report(run: str | None, as_json: bool, price_per_hour: float | None, timeline: bool) -> None:
     """Show where a run's wall time went: start-up, first step, training steps, checkpoints, lost work, restarts, hangs.
 
     The categories add up to the wall time; the goodput is the training steps' share of it. A run
@@ -54,9 +57,12 @@ def report(run: str | None, as_json: bool, price_per_hour: float | None) -> None
     run), or the path of a launch's log folder. A run on a TPU VM (`launch --tpu`) is priced at its
     slice's list price as it started; --price-per-hour (or price_per_hour in a [report] config table)
     is your own price instead, for any run. The cost and the cost of the time not training are shown.
+    --timeline draws the run's view (docs/report.md) under the report; NO_COLOR keeps it apart by characters.
     """
+    if timeline and as_json:
+        raise TpuctlError("--timeline draws for the terminal; --json has the numbers", hint="the drawn view's data is MODEL_DIR/tpuctl/RUN_ID/view.json")
     folder, run_id, live, record = _find(run)
-    result = goodput.of_folder(folder, live=live)
+    drawn, result = _drawn(folder, live) if timeline else ([], goodput.of_folder(folder, live=live))
     price, source, note = _price(record, price_per_hour)
     if as_json:
         costs = None if price is None else result.costs(price)
@@ -68,6 +74,20 @@ def report(run: str | None, as_json: bool, price_per_hour: float | None) -> None
         return
     for line in render(result, run_id or str(folder.path), live=live, price_per_hour=price, price_words=note):
         click.echo(line)
+    for line in drawn:
+        click.echo(line)
+
+
+def _drawn(folder: RunFolder, live: bool) -> tuple[list[str], goodput.Report]:
+    """The run's view drawn for this terminal (timeline_drawing.py), and the report it holds: one read of the timeline."""
+    from tpuctl.cli.diagnosis import timeline_drawing  # branch i37-term's (on main); this branch alone lacks it
+    from tpuctl.launch.console.logs import use_colour
+    from tpuctl.runs import view
+
+    built, result = view.with_report(folder, live=live)
+    colour = use_colour(sys.stdout)
+    lines: list[str] = timeline_drawing.draw(built, width=shutil.get_terminal_size().columns, color=colour)
+    return ["", *lines], result
 
 
 def _price(record: RunRecord | None, given: float | None) -> tuple[float | None, str | None, str]:

@@ -1,0 +1,96 @@
+"""runs/view.py: a run's view (tpuctl.run-view/1) from real run folders written by tpuctl's own Timeline, bounded at
+any length, the report's own goodput, hostile timelines kept as plain data."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.standins.timelines import WALL0, write_run
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.runs import goodput, view
+from tpuctl.runs import timeline as tl
+from tpuctl.runs.folder import RunFolder
+
+KINDS = {"start-up", "first-step", "steps", "checkpoint-save", "checkpoint-restore", "evaluation", "stall", "hang"}
+
+
+def test_a_preempted_run_has_its_rows_segments_restart_and_the_reports_goodput(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=2, samples=40, restarts=[20], save_every=10)
+    built = view.build(RunFolder(tmp_path), live=False)
+    assert built["schema"] == view.SCHEMA
+    assert built["goodput"] == goodput.of_folder(RunFolder(tmp_path), live=False).to_json()
+    assert built["run"]["state"] == "succeeded" and built["run"]["workers"] == 2 and built["run"]["id"] == "run-standin"
+    assert [(r["attempt"], r["worker"]) for r in built["rows"]] == [(1, "worker:0"), (1, "worker:1"), (2, "worker:0"), (2, "worker:1")]
+    first = built["rows"][0]
+    kinds = [s["kind"] for s in first["segments"]]
+    assert kinds[:3] == ["start-up", "first-step", "steps"] and "checkpoint-save" in kinds and set(kinds) <= KINDS
+    assert all(s["start"] < s["end"] and s["start"] >= WALL0 for s in first["segments"])
+    assert first["ending"]["state"] == "preempted" and "TPU VM" in first["ending"]["words"]
+    assert built["rows"][1]["ending"] is None  # worker:1 was stopped with the attempt, it was not the cause
+    rates = [r for r in first["rate"]["steps_per_s"] if r is not None]
+    assert max(rates) == pytest.approx(50 / tl.STEP_EVERY_S, rel=0.01)
+    assert min(rates) == pytest.approx(50 / (tl.STEP_EVERY_S + 8), rel=0.01)  # the pace over an 8 s checkpoint save
+    assert [(r["attempt"], r["cause"]) for r in built["restarts"]] == [(2, "preempted")]
+    assert built["restarts"][0]["at"] == built["attempts"][0]["end"]
+    assert [a["ending"] and a["ending"]["state"] for a in built["attempts"]] == ["preempted", None]
+    windows = built["goodput_over_time"]
+    assert len(windows) == view.GOODPUT_WINDOWS and windows[0]["start"] == built["run"]["start"]
+    assert windows[0]["goodput"] == 0.0 and max(w["goodput"] for w in windows) == 1.0  # start-up first, then training
+    json.dumps(built, allow_nan=False)
+
+
+def test_a_week_of_steps_is_binned_and_windowed_never_shipped_whole(tmp_path: Path) -> None:
+    """7 days of 12 workers, 10 attempts: the rows' bins and segments share the budgets (64 workers: the benchmark)."""
+    write_run(tmp_path, workers=12, samples=20160, restarts=range(2016, 20160, 2016), save_every=120)
+    built = view.build(RunFolder(tmp_path), live=False)
+    rows = built["rows"]
+    assert len(rows) == 120 and all(len(r["rate"]["steps_per_s"]) <= view.RATE_BINS for r in rows)
+    assert [r["worker"] for r in rows[:12]] == [f"worker:{i}" for i in range(12)]  # by number, not as text
+    assert sum(len(r["rate"]["steps_per_s"]) for r in rows) <= view.RATE_BUDGET
+    assert all(r["segments"][2]["kind"] == "steps" for r in rows)  # after start-up and first step, whatever was cut
+    assert len(built["goodput_over_time"]) == view.GOODPUT_WINDOWS
+    assert len(json.dumps(built)) < 2 << 20
+
+
+def test_hostile_timelines_give_plain_data_or_one_line(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path)
+    lines = [
+        {"t": 1, "wall": WALL0 + 1, "event": "run_start", "run_id": "<script>alert(1)</script>", "backend": 7},
+        {"t": 2, "wall": WALL0 + 2, "event": "attempt_start", "attempt": 1},
+        {"step": 10**400, "source": "keras", "t": 3, "wall": WALL0 + 3, "event": "first_step", "attempt": 1, "worker": '<img src=x onerror="alert(1)">'},
+        {"step": 5, "source": "keras", "t": 40, "wall": WALL0 + 40, "event": "step", "attempt": 1, "worker": '<img src=x onerror="alert(1)">'},
+        {"t": 50, "wall": WALL0 + 50, "event": "failure", "attempt": 1, "worker": '<img src=x onerror="alert(1)">', "status": "x" * 1000},
+        {"t": 51, "wall": WALL0 + 51, "event": "hang", "attempt": 1, "idle_s": 1e300},
+    ]
+    folder.timeline.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"t": 60, "wall": 1e30, "ev')
+    built = view.build(folder, live=True)
+    row = built["rows"][0]
+    assert row["worker"] == '<img src=x onerror="alert(1)">' and built["run"]["id"] == "<script>alert(1)</script>"
+    assert built["run"]["backend"] is None and built["run"]["state"] == "running" and built["goodput"]["skipped_lines"] == 1
+    assert row["ending"]["state"] == "failed" and len(row["ending"]["words"]) <= 300
+    json.dumps(built, allow_nan=False)
+    folder.timeline.write_text("not a timeline\n" * 3)
+    with pytest.raises(TpuctlError, match="nothing readable"):
+        view.build(folder, live=False)
+
+
+def test_stacks_views_and_kept_profile_verdicts_are_listed(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=1, samples=5)
+    folder = RunFolder(tmp_path)
+    stacks = folder.attempt_dir(1) / "stacks-1"
+    stacks.mkdir(parents=True)
+    (stacks / "view.txt").write_text("worker:0 waits in a collective\n" + "frame\n" * 20000)
+    os.utime(stacks / "view.txt", (WALL0 + 500, WALL0 + 500))
+    kept = view.keep_profile(folder, "gs://b/m/plugins/profile/2026_11_28_10_20_00", "gs://b/m", {"straggler": None})
+    (kept.parent / "broken.json").write_text("{")
+    built = view.build(folder, live=False)
+    [hang] = built["hangs"]
+    assert hang["attempt"] == 1 and hang["at"] == WALL0 + 500 and hang["summary"] == "worker:0 waits in a collective"
+    assert len(hang["stacks"]) == view.STACKS_LIMIT
+    [profile] = built["profiles"]
+    assert profile == {"session": "2026_11_28_10_20_00", "at": profile["at"], "dir": "gs://b/m", "verdict": {"straggler": None}}
+    assert kept.stat().st_mode & 0o077 == 0  # in the private run folder until the view publishes it

@@ -1,0 +1,119 @@
+"""The run's view (tpuctl/runs/view.py), published into its model dir for the TensorBoard plugin: MODEL_DIR/tpuctl/<run_id>/view.json.
+
+TensorBoard often runs elsewhere than the launcher and reads the model dir (a local path, or gs:// that every host
+reaches); the run folder stays private. The view is written whole each time: locally to a temporary name then renamed
+(a reader never sees half a file), on gs:// as one object upload. When: at the run's start, at each attempt's end (the
+timeline's attempt_end wakes the publisher), every PUBLISH_EVERY_S while it runs and at its end.
+
+Publishing is a view of the run, never part of it: it runs on its own thread, never raises into the launch, and a
+failure is one warning line (then retried at the next turn, silently until it works again). A week of 64 workers in
+10 attempts takes ~4.4 s to build on a busy core (benchmarks/report_big_timeline.py), so the next turn waits COST_FACTOR
+times the last build's cost when that is longer than PUBLISH_EVERY_S (there: every ~3.7 min): the launcher's CPU spent
+on the view stays under 1/COST_FACTOR, 2% of a core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tpuctl.inputs.errors import TpuctlError, one_line
+from tpuctl.runs import timeline as tl
+from tpuctl.runs import view
+from tpuctl.runs.folder import RunFolder
+
+PUBLISH_EVERY_S = 60.0
+COST_FACTOR = 50.0
+FILE_NAME = "view.json"
+
+
+def target(model_dir: str, run_id: str) -> str:
+    """Where a run's view lives in its model dir."""
+    return f"{model_dir.rstrip('/')}/tpuctl/{run_id}/{FILE_NAME}"
+
+
+class Publisher:
+    """Builds and writes the view on a thread of its own; `start`, then `stop` (which publishes the run's end)."""
+
+    def __init__(self, folder: RunFolder, run_id: str, model_dir: str, warn: Callable[[str], None], every_s: float = PUBLISH_EVERY_S) -> None:
+        self.folder = folder
+        self.model_dir = model_dir
+        self.uri = target(model_dir, run_id)
+        self._warn = warn
+        self._every_s = every_s
+        self._wake = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()  # one publish at a time (the thread's, and stop's last one)
+        self._thread = threading.Thread(target=self._loop, name="tpuctl-view", daemon=True)
+        self._failing = False
+        self.cost_s = 0.0  # the last build's seconds
+        self.published = 0
+
+    def start(self, timeline: tl.Timeline | None) -> None:
+        if timeline is not None:
+            timeline.listen(self._on_event)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """The run ended (its run_end is written): stop the thread and publish the final view, here."""
+        self._done.set()
+        self._wake.set()
+        self._thread.join()
+        self.publish(live=False)
+
+    def publish(self, *, live: bool) -> bool:
+        """Build and write the view now; False (after one warning for a new streak of failures) where it could not."""
+        with self._lock:
+            started = time.monotonic()
+            try:
+                body = json.dumps(view.build(self.folder, live=live, model_dir=self.model_dir), allow_nan=False)
+                self.cost_s = time.monotonic() - started
+                write(self.uri, body)
+            except Exception as err:  # noqa: BLE001 - a view that cannot be published never stops the run
+                self.cost_s = max(self.cost_s, time.monotonic() - started)
+                if not self._failing:
+                    words = err.message if isinstance(err, TpuctlError) else f"{type(err).__name__}: {err}"
+                    self._warn(f"warning: cannot publish the run's view to {self.uri}: {one_line(words, 200)} (tried again later)")
+                self._failing = True
+                return False
+            self._failing = False
+            self.published += 1
+            return True
+
+    def _on_event(self, name: str) -> None:
+        if name == tl.ATTEMPT_END:
+            self._wake.set()
+
+    def _loop(self) -> None:
+        self.publish(live=True)
+        while not self._done.is_set():
+            self._wake.wait(max(self._every_s, COST_FACTOR * self.cost_s))
+            self._wake.clear()
+            if not self._done.is_set():
+                self.publish(live=True)
+
+
+def write(uri: str, body: str) -> None:
+    """The whole file at `uri`: local, to a temporary name in the same folder then renamed; gs://, one object upload."""
+    if uri.startswith("gs://"):
+        from tpuctl.cloud import storage
+
+        bucket, _, name = uri[len("gs://") :].partition("/")
+        storage.client().bucket(bucket).blob(name).upload_from_string(body, content_type="application/json", timeout=60)
+        return
+    path = Path(uri)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(body)
+        os.chmod(temporary, 0o644)  # TensorBoard may read it as another user: the view holds nothing private
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

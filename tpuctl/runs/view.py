@@ -1,0 +1,334 @@
+"""A run's view: what the TensorBoard plugin and `report --timeline` draw, as one bounded JSON object (run-view/1).
+
+Built from the run folder alone: the timeline read compactly (runs/compact.py), the report's own numbers (the view's
+"goodput" is goodput.of_compact's object, never a second computation), the profile verdicts `tpuctl profile` kept and
+the stacks views `tpuctl stacks` left. The contract (field by field) is in docs/report.md. Every list is bounded, so
+a week of 64 workers stays under 2 MB: a row's step rate is binned here (<= RATE_BINS), the goodput over time is
+GOODPUT_WINDOWS windows, stacks are cut to STACKS_LIMIT. Nothing in it comes from --env, a plan or a log: a model
+dir is often a shared bucket. Strings are as the timeline has them: plain text, for a page to show as text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpuctl.inputs.parse import read_small_bytes
+from tpuctl.inputs.private_files import private_dir, write_private
+from tpuctl.runs import compact, goodput
+from tpuctl.runs import timeline as tl
+from tpuctl.runs.folder import RunFolder
+
+SCHEMA = "tpuctl.run-view/1"
+RATE_BINS = 600  # a row's step-rate bins, at most
+RATE_BUDGET = 96_000  # every row's bins together (~7 bytes each): 640 rows (64 workers x 10 attempts) get 150 each
+SEGMENT_BUDGET = 16_000  # every row's segments together (~70 bytes each); each row keeps at least MIN_SEGMENTS
+MIN_SEGMENTS = 24
+GOODPUT_WINDOWS = 200
+STACKS_LIMIT = 64 << 10
+STALL_S = 3 * tl.STEP_EVERY_S  # no step sample for this long while steps were flowing: the worker stalled
+_WORDS = 300  # a cause's words, cut
+_ENDINGS = {tl.FAILURE: "failed", tl.PREEMPTED: "preempted", tl.HANG: "hang"}
+_PROFILES = "profiles"  # LOG_DIR/profiles/<session>.json: `tpuctl profile`'s verdict, kept for the view
+_PROFILE_LIMIT = 1 << 20
+_HANGS = 100
+
+
+def build(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> dict[str, Any]:
+    """The run's view, as of now where it is `live`. Raises TpuctlError (one line) where the timeline is unreadable."""
+    return with_report(folder, live=live, model_dir=model_dir)[0]
+
+
+def with_report(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> tuple[dict[str, Any], goodput.Report]:
+    """The view and the report it holds, from one read of the timeline (`report --timeline` prints both)."""
+    read = goodput.read_folder(folder)
+    report = goodput.of_compact(read, now=goodput.now_of(read) if live else None, windows=GOODPUT_WINDOWS)
+    return of_compact(read, report, folder, live=live, model_dir=model_dir), report
+
+
+def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder, *, live: bool, model_dir: str | None) -> dict[str, Any]:
+    wall = _Wall(read.offset)
+    events = read.events
+    start_ev = next((e for e in events if e.event == tl.RUN_START), None)
+    end_ev = next((e for e in reversed(events) if e.event == tl.RUN_END), None)
+    start = start_ev.wall if start_ev is not None else wall(read.low)
+    end = end_ev.wall if end_ev is not None else (None if live else wall(read.high))
+    rows = list(_rows(read, wall, end))
+    attempts = _attempts(events, report)
+    return {
+        "schema": SCHEMA,
+        "written": round(time.time(), 3),
+        "run": {
+            "id": _text(start_ev.fields.get("run_id")) if start_ev is not None else None,
+            "script": _text(start_ev.fields.get("script")) if start_ev is not None else None,  # its file name, never its path
+            "backend": _text(start_ev.fields.get("backend")) if start_ev is not None else None,
+            "state": _text(end_ev.fields.get("state")) if end_ev is not None else ("running" if live else "lost"),
+            "start": round(start, 3),
+            "end": None if end is None else round(end, 3),
+            "workers": len({row["worker"] for row in rows}),
+            "model_dir": model_dir,
+        },
+        "attempts": attempts,
+        "rows": rows,
+        "restarts": _restarts(events, attempts),
+        "goodput": report.to_json(),
+        "goodput_over_time": [
+            {"start": round(wall(a), 3), "end": round(wall(b), 3), "goodput": round(trained / seconds, 4) if seconds > 0 and report.total.steps_seen else None}
+            for a, b, trained, seconds in report.windows
+        ],
+        "profiles": _profiles(folder),
+        "hangs": _hangs(folder),
+    }
+
+
+@dataclass(frozen=True)
+class _Wall:
+    """The timeline's clock (monotonic, for durations) to wall-clock seconds, at the offset of its latest event."""
+
+    offset: float
+
+    def __call__(self, t: float) -> float:
+        return t + self.offset
+
+
+@dataclass
+class _Row:
+    attempt: int
+    worker: str
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    most: int = MIN_SEGMENTS  # segments kept (stalls and checkpoints of a long run): the earliest
+    ending: dict[str, Any] | None = None
+    started: float | None = None  # worker_start, else its attempt's start
+    ready: float | None = None
+
+    def add(self, kind: str, a: float, b: float) -> None:
+        if b > a and len(self.segments) < self.most:
+            self.segments.append({"kind": kind, "start": round(a, 3), "end": round(b, 3)})
+
+
+def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator[dict[str, Any]]:
+    """One row per (attempt, worker) that the timeline names, in attempt then worker order."""
+    rows: dict[tuple[int, str], _Row] = {}
+    attempt_start: dict[int, float] = {}
+    attempt_end: dict[int, float] = {}
+    for e in read.events:
+        if e.attempt is None:
+            continue
+        if e.event == tl.ATTEMPT_START:
+            attempt_start.setdefault(e.attempt, e.wall)
+        elif e.event == tl.ATTEMPT_END:
+            attempt_end[e.attempt] = e.wall
+        if e.worker is None:
+            continue
+        row = rows.setdefault((e.attempt, e.worker), _Row(e.attempt, e.worker))
+        if e.event == tl.WORKER_START and row.started is None:
+            row.started = e.wall
+        elif e.event == tl.RUNTIME_READY and row.ready is None:
+            row.ready = e.wall
+        elif e.event in _ENDINGS and row.ending is None:
+            row.ending = {"state": _ENDINGS[e.event], "words": _words(e), "at": round(e.wall, 3)}
+    series = _series(read, wall)
+    for attempt, worker in series:
+        rows.setdefault((attempt, worker), _Row(attempt, worker))
+    own: dict[tuple[int | None, str | None], list[tl.Event]] = {}
+    for e in read.events:
+        own.setdefault((e.attempt, e.worker), []).append(e)
+    bins = max(1, min(RATE_BINS, RATE_BUDGET // max(1, len(rows))))
+    for key in sorted(rows, key=_order):
+        row = rows[key]
+        row.most = max(MIN_SEGMENTS, SEGMENT_BUDGET // len(rows))
+        ends = attempt_end.get(row.attempt) or run_end
+        hangs = [e for e in own.get((row.attempt, None), []) if e.event == tl.HANG]  # the launcher's: every worker stopped
+        if hangs and row.ending is None:
+            row.ending = {"state": "hang", "words": _words(hangs[0]), "at": round(hangs[0].wall, 3)}
+        yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins)
+
+
+def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float | None, float | None], bins: int) -> dict[str, Any]:
+    """A worker's segments in an attempt (`own`: its events, in time order; `span`: its attempt's) and its step rate.
+    Added in the order they matter, so a row past its budget loses stalls and checkpoints, never its steps or hang."""
+    attempt_start, attempt_end = span
+    begin = row.started if row.started is not None else attempt_start
+    first = steps.t[0] if steps is not None else None
+    if begin is not None and row.ready is not None:
+        row.add("start-up", begin, row.ready)
+    if row.ready is not None and first is not None:
+        row.add("first-step", row.ready, first)
+    if steps is not None:
+        row.add("steps", steps.t[0], steps.t[-1])
+    for e in own:
+        if e.event == tl.HANG:
+            idle = compact.number(e.fields.get("idle_s"))
+            row.add("hang", e.wall - idle if idle is not None and 0 <= idle < e.wall else e.wall, e.wall)
+    for kind, (opening, closing) in (("checkpoint-save", (tl.SAVE_BEGIN, tl.SAVE_END)), ("checkpoint-restore", (tl.RESTORE_BEGIN, tl.RESTORE_END))):
+        opened: float | None = None
+        for e in own:
+            if e.event == opening and opened is None:
+                opened = e.wall
+            elif e.event == closing and opened is not None:
+                row.add(kind, opened, e.wall)
+                opened = None
+        if opened is not None and attempt_end is not None:
+            row.add(kind, opened, attempt_end)
+    if steps is not None:
+        for a, b in steps.gaps(STALL_S):
+            row.add("stall", a, b)
+    row.segments.sort(key=lambda s: (s["start"], s["end"]))
+    return {"attempt": row.attempt, "worker": row.worker, "segments": row.segments, "rate": steps.rate(bins) if steps else None, "ending": row.ending}
+
+
+@dataclass
+class _Steps:
+    """One worker's samples in an attempt, on the wall clock, in time order."""
+
+    t: list[float] = field(default_factory=list)
+    step: list[float] = field(default_factory=list)
+
+    def gaps(self, longest: float) -> Iterator[tuple[float, float]]:
+        for a, b in zip(self.t, self.t[1:], strict=False):
+            if b - a > longest:
+                yield a, b
+
+    def rate(self, bins: int) -> dict[str, Any]:
+        """Steps a second in at most `bins` bins: each pair of samples' pace counted in the bin where it ends."""
+        start, span = self.t[0], self.t[-1] - self.t[0]
+        bin_s = max(span / bins, tl.STEP_EVERY_S)
+        count = max(1, min(bins, math.ceil(span / bin_s)))
+        done, spent = [0.0] * count, [0.0] * count
+        for (t0, s0), (t1, s1) in zip(zip(self.t, self.step, strict=True), zip(self.t[1:], self.step[1:], strict=True), strict=False):
+            if t1 <= t0 or s0 != s0 or s1 != s1 or s1 < s0:
+                continue
+            index = min(int((t1 - start) / bin_s), count - 1)  # the pace counted where it was measured (its end)
+            done[index] += s1 - s0
+            spent[index] += t1 - t0
+        rates = [round(d / s, 4) if s > 0 else None for d, s in zip(done, spent, strict=True)]
+        return {"start": round(start, 3), "bin_s": round(bin_s, 3), "steps_per_s": rates}
+
+
+def _series(read: compact.Compact, wall: _Wall) -> dict[tuple[int, str], _Steps]:
+    found: dict[tuple[int, str], _Steps] = {}
+    for attempt, samples in read.samples.items():
+        if attempt is None:
+            continue
+        by_index: dict[int, _Steps] = {}
+        for t, step, index in zip(samples.t, samples.step, samples.worker, strict=True):
+            if index < 0:
+                continue
+            series = by_index.get(index)
+            if series is None:
+                series = by_index[index] = found[(attempt, read.workers[index])] = _Steps()
+            series.t.append(wall(t))
+            series.step.append(step)
+    for series in found.values():
+        if any(b < a for a, b in zip(series.t, series.t[1:], strict=False)):
+            pairs = sorted(zip(series.t, series.step, strict=True), key=lambda p: p[0])
+            series.t, series.step = [p[0] for p in pairs], [p[1] for p in pairs]
+    return found
+
+
+def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each restart at the moment the launcher decided it, with the cause and words of the attempt it ended."""
+    endings = {a["attempt"]: a["ending"] for a in attempts}
+    found = []
+    for e in events:
+        if e.event != tl.RESTART:
+            continue
+        ending = endings.get(e.attempt) or {}
+        why = e.fields.get("why")
+        cause = ending.get("state") or ("preempted" if why == "preemption" else "failed")
+        found.append({"at": round(e.wall, 3), "attempt": _int(e.fields.get("next_attempt")), "cause": cause, "words": ending.get("words") or _text(why)})
+    return found[:1000]
+
+
+def _attempts(events: list[tl.Event], report: goodput.Report) -> list[dict[str, Any]]:
+    found = []
+    for split in report.attempts:
+        own = [e for e in events if e.attempt == split.number]
+        starts = [e.wall for e in own if e.event == tl.ATTEMPT_START]
+        ends = [e.wall for e in own if e.event == tl.ATTEMPT_END]
+        cause = next((e for e in own if e.event in _ENDINGS), None)
+        ending = None
+        if cause is not None:
+            ending = {"state": _ENDINGS[cause.event], "words": _words(cause)}
+        found.append({"attempt": split.number, "start": starts[0] if starts else None, "end": ends[-1] if ends else None, "ending": ending})
+    return found
+
+
+def keep_profile(folder: RunFolder, session: str, profile_dir: str, verdict: dict[str, Any] | None) -> Path:
+    """Keep `tpuctl profile`'s verdict for the view: LOG_DIR/profiles/<session>.json (the session's folder name, as
+    TensorBoard's Profile tab names it). Raises OSError."""
+    place = folder.path / _PROFILES
+    private_dir(place)
+    path = place / f"{Path(session).name}.json"
+    kept = {"session": Path(session).name, "at": round(time.time(), 3), "profile_dir": profile_dir, "verdict": verdict}
+    write_private(path, json.dumps(kept, indent=2) + "\n")
+    return path
+
+
+def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
+    """The verdicts `tpuctl profile` kept in LOG_DIR/profiles/ (one JSON file a session), newest last."""
+    place = folder.path / _PROFILES
+    try:
+        names = sorted(p.name for p in place.iterdir() if p.suffix == ".json")[-100:]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            data = read_small_bytes(place / name, "profile verdict", limit=_PROFILE_LIMIT)
+            kept = json.loads(data) if data is not None else None
+        except Exception:  # noqa: BLE001 - a damaged record is left out of a view, never a reason for no view
+            continue
+        if isinstance(kept, dict):
+            found.append({"session": _text(kept.get("session")), "at": kept.get("at"), "dir": _text(kept.get("profile_dir")), "verdict": kept.get("verdict")})
+    return found
+
+
+def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
+    """Every stacks view `tpuctl stacks` (or a hang) left: LOG_DIR/attempt-N/stacks-M/view.txt, when it was taken."""
+    found = []
+    try:
+        attempts = sorted((n, p) for p in folder.path.iterdir() if (n := RunFolder.attempt_of(p.name)) is not None)
+    except OSError:
+        return []
+    for number, place in attempts:
+        try:
+            views = sorted(place.glob("stacks-*/view.txt"), key=lambda p: p.stat().st_mtime)
+            for view in views[:_HANGS]:
+                data = read_small_bytes(view, "stacks view", limit=STACKS_LIMIT * 4) or b""
+                text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
+                summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
+                found.append({"at": round(view.stat().st_mtime, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
+        except Exception:  # noqa: BLE001 - a stacks view that went away or cannot be read is left out
+            continue
+    return found[:_HANGS]
+
+
+def _order(key: tuple[int, str]) -> tuple[int, str, int, str]:
+    """Attempt, then task type, then index as a number (worker:2 before worker:10), then the name itself."""
+    kind, _, index = key[1].rpartition(":")
+    return (key[0], kind, int(index), key[1]) if index.isdigit() and len(index) < 7 else (key[0], key[1], -1, key[1])
+
+
+def _words(event: tl.Event) -> str:
+    if event.event == tl.HANG:
+        idle = compact.number(event.fields.get("idle_s"))
+        return f"no step for {idle:.0f} s" if idle is not None else "hang"
+    for key in ("status", "why"):
+        value = event.fields.get(key)
+        if isinstance(value, str) and value:
+            return value[:_WORDS]
+    return _ENDINGS.get(event.event, event.event)
+
+
+def _text(value: object) -> str | None:
+    return value[:_WORDS] if isinstance(value, str) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
