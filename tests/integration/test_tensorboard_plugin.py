@@ -22,30 +22,38 @@ from tests.conftest import ROOT
 from tests.integration import run_views
 from tests.integration.tensorboard_server import Server, tensorboard
 
-SESSION = "2025_11_28_14_40_00"
+SESSION = run_views.SESSION
 HOSTILE = '<img src=x onerror="window.top.__pwned=1">'
+RUN = "20251128-142640-train-ab12"
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory, runs: Path) -> Path:
     top = tmp_path_factory.mktemp("tb") / "logs"
     good = top / "exp1" / "model"
-    run_views.publish(good, run_views.view(profile_dir=str(good), session=SESSION))
+    run_views.publish(good, run_views.built(runs / "good", model_dir=str(good)))
     session = good / "plugins" / "profile" / SESSION
     session.mkdir(parents=True)
     (session / "host_1234.xplane.pb").write_bytes(b"")
-    run_views.publish(top / "elsewhere", run_views.view("20251128-run-outside", profile_dir="/somewhere/else"))
-    run_views.publish(top / "hostile", run_views.view("20251128-hostile", workers=[HOSTILE, "worker:1"], words=HOSTILE))
-    text = json.dumps(run_views.view("20251128-truncated"))
+    elsewhere = run_views.built(runs / "elsewhere", model_dir=str(top / "elsewhere"), run_id="20251128-run-outside", profile_dir="/somewhere/else")
+    run_views.publish(top / "elsewhere", elsewhere)
+    hostile = run_views.built(runs / "hostile", model_dir="m", names=[HOSTILE, "worker:1"], run_id="20251128-hostile", cause=HOSTILE, stacks=HOSTILE)
+    run_views.publish(top / "hostile", hostile)
+    text = json.dumps(elsewhere)
     run_views.publish(top / "truncated", text[: len(text) // 2], run_id="truncated")
     huge = run_views.publish(top / "huge", "", run_id="huge")
     os.truncate(huge, 100 << 20)  # 100 MB (sparse): refused from its size, never read
-    run_views.publish(top / "types", _wrong_types(), run_id="types")
+    run_views.publish(top / "types", _wrong_types(elsewhere), run_id="types")
     run_views.publish(top / "nested", "[" * 200_000 + "]" * 200_000, run_id="nested")
     run_views.publish(top / "schema", {"schema": "someone-else/2", "run": {"id": "x"}}, run_id="schema")
     run_views.publish(top / "array", "[1, 2, 3]", run_id="array")
     outside = tmp_path_factory.mktemp("outside")
-    run_views.publish(outside / "model", run_views.view("20251128-linked-out"))
+    run_views.publish(outside / "model", elsewhere, run_id="20251128-linked-out")
     (top / "linked").symlink_to(outside)
     (top / "exp1" / "model" / "tpuctl" / "linked-run").symlink_to(outside / "model" / "tpuctl" / "20251128-linked-out")
     (top / "linkfile" / "tpuctl" / "r").mkdir(parents=True)
@@ -53,9 +61,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return top
 
 
-def _wrong_types() -> dict[str, Any]:
+def _wrong_types(real: dict[str, Any]) -> dict[str, Any]:
     """Every field of a real view with a value of another type, and some items kept right."""
-    shown = run_views.view("20251128-types")
+    shown = json.loads(json.dumps(real))
     shown["run"] = {"id": 7, "script": ["a"], "state": {"x": 1}, "start": "soon", "end": True, "workers": 1e400}
     shown["attempts"] = "all of them"
     shown["rows"][0]["segments"] = [{"kind": "steps", "start": "1", "end": 2}, {"kind": "<b>", "start": 1.0, "end": 2.0}, 5, None]
@@ -89,27 +97,27 @@ def test_the_tab_is_listed_as_a_dynamic_plugin_with_the_runs_under_the_logdir(se
     keys = [run["key"] for run in server.json("/data/plugin/tpuctl/runs")["runs"]]
     assert keys == sorted(keys)
     assert set(keys) == {
-        "array/tpuctl/array", "elsewhere/tpuctl/20251128-run-outside", "exp1/model/tpuctl/20251128-142640-train-ab12",
+        "array/tpuctl/array", "elsewhere/tpuctl/20251128-run-outside", f"exp1/model/tpuctl/{RUN}",
         "hostile/tpuctl/20251128-hostile", "huge/tpuctl/huge", "nested/tpuctl/nested", "schema/tpuctl/schema",
         "truncated/tpuctl/truncated", "types/tpuctl/types",
     }, "symbolic links (a linked folder, a linked run folder, a linked view.json) are never followed"
 
 
 def test_a_run_is_served_as_its_view_and_its_profile_links_to_a_run_the_profile_tab_lists(server: Server, logdir: Path) -> None:
-    key = "exp1/model/tpuctl/20251128-142640-train-ab12"
+    """The view tpuctl.runs.view.build made comes through whole (nothing left out) and as it was written."""
+    key = f"exp1/model/tpuctl/{RUN}"
     reply = _view(server, key)
     view = reply["view"]
-    written = run_views.view(profile_dir=str(logdir / "exp1" / "model"), session=SESSION)
+    written = json.loads((logdir / key / "view.json").read_text())
     assert reply["key"] == key and view["left_out"] == 0
-    assert view["rows"] == [{k: row[k] for k in ("attempt", "worker", "segments", "rate", "ending")} for row in written["rows"]]
-    assert view["restarts"] == written["restarts"] and view["goodput_over_time"] == written["goodput_over_time"]
-    assert view["goodput"]["goodput"] == written["goodput"]["goodput"]
-    assert view["goodput"]["categories"] == written["goodput"]["categories"]
-    assert [a["attempt"] for a in view["goodput"]["attempts"]] == [1, 2]
-    assert view["hangs"][0]["stacks"] == written["hangs"][0]["stacks"]
+    for field in ("run", "attempts", "rows", "restarts", "goodput", "goodput_over_time", "hangs", "written"):
+        assert view[field] == written[field], field
+    assert len(view["rows"]) == 4 and view["restarts"][0]["cause"] == "preempted" and view["hangs"][0]["stacks"] == run_views.STACKS
     profile = view["profiles"][0]
+    assert (profile["session"], profile["at"], profile["dir"]) == (SESSION, written["profiles"][0]["at"], str(logdir / "exp1" / "model"))
     assert profile["profile_run"] == f"exp1/model/{SESSION}"
-    assert profile["verdict"]["straggler"] == "worker:1"
+    assert [w["worker"] for w in profile["verdict"]["workers"]] == ["worker:0", "worker:1"] and profile["verdict"]["straggler"] == "worker:1"
+    assert profile["verdict"]["workers"][1]["step_ms"]["mean"] == 340.0 and profile["verdict"]["workers"][1]["input_pct"] == 35.0
     assert profile["profile_run"] in server.json("/data/plugin/profile/runs"), "the link names a run of xprof's own listing"
     outside = _view(server, "elsewhere/tpuctl/20251128-run-outside")["view"]["profiles"][0]
     assert outside["profile_run"] is None, "a session outside the logdir is not in the Profile tab: no link"
@@ -151,8 +159,8 @@ def test_wrong_types_are_left_out_and_counted(server: Server) -> None:
 
 def test_markup_in_names_and_words_is_served_as_the_text_it_is(server: Server) -> None:
     view = _view(server, "hostile/tpuctl/20251128-hostile")["view"]
-    assert view["rows"][0]["worker"] == HOSTILE and view["restarts"][0]["words"] == HOSTILE
-    assert view["profiles"][0]["verdict"]["workers"][0]["worker"] == HOSTILE
+    assert view["rows"][0]["worker"] == HOSTILE and view["restarts"][0]["words"] == HOSTILE and view["attempts"][0]["ending"]["words"] == HOSTILE
+    assert view["profiles"][0]["verdict"]["workers"][0]["worker"] == HOSTILE and view["hangs"][0]["stacks"] == HOSTILE
 
 
 def test_static_files_are_served_with_tensorboards_headers(server: Server) -> None:

@@ -28,7 +28,7 @@ def _client(emulator: str) -> Any:
 @pytest.fixture(scope="module")
 def server(module_gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     bucket = _client(module_gcs_emulator).create_bucket("models")
-    shown = run_views.view(RUN, profile_dir="gs://models/logs/exp1/model")
+    shown = run_views.built(tmp_path_factory.mktemp("run"), model_dir="gs://models/logs/exp1/model", run_id=RUN)
     objects = {
         f"logs/exp1/model/tpuctl/{RUN}/view.json": json.dumps(shown),
         "logs/exp2/tpuctl/cut/view.json": json.dumps(shown)[:500],
@@ -50,9 +50,9 @@ def test_views_in_a_bucket_are_listed_and_served(server: Server) -> None:
     assert [run["key"] for run in listed["runs"]] == ["exp1/model/tpuctl/" + RUN, "exp2/tpuctl/cut", "exp3/tpuctl/big"]
     assert listed["message"] is None
     view = server.json(f"/data/plugin/tpuctl/view?run={quote('exp1/model/tpuctl/' + RUN)}")["view"]
-    written = run_views.view(RUN, profile_dir="gs://models/logs/exp1/model")
-    assert view["run"]["id"] == RUN and view["restarts"] == written["restarts"] and len(view["rows"]) == 4
-    assert view["profiles"][0]["profile_run"] == "exp1/model/" + written["profiles"][0]["session"]
+    assert view["run"]["id"] == RUN and view["run"]["model_dir"] == "gs://models/logs/exp1/model" and view["left_out"] == 0
+    assert len(view["rows"]) == 4 and [r["cause"] for r in view["restarts"]] == ["preempted"]
+    assert view["profiles"][0]["profile_run"] == "exp1/model/" + run_views.SESSION
 
 
 def test_a_cut_or_oversized_object_is_one_line(server: Server) -> None:
