@@ -116,7 +116,7 @@ function category(name) {
 
 function drawGoodput(section, goodput) {
   el("h3", {}, "Goodput and badput", section);
-  if (!goodput) return say(section, "no goodput in this view");
+  if (!goodput) return say(section, "no goodput in this view", "none");
   const bars = [{label: "run", split: goodput}];
   for (const attempt of goodput.attempts || []) {
     bars.push({label: `attempt ${attempt.attempt}${attempt.ended ? ` (${attempt.ended})` : ""}`, split: attempt});
@@ -162,7 +162,7 @@ function timeRange(view) {
 function drawTimeline(section, view) {
   el("h3", {}, "Timeline: one row per attempt and worker", section);
   const range = timeRange(view);
-  if (!range || view.rows.length === 0) return say(section, "no timeline rows in this view");
+  if (!range || view.rows.length === 0) return say(section, "no timeline rows in this view", "none");
   const [t0, t1] = range;
   const x = (t) => LABEL + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (WIDTH - LABEL - 10);
   const top = 30;
@@ -179,7 +179,7 @@ function drawTimeline(section, view) {
       titled(svg("rect", {x: x(seg.start), y: y + 2, width: Math.max(x(seg.end) - x(seg.start), 0.5), height: ROW - 4, class: `seg seg-${kind}`}, group),
         `${seg.kind}: ${when(seg.start)}, ${duration(seg.end - seg.start)}`);
     }
-    if (row.rate && maxRate > 0) rateBand(group, row.rate, y, maxRate, x);
+    if (row.rate && maxRate > 0) rateBand(group, row.rate, y, maxRate, x, rowSpan(row));
     if (row.ending && typeof row.ending.at === "number") {
       const ex = x(row.ending.at);
       titled(svg("path", {d: `M${ex - 4} ${y + 4} L${ex + 4} ${y + ROW - 4} M${ex + 4} ${y + 4} L${ex - 4} ${y + ROW - 4}`, class: `ending ending-${row.ending.state === "succeeded" ? "ok" : "bad"}`}, group),
@@ -216,15 +216,31 @@ function drawTimeline(section, view) {
   el("span", {}, `step rate (max ${maxRate.toFixed(2)} steps/s)`, item);
 }
 
-function rateBand(group, rate, y, maxRate, x) {
-  // One path per row: an area whose height is the bin's rate, broken where a bin has none.
+function rowSpan(row) {
+  // From the row's first segment to its last segment or its end: a bin (at least the timeline's 30 s sampling) may
+  // reach past a short attempt, and the band must not draw the worker running after it ended.
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const seg of row.segments) {
+    lo = Math.min(lo, seg.start);
+    hi = Math.max(hi, seg.end);
+  }
+  if (row.ending && typeof row.ending.at === "number") hi = Math.max(hi, row.ending.at);
+  return lo <= hi ? [lo, hi] : [-Infinity, Infinity];
+}
+
+function rateBand(group, rate, y, maxRate, x, [lo, hi]) {
+  // One path per row: an area whose height is the bin's rate, broken where a bin has none, within the row's span.
   let d = "";
   let open = false;
   const base = y + ROW - 2;
+  const last = rate.start + rate.steps_per_s.length * rate.bin_s;
   rate.steps_per_s.forEach((r, i) => {
-    const left = x(rate.start + i * rate.bin_s);
-    const right = x(rate.start + (i + 1) * rate.bin_s);
-    if (typeof r !== "number") {
+    const from = rate.start + i * rate.bin_s;
+    const to = from + rate.bin_s;
+    const left = x(Math.max(from, lo));
+    const right = x(Math.min(to, hi));
+    if (typeof r !== "number" || from >= hi || to <= lo) {
       if (open) d += `L${left.toFixed(1)} ${base} Z `;
       open = false;
       return;
@@ -234,13 +250,13 @@ function rateBand(group, rate, y, maxRate, x) {
     d += `L${right.toFixed(1)} ${top.toFixed(1)} `;
     open = true;
   });
-  if (open) d += `L${x(rate.start + rate.steps_per_s.length * rate.bin_s).toFixed(1)} ${base} Z`;
+  if (open) d += `L${x(Math.min(last, hi)).toFixed(1)} ${base} Z`;
   if (d) svg("path", {d, class: "rate"}, group);
 }
 
 function drawOverTime(section, windows) {
   el("h3", {}, "Goodput over time", section);
-  if (!windows || windows.length === 0) return say(section, "no goodput windows in this view");
+  if (!windows || windows.length === 0) return say(section, "no goodput windows in this view", "none");
   const height = 80;
   const t0 = windows[0].start;
   const t1 = windows[windows.length - 1].end;
@@ -273,7 +289,7 @@ function pct(value) {
 
 function drawProfiles(section, profiles) {
   el("h3", {}, "Profile sessions", section);
-  if (!profiles || profiles.length === 0) return say(section, "no profile sessions in this view (tpuctl profile RUN captures one)");
+  if (!profiles || profiles.length === 0) return say(section, "no profile sessions in this view (tpuctl profile RUN captures one)", "none");
   for (const profile of profiles) {
     const box = el("div", {class: "profile", "data-session": profile.session}, null, section);
     const head = el("p", {class: "profile-head"}, null, box);
@@ -306,7 +322,7 @@ function drawProfiles(section, profiles) {
 
 function drawHangs(section, hangs) {
   el("h3", {}, "Hang reports", section);
-  if (!hangs || hangs.length === 0) return say(section, "no hang reports in this view");
+  if (!hangs || hangs.length === 0) return say(section, "no hang reports in this view", "none");
   hangs.forEach((hang, i) => {
     const details = el("details", {class: "hang", id: `hang-${i}`}, null, section);
     el("summary", {}, `${when(hang.at)} · attempt ${hang.attempt ?? "?"} · ${hang.summary ?? ""}`, details);
