@@ -88,3 +88,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/timeline_overhead.py
 	$(BIN)/python benchmarks/profiler_overhead.py
 	$(BIN)/python benchmarks/report_big_timeline.py
+	$(BIN)/python benchmarks/plugin_view.py
