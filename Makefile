@@ -27,6 +27,17 @@ $(SSHD):
 		echo "note: installing openssh-server failed; the ssh tests will skip"; \
 	else echo "note: $(SSHD) is missing and cannot be installed here; the ssh tests will skip"; fi
 
+# The TensorBoard tab's page tests (tests/integration/test_tensorboard_page.py) drive Debian's headless Chromium
+# through Selenium, never a downloaded browser: installed here as sshd is. Elsewhere those tests skip, saying
+# why; under TPUCTL_REQUIRE_BROWSER=1 (.ci/run) they fail instead.
+BROWSER := /usr/bin/chromedriver
+$(BROWSER):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver || \
+		echo "note: installing chromium failed; the browser tests will skip (and fail under TPUCTL_REQUIRE_BROWSER=1)"; \
+	else echo "note: $(BROWSER) is missing and cannot be installed here; the browser tests will skip"; fi
+
 # A second worker environment for the compatibility tests (tests/integration/test_compat_tf215.py):
 # TensorFlow 2.15 + tensorflow-estimator, run through `tpuctl launch --python .venv-tf215/bin/python`.
 # Built once (~30 s from the package registry). If it cannot be built, make goes on, the reason is in
@@ -58,7 +69,7 @@ lint: $(STAMP)
 # module-scoped fixture (one launch that several tests read) runs once. `make test PYTEST_WORKERS=0` runs serially.
 PYTEST_WORKERS ?= 3
 
-test: lint $(SSHD) $(COMPAT_STAMP)
+test: lint $(SSHD) $(BROWSER) $(COMPAT_STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 docs: $(STAMP)
@@ -77,3 +88,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/timeline_overhead.py
 	$(BIN)/python benchmarks/profiler_overhead.py
 	$(BIN)/python benchmarks/report_big_timeline.py
+	$(BIN)/python benchmarks/plugin_view.py

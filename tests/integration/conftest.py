@@ -28,6 +28,16 @@ def backend(request: pytest.FixtureRequest) -> list[str]:
 @pytest.fixture
 def gcs_emulator() -> Iterator[str]:
     """A GCS emulator in this process (gcp-storage-emulator), for google-cloud-storage via STORAGE_EMULATOR_HOST."""
+    yield from _gcs_emulator()
+
+
+@pytest.fixture(scope="module")
+def module_gcs_emulator() -> Iterator[str]:
+    """One GCS emulator for a module's tests (a server process started once reads it, as TensorBoard does)."""
+    yield from _gcs_emulator()
+
+
+def _gcs_emulator() -> Iterator[str]:
     from gcp_storage_emulator.server import create_server
 
     probe = socket.socket()

@@ -26,21 +26,26 @@ class Clock:
         return self.t, WALL0 + self.t
 
 
+PREEMPTION = "lost with its TPU VM (PREEMPTED)"
+
+
 def write_run(
-    folder: Path, *, workers: int, samples: int, restarts: Sequence[int] = (), save_every: int = 0, eval_every: int = 0, step_each: int = 50
+    folder: Path, *, workers: int, samples: int, restarts: Sequence[int] = (), save_every: int = 0, eval_every: int = 0,
+    step_each: int = 50, names: Sequence[str] = (), run_id: str = "run-standin", cause: str = PREEMPTION,
 ) -> None:
     """`samples` step lines per worker, STEP_EVERY_S apart; a preemption (then a restart 1000 steps back) before the sample
-    each of `restarts`; every worker's checkpoint save, 8 s long, every `save_every` samples, and its validation, 5 s
-    long, every `eval_every`."""
+    each of `restarts`, said in `cause`; every worker's checkpoint save, 8 s long, every `save_every` samples, and its
+    validation, 5 s long, every `eval_every`. `names` (any text: the TensorBoard tab's tests plant markup in them)
+    replace worker:0..N-1."""
     clock = Clock()
     timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
-    names = [f"worker:{i}" for i in range(workers)]
-    timeline.event(tl.RUN_START, run_id="run-standin", backend="local")
+    names = list(names) or [f"worker:{i}" for i in range(workers)]
+    timeline.event(tl.RUN_START, run_id=run_id, backend="local")
     attempt, step = 1, 0
     for sample in range(samples):
         if sample == 0 or sample in restarts:
             if sample:
-                timeline.event(tl.PREEMPTED, attempt=attempt, worker=names[0], status="lost with its TPU VM (PREEMPTED)")
+                timeline.event(tl.PREEMPTED, attempt=attempt, worker=names[0], status=cause)
                 timeline.flush_steps(attempt)
                 timeline.event(tl.ATTEMPT_END, attempt=attempt)
                 timeline.event(tl.RESTART, attempt=attempt, why="preemption", next_attempt=attempt + 1)

@@ -252,6 +252,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "tpuctl.devices": (5, "the accelerators a machine has, as rows to show"),
     "tpuctl.doctor": (5, "can a machine run TensorFlow on its accelerator: a probe's facts, checks, hosts compared"),
     "tpuctl.profiling": (5, "a captured profile read back: sessions, xprof's numbers, the verdict"),
+    "tpuctl.tensorboard_plugin": (5, "the tpuctl tab in TensorBoard: run views found under a logdir, checked, served and drawn"),
     "tpuctl.runtime": (6, "inside a worker, next to the training script; nothing else imports it (RUNTIME below)"),
     "tpuctl.launch.console": (7, "what a launch shows: log lines, TensorFlow's noise, side tails, tracebacks"),
     "tpuctl.launch": (8, "the launch flow: the job, its options, the backend contract, the outcome"),

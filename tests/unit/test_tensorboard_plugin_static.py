@@ -1,0 +1,81 @@
+"""The tpuctl tab without a server: the page's script never turns data into markup, a view of any shape is checked
+into the contract's types or refused in one line, and TensorBoard's start pays for no TensorFlow import."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import ROOT
+from tpuctl.tensorboard_plugin import checking
+from tpuctl.tensorboard_plugin.finding import Unreadable
+
+STATIC = ROOT / "tpuctl" / "tensorboard_plugin" / "static"
+
+
+def test_the_page_never_parses_data_as_markup_or_code() -> None:
+    script = (STATIC / "index.js").read_text(encoding="utf-8")
+    code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("//"))
+    sinks = re.findall(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function|setAttribute\(\s*[\"']on", code)
+    assert not sinks, sinks
+    assert "textContent" in code and "createElementNS" in code
+
+
+def test_tensorboards_import_of_the_plugin_loads_no_tensorflow_and_no_storage_client() -> None:
+    probe = "import sys, tpuctl.tensorboard_plugin.plugin; print(sorted(m for m in ('tensorflow', 'google.cloud.storage') if m in sys.modules))"
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT, check=True)
+    assert shown.stdout.strip() == "[]", shown.stderr
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=30,
+)
+_FIELDS = ["written", "run", "attempts", "rows", "restarts", "goodput", "goodput_over_time", "profiles", "hangs"]
+_views = st.fixed_dictionaries({"schema": st.just(checking.SCHEMA)}, optional={name: _json for name in _FIELDS})
+
+
+@settings(max_examples=300, deadline=None)
+@given(_views)
+def test_any_view_is_checked_into_json_the_page_can_take(found: dict[str, Any]) -> None:
+    shown = checking.view(json.dumps(found).encode(), logdir="/logs")
+    json.dumps(shown, allow_nan=False)  # no NaN or infinity reaches the page
+    assert set(shown) == {"schema", *_FIELDS, "left_out"}
+    for row in shown["rows"]:
+        assert isinstance(row["worker"], str) and all(s["kind"] in checking.KINDS for s in row["segments"])
+
+
+@pytest.mark.parametrize("data", [b"", b"\xff\xfe", b"{", b"null", b"[]", b'"view"', b"[" * 100_000, b'{"schema": 1}'])
+def test_what_is_no_view_is_one_line(data: bytes) -> None:
+    with pytest.raises(Unreadable) as refused:
+        checking.view(data, logdir="/logs")
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("logdir", "where", "run"),
+    [
+        ("/logs", "/logs", "S"),
+        ("/logs/", "/logs/exp1/model", "exp1/model/S"),
+        ("/logs", "/logs/exp1/../exp2", "exp2/S"),
+        ("/logs", "/logsx/m", None),
+        ("/logs", "/other", None),
+        ("/logs", "exp1/model", None),
+        ("gs://b/logs", "gs://b/logs/m", "m/S"),
+        ("gs://b/logs", "gs://b/logs", "S"),
+        ("gs://b/logs", "gs://b/logs2/m", None),
+        ("gs://b/logs", "gs://b/logs/../x", None),
+        ("gs://b/logs", "/logs/m", None),
+    ],
+)
+def test_a_session_links_to_the_profile_tabs_name_for_it_only_inside_the_logdir(logdir: str, where: str, run: str | None) -> None:
+    """xprof names a session by its run folder relative to the logdir, joined to the session (profile_plugin.generate_runs)."""
+    assert checking.profile_run(logdir, where, "S") == run

@@ -1,0 +1,271 @@
+"""A view.json as the page may draw it: every field checked, cut to size or left out, whatever the file holds.
+
+A model dir is shared (a team's bucket, a copied folder), so a view is data from anyone: a field may be missing,
+of another type, huge, or text meant to be read as HTML. What comes out has only the contract's fields
+(/work/notes/view-contract.md, docs/report.md "In TensorBoard"), each of its type or None, lists cut to the sizes
+the launcher writes, text as one line (stacks as bounded lines), and a count of what was left out, so the page
+never guesses and says when the file was not all there. The page then sets every text with textContent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tpuctl.inputs.errors import one_line
+from tpuctl.tensorboard_plugin.finding import Unreadable
+
+SCHEMA = "tpuctl.run-view/1"
+KINDS = frozenset({"start-up", "first-step", "steps", "checkpoint-save", "checkpoint-restore", "evaluation", "stall", "hang"})
+MAX_ATTEMPTS = 1_000
+MAX_ROWS = 5_000  # (attempt, worker) pairs: 64 workers x 10 attempts is 640
+MAX_SEGMENTS = 20_000  # per row: a week of checkpoints every 10 minutes is ~2,000 saves and as many step spans
+MAX_BINS = 600  # per row's step-rate band (the contract's bound)
+MAX_WINDOWS = 200  # goodput over time
+MAX_PROFILES = 200
+MAX_HANGS = 100
+MAX_WORKERS = 1_024  # per profile verdict
+MAX_NOTES = 50
+MAX_CATEGORIES = 32
+STACKS_LIMIT = 64 << 10  # characters of one hang report's stacks
+_CLOCK_LIMIT = 1e12  # seconds, as goodput's: beyond it a time is not one (and differences overflow)
+_SESSION = re.compile(r"[\w.-]{1,128}\Z")  # TensorFlow's session folders: 2026_11_28_10_20_00
+
+T = TypeVar("T")
+
+
+class _Checker:
+    """Keeps the count of what was left out while a view is checked."""
+
+    def __init__(self) -> None:
+        self.left_out = 0
+
+    def items(self, value: object, limit: int, check: Callable[[Any], T | None]) -> list[T]:
+        if not isinstance(value, list):
+            self.left_out += value is not None
+            return []
+        self.left_out += max(0, len(value) - limit)
+        kept = [checked for item in value[:limit] if (checked := check(item)) is not None]
+        self.left_out += min(len(value), limit) - len(kept)
+        return kept
+
+
+def number(value: object) -> float | None:
+    """A finite number within the clock's range (bool is not one), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int of a thousand digits
+        return None
+    return as_float if math.isfinite(as_float) and abs(as_float) < _CLOCK_LIMIT else None
+
+
+def whole(value: object) -> int | None:
+    shown = number(value)
+    return int(shown) if shown is not None and shown == int(shown) else None
+
+
+def text(value: object, limit: int = 240) -> str | None:
+    """One line of at most `limit` characters (control characters escaped), or None for anything not a string."""
+    return one_line(value, limit) if isinstance(value, str) else None
+
+
+def lines(value: object, limit: int = STACKS_LIMIT) -> str | None:
+    """Multi-line text (a hang's stacks) kept as lines, cut at `limit` characters, other control characters escaped."""
+    if not isinstance(value, str):
+        return None
+    cut = value[:limit]
+    shown = "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in cut)
+    return shown + ("\n…" if len(value) > limit else "")
+
+
+def view(data: bytes, *, logdir: str) -> dict[str, Any]:
+    """The checked view of `data` (a view.json's bytes), or Unreadable with the line the page shows."""
+    try:
+        found = json.loads(data)
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON (a file cut short), nested past the parser's depth
+        raise Unreadable("view.json is not JSON (cut short while it was written, or not a view): " + one_line(str(e), 120)) from None
+    if not isinstance(found, dict):
+        raise Unreadable(f"view.json holds no run view: a JSON object with schema {SCHEMA} was expected")
+    if found.get("schema") != SCHEMA:
+        raise Unreadable(f"view.json's schema is {text(found.get('schema'), 60)!r}, not {SCHEMA}: written by another tpuctl version?")
+    check = _Checker()
+    checked = {
+        "schema": SCHEMA,
+        "written": number(found.get("written")),
+        "run": _run(found.get("run")),
+        "attempts": check.items(found.get("attempts"), MAX_ATTEMPTS, _attempt),
+        "rows": check.items(found.get("rows"), MAX_ROWS, lambda row: _row(row, check)),
+        "restarts": check.items(found.get("restarts"), MAX_ATTEMPTS, _restart),
+        "goodput": _goodput(found.get("goodput"), check),
+        "goodput_over_time": check.items(found.get("goodput_over_time"), MAX_WINDOWS, _window),
+        "profiles": check.items(found.get("profiles"), MAX_PROFILES, lambda p: _profile(p, logdir, check)),
+        "hangs": check.items(found.get("hangs"), MAX_HANGS, _hang),
+    }
+    return {**checked, "left_out": check.left_out}
+
+
+def _run(value: object) -> dict[str, Any]:
+    run = value if isinstance(value, dict) else {}
+    return {
+        "id": text(run.get("id"), 120),
+        "script": text(run.get("script"), 200),
+        "backend": text(run.get("backend"), 40),
+        "state": text(run.get("state"), 40),
+        "start": number(run.get("start")),
+        "end": number(run.get("end")),
+        "workers": whole(run.get("workers")),
+        "model_dir": text(run.get("model_dir"), 400),
+    }
+
+
+def _ending(value: object, *, at: bool = False) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    ending = {"state": text(value.get("state"), 40), "words": text(value.get("words"), 300)}
+    return {**ending, "at": number(value.get("at"))} if at else ending
+
+
+def _span(value: dict[str, Any]) -> tuple[float, float] | None:
+    start, end = number(value.get("start")), number(value.get("end"))
+    return (start, end) if start is not None and end is not None and end >= start else None
+
+
+def _attempt(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, dict) or (number_ := whole(value.get("attempt"))) is None or number(value.get("start")) is None:
+        return None
+    end = number(value.get("end"))
+    return {"attempt": number_, "start": number(value.get("start")), "end": end, "ending": _ending(value.get("ending"))}
+
+
+def _segment(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, dict) or value.get("kind") not in KINDS or (span := _span(value)) is None:
+        return None
+    return {"kind": value["kind"], "start": span[0], "end": span[1]}
+
+
+def _rate(value: object, check: _Checker) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    start, bin_s, bins = number(value.get("start")), number(value.get("bin_s")), value.get("steps_per_s")
+    if start is None or bin_s is None or bin_s <= 0 or not isinstance(bins, list):
+        check.left_out += 1
+        return None
+    check.left_out += max(0, len(bins) - MAX_BINS)
+    rates = [rate if (rate := number(b)) is not None and rate >= 0 else None for b in bins[:MAX_BINS]]
+    return {"start": start, "bin_s": bin_s, "steps_per_s": rates}
+
+
+def _row(value: object, check: _Checker) -> dict[str, Any] | None:
+    if not isinstance(value, dict) or (attempt := whole(value.get("attempt"))) is None or (worker := text(value.get("worker"), 120)) is None:
+        return None
+    return {
+        "attempt": attempt,
+        "worker": worker,
+        "segments": check.items(value.get("segments"), MAX_SEGMENTS, _segment),
+        "rate": _rate(value.get("rate"), check) if value.get("rate") is not None else None,
+        "ending": _ending(value.get("ending"), at=True),
+    }
+
+
+def _restart(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, dict) or (at := number(value.get("at"))) is None:
+        return None
+    return {"at": at, "attempt": whole(value.get("attempt")), "cause": text(value.get("cause"), 40), "words": text(value.get("words"), 300)}
+
+
+def _split(value: dict[str, Any]) -> dict[str, Any]:
+    categories = value.get("categories")
+    pairs = list(categories.items())[:MAX_CATEGORIES] if isinstance(categories, dict) else []
+    return {
+        "wall_s": number(value.get("wall_s")),
+        "goodput": number(value.get("goodput")),
+        "categories": {name: seconds for key, raw in pairs if (name := text(key, 40)) and (seconds := number(raw)) is not None and seconds >= 0},
+    }
+
+
+def _goodput(value: object, check: _Checker) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+
+    def attempt(item: object) -> dict[str, Any] | None:
+        if not isinstance(item, dict) or (n := whole(item.get("attempt"))) is None:
+            return None
+        return {"attempt": n, "ended": text(item.get("ended"), 40), **_split(item)}
+
+    finished = value.get("finished")
+    return {
+        **_split(value),
+        "step_source": text(value.get("step_source"), 40),
+        "finished": finished if isinstance(finished, bool) else None,
+        "attempts": check.items(value.get("attempts"), MAX_ATTEMPTS, attempt),
+        "skipped_lines": whole(value.get("skipped_lines")),
+    }
+
+
+def _window(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, dict) or (span := _span(value)) is None:
+        return None
+    share = number(value.get("goodput"))
+    return {"start": span[0], "end": span[1], "goodput": share if share is not None and 0 <= share <= 1 else None}
+
+
+def _verdict(value: object, check: _Checker) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+
+    def worker(item: object) -> dict[str, Any] | None:
+        if not isinstance(item, dict) or (name := text(item.get("worker"), 120)) is None:
+            return None
+        step = item.get("step_ms")
+        step_ms = {key: number(step.get(key)) for key in ("mean", "stdev", "min", "max")} if isinstance(step, dict) else None
+        shares = {key: number(item.get(key)) for key in ("input_pct", "compute_pct", "communication_pct", "other_pct")}
+        return {"worker": name, "steps": whole(item.get("steps")), "step_ms": step_ms, **shares}
+
+    return {
+        "workers": check.items(value.get("workers"), MAX_WORKERS, worker),
+        "straggler": text(value.get("straggler"), 120),
+        "notes": check.items(value.get("notes"), MAX_NOTES, lambda note: text(note, 400)),
+    }
+
+
+def _profile(value: object, logdir: str, check: _Checker) -> dict[str, Any] | None:
+    if not isinstance(value, dict) or not isinstance(session := value.get("session"), str) or not _SESSION.match(session):
+        return None
+    where = text(value.get("dir"), 400)
+    return {
+        "session": session,
+        "at": number(value.get("at")),
+        "dir": where,
+        "profile_run": profile_run(logdir, where, session),
+        "verdict": _verdict(value.get("verdict"), check),
+    }
+
+
+def _hang(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, dict) or (at := number(value.get("at"))) is None:
+        return None
+    return {"at": at, "attempt": whole(value.get("attempt")), "summary": text(value.get("summary"), 300), "stacks": lines(value.get("stacks"))}
+
+
+def profile_run(logdir: str, where: str | None, session: str) -> str | None:
+    """The Profile tab's name for a session (xprof's "frontend run": the folder holding plugins/profile/, relative
+    to TensorBoard's logdir, joined to the session; the session alone at the logdir itself), or None where the
+    session's folder is outside this TensorBoard's logdir (the Profile tab does not list it)."""
+    if not logdir or not where or not _SESSION.match(session):
+        return None
+    remote = logdir.startswith("gs://")
+    if remote != where.startswith("gs://") or (not remote and not os.path.isabs(where)):
+        return None
+    base, inside = (logdir.rstrip("/"), where.rstrip("/")) if remote else (os.path.abspath(logdir), os.path.normpath(where))
+    if inside == base:
+        return session
+    if not inside.startswith(base.rstrip("/") + "/"):
+        return None
+    parts = inside[len(base.rstrip("/")) + 1 :].split("/")
+    return None if any(part in ("", ".", "..") for part in parts) else "/".join([*parts, session])

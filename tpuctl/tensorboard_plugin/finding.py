@@ -1,0 +1,169 @@
+"""The runs under a TensorBoard logdir: every MODEL_DIR/tpuctl/<run_id>/view.json, local or gs://, and its bytes.
+
+The logdir is often a model dir full of checkpoints and event files, or a bucket shared by many jobs, and
+TensorBoard asks whether the plugin has data on every page load: so a local walk is bounded in depth and in
+folders seen and never follows a symbolic link (a link out of the logdir would serve files the user did not
+point TensorBoard at), a bucket is one bounded prefix listing, and a view is read only up to a limit, refused
+from its size before any byte is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tpuctl.inputs.errors import one_line
+
+VIEW_NAME = "view.json"
+FOLDER = "tpuctl"  # MODEL_DIR/tpuctl/<run_id>/view.json: the launcher's place for it (docs/report.md)
+MAX_DEPTH = 8  # folders below the logdir where a model dir's tpuctl/ may sit
+MAX_FOLDERS = 20_000  # folders a local walk looks into before it stops
+MAX_OBJECTS = 200_000  # objects one bucket listing goes through before it stops
+VIEW_LIMIT = 8 << 20  # bytes: a 64-worker week-long run's view is < 2 MB (view-contract); a bigger file is not one we wrote
+LISTING_TTL_S = 10.0
+_log = logging.getLogger(__name__)
+_IN_BUCKET = re.compile(rf"(?:^|/){FOLDER}/([^/]+)/{re.escape(VIEW_NAME)}\Z")
+
+
+class Unreadable(Exception):
+    """A view that cannot be served, with the one line the page shows instead."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One run: `key` names it to the page (its folder relative to the logdir); `where` is its view.json."""
+
+    key: str
+    run_id: str
+    where: str
+
+
+def _gs(logdir: str) -> tuple[str, str] | None:
+    if not logdir.startswith("gs://"):
+        return None
+    bucket, _, prefix = logdir[len("gs://") :].partition("/")
+    prefix = prefix.strip("/")
+    return bucket, f"{prefix}/" if prefix else ""
+
+
+def find(logdir: str) -> list[Found]:
+    """The runs under `logdir`, sorted by key; none for an empty or missing logdir."""
+    if not logdir:
+        return []
+    gs = _gs(logdir)
+    found = _in_bucket(*gs) if gs else _on_disk(logdir)
+    return sorted(found, key=lambda f: f.key)
+
+
+def _on_disk(logdir: str) -> list[Found]:
+    top = os.path.abspath(logdir)
+    found: list[Found] = []
+    for seen, (here, folders, _) in enumerate(os.walk(top, followlinks=False)):
+        if seen >= MAX_FOLDERS:
+            break
+        depth = 0 if here == top else os.path.relpath(here, top).count(os.sep) + 1
+        if depth >= MAX_DEPTH:
+            folders[:] = []
+        if os.path.basename(here) == FOLDER and here != top:
+            found += _runs_in(top, here, folders)
+            folders[:] = []  # a run folder holds only its view: nothing below to look for
+    return found
+
+
+def _runs_in(top: str, tpuctl_dir: str, folders: list[str]) -> list[Found]:
+    found = []
+    for name in sorted(folders):
+        view = os.path.join(tpuctl_dir, name, VIEW_NAME)
+        try:
+            if not stat.S_ISDIR(os.lstat(os.path.join(tpuctl_dir, name)).st_mode) or not stat.S_ISREG(os.lstat(view).st_mode):
+                continue
+        except OSError:
+            continue
+        key = os.path.relpath(os.path.join(tpuctl_dir, name), top).replace(os.sep, "/")
+        found.append(Found(key, name, view))
+    return found
+
+
+def _in_bucket(bucket: str, prefix: str) -> list[Found]:
+    from tpuctl.cloud import storage
+
+    found = []
+    for blob in storage.client().list_blobs(bucket, prefix=prefix, max_results=MAX_OBJECTS):
+        name = str(blob.name)
+        match = _IN_BUCKET.search(name[len(prefix) :])
+        if match:
+            found.append(Found(name[len(prefix) : -len(VIEW_NAME) - 1], match.group(1), f"gs://{bucket}/{name}"))
+    return found
+
+
+def read(where: str, limit: int = VIEW_LIMIT) -> bytes:
+    """A view's bytes, refused (Unreadable) when it is bigger than `limit`, is not a regular file, or is gone."""
+    gs = _gs(where)
+    data = _read_object(gs[0], gs[1].rstrip("/"), limit) if gs else _read_file(where, limit)
+    if len(data) > limit:  # it grew between the size and the read, or the bucket gave no size
+        raise Unreadable(f"view.json is over the {limit >> 20} MiB a view can be: not a view tpuctl wrote")
+    return data
+
+
+def _too_big(size: int, limit: int) -> Unreadable:
+    return Unreadable(f"view.json is {size:,} bytes, over the {limit >> 20} MiB a view can be: not a view tpuctl wrote")
+
+
+def _read_file(path: str, limit: int) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise Unreadable(f"view.json cannot be read: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable("view.json is not a regular file")
+        if info.st_size > limit:
+            raise _too_big(info.st_size, limit)
+        return file.read(limit + 1)
+
+
+def _read_object(bucket: str, name: str, limit: int) -> bytes:
+    from tpuctl.cloud import storage
+
+    blob = storage.client().bucket(bucket).get_blob(name)
+    if blob is None:
+        raise Unreadable("view.json is gone from the bucket")
+    if blob.size is not None and blob.size > limit:
+        raise _too_big(int(blob.size), limit)
+    return bytes(blob.download_as_bytes(start=0, end=limit))
+
+
+class Listing:
+    """`find(logdir)` remembered for a few seconds: TensorBoard asks is_active on every page load, and a bucket listing
+    costs a round trip per thousand objects. Lookups by key go through it, so a page can only ask for runs it was shown."""
+
+    def __init__(self, logdir: str, ttl_s: float = LISTING_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self._logdir = logdir
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._runs: list[Found] = []
+        self._at: float | None = None
+        self.error: str | None = None  # why the last listing failed (no credentials, no such bucket), one line
+
+    def runs(self) -> list[Found]:
+        with self._lock:
+            now = self._clock()
+            if self._at is None or now - self._at >= self._ttl_s:
+                self._at = now
+                try:
+                    self._runs, self.error = find(self._logdir), None
+                except Exception as e:  # noqa: BLE001 - the storage client's, google-auth's or the OS's: each means no runs, said in a line
+                    _log.warning("tpuctl: cannot list %s", self._logdir, exc_info=True)
+                    self._runs, self.error = [], f"cannot list {self._logdir}: " + one_line(str(e) or type(e).__name__)
+            return self._runs
+
+    def get(self, key: str) -> Found | None:
+        return next((run for run in self.runs() if run.key == key), None)
