@@ -52,6 +52,12 @@ def test_fits_validation_is_an_evaluation_segment_and_the_reports_own_category(t
     assert built["goodput"]["categories"][goodput.EVALUATION] == pytest.approx(15, abs=0.01)
 
 
+def test_a_short_attempts_rate_band_covers_its_steps_not_only_their_end(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=1, samples=3)  # samples 30 s apart: two bins of 30 s, both stepping at one pace
+    rate = view.build(RunFolder(tmp_path), live=False)["rows"][0]["rate"]
+    assert rate["steps_per_s"] == [pytest.approx(50 / tl.STEP_EVERY_S, rel=0.01)] * 2, rate
+
+
 def test_a_week_of_steps_is_binned_and_windowed_never_shipped_whole(tmp_path: Path) -> None:
     """7 days of 12 workers, 10 attempts: the rows' bins and segments share the budgets (64 workers: the benchmark)."""
     write_run(tmp_path, workers=12, samples=20160, restarts=range(2016, 20160, 2016), save_every=120)

@@ -197,7 +197,9 @@ class _Steps:
                 yield a, b
 
     def rate(self, bins: int) -> dict[str, Any]:
-        """Steps a second in at most `bins` bins: each pair of samples' pace counted in the bin where it ends."""
+        """Steps a second in at most `bins` bins: each pair of samples' pace spread over the time between them, so a bin
+        holds the time-weighted mean pace of what it covers. (Counted only where a pair ends, a short attempt sampled
+        every 30 s would show steps in its last bin alone.)"""
         start, span = self.t[0], self.t[-1] - self.t[0]
         bin_s = max(span / bins, tl.STEP_EVERY_S)
         count = max(1, min(bins, math.ceil(span / bin_s)))
@@ -205,9 +207,13 @@ class _Steps:
         for (t0, s0), (t1, s1) in zip(zip(self.t, self.step, strict=True), zip(self.t[1:], self.step[1:], strict=True), strict=False):
             if t1 <= t0 or s0 != s0 or s1 != s1 or s1 < s0:
                 continue
-            index = min(int((t1 - start) / bin_s), count - 1)  # the pace counted where it was measured (its end)
-            done[index] += s1 - s0
-            spent[index] += t1 - t0
+            pace = (s1 - s0) / (t1 - t0)
+            first, last = (min(int((t - start) / bin_s), count - 1) for t in (t0, t1))
+            for index in range(first, last + 1):
+                overlap = min(t1, start + (index + 1) * bin_s if index < count - 1 else t1) - max(t0, start + index * bin_s)
+                if overlap > 0:
+                    done[index] += pace * overlap
+                    spent[index] += overlap
         rates = [round(d / s, 4) if s > 0 else None for d, s in zip(done, spent, strict=True)]
         return {"start": round(start, 3), "bin_s": round(bin_s, 3), "steps_per_s": rates}
 

@@ -4,7 +4,8 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const KINDS = ["start-up", "first-step", "steps", "checkpoint-save", "checkpoint-restore", "evaluation", "stall", "hang"];
-const CATEGORIES = ["training steps", "start-up", "first step", "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"];
+// The report's categories (tpuctl/runs/goodput.py CATEGORIES); a name not here is drawn grey.
+const CATEGORIES = ["training steps", "start-up", "first step", "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other", "evaluation"];
 const WIDTH = 1000;
 const LABEL = 150;
 const ROW = 22;
@@ -98,7 +99,7 @@ function drawRun(page, view) {
   const run = view.run || {};
   el("h2", {class: "run-id"}, run.id || "(run without an id)", page);
   const span = run.end !== null && typeof run.start === "number" ? duration(run.end - run.start) : "running";
-  const meta = [run.script, run.backend, run.state, `${run.workers ?? "?"} workers`, `${when(run.start)} → ${run.end ? when(run.end) : "now"} (${span})`];
+  const meta = [run.script, run.backend, run.state, `${run.workers ?? "?"} worker${run.workers === 1 ? "" : "s"}`, `${when(run.start)} → ${run.end ? when(run.end) : "now"} (${span})`];
   say(page, meta.filter((part) => part !== null && part !== undefined).join(" · "), "meta");
   if (run.model_dir) say(page, `model dir ${run.model_dir}; view written ${when(view.written)}`, "meta");
   if (view.left_out > 0) say(page, `${view.left_out} malformed or excess entries of this view.json were left out.`, "note");
