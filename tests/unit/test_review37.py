@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.standins.timelines import WALL0, write_run
+from tpuctl.cluster.tf_config import Task
 from tpuctl.launch import publish
+from tpuctl.launch.process import stacks
+from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.runs import goodput, view
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
@@ -152,6 +155,30 @@ def test_a_kept_verdict_of_a_run_on_other_hosts_puts_no_log_dir_path_into_the_pu
     body = json.dumps(view.build(folder, live=False, model_dir="gs://shared-bucket/model"))
     assert json.loads(body)["profiles"][0]["verdict"]["workers"][0]["worker"] == "worker:0"
     assert str(logs) not in body
+
+
+_DUMP = """Thread 0x00007f0a1b2c3740 (most recent call first):
+  File "/home/alice/project/train.py", line 41 in train_step
+  File "/home/alice/project/train.py", line 60 in <module>
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="launch/process/stacks.py:87 ends view.txt (written private) with 'full stacks: LOG_DIR/attempt-N/stacks-M'; "
+    "view.py:_hangs (306-308) copies that text whole into the view published world-readable into the model dir",
+)
+def test_a_hangs_stacks_view_puts_no_log_dir_path_into_the_published_view(tmp_path: Path) -> None:
+    logs = tmp_path / "home" / "alice" / "private-logs" / "run-9"
+    logs.mkdir(parents=True)
+    write_run(logs, workers=1, samples=4)
+    folder = RunFolder(logs)
+    argv = ("python", "-m", "tpuctl.runtime", "/home/alice/project/train.py")
+    spec = WorkerSpec(task=Task("worker", 0), chief=True, host="localhost", address=None, argv=argv)
+    stacks.record([spec], [_DUMP], folder, 1)  # what the launcher keeps on a hang or `tpuctl stacks`
+    built = view.build(folder, live=False, model_dir="gs://shared-bucket/model")
+    assert len(built["hangs"]) == 1 and "train_step" in built["hangs"][0]["stacks"]
+    assert str(logs) not in json.dumps(built)
 
 
 @pytest.fixture
