@@ -169,3 +169,47 @@ def test_every_row_of_an_ended_attempt_shows_how_it_ended(tmp_path: Path) -> Non
 
     assert len(first) == 2 and shown["attempts"][0]["ending"]["state"] == "preempted"
     assert [row["worker"] for row in first if row["ending"] is None] == []
+
+
+@pytest.mark.tf
+@pytest.mark.xfail(
+    strict=True,
+    reason="plugin.py:37 reads only context.logdir, which TensorBoard sets from --logdir alone "
+    "(tensorboard/backend/application.py:111), so `tensorboard --logdir_spec exp1:DIR,exp2:DIR2` (how users put "
+    "experiments side by side) gives an empty tab, 'No tpuctl runs under ', while the scalars show; fix: read the "
+    "spec from context.flags.logdir_spec (name:path pairs) and list the runs of each path under its name",
+)
+def test_runs_under_a_logdir_spec_are_listed(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration import tensorboard_server as tb
+
+    model = tmp_path / "exp1" / "model"
+    run_views.publish(model, run_views.built(tmp_path / "run", model_dir=str(model), run_id=RUN))
+    port = tb._free_port()
+    argv = [sys.executable, "-c", tb._WRAPPER, "--logdir_spec", f"exp1:{tmp_path / 'exp1'}", "--host", "127.0.0.1", "--port", str(port), "--load_fast", "false"]
+    log = tmp_path / "tensorboard.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(tb.ROOT)}, start_new_session=True)
+    server = tb.Server(f"http://127.0.0.1:{port}", process, log)
+    try:
+        deadline = time.monotonic() + tb.START_TIMEOUT_S
+        while not _answers(server):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+        listed = server.json("/data/plugin/tpuctl/runs")
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+    assert [run["run_id"] for run in listed["runs"]] == [RUN]
+
+
+def _answers(server: Any) -> bool:
+    try:
+        return bool(server.get("/data/plugins_listing")[0] == 200)
+    except OSError:
+        return False
