@@ -1,0 +1,215 @@
+"""Review of issue 37's TensorBoard plugin (tpuctl/tensorboard_plugin/): what a bucket listing costs, and the tab as
+a user in another time zone or a narrow window sees it.
+
+Each test is a defect found by the review, marked xfail(strict=True) until it is fixed. The bucket is the GCS emulator
+in this process (tests/integration/conftest.py), reached through STORAGE_EMULATOR_HOST as tpuctl.cloud.storage.client()
+does. The page is TensorBoard's real server and Debian's headless Chromium (tests/integration/browser.py) on a view
+tpuctl.runs.view.build made from a timeline tpuctl's writer wrote (tests/integration/run_views.py): one TensorBoard and
+one browser for the module, the browser started in a time zone that is not UTC, as the terminal drawing is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gcp_storage_emulator import storage as emulator_storage
+
+from tests.conftest import run_tpuctl
+from tests.integration import browser, run_views
+from tests.integration.tensorboard_server import tensorboard
+from tests.integration.test_tensorboard_page import _all, _in_tab, _wait
+from tpuctl.tensorboard_plugin import finding
+
+RUN = "20261128-101010-train-ab12"
+OTHER_OBJECTS = 300  # a model dir's checkpoints, event files and profile traces: a real one holds thousands
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding.py:97: a bucket listing goes through every object under the logdir (up to MAX_OBJECTS, 200 pages "
+    "of 1,000) to find the few view.json, and TensorBoard runs it in is_active on the plugins listing every page load "
+    "after the 10 s cache, so a logdir on a bucket with checkpoints and traces holds the whole UI for seconds to "
+    "minutes; fix: let the server filter, list_blobs(prefix=..., match_glob=prefix + '**/tpuctl/*/view.json') (GCS matchGlob; the emulator honours it)",
+)
+def test_a_bucket_listing_asks_the_server_for_views_only(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    bucket = storage.Client(project="tpuctl-test", credentials=AnonymousCredentials(), client_options={"api_endpoint": gcs_emulator}).create_bucket("models")
+    bucket.blob(f"logs/exp1/model/tpuctl/{RUN}/view.json").upload_from_string(json.dumps({"schema": "tpuctl.run-view/1"}))
+    for i in range(OTHER_OBJECTS):
+        bucket.blob(f"logs/exp1/model/ckpt-{i}.data-00000-of-00001").upload_from_string("x")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    listed: list[int] = []
+    real_list = emulator_storage.Storage.get_file_list
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:  # counts what the server sends back; changes nothing
+        files, prefixes = real_list(self, *args, **kwargs)
+        listed.append(len(files))
+        return files, prefixes
+
+    monkeypatch.setattr(emulator_storage.Storage, "get_file_list", counted)
+
+    found = finding.find("gs://models/logs")
+
+    assert [run.run_id for run in found] == [RUN]
+    assert sum(listed) <= 10, f"the listing went through {sum(listed)} objects to find one view"
+
+
+ZONE = "America/Los_Angeles"  # UTC-8 in November: every hour differs from UTC's
+LIVE = "20251128-150000-train-cd34"
+STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+@pytest.fixture(scope="module")
+def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """The browser on the tab with the run drawn, and the run's log folder (for `tpuctl report --timeline`)."""
+    browser.require_browser()
+    top = tmp_path_factory.mktemp("review37")
+    run_views.publish(top / "logs" / "exp1" / "model", run_views.built(top / "run", model_dir=str(top / "logs" / "exp1" / "model")))
+    live = run_views.built(top / "live-run", model_dir=str(top / "logs" / "exp2" / "model"), run_id=LIVE)
+    live["run"].update(end=None, state="running")  # as the launcher publishes while the run goes on (launch/publish.py)
+    run_views.publish(top / "logs" / "exp2" / "model", live)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TZ", ZONE)  # Chromium takes its zone from the environment chromedriver hands it
+        with tensorboard(str(top / "logs"), top / "tensorboard.log") as server, browser.chromium(top / "chromium") as driver:
+            driver.get(server.url + "/#tpuctl")
+            _in_tab(driver)
+            _wait(lambda: driver.execute_script("const p = document.getElementById('run-page'); return p && p.dataset.ready === '1'"))
+            yield driver, top / "run"
+
+
+@pytest.mark.tf
+@pytest.mark.xfail(
+    strict=True,
+    reason="static/index.js:40-42 (when) prints every time in UTC while `tpuctl report --timeline` "
+    "(cli/diagnosis/timeline_drawing.py:174-217) prints local time, so the same run starts at 14:43 in the tab and "
+    "06:43 in the terminal for a user in California; fix: one zone for both (the browser's local time, as "
+    "TensorBoard's own wall-time axes, labelled with its zone)",
+)
+def test_the_tab_and_the_terminal_give_the_run_the_same_start_time(tab: tuple[Any, Path]) -> None:
+    driver, run = tab
+    drawn = run_tpuctl("report", str(run), "--timeline", env={**os.environ, "TZ": ZONE, "COLUMNS": "120", "NO_COLOR": "1"})
+    assert drawn.returncode == 0, drawn.stderr
+    terminal = next(STAMP.search(line) for line in drawn.stdout.splitlines() if "local time" in line and STAMP.search(line))
+    page = STAMP.search(_all(driver, "#run-page p.meta")[0].text)
+
+    assert terminal is not None and page is not None
+    assert page.group() == terminal.group()
+
+
+@pytest.mark.tf
+@pytest.mark.xfail(
+    strict=True,
+    reason="static/index.js:125, :171 and :265 draw each chart as width=100% of a fixed 1000-unit viewBox, so the 11 px "
+    "labels of style.css shrink with the window: 5 px at 480 px, unreadable on a half-screen laptop window; fix: a "
+    "minimum drawn width with the section scrolling sideways (overflow-x: auto), or the viewBox sized to the frame",
+)
+def test_the_timeline_labels_stay_readable_in_a_narrow_window(tab: tuple[Any, Path]) -> None:
+    driver, _ = tab
+    driver.switch_to.default_content()
+    driver.set_window_size(640, 1000)
+    try:
+        _in_tab(driver)
+        label = _all(driver, "svg.timeline text.label")[0]
+        height = driver.execute_script("return arguments[0].getBoundingClientRect().height", label)
+    finally:
+        driver.switch_to.default_content()
+        driver.set_window_size(1400, 1000)
+
+    assert height >= 9, f"a worker row's label is {height:.1f} px tall at a 640 px window"
+
+
+@pytest.mark.tf
+@pytest.mark.xfail(
+    strict=True,
+    reason="plugin.py:49 (disable_reload=True) and static/index.js:80-95 (the view fetched once, when a run is picked): "
+    "the launcher republishes a live run's view every few seconds (launch/publish.py), but the tab shows the first one "
+    "until the browser reloads the whole page, TensorBoard's reload button and its auto-reload being off for the tab, "
+    "and its header says '→ now'; fix: let TensorBoard's reload through (or poll) and refetch the picked run's view",
+)
+def test_a_live_runs_republished_view_reaches_the_open_tab(tab: tuple[Any, Path]) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    driver, run = tab
+    key = f"exp2/model/tpuctl/{LIVE}"
+    view_file = run.parent / "logs" / key / "view.json"
+    _in_tab(driver)
+    Select(_all(driver, "#run-select")[0]).select_by_value(key)
+    _wait(lambda: LIVE in _all(driver, "#run-page h2.run-id")[0].text)
+    shown = json.loads(view_file.read_text())
+    shown["run"]["workers"] = 7  # the next publication: anything the page shows, here the header's worker count
+    run_views.publish(run.parent / "logs" / "exp2" / "model", shown)
+    driver.switch_to.default_content()
+    for button in driver.find_elements("css selector", "app-header-reload button, .reload-button"):
+        if button.is_enabled():
+            button.click()  # what a user does when a picture looks stale
+    _in_tab(driver)
+
+    _wait(lambda: "7 workers" in _all(driver, "#run-page p.meta")[0].text, timeout=45.0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="runs/view.py:133-134 (and :146-148 for hangs only): a row gets its ending only from its own worker's "
+    "failure/preempted event, so the workers the launcher stops when another fails or is preempted end with no mark "
+    "and no cause in the tab (static/index.js draws row.ending); in the real 2-worker run published under "
+    "/tmp/docrun, attempt 1's worker:0 trails off while worker:1 has its X; fix: a row of an ended attempt without "
+    "its own ending gets 'stopped' (the issue's list of endings) at the attempt_end, with the attempt's cause in words",
+)
+def test_every_row_of_an_ended_attempt_shows_how_it_ended(tmp_path: Path) -> None:
+    shown = run_views.built(tmp_path / "run", model_dir=str(tmp_path / "model"))
+    first = [row for row in shown["rows"] if row["attempt"] == 1]
+
+    assert len(first) == 2 and shown["attempts"][0]["ending"]["state"] == "preempted"
+    assert [row["worker"] for row in first if row["ending"] is None] == []
+
+
+@pytest.mark.tf
+@pytest.mark.xfail(
+    strict=True,
+    reason="plugin.py:37 reads only context.logdir, which TensorBoard sets from --logdir alone "
+    "(tensorboard/backend/application.py:111), so `tensorboard --logdir_spec exp1:DIR,exp2:DIR2` (how users put "
+    "experiments side by side) gives an empty tab, 'No tpuctl runs under ', while the scalars show; fix: read the "
+    "spec from context.flags.logdir_spec (name:path pairs) and list the runs of each path under its name",
+)
+def test_runs_under_a_logdir_spec_are_listed(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration import tensorboard_server as tb
+
+    model = tmp_path / "exp1" / "model"
+    run_views.publish(model, run_views.built(tmp_path / "run", model_dir=str(model), run_id=RUN))
+    port = tb._free_port()
+    argv = [sys.executable, "-c", tb._WRAPPER, "--logdir_spec", f"exp1:{tmp_path / 'exp1'}", "--host", "127.0.0.1", "--port", str(port), "--load_fast", "false"]
+    log = tmp_path / "tensorboard.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(tb.ROOT)}, start_new_session=True)
+    server = tb.Server(f"http://127.0.0.1:{port}", process, log)
+    try:
+        deadline = time.monotonic() + tb.START_TIMEOUT_S
+        while not _answers(server):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+        listed = server.json("/data/plugin/tpuctl/runs")
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+    assert [run["run_id"] for run in listed["runs"]] == [RUN]
+
+
+def _answers(server: Any) -> bool:
+    try:
+        return bool(server.get("/data/plugins_listing")[0] == 200)
+    except OSError:
+        return False
