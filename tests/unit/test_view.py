@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,16 @@ def test_stacks_views_and_kept_profile_verdicts_are_listed(tmp_path: Path) -> No
     [profile] = built["profiles"]
     assert profile == {"session": "2026_11_28_10_20_00", "at": profile["at"], "dir": "gs://b/m", "verdict": {"straggler": None}}
     assert kept.stat().st_mode & 0o077 == 0  # in the private run folder until the view publishes it
+
+
+def test_the_view_of_a_run_with_many_attempts_costs_about_what_its_report_costs(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=16, samples=5000, restarts=range(5, 5000, 5))
+    folder = RunFolder(tmp_path)
+    began = time.process_time()
+    goodput.of_folder(folder, live=False)
+    report_s = time.process_time() - began
+    began = time.process_time()
+    built = view.build(folder, live=False)
+    view_s = time.process_time() - began
+    assert len(built["attempts"]) == 1000 and len(built["rows"]) == 16_000
+    assert view_s < 2.5 * report_s + 0.2, (view_s, report_s)  # the rows' own cost is ~1.5x; today ~4.5x

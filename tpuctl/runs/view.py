@@ -254,9 +254,12 @@ def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]]) -> list[di
 
 
 def _attempts(events: list[tl.Event], report: goodput.Report) -> list[dict[str, Any]]:
+    by_attempt: dict[int | None, list[tl.Event]] = {}
+    for e in events:  # grouped once: a run may have a thousand attempts
+        by_attempt.setdefault(e.attempt, []).append(e)
     found = []
     for split in report.attempts:
-        own = [e for e in events if e.attempt == split.number]
+        own = by_attempt.get(split.number, [])
         starts = [e.wall for e in own if e.event == tl.ATTEMPT_START]
         ends = [e.wall for e in own if e.event == tl.ATTEMPT_END]
         cause = next((e for e in own if e.event in _ENDINGS), None)
