@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.standins.timelines import WALL0, write_run
+from tpuctl.cluster.tf_config import Task
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.launch.process import stacks
+from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.runs import goodput, view
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
@@ -123,3 +126,22 @@ def test_the_view_of_a_run_with_many_attempts_costs_about_what_its_report_costs(
     view_s = time.process_time() - began
     assert len(built["attempts"]) == 1000 and len(built["rows"]) == 16_000
     assert view_s < 2.5 * report_s + 0.2, (view_s, report_s)  # the rows' own cost is ~1.5x; today ~4.5x
+
+
+_DUMP = """Thread 0x00007f0a1b2c3740 (most recent call first):
+  File "/home/alice/project/train.py", line 41 in train_step
+  File "/home/alice/project/train.py", line 60 in <module>
+"""
+
+
+def test_the_stacks_of_the_hang_that_ended_the_run_are_in_the_view_after_many_stacks_calls(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=1, samples=4, restarts=[2])
+    folder = RunFolder(tmp_path)
+    argv = ("python", "-m", "tpuctl.runtime", "/home/alice/project/train.py")
+    spec = WorkerSpec(task=Task("worker", 0), chief=True, host="localhost", address=None, argv=argv)
+    for _ in range(120):  # `tpuctl stacks` asked every few minutes during attempt 1 (a cron, a watch loop)
+        stacks.record([spec], [_DUMP], folder, 1)
+    stacks.record([spec], [_DUMP.replace("train_step", "the_final_hang")], folder, 2)
+    hangs = view.build(folder, live=False)["hangs"]
+    assert len(hangs) <= 100
+    assert any("the_final_hang" in hang["stacks"] for hang in hangs), [hang["attempt"] for hang in hangs][-3:]

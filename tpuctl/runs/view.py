@@ -301,23 +301,28 @@ def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
 
 
 def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
-    """Every stacks view `tpuctl stacks` (or a hang) left: LOG_DIR/attempt-N/stacks-M/view.txt, when it was taken."""
-    found = []
+    """The newest _HANGS stacks views `tpuctl stacks` (or a hang) left, LOG_DIR/attempt-N/stacks-M/view.txt, oldest
+    first: past a hundred `tpuctl stacks` calls the hang that ended the run is still in."""
+    taken: list[tuple[float, int, Path]] = []
     try:
-        attempts = sorted((n, p) for p in folder.path.iterdir() if (n := RunFolder.attempt_of(p.name)) is not None)
+        attempts = [(n, p) for p in folder.path.iterdir() if (n := RunFolder.attempt_of(p.name)) is not None]
     except OSError:
         return []
     for number, place in attempts:
         try:
-            views = sorted(place.glob("stacks-*/view.txt"), key=lambda p: p.stat().st_mtime)
-            for view in views[:_HANGS]:
-                data = read_small_bytes(view, "stacks view", limit=STACKS_LIMIT * 4) or b""
-                text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
-                summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
-                found.append({"at": round(view.stat().st_mtime, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
+            taken.extend((view.stat().st_mtime, number, view) for view in place.glob("stacks-*/view.txt"))
+        except OSError:  # an attempt folder that went away
+            continue
+    found = []
+    for at, number, view in sorted(taken, key=lambda item: (item[0], item[1]))[-_HANGS:]:
+        try:
+            data = read_small_bytes(view, "stacks view", limit=STACKS_LIMIT * 4) or b""
         except Exception:  # noqa: BLE001 - a stacks view that went away or cannot be read is left out
             continue
-    return found[:_HANGS]
+        text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
+        summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        found.append({"at": round(at, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
+    return found
 
 
 def _order(key: tuple[int, str]) -> tuple[int, str, int, str]:
