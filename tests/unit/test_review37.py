@@ -17,10 +17,7 @@ import pytest
 
 from tests.standins.timelines import WALL0, write_run
 from tpuctl.cli.diagnosis import timeline_drawing
-from tpuctl.cluster.tf_config import Task
 from tpuctl.launch import publish
-from tpuctl.launch.process import stacks
-from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.runs import goodput, view
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
@@ -127,60 +124,6 @@ def test_a_long_validation_or_save_is_not_also_a_stall(tmp_path: Path, opening: 
     assert built["goodput"]["categories"][goodput.EVALUATION if kind == "evaluation" else goodput.SAVE] == pytest.approx(120, abs=0.01)
     stalls = [s for s in segments if s["kind"] == "stall"]
     assert not [s for s in stalls if _overlap(s, busy[0]) > 0], stalls  # today: a 150 s stall over the 120 s
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="view.py:290 publishes a kept verdict's profile_dir and its workers' `file` as they are; for a run on other "
-    "hosts runs/profiling.py:135/145 sets profile_dir to record.log_dir and the files under LOG_DIR/plugins/profile/: the "
-    "private log dir's path goes into the model dir (docs/report.md: 'public-safe by construction')",
-)
-def test_a_kept_verdict_of_a_run_on_other_hosts_puts_no_log_dir_path_into_the_published_view(tmp_path: Path) -> None:
-    logs = tmp_path / "home" / "alice" / "private-logs" / "run-7"
-    logs.mkdir(parents=True)
-    write_run(logs, workers=2, samples=4)
-    folder = RunFolder(logs)
-    session = "2026_11_28_20_00_00"
-    local = logs / "plugins" / "profile" / session  # where _on_hosts copies each host's file
-    verdict = {
-        "session": session,
-        "workers": [
-            {"worker": f"worker:{i}", "file": str(local / f"10.0.0.{i + 2}_8470.xplane.pb"), "steps": 10, "step_ms": None}
-            | {"input_pct": None, "compute_pct": None, "communication_pct": None, "other_pct": None, "top_ops": [], "markers": False}
-            for i in range(2)
-        ],
-        "straggler": None,
-        "notes": [],
-        "unreadable": [],
-    }
-    view.keep_profile(folder, str(local), str(logs), verdict)  # what cli/diagnosis/profile.py:_keep passes for that run
-    body = json.dumps(view.build(folder, live=False, model_dir="gs://shared-bucket/model"))
-    assert json.loads(body)["profiles"][0]["verdict"]["workers"][0]["worker"] == "worker:0"
-    assert str(logs) not in body
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="launch/process/stacks.py:87 ends view.txt (written private) with 'full stacks: LOG_DIR/attempt-N/stacks-M'; "
-    "view.py:_hangs (306-308) copies that text whole into the view published world-readable into the model dir",
-)
-def test_a_hangs_stacks_view_puts_no_log_dir_path_into_the_published_view(tmp_path: Path) -> None:
-    logs = tmp_path / "home" / "alice" / "private-logs" / "run-9"
-    logs.mkdir(parents=True)
-    write_run(logs, workers=1, samples=4)
-    folder = RunFolder(logs)
-    argv = ("python", "-m", "tpuctl.runtime", "/home/alice/project/train.py")
-    spec = WorkerSpec(task=Task("worker", 0), chief=True, host="localhost", address=None, argv=argv)
-    stacks.record([spec], [_DUMP], folder, 1)  # what the launcher keeps on a hang or `tpuctl stacks`
-    built = view.build(folder, live=False, model_dir="gs://shared-bucket/model")
-    assert len(built["hangs"]) == 1 and "train_step" in built["hangs"][0]["stacks"]
-    assert str(logs) not in json.dumps(built)
-
-
-_DUMP = """Thread 0x00007f0a1b2c3740 (most recent call first):
-  File "/home/alice/project/train.py", line 41 in train_step
-  File "/home/alice/project/train.py", line 60 in <module>
-"""
 
 
 @pytest.fixture

@@ -145,3 +145,40 @@ def test_the_stacks_of_the_hang_that_ended_the_run_are_in_the_view_after_many_st
     hangs = view.build(folder, live=False)["hangs"]
     assert len(hangs) <= 100
     assert any("the_final_hang" in hang["stacks"] for hang in hangs), [hang["attempt"] for hang in hangs][-3:]
+
+
+def test_a_kept_verdict_of_a_run_on_other_hosts_puts_no_log_dir_path_into_the_published_view(tmp_path: Path) -> None:
+    logs = tmp_path / "home" / "alice" / "private-logs" / "run-7"
+    logs.mkdir(parents=True)
+    write_run(logs, workers=2, samples=4)
+    folder = RunFolder(logs)
+    session = "2026_11_28_20_00_00"
+    local = logs / "plugins" / "profile" / session  # where _on_hosts copies each host's file
+    verdict = {
+        "session": session,
+        "workers": [
+            {"worker": f"worker:{i}", "file": str(local / f"10.0.0.{i + 2}_8470.xplane.pb"), "steps": 10, "step_ms": None}
+            | {"input_pct": None, "compute_pct": None, "communication_pct": None, "other_pct": None, "top_ops": [], "markers": False}
+            for i in range(2)
+        ],
+        "straggler": None,
+        "notes": [],
+        "unreadable": [],
+    }
+    view.keep_profile(folder, str(local), str(logs), verdict)  # what cli/diagnosis/profile.py:_keep passes for that run
+    body = json.dumps(view.build(folder, live=False, model_dir="gs://shared-bucket/model"))
+    assert json.loads(body)["profiles"][0]["verdict"]["workers"][0]["worker"] == "worker:0"
+    assert str(logs) not in body
+
+
+def test_a_hangs_stacks_view_puts_no_log_dir_path_into_the_published_view(tmp_path: Path) -> None:
+    logs = tmp_path / "home" / "alice" / "private-logs" / "run-9"
+    logs.mkdir(parents=True)
+    write_run(logs, workers=1, samples=4)
+    folder = RunFolder(logs)
+    argv = ("python", "-m", "tpuctl.runtime", "/home/alice/project/train.py")
+    spec = WorkerSpec(task=Task("worker", 0), chief=True, host="localhost", address=None, argv=argv)
+    stacks.record([spec], [_DUMP], folder, 1)  # what the launcher keeps on a hang or `tpuctl stacks`
+    built = view.build(folder, live=False, model_dir="gs://shared-bucket/model")
+    assert len(built["hangs"]) == 1 and "train_step" in built["hangs"][0]["stacks"]
+    assert str(logs) not in json.dumps(built)

@@ -10,6 +10,7 @@ dir is often a shared bucket. Strings are as the timeline has them: plain text, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -37,6 +38,7 @@ _ENDINGS = {tl.FAILURE: "failed", tl.PREEMPTED: "preempted", tl.HANG: "hang"}
 _PROFILES = "profiles"  # LOG_DIR/profiles/<session>.json: `tpuctl profile`'s verdict, kept for the view
 _PROFILE_LIMIT = 1 << 20
 _HANGS = 100
+_FULL_STACKS = "full stacks: "  # the stacks view's last line (launch/process/stacks.py): the private folder of the dumps
 
 
 def build(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> dict[str, Any]:
@@ -296,8 +298,50 @@ def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a damaged record is left out of a view, never a reason for no view
             continue
         if isinstance(kept, dict):
-            found.append({"session": _text(kept.get("session")), "at": kept.get("at"), "dir": _text(kept.get("profile_dir")), "verdict": kept.get("verdict")})
+            where = _text(kept.get("profile_dir"))
+            public = None if where is None or _private(where, folder) else where  # a run on other hosts: its files came to LOG_DIR
+            verdict = _public(_base_names(kept.get("verdict")), folder)
+            found.append({"session": _text(kept.get("session")), "at": kept.get("at"), "dir": public, "verdict": verdict})
     return found
+
+
+def _base_names(verdict: object) -> object:
+    """A verdict with each worker's (and unreadable worker's) file as its base name: the host and port that name it,
+    never the folder it was read from."""
+    if not isinstance(verdict, dict):
+        return verdict
+    named = dict(verdict)
+    for key in ("workers", "unreadable"):
+        items = named.get(key)
+        if isinstance(items, list):
+            named[key] = [{**item, "file": Path(item["file"]).name} if isinstance(item, dict) and isinstance(item.get("file"), str) else item for item in items]
+    return named
+
+
+def _private(path: str, folder: RunFolder) -> bool:
+    """Whether `path` is in the run's private folder (by its own spelling or the resolved one)."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in _roots(folder))
+
+
+def _roots(folder: RunFolder) -> set[str]:
+    roots = {str(folder.path)}
+    with contextlib.suppress(OSError):
+        roots.add(str(folder.path.resolve()))
+    return {root for root in roots if root not in ("", "/")}
+
+
+def _public(value: object, folder: RunFolder) -> object:
+    """`value` with the log dir's path written LOG_DIR in every string (a note or a reason may name a file there): the
+    view goes into a model dir that is often a shared bucket, the log dir stays private."""
+    if isinstance(value, str):
+        for root in sorted(_roots(folder), key=len, reverse=True):
+            value = value.replace(root, "LOG_DIR")
+        return value
+    if isinstance(value, list):
+        return [_public(item, folder) for item in value]
+    if isinstance(value, dict):
+        return {key: _public(item, folder) for key, item in value.items()}
+    return value
 
 
 def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
@@ -320,6 +364,7 @@ def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a stacks view that went away or cannot be read is left out
             continue
         text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
+        text = str(_public("".join(line for line in text.splitlines(keepends=True) if not line.startswith(_FULL_STACKS)), folder))
         summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
         found.append({"at": round(at, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
     return found
