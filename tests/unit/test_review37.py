@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.standins.timelines import WALL0, write_run
+from tests.standins.timelines import WALL0, Clock, write_run
+from tests.unit.test_view import _one_worker_run
 from tpuctl.cli.diagnosis import timeline_drawing
 from tpuctl.launch import publish
 from tpuctl.runs import goodput, view
@@ -23,64 +24,9 @@ from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 
 
-class JumpingClock:
-    """(monotonic, wall): `jump` moves the wall clock alone, as a laptop's suspend does (CLOCK_MONOTONIC stops while
-    asleep, time.time() does not) or an NTP step of the wall clock does."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-        self.wall_extra = 0.0
-
-    def __call__(self) -> tuple[float, float]:
-        return self.t, WALL0 + self.t + self.wall_extra
-
-
-def _one_worker_run(folder: Path, clock: JumpingClock, *, between: object = None) -> None:
-    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
-    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
-    timeline.event(tl.ATTEMPT_START, attempt=1)
-    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
-    clock.t += 10
-    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
-    if callable(between):
-        between()
-    clock.t += 20
-    step = 0
-    timeline.event(tl.FIRST_STEP, attempt=1, worker="worker:0", step=1, source="keras")
-    for _ in range(20):
-        clock.t += tl.STEP_EVERY_S
-        step += 100
-        timeline.event(tl.STEP, attempt=1, worker="worker:0", step=step, source="keras")
-    timeline.flush_steps(1)
-    timeline.event(tl.ATTEMPT_END, attempt=1)
-    timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
-    timeline.close()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="view.py mixes two clocks: start-up/first-step/endings use each event's own `wall`, steps/stalls use "
-    "t + the offset at the LAST event (_Wall(read.offset)); a wall-clock jump (laptop suspend, NTP step) between them "
-    "draws hours of 'first step' that the report (monotonic t) does not count",
-)
-def test_a_wall_clock_jump_does_not_stretch_the_first_step_segment_past_the_reports_number(tmp_path: Path) -> None:
-    clock = JumpingClock()
-
-    def suspend_for_an_hour() -> None:  # the laptop's lid closed right after the runtime came up
-        clock.wall_extra += 3600
-
-    _one_worker_run(tmp_path, clock, between=suspend_for_an_hour)
-    built = view.build(RunFolder(tmp_path), live=False)
-    first = [s for s in built["rows"][0]["segments"] if s["kind"] == "first-step"]
-    assert len(first) == 1
-    reported = built["goodput"]["categories"][goodput.FIRST_STEP]
-    assert reported == pytest.approx(20, abs=0.01)
-    assert first[0]["end"] - first[0]["start"] == pytest.approx(reported, abs=1)  # today: 3620 s
-
-
 def _steps_with_a_long_pause(folder: Path, opening: str, closing: str, pause_s: float) -> None:
     """Steps every STEP_EVERY_S, then `pause_s` inside opening/closing (fit's validation, a checkpoint save), then steps."""
-    clock = JumpingClock()
+    clock = Clock()
     timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
     timeline.event(tl.RUN_START, run_id="run-review", backend="local")
     timeline.event(tl.ATTEMPT_START, attempt=1)
@@ -144,7 +90,7 @@ def berlin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 )
 @pytest.mark.usefixtures("berlin")
 def test_a_week_over_the_end_of_summer_time_labels_each_day_once_at_its_midnight(tmp_path: Path) -> None:
-    clock = JumpingClock()
+    clock = Clock()
     clock.wall_extra = calendar.timegm((2026, 10, 21, 10, 0, 0)) - WALL0 - clock.t  # Wednesday 2026-10-21, 12:00 in Berlin
     timeline = tl.Timeline(RunFolder(tmp_path).timeline, clock=clock)
     timeline.event(tl.RUN_START, run_id="run-review", backend="local")
@@ -212,7 +158,7 @@ def test_a_silent_gs_endpoint_does_not_hold_the_launchers_end(tmp_path: Path, bl
 
 def test_review_helpers_write_what_the_launcher_writes(tmp_path: Path) -> None:
     """The fixtures above are sound: without a jump or a long pause the view and the report agree."""
-    _one_worker_run(tmp_path, JumpingClock())
+    _one_worker_run(tmp_path, Clock())
     built = view.build(RunFolder(tmp_path), live=False)
     first = [s for s in built["rows"][0]["segments"] if s["kind"] == "first-step"]
     assert first[0]["end"] - first[0]["start"] == pytest.approx(built["goodput"]["categories"][goodput.FIRST_STEP], abs=0.01)

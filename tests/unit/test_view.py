@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.standins.timelines import WALL0, write_run
+from tests.standins.timelines import WALL0, Clock, write_run
 from tpuctl.cluster.tf_config import Task
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.process import stacks
@@ -182,3 +182,40 @@ def test_a_hangs_stacks_view_puts_no_log_dir_path_into_the_published_view(tmp_pa
     built = view.build(folder, live=False, model_dir="gs://shared-bucket/model")
     assert len(built["hangs"]) == 1 and "train_step" in built["hangs"][0]["stacks"]
     assert str(logs) not in json.dumps(built)
+
+
+def _one_worker_run(folder: Path, clock: Clock, *, between: object = None) -> None:
+    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
+    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
+    timeline.event(tl.ATTEMPT_START, attempt=1)
+    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
+    clock.t += 10
+    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    if callable(between):
+        between()
+    clock.t += 20
+    step = 0
+    timeline.event(tl.FIRST_STEP, attempt=1, worker="worker:0", step=1, source="keras")
+    for _ in range(20):
+        clock.t += tl.STEP_EVERY_S
+        step += 100
+        timeline.event(tl.STEP, attempt=1, worker="worker:0", step=step, source="keras")
+    timeline.flush_steps(1)
+    timeline.event(tl.ATTEMPT_END, attempt=1)
+    timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
+    timeline.close()
+
+
+def test_a_wall_clock_jump_does_not_stretch_the_first_step_segment_past_the_reports_number(tmp_path: Path) -> None:
+    clock = Clock()
+
+    def suspend_for_an_hour() -> None:  # the laptop's lid closed right after the runtime came up
+        clock.wall_extra += 3600
+
+    _one_worker_run(tmp_path, clock, between=suspend_for_an_hour)
+    built = view.build(RunFolder(tmp_path), live=False)
+    first = [s for s in built["rows"][0]["segments"] if s["kind"] == "first-step"]
+    assert len(first) == 1
+    reported = built["goodput"]["categories"][goodput.FIRST_STEP]
+    assert reported == pytest.approx(20, abs=0.01)
+    assert first[0]["end"] - first[0]["start"] == pytest.approx(reported, abs=1)  # today: 3620 s

@@ -58,10 +58,10 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
     events = read.events
     start_ev = next((e for e in events if e.event == tl.RUN_START), None)
     end_ev = next((e for e in reversed(events) if e.event == tl.RUN_END), None)
-    start = start_ev.wall if start_ev is not None else wall(read.low)
-    end = end_ev.wall if end_ev is not None else (None if live else wall(read.high))
+    start = wall.of(start_ev) if start_ev is not None else wall(read.low)
+    end = wall.of(end_ev) if end_ev is not None else (None if live else wall(read.high))
     rows = list(_rows(read, wall, end))
-    attempts = _attempts(events, report)
+    attempts = _attempts(events, report, wall)
     return {
         "schema": SCHEMA,
         "written": round(time.time(), 3),
@@ -77,7 +77,7 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
         },
         "attempts": attempts,
         "rows": rows,
-        "restarts": _restarts(events, attempts),
+        "restarts": _restarts(events, attempts, wall),
         "goodput": report.to_json(),
         "goodput_over_time": [
             {"start": round(wall(a), 3), "end": round(wall(b), 3), "goodput": round(trained / seconds, 4) if seconds > 0 and report.total.steps_seen else None}
@@ -90,12 +90,18 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
 
 @dataclass(frozen=True)
 class _Wall:
-    """The timeline's clock (monotonic, for durations) to wall-clock seconds, at the offset of its latest event."""
+    """The timeline's clock (the launcher's monotonic `t`) to wall-clock seconds by one offset, that of its latest
+    event: every time in the view goes through it, so its segments measure what the report counts (durations in `t`)
+    even where the wall clock jumped during the run (a laptop's suspend, an NTP step); an event's own `wall` is not
+    used."""
 
     offset: float
 
     def __call__(self, t: float) -> float:
         return t + self.offset
+
+    def of(self, event: tl.Event) -> float:
+        return event.t + self.offset
 
 
 @dataclass
@@ -122,18 +128,18 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
         if e.attempt is None:
             continue
         if e.event == tl.ATTEMPT_START:
-            attempt_start.setdefault(e.attempt, e.wall)
+            attempt_start.setdefault(e.attempt, wall.of(e))
         elif e.event == tl.ATTEMPT_END:
-            attempt_end[e.attempt] = e.wall
+            attempt_end[e.attempt] = wall.of(e)
         if e.worker is None:
             continue
         row = rows.setdefault((e.attempt, e.worker), _Row(e.attempt, e.worker))
         if e.event == tl.WORKER_START and row.started is None:
-            row.started = e.wall
+            row.started = wall.of(e)
         elif e.event == tl.RUNTIME_READY and row.ready is None:
-            row.ready = e.wall
+            row.ready = wall.of(e)
         elif e.event in _ENDINGS and row.ending is None:
-            row.ending = {"state": _ENDINGS[e.event], "words": _words(e), "at": round(e.wall, 3)}
+            row.ending = {"state": _ENDINGS[e.event], "words": _words(e), "at": round(wall.of(e), 3)}
     series = _series(read, wall)
     for attempt, worker in series:
         rows.setdefault((attempt, worker), _Row(attempt, worker))
@@ -147,11 +153,11 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
         ends = attempt_end.get(row.attempt) or run_end
         hangs = [e for e in own.get((row.attempt, None), []) if e.event == tl.HANG]  # the launcher's: every worker stopped
         if hangs and row.ending is None:
-            row.ending = {"state": "hang", "words": _words(hangs[0]), "at": round(hangs[0].wall, 3)}
-        yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins)
+            row.ending = {"state": "hang", "words": _words(hangs[0]), "at": round(wall.of(hangs[0]), 3)}
+        yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins, wall)
 
 
-def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float | None, float | None], bins: int) -> dict[str, Any]:
+def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float | None, float | None], bins: int, wall: _Wall) -> dict[str, Any]:
     """A worker's segments in an attempt (`own`: its events, in time order; `span`: its attempt's) and its step rate.
     Added in the order they matter, so a row past its budget loses stalls and checkpoints, never its steps or hang."""
     attempt_start, attempt_end = span
@@ -165,17 +171,17 @@ def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float
         row.add("steps", steps.t[0], steps.t[-1])
     for e in own:
         if e.event == tl.HANG:
-            idle = compact.number(e.fields.get("idle_s"))
-            row.add("hang", e.wall - idle if idle is not None and 0 <= idle < e.wall else e.wall, e.wall)
+            idle, at = compact.number(e.fields.get("idle_s")), wall.of(e)
+            row.add("hang", at - idle if idle is not None and 0 <= idle < at else at, at)
     spans = {"checkpoint-save": (tl.SAVE_BEGIN, tl.SAVE_END), "checkpoint-restore": (tl.RESTORE_BEGIN, tl.RESTORE_END)}
     spans["evaluation"] = (tl.EVAL_BEGIN, tl.EVAL_END)
     for kind, (opening, closing) in spans.items():
         opened: float | None = None
         for e in own:
             if e.event == opening and opened is None:
-                opened = e.wall
+                opened = wall.of(e)
             elif e.event == closing and opened is not None:
-                row.add(kind, opened, e.wall)
+                row.add(kind, opened, wall.of(e))
                 opened = None
         if opened is not None and attempt_end is not None:
             row.add(kind, opened, attempt_end)
@@ -241,7 +247,7 @@ def _series(read: compact.Compact, wall: _Wall) -> dict[tuple[int, str], _Steps]
     return found
 
 
-def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]], wall: _Wall) -> list[dict[str, Any]]:
     """Each restart at the moment the launcher decided it, with the cause and words of the attempt it ended."""
     endings = {a["attempt"]: a["ending"] for a in attempts}
     found = []
@@ -251,19 +257,19 @@ def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]]) -> list[di
         ending = endings.get(e.attempt) or {}
         why = e.fields.get("why")
         cause = ending.get("state") or ("preempted" if why == "preemption" else "failed")
-        found.append({"at": round(e.wall, 3), "attempt": _int(e.fields.get("next_attempt")), "cause": cause, "words": ending.get("words") or _text(why)})
+        found.append({"at": round(wall.of(e), 3), "attempt": _int(e.fields.get("next_attempt")), "cause": cause, "words": ending.get("words") or _text(why)})
     return found[:1000]
 
 
-def _attempts(events: list[tl.Event], report: goodput.Report) -> list[dict[str, Any]]:
+def _attempts(events: list[tl.Event], report: goodput.Report, wall: _Wall) -> list[dict[str, Any]]:
     by_attempt: dict[int | None, list[tl.Event]] = {}
     for e in events:  # grouped once: a run may have a thousand attempts
         by_attempt.setdefault(e.attempt, []).append(e)
     found = []
     for split in report.attempts:
         own = by_attempt.get(split.number, [])
-        starts = [e.wall for e in own if e.event == tl.ATTEMPT_START]
-        ends = [e.wall for e in own if e.event == tl.ATTEMPT_END]
+        starts = [wall.of(e) for e in own if e.event == tl.ATTEMPT_START]
+        ends = [wall.of(e) for e in own if e.event == tl.ATTEMPT_END]
         cause = next((e for e in own if e.event in _ENDINGS), None)
         ending = None
         if cause is not None:
