@@ -175,21 +175,39 @@ def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float
             row.add("hang", at - idle if idle is not None and 0 <= idle < at else at, at)
     spans = {"checkpoint-save": (tl.SAVE_BEGIN, tl.SAVE_END), "checkpoint-restore": (tl.RESTORE_BEGIN, tl.RESTORE_END)}
     spans["evaluation"] = (tl.EVAL_BEGIN, tl.EVAL_END)
+    busy: list[tuple[float, float]] = []  # the worker's own work between steps: never a stall
     for kind, (opening, closing) in spans.items():
         opened: float | None = None
         for e in own:
             if e.event == opening and opened is None:
                 opened = wall.of(e)
             elif e.event == closing and opened is not None:
-                row.add(kind, opened, wall.of(e))
+                busy.append((opened, wall.of(e)))
+                row.add(kind, *busy[-1])
                 opened = None
         if opened is not None and attempt_end is not None:
-            row.add(kind, opened, attempt_end)
+            busy.append((opened, attempt_end))
+            row.add(kind, *busy[-1])
     if steps is not None:
         for a, b in steps.gaps(STALL_S):
-            row.add("stall", a, b)
+            for free_a, free_b in _outside(a, b, sorted(busy)):
+                if free_b - free_a > STALL_S:
+                    row.add("stall", free_a, free_b)
     row.segments.sort(key=lambda s: (s["start"], s["end"]))
     return {"attempt": row.attempt, "worker": row.worker, "segments": row.segments, "rate": steps.rate(bins) if steps else None, "ending": row.ending}
+
+
+def _outside(a: float, b: float, busy: list[tuple[float, float]]) -> Iterator[tuple[float, float]]:
+    """The parts of (a, b) that no span of `busy` (in start order) covers: a 2-minute validation or checkpoint save
+    between two step samples is the report's evaluation or save, never a stall."""
+    for start, end in busy:
+        if end <= a or start >= b:
+            continue
+        if start > a:
+            yield a, start
+        a = max(a, end)
+    if b > a:
+        yield a, b
 
 
 @dataclass
