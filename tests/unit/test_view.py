@@ -261,3 +261,13 @@ def test_a_long_validation_or_save_is_not_also_a_stall(tmp_path: Path, opening: 
     assert built["goodput"]["categories"][goodput.EVALUATION if kind == "evaluation" else goodput.SAVE] == pytest.approx(120, abs=0.01)
     stalls = [s for s in segments if s["kind"] == "stall"]
     assert not [s for s in stalls if _overlap(s, busy[0]) > 0], stalls  # today: a 150 s stall over the 120 s
+
+
+def test_the_run_helpers_write_what_the_launcher_writes(tmp_path: Path) -> None:
+    """The fixtures above are sound: without a jump or a long pause the view and the report agree."""
+    _one_worker_run(tmp_path, Clock())
+    built = view.build(RunFolder(tmp_path), live=False)
+    first = [s for s in built["rows"][0]["segments"] if s["kind"] == "first-step"]
+    assert first[0]["end"] - first[0]["start"] == pytest.approx(built["goodput"]["categories"][goodput.FIRST_STEP], abs=0.01)
+    assert not [s for s in built["rows"][0]["segments"] if s["kind"] == "stall"]
+    assert os.path.basename(str(tmp_path)) not in json.dumps(built)
