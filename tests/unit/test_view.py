@@ -271,3 +271,25 @@ def test_the_run_helpers_write_what_the_launcher_writes(tmp_path: Path) -> None:
     assert first[0]["end"] - first[0]["start"] == pytest.approx(built["goodput"]["categories"][goodput.FIRST_STEP], abs=0.01)
     assert not [s for s in built["rows"][0]["segments"] if s["kind"] == "stall"]
     assert os.path.basename(str(tmp_path)) not in json.dumps(built)
+
+
+def test_many_big_stacks_views_and_verdicts_stay_within_the_views_budget_newest_kept(tmp_path: Path) -> None:
+    """100 stacks views of 64 KiB and 100 verdicts of ~0.9 MiB (64 workers' top ops, as `tpuctl profile` keeps them)
+    were ~90 MB of view; the docs bound the whole view at 2 MB."""
+    write_run(tmp_path, workers=1, samples=5)
+    folder = RunFolder(tmp_path)
+    for index in range(100):
+        place = folder.attempt_dir(1) / f"stacks-{index + 1}"
+        place.mkdir(parents=True)
+        (place / "view.txt").write_text(f"worker:0 waits in a collective (view {index})\n" + "frame\n" * 20000)
+        os.utime(place / "view.txt", (WALL0 + index, WALL0 + index))
+        ops = [{"type": "MatMul", "name": f"op{n}" * 40, "self_ms": 1.0} for n in range(50)]
+        workers = [{"worker": f"worker:{w}", "file": f"10.0.0.{w}_8470.xplane.pb", "top_ops": ops} for w in range(64)]
+        view.keep_profile(folder, f"2026_11_28_10_{index // 60:02d}_{index % 60:02d}", "gs://b/m", {"workers": workers, "straggler": None})
+    view.keep_profile(folder, "2026_11_28_12_00_00", "gs://b/m", {"workers": workers[:2], "straggler": None})  # the newest, small
+    built = view.build(folder, live=False)
+    assert built["profiles"][-1]["session"] == "2026_11_28_12_00_00"
+    assert len(json.dumps(built["hangs"])) <= view.HANGS_BUDGET and len(json.dumps(built["profiles"])) <= view.PROFILES_BUDGET
+    assert built["hangs"] and built["hangs"][-1]["summary"] == "worker:0 waits in a collective (view 99)"
+    assert [h["at"] for h in built["hangs"]] == sorted(h["at"] for h in built["hangs"])
+    assert len(json.dumps(built)) < 2_000_000

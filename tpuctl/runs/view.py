@@ -38,6 +38,8 @@ _ENDINGS = {tl.FAILURE: "failed", tl.PREEMPTED: "preempted", tl.HANG: "hang"}
 _PROFILES = "profiles"  # LOG_DIR/profiles/<session>.json: `tpuctl profile`'s verdict, kept for the view
 _PROFILE_LIMIT = 1 << 20
 _HANGS = 100
+PROFILES_BUDGET = 64 << 10  # the kept verdicts' JSON together, newest first (64 workers' verdict: ~20 KB)
+HANGS_BUDGET = 96 << 10  # the stacks views' JSON together, newest first: the newest whole (STACKS_LIMIT) and more
 _FULL_STACKS = "full stacks: "  # the stacks view's last line (launch/process/stacks.py): the private folder of the dumps
 
 
@@ -326,7 +328,19 @@ def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
             public = None if where is None or _private(where, folder) else where  # a run on other hosts: its files came to LOG_DIR
             verdict = _public(_base_names(kept.get("verdict")), folder)
             found.append({"session": _text(kept.get("session")), "at": kept.get("at"), "dir": public, "verdict": verdict})
-    return found
+    return _newest_within(found, PROFILES_BUDGET)
+
+
+def _newest_within(items: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The newest of `items` (oldest first) whose JSON together fits `budget` bytes, oldest first: the view's bound holds
+    whatever `tpuctl profile` and `tpuctl stacks` left. One too big for what is left is left out; older ones may fit."""
+    kept: list[dict[str, Any]] = []
+    for item in reversed(items):
+        size = len(json.dumps(item)) + 2
+        if size <= budget:
+            kept.append(item)
+            budget -= size
+    return kept[::-1]
 
 
 def _base_names(verdict: object) -> object:
@@ -391,7 +405,7 @@ def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
         text = str(_public("".join(line for line in text.splitlines(keepends=True) if not line.startswith(_FULL_STACKS)), folder))
         summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
         found.append({"at": round(at, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
-    return found
+    return _newest_within(found, HANGS_BUDGET)
 
 
 def _order(key: tuple[int, str]) -> tuple[int, str, int, str]:
