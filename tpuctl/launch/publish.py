@@ -38,6 +38,13 @@ COST_FACTOR = 50.0
 FILE_NAME = "view.json"
 
 
+def reachable(model_dir: str, *, shares_disk: bool) -> bool:
+    """Whether this machine writes the model dir the workers write: gs:// always; a path only where the workers write
+    this machine's disk (a local run). An ssh run's path is on the hosts (runner.py moves it under their work dir), a
+    Kubernetes run's in its pods: written here, it would be a stray folder no TensorBoard by the model dir ever reads."""
+    return model_dir.startswith("gs://") or (shares_disk and "://" not in model_dir)
+
+
 def target(model_dir: str, run_id: str) -> str:
     """Where a run's view lives in its model dir."""
     return f"{model_dir.rstrip('/')}/tpuctl/{run_id}/{FILE_NAME}"
