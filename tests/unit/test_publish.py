@@ -76,17 +76,22 @@ def blackhole() -> Iterator[str]:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(64)
+    server.settimeout(0.1)
     held: list[socket.socket] = []
+    done = threading.Event()
 
     def accept() -> None:
-        while True:
+        while not done.is_set():
             try:
                 held.append(server.accept()[0])
-            except OSError:
-                return
+            except TimeoutError:
+                continue
 
-    threading.Thread(target=accept, daemon=True).start()
+    accepting = threading.Thread(target=accept, daemon=True)
+    accepting.start()
     yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    done.set()
+    accepting.join()
     server.close()
     for connection in held:
         connection.close()
