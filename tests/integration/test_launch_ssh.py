@@ -274,6 +274,12 @@ def test_sync_copies_the_script_folder_and_runs_it_in_the_remote_dir(cluster: Ss
             "hostile": "$(id) `id` 'q' \"x\" ; a=b ünï\nline",
         }
     assert "synced" in first.stderr
+    # Issue 37: runs/m is on the hosts' disks (the workers' model dir above): the launcher publishes no view there nor
+    # anywhere on its own disk, and says so once.
+    said = [line for line in first.stderr.splitlines() if "view is not published" in line]
+    where = f"{remote / 'runs' / 'm'} is on the ssh workers' own disks, not this machine's"
+    assert said == [f"tpuctl: note: the run's view is not published into the model dir: {where}; a gs:// --model-dir gets it (TensorBoard's tpuctl tab)"]
+    assert not list(tmp_path.rglob("view.json"))
 
 
 def test_sync_without_rsync_sends_only_changed_files(

@@ -17,13 +17,15 @@ WALL0 = 1_764_340_000.0
 
 
 class Clock:
-    """(monotonic, wall), moved by the writer of the run."""
+    """(monotonic, wall), moved by the writer of the run. `wall_extra` moves the wall clock alone, as a laptop's suspend
+    does (CLOCK_MONOTONIC stops while asleep, time.time() does not) or an NTP step of the wall clock does."""
 
     def __init__(self) -> None:
         self.t = 1000.0
+        self.wall_extra = 0.0
 
     def __call__(self) -> tuple[float, float]:
-        return self.t, WALL0 + self.t
+        return self.t, WALL0 + self.t + self.wall_extra
 
 
 PREEMPTION = "lost with its TPU VM (PREEMPTED)"

@@ -4,8 +4,13 @@ end; a failure to publish is one warning line, never an exception into the run, 
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.standins.timelines import write_run
 from tpuctl.launch import publish
@@ -63,3 +68,61 @@ def test_a_run_folder_with_no_timeline_yet_is_a_warning_not_an_exception(tmp_pat
     publisher = publish.Publisher(RunFolder(tmp_path), "run-1", str(tmp_path / "model"), warn=said.append)
     assert publisher.publish(live=True) is False
     assert len(said) == 1 and "no timeline in" in said[0]
+
+
+@pytest.fixture
+def blackhole() -> Iterator[str]:
+    """An endpoint that accepts connections and never answers: a gs:// upload through a network that went silent."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    server.settimeout(0.1)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    accepting = threading.Thread(target=accept, daemon=True)
+    accepting.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    done.set()
+    accepting.join()
+    server.close()
+    for connection in held:
+        connection.close()
+
+
+def test_a_silent_gs_endpoint_does_not_hold_the_launchers_end(tmp_path: Path, blackhole: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", blackhole)
+    write_run(tmp_path, workers=1, samples=3)
+    said: list[str] = []
+    publisher = publish.Publisher(RunFolder(tmp_path), "run-1", "gs://bucket/model", warn=said.append)
+    publisher.start(None)
+    time.sleep(1.0)  # the start's upload is in flight
+    stopping = threading.Thread(target=publisher.stop, daemon=True)
+    began = time.monotonic()
+    stopping.start()
+    stopping.join(timeout=20)
+    assert not stopping.is_alive(), f"stop() still waiting after {time.monotonic() - began:.0f} s"
+    assert len(said) == 1 and said[0].startswith("warning: the run's final view is not published to gs://bucket/model/tpuctl/run-1/view.json")
+
+
+def test_the_final_view_to_a_silent_gs_endpoint_is_one_short_try(tmp_path: Path, blackhole: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", blackhole)
+    monkeypatch.setattr(publish, "UPLOAD_TIMEOUT_S", 0.5)  # the turns' uploads give up at once: the thread is done by stop()
+    write_run(tmp_path, workers=1, samples=3)
+    said: list[str] = []
+    publisher = publish.Publisher(RunFolder(tmp_path), "run-1", "gs://bucket/model", warn=said.append)
+    publisher.start(None)
+    time.sleep(1.5)
+    began = time.monotonic()
+    publisher.stop()
+    waited = time.monotonic() - began
+    assert waited < publish.FINAL_TIMEOUT_S + 3, waited  # one try: no retries of the storage client's on top
+    assert publisher.published == 0 and len(said) == 2, said  # the start's failure, then the final one's
+    assert said[1].startswith("warning: cannot publish the run's view to gs://bucket/model/tpuctl/run-1/view.json") and "later" not in said[1]

@@ -3,9 +3,11 @@ contract's shape ("tpuctl.run-view/1"), with the goodput of a real goodput.Repor
 
 from __future__ import annotations
 
+import calendar
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,9 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
+from tests.standins.timelines import WALL0, Clock
+from tpuctl.cli.diagnosis import timeline_drawing
 from tpuctl.cli.diagnosis.timeline_drawing import GLYPHS, LEVELS, MIN_WIDTH, RESTART, draw
 from tpuctl.runs import goodput
 from tpuctl.runs import timeline as tl
+from tpuctl.runs import view as run_view
+from tpuctl.runs.folder import RunFolder
 
 T0 = 1_764_340_000.0  # 2025-11-28 14:26:40 UTC, on the wall clock
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -244,3 +250,39 @@ def test_any_json_draws_what_it_can_within_the_width_and_never_raises(the_view: 
     assert lines and all(isinstance(line, str) for line in lines)
     assert all(cell_len(line) <= max(width, 0) for line in plain(lines))
     assert not any(c in "".join(plain(lines)) for c in "\x1b\x07\r\n\x9b")
+
+
+@pytest.fixture
+def berlin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The terminal's local time is Europe/Berlin (summer time ends Sunday 2026-10-25, 03:00 -> 02:00)."""
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("berlin")
+def test_a_week_over_the_end_of_summer_time_labels_each_day_once_at_its_midnight(tmp_path: Path) -> None:
+    clock = Clock()
+    clock.wall_extra = calendar.timegm((2026, 10, 21, 10, 0, 0)) - WALL0 - clock.t  # Wednesday 2026-10-21, 12:00 in Berlin
+    timeline = tl.Timeline(RunFolder(tmp_path).timeline, clock=clock)
+    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
+    timeline.event(tl.ATTEMPT_START, attempt=1)
+    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
+    clock.t += 30
+    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    clock.t += 10
+    timeline.event(tl.FIRST_STEP, attempt=1, worker="worker:0", step=1, source="keras")
+    for step in range(100, 100 * 7 * 144, 100):  # a step sample every 10 minutes for a week
+        clock.t += 600
+        timeline.event(tl.STEP, attempt=1, worker="worker:0", step=step, source="keras")
+    timeline.flush_steps(1)
+    timeline.event(tl.ATTEMPT_END, attempt=1)
+    timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
+    timeline.close()
+    lines = timeline_drawing.draw(run_view.build(RunFolder(tmp_path), live=False), width=120, color=False)
+    labels = lines[2].split()
+    days = [" ".join(labels[i : i + 2]) for i in range(0, len(labels), 2)]
+    assert days[:3] == ["Thu 22", "Fri 23", "Sat 24"]
+    assert len(days) == len(set(days)), days  # today: ['Thu 22', 'Fri 23', 'Sat 24', 'Sun 25', 'Sun 25', 'Mon 26', 'Tue 27']

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.standins.timelines import WALL0, write_run
+from tests.standins.timelines import WALL0, Clock, write_run
+from tpuctl.cluster.tf_config import Task
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.launch.process import stacks
+from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.runs import goodput, view
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
@@ -109,3 +113,183 @@ def test_stacks_views_and_kept_profile_verdicts_are_listed(tmp_path: Path) -> No
     [profile] = built["profiles"]
     assert profile == {"session": "2026_11_28_10_20_00", "at": profile["at"], "dir": "gs://b/m", "verdict": {"straggler": None}}
     assert kept.stat().st_mode & 0o077 == 0  # in the private run folder until the view publishes it
+
+
+def test_the_view_of_a_run_with_many_attempts_costs_about_what_its_report_costs(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=16, samples=5000, restarts=range(5, 5000, 5))
+    folder = RunFolder(tmp_path)
+    began = time.process_time()
+    goodput.of_folder(folder, live=False)
+    report_s = time.process_time() - began
+    began = time.process_time()
+    built = view.build(folder, live=False)
+    view_s = time.process_time() - began
+    assert len(built["attempts"]) == 1000 and len(built["rows"]) == 16_000
+    assert view_s < 2.5 * report_s + 0.2, (view_s, report_s)  # the rows' own cost is ~1.5x; today ~4.5x
+
+
+_DUMP = """Thread 0x00007f0a1b2c3740 (most recent call first):
+  File "/home/alice/project/train.py", line 41 in train_step
+  File "/home/alice/project/train.py", line 60 in <module>
+"""
+
+
+def test_the_stacks_of_the_hang_that_ended_the_run_are_in_the_view_after_many_stacks_calls(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=1, samples=4, restarts=[2])
+    folder = RunFolder(tmp_path)
+    argv = ("python", "-m", "tpuctl.runtime", "/home/alice/project/train.py")
+    spec = WorkerSpec(task=Task("worker", 0), chief=True, host="localhost", address=None, argv=argv)
+    for _ in range(120):  # `tpuctl stacks` asked every few minutes during attempt 1 (a cron, a watch loop)
+        stacks.record([spec], [_DUMP], folder, 1)
+    stacks.record([spec], [_DUMP.replace("train_step", "the_final_hang")], folder, 2)
+    hangs = view.build(folder, live=False)["hangs"]
+    assert len(hangs) <= 100
+    assert any("the_final_hang" in hang["stacks"] for hang in hangs), [hang["attempt"] for hang in hangs][-3:]
+
+
+def test_a_kept_verdict_of_a_run_on_other_hosts_puts_no_log_dir_path_into_the_published_view(tmp_path: Path) -> None:
+    logs = tmp_path / "home" / "alice" / "private-logs" / "run-7"
+    logs.mkdir(parents=True)
+    write_run(logs, workers=2, samples=4)
+    folder = RunFolder(logs)
+    session = "2026_11_28_20_00_00"
+    local = logs / "plugins" / "profile" / session  # where _on_hosts copies each host's file
+    verdict = {
+        "session": session,
+        "workers": [
+            {"worker": f"worker:{i}", "file": str(local / f"10.0.0.{i + 2}_8470.xplane.pb"), "steps": 10, "step_ms": None}
+            | {"input_pct": None, "compute_pct": None, "communication_pct": None, "other_pct": None, "top_ops": [], "markers": False}
+            for i in range(2)
+        ],
+        "straggler": None,
+        "notes": [],
+        "unreadable": [],
+    }
+    view.keep_profile(folder, str(local), str(logs), verdict)  # what cli/diagnosis/profile.py:_keep passes for that run
+    body = json.dumps(view.build(folder, live=False, model_dir="gs://shared-bucket/model"))
+    assert json.loads(body)["profiles"][0]["verdict"]["workers"][0]["worker"] == "worker:0"
+    assert str(logs) not in body
+
+
+def test_a_hangs_stacks_view_puts_no_log_dir_path_into_the_published_view(tmp_path: Path) -> None:
+    logs = tmp_path / "home" / "alice" / "private-logs" / "run-9"
+    logs.mkdir(parents=True)
+    write_run(logs, workers=1, samples=4)
+    folder = RunFolder(logs)
+    argv = ("python", "-m", "tpuctl.runtime", "/home/alice/project/train.py")
+    spec = WorkerSpec(task=Task("worker", 0), chief=True, host="localhost", address=None, argv=argv)
+    stacks.record([spec], [_DUMP], folder, 1)  # what the launcher keeps on a hang or `tpuctl stacks`
+    built = view.build(folder, live=False, model_dir="gs://shared-bucket/model")
+    assert len(built["hangs"]) == 1 and "train_step" in built["hangs"][0]["stacks"]
+    assert str(logs) not in json.dumps(built)
+
+
+def _one_worker_run(folder: Path, clock: Clock, *, between: object = None) -> None:
+    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
+    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
+    timeline.event(tl.ATTEMPT_START, attempt=1)
+    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
+    clock.t += 10
+    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    if callable(between):
+        between()
+    clock.t += 20
+    step = 0
+    timeline.event(tl.FIRST_STEP, attempt=1, worker="worker:0", step=1, source="keras")
+    for _ in range(20):
+        clock.t += tl.STEP_EVERY_S
+        step += 100
+        timeline.event(tl.STEP, attempt=1, worker="worker:0", step=step, source="keras")
+    timeline.flush_steps(1)
+    timeline.event(tl.ATTEMPT_END, attempt=1)
+    timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
+    timeline.close()
+
+
+def test_a_wall_clock_jump_does_not_stretch_the_first_step_segment_past_the_reports_number(tmp_path: Path) -> None:
+    clock = Clock()
+
+    def suspend_for_an_hour() -> None:  # the laptop's lid closed right after the runtime came up
+        clock.wall_extra += 3600
+
+    _one_worker_run(tmp_path, clock, between=suspend_for_an_hour)
+    built = view.build(RunFolder(tmp_path), live=False)
+    first = [s for s in built["rows"][0]["segments"] if s["kind"] == "first-step"]
+    assert len(first) == 1
+    reported = built["goodput"]["categories"][goodput.FIRST_STEP]
+    assert reported == pytest.approx(20, abs=0.01)
+    assert first[0]["end"] - first[0]["start"] == pytest.approx(reported, abs=1)  # today: 3620 s
+
+
+def _steps_with_a_long_pause(folder: Path, opening: str, closing: str, pause_s: float) -> None:
+    """Steps every STEP_EVERY_S, then `pause_s` inside opening/closing (fit's validation, a checkpoint save), then steps."""
+    clock = Clock()
+    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
+    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
+    timeline.event(tl.ATTEMPT_START, attempt=1)
+    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
+    clock.t += 10
+    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    clock.t += 5
+    timeline.event(tl.FIRST_STEP, attempt=1, worker="worker:0", step=1, source="keras")
+    step = 1
+    for sample in range(10):
+        clock.t += tl.STEP_EVERY_S
+        step += 100
+        timeline.event(tl.STEP, attempt=1, worker="worker:0", step=step, source="keras")
+        if sample == 4:
+            timeline.event(opening, attempt=1, worker="worker:0")
+            clock.t += pause_s
+            timeline.event(closing, attempt=1, worker="worker:0")
+    timeline.flush_steps(1)
+    timeline.event(tl.ATTEMPT_END, attempt=1)
+    timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
+    timeline.close()
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
+    return min(a["end"], b["end"]) - max(a["start"], b["start"])
+
+
+@pytest.mark.parametrize(("opening", "closing", "kind"), [(tl.EVAL_BEGIN, tl.EVAL_END, "evaluation"), (tl.SAVE_BEGIN, tl.SAVE_END, "checkpoint-save")])
+def test_a_long_validation_or_save_is_not_also_a_stall(tmp_path: Path, opening: str, closing: str, kind: str) -> None:
+    _steps_with_a_long_pause(tmp_path, opening, closing, pause_s=120)
+    built = view.build(RunFolder(tmp_path), live=False)
+    segments = built["rows"][0]["segments"]
+    busy = [s for s in segments if s["kind"] == kind]
+    assert len(busy) == 1 and busy[0]["end"] - busy[0]["start"] == pytest.approx(120, abs=0.01)
+    assert built["goodput"]["categories"][goodput.EVALUATION if kind == "evaluation" else goodput.SAVE] == pytest.approx(120, abs=0.01)
+    stalls = [s for s in segments if s["kind"] == "stall"]
+    assert not [s for s in stalls if _overlap(s, busy[0]) > 0], stalls  # today: a 150 s stall over the 120 s
+
+
+def test_the_run_helpers_write_what_the_launcher_writes(tmp_path: Path) -> None:
+    """The fixtures above are sound: without a jump or a long pause the view and the report agree."""
+    _one_worker_run(tmp_path, Clock())
+    built = view.build(RunFolder(tmp_path), live=False)
+    first = [s for s in built["rows"][0]["segments"] if s["kind"] == "first-step"]
+    assert first[0]["end"] - first[0]["start"] == pytest.approx(built["goodput"]["categories"][goodput.FIRST_STEP], abs=0.01)
+    assert not [s for s in built["rows"][0]["segments"] if s["kind"] == "stall"]
+    assert os.path.basename(str(tmp_path)) not in json.dumps(built)
+
+
+def test_many_big_stacks_views_and_verdicts_stay_within_the_views_budget_newest_kept(tmp_path: Path) -> None:
+    """100 stacks views of 64 KiB and 100 verdicts of ~0.9 MiB (64 workers' top ops, as `tpuctl profile` keeps them)
+    were ~90 MB of view; the docs bound the whole view at 2 MB."""
+    write_run(tmp_path, workers=1, samples=5)
+    folder = RunFolder(tmp_path)
+    for index in range(100):
+        place = folder.attempt_dir(1) / f"stacks-{index + 1}"
+        place.mkdir(parents=True)
+        (place / "view.txt").write_text(f"worker:0 waits in a collective (view {index})\n" + "frame\n" * 20000)
+        os.utime(place / "view.txt", (WALL0 + index, WALL0 + index))
+        ops = [{"type": "MatMul", "name": f"op{n}" * 40, "self_ms": 1.0} for n in range(50)]
+        workers = [{"worker": f"worker:{w}", "file": f"10.0.0.{w}_8470.xplane.pb", "top_ops": ops} for w in range(64)]
+        view.keep_profile(folder, f"2026_11_28_10_{index // 60:02d}_{index % 60:02d}", "gs://b/m", {"workers": workers, "straggler": None})
+    view.keep_profile(folder, "2026_11_28_12_00_00", "gs://b/m", {"workers": workers[:2], "straggler": None})  # the newest, small
+    built = view.build(folder, live=False)
+    assert built["profiles"][-1]["session"] == "2026_11_28_12_00_00"
+    assert len(json.dumps(built["hangs"])) <= view.HANGS_BUDGET and len(json.dumps(built["profiles"])) <= view.PROFILES_BUDGET
+    assert built["hangs"] and built["hangs"][-1]["summary"] == "worker:0 waits in a collective (view 99)"
+    assert [h["at"] for h in built["hangs"]] == sorted(h["at"] for h in built["hangs"])
+    assert len(json.dumps(built)) < 2_000_000

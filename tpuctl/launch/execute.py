@@ -52,7 +52,7 @@ def execute(
             if started is not None:
                 started()
             context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name, script=os.path.basename(job.script))
-            publisher = None if job.model_dir is None else publish.Publisher(folder, launch.run_id, job.model_dir, context.notice)
+            publisher = _publisher(launch, job.model_dir, folder, context)
             if publisher is not None:
                 publisher.start(context.timeline)
             try:
@@ -85,3 +85,14 @@ def _goodput(folder: RunFolder) -> goodput.Report | None:
         return goodput.of_folder(folder, live=False)
     except TpuctlError:
         return None
+
+
+def _publisher(launch: Launch, model_dir: str | None, folder: RunFolder, context: RunContext) -> publish.Publisher | None:
+    """The view's publisher, where this machine writes the model dir the workers write; else one notice line, once."""
+    if model_dir is None:
+        return None
+    if not publish.reachable(model_dir, shares_disk=launch.runner.shares_disk):
+        where = f"{model_dir} is on the {launch.runner.name} workers' own disks, not this machine's"
+        context.notice(f"note: the run's view is not published into the model dir: {where}; a gs:// --model-dir gets it (TensorBoard's tpuctl tab)")
+        return None
+    return publish.Publisher(folder, launch.run_id, model_dir, context.notice)

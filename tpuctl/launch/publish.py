@@ -6,7 +6,10 @@ reaches); the run folder stays private. The view is written whole each time: loc
 timeline's attempt_end wakes the publisher), every PUBLISH_EVERY_S while it runs and at its end.
 
 Publishing is a view of the run, never part of it: it runs on its own thread, never raises into the launch, and a
-failure is one warning line (then retried at the next turn, silently until it works again). A week of 64 workers in
+failure is one warning line (then retried at the next turn, silently until it works again). Nor does it hold the run's
+end: each gs:// upload is one try (retry=None: the next turn is the retry) with a bounded timeout, `stop` waits at most
+STOP_WAIT_S for an upload in flight and the final view is one short try (FINAL_TIMEOUT_S); a silent endpoint costs the
+launcher's end seconds and one warning line, never the client's own 60 s timeouts and 120 s retries. A week of 64 workers in
 10 attempts takes ~4.4 s to build on a busy core (benchmarks/report_big_timeline.py), so the next turn waits COST_FACTOR
 times the last build's cost when that is longer than PUBLISH_EVERY_S (there: every ~3.7 min): the launcher's CPU spent
 on the view stays under 1/COST_FACTOR, 2% of a core.
@@ -28,8 +31,18 @@ from tpuctl.runs import view
 from tpuctl.runs.folder import RunFolder
 
 PUBLISH_EVERY_S = 60.0
+UPLOAD_TIMEOUT_S = 30.0  # a turn's upload, one try
+STOP_WAIT_S = 5.0  # how long the run's end waits for a turn's upload in flight
+FINAL_TIMEOUT_S = 5.0  # the final view's upload, one try
 COST_FACTOR = 50.0
 FILE_NAME = "view.json"
+
+
+def reachable(model_dir: str, *, shares_disk: bool) -> bool:
+    """Whether this machine writes the model dir the workers write: gs:// always; a path only where the workers write
+    this machine's disk (a local run). An ssh run's path is on the hosts (runner.py moves it under their work dir), a
+    Kubernetes run's in its pods: written here, it would be a stray folder no TensorBoard by the model dir ever reads."""
+    return model_dir.startswith("gs://") or (shares_disk and "://" not in model_dir)
 
 
 def target(model_dir: str, run_id: str) -> str:
@@ -63,22 +76,27 @@ class Publisher:
         """The run ended (its run_end is written): stop the thread and publish the final view, here."""
         self._done.set()
         self._wake.set()
-        self._thread.join()
-        self.publish(live=False)
+        self._thread.join(STOP_WAIT_S)
+        if self._thread.is_alive():  # a daemon thread: its upload ends with the launcher, whatever the endpoint does
+            self._warn(f"warning: the run's final view is not published to {self.uri}: an upload there has not answered in {STOP_WAIT_S:.0f} s")
+            return
+        self.publish(live=False, final=True)
 
-    def publish(self, *, live: bool) -> bool:
-        """Build and write the view now; False (after one warning for a new streak of failures) where it could not."""
+    def publish(self, *, live: bool, final: bool = False) -> bool:
+        """Build and write the view now; False (after one warning for a new streak of failures) where it could not.
+        `final`: the run's last, one short try (the launcher's end waits for it) and a warning whatever came before."""
         with self._lock:
             started = time.monotonic()
             try:
                 body = json.dumps(view.build(self.folder, live=live, model_dir=self.model_dir), allow_nan=False)
                 self.cost_s = time.monotonic() - started
-                write(self.uri, body)
+                write(self.uri, body, timeout_s=FINAL_TIMEOUT_S if final else UPLOAD_TIMEOUT_S)
             except Exception as err:  # noqa: BLE001 - a view that cannot be published never stops the run
                 self.cost_s = max(self.cost_s, time.monotonic() - started)
-                if not self._failing:
+                if final or not self._failing:
                     words = err.message if isinstance(err, TpuctlError) else f"{type(err).__name__}: {err}"
-                    self._warn(f"warning: cannot publish the run's view to {self.uri}: {one_line(words, 200)} (tried again later)")
+                    later = "" if final else " (tried again later)"
+                    self._warn(f"warning: cannot publish the run's view to {self.uri}: {one_line(words, 200)}{later}")
                 self._failing = True
                 return False
             self._failing = False
@@ -98,13 +116,15 @@ class Publisher:
                 self.publish(live=True)
 
 
-def write(uri: str, body: str) -> None:
-    """The whole file at `uri`: local, to a temporary name in the same folder then renamed; gs://, one object upload."""
+def write(uri: str, body: str, *, timeout_s: float = UPLOAD_TIMEOUT_S) -> None:
+    """The whole file at `uri`: local, to a temporary name in the same folder then renamed; gs://, one object upload,
+    one try of at most `timeout_s` a request (the storage client's default retries wait up to 120 s)."""
     if uri.startswith("gs://"):
         from tpuctl.cloud import storage
 
         bucket, _, name = uri[len("gs://") :].partition("/")
-        storage.client().bucket(bucket).blob(name).upload_from_string(body, content_type="application/json", timeout=60)
+        blob = storage.client().bucket(bucket).blob(name)
+        blob.upload_from_string(body, content_type="application/json", timeout=timeout_s, retry=None)
         return
     path = Path(uri)
     path.parent.mkdir(parents=True, exist_ok=True)

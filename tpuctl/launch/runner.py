@@ -75,6 +75,9 @@ class Runner(ABC):
     name: ClassVar[str]
     # Job options (by field) this backend refuses: the one refusal table every backend fills (refuse_unsupported).
     unsupported: ClassVar[Mapping[str, Unsupported]] = {}
+    # Its workers write this machine's own disk: a model dir that is a path (not gs://) is the one they write. Elsewhere
+    # such a path is on the hosts' disks (ssh) or in the image (kubernetes), never seen from here.
+    shares_disk: ClassVar[bool] = False
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         """The job as this backend runs it (its paths, interpreter and worker count), checked.

@@ -4,12 +4,14 @@ Built from the run folder alone: the timeline read compactly (runs/compact.py), 
 "goodput" is goodput.of_compact's object, never a second computation), the profile verdicts `tpuctl profile` kept and
 the stacks views `tpuctl stacks` left. The contract (field by field) is in docs/report.md. Every list is bounded, so
 a week of 64 workers stays under 2 MB: a row's step rate is binned here (<= RATE_BINS), the goodput over time is
-GOODPUT_WINDOWS windows, stacks are cut to STACKS_LIMIT. Nothing in it comes from --env, a plan or a log: a model
+GOODPUT_WINDOWS windows, stacks are cut to STACKS_LIMIT, the kept verdicts and stacks views are the newest that fit
+PROFILES_BUDGET and HANGS_BUDGET. Nothing in it comes from --env, a plan or a log, and no path in the log dir: a model
 dir is often a shared bucket. Strings are as the timeline has them: plain text, for a page to show as text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -37,6 +39,9 @@ _ENDINGS = {tl.FAILURE: "failed", tl.PREEMPTED: "preempted", tl.HANG: "hang"}
 _PROFILES = "profiles"  # LOG_DIR/profiles/<session>.json: `tpuctl profile`'s verdict, kept for the view
 _PROFILE_LIMIT = 1 << 20
 _HANGS = 100
+PROFILES_BUDGET = 64 << 10  # the kept verdicts' JSON together, newest first (64 workers' verdict: ~20 KB)
+HANGS_BUDGET = 96 << 10  # the stacks views' JSON together, newest first: the newest whole (STACKS_LIMIT) and more
+_FULL_STACKS = "full stacks: "  # the stacks view's last line (launch/process/stacks.py): the private folder of the dumps
 
 
 def build(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> dict[str, Any]:
@@ -56,10 +61,10 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
     events = read.events
     start_ev = next((e for e in events if e.event == tl.RUN_START), None)
     end_ev = next((e for e in reversed(events) if e.event == tl.RUN_END), None)
-    start = start_ev.wall if start_ev is not None else wall(read.low)
-    end = end_ev.wall if end_ev is not None else (None if live else wall(read.high))
+    start = wall.of(start_ev) if start_ev is not None else wall(read.low)
+    end = wall.of(end_ev) if end_ev is not None else (None if live else wall(read.high))
     rows = list(_rows(read, wall, end))
-    attempts = _attempts(events, report)
+    attempts = _attempts(events, report, wall)
     return {
         "schema": SCHEMA,
         "written": round(time.time(), 3),
@@ -75,7 +80,7 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
         },
         "attempts": attempts,
         "rows": rows,
-        "restarts": _restarts(events, attempts),
+        "restarts": _restarts(events, attempts, wall),
         "goodput": report.to_json(),
         "goodput_over_time": [
             {"start": round(wall(a), 3), "end": round(wall(b), 3), "goodput": round(trained / seconds, 4) if seconds > 0 and report.total.steps_seen else None}
@@ -88,12 +93,18 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
 
 @dataclass(frozen=True)
 class _Wall:
-    """The timeline's clock (monotonic, for durations) to wall-clock seconds, at the offset of its latest event."""
+    """The timeline's clock (the launcher's monotonic `t`) to wall-clock seconds by one offset, that of its latest
+    event: every time in the view goes through it, so its segments measure what the report counts (durations in `t`)
+    even where the wall clock jumped during the run (a laptop's suspend, an NTP step); an event's own `wall` is not
+    used."""
 
     offset: float
 
     def __call__(self, t: float) -> float:
         return t + self.offset
+
+    def of(self, event: tl.Event) -> float:
+        return event.t + self.offset
 
 
 @dataclass
@@ -120,18 +131,18 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
         if e.attempt is None:
             continue
         if e.event == tl.ATTEMPT_START:
-            attempt_start.setdefault(e.attempt, e.wall)
+            attempt_start.setdefault(e.attempt, wall.of(e))
         elif e.event == tl.ATTEMPT_END:
-            attempt_end[e.attempt] = e.wall
+            attempt_end[e.attempt] = wall.of(e)
         if e.worker is None:
             continue
         row = rows.setdefault((e.attempt, e.worker), _Row(e.attempt, e.worker))
         if e.event == tl.WORKER_START and row.started is None:
-            row.started = e.wall
+            row.started = wall.of(e)
         elif e.event == tl.RUNTIME_READY and row.ready is None:
-            row.ready = e.wall
+            row.ready = wall.of(e)
         elif e.event in _ENDINGS and row.ending is None:
-            row.ending = {"state": _ENDINGS[e.event], "words": _words(e), "at": round(e.wall, 3)}
+            row.ending = {"state": _ENDINGS[e.event], "words": _words(e), "at": round(wall.of(e), 3)}
     series = _series(read, wall)
     for attempt, worker in series:
         rows.setdefault((attempt, worker), _Row(attempt, worker))
@@ -145,11 +156,11 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
         ends = attempt_end.get(row.attempt) or run_end
         hangs = [e for e in own.get((row.attempt, None), []) if e.event == tl.HANG]  # the launcher's: every worker stopped
         if hangs and row.ending is None:
-            row.ending = {"state": "hang", "words": _words(hangs[0]), "at": round(hangs[0].wall, 3)}
-        yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins)
+            row.ending = {"state": "hang", "words": _words(hangs[0]), "at": round(wall.of(hangs[0]), 3)}
+        yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins, wall)
 
 
-def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float | None, float | None], bins: int) -> dict[str, Any]:
+def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float | None, float | None], bins: int, wall: _Wall) -> dict[str, Any]:
     """A worker's segments in an attempt (`own`: its events, in time order; `span`: its attempt's) and its step rate.
     Added in the order they matter, so a row past its budget loses stalls and checkpoints, never its steps or hang."""
     attempt_start, attempt_end = span
@@ -163,25 +174,43 @@ def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float
         row.add("steps", steps.t[0], steps.t[-1])
     for e in own:
         if e.event == tl.HANG:
-            idle = compact.number(e.fields.get("idle_s"))
-            row.add("hang", e.wall - idle if idle is not None and 0 <= idle < e.wall else e.wall, e.wall)
+            idle, at = compact.number(e.fields.get("idle_s")), wall.of(e)
+            row.add("hang", at - idle if idle is not None and 0 <= idle < at else at, at)
     spans = {"checkpoint-save": (tl.SAVE_BEGIN, tl.SAVE_END), "checkpoint-restore": (tl.RESTORE_BEGIN, tl.RESTORE_END)}
     spans["evaluation"] = (tl.EVAL_BEGIN, tl.EVAL_END)
+    busy: list[tuple[float, float]] = []  # the worker's own work between steps: never a stall
     for kind, (opening, closing) in spans.items():
         opened: float | None = None
         for e in own:
             if e.event == opening and opened is None:
-                opened = e.wall
+                opened = wall.of(e)
             elif e.event == closing and opened is not None:
-                row.add(kind, opened, e.wall)
+                busy.append((opened, wall.of(e)))
+                row.add(kind, *busy[-1])
                 opened = None
         if opened is not None and attempt_end is not None:
-            row.add(kind, opened, attempt_end)
+            busy.append((opened, attempt_end))
+            row.add(kind, *busy[-1])
     if steps is not None:
         for a, b in steps.gaps(STALL_S):
-            row.add("stall", a, b)
+            for free_a, free_b in _outside(a, b, sorted(busy)):
+                if free_b - free_a > STALL_S:
+                    row.add("stall", free_a, free_b)
     row.segments.sort(key=lambda s: (s["start"], s["end"]))
     return {"attempt": row.attempt, "worker": row.worker, "segments": row.segments, "rate": steps.rate(bins) if steps else None, "ending": row.ending}
+
+
+def _outside(a: float, b: float, busy: list[tuple[float, float]]) -> Iterator[tuple[float, float]]:
+    """The parts of (a, b) that no span of `busy` (in start order) covers: a 2-minute validation or checkpoint save
+    between two step samples is the report's evaluation or save, never a stall."""
+    for start, end in busy:
+        if end <= a or start >= b:
+            continue
+        if start > a:
+            yield a, start
+        a = max(a, end)
+    if b > a:
+        yield a, b
 
 
 @dataclass
@@ -239,7 +268,7 @@ def _series(read: compact.Compact, wall: _Wall) -> dict[tuple[int, str], _Steps]
     return found
 
 
-def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]], wall: _Wall) -> list[dict[str, Any]]:
     """Each restart at the moment the launcher decided it, with the cause and words of the attempt it ended."""
     endings = {a["attempt"]: a["ending"] for a in attempts}
     found = []
@@ -249,16 +278,19 @@ def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]]) -> list[di
         ending = endings.get(e.attempt) or {}
         why = e.fields.get("why")
         cause = ending.get("state") or ("preempted" if why == "preemption" else "failed")
-        found.append({"at": round(e.wall, 3), "attempt": _int(e.fields.get("next_attempt")), "cause": cause, "words": ending.get("words") or _text(why)})
+        found.append({"at": round(wall.of(e), 3), "attempt": _int(e.fields.get("next_attempt")), "cause": cause, "words": ending.get("words") or _text(why)})
     return found[:1000]
 
 
-def _attempts(events: list[tl.Event], report: goodput.Report) -> list[dict[str, Any]]:
+def _attempts(events: list[tl.Event], report: goodput.Report, wall: _Wall) -> list[dict[str, Any]]:
+    by_attempt: dict[int | None, list[tl.Event]] = {}
+    for e in events:  # grouped once: a run may have a thousand attempts
+        by_attempt.setdefault(e.attempt, []).append(e)
     found = []
     for split in report.attempts:
-        own = [e for e in events if e.attempt == split.number]
-        starts = [e.wall for e in own if e.event == tl.ATTEMPT_START]
-        ends = [e.wall for e in own if e.event == tl.ATTEMPT_END]
+        own = by_attempt.get(split.number, [])
+        starts = [wall.of(e) for e in own if e.event == tl.ATTEMPT_START]
+        ends = [wall.of(e) for e in own if e.event == tl.ATTEMPT_END]
         cause = next((e for e in own if e.event in _ENDINGS), None)
         ending = None
         if cause is not None:
@@ -293,28 +325,88 @@ def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a damaged record is left out of a view, never a reason for no view
             continue
         if isinstance(kept, dict):
-            found.append({"session": _text(kept.get("session")), "at": kept.get("at"), "dir": _text(kept.get("profile_dir")), "verdict": kept.get("verdict")})
-    return found
+            where = _text(kept.get("profile_dir"))
+            public = None if where is None or _private(where, folder) else where  # a run on other hosts: its files came to LOG_DIR
+            verdict = _public(_base_names(kept.get("verdict")), folder)
+            found.append({"session": _text(kept.get("session")), "at": kept.get("at"), "dir": public, "verdict": verdict})
+    return _newest_within(found, PROFILES_BUDGET)
+
+
+def _newest_within(items: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The newest of `items` (oldest first) whose JSON together fits `budget` bytes, oldest first: the view's bound holds
+    whatever `tpuctl profile` and `tpuctl stacks` left. One too big for what is left is left out; older ones may fit."""
+    kept: list[dict[str, Any]] = []
+    for item in reversed(items):
+        size = len(json.dumps(item)) + 2
+        if size <= budget:
+            kept.append(item)
+            budget -= size
+    return kept[::-1]
+
+
+def _base_names(verdict: object) -> object:
+    """A verdict with each worker's (and unreadable worker's) file as its base name: the host and port that name it,
+    never the folder it was read from."""
+    if not isinstance(verdict, dict):
+        return verdict
+    named = dict(verdict)
+    for key in ("workers", "unreadable"):
+        items = named.get(key)
+        if isinstance(items, list):
+            named[key] = [{**item, "file": Path(item["file"]).name} if isinstance(item, dict) and isinstance(item.get("file"), str) else item for item in items]
+    return named
+
+
+def _private(path: str, folder: RunFolder) -> bool:
+    """Whether `path` is in the run's private folder (by its own spelling or the resolved one)."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in _roots(folder))
+
+
+def _roots(folder: RunFolder) -> set[str]:
+    roots = {str(folder.path)}
+    with contextlib.suppress(OSError):
+        roots.add(str(folder.path.resolve()))
+    return {root for root in roots if root not in ("", "/")}
+
+
+def _public(value: object, folder: RunFolder) -> object:
+    """`value` with the log dir's path written LOG_DIR in every string (a note or a reason may name a file there): the
+    view goes into a model dir that is often a shared bucket, the log dir stays private."""
+    if isinstance(value, str):
+        for root in sorted(_roots(folder), key=len, reverse=True):
+            value = value.replace(root, "LOG_DIR")
+        return value
+    if isinstance(value, list):
+        return [_public(item, folder) for item in value]
+    if isinstance(value, dict):
+        return {key: _public(item, folder) for key, item in value.items()}
+    return value
 
 
 def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
-    """Every stacks view `tpuctl stacks` (or a hang) left: LOG_DIR/attempt-N/stacks-M/view.txt, when it was taken."""
-    found = []
+    """The newest _HANGS stacks views `tpuctl stacks` (or a hang) left, LOG_DIR/attempt-N/stacks-M/view.txt, oldest
+    first: past a hundred `tpuctl stacks` calls the hang that ended the run is still in."""
+    taken: list[tuple[float, int, Path]] = []
     try:
-        attempts = sorted((n, p) for p in folder.path.iterdir() if (n := RunFolder.attempt_of(p.name)) is not None)
+        attempts = [(n, p) for p in folder.path.iterdir() if (n := RunFolder.attempt_of(p.name)) is not None]
     except OSError:
         return []
     for number, place in attempts:
         try:
-            views = sorted(place.glob("stacks-*/view.txt"), key=lambda p: p.stat().st_mtime)
-            for view in views[:_HANGS]:
-                data = read_small_bytes(view, "stacks view", limit=STACKS_LIMIT * 4) or b""
-                text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
-                summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
-                found.append({"at": round(view.stat().st_mtime, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
+            taken.extend((view.stat().st_mtime, number, view) for view in place.glob("stacks-*/view.txt"))
+        except OSError:  # an attempt folder that went away
+            continue
+    found = []
+    for at, number, view in sorted(taken, key=lambda item: (item[0], item[1]))[-_HANGS:]:
+        try:
+            data = read_small_bytes(view, "stacks view", limit=STACKS_LIMIT * 4) or b""
         except Exception:  # noqa: BLE001 - a stacks view that went away or cannot be read is left out
             continue
-    return found[:_HANGS]
+        text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
+        text = str(_public("".join(line for line in text.splitlines(keepends=True) if not line.startswith(_FULL_STACKS)), folder))
+        summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        found.append({"at": round(at, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
+    return _newest_within(found, HANGS_BUDGET)
 
 
 def _order(key: tuple[int, str]) -> tuple[int, str, int, str]:

@@ -45,6 +45,7 @@ class Options(BackendOptions):
 
 class LocalRunner(Runner):
     name = "local"
+    shares_disk = True
 
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()

@@ -15,6 +15,7 @@ segments plus its rate bins (at most 600) plus its columns, so a week of 64 work
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import math
 import time
@@ -171,22 +172,37 @@ def _paint(cells: list[tuple[str, str]], color: bool) -> Iterator[str]:
 def _axis(t0: float, t1: float, columns: int) -> tuple[str, str]:
     """Clock times (local) over the bar and a ruler with a tick under each: as many as fit with two spaces between."""
     step, form = _tick_step(t1 - t0, columns)
-    offset = time.localtime(t0).tm_gmtoff
-    tick = math.ceil((t0 + offset) / step) * step - offset
     labels, ruler = [" "] * columns, ["─"] * columns
     free = 0
-    while tick <= t1:
+    for tick in _ticks(t0, t1, step):
         column = min(columns - 1, math.floor((tick - t0) / (t1 - t0) * columns))
         text = time.strftime(form, time.localtime(tick))
         if column >= free and column + len(text) <= columns:
             labels[column : column + len(text)] = list(text)
             ruler[column] = "┬"
             free = column + len(text) + 2
-        tick += step
     if free == 0:  # no tick fits: the start at least
         text = time.strftime(form, time.localtime(t0))[:columns]
         labels[: len(text)], ruler[0] = list(text), "┬"
     return "".join(labels), "".join(ruler)
+
+
+def _ticks(t0: float, t1: float, step: float) -> Iterator[float]:
+    """The round local times in [t0, t1], `step` apart. From an hour up they are counted on the local calendar from the
+    start's midnight (mktime), so past a summer-time change a day tick is still at midnight and labels its own day; below
+    an hour, fixed steps from the start's UTC offset (a summer-time change moves the clock by whole hours)."""
+    if step < 3600:
+        offset = time.localtime(t0).tm_gmtoff
+        tick = math.ceil((t0 + offset) / step) * step - offset
+        while tick <= t1:
+            yield tick
+            tick += step
+        return
+    at = datetime.datetime.combine(datetime.datetime.fromtimestamp(t0).date(), datetime.time())
+    while (tick := time.mktime(at.timetuple())) <= t1:  # a naive datetime's timetuple leaves DST to mktime
+        if tick >= t0:
+            yield tick
+        at += datetime.timedelta(seconds=step)
 
 
 def _tick_step(span: float, columns: int) -> tuple[float, str]:
