@@ -38,6 +38,7 @@ PROFILERS_FILE = "profilers.json"
 _PROFILERS_LIMIT = 1 << 20  # far past MAX_TASKS workers' entries: more is no file a launch wrote
 OUTCOME_FILE = "outcome.json"
 STACKS_VIEW = "stacks.txt"
+FULL_STACKS = "full stacks: "  # a stacks view's last line, then the private folder that holds every worker's dump
 CONSOLE_LOG = "console.log"
 STOP_REQUEST = "stop-requested"
 TIMELINE = "timeline.jsonl"

@@ -24,7 +24,7 @@ from tpuctl.inputs.parse import read_small_bytes
 from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs import compact, goodput
 from tpuctl.runs import timeline as tl
-from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.folder import FULL_STACKS, RunFolder
 
 SCHEMA = "tpuctl.run-view/1"
 RATE_BINS = 600  # a row's step-rate bins, at most
@@ -41,7 +41,6 @@ _PROFILE_LIMIT = 1 << 20
 _HANGS = 100
 PROFILES_BUDGET = 64 << 10  # the kept verdicts' JSON together, newest first (64 workers' verdict: ~20 KB)
 HANGS_BUDGET = 96 << 10  # the stacks views' JSON together, newest first: the newest whole (STACKS_LIMIT) and more
-_FULL_STACKS = "full stacks: "  # the stacks view's last line (launch/process/stacks.py): the private folder of the dumps
 
 
 def build(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> dict[str, Any]:
@@ -403,7 +402,7 @@ def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a stacks view that went away or cannot be read is left out
             continue
         text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
-        text = str(_public("".join(line for line in text.splitlines(keepends=True) if not line.startswith(_FULL_STACKS)), folder))
+        text = str(_public("".join(line for line in text.splitlines(keepends=True) if not line.startswith(FULL_STACKS)), folder))
         summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
         found.append({"at": round(at, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
     return _newest_within(found, HANGS_BUDGET)

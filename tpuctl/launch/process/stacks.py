@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from tpuctl.inputs.private_files import write_private
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Handle
-from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.folder import FULL_STACKS, RunFolder
 from tpuctl.safety import stack_view
 
 ANSWER_S = 15.0  # py-spy may take 10 s on a busy host; faulthandler answers in under a second
@@ -84,10 +84,10 @@ def record(
         folder = run.next_stacks_dir(attempt)
         for name, dump in named.items():
             write_private(folder / f"{name.replace(':', '-')}.txt", dump or "(no answer)\n")
-        text = "\n".join([*view, f"full stacks: {folder}"]) + "\n"
+        text = "\n".join([*view, f"{FULL_STACKS}{folder}"]) + "\n"
         write_private(folder / "view.txt", text)
         write_private(run.stacks_view, text)
-        view = [*view, f"full stacks: {folder}"]
+        view = [*view, f"{FULL_STACKS}{folder}"]
     except OSError as err:
         view = [*view, f"(cannot keep the stacks in {run.attempt_dir(attempt)}: {err.strerror or err})"]
     return view, comparison
