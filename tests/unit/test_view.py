@@ -34,7 +34,7 @@ def test_a_preempted_run_has_its_rows_segments_restart_and_the_reports_goodput(t
     assert kinds[:3] == ["start-up", "first-step", "steps"] and "checkpoint-save" in kinds and set(kinds) <= KINDS
     assert all(s["start"] < s["end"] and s["start"] >= WALL0 for s in first["segments"])
     assert first["ending"]["state"] == "preempted" and "TPU VM" in first["ending"]["words"]
-    assert built["rows"][1]["ending"] is None  # worker:1 was stopped with the attempt, it was not the cause
+    assert built["rows"][1]["ending"]["state"] == "stopped"  # worker:1 was stopped with the attempt, it was not the cause
     rates = [r for r in first["rate"]["steps_per_s"] if r is not None]
     assert max(rates) == pytest.approx(50 / tl.STEP_EVERY_S, rel=0.01)
     assert min(rates) == pytest.approx(50 / (tl.STEP_EVERY_S + 8), rel=0.01)  # the pace over an 8 s checkpoint save
@@ -60,6 +60,17 @@ def test_a_short_attempts_rate_band_covers_its_steps_not_only_their_end(tmp_path
     write_run(tmp_path, workers=1, samples=3)  # samples 30 s apart: two bins of 30 s, both stepping at one pace
     rate = view.build(RunFolder(tmp_path), live=False)["rows"][0]["rate"]
     assert rate["steps_per_s"] == [pytest.approx(50 / tl.STEP_EVERY_S, rel=0.01)] * 2, rate
+
+
+def test_the_workers_the_launcher_stopped_with_a_failed_attempt_say_so(tmp_path: Path) -> None:
+    write_run(tmp_path, workers=3, samples=6, restarts=[3])  # worker:0 preempted: the launcher stops 1 and 2 with it
+    rows = view.build(RunFolder(tmp_path), live=False)["rows"]
+    first = {row["worker"]: row["ending"] for row in rows if row["attempt"] == 1}
+    assert first["worker:0"]["state"] == "preempted"
+    for worker in ("worker:1", "worker:2"):
+        assert first[worker]["state"] == "stopped" and first[worker]["words"] == "stopped by tpuctl: worker:0 preempted"
+        assert first[worker]["at"] >= first["worker:0"]["at"]
+    assert [row["ending"] for row in rows if row["attempt"] == 2] == [None, None, None]  # the last attempt succeeded
 
 
 def test_a_week_of_steps_is_binned_and_windowed_never_shipped_whole(tmp_path: Path) -> None:

@@ -149,6 +149,9 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
     for e in read.events:
         own.setdefault((e.attempt, e.worker), []).append(e)
     bins = max(1, min(RATE_BINS, RATE_BUDGET // max(1, len(rows))))
+    causes: dict[int, _Row] = {}  # attempt -> the row whose own ending ended it (the earliest), for the rows the launcher stopped with it
+    for row in sorted((r for r in rows.values() if r.ending is not None), key=lambda r: r.ending["at"] if r.ending else 0.0):
+        causes.setdefault(row.attempt, row)
     for key in sorted(rows, key=_order):
         row = rows[key]
         row.most = max(MIN_SEGMENTS, SEGMENT_BUDGET // len(rows))
@@ -156,6 +159,11 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
         hangs = [e for e in own.get((row.attempt, None), []) if e.event == tl.HANG]  # the launcher's: every worker stopped
         if hangs and row.ending is None:
             row.ending = {"state": "hang", "words": _words(hangs[0]), "at": round(wall.of(hangs[0]), 3)}
+        cause = causes.get(row.attempt)
+        if row.ending is None and cause is not None and cause.ending is not None and row.attempt in attempt_end:
+            # fail-fast: the launcher stopped the rest of the attempt when this one worker ended it
+            words = f"stopped by tpuctl: {cause.worker} {cause.ending['state']}"
+            row.ending = {"state": "stopped", "words": words, "at": round(attempt_end[row.attempt], 3)}
         yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins, wall)
 
 
