@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 
 from tpuctl.tensorboard_plugin import finding
 
@@ -54,19 +53,3 @@ def test_runs_under_a_folder_named_tpuctl_are_listed(tmp_path: Path) -> None:
     _publish(tmp_path / "tpuctl" / "exp1" / "model", "20261128-101010-train-ab12")
 
     assert [run.key for run in finding.find(str(tmp_path))] == ["tpuctl/exp1/model/tpuctl/20261128-101010-train-ab12"]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="pyproject.toml:55: the tensorboard extra pins tensorboard==2.21.*, so `pip install 'tpuctl[tensorboard]'` "
-    "(docs/report.md:264) on a TF 2.15 machine (tensorflow 2.15 requires tensorboard<2.16, as Cloud TPU's 2.15 images "
-    "ship it) replaces its TensorBoard against TensorFlow's pin, though the plugin loads and serves under TensorBoard "
-    "2.15.2 (.venv-tf215: plugins_listing enabled, runs/view/index.js 200); fix: tensorboard>=2.15 in that extra",
-)
-def test_the_tensorboard_extra_admits_the_tensorboard_of_tf_2_15() -> None:
-    import tomllib  # Python 3.11+, as tests/unit/test_kubernetes_manifests.py reads pyproject.toml
-
-    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
-    (wanted,) = [Requirement(spec) for spec in project["optional-dependencies"]["tensorboard"] if Requirement(spec).name == "tensorboard"]
-
-    assert wanted.specifier.contains("2.15.2")

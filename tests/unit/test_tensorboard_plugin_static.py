@@ -79,3 +79,15 @@ def test_what_is_no_view_is_one_line(data: bytes) -> None:
 def test_a_session_links_to_the_profile_tabs_name_for_it_only_inside_the_logdir(logdir: str, where: str, run: str | None) -> None:
     """xprof names a session by its run folder relative to the logdir, joined to the session (profile_plugin.generate_runs)."""
     assert checking.profile_run(logdir, where, "S") == run
+
+
+def test_the_tensorboard_extra_admits_the_tensorboard_of_tf_2_15() -> None:
+    """TensorFlow 2.15 requires tensorboard<2.16 (Cloud TPU's 2.15 images ship 2.15.2), and the plugin loads under it:
+    the extra must not replace the TensorBoard that TensorFlow pins."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (wanted,) = [Requirement(spec) for spec in project["optional-dependencies"]["tensorboard"] if Requirement(spec).name == "tensorboard"]
+
+    assert wanted.specifier.contains("2.15.2")
