@@ -1,5 +1,6 @@
 """The tpuctl tab without a server: the page's script never turns data into markup, a view of any shape is checked
-into the contract's types or refused in one line, and TensorBoard's start pays for no TensorFlow import."""
+into the contract's types or refused in one line, TensorBoard's start pays for no TensorFlow import, and a local
+logdir's walk finds the runs in real folders."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
-from tpuctl.tensorboard_plugin import checking
+from tpuctl.tensorboard_plugin import checking, finding
 from tpuctl.tensorboard_plugin.finding import Unreadable
 
 STATIC = ROOT / "tpuctl" / "tensorboard_plugin" / "static"
@@ -91,3 +93,21 @@ def test_the_tensorboard_extra_admits_the_tensorboard_of_tf_2_15() -> None:
     (wanted,) = [Requirement(spec) for spec in project["optional-dependencies"]["tensorboard"] if Requirement(spec).name == "tensorboard"]
 
     assert wanted.specifier.contains("2.15.2")
+
+
+def _publish(model_dir: Path, run_id: str) -> None:
+    folder = model_dir / finding.FOLDER / run_id
+    folder.mkdir(parents=True)
+    (folder / finding.VIEW_NAME).write_text(json.dumps({"schema": checking.SCHEMA, "run": {"id": run_id}}))
+
+
+def test_runs_under_a_folder_named_tpuctl_are_listed(tmp_path: Path) -> None:
+    """A project folder named tpuctl (~/code/tpuctl/exp/model/tpuctl/RUN) holds no view itself: the walk goes on below
+    it, as a bucket's listing matches the last tpuctl/RUN/view.json of a name."""
+    _publish(tmp_path / "tpuctl" / "exp1" / "model", "20261128-101010-train-ab12")
+    _publish(tmp_path / "exp2" / "model", "20261128-111111-train-cd34")
+
+    assert [run.key for run in finding.find(str(tmp_path))] == [
+        "exp2/model/tpuctl/20261128-111111-train-cd34",
+        "tpuctl/exp1/model/tpuctl/20261128-101010-train-ab12",
+    ]

@@ -71,12 +71,17 @@ def _on_disk(logdir: str) -> list[Found]:
         if depth >= MAX_DEPTH:
             folders[:] = []
         if os.path.basename(here) == FOLDER and here != top:
-            found += _runs_in(top, here, folders)
-            folders[:] = []  # a run folder holds only its view: nothing below to look for
+            runs = _runs_in(top, here, folders)
+            found += runs
+            # A run folder holds only its view: nothing below it to look for. A folder named tpuctl whose children hold
+            # no view is no model dir's (a checkout of tpuctl, a project named so): the walk goes on below it.
+            taken = {os.path.basename(os.path.dirname(run.where)) for run in runs}
+            folders[:] = [name for name in folders if name not in taken]
     return found
 
 
 def _runs_in(top: str, tpuctl_dir: str, folders: list[str]) -> list[Found]:
+    """The children of a folder named tpuctl that hold a view.json (regular file, no link): the runs published there."""
     found = []
     for name in sorted(folders):
         view = os.path.join(tpuctl_dir, name, VIEW_NAME)
