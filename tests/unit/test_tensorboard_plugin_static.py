@@ -5,6 +5,7 @@ logdir's walk finds the runs in real folders."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -111,3 +112,27 @@ def test_runs_under_a_folder_named_tpuctl_are_listed(tmp_path: Path) -> None:
         "exp2/model/tpuctl/20261128-111111-train-cd34",
         "tpuctl/exp1/model/tpuctl/20261128-101010-train-ab12",
     ]
+
+
+def test_a_logdir_cut_short_by_the_folder_bound_says_so(tmp_path: Path) -> None:
+    """~/experiments with a big folder walked first: the runs after the bound are not listed, and the listing says so
+    (the page shows Listing.error) rather than 'No tpuctl runs under ...'."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = (Path(entry.path) for entry in os.scandir(tmp_path))  # os.walk goes depth first, in scandir's order
+    for i in range(finding.MAX_FOLDERS):
+        (first / f"ckpt-{i}").mkdir()
+    _publish(second / "model", "20261128-101010-train-ab12")
+
+    listing = finding.Listing(str(tmp_path))
+
+    assert listing.runs() == []
+    assert listing.error is not None and f"{finding.MAX_FOLDERS:,} folders" in listing.error and "--logdir" in listing.error
+
+
+def test_a_walk_within_the_bound_says_nothing(tmp_path: Path) -> None:
+    _publish(tmp_path / "exp1" / "model", "20261128-101010-train-ab12")
+
+    listing = finding.Listing(str(tmp_path))
+
+    assert [run.run_id for run in listing.runs()] == ["20261128-101010-train-ab12"] and listing.error is None

@@ -54,19 +54,28 @@ def _gs(logdir: str) -> tuple[str, str] | None:
 
 def find(logdir: str) -> list[Found]:
     """The runs under `logdir`, sorted by key; none for an empty or missing logdir."""
+    return scan(logdir)[0]
+
+
+def scan(logdir: str) -> tuple[list[Found], str | None]:
+    """The runs under `logdir`, sorted by key, and the line saying the listing stopped at its bound (None when it
+    saw everything): a run beyond the bound is not listed, and the page must not let that pass for "no runs"."""
     if not logdir:
-        return []
+        return [], None
     gs = _gs(logdir)
-    found = _in_bucket(*gs) if gs else _on_disk(logdir)
-    return sorted(found, key=lambda f: f.key)
+    found, cut = _in_bucket(*gs) if gs else _on_disk(logdir)
+    return sorted(found, key=lambda f: f.key), cut
 
 
-def _on_disk(logdir: str) -> list[Found]:
+def _on_disk(logdir: str) -> tuple[list[Found], str | None]:
     top = os.path.abspath(logdir)
     found: list[Found] = []
     for seen, (here, folders, _) in enumerate(os.walk(top, followlinks=False)):
         if seen >= MAX_FOLDERS:
-            break
+            return found, (
+                f"the walk of {top} stopped after {MAX_FOLDERS:,} folders, so runs in the folders after them are not listed: "
+                "point --logdir at the folder of the experiments you want to see"
+            )
         depth = 0 if here == top else os.path.relpath(here, top).count(os.sep) + 1
         if depth >= MAX_DEPTH:
             folders[:] = []
@@ -77,7 +86,7 @@ def _on_disk(logdir: str) -> list[Found]:
             # no view is no model dir's (a checkout of tpuctl, a project named so): the walk goes on below it.
             taken = {os.path.basename(os.path.dirname(run.where)) for run in runs}
             folders[:] = [name for name in folders if name not in taken]
-    return found
+    return found, None
 
 
 def _runs_in(top: str, tpuctl_dir: str, folders: list[str]) -> list[Found]:
@@ -95,16 +104,21 @@ def _runs_in(top: str, tpuctl_dir: str, folders: list[str]) -> list[Found]:
     return found
 
 
-def _in_bucket(bucket: str, prefix: str) -> list[Found]:
+def _in_bucket(bucket: str, prefix: str) -> tuple[list[Found], str | None]:
     from tpuctl.cloud import storage
 
-    found = []
-    for blob in storage.client().list_blobs(bucket, prefix=prefix, max_results=MAX_OBJECTS):
+    found: list[Found] = []
+    for seen, blob in enumerate(storage.client().list_blobs(bucket, prefix=prefix, max_results=MAX_OBJECTS + 1)):
+        if seen == MAX_OBJECTS:  # one more than the bound: the listing was cut
+            return found, (
+                f"the listing of gs://{bucket}/{prefix} stopped after {MAX_OBJECTS:,} objects, so runs in the objects after them are not listed: "
+                "point --logdir at the folder of the experiments you want to see"
+            )
         name = str(blob.name)
         match = _IN_BUCKET.search(name[len(prefix) :])
         if match:
             found.append(Found(name[len(prefix) : -len(VIEW_NAME) - 1], match.group(1), f"gs://{bucket}/{name}"))
-    return found
+    return found, None
 
 
 def read(where: str, limit: int = VIEW_LIMIT) -> bytes:
@@ -156,7 +170,7 @@ class Listing:
         self._lock = threading.Lock()
         self._runs: list[Found] = []
         self._at: float | None = None
-        self.error: str | None = None  # why the last listing failed (no credentials, no such bucket), one line
+        self.error: str | None = None  # why the last listing failed (no credentials, no such bucket) or was cut, one line
 
     def runs(self) -> list[Found]:
         with self._lock:
@@ -164,7 +178,7 @@ class Listing:
             if self._at is None or now - self._at >= self._ttl_s:
                 self._at = now
                 try:
-                    self._runs, self.error = find(self._logdir), None
+                    self._runs, self.error = scan(self._logdir)
                 except Exception as e:  # noqa: BLE001 - the storage client's, google-auth's or the OS's: each means no runs, said in a line
                     _log.warning("tpuctl: cannot list %s", self._logdir, exc_info=True)
                     self._runs, self.error = [], f"cannot list {self._logdir}: " + one_line(str(e) or type(e).__name__)
