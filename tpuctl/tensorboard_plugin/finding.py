@@ -3,8 +3,9 @@
 The logdir is often a model dir full of checkpoints and event files, or a bucket shared by many jobs, and
 TensorBoard asks whether the plugin has data on every page load: so a local walk is bounded in depth and in
 folders seen and never follows a symbolic link (a link out of the logdir would serve files the user did not
-point TensorBoard at), a bucket is one bounded prefix listing, and a view is read only up to a limit, refused
-from its size before any byte is read.
+point TensorBoard at), a bucket is one bounded prefix listing of the view objects only (the server filters),
+the answer comes from a cached listing refreshed in the background, and a view is read only up to a limit,
+refused from its size before any byte is read.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ VIEW_NAME = "view.json"
 FOLDER = "tpuctl"  # MODEL_DIR/tpuctl/<run_id>/view.json: the launcher's place for it (docs/report.md)
 MAX_DEPTH = 8  # folders below the logdir where a model dir's tpuctl/ may sit
 MAX_FOLDERS = 20_000  # folders a local walk looks into before it stops
-MAX_OBJECTS = 200_000  # objects one bucket listing goes through before it stops
+MAX_VIEWS = 10_000  # view.json objects one bucket listing takes before it stops (the server sends only those)
 VIEW_LIMIT = 8 << 20  # bytes: a 64-worker week-long run's view is < 2 MB (view-contract); a bigger file is not one we wrote
 LISTING_TTL_S = 10.0
+ACTIVE_WAIT_S = 2.0  # how long is_active waits for a listing under way before it answers from the last one
 _log = logging.getLogger(__name__)
 _IN_BUCKET = re.compile(rf"(?:^|/){FOLDER}/([^/]+)/{re.escape(VIEW_NAME)}\Z")
 
@@ -105,13 +107,18 @@ def _runs_in(top: str, tpuctl_dir: str, folders: list[str]) -> list[Found]:
 
 
 def _in_bucket(bucket: str, prefix: str) -> tuple[list[Found], str | None]:
+    """The views under the prefix, filtered by the server (objects.list matchGlob, matched against the whole name:
+    `*` stops at a slash, `**/` is any number of folders), so a model dir's thousands of checkpoints, events and
+    traces never cross the network. The prefix narrows by itself and stays out of the glob (it may hold glob
+    characters of its own); the regular expression here keeps the check of the names."""
     from tpuctl.cloud import storage
 
     found: list[Found] = []
-    for seen, blob in enumerate(storage.client().list_blobs(bucket, prefix=prefix, max_results=MAX_OBJECTS + 1)):
-        if seen == MAX_OBJECTS:  # one more than the bound: the listing was cut
+    views = storage.client().list_blobs(bucket, prefix=prefix, match_glob=f"**/{FOLDER}/*/{VIEW_NAME}", max_results=MAX_VIEWS + 1)
+    for seen, blob in enumerate(views):
+        if seen == MAX_VIEWS:  # one more than the bound: the listing was cut
             return found, (
-                f"the listing of gs://{bucket}/{prefix} stopped after {MAX_OBJECTS:,} objects, so runs in the objects after them are not listed: "
+                f"the listing of gs://{bucket}/{prefix} stopped after {MAX_VIEWS:,} views, so the runs after them are not listed: "
                 "point --logdir at the folder of the experiments you want to see"
             )
         name = str(blob.name)
@@ -160,8 +167,10 @@ def _read_object(bucket: str, name: str, limit: int) -> bytes:
 
 
 class Listing:
-    """`find(logdir)` remembered for a few seconds: TensorBoard asks is_active on every page load, and a bucket listing
-    costs a round trip per thousand objects. Lookups by key go through it, so a page can only ask for runs it was shown."""
+    """`scan(logdir)` remembered for a few seconds, refreshed by one thread at a time. TensorBoard asks is_active on
+    every page load, on its own request thread, so `active` answers from the last listing and waits at most a moment
+    for one under way (a slow bucket never holds the whole UI); the routes wait for a fresh one. Lookups by key go
+    through it, so a page can only ask for runs it was shown."""
 
     def __init__(self, logdir: str, ttl_s: float = LISTING_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
         self._logdir = logdir
@@ -170,19 +179,36 @@ class Listing:
         self._lock = threading.Lock()
         self._runs: list[Found] = []
         self._at: float | None = None
+        self._pending: threading.Event | None = None  # set when the listing under way is done
         self.error: str | None = None  # why the last listing failed (no credentials, no such bucket) or was cut, one line
 
-    def runs(self) -> list[Found]:
+    def runs(self, wait_s: float | None = None) -> list[Found]:
+        """The runs, listed afresh where the last listing is older than the TTL: waited for up to `wait_s` (no bound by
+        default), else the last listing's runs while the new one goes on in the background."""
         with self._lock:
-            now = self._clock()
-            if self._at is None or now - self._at >= self._ttl_s:
-                self._at = now
-                try:
-                    self._runs, self.error = scan(self._logdir)
-                except Exception as e:  # noqa: BLE001 - the storage client's, google-auth's or the OS's: each means no runs, said in a line
-                    _log.warning("tpuctl: cannot list %s", self._logdir, exc_info=True)
-                    self._runs, self.error = [], f"cannot list {self._logdir}: " + one_line(str(e) or type(e).__name__)
+            pending = self._pending
+            if pending is None and (self._at is None or self._clock() - self._at >= self._ttl_s):
+                pending = self._pending = threading.Event()
+                threading.Thread(target=self._refresh, args=(pending,), name="tpuctl-listing", daemon=True).start()
+        if pending is not None:
+            pending.wait(wait_s)
+        with self._lock:
             return self._runs
+
+    def active(self) -> bool:
+        """Whether the logdir holds a run, for is_active: cheap, at most ACTIVE_WAIT_S."""
+        return bool(self.runs(wait_s=ACTIVE_WAIT_S))
+
+    def _refresh(self, done: threading.Event) -> None:
+        started = self._clock()
+        try:
+            runs, error = scan(self._logdir)
+        except Exception as e:  # noqa: BLE001 - the storage client's, google-auth's or the OS's: each means no runs, said in a line
+            _log.warning("tpuctl: cannot list %s", self._logdir, exc_info=True)
+            runs, error = [], f"cannot list {self._logdir}: " + one_line(str(e) or type(e).__name__)
+        with self._lock:
+            self._runs, self.error, self._at, self._pending = runs, error, started, None
+        done.set()
 
     def get(self, key: str) -> Found | None:
         return next((run for run in self.runs() if run.key == key), None)

@@ -43,7 +43,7 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
 
     def is_active(self) -> bool:
         """Whether the logdir holds a run view; answered from the listing's cache (TensorBoard asks on every page load)."""
-        return bool(self._listing.runs())
+        return self._listing.active()
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="tpuctl", disable_reload=True)
