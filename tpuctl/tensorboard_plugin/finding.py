@@ -16,7 +16,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tpuctl.inputs.errors import one_line
@@ -172,8 +172,10 @@ class Listing:
     for one under way (a slow bucket never holds the whole UI); the routes wait for a fresh one. Lookups by key go
     through it, so a page can only ask for runs it was shown."""
 
-    def __init__(self, logdir: str, ttl_s: float = LISTING_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
-        self._logdir = logdir
+    def __init__(self, logdir: str | Mapping[str, str | None], ttl_s: float = LISTING_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        # A logdir, or --logdir_spec's folders each with its name (None for none): TensorBoard names a run under a
+        # named folder NAME/RELATIVE_PATH (plugin_event_multiplexer.py AddRunsFromDirectory), and so do the keys here.
+        self._roots = {logdir: None} if isinstance(logdir, str) else dict(logdir)
         self._ttl_s = ttl_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -201,13 +203,18 @@ class Listing:
 
     def _refresh(self, done: threading.Event) -> None:
         started = self._clock()
-        try:
-            runs, error = scan(self._logdir)
-        except Exception as e:  # noqa: BLE001 - the storage client's, google-auth's or the OS's: each means no runs, said in a line
-            _log.warning("tpuctl: cannot list %s", self._logdir, exc_info=True)
-            runs, error = [], f"cannot list {self._logdir}: " + one_line(str(e) or type(e).__name__)
+        runs: list[Found] = []
+        errors = []
+        for root, name in self._roots.items():
+            try:
+                found, cut = scan(root)
+            except Exception as e:  # noqa: BLE001 - the storage client's, google-auth's or the OS's: each means no runs, said in a line
+                _log.warning("tpuctl: cannot list %s", root, exc_info=True)
+                found, cut = [], f"cannot list {root}: " + one_line(str(e) or type(e).__name__)
+            runs += [Found(f"{name}/{run.key}", run.run_id, run.where) for run in found] if name else found
+            errors += [cut] if cut else []
         with self._lock:
-            self._runs, self.error, self._at, self._pending = runs, error, started, None
+            self._runs, self.error, self._at, self._pending = sorted(runs, key=lambda f: f.key), "; ".join(errors) or None, started, None
         done.set()
 
     def get(self, key: str) -> Found | None:
