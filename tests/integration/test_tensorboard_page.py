@@ -4,14 +4,17 @@ a real TensorFlow launch preempted once and restarted (tests/integration/scripts
 test_time_report.py), whose view the launcher published into the model dir; the others are views tpuctl.runs.view.build
 made from timelines tpuctl's writer wrote (tests/integration/run_views.py), one with a profile session and a hang
 report, one whose worker names, words and stacks carry an <img onerror>: shown as text, the handler never runs in
-either frame. One TensorBoard and one browser for the module; screenshots go to the module's temporary folder, and
-also to TPUCTL_SCREENSHOTS when it names a folder (how docs/images/ got its pictures).
+either frame. One TensorBoard and one
+browser for the module, the browser in a time zone that is not UTC (as `tpuctl report --timeline` is drawn in);
+screenshots go to the module's temporary folder, and also to TPUCTL_SCREENSHOTS when it names a folder (how
+docs/images/ got its pictures).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +35,8 @@ HOSTILE = '<img src=x onerror="window.top.__pwned=1">'
 GOOD = "exp1/model/tpuctl/20251128-142640-train-ab12"
 BAD = "hostile/tpuctl/20251128-hostile"
 CUT = "truncated/tpuctl/cut"
+ZONE = "America/Los_Angeles"  # UTC-8 in November: every hour differs from UTC's
+STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 T = TypeVar("T")
 
 
@@ -50,10 +55,16 @@ def _shot(driver: Any, shots: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runs' log folders (the launcher's --log-dir), for `tpuctl report`."""
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory, runs: Path) -> tuple[Path, str]:
     """The logdir, and the key of the real run in it."""
     browser.require_browser()
-    top, runs = tmp_path_factory.mktemp("tb") / "logs", tmp_path_factory.mktemp("runs")
+    top = tmp_path_factory.mktemp("tb") / "logs"
     real = top / "real" / "model"
     argv = ("launch", str(SCRIPTS / "fit_preempted_once.py"), "--model-dir", str(real), "--log-dir", str(runs / "real"), "--",
             "--steps", "24", "--save-every", "8", "--preempt-at", "15", "--step-time", "0.3")
@@ -71,12 +82,14 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="module")
 def page(logdir: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Any]]:
-    with (
-        tensorboard(str(logdir[0]), tmp_path_factory.mktemp("tblog") / "tensorboard.log") as server,
-        browser.chromium(tmp_path_factory.mktemp("chromium-profile")) as driver,
-    ):
-        driver.get(server.url + "/#tpuctl")
-        yield server, driver
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TZ", ZONE)  # Chromium takes its zone from the environment chromedriver hands it
+        with (
+            tensorboard(str(logdir[0]), tmp_path_factory.mktemp("tblog") / "tensorboard.log") as server,
+            browser.chromium(tmp_path_factory.mktemp("chromium-profile")) as driver,
+        ):
+            driver.get(server.url + "/#tpuctl")
+            yield server, driver
 
 
 def _written(logdir: tuple[Path, str], key: str) -> dict[str, Any]:
@@ -211,6 +224,28 @@ def test_the_profile_link_opens_the_profile_tab_in_the_top_window(page: tuple[Se
     driver.switch_to.default_content()
     _wait(lambda: driver.current_url.endswith("#profile"))
     assert driver.current_url == f"{server.url}/?run={quote('exp1/model/' + SESSION, safe='')}&tool=overview_page#profile"
+
+
+def _reopen(server: Server, driver: Any) -> None:
+    """Back on the tab (a test before may have followed a link to the Profile tab)."""
+    driver.switch_to.default_content()
+    driver.get(server.url + "/#tpuctl")
+
+
+def test_the_tab_and_the_terminal_give_the_run_the_same_start_time(page: tuple[Server, Any], runs: Path) -> None:
+    """Both in the local time of where they are looked at (the browser's, the terminal's), the tab saying its zone."""
+    server, driver = page
+    _reopen(server, driver)
+    _show(driver, GOOD)
+    drawn = run_tpuctl("report", str(runs / "good"), "--timeline", env={**os.environ, "TZ": ZONE, "COLUMNS": "120", "NO_COLOR": "1"})
+    assert drawn.returncode == 0, drawn.stderr
+    terminal = next(STAMP.search(line) for line in drawn.stdout.splitlines() if "local time" in line and STAMP.search(line))
+    meta = _all(driver, "#run-page p.meta")[0].text
+    page_stamp = STAMP.search(meta)
+
+    assert terminal is not None and page_stamp is not None
+    assert page_stamp.group() == terminal.group()
+    assert "local time, UTC-08:00" in meta
 
 
 def test_a_missing_browser_skips_here_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

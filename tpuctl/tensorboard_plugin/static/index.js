@@ -37,8 +37,21 @@ async function getJson(url) {
   return reply.json();
 }
 
+function two(n) {
+  return String(n).padStart(2, "0");
+}
+
+// The browser's local time, as TensorBoard's own wall-time axes and `tpuctl report --timeline` (the machine's local
+// clock) show it; zoneOf says which zone that is, once per run.
 function when(t) {
-  return typeof t === "number" ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "?";
+  if (typeof t !== "number") return "?";
+  const d = new Date(t * 1000);
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+function zoneOf(t) {
+  const east = -new Date(typeof t === "number" ? t * 1000 : Date.now()).getTimezoneOffset();
+  return `local time, UTC${east < 0 ? "-" : "+"}${two(Math.floor(Math.abs(east) / 60))}:${two(Math.abs(east) % 60)}`;
 }
 
 function duration(s) {
@@ -99,7 +112,7 @@ function drawRun(page, view) {
   const run = view.run || {};
   el("h2", {class: "run-id"}, run.id || "(run without an id)", page);
   const span = run.end !== null && typeof run.start === "number" ? duration(run.end - run.start) : "running";
-  const meta = [run.script, run.backend, run.state, `${run.workers ?? "?"} worker${run.workers === 1 ? "" : "s"}`, `${when(run.start)} → ${run.end ? when(run.end) : "now"} (${span})`];
+  const meta = [run.script, run.backend, run.state, `${run.workers ?? "?"} worker${run.workers === 1 ? "" : "s"}`, `${when(run.start)} → ${run.end ? when(run.end) : "now"} (${span}; ${zoneOf(run.start)})`];
   say(page, meta.filter((part) => part !== null && part !== undefined).join(" · "), "meta");
   if (run.model_dir) say(page, `model dir ${run.model_dir}; view written ${when(view.written)}`, "meta");
   if (view.left_out > 0) say(page, `${view.left_out} malformed or excess entries of this view.json were left out.`, "note");
