@@ -10,7 +10,6 @@ one browser for the module, the browser started in a time zone that is not UTC, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,35 +65,6 @@ def test_the_timeline_labels_stay_readable_in_a_narrow_window(tab: tuple[Any, Pa
         driver.set_window_size(1400, 1000)
 
     assert height >= 9, f"a worker row's label is {height:.1f} px tall at a 640 px window"
-
-
-@pytest.mark.tf
-@pytest.mark.xfail(
-    strict=True,
-    reason="plugin.py:49 (disable_reload=True) and static/index.js:80-95 (the view fetched once, when a run is picked): "
-    "the launcher republishes a live run's view every few seconds (launch/publish.py), but the tab shows the first one "
-    "until the browser reloads the whole page, TensorBoard's reload button and its auto-reload being off for the tab, "
-    "and its header says '→ now'; fix: let TensorBoard's reload through (or poll) and refetch the picked run's view",
-)
-def test_a_live_runs_republished_view_reaches_the_open_tab(tab: tuple[Any, Path]) -> None:
-    from selenium.webdriver.support.ui import Select
-
-    driver, run = tab
-    key = f"exp2/model/tpuctl/{LIVE}"
-    view_file = run.parent / "logs" / key / "view.json"
-    _in_tab(driver)
-    Select(_all(driver, "#run-select")[0]).select_by_value(key)
-    _wait(lambda: LIVE in _all(driver, "#run-page h2.run-id")[0].text)
-    shown = json.loads(view_file.read_text())
-    shown["run"]["workers"] = 7  # the next publication: anything the page shows, here the header's worker count
-    run_views.publish(run.parent / "logs" / "exp2" / "model", shown)
-    driver.switch_to.default_content()
-    for button in driver.find_elements("css selector", "app-header-reload button, .reload-button"):
-        if button.is_enabled():
-            button.click()  # what a user does when a picture looks stale
-    _in_tab(driver)
-
-    _wait(lambda: "7 workers" in _all(driver, "#run-page p.meta")[0].text, timeout=45.0)
 
 
 @pytest.mark.xfail(

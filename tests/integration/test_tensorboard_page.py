@@ -4,7 +4,7 @@ a real TensorFlow launch preempted once and restarted (tests/integration/scripts
 test_time_report.py), whose view the launcher published into the model dir; the others are views tpuctl.runs.view.build
 made from timelines tpuctl's writer wrote (tests/integration/run_views.py), one with a profile session and a hang
 report, one whose worker names, words and stacks carry an <img onerror>: shown as text, the handler never runs in
-either frame. One TensorBoard and one
+either frame; one is a live run (no end yet) whose view is republished while the tab is open. One TensorBoard and one
 browser for the module, the browser in a time zone that is not UTC (as `tpuctl report --timeline` is drawn in);
 screenshots go to the module's temporary folder, and also to TPUCTL_SCREENSHOTS when it names a folder (how
 docs/images/ got its pictures).
@@ -35,6 +35,8 @@ HOSTILE = '<img src=x onerror="window.top.__pwned=1">'
 GOOD = "exp1/model/tpuctl/20251128-142640-train-ab12"
 BAD = "hostile/tpuctl/20251128-hostile"
 CUT = "truncated/tpuctl/cut"
+LIVE_ID = "20251128-150000-train-cd34"
+LIVE = f"live/model/tpuctl/{LIVE_ID}"
 ZONE = "America/Los_Angeles"  # UTC-8 in November: every hour differs from UTC's
 STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 T = TypeVar("T")
@@ -77,6 +79,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory, runs: Path) -> tuple[Path, 
     hostile = run_views.built(runs / "hostile", model_dir="m", names=[HOSTILE, "worker:1"], run_id="20251128-hostile", cause=HOSTILE, stacks=HOSTILE)
     run_views.publish(top / "hostile", hostile)
     run_views.publish(top / "truncated", '{"schema": "tpuctl.run-view/1", "rows": [', run_id="cut")
+    live = run_views.built(runs / "live", model_dir=str(top / "live" / "model"), run_id=LIVE_ID)
+    live["run"].update(end=None, state="running")  # as the launcher publishes while the run goes on (launch/publish.py)
+    run_views.publish(top / "live" / "model", live)
     return top, str(published.parent.relative_to(top))
 
 
@@ -246,6 +251,21 @@ def test_the_tab_and_the_terminal_give_the_run_the_same_start_time(page: tuple[S
     assert terminal is not None and page_stamp is not None
     assert page_stamp.group() == terminal.group()
     assert "local time, UTC-08:00" in meta
+
+
+def test_a_live_runs_republished_view_reaches_the_open_tab(page: tuple[Server, Any], logdir: tuple[Path, str]) -> None:
+    """The launcher republishes a live run's view every few seconds: the open tab picks it up without a reload, on
+    the run that was picked."""
+    server, driver = page
+    _reopen(server, driver)
+    _show(driver, LIVE)
+    assert LIVE_ID in _all(driver, "#run-page h2.run-id")[0].text
+    shown = _written(logdir, LIVE)
+    shown["run"]["workers"] = 7  # the next publication: anything the page shows, here the header's worker count
+    run_views.publish(logdir[0] / "live" / "model", shown)
+
+    _wait(lambda: "7 workers" in _all(driver, "#run-page p.meta")[0].text, timeout=45.0)
+    assert _all(driver, "#run-select")[0].get_attribute("value") == LIVE
 
 
 def test_a_missing_browser_skips_here_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -32,9 +32,7 @@ function titled(node, text) {
 }
 
 async function getJson(url) {
-  const reply = await fetch(url, {credentials: "same-origin"});
-  if (!reply.ok) throw new Error(`${url}: HTTP ${reply.status}`);
-  return reply.json();
+  return (await fetchOk(url)).json();
 }
 
 function two(n) {
@@ -69,43 +67,93 @@ function say(parent, text, cls = "message") {
   return el("p", {class: cls}, text, parent);
 }
 
+const REFRESH_MS = 15000; // a live run's view is republished every few seconds (launch/publish.py)
+
 export async function render() {
   el("link", {rel: "stylesheet", href: "./style.css"}, null, document.head);
   const root = el("div", {id: "tpuctl"}, null, document.body);
-  let listing;
-  try {
-    listing = await getJson("./runs");
-  } catch (error) {
-    say(root, `cannot list runs: ${error.message}`);
-    return;
-  }
-  if (listing.message) say(root, listing.message);
-  const runs = Array.isArray(listing.runs) ? listing.runs : [];
-  if (runs.length === 0) {
-    say(root, `No tpuctl runs under ${listing.logdir}: a launch with --model-dir under this logdir publishes MODEL_DIR/tpuctl/RUN_ID/view.json.`, "empty");
-    return;
-  }
+  const notice = el("div", {class: "listing"}, null, root);
   const bar = el("div", {class: "picker"}, null, root);
   el("label", {for: "run-select"}, "Run ", bar);
   const select = el("select", {id: "run-select"}, null, bar);
-  for (const run of runs) el("option", {value: run.key}, run.key, select);
   const page = el("div", {id: "run-page"}, null, root);
-  const show = async () => {
-    page.replaceChildren(say(null, "loading…", "loading"));
-    let reply;
+  let shown = null; // [key, the reply's text] of the run on the page
+
+  const list = async () => {
+    let listing;
     try {
-      reply = await getJson(`./view?run=${encodeURIComponent(select.value)}`);
+      listing = await getJson("./runs");
     } catch (error) {
-      page.replaceChildren(say(null, `cannot load the run: ${error.message}`));
+      notice.replaceChildren(say(null, `cannot list runs: ${error.message}`));
       return;
     }
+    const runs = Array.isArray(listing.runs) ? listing.runs : [];
+    notice.replaceChildren();
+    if (listing.message) say(notice, listing.message);
+    if (runs.length === 0) {
+      say(notice, `No tpuctl runs under ${listing.logdir}: a launch with --model-dir under this logdir publishes MODEL_DIR/tpuctl/RUN_ID/view.json.`, "empty");
+    }
+    bar.hidden = runs.length === 0;
+    const keys = runs.map((run) => String(run.key));
+    if (keys.join("\n") !== Array.from(select.options, (option) => option.value).join("\n")) {
+      const picked = select.value;
+      select.replaceChildren(...keys.map((key) => el("option", {value: key}, key)));
+      if (keys.includes(picked)) select.value = picked; // the list grew or shrank: the run on the page stays picked
+    }
+  };
+
+  const show = async (quietly) => {
+    const key = select.value;
+    if (!key) return page.replaceChildren();
+    if (!quietly) {
+      page.setAttribute("data-ready", "0");
+      page.replaceChildren(say(null, "loading…", "loading"));
+    }
+    let reply;
+    try {
+      const text = await (await fetchOk(`./view?run=${encodeURIComponent(key)}`)).text();
+      if (quietly && shown && shown[0] === key && shown[1] === text) return; // nothing new: the page stays as it is
+      reply = {text, body: JSON.parse(text)};
+    } catch (error) {
+      if (!quietly) page.replaceChildren(say(null, `cannot load the run: ${error.message}`));
+      return;
+    }
+    if (select.value !== key) return; // another run was picked meanwhile
+    shown = [key, reply.text];
+    // Redrawn in place: the hang reports the user opened stay open.
+    const open = new Set(quietly ? Array.from(page.querySelectorAll("details[open]"), (d) => d.id) : []);
     page.replaceChildren();
-    if (reply.message || !reply.view) say(page, reply.message || "no view in the reply");
-    else drawRun(page, reply.view);
+    if (reply.body.message || !reply.body.view) say(page, reply.body.message || "no view in the reply");
+    else drawRun(page, reply.body.view);
+    for (const id of open) if (document.getElementById(id)) document.getElementById(id).open = true;
     page.setAttribute("data-ready", "1");
   };
-  select.addEventListener("change", show);
-  await show();
+
+  const live = () => {
+    // A run still going (no end) or a view not readable yet may change; a finished run's view does not.
+    if (!shown) return true;
+    try {
+      const body = JSON.parse(shown[1]);
+      return !body.view || body.view.run?.end === null || body.view.run?.end === undefined;
+    } catch {
+      return true;
+    }
+  };
+
+  select.addEventListener("change", () => show(false));
+  await list();
+  await show(false);
+  setInterval(async () => {
+    if (document.hidden) return; // the tab is not on screen
+    await list();
+    if (select.value && (live() || !shown || shown[0] !== select.value)) await show(true);
+  }, REFRESH_MS);
+}
+
+async function fetchOk(url) {
+  const reply = await fetch(url, {credentials: "same-origin"});
+  if (!reply.ok) throw new Error(`${url}: HTTP ${reply.status}`);
+  return reply;
 }
 
 function drawRun(page, view) {
