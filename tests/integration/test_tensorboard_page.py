@@ -253,6 +253,25 @@ def test_the_tab_and_the_terminal_give_the_run_the_same_start_time(page: tuple[S
     assert "local time, UTC-08:00" in meta
 
 
+def test_the_timeline_labels_stay_readable_in_a_narrow_window(page: tuple[Server, Any]) -> None:
+    server, driver = page
+    _reopen(server, driver)
+    _show(driver, GOOD)
+    driver.switch_to.default_content()
+    driver.set_window_size(640, 1000)
+    try:
+        _in_tab(driver)
+        fits = "const s = document.querySelector('svg.timeline'); return s.getBoundingClientRect().width <= Math.max(s.parentElement.clientWidth, 480) + 1"
+        _wait(lambda: driver.execute_script(fits), timeout=10.0)  # the resize drew the charts again, to the section's width
+        label = _all(driver, "svg.timeline text.label")[0]
+        height = driver.execute_script("return arguments[0].getBoundingClientRect().height", label)
+    finally:
+        driver.switch_to.default_content()
+        driver.set_window_size(1400, 1000)
+
+    assert height >= 9, f"a worker row's label is {height:.1f} px tall at a 640 px window"
+
+
 def test_a_live_runs_republished_view_reaches_the_open_tab(page: tuple[Server, Any], logdir: tuple[Path, str]) -> None:
     """The launcher republishes a live run's view every few seconds: the open tab picks it up without a reload, on
     the run that was picked."""
