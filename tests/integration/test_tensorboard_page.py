@@ -18,6 +18,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -103,7 +104,10 @@ def _written(logdir: tuple[Path, str], key: str) -> dict[str, Any]:
 
 
 def _share(value: float) -> str:
-    return f"goodput {value * 100:.1f}%"
+    """As the page's toFixed(1) writes it: the float's exact value, a tie rounded up (Python's format rounds it to even,
+    so a share of 0.5225 read 52.2% here and 52.3% in the page)."""
+    exact = Decimal(value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return f"goodput {exact}%"
 
 
 def _wait(what: Callable[[], T | None], timeout: float = 60.0) -> T:
