@@ -72,9 +72,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def tensorboard(logdir: str, log: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+def tensorboard(logdir: str, log: Path, env: dict[str, str] | None = None, flag: str = "--logdir") -> Iterator[Server]:
+    """TensorBoard on `logdir`, given as `flag` (--logdir, or --logdir_spec with NAME:DIR pairs)."""
     port = _free_port()
-    argv = [sys.executable, "-c", _WRAPPER, "--logdir", logdir, "--host", "127.0.0.1", "--port", str(port), "--load_fast", "false"]
+    argv = [sys.executable, "-c", _WRAPPER, flag, logdir, "--host", "127.0.0.1", "--port", str(port), "--load_fast", "false"]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)

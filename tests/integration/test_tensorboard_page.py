@@ -4,17 +4,21 @@ a real TensorFlow launch preempted once and restarted (tests/integration/scripts
 test_time_report.py), whose view the launcher published into the model dir; the others are views tpuctl.runs.view.build
 made from timelines tpuctl's writer wrote (tests/integration/run_views.py), one with a profile session and a hang
 report, one whose worker names, words and stacks carry an <img onerror>: shown as text, the handler never runs in
-either frame. One TensorBoard and one browser for the module; screenshots go to the module's temporary folder, and
-also to TPUCTL_SCREENSHOTS when it names a folder (how docs/images/ got its pictures).
+either frame; one is a live run (no end yet) whose view is republished while the tab is open. One TensorBoard and one
+browser for the module, the browser in a time zone that is not UTC (as `tpuctl report --timeline` is drawn in);
+screenshots go to the module's temporary folder, and also to TPUCTL_SCREENSHOTS when it names a folder (how
+docs/images/ got its pictures).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -32,6 +36,10 @@ HOSTILE = '<img src=x onerror="window.top.__pwned=1">'
 GOOD = "exp1/model/tpuctl/20251128-142640-train-ab12"
 BAD = "hostile/tpuctl/20251128-hostile"
 CUT = "truncated/tpuctl/cut"
+LIVE_ID = "20251128-150000-train-cd34"
+LIVE = f"live/model/tpuctl/{LIVE_ID}"
+ZONE = "America/Los_Angeles"  # UTC-8 in November: every hour differs from UTC's
+STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 T = TypeVar("T")
 
 
@@ -50,10 +58,16 @@ def _shot(driver: Any, shots: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runs' log folders (the launcher's --log-dir), for `tpuctl report`."""
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory, runs: Path) -> tuple[Path, str]:
     """The logdir, and the key of the real run in it."""
     browser.require_browser()
-    top, runs = tmp_path_factory.mktemp("tb") / "logs", tmp_path_factory.mktemp("runs")
+    top = tmp_path_factory.mktemp("tb") / "logs"
     real = top / "real" / "model"
     argv = ("launch", str(SCRIPTS / "fit_preempted_once.py"), "--model-dir", str(real), "--log-dir", str(runs / "real"), "--",
             "--steps", "24", "--save-every", "8", "--preempt-at", "15", "--step-time", "0.3")
@@ -66,17 +80,22 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     hostile = run_views.built(runs / "hostile", model_dir="m", names=[HOSTILE, "worker:1"], run_id="20251128-hostile", cause=HOSTILE, stacks=HOSTILE)
     run_views.publish(top / "hostile", hostile)
     run_views.publish(top / "truncated", '{"schema": "tpuctl.run-view/1", "rows": [', run_id="cut")
+    live = run_views.built(runs / "live", model_dir=str(top / "live" / "model"), run_id=LIVE_ID)
+    live["run"].update(end=None, state="running")  # as the launcher publishes while the run goes on (launch/publish.py)
+    run_views.publish(top / "live" / "model", live)
     return top, str(published.parent.relative_to(top))
 
 
 @pytest.fixture(scope="module")
 def page(logdir: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Any]]:
-    with (
-        tensorboard(str(logdir[0]), tmp_path_factory.mktemp("tblog") / "tensorboard.log") as server,
-        browser.chromium(tmp_path_factory.mktemp("chromium-profile")) as driver,
-    ):
-        driver.get(server.url + "/#tpuctl")
-        yield server, driver
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TZ", ZONE)  # Chromium takes its zone from the environment chromedriver hands it
+        with (
+            tensorboard(str(logdir[0]), tmp_path_factory.mktemp("tblog") / "tensorboard.log") as server,
+            browser.chromium(tmp_path_factory.mktemp("chromium-profile")) as driver,
+        ):
+            driver.get(server.url + "/#tpuctl")
+            yield server, driver
 
 
 def _written(logdir: tuple[Path, str], key: str) -> dict[str, Any]:
@@ -85,7 +104,10 @@ def _written(logdir: tuple[Path, str], key: str) -> dict[str, Any]:
 
 
 def _share(value: float) -> str:
-    return f"goodput {value * 100:.1f}%"
+    """As the page's toFixed(1) writes it: the float's exact value, a tie rounded up (Python's format rounds it to even,
+    so a share of 0.5225 read 52.2% here and 52.3% in the page)."""
+    exact = Decimal(value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return f"goodput {exact}%"
 
 
 def _wait(what: Callable[[], T | None], timeout: float = 60.0) -> T:
@@ -211,6 +233,62 @@ def test_the_profile_link_opens_the_profile_tab_in_the_top_window(page: tuple[Se
     driver.switch_to.default_content()
     _wait(lambda: driver.current_url.endswith("#profile"))
     assert driver.current_url == f"{server.url}/?run={quote('exp1/model/' + SESSION, safe='')}&tool=overview_page#profile"
+
+
+def _reopen(server: Server, driver: Any) -> None:
+    """Back on the tab (a test before may have followed a link to the Profile tab)."""
+    driver.switch_to.default_content()
+    driver.get(server.url + "/#tpuctl")
+
+
+def test_the_tab_and_the_terminal_give_the_run_the_same_start_time(page: tuple[Server, Any], runs: Path) -> None:
+    """Both in the local time of where they are looked at (the browser's, the terminal's), the tab saying its zone."""
+    server, driver = page
+    _reopen(server, driver)
+    _show(driver, GOOD)
+    drawn = run_tpuctl("report", str(runs / "good"), "--timeline", env={**os.environ, "TZ": ZONE, "COLUMNS": "120", "NO_COLOR": "1"})
+    assert drawn.returncode == 0, drawn.stderr
+    terminal = next(STAMP.search(line) for line in drawn.stdout.splitlines() if "local time" in line and STAMP.search(line))
+    meta = _all(driver, "#run-page p.meta")[0].text
+    page_stamp = STAMP.search(meta)
+
+    assert terminal is not None and page_stamp is not None
+    assert page_stamp.group() == terminal.group()
+    assert "local time, UTC-08:00" in meta
+
+
+def test_the_timeline_labels_stay_readable_in_a_narrow_window(page: tuple[Server, Any]) -> None:
+    server, driver = page
+    _reopen(server, driver)
+    _show(driver, GOOD)
+    driver.switch_to.default_content()
+    driver.set_window_size(640, 1000)
+    try:
+        _in_tab(driver)
+        fits = "const s = document.querySelector('svg.timeline'); return s.getBoundingClientRect().width <= Math.max(s.parentElement.clientWidth, 480) + 1"
+        _wait(lambda: driver.execute_script(fits), timeout=10.0)  # the resize drew the charts again, to the section's width
+        label = _all(driver, "svg.timeline text.label")[0]
+        height = driver.execute_script("return arguments[0].getBoundingClientRect().height", label)
+    finally:
+        driver.switch_to.default_content()
+        driver.set_window_size(1400, 1000)
+
+    assert height >= 9, f"a worker row's label is {height:.1f} px tall at a 640 px window"
+
+
+def test_a_live_runs_republished_view_reaches_the_open_tab(page: tuple[Server, Any], logdir: tuple[Path, str]) -> None:
+    """The launcher republishes a live run's view every few seconds: the open tab picks it up without a reload, on
+    the run that was picked."""
+    server, driver = page
+    _reopen(server, driver)
+    _show(driver, LIVE)
+    assert LIVE_ID in _all(driver, "#run-page h2.run-id")[0].text
+    shown = _written(logdir, LIVE)
+    shown["run"]["workers"] = 7  # the next publication: anything the page shows, here the header's worker count
+    run_views.publish(logdir[0] / "live" / "model", shown)
+
+    _wait(lambda: "7 workers" in _all(driver, "#run-page p.meta")[0].text, timeout=45.0)
+    assert _all(driver, "#run-select")[0].get_attribute("value") == LIVE
 
 
 def test_a_missing_browser_skips_here_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,4 +181,22 @@ def test_pyproject_declares_the_entry_point_tensorboard_loads() -> None:
     loader = getattr(__import__(module, fromlist=[name]), name)
     assert issubclass(loader, base_plugin.TBLoader)
     assert "tensorboard_plugin/static/*" in project["tool"]["setuptools"]["package-data"]["tpuctl"]
-    assert re.search(r"tensorboard==", " ".join(project["project"]["optional-dependencies"]["tensorboard"]))
+
+
+def test_runs_under_a_logdir_spec_are_listed_under_their_names(tmp_path: Path) -> None:
+    """`tensorboard --logdir_spec exp1:DIR1,DIR2`, how users put experiments side by side: TensorBoard leaves the
+    plugin's logdir empty, and names DIR1's runs exp1/RELATIVE_PATH and DIR2's RELATIVE_PATH."""
+    first, second = tmp_path / "exp1", tmp_path / "exp2"
+    run_views.publish(first / "model", run_views.built(tmp_path / "run1", model_dir=str(first / "model"), run_id=RUN))
+    other = "20251128-150000-train-cd34"
+    run_views.publish(second / "model", run_views.built(tmp_path / "run2", model_dir=str(second / "model"), run_id=other))
+
+    with tensorboard(f"exp1:{first},{second}", tmp_path / "tensorboard.log", flag="--logdir_spec") as server:
+        assert server.json("/data/plugins_listing")["tpuctl"]["enabled"] is True
+        listed = server.json("/data/plugin/tpuctl/runs")
+        view = server.json(f"/data/plugin/tpuctl/view?run={quote('exp1/model/tpuctl/' + RUN)}")
+
+    assert [(run["key"], run["run_id"]) for run in listed["runs"]] == [(f"exp1/model/tpuctl/{RUN}", RUN), (f"model/tpuctl/{other}", other)]
+    assert listed["message"] is None and listed["logdir"] == f"exp1:{first},{second}"
+    assert view["view"]["run"]["id"] == RUN
+    assert [profile["profile_run"] for profile in view["view"]["profiles"]] == [None]  # xprof lists sessions under --logdir only

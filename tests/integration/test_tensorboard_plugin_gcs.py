@@ -1,21 +1,26 @@
 """The tpuctl tab on a gs:// logdir: TensorBoard's real server lists and serves views from a bucket (the GCS
-emulator in this process, reached through STORAGE_EMULATOR_HOST as tpuctl.cloud.storage.client() does)."""
+emulator in this process, reached through STORAGE_EMULATOR_HOST as tpuctl.cloud.storage.client() does), and what a
+listing costs: the objects the server sends back (counted in the emulator) and how long is_active waits."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from gcp_storage_emulator import storage as emulator_storage
 
 from tests.integration import run_views
 from tests.integration.tensorboard_server import Server, tensorboard
 from tpuctl.tensorboard_plugin import finding
 
 RUN = "20251128-142640-train-ab12"
+OTHER_OBJECTS = 300  # a model dir's checkpoints, event files and profile traces: a real one holds thousands
+SLOW_S = 6.0  # a bucket listing that slow (a big bucket, a far region)
 
 
 def _client(emulator: str) -> Any:
@@ -67,3 +72,48 @@ def test_a_missing_bucket_is_a_line_in_the_listing(module_gcs_emulator: str, tmp
     listing = finding.Listing("gs://no-such-bucket/logs")
     assert listing.runs() == []
     assert listing.error is not None and listing.error.startswith("cannot list gs://no-such-bucket/logs: ") and "\n" not in listing.error
+
+
+def _busy_bucket(emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket = _client(emulator).create_bucket("busy")
+    bucket.blob(f"logs/exp1/model/tpuctl/{RUN}/view.json").upload_from_string(json.dumps({"schema": "tpuctl.run-view/1"}))
+    for i in range(OTHER_OBJECTS):
+        bucket.blob(f"logs/exp1/model/ckpt-{i}.data-00000-of-00001").upload_from_string("x")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator)
+
+
+def test_a_bucket_listing_asks_the_server_for_views_only(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _busy_bucket(gcs_emulator, monkeypatch)
+    listed: list[int] = []
+    real_list = emulator_storage.Storage.get_file_list
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:  # counts what the server sends back; changes nothing
+        files, prefixes = real_list(self, *args, **kwargs)
+        listed.append(len(files))
+        return files, prefixes
+
+    monkeypatch.setattr(emulator_storage.Storage, "get_file_list", counted)
+
+    found = finding.find("gs://busy/logs")
+
+    assert [run.run_id for run in found] == [RUN]
+    assert sum(listed) <= 10, f"the listing went through {sum(listed)} objects to find one view"
+
+
+def test_is_active_answers_from_the_last_listing_while_a_slow_bucket_lists(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorBoard asks is_active on its request thread at every page load: a slow listing must not hold the UI."""
+    _busy_bucket(gcs_emulator, monkeypatch)
+    listing = finding.Listing("gs://busy/logs", ttl_s=0.0)  # every question finds the last listing stale
+    assert [run.run_id for run in listing.runs()] == [RUN]
+    real_list = emulator_storage.Storage.get_file_list
+
+    def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(SLOW_S)
+        return real_list(self, *args, **kwargs)
+
+    monkeypatch.setattr(emulator_storage.Storage, "get_file_list", slow)
+    started = time.monotonic()
+    active = listing.active()
+    waited = time.monotonic() - started
+
+    assert active is True and waited < finding.ACTIVE_WAIT_S + 1.0 < SLOW_S

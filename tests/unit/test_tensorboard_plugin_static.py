@@ -1,12 +1,15 @@
 """The tpuctl tab without a server: the page's script never turns data into markup, a view of any shape is checked
-into the contract's types or refused in one line, and TensorBoard's start pays for no TensorFlow import."""
+into the contract's types or refused in one line, TensorBoard's start pays for no TensorFlow import, and a local
+logdir's walk finds the runs in real folders."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
-from tpuctl.tensorboard_plugin import checking
+from tpuctl.tensorboard_plugin import checking, finding
 from tpuctl.tensorboard_plugin.finding import Unreadable
 
 STATIC = ROOT / "tpuctl" / "tensorboard_plugin" / "static"
@@ -79,3 +82,57 @@ def test_what_is_no_view_is_one_line(data: bytes) -> None:
 def test_a_session_links_to_the_profile_tabs_name_for_it_only_inside_the_logdir(logdir: str, where: str, run: str | None) -> None:
     """xprof names a session by its run folder relative to the logdir, joined to the session (profile_plugin.generate_runs)."""
     assert checking.profile_run(logdir, where, "S") == run
+
+
+def test_the_tensorboard_extra_admits_the_tensorboard_of_tf_2_15() -> None:
+    """TensorFlow 2.15 requires tensorboard<2.16 (Cloud TPU's 2.15 images ship 2.15.2), and the plugin loads under it:
+    the extra must not replace the TensorBoard that TensorFlow pins."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (wanted,) = [Requirement(spec) for spec in project["optional-dependencies"]["tensorboard"] if Requirement(spec).name == "tensorboard"]
+
+    assert wanted.specifier.contains("2.15.2")
+
+
+def _publish(model_dir: Path, run_id: str) -> None:
+    folder = model_dir / finding.FOLDER / run_id
+    folder.mkdir(parents=True)
+    (folder / finding.VIEW_NAME).write_text(json.dumps({"schema": checking.SCHEMA, "run": {"id": run_id}}))
+
+
+def test_runs_under_a_folder_named_tpuctl_are_listed(tmp_path: Path) -> None:
+    """A project folder named tpuctl (~/code/tpuctl/exp/model/tpuctl/RUN) holds no view itself: the walk goes on below
+    it, as a bucket's listing matches the last tpuctl/RUN/view.json of a name."""
+    _publish(tmp_path / "tpuctl" / "exp1" / "model", "20261128-101010-train-ab12")
+    _publish(tmp_path / "exp2" / "model", "20261128-111111-train-cd34")
+
+    assert [run.key for run in finding.find(str(tmp_path))] == [
+        "exp2/model/tpuctl/20261128-111111-train-cd34",
+        "tpuctl/exp1/model/tpuctl/20261128-101010-train-ab12",
+    ]
+
+
+def test_a_logdir_cut_short_by_the_folder_bound_says_so(tmp_path: Path) -> None:
+    """~/experiments with a big folder walked first: the runs after the bound are not listed, and the listing says so
+    (the page shows Listing.error) rather than 'No tpuctl runs under ...'."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = (Path(entry.path) for entry in os.scandir(tmp_path))  # os.walk goes depth first, in scandir's order
+    for i in range(finding.MAX_FOLDERS):
+        (first / f"ckpt-{i}").mkdir()
+    _publish(second / "model", "20261128-101010-train-ab12")
+
+    listing = finding.Listing(str(tmp_path))
+
+    assert listing.runs() == []
+    assert listing.error is not None and f"{finding.MAX_FOLDERS:,} folders" in listing.error and "--logdir" in listing.error
+
+
+def test_a_walk_within_the_bound_says_nothing(tmp_path: Path) -> None:
+    _publish(tmp_path / "exp1" / "model", "20261128-101010-train-ab12")
+
+    listing = finding.Listing(str(tmp_path))
+
+    assert [run.run_id for run in listing.runs()] == ["20261128-101010-train-ab12"] and listing.error is None

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from tensorboard.backend import http_util
+from tensorboard.backend.event_processing import data_ingester
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
@@ -35,7 +36,11 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
 
     def __init__(self, context: base_plugin.TBContext) -> None:
         self._logdir = str(context.logdir or "")
-        self._listing = finding.Listing(self._logdir)
+        # TensorBoard sets context.logdir from --logdir alone (backend/application.py); under --logdir_spec it is empty
+        # and the folders are in the flags, named as TensorBoard's own parser reads them (data_ingester.py).
+        spec = "" if self._logdir else str(getattr(getattr(context, "flags", None), "logdir_spec", "") or "")
+        self._shown = self._logdir or spec
+        self._listing = finding.Listing(data_ingester._parse_event_files_spec(spec) if spec else self._logdir)
 
     def get_plugin_apps(self) -> dict[str, WSGIApplication]:
         apps = {path: _wsgi(self._static) for path in _STATIC}
@@ -43,7 +48,7 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
 
     def is_active(self) -> bool:
         """Whether the logdir holds a run view; answered from the listing's cache (TensorBoard asks on every page load)."""
-        return bool(self._listing.runs())
+        return self._listing.active()
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="tpuctl", disable_reload=True)
@@ -56,7 +61,7 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
     def _runs(self, request: wrappers.Request) -> wrappers.Response:
         runs = self._listing.runs()
         listed = [{"key": run.key, "run_id": run.run_id} for run in runs]
-        return _json(request, {"logdir": self._logdir, "runs": listed, "message": self._listing.error})
+        return _json(request, {"logdir": self._shown, "runs": listed, "message": self._listing.error})
 
     def _view(self, request: wrappers.Request) -> wrappers.Response:
         key = request.args.get("run", "")

@@ -6,7 +6,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const KINDS = ["start-up", "first-step", "steps", "checkpoint-save", "checkpoint-restore", "evaluation", "stall", "hang"];
 // The report's categories (tpuctl/runs/goodput.py CATEGORIES); a name not here is drawn grey.
 const CATEGORIES = ["training steps", "start-up", "first step", "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other", "evaluation"];
-const WIDTH = 1000;
+const MIN_WIDTH = 480; // px: narrower, a chart keeps this width and its section scrolls sideways
 const LABEL = 150;
 const ROW = 22;
 
@@ -26,19 +26,36 @@ function svg(tag, attrs = {}, parent = null, text = null) {
   return node;
 }
 
+function sized(plot, width, height) {
+  // A pixel per user unit: the style's 11 px labels are 11 px on screen.
+  for (const [name, value] of Object.entries({width, height, viewBox: `0 0 ${width} ${height}`})) plot.setAttribute(name, String(value));
+  return plot;
+}
+
 function titled(node, text) {
   svg("title", {}, node, text);
   return node;
 }
 
 async function getJson(url) {
-  const reply = await fetch(url, {credentials: "same-origin"});
-  if (!reply.ok) throw new Error(`${url}: HTTP ${reply.status}`);
-  return reply.json();
+  return (await fetchOk(url)).json();
 }
 
+function two(n) {
+  return String(n).padStart(2, "0");
+}
+
+// The browser's local time, as TensorBoard's own wall-time axes and `tpuctl report --timeline` (the machine's local
+// clock) show it; zoneOf says which zone that is, once per run.
 function when(t) {
-  return typeof t === "number" ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "?";
+  if (typeof t !== "number") return "?";
+  const d = new Date(t * 1000);
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+function zoneOf(t) {
+  const east = -new Date(typeof t === "number" ? t * 1000 : Date.now()).getTimezoneOffset();
+  return `local time, UTC${east < 0 ? "-" : "+"}${two(Math.floor(Math.abs(east) / 60))}:${two(Math.abs(east) % 60)}`;
 }
 
 function duration(s) {
@@ -56,58 +73,129 @@ function say(parent, text, cls = "message") {
   return el("p", {class: cls}, text, parent);
 }
 
+const REFRESH_MS = 15000; // a live run's view is republished every few seconds (launch/publish.py)
+
 export async function render() {
   el("link", {rel: "stylesheet", href: "./style.css"}, null, document.head);
   const root = el("div", {id: "tpuctl"}, null, document.body);
-  let listing;
-  try {
-    listing = await getJson("./runs");
-  } catch (error) {
-    say(root, `cannot list runs: ${error.message}`);
-    return;
-  }
-  if (listing.message) say(root, listing.message);
-  const runs = Array.isArray(listing.runs) ? listing.runs : [];
-  if (runs.length === 0) {
-    say(root, `No tpuctl runs under ${listing.logdir}: a launch with --model-dir under this logdir publishes MODEL_DIR/tpuctl/RUN_ID/view.json.`, "empty");
-    return;
-  }
+  const notice = el("div", {class: "listing"}, null, root);
   const bar = el("div", {class: "picker"}, null, root);
   el("label", {for: "run-select"}, "Run ", bar);
   const select = el("select", {id: "run-select"}, null, bar);
-  for (const run of runs) el("option", {value: run.key}, run.key, select);
   const page = el("div", {id: "run-page"}, null, root);
-  const show = async () => {
-    page.replaceChildren(say(null, "loading…", "loading"));
-    let reply;
+  let shown = null; // [key, the reply's text] of the run on the page
+
+  const list = async () => {
+    let listing;
     try {
-      reply = await getJson(`./view?run=${encodeURIComponent(select.value)}`);
+      listing = await getJson("./runs");
     } catch (error) {
-      page.replaceChildren(say(null, `cannot load the run: ${error.message}`));
+      notice.replaceChildren(say(null, `cannot list runs: ${error.message}`));
       return;
     }
+    const runs = Array.isArray(listing.runs) ? listing.runs : [];
+    notice.replaceChildren();
+    if (listing.message) say(notice, listing.message);
+    if (runs.length === 0) {
+      say(notice, `No tpuctl runs under ${listing.logdir}: a launch with --model-dir under this logdir publishes MODEL_DIR/tpuctl/RUN_ID/view.json.`, "empty");
+    }
+    bar.hidden = runs.length === 0;
+    const keys = runs.map((run) => String(run.key));
+    if (keys.join("\n") !== Array.from(select.options, (option) => option.value).join("\n")) {
+      const picked = select.value;
+      select.replaceChildren(...keys.map((key) => el("option", {value: key}, key)));
+      if (keys.includes(picked)) select.value = picked; // the list grew or shrank: the run on the page stays picked
+    }
+  };
+
+  const show = async (quietly) => {
+    const key = select.value;
+    if (!key) return page.replaceChildren();
+    if (!quietly) {
+      page.setAttribute("data-ready", "0");
+      page.replaceChildren(say(null, "loading…", "loading"));
+    }
+    let reply;
+    try {
+      const text = await (await fetchOk(`./view?run=${encodeURIComponent(key)}`)).text();
+      if (quietly && shown && shown[0] === key && shown[1] === text) return; // nothing new: the page stays as it is
+      reply = {text, body: JSON.parse(text)};
+    } catch (error) {
+      if (!quietly) page.replaceChildren(say(null, `cannot load the run: ${error.message}`));
+      return;
+    }
+    if (select.value !== key) return; // another run was picked meanwhile
+    shown = [key, reply.text];
+    // Redrawn in place: the hang reports the user opened stay open.
+    const open = new Set(quietly ? Array.from(page.querySelectorAll("details[open]"), (d) => d.id) : []);
     page.replaceChildren();
-    if (reply.message || !reply.view) say(page, reply.message || "no view in the reply");
-    else drawRun(page, reply.view);
+    page.redrawCharts = null;
+    if (reply.body.message || !reply.body.view) say(page, reply.body.message || "no view in the reply");
+    else drawRun(page, reply.body.view);
+    for (const id of open) if (document.getElementById(id)) document.getElementById(id).open = true;
     page.setAttribute("data-ready", "1");
   };
-  select.addEventListener("change", show);
-  await show();
+
+  const live = () => {
+    // A run still going (no end) or a view not readable yet may change; a finished run's view does not.
+    if (!shown) return true;
+    try {
+      const body = JSON.parse(shown[1]);
+      return !body.view || body.view.run?.end === null || body.view.run?.end === undefined;
+    } catch {
+      return true;
+    }
+  };
+
+  select.addEventListener("change", () => show(false));
+  await list();
+  await show(false);
+  setInterval(async () => {
+    if (document.hidden) return; // the tab is not on screen
+    await list();
+    if (select.value && (live() || !shown || shown[0] !== select.value)) await show(true);
+  }, REFRESH_MS);
+  let resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => redrawCharts(page), 150);
+  });
+}
+
+async function fetchOk(url) {
+  const reply = await fetch(url, {credentials: "same-origin"});
+  if (!reply.ok) throw new Error(`${url}: HTTP ${reply.status}`);
+  return reply;
 }
 
 function drawRun(page, view) {
   const run = view.run || {};
   el("h2", {class: "run-id"}, run.id || "(run without an id)", page);
   const span = run.end !== null && typeof run.start === "number" ? duration(run.end - run.start) : "running";
-  const meta = [run.script, run.backend, run.state, `${run.workers ?? "?"} worker${run.workers === 1 ? "" : "s"}`, `${when(run.start)} → ${run.end ? when(run.end) : "now"} (${span})`];
+  const meta = [run.script, run.backend, run.state, `${run.workers ?? "?"} worker${run.workers === 1 ? "" : "s"}`, `${when(run.start)} → ${run.end ? when(run.end) : "now"} (${span}; ${zoneOf(run.start)})`];
   say(page, meta.filter((part) => part !== null && part !== undefined).join(" · "), "meta");
   if (run.model_dir) say(page, `model dir ${run.model_dir}; view written ${when(view.written)}`, "meta");
   if (view.left_out > 0) say(page, `${view.left_out} malformed or excess entries of this view.json were left out.`, "note");
-  drawGoodput(el("section", {id: "goodput"}, null, page), view.goodput);
-  drawTimeline(el("section", {id: "timeline"}, null, page), view);
-  drawOverTime(el("section", {id: "goodput-over-time"}, null, page), view.goodput_over_time);
+  // The charts are drawn in pixels, one user unit a pixel of the section's width, so text stays at the style's size
+  // whatever the window; a resize draws them again (render's listener).
+  const charts = [
+    [el("section", {id: "goodput"}, null, page), (section, width) => drawGoodput(section, view.goodput, width)],
+    [el("section", {id: "timeline"}, null, page), (section, width) => drawTimeline(section, view, width)],
+    [el("section", {id: "goodput-over-time"}, null, page), (section, width) => drawOverTime(section, view.goodput_over_time, width)],
+  ];
   drawProfiles(el("section", {id: "profiles"}, null, page), view.profiles);
   drawHangs(el("section", {id: "hangs"}, null, page), view.hangs);
+  page.redrawCharts = () => {
+    for (const [section, draw] of charts) {
+      section.replaceChildren();
+      draw(section, Math.max(Math.floor(section.clientWidth), MIN_WIDTH));
+    }
+  };
+  page.redrawCharts();
+}
+
+function redrawCharts(page) {
+  if (page.redrawCharts) page.redrawCharts();
 }
 
 function category(name) {
@@ -115,20 +203,20 @@ function category(name) {
   return index < 0 ? "cat-x" : `cat-${index}`;
 }
 
-function drawGoodput(section, goodput) {
+function drawGoodput(section, goodput, width) {
   el("h3", {}, "Goodput and badput", section);
   if (!goodput) return say(section, "no goodput in this view", "none");
   const bars = [{label: "run", split: goodput}];
   for (const attempt of goodput.attempts || []) {
     bars.push({label: `attempt ${attempt.attempt}${attempt.ended ? ` (${attempt.ended})` : ""}`, split: attempt});
   }
-  const plot = svg("svg", {class: "bars", viewBox: `0 0 ${WIDTH} ${bars.length * ROW + 4}`, width: "100%"}, section);
+  const plot = sized(svg("svg", {class: "bars"}, section), width, bars.length * ROW + 4);
   bars.forEach((bar, i) => {
     const group = svg("g", {class: "bar", "data-label": bar.label}, plot);
     svg("text", {x: 0, y: i * ROW + 15, class: "label"}, group, bar.label);
     const wall = bar.split.wall_s;
     let x = LABEL;
-    const room = WIDTH - LABEL - 120;
+    const room = width - LABEL - 120;
     for (const [name, seconds] of Object.entries(bar.split.categories || {})) {
       if (!(wall > 0) || seconds <= 0) continue;
       const w = (seconds / wall) * room;
@@ -136,7 +224,7 @@ function drawGoodput(section, goodput) {
         `${name}: ${duration(seconds)} (${percent(seconds / wall)})`);
       x += w;
     }
-    svg("text", {x: WIDTH - 115, y: i * ROW + 15, class: "value"}, group, `goodput ${percent(bar.split.goodput)}`);
+    svg("text", {x: width - 115, y: i * ROW + 15, class: "value"}, group, `goodput ${percent(bar.split.goodput)}`);
   });
   const legend = el("div", {class: "legend"}, null, section);
   for (const name of CATEGORIES) {
@@ -160,15 +248,15 @@ function timeRange(view) {
   return [start, end > start ? end : start + 1];
 }
 
-function drawTimeline(section, view) {
+function drawTimeline(section, view, width) {
   el("h3", {}, "Timeline: one row per attempt and worker", section);
   const range = timeRange(view);
   if (!range || view.rows.length === 0) return say(section, "no timeline rows in this view", "none");
   const [t0, t1] = range;
-  const x = (t) => LABEL + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (WIDTH - LABEL - 10);
+  const x = (t) => LABEL + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (width - LABEL - 10);
   const top = 30;
   const height = top + view.rows.length * ROW + 20;
-  const plot = svg("svg", {class: "timeline", viewBox: `0 0 ${WIDTH} ${height}`, width: "100%"}, section);
+  const plot = sized(svg("svg", {class: "timeline"}, section), width, height);
   let maxRate = 0;
   for (const row of view.rows) for (const r of row.rate?.steps_per_s || []) if (r > maxRate) maxRate = r;
   view.rows.forEach((row, i) => {
@@ -255,25 +343,25 @@ function rateBand(group, rate, y, maxRate, x, [lo, hi]) {
   if (d) svg("path", {d, class: "rate"}, group);
 }
 
-function drawOverTime(section, windows) {
+function drawOverTime(section, windows, width) {
   el("h3", {}, "Goodput over time", section);
   if (!windows || windows.length === 0) return say(section, "no goodput windows in this view", "none");
   const height = 80;
   const t0 = windows[0].start;
   const t1 = windows[windows.length - 1].end;
   const span = t1 > t0 ? t1 - t0 : 1;
-  const plot = svg("svg", {class: "over-time", viewBox: `0 0 ${WIDTH} ${height + 16}`, width: "100%"}, section);
-  svg("line", {x1: LABEL, x2: WIDTH - 10, y1: height, y2: height, class: "axis"}, plot);
+  const plot = sized(svg("svg", {class: "over-time"}, section), width, height + 16);
+  svg("line", {x1: LABEL, x2: width - 10, y1: height, y2: height, class: "axis"}, plot);
   svg("text", {x: 0, y: 12, class: "label"}, plot, "goodput 100%");
   for (const w of windows) {
     if (typeof w.goodput !== "number") continue;
-    const left = LABEL + ((w.start - t0) / span) * (WIDTH - LABEL - 10);
-    const right = LABEL + ((w.end - t0) / span) * (WIDTH - LABEL - 10);
+    const left = LABEL + ((w.start - t0) / span) * (width - LABEL - 10);
+    const right = LABEL + ((w.end - t0) / span) * (width - LABEL - 10);
     titled(svg("rect", {x: left, y: height - w.goodput * (height - 4), width: Math.max(right - left, 0.5), height: w.goodput * (height - 4), class: "window"}, plot),
       `${when(w.start)} – ${when(w.end)}: goodput ${percent(w.goodput)}`);
   }
   svg("text", {x: LABEL, y: height + 14, class: "tick"}, plot, when(t0));
-  svg("text", {x: WIDTH - 10, y: height + 14, class: "tick", "text-anchor": "end"}, plot, when(t1));
+  svg("text", {x: width - 10, y: height + 14, class: "tick", "text-anchor": "end"}, plot, when(t1));
 }
 
 function profileHref(profileRun) {
