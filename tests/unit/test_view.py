@@ -68,7 +68,7 @@ def test_the_workers_the_launcher_stopped_with_a_failed_attempt_say_so(tmp_path:
     first = {row["worker"]: row["ending"] for row in rows if row["attempt"] == 1}
     assert first["worker:0"]["state"] == "preempted"
     for worker in ("worker:1", "worker:2"):
-        assert first[worker]["state"] == "stopped" and first[worker]["words"] == "stopped by tpuctl: worker:0 preempted"
+        assert first[worker]["state"] == "stopped" and first[worker]["words"] == "worker:0 preempted"
         assert first[worker]["at"] >= first["worker:0"]["at"]
     assert [row["ending"] for row in rows if row["attempt"] == 2] == [None, None, None]  # the last attempt succeeded
 

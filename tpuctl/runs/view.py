@@ -162,7 +162,7 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
         cause = causes.get(row.attempt)
         if row.ending is None and cause is not None and cause.ending is not None and row.attempt in attempt_end:
             # fail-fast: the launcher stopped the rest of the attempt when this one worker ended it
-            words = f"stopped by tpuctl: {cause.worker} {cause.ending['state']}"
+            words = f"{cause.worker} {cause.ending['state']}"  # drawn 'stopped: worker:1 failed'
             row.ending = {"state": "stopped", "words": words, "at": round(attempt_end[row.attempt], 3)}
         yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins, wall)
 
