@@ -28,6 +28,16 @@ class Clock:
         return self.t, WALL0 + self.t + self.wall_extra
 
 
+def one_worker_until_ready(folder: Path, clock: Clock, *, ready_after: float = 10.0) -> tl.Timeline:
+    """A one-worker run's timeline up to its runtime ready, for a test that writes the rest of it by hand."""
+    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
+    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
+    timeline.event(tl.ATTEMPT_START, attempt=1)
+    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
+    clock.t += ready_after
+    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    return timeline
+
 PREEMPTION = "lost with its TPU VM (PREEMPTED)"
 
 

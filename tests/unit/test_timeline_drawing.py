@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from tests.standins.timelines import WALL0, Clock
+from tests.standins.timelines import WALL0, Clock, one_worker_until_ready
 from tpuctl.cli.diagnosis import timeline_drawing
 from tpuctl.cli.diagnosis.timeline_drawing import GLYPHS, LEVELS, MIN_WIDTH, RESTART, draw
 from tpuctl.runs import goodput
@@ -266,12 +266,7 @@ def berlin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_a_week_over_the_end_of_summer_time_labels_each_day_once_at_its_midnight(tmp_path: Path) -> None:
     clock = Clock()
     clock.wall_extra = calendar.timegm((2026, 10, 21, 10, 0, 0)) - WALL0 - clock.t  # Wednesday 2026-10-21, 12:00 in Berlin
-    timeline = tl.Timeline(RunFolder(tmp_path).timeline, clock=clock)
-    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
-    timeline.event(tl.ATTEMPT_START, attempt=1)
-    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
-    clock.t += 30
-    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    timeline = one_worker_until_ready(tmp_path, clock, ready_after=30)
     clock.t += 10
     timeline.event(tl.FIRST_STEP, attempt=1, worker="worker:0", step=1, source="keras")
     for step in range(100, 100 * 7 * 144, 100):  # a step sample every 10 minutes for a week

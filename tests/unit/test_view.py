@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.standins.timelines import WALL0, Clock, write_run
+from tests.standins.timelines import WALL0, Clock, one_worker_until_ready, write_run
 from tpuctl.cluster.tf_config import Task
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.process import stacks
@@ -196,12 +196,7 @@ def test_a_hangs_stacks_view_puts_no_log_dir_path_into_the_published_view(tmp_pa
 
 
 def _one_worker_run(folder: Path, clock: Clock, *, between: object = None) -> None:
-    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
-    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
-    timeline.event(tl.ATTEMPT_START, attempt=1)
-    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
-    clock.t += 10
-    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    timeline = one_worker_until_ready(folder, clock)
     if callable(between):
         between()
     clock.t += 20
@@ -235,12 +230,7 @@ def test_a_wall_clock_jump_does_not_stretch_the_first_step_segment_past_the_repo
 def _steps_with_a_long_pause(folder: Path, opening: str, closing: str, pause_s: float) -> None:
     """Steps every STEP_EVERY_S, then `pause_s` inside opening/closing (fit's validation, a checkpoint save), then steps."""
     clock = Clock()
-    timeline = tl.Timeline(RunFolder(folder).timeline, clock=clock)
-    timeline.event(tl.RUN_START, run_id="run-review", backend="local")
-    timeline.event(tl.ATTEMPT_START, attempt=1)
-    timeline.event(tl.WORKER_START, attempt=1, worker="worker:0")
-    clock.t += 10
-    timeline.event(tl.RUNTIME_READY, attempt=1, worker="worker:0")
+    timeline = one_worker_until_ready(folder, clock)
     clock.t += 5
     timeline.event(tl.FIRST_STEP, attempt=1, worker="worker:0", step=1, source="keras")
     step = 1
