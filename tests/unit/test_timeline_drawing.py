@@ -197,7 +197,8 @@ def test_escape_sequences_in_the_views_text_are_shown_escaped_never_passed_to_th
     assert set(re.findall(r"\x1b[^m]*m", coloured)) <= {"\x1b[0m", *(f"\x1b[{c}m" for c in ("2;33", "33", "32", "35", "36", "34", "91", "1;31", "1"))}
 
 
-def test_a_week_of_64_workers_and_ten_attempts_draws_from_bins_in_well_under_a_second() -> None:
+def test_a_week_of_64_workers_and_ten_attempts_draws_every_row_and_restart() -> None:
+    """What it costs is measured in benchmarks/report_big_timeline.py (the drawing of its week-long view)."""
     week, workers, attempts = 7 * 86400.0, 64, 10
     span = week / attempts
     rows = []
@@ -210,12 +211,9 @@ def test_a_week_of_64_workers_and_ten_attempts_draws_from_bins_in_well_under_a_s
         rows += [row(attempt + 1, f"worker:{w}", segments, ending, rate) for w in range(workers)]
     restarts = [{"at": T0 + a * span, "attempt": a + 1, "cause": "preempted", "words": "maintenance event"} for a in range(1, attempts)]
     the_view = view(rows, end=week, written=week, restarts=restarts)
-    began = time.perf_counter()
     lines = draw(the_view, width=200, color=True)
-    took = time.perf_counter() - began
     assert len(row_lines(lines)) == workers * attempts
     assert all(r.count(RESTART) == attempts - 1 for r in row_lines(lines))
-    assert took < 0.5, f"{took:.2f}s"  # 0.1 s measured on this 2-core machine
 
 
 def _json(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
