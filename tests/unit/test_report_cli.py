@@ -205,8 +205,6 @@ def test_a_hostile_price_in_a_record_is_one_line_never_a_traceback(run_dir: Path
 
 
 def test_timeline_draws_the_runs_view_under_the_report_within_the_width(run_dir: Path) -> None:
-    """The drawing is timeline_drawing.py's (branch i37-term): without it on this branch the test waits for the merge."""
-    pytest.importorskip("tpuctl.cli.diagnosis.timeline_drawing")
     result = invoke(["report", str(run_dir), "--timeline"], env={"COLUMNS": "100", "NO_COLOR": "1"})
     assert result.crash is None and result.code == 0, result.err
     report, _, drawn = result.out.partition("\n\n")

@@ -10,8 +10,8 @@ failure is one warning line (then retried at the next turn, silently until it wo
 end: each gs:// upload is one try (retry=None: the next turn is the retry) with a bounded timeout, `stop` waits at most
 STOP_WAIT_S for an upload in flight and the final view is one short try (FINAL_TIMEOUT_S); a silent endpoint costs the
 launcher's end seconds and one warning line, never the client's own 60 s timeouts and 120 s retries. A week of 64 workers in
-10 attempts takes ~4.4 s to build on a busy core (benchmarks/report_big_timeline.py), so the next turn waits COST_FACTOR
-times the last build's cost when that is longer than PUBLISH_EVERY_S (there: every ~3.7 min): the launcher's CPU spent
+10 attempts takes ~5 s to build (benchmarks/report_big_timeline.py), so the next turn waits COST_FACTOR
+times the last build's cost when that is longer than PUBLISH_EVERY_S (there: every ~4 min): the launcher's CPU spent
 on the view stays under 1/COST_FACTOR, 2% of a core.
 """
 

@@ -80,7 +80,7 @@ def report(run: str | None, as_json: bool, price_per_hour: float | None, timelin
 
 def _drawn(folder: RunFolder, live: bool) -> tuple[list[str], goodput.Report]:
     """The run's view drawn for this terminal (timeline_drawing.py), and the report it holds: one read of the timeline."""
-    from tpuctl.cli.diagnosis import timeline_drawing  # branch i37-term's (on main); this branch alone lacks it
+    from tpuctl.cli.diagnosis import timeline_drawing
     from tpuctl.launch.console.logs import use_colour
     from tpuctl.runs import view
 
