@@ -87,6 +87,24 @@ def test_the_stopping_signals_are_for_the_command_not_the_reaper(tmp_path: Path)
     _assert_gone([reaped.pid, *pids])
 
 
+def test_a_stop_while_the_command_starts_is_the_commands_not_the_reapers() -> None:
+    """The command signals its group the moment it runs, while its reaper may still be waiting to hear that the
+    exec worked (CI once lost a reaper to KeyboardInterrupt there): the reaper lives on and the command's status
+    comes back; the command gets SIGINT as its launcher left it (default: it dies of it)."""
+    for _ in range(3):
+        assert reaper.spawn(["sh", "-c", "trap '' INT; kill -INT 0; exit 7"]).proc.wait(timeout=20) == 7
+        assert reaper.spawn(["sh", "-c", "kill -INT 0; sleep 5"]).proc.wait(timeout=20) == -signal.SIGINT
+
+
+def test_a_launcher_that_ignores_sigint_passes_that_on_to_the_command() -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        reaped = reaper.spawn(["sh", "-c", "kill -INT 0; exit 3"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert reaped.proc.wait(timeout=20) == 3
+
+
 def test_a_command_that_cannot_start_gives_127() -> None:
     assert reaper.spawn(["/nonexistent/command"], stderr=subprocess.DEVNULL).proc.wait(timeout=20) == 127
 

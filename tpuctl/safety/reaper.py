@@ -258,13 +258,18 @@ def guard(lifeline: int, drop: Sequence[int] = (), stacks: Stacks | None = None)
         return False
     taking = None if stacks is None else (stacks, *os.pipe())  # with the pipe the worker's stacks come through
     reaper = os.getpid()
+    inherited = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPPING}  # a stop now is the worker's
     try:
         pid = os.fork()
     except OSError:
         for fd in taking[1:] if taking is not None else ():
             os.close(fd)
+        for sig, handler in inherited.items():
+            signal.signal(sig, handler)
         return False
     if pid == 0:
+        for sig, handler in inherited.items():
+            signal.signal(sig, handler)
         on_parent_death(signal.SIGKILL, reaper)
         if taking is not None:
             how, answers, dumps = taking
@@ -432,6 +437,9 @@ def spawn(argv: Sequence[str], **popen: Any) -> Reaped:
 def _main(args: list[str]) -> NoReturn:
     """`reaper.py FD ARGV...`: run ARGV under a reaper whose lifeline is FD."""
     lifeline, argv = int(args[0]), args[1:]
+    # A stop sent to the group while the command starts is the command's, not ours: the reaper must
+    # outlive it to kill what it leaves. The command gets the dispositions the launcher gave us.
+    inherited = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPPING}
     become_subreaper()
     on_parent_death(signal.SIGCONT, os.getppid())
     errors, report = os.pipe()
@@ -442,6 +450,9 @@ def _main(args: list[str]) -> NoReturn:
             on_parent_death(signal.SIGKILL, reaper)
             os.close(lifeline)
             os.close(errors)
+            for sig, disposition in inherited.items():
+                if disposition != signal.SIG_IGN:
+                    signal.signal(sig, signal.SIG_DFL)
             for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess' restore_signals does
                 if hasattr(signal, name):
                     signal.signal(getattr(signal, name), signal.SIG_DFL)
