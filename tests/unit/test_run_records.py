@@ -96,6 +96,7 @@ _VALID = st.builds(
     log_dir=_TEXT.map(lambda text: "/" + text.replace("\x00", "")), started=_TIMES, pid=st.integers(1, 4_194_304), host=_TEXT,
     detached=st.booleans(), state=st.sampled_from(endings.RUN_STATES), ended=st.none() | _TIMES, exit_code=st.none() | st.integers(-255, 255),
     job=st.none() | _TEXT, answers_stacks=st.booleans(),
+    created_node=st.just("tpuctl-run-1"), project=st.none() | st.just("demo-project"), node_fate=st.sampled_from(records.NODE_FATES),
 )  # fmt: skip
 
 
@@ -141,6 +142,8 @@ _HOSTILE_FIELDS: list[tuple[str, object]] = [
     ("exit_code", 1 << 31), ("exit_code", -(1 << 31)), ("exit_code", 1.0), ("exit_code", True),
     ("log_dir", "relative/logs"), ("log_dir", ""), ("log_dir", "/logs/\x00x"), ("log_dir", ["/logs"]),
     ("detached", 1), ("detached", "yes"), ("answers_stacks", None), ("job", 3), ("host", {"name": "vm"}), ("script", None),
+    ("node_fate", "live"), ("node_fate", "deleted"),  # a fate without a created node
+    ("created_node", "vm\nx"), ("created_node", 3), ("project", "p" * 201), ("project", ["p"]),
 ]  # fmt: skip
 
 
@@ -150,6 +153,17 @@ def test_from_json_refuses_a_field_no_record_holds(tmp_path: Path, field: str, v
     with pytest.raises(ValueError) as refused:
         RunRecord.from_json(raw)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("node", "fate"), [("tpuctl-run-1", None), ("tpuctl-run-1", "billing"), ("tpuctl-run-1", 1)])
+def test_from_json_refuses_a_created_node_without_a_fate_it_knows(tmp_path: Path, node: str, fate: object) -> None:
+    with pytest.raises(ValueError):
+        RunRecord.from_json({**_ended(tmp_path, "run-1").to_json(), "created_node": node, "node_fate": fate})
+
+
+def test_only_a_created_node_still_live_bills(tmp_path: Path) -> None:
+    assert not _ended(tmp_path, "run-1").bills
+    assert [_ended(tmp_path, "run-1", created_node="vm", node_fate=fate).bills for fate in records.NODE_FATES] == [True, False, False]
 
 
 @pytest.mark.parametrize("raw", [[], "record", 1, None, True, 1.5, [{"run_id": "x"}]])

@@ -30,6 +30,8 @@ from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs.folder import RunFolder
 
+NODE_LIVE, NODE_DELETED, NODE_KEPT = "live", "deleted", "kept"
+NODE_FATES = (NODE_LIVE, NODE_DELETED, NODE_KEPT)
 MAX_PRICE = 1e6  # USD an hour: far above any slice's list price, low enough to catch a unit slip
 RECORD_LIMIT = 16 * 1024  # a record is a few hundred bytes; a bigger file is not one of ours
 _SUFFIX = ".json"
@@ -58,6 +60,16 @@ class RunRecord:
     capacity: str | None = None  # on-demand, spot, preemptible or reserved (billed by the reservation: no list price)
     price_per_hour: float | None = None  # its slice's list price in USD as the run started; None: no SKU prices it
     price_note: str | None = None  # where that price came from (prices.PriceBook.describe())
+    # The TPU VM tpuctl created for this run (`launch --new-tpu`), the only node a run may delete; None for any other run.
+    # `tpu`, `zone` and `capacity` above describe it (the current one, after a recreate in another zone).
+    created_node: str | None = None  # its name, in `project` and `zone`
+    project: str | None = None
+    node_fate: str | None = None  # NODE_FATES: live while the run may still delete it; deleted or kept after its end
+
+    @property
+    def bills(self) -> bool:
+        """Whether a VM this run created may still exist and bill: one that is neither deleted nor kept on purpose."""
+        return self.created_node is not None and self.node_fate == NODE_LIVE
 
     @property
     def folder(self) -> RunFolder:
@@ -79,7 +91,8 @@ class RunRecord:
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
         values = tuple(map(raw.get, _NAMES, _DEFAULTS))  # fields it lacks get their defaults (a required one, _ABSENT)
-        if tuple(map(type, values)) not in _SHAPES:  # one set lookup, not a check per field: `tpuctl runs` reads thousands
+        shape = tuple(map(type, values))
+        if shape[:_HALF] not in _SHAPES[0] or shape[_HALF:] not in _SHAPES[1]:  # two set lookups, not a check per field: `tpuctl runs` reads thousands
             raise ValueError(_misfit(values))
         record = cls(*values)
         problem = record._problem()
@@ -104,6 +117,10 @@ class RunRecord:
             return f"price_per_hour is not a price in USD an hour (0 to {MAX_PRICE:g})"
         if any(text is not None and not (len(text) <= 400 and text.isprintable()) for text in (self.tpu, self.zone, self.capacity, self.price_note)):
             return "tpu, zone, capacity or price_note is not one printable line"
+        if any(text is not None and not (len(text) <= 200 and text.isprintable()) for text in (self.created_node, self.project)):
+            return "created_node or project is not one printable line"
+        if (self.node_fate is None) != (self.created_node is None) or (self.node_fate is not None and self.node_fate not in NODE_FATES):
+            return "node_fate is not one of " + ", ".join(NODE_FATES) + " for a created_node (and null without one)"
         if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
             return "log_dir is not an absolute path"
         return None
@@ -126,11 +143,14 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "detached": (bool,), "state": (str,), "ended": (int, float, type(None)), "exit_code": (int, type(None)), "job": (str, type(None)),
     "answers_stacks": (bool,), "goodput": (int, float, type(None)), "tpu": (str, type(None)), "zone": (str, type(None)),
     "capacity": (str, type(None)), "price_per_hour": (int, float, type(None)), "price_note": (str, type(None)),
+    "created_node": (str, type(None)), "project": (str, type(None)), "node_fate": (str, type(None)),
 }  # fmt: skip
 _ABSENT = object()  # a required field's "default": no field may be an object
 _NAMES = tuple(field.name for field in fields(RunRecord))
 _DEFAULTS = tuple(_ABSENT if field.default is MISSING else field.default for field in fields(RunRecord))
-_SHAPES = frozenset(itertools.product(*(_KINDS[name] for name in _NAMES)))  # every record's field types (3456 tuples)
+_HALF = len(_NAMES) // 2
+# Every record's field types, for each half of the fields: one set of all of them would be their product (27,648 tuples, 30 ms).
+_SHAPES = tuple(frozenset(itertools.product(*(_KINDS[name] for name in half))) for half in (_NAMES[:_HALF], _NAMES[_HALF:]))
 _LIMIT = 1 << 31  # pids and exit statuses are C ints
 
 
