@@ -73,7 +73,7 @@ PYTEST_WORKERS ?= 3
 # and agent process the tests start would otherwise compile tpuctl's modules from source again (0.4 CPU-s here, once).
 test: lint $(SSHD) $(BROWSER) $(COMPAT_STAMP)
 	$(BIN)/python -m compileall -q tpuctl > /dev/null
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 docs: $(STAMP)
 	$(BIN)/python -m tpuctl.cli.reference > docs/cli-reference.md

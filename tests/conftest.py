@@ -98,3 +98,17 @@ def documented_outcome() -> dict[str, object]:
     block = text.split("<!-- outcome-schema -->\n```json\n", 1)[1].split("```", 1)[0]
     record: dict[str, object] = json.loads(block)
     return record
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that start TensorFlow workers first, then the other integration modules, then the rest, each
+    group as collected (the Makefile runs xdist with --no-loadscope-reorder, so this is the order its workers take
+    modules in; xdist's own order, most tests first, put the few-but-long TensorFlow modules last, where one of them
+    ran alone at the end while the other workers sat idle). The many small unit modules fill the end."""
+    heavy = {item.module.__name__ for item in items if item.module is not None and item.get_closest_marker("tf")}
+
+    def rank(item: pytest.Item) -> int:
+        name = item.module.__name__ if item.module is not None else ""
+        return 0 if name in heavy else 1 if name.startswith("tests.integration.") else 2
+
+    items.sort(key=rank)
