@@ -12,9 +12,14 @@ values as RFC 1035 labels (a letter first, no `-` last); label_value keeps to th
 
 from __future__ import annotations
 
+import enum
 import re
+import time
+from collections.abc import Callable
 
+from tpuctl.cloud import lifecycle
 from tpuctl.cloud.node import Node
+from tpuctl.cloud.tpu import NodeApi
 
 LABEL_KEY = "tpuctl-run"  # the same key Vertex AI jobs carry their run id under (cloud/vertex_api.py RUN_LABEL)
 MAX_VALUE = 63
@@ -39,3 +44,24 @@ def label_value(run_id: str) -> str:
 def owned_by(node: Node, run_id: str) -> bool:
     """Whether `node` carries the label of run `run_id`: the one test before tpuctl deletes a node for a run."""
     return node.labels.get(LABEL_KEY) == label_value(run_id)
+
+
+class Deletion(enum.Enum):
+    DELETED = "deleted"  # it was this run's and is gone now
+    GONE = "gone"  # no node of that name: deleted earlier (by hand, by the service after a preemption)
+    NOT_OURS = "not-ours"  # a node of that name without this run's label: the user's, or another run's; left alone
+
+
+def delete_owned(
+    api: NodeApi, zone: str, name: str, run_id: str, progress: lifecycle.Progress, *, sleep: Callable[[float], None] = time.sleep
+) -> Deletion:
+    """Delete node `name` only if it carries run `run_id`'s label, and wait until it is gone.
+
+    The node is read first and its label checked; the delete then goes by name (the TPU API deletes by
+    name only), so a node swapped for another of the same name in the moment between is the one gap left."""
+    node = api.get_node(zone, name)
+    if node is None:
+        return Deletion.GONE
+    if not owned_by(node, run_id):
+        return Deletion.NOT_OURS
+    return Deletion.DELETED if lifecycle.delete(api, zone, name, progress, sleep=sleep) else Deletion.GONE
