@@ -75,13 +75,14 @@ def _fate(run_id: str) -> tuple[str, str | None]:
 
 def test_lost_runs_vms_bill_until_deleted_and_nothing_else_is_ever_deleted(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
     g = google_standin
-    for name, owner in (("lost-a", "run-a"), ("lost-b", "run-b"), ("user-node", None), ("other-run", "run-x"), ("live-node", "run-e")):
+    for name, owner in (("lost-a", "run-a"), ("lost-b", "run-b"), ("user-node", None), ("other-run", "run-x"), ("live-node", "run-e"), ("ended-g", "run-g")):
         _create(cli, name, owner)
     _record(tmp_path, "run-a", "lost-a")
     _record(tmp_path, "run-b", "lost-b", price_per_hour=None, capacity="reserved", price_note="billed by its reservation")
     _record(tmp_path, "run-c", "user-node")  # names the user's node, which lacks the label
     _record(tmp_path, "run-d", "other-run")  # names a node labelled for another run
     _record(tmp_path, "run-f", "gone-node")  # its node was deleted by hand since
+    _record(tmp_path, "run-g", "ended-g", state="failed", ended=time.time() - 60, exit_code=1)  # its launcher died before the delete
     running = _record(tmp_path, "run-e", "live-node")
     claim = RunFolder(Path(running.log_dir)).claim(running.run_id)  # run-e's launcher is alive: its lock is held
     try:
@@ -98,8 +99,10 @@ def _scenario(g: GoogleStandin, cli: Cli) -> None:
     assert " lost " in rows["run-a"] and "lost-a (BILLING)" in rows["run-a"] and ZONE in rows["run-a"] and "spot" in rows["run-a"]
     assert "$2.00" in rows["run-a"]  # an hour at 2 USD/h so far
     assert "no list price" in rows["run-b"] and "reserved" in rows["run-b"]
+    assert " failed " in rows["run-g"] and "ended-g (BILLING)" in rows["run-g"]
     assert " running " in rows["run-e"] and "live-node" in rows["run-e"] and "BILLING" not in rows["run-e"]
-    assert f"run run-a is lost and its TPU VM lost-a in {ZONE} still bills: `tpuctl stop run-a` deletes it" in listed.stderr
+    assert f"run run-g (failed) left its TPU VM ended-g in {ZONE} billing: `tpuctl stop run-g` deletes it" in listed.stderr
+    assert "... and 1 more run(s) that left a VM billing" in listed.stderr  # six: five named, newest first
     assert "--delete-lost-vms" in listed.stderr
 
     as_json = {entry["run_id"]: entry for entry in json.loads(cli("runs", "--json").stdout)}
@@ -114,6 +117,7 @@ def _scenario(g: GoogleStandin, cli: Cli) -> None:
 
     refused = cli("stop", "run-c", code=1)
     assert refused.stderr.splitlines()[-1].startswith(f"Error: TPU VM user-node in {ZONE} does not carry run run-c's label")
+    assert "user-node" in _nodes(g) and _fate("run-c") == ("lost", NODE_DELETED)  # the run's own VM is gone: no longer billing
 
     unasked = cli("runs", "--delete-lost-vms", code=2)  # no terminal, no --yes: nothing deleted
     assert "pass --yes" in unasked.stderr and "lost-b" in _nodes(g)
@@ -121,13 +125,16 @@ def _scenario(g: GoogleStandin, cli: Cli) -> None:
     swept = cli("runs", "--delete-lost-vms", "--yes", code=1)  # run-c's and run-d's nodes are refused: exit 1
     assert f"deleted TPU VM lost-b in {ZONE} (run run-b, lost)" in swept.stdout
     assert f"TPU VM gone-node in {ZONE} was already gone (run run-f, lost)" in swept.stdout
-    assert "run run-c: TPU VM user-node" in swept.stderr and "run run-d: TPU VM other-run" in swept.stderr
+    assert f"deleted TPU VM ended-g in {ZONE} (run run-g, failed)" in swept.stdout
+    assert "run run-d: TPU VM other-run" in swept.stderr and "run-c" not in swept.stdout + swept.stderr
     assert "live-node" not in swept.stdout + swept.stderr  # a running run's VM is its launcher's to delete
     assert _fate("run-b") == ("lost", NODE_DELETED) and _fate("run-f") == ("lost", NODE_DELETED)
-    assert _fate("run-c") == ("lost", NODE_LIVE) and _fate("run-e") == ("running", NODE_LIVE)
+    assert _fate("run-d") == ("lost", NODE_DELETED) and _fate("run-e") == ("running", NODE_LIVE)
+    assert _fate("run-g") == ("failed", NODE_DELETED)  # an ended run keeps how it ended
 
     after = cli("runs")
-    assert "lost-b (deleted)" in after.stdout and "run run-b" not in after.stderr and "run run-c is lost" in after.stderr
+    assert "lost-b (deleted)" in after.stdout and "BILLING" not in after.stdout and "left its" not in after.stderr
+    assert cli("runs", "--delete-lost-vms").stdout == "no lost run has a TPU VM that still bills\n"
 
 
 @pytest.mark.parametrize(

@@ -44,9 +44,9 @@ def warn_billing(found: list[RunRecord], say: Callable[[str], None]) -> None:
     left = [record for record in found if orphaned(record)]
     for record in left[:5]:
         vm = f"TPU VM {record.created_node} in {record.zone}"
-        say(f"run {record.run_id} is {record.state} and its {vm} still bills: `tpuctl stop {record.run_id}` deletes it")
+        say(f"run {record.run_id} ({record.state}) left its {vm} billing: `tpuctl stop {record.run_id}` deletes it")
     if len(left) > 5:
-        say(f"... and {len(left) - 5} more lost run(s) with a VM that bills")
+        say(f"... and {len(left) - 5} more run(s) that left a VM billing")
     if left:
         say("`tpuctl runs --delete-lost-vms` deletes every lost run's VM (only VMs tpuctl created for them)")
 
@@ -61,7 +61,8 @@ def delete_vm(record: RunRecord) -> Deleted:
     """Delete the VM an orphaned run's record names, then write its fate; one line (TpuctlError) where it may not be.
 
     The record is the whole authority: its node name, project and zone, checked as names before any call;
-    the node must still carry the run's label. A lost run's record is written `lost` with its end
+    the node must still carry the run's label (a node of that name without it is not the run's VM, which is
+    then gone: the fate is written, the node left alone). A lost run's record is written `lost` with its end
     (the moment its VM went: its workers could not outlive it); an ended run keeps its state."""
     from tpuctl.cli.cloud_options import resolve, tpu_api
     from tpuctl.cli.display import StatusLine
@@ -78,16 +79,17 @@ def delete_vm(record: RunRecord) -> Deleted:
     api = tpu_api(resolve(project=project, zone=zone))
     with StatusLine(f"deleting {name}") as progress:
         outcome = delete_owned(api, zone, name, record.run_id, progress)
-    if outcome is Deletion.NOT_OURS:
-        raise TpuctlError(
-            f"TPU VM {name} in {zone} does not carry run {record.run_id}'s label ({LABEL_KEY}={label_value(record.run_id)}): not deleted",
-            hint=f"tpuctl deletes only a VM it created for the run; if this one is yours to delete: tpuctl delete {name} --zone {zone}",
-            exit_code=FAILED,
-        )
-    ended = replace(record, node_fate=NODE_DELETED)
+    ended = replace(record, node_fate=NODE_DELETED)  # gone either way: a node of that name without the label is another's
     if record.state == Kind.LOST:
         ended = replace(ended, ended=record.ended if record.ended is not None else time.time())
     records.write(ended)
+    if outcome is Deletion.NOT_OURS:
+        raise TpuctlError(
+            f"TPU VM {name} in {zone} does not carry run {record.run_id}'s label ({LABEL_KEY}={label_value(record.run_id)}): not deleted;"
+            " the run's own VM is gone (its record says so now)",
+            hint=f"tpuctl deletes only a VM it created for the run; if this one is yours to delete: tpuctl delete {name} --zone {zone}",
+            exit_code=FAILED,
+        )
     done = f"deleted TPU VM {name} in {zone}" if outcome is Deletion.DELETED else f"TPU VM {name} in {zone} was already gone"
     return Deleted(ended, f"{done} (run {record.run_id}, {record.state}); its record says so")
 
