@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import click
 
@@ -51,14 +51,9 @@ def warn_billing(found: list[RunRecord], say: Callable[[str], None]) -> None:
         say("`tpuctl runs --delete-lost-vms` deletes every lost run's VM (only VMs tpuctl created for them)")
 
 
-@dataclass(frozen=True)
-class Deleted:
-    record: RunRecord  # as written after the delete: node_fate deleted
-    line: str  # what happened, for the user
-
-
-def delete_vm(record: RunRecord) -> Deleted:
-    """Delete the VM an orphaned run's record names, then write its fate; one line (TpuctlError) where it may not be.
+def delete_vm(record: RunRecord) -> str:
+    """Delete the VM an orphaned run's record names, then write its fate; the line that says so, or one line
+    (TpuctlError) where it may not be.
 
     The record is the whole authority: its node name, project and zone, checked as names before any call;
     the node must still carry the run's label (a node of that name without it is not the run's VM, which is
@@ -82,7 +77,10 @@ def delete_vm(record: RunRecord) -> Deleted:
     ended = replace(record, node_fate=NODE_DELETED)  # gone either way: a node of that name without the label is another's
     if record.state == Kind.LOST:
         ended = replace(ended, ended=record.ended if record.ended is not None else time.time())
-    records.write(ended)
+    try:
+        records.write(ended)
+    except OSError as err:
+        raise TpuctlError(f"{name}: {outcome.value}, but run {record.run_id}'s record could not be written: {err.strerror or err}", exit_code=FAILED) from None
     if outcome is Deletion.NOT_OURS:
         raise TpuctlError(
             f"TPU VM {name} in {zone} does not carry run {record.run_id}'s label ({LABEL_KEY}={label_value(record.run_id)}): not deleted;"
@@ -91,7 +89,7 @@ def delete_vm(record: RunRecord) -> Deleted:
             exit_code=FAILED,
         )
     done = f"deleted TPU VM {name} in {zone}" if outcome is Deletion.DELETED else f"TPU VM {name} in {zone} was already gone"
-    return Deleted(ended, f"{done} (run {record.run_id}, {record.state}); its record says so")
+    return f"{done} (run {record.run_id}, {record.state}); its record says so"
 
 
 def delete_every(found: list[RunRecord], yes: bool, say: Callable[[str], None]) -> int:
@@ -110,10 +108,10 @@ def delete_every(found: list[RunRecord], yes: bool, say: Callable[[str], None]) 
     failed = 0
     for record in left:
         try:
-            click.echo(delete_vm(record).line)
-        except (TpuctlError, OSError) as err:
+            click.echo(delete_vm(record))
+        except TpuctlError as err:
             failed += 1
-            say(f"run {record.run_id}: {err.message if isinstance(err, TpuctlError) else err}")
+            say(f"run {record.run_id}: {err.message}")
     return FAILED if failed else 0
 
 
