@@ -216,3 +216,43 @@ def test_timeline_with_json_is_one_line_and_exit_2(run_dir: Path) -> None:
     result = report(str(run_dir), "--timeline", "--json")
     assert result.code == 2 and result.out == "", result.err
     assert result.err.strip().splitlines()[0].startswith("Error: --timeline draws for the terminal; --json has the numbers")
+
+
+PREEMPTED_ONCE = [
+    line(0, "run_start"),
+    line(1, "attempt_start", attempt=1),
+    line(5, "runtime_ready", attempt=1, worker="worker:0"),
+    line(10, "first_step", attempt=1, worker="worker:0", step=1, source="keras"),
+    line(1800, "step", attempt=1, worker="worker:0", step=800, source="keras"),
+    line(1800, "preempted", attempt=1),
+    line(1801, "attempt_end", attempt=1),
+    line(1900, "attempt_start", attempt=2),
+    line(1910, "runtime_ready", attempt=2, worker="worker:0"),
+    line(1920, "first_step", attempt=2, worker="worker:0", step=801, source="keras"),
+    line(3590, "step", attempt=2, worker="worker:0", step=1600, source="keras"),
+    line(3595, "attempt_end", attempt=2),
+    line(3600, "run_end"),
+]
+
+
+def test_a_run_on_a_vm_tpuctl_created_names_it_its_fate_and_each_attempts_cost(run_dir: Path) -> None:
+    """`launch --new-tpu`: the record names the VM; the report prices each attempt goodput.py splits at the list price."""
+    (run_dir / TIMELINE).write_text("\n".join(PREEMPTED_ONCE) + "\n")
+    created = {"created_node": "train-abc123", "project": "my-project", "node_fate": records.NODE_DELETED, "price_per_hour": 4.0}
+    _write_raw(_tpu_record(run_dir, **created))
+    text = report(RUN_ID).out
+    assert "cost: 4.00 USD, 1.00 h at 4 USD/h" in text
+    assert "TPU VM train-abc123 (v5litepod-16, spot, us-west4-a), created for this run: deleted" in text
+    body = json.loads(report(RUN_ID, "--json").out)
+    first, second = (attempt["wall_s"] for attempt in body["attempts"])
+    assert body["cost_by_attempt"] == {"1": round(first / 3600 * 4, 4), "2": round(second / 3600 * 4, 4)}
+    assert f"attempt 1: {first:.1f}s, {first / 3600 * 4:.2f} USD, ended: preempted" in text
+    assert f"attempt 2: {second:.1f}s, {second / 3600 * 4:.2f} USD" in text
+    assert body["vm"] == {"name": "train-abc123", "project": "my-project", "zone": "us-west4-a", "fate": "deleted", "orphaned": False}
+
+    _write_raw(_tpu_record(run_dir, **(created | {"node_fate": records.NODE_KEPT})))
+    assert "created for this run: kept (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`" in report(RUN_ID).out
+    lost = {"state": "running", "ended": None, "exit_code": None, "node_fate": records.NODE_LIVE}  # nobody holds its folder's lock
+    _write_raw(_tpu_record(run_dir, **(created | lost)))
+    assert f"created for this run: still billing, and nobody is left to delete it: `tpuctl stop {RUN_ID}` does" in report(RUN_ID).out
+    assert json.loads(report(RUN_ID, "--json").out)["vm"]["orphaned"] is True

@@ -143,13 +143,14 @@ def delete(name: str, project: str | None, credentials: str | None, access_token
         click.echo(f"{name} does not exist in {where}; nothing to delete")
         return
     if not yes:
-        _confirm(f"delete TPU node {name} in project {resolved.project}, zone {where}?")
+        confirm(f"delete TPU node {name} in project {resolved.project}, zone {where}?")
     with StatusLine(f"deleting {name}") as progress:
         deleted = lifecycle.delete(api, where, name, progress)
     click.echo(f"deleted {name} in {where}" if deleted else f"{name} was already gone")
 
 
-def _confirm(question: str) -> None:
+def confirm(question: str) -> None:
+    """Ask before a destructive step at a terminal; elsewhere, `--yes` must say so (nothing is asked of a pipe)."""
     import sys
 
     if not sys.stdin.isatty():

@@ -16,6 +16,7 @@ import time
 import click
 
 from tpuctl import endings
+from tpuctl.cli import run_vms
 from tpuctl.cli.cloud_options import project_options, zone_option
 from tpuctl.cli.display import age, print_table, rich_wanted
 from tpuctl.endings import Kind
@@ -32,6 +33,7 @@ _DAYS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?\Z")
 MAX_DAYS = 36500.0
 TERMINAL_ROWS = 200  # rows of a table on a terminal without --limit; a pipe gets every run
 _HEADERS = ("RUN", "BACKEND", "SCRIPT", "STARTED", "DURATION", "STATE", "EXIT", "LOG DIR")
+_VM_HEADERS = ("VM", "ZONE", "KIND")
 
 
 def _say(line: str) -> None:
@@ -63,12 +65,23 @@ def _limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int
 @click.option("--state", type=click.Choice(endings.RUN_STATES), help="Only the runs in this state.")
 @click.option("--limit", metavar="N", callback=_limit, help="Only the newest N runs.")
 @click.option("--prune", "prune_days", metavar="DAYS", callback=_days, help="Remove the records of runs that ended more than DAYS ago.")
-def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float | None) -> None:
+@click.option("--delete-lost-vms", is_flag=True, help="Delete the TPU VMs tpuctl created for runs that are lost and still bill (asks first).")
+@click.option("--yes", "-y", is_flag=True, help="With --delete-lost-vms: do not ask for confirmation.")
+def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float | None, delete_lost_vms: bool, yes: bool) -> None:
     """List your runs, newest first: running and ended, every backend, launched attached or with --detach.
 
-    A run whose supervisor died without writing how it ended (SIGKILL, a power cut) shows `lost`.
+    A run whose supervisor died without writing how it ended (SIGKILL, a power cut) shows `lost`;
+    a TPU VM tpuctl created for it (`launch --new-tpu`) shows BILLING until it is deleted:
+    --delete-lost-vms deletes every such VM named in your run records that still carries its
+    run's label (never a VM found by label alone, never one tpuctl did not create).
     --prune removes old records only (never a running run's); the runs' log folders stay.
     """
+    if yes and not delete_lost_vms:
+        raise TpuctlError("--yes goes with --delete-lost-vms", exit_code=USAGE)
+    if delete_lost_vms:
+        if state is not None or limit is not None or as_json or prune_days is not None:
+            raise TpuctlError("--delete-lost-vms goes alone (no --state, --limit, --json or --prune)", hint="`tpuctl runs` lists the VMs", exit_code=USAGE)
+        sys.exit(run_vms.delete_every(records.read_all(_say), yes, _say))
     if prune_days is not None:
         if state is not None or limit is not None:
             raise TpuctlError("--prune does not combine with --state or --limit", hint="prune first, then list", exit_code=USAGE)
@@ -82,13 +95,14 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
     found = found[:limit] if limit is not None else found
     now = time.time()
     if as_json:
-        body = [{**record.to_json(), "duration_s": round(record.duration(now), 3), "cost_usd": _cost(record, now)} for record in found]
+        body = [{**record.to_json(), "duration_s": round(record.duration(now), 3), "cost_usd": _cost(record, now), **_vm_json(record)} for record in found]
         click.echo(json.dumps(body, indent=2))
         return
     if not found:
         _say("no runs" + (f" {state}" if state else "") + " (a launch adds one: tpuctl launch train.py --detach)")
         return
     _table(found, now, capped=limit is None)
+    run_vms.warn_billing(found, _say)
 
 
 def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
@@ -101,13 +115,18 @@ def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
     default = str(default_log_dir("RUN")) if terminal else None
     with_job = any(record.job for record in found)
     with_goodput = any(record.goodput is not None for record in found)  # a column only once a run trained (docs/report.md)
-    with_cost = any(record.price_per_hour is not None for record in found)  # a column only once a run was priced (a TPU VM's)
+    with_vm = any(record.created_node is not None for record in found)  # a VM tpuctl created for a run (launch --new-tpu)
+    with_cost = with_vm or any(record.price_per_hour is not None for record in found)  # a column only once a run was priced (a TPU VM's)
     rows = [
-        _row(record, now, with_job, default) + ([_goodput(record)] if with_goodput else []) + ([_cost_text(record, now)] if with_cost else [])
+        _row(record, now, with_job, default)
+        + ([_goodput(record)] if with_goodput else [])
+        + (_vm_row(record) if with_vm else [])
+        + ([_cost_text(record, now)] if with_cost else [])
         for record in found
     ]
-    headers = (*_HEADERS, *(["JOB"] if with_job else []), *(["GOODPUT"] if with_goodput else []), *(["COST"] if with_cost else []))
-    print_table(headers, rows, whole=("RUN", "STATE", "EXIT"))
+    headers = (*_HEADERS, *(["JOB"] if with_job else []), *(["GOODPUT"] if with_goodput else []), *(_VM_HEADERS if with_vm else ()))
+    headers += ("COST",) if with_cost else ()
+    print_table(headers, rows, whole=("RUN", "STATE", "EXIT", "VM"))
     if default is not None and any(row[7] == "default" for row in rows):
         _say(f"LOG DIR default: {_home(default)}")
     if with_cost:
@@ -133,7 +152,21 @@ def _cost(record: RunRecord, now: float) -> float | None:
 
 def _cost_text(record: RunRecord, now: float) -> str:
     cost = _cost(record, now)
-    return "-" if cost is None else f"${cost:,.2f}"
+    if cost is None:
+        return "no list price" if record.created_node is not None else "-"  # a reservation's, flex-start's: tpuctl never guesses
+    return f"${cost:,.2f}"
+
+
+def _vm_row(record: RunRecord) -> list[str]:
+    """VM, ZONE, KIND of a run on a TPU VM tpuctl created for it; dashes for any other run."""
+    if record.created_node is None:
+        return ["-", "-", "-"]
+    return [run_vms.vm_text(record), record.zone or "-", record.capacity or "-"]
+
+
+def _vm_json(record: RunRecord) -> dict[str, bool]:
+    """vm_billing: the VM tpuctl created for the run may still bill; vm_orphaned: and nobody is left to delete it."""
+    return {"vm_billing": record.bills, "vm_orphaned": run_vms.orphaned(record)}
 
 
 def _home(path: str) -> str:
@@ -204,6 +237,9 @@ def stop(run_id: str | None, wait_s: float, **cloud: str | None) -> None:
     if any(value is not None for value in cloud.values()):
         raise TpuctlError("--project, --zone and the credentials options are for a TPU VM (tpuctl stop-vm NAME), not a run", exit_code=USAGE)
     record = _find(run_id, running=True)
+    if run_vms.orphaned(record):  # lost (or ended with its launcher dead) and its VM still bills: ending it is deleting that
+        click.echo(run_vms.delete_vm(record))
+        return
     if record.state != endings.RUNNING:
         click.echo(f"run {record.run_id} already ended: {_how(record)}")
         return

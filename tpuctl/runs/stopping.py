@@ -26,12 +26,19 @@ DEFAULT_WAIT_S = 90.0  # workers: a grace period, then SIGKILL (seconds); a Vert
 _POLL_S = 0.1
 
 
+def elsewhere(record: RunRecord) -> str | None:
+    """This machine's name where the run was launched on another one, else None: its lock and its pid are that
+    machine's, so from here (a home folder shared between machines) a live run there would look lost."""
+    here = socket.gethostname()
+    return here if record.host != here else None
+
+
 def stop(record: RunRecord, notice: Callable[[str], None], warn: Callable[[str], None], wait_s: float = DEFAULT_WAIT_S) -> RunRecord:
     """Ask the run to stop and wait until it has; the record as it ended. A run that had ended is returned as it is."""
     if record.state != endings.RUNNING:
         return record
-    here = socket.gethostname()
-    if record.host != here:
+    here = elsewhere(record)
+    if here is not None:
         raise TpuctlError(
             f"run {record.run_id} is supervised on {record.host}, not on this machine ({here})",
             hint=f"run `tpuctl stop {record.run_id}` on {record.host}",

@@ -70,9 +70,11 @@ def report(run: str | None, as_json: bool, price_per_hour: float | None, timelin
         body |= {"price_per_hour": price, "price_source": source, "price_note": note or None}
         body |= {"cost": None if costs is None else round(sum(costs.values()), 2), "lost_cost": None if costs is None else round(_lost(costs), 2)}
         body["lost_cost_by_category"] = None if costs is None else {k: round(v, 4) for k, v in costs.items() if k != goodput.TRAINING}
+        body["cost_by_attempt"] = None if price is None else {str(a.number): round(a.split.wall_s / 3600 * price, 4) for a in result.attempts}
+        body["vm"] = _vm_json(record)
         click.echo(json.dumps(body, indent=2))
         return
-    for line in render(result, run_id or str(folder.path), live=live, price_per_hour=price, price_words=note):
+    for line in render(result, run_id or str(folder.path), live=live, price_per_hour=price, price_words=note, vm=_vm_line(record)):
         click.echo(line)
     for line in drawn:
         click.echo(line)
@@ -109,12 +111,40 @@ def _slice_json(record: RunRecord | None) -> dict[str, object]:
     return {"tpu": {"type": record.tpu, "zone": record.zone, "capacity": record.capacity}}
 
 
+def _vm_json(record: RunRecord | None) -> dict[str, object] | None:
+    """The TPU VM tpuctl created for the run (`launch --new-tpu`), and whether it may still bill; None for any other run."""
+    if record is None or record.created_node is None:
+        return None
+    from tpuctl.cli.run_vms import orphaned
+
+    return {"name": record.created_node, "project": record.project, "zone": record.zone, "fate": record.node_fate, "orphaned": orphaned(record)}
+
+
+def _vm_line(record: RunRecord | None) -> str:
+    """What became of the VM tpuctl created for the run: the run deletes it as it ends, unless kept; a lost run cannot."""
+    if record is None or record.created_node is None:
+        return ""
+    from tpuctl.cli.run_vms import orphaned
+
+    name, zone = record.created_node, record.zone
+    if orphaned(record):
+        fate = f"still billing, and nobody is left to delete it: `tpuctl stop {record.run_id}` does"
+    elif record.node_fate == records.NODE_KEPT:
+        fate = f"kept (--keep), billing until `tpuctl delete {name} --zone {zone}`"
+    elif record.node_fate == records.NODE_DELETED:
+        fate = "deleted"
+    else:
+        fate = "deleted as the run ends"
+    return f"TPU VM {name} ({record.tpu}, {record.capacity}, {zone}), created for this run: {fate}"
+
+
 def _lost(costs: dict[str, float]) -> float:
     return sum(usd for name, usd in costs.items() if name != goodput.TRAINING)
 
 
-def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: float | None = None, price_words: str = "") -> list[str]:
-    """The report for a person: a line per category with its seconds and share, the goodput, its cost, then each attempt."""
+def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: float | None = None, price_words: str = "", vm: str = "") -> list[str]:
+    """The report for a person: a line per category with its seconds and share, the goodput, its cost (and the VM that
+    was created for it), then each attempt with its cost."""
     total = result.total
     so_far = " so far (still running)" if live else ("" if result.finished else " (the timeline stops without the run's end)")
     lines = [f"run {name}: {total.wall_s:.1f}s of wall time{so_far}"]
@@ -130,10 +160,13 @@ def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: flo
         lines.append(f"time not training: {lost / 3600:.2f} h, at {price_per_hour:g} USD/h: {_lost(costs):.2f} USD{split}")
     elif price_words:
         lines.append(f"cost: unknown: {price_words}")
+    if vm:
+        lines.append(vm)
     if len(result.attempts) > 1:
         for attempt in result.attempts:
             ended = f", ended: {attempt.ended}" if attempt.ended else ""
-            lines.append(f"attempt {attempt.number}: {attempt.split.wall_s:.1f}s{ended}")
+            cost = "" if price_per_hour is None else f", {attempt.split.wall_s / 3600 * price_per_hour:.2f} USD"
+            lines.append(f"attempt {attempt.number}: {attempt.split.wall_s:.1f}s{cost}{ended}")
             lines += _categories(attempt.split, "    ")
     if result.skipped:
         lines.append(f"skipped {result.skipped} line(s) of the timeline that are not events (truncated, garbage or out of range)")
