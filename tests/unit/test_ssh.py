@@ -291,7 +291,7 @@ def test_model_dir_moves_with_the_working_directory() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--sync"], "--sync is for launches over ssh: add --hosts, --hostfile or --tpu"),
+        (["--sync"], "--sync is for launches over ssh: add --hosts, --hostfile, --tpu or --new-tpu"),
         (["--remote-dir", "/x"], "--remote-dir is for launches over ssh"),
         (["--fanout", "4"], "--fanout is for launches over ssh"),
         (["--backend", "ssh"], "--backend ssh needs --hosts or --hostfile"),

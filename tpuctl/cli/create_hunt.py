@@ -30,8 +30,8 @@ _CLOUD = ("project", "credentials", "access_token_file")
 
 def plan(flags: dict[str, Any], zones: str | None, capacity: str | None, hunt_timeout: int | None) -> Plan | None:
     """The hunt this create asks for, or None for a plain create in one zone (`flags` then carry its kind)."""
-    from tpuctl.cli.offers import parse_types
     from tpuctl.cloud import nodespec
+    from tpuctl.cloud.capacity.candidates import parse_types
     from tpuctl.settings.cloud import zones_of
     from tpuctl.tpu.capacity import parse_capacities
 

@@ -31,6 +31,16 @@ class Plan:
     timeout_s: float | None
 
 
+def parse_types(text: str) -> list[str]:
+    """`TYPE[,TYPE2...]` (offers, a hunting create, `launch --new-tpu`): each a type tpuctl's table knows, repeats dropped."""
+    from tpuctl.tpu.accelerators import shape_of
+
+    names = list(dict.fromkeys(part.strip() for part in text.split(",")))
+    for name in names:
+        shape_of(name)  # a malformed or unknown type: its one-line error, exit 2
+    return names
+
+
 def offers(api: TpuApi, hunt_plan: Plan, note: Callable[[str], None]) -> Found:
     """gather()'s ranked offers, as `tpuctl offers --model-dir` ranks them for the model-dir setting's bucket; a bucket
     that cannot be read ranks nobody (`note` says why) rather than stopping a create that does not need it."""
