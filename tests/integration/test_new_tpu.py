@@ -191,6 +191,27 @@ def test_ctrl_c_stops_the_workers_deletes_the_vm_and_exits_130(cloud: Cloud) -> 
     assert "Traceback" not in launch.stderr
 
 
+def test_a_detached_run_makes_its_vm_and_tpuctl_stop_deletes_it(cloud: Cloud) -> None:
+    """--detach: the detached process hunts, creates, runs and, stopped by `tpuctl stop`, deletes the VM."""
+    args = [str(cloud.script), "--new-tpu", "v4-16", "--zone", ZONES[1], "--ssh-config", str(cloud.config), "--strategy", "none",
+            "--log-dir", str(cloud.tmp / "logs"), "--env", f"FLAGS={cloud.flags}", "--detach"]  # fmt: skip
+    started = run_tpuctl("launch", *args, env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    wait_for(lambda: all((cloud.flags / f"started-{i}").exists() for i in range(2)), timeout=90)
+    assert [node["labels"][LABEL_KEY] for node in cloud.ours()] == [label_value(run_id)]
+    listed = run_tpuctl("runs", "--json", env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
+    stopped = run_tpuctl("stop", run_id, env=cloud.env, cwd=cloud.tmp, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    record = cloud.record()
+    assert (record["state"], record["node_fate"], record["created_node"]) == ("stopped", "deleted", label_value(run_id))
+    console = (cloud.tmp / "logs" / "console.log").read_text()
+    assert f"tpuctl: deleting TPU VM {label_value(run_id)} in {ZONES[1]}: the service accepted the delete" in console, console
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
+
+
 def _agent_of_worker(run_id: str, attempt: int) -> int | None:
     """The remote agent above a worker of this run and attempt (worker -> its reaper -> the agent), found through
     /proc as a host's own processes would be; None while there is none yet."""
