@@ -212,6 +212,22 @@ def test_a_detached_run_makes_its_vm_and_tpuctl_stop_deletes_it(cloud: Cloud) ->
     cloud.assert_bystanders_survive()
 
 
+def test_a_launch_whose_hosts_never_answer_still_deletes_the_vm(cloud: Cloud, cluster: SshCluster) -> None:
+    """Between the create and the first worker: ssh to the new VM's hosts fails (every address sent to a port nothing
+    listens on); the launch fails in one line and the VM goes all the same."""
+    base = catalog.cidr_block(ZONES[0]).split("/")[0].rsplit(".", 1)[0]
+    dead = cloud.tmp / "dead_config"
+    dead.write_text("".join(f"Host {base}.{n + 2}\n  HostName 127.0.0.1\n  Port {cluster.dead_port}\n\n" for n in range(24)) + cluster.config.read_text())
+    launch = cloud.launch("--zone", ZONES[0], "--ssh-config", str(dead))
+    assert launch.finish() not in (0, 130), launch.stderr
+    record = cloud.record()
+    assert f"tpuctl: deleting TPU VM {record['created_node']} in {ZONES[0]}: the service accepted the delete" in launch.lines, launch.stderr
+    assert (record["state"], record["node_fate"]) == ("failed", "deleted")
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
+    assert "Traceback" not in launch.stderr
+
+
 def _agent_of_worker(run_id: str, attempt: int) -> int | None:
     """The remote agent above a worker of this run and attempt (worker -> its reaper -> the agent), found through
     /proc as a host's own processes would be; None while there is none yet."""
