@@ -228,6 +228,26 @@ def test_a_launch_whose_hosts_never_answer_still_deletes_the_vm(cloud: Cloud, cl
     assert "Traceback" not in launch.stderr
 
 
+def test_ctrl_c_while_the_vm_is_being_created_deletes_it_and_exits_130(cloud: Cloud) -> None:
+    """The create sits in CREATING (a zone that neither makes the node nor says no): Ctrl-C deletes what it made."""
+    cloud.g.faults.stockout(ZONES[0], "stuck")
+    launch = cloud.launch("--zone", ZONES[0])
+    launch.wait_line("tpuctl: creating TPU VM ")
+    (node,) = cloud.ours()
+    assert node["state"] == "CREATING"
+    record = cloud.record()
+    name = record["created_node"]
+    assert record["node_fate"] == "live" and node["name"].endswith(f"/nodes/{name}")
+    launch.proc.send_signal(signal.SIGINT)
+    assert launch.finish(timeout=60) == 130, launch.stderr
+    assert f"Error: interrupted while creating TPU VM {name} for the run" in launch.lines, launch.stderr
+    assert f"tpuctl: deleting TPU VM {name} in {ZONES[0]}: the service accepted the delete" in launch.lines, launch.stderr
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    assert (cloud.record()["state"], cloud.record()["node_fate"]) == ("stopped", "deleted")
+    assert not list((cloud.flags).glob("started-*")) and "Traceback" not in launch.stderr
+    cloud.assert_bystanders_survive()
+
+
 def _agent_of_worker(run_id: str, attempt: int) -> int | None:
     """The remote agent above a worker of this run and attempt (worker -> its reaper -> the agent), found through
     /proc as a host's own processes would be; None while there is none yet."""

@@ -121,8 +121,8 @@ def kept(
         try:
             yield keeper
         except TpuctlError as err:
-            if not keeper.ended:
-                keeper.end(Kind.FAILED.value, err.exit_code)
+            if not keeper.ended:  # a stopping signal that ended the run before its workers could (130): stopped
+                keeper.end((Kind.STOPPED if err.exit_code == INTERRUPTED else Kind.FAILED).value, err.exit_code)
             raise
         finally:
             if not keeper.ended:
