@@ -131,9 +131,11 @@ def test_a_node_gone_already_is_said_and_kept_says_how_to_delete() -> None:
     api = FakeApi()
     vm, log = _vm(api)
     assert vm.delete(vm.name) == f"TPU VM {vm.name} in {ZONE} is gone already" and api.calls == []
+    assert vm.keep("--keep") == f"TPU VM {vm.name} in {ZONE} is gone already: nothing to keep"  # never "kept" what is not there
+    api.add(vm.name, "READY", labels={LABEL_KEY: label_value(RUN)})
     kept = vm.keep("--keep-on-failure: the run failed")
     assert kept.endswith(f"it bills until deleted: tpuctl delete {vm.name} --zone {ZONE}")
-    assert log.said == [("ended", False), ("ended", True)]
+    assert log.said == [("ended", False), ("ended", False), ("ended", True)]
 
 
 def test_a_lost_node_that_is_not_the_run_s_is_not_recreated() -> None:

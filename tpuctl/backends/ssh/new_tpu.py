@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl.cluster.hosts import HostEntry
@@ -78,7 +79,8 @@ class NewTpu:
             said = ", ".join(f"{name} has {count}" for name, count in hosts.items())
             raise TpuctlError(f"--new-tpu types must have as many hosts as each other (the launch is planned for them): {said}")
         flags = {"project": options.project, "zone": options.tpu_zone, "zones": options.zones, "capacity": options.capacity}
-        resolved = settings.resolve({key: value for key, value in flags.items() if value is not None})
+        self.flags = {key: value for key, value in flags.items() if value is not None}
+        resolved = settings.resolve(self.flags)
         # flex-start needs a run duration and queues; a run's VM is made now or hunted elsewhere (docs/capacity.md).
         capacities = parse_capacities(resolved.get("capacity") or ON_DEMAND, tuple(kind for kind in KINDS if kind != FLEX_START))
         across = resolved.given("zones") and not options.tpu_zone
@@ -88,12 +90,18 @@ class NewTpu:
         self.name = ""  # the node's, once the run id is known (run_vm.node_name)
         self.vm: RunVm | None = None
 
-    def wanted(self) -> Wanted:
+    def wanted(self, model_dir: str | None) -> Wanted:
+        """The hunt as the launch asks it; a gs:// --model-dir ranks zones by their distance to its bucket, as the
+        model-dir setting does for `tpuctl create --zones` (candidates.offers)."""
         from tpuctl.cloud.capacity.run_vm import Wanted
+        from tpuctl.settings import cloud as settings
 
-        resolved = self.plan.resolved
+        plan = self.plan
+        if model_dir and model_dir.startswith("gs://"):
+            plan = replace(plan, resolved=settings.resolve({**self.flags, "model_dir": model_dir}))
+        resolved = plan.resolved
         image = resolved.get("runtime-version") if resolved.given("runtime-version") else None
-        return Wanted(self.plan, image, float(resolved.require("create-deadline")))
+        return Wanted(plan, image, float(resolved.require("create-deadline")))
 
     def cost(self) -> SliceCost | None:
         return None  # no VM yet: the record is told its type, zone and price the moment the create is accepted
@@ -112,7 +120,7 @@ class NewTpu:
         from tpuctl.cloud.tpu import TpuApi
         from tpuctl.safety import signals
 
-        vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(), _Log(context, self), context.notice)
+        vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job.model_dir), _Log(context, self), context.notice)
         self.vm, self.name = vm, vm.name
         ended: Kind | None = None
         try:

@@ -176,9 +176,12 @@ class RunVm:
 
     def keep(self, why: str) -> str:
         """Leave the node running, and say how to delete it."""
-        spec = self.spec
+        spec = self.spec or self._saved()
         if spec is None:
             return f"no TPU VM was created for this run ({self.name})"
+        if self.api.get_node(spec.zone, self.name) is None:  # a hunt that found nothing left nothing to keep
+            self.log.ended(spec, kept=False)
+            return f"TPU VM {self.name} in {spec.zone} is gone already: nothing to keep"
         self.log.ended(spec, kept=True)
         return f"kept TPU VM {self.name} in {spec.zone} ({why}); it bills until deleted: tpuctl delete {self.name} --zone {spec.zone}"
 
