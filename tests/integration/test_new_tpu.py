@@ -29,7 +29,7 @@ from tpuctl.cloud.run_nodes import LABEL_KEY, label_value
 
 ZONES = ["us-central2-a", "us-central2-b"]  # v4 is priced in us-central2 (the billing stand-in's SKUs)
 OTHER_RUN = "20261127-080000-other-beef"
-# Each worker says where it runs, waits for the test's word (or not: GO set), and exits with EXIT.
+# Each worker says where it runs, waits for the test's word on its first attempt, and exits with EXIT.
 WORKER = """\
 import os, sys, time
 from pathlib import Path
@@ -39,7 +39,7 @@ index = os.environ["TPUCTL_WORKER_INDEX"]
 print(f"worker {index} of run {os.environ['TPUCTL_RUN_ID']}", flush=True)
 (flags / f"started-{index}").write_text("")
 end = time.monotonic() + 120
-while not (flags / "go").exists() and time.monotonic() < end:
+while os.environ["TPUCTL_ATTEMPT"] == "1" and not (flags / "go").exists() and time.monotonic() < end:
     time.sleep(0.05)
 sys.exit(int(os.environ.get("EXIT", "0")))
 """
@@ -267,6 +267,31 @@ def _agent_of_worker(run_id: str, attempt: int) -> int | None:
 
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the_record_follows(cloud: Cloud) -> None:
+    """Babysit's recovery: the own zone first; it stocks out, so the hunt over the run's zones makes the VM in the
+    other one; the record follows it there (zone, price), and the VM is deleted there at the end."""
+    order = _ranked(cloud)
+    launch = cloud.launch("--zones", ",".join(order))
+    cloud.started(launch)
+    record = cloud.record()
+    run_id, name = record["run_id"], record["created_node"]
+    assert record["zone"] == order[0]
+    agent = _agent_of_worker(run_id, 1)
+    assert agent is not None
+    cloud.g.faults.stockout(order[0], "capacity")
+    cloud.g.preempt(order[0], name)
+    os.kill(agent, signal.SIGKILL)  # the preempted host takes worker 0's session with it
+    assert launch.finish() == 0, launch.stderr
+    notices = [line for line in launch.lines if line.startswith("tpuctl: ")]
+    assert any(f"{order[0]} has no capacity (code 8); hunting over 1 other candidate, next: {order[1]}" in line for line in notices), launch.stderr
+    assert any(f"TPU VM {name} is READY again: recreated in {order[1]} as on-demand" in line for line in notices), launch.stderr
+    assert f"tpuctl: deleting TPU VM {name} in {order[1]}: the service accepted the delete" in notices
+    ended = cloud.record()
+    assert (ended["zone"], ended["node_fate"], ended["state"], ended["price_per_hour"]) == (order[1], "deleted", "succeeded", pytest.approx(27.2))
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
 
 
 def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(cloud: Cloud) -> None:
