@@ -202,6 +202,10 @@ class _Log:
     def __init__(self, context: RunContext, made: NewTpu) -> None:
         self.context, self.made = context, made
 
+    def _amend(self, **fields: Any) -> None:
+        if self.context.amend_record is not None:
+            self.context.amend_record(**fields)
+
     def _event(self, name: str, **fields: Any) -> None:
         if self.context.timeline is not None:
             self.context.timeline.event(name, **fields)
@@ -209,7 +213,7 @@ class _Log:
     def _where(self, spec: NodeSpec, usd: float | None) -> None:
         vm = self.made.vm
         note = vm.book.describe() if vm is not None and vm.book is not None else None
-        self.context.amend_record(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note)
+        self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note)
 
     def hunting(self, tries: Sequence[Candidate]) -> None:
         from tpuctl.runs import timeline as tl
@@ -220,7 +224,7 @@ class _Log:
         from tpuctl.runs import records
         from tpuctl.runs import timeline as tl
 
-        self.context.amend_record(created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)
+        self._amend(created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)
         self._where(spec, usd_per_hour)
         self._event(tl.NODE_CREATE, node=spec.name, zone=spec.zone, type=spec.accelerator(), capacity=spec.capacity())
 
@@ -247,7 +251,7 @@ class _Log:
         from tpuctl.runs import timeline as tl
 
         fate = records.NODE_KEPT if kept else records.NODE_DELETED
-        self.context.amend_record(node_fate=fate)
+        self._amend(node_fate=fate)
         self._event(tl.NODE_DELETE, node=spec.name, zone=spec.zone, fate=fate)
 
 
