@@ -225,3 +225,49 @@ def test_the_launch_summary_says_the_goodput_and_the_biggest_losses_and_outcome_
     quiet: list[str] = []
     summarise(Outcome(0, 1, 5.0, goodput=goodput.analyse([ev(0, tl.RUN_START), ev(5, tl.RUN_END)])), "1 worker(s)", Path("/l"), quiet.append, quiet.append)
     assert len(quiet) == 1  # no steps seen (a plain script): no goodput line
+
+
+def test_a_run_s_own_vm_splits_hunting_provisioning_and_preemption_recovery_out_of_other_and_restart() -> None:
+    """launch --new-tpu: 12 s hunting (two stocked-out zones), 20 s creating and waiting for READY before attempt 1;
+    after its preemption, 30 s recreating the node before attempt 2; the rest of each span keeps its old category."""
+    events = [
+        ev(0, tl.RUN_START),
+        ev(1, tl.PROVISION_BEGIN, types="v4-16", candidates=3),
+        ev(3, tl.NODE_CREATE, node="tpuctl-x", zone="a"),
+        ev(13, tl.NODE_CREATE, node="tpuctl-x", zone="c"),
+        ev(33, tl.PROVISION_END, node="tpuctl-x", zone="c", hunting_s=12.0, tried=2),
+        ev(35, tl.ATTEMPT_START, 1),
+        ev(36, tl.RUNTIME_READY, 1, "worker:0"),
+        ev(40, tl.FIRST_STEP, 1, "worker:0", step=1, source="keras"),
+        *steps(1, [(60, 100)]),
+        ev(61, tl.PREEMPTED, 1, "worker:0"),
+        ev(62, tl.ATTEMPT_END, 1, result="preempted"),
+        ev(63, tl.RESTART, 1, why="preemption"),
+        ev(64, tl.RECREATE_BEGIN, node="tpuctl-x", zone="c", condition="PREEMPTED"),
+        ev(94, tl.RECREATE_END, node="tpuctl-x", zone="c"),
+        ev(95, tl.ATTEMPT_START, 2),
+        ev(96, tl.RUNTIME_READY, 2, "worker:0"),
+        ev(100, tl.FIRST_STEP, 2, "worker:0", step=101, source="keras"),
+        *steps(2, [(120, 200)]),
+        ev(121, tl.ATTEMPT_END, 2, result="succeeded"),
+        ev(122, tl.NODE_DELETE, node="tpuctl-x", zone="c", fate="deleted"),
+        ev(124, tl.RUN_END),
+    ]
+    report = goodput.analyse(sorted(events, key=lambda e: e.t))
+    found = cats(report)
+    assert found[goodput.HUNTING] == 12 and found[goodput.PROVISIONING] == 20  # 1 -> 13, 13 -> 33
+    assert found[goodput.RECOVERY] == 30  # 64 -> 94
+    assert found[goodput.RESTART] == 2 + 1 + 5  # 62 -> 64 and 94 -> 95 between the attempts, 95 -> 100 to attempt 2's first step
+    # before the hunt, after it until attempt 1, after each attempt's last step, after the last attempt (the delete)
+    assert found[goodput.OTHER] == 1 + 2 + 2 + 1 + 3
+    assert found[goodput.TRAINING] == 40 and found[goodput.START_UP] == 1 and found[goodput.FIRST_STEP] == 4
+    assert report.total.wall_s == pytest.approx(124) and sum(found.values()) == pytest.approx(124)
+    assert report.summary_line() == "goodput 32%: 24% preemption recovery, 16% provisioning, 10% stockout hunting"
+
+
+def test_a_hunt_that_never_ends_runs_to_the_run_s_end_and_a_hunting_share_never_passes_its_span() -> None:
+    """A launcher killed while it hunted: no provision_end, no attempt; a hunting_s larger than the span is cut to it."""
+    lost = goodput.analyse([ev(0, tl.RUN_START), ev(2, tl.PROVISION_BEGIN), ev(50, tl.NODE_CREATE, zone="a")])
+    assert cats(lost) == {goodput.OTHER: 2, goodput.PROVISIONING: 48}
+    odd = goodput.analyse([ev(0, tl.RUN_START), ev(0, tl.PROVISION_BEGIN), ev(10, tl.PROVISION_END, hunting_s=1e9), ev(11, tl.RUN_END)])
+    assert cats(odd) == {goodput.HUNTING: 10, goodput.OTHER: 1}

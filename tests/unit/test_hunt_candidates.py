@@ -1,4 +1,4 @@
-"""A hunt's candidates (tpuctl/cli/create_hunt.py) from offers as gather() ranks them: each candidate ranked by the
+"""A hunt's candidates (tpuctl/cloud/capacity/candidates.py) from offers as gather() ranks them: each candidate ranked by the
 stockouts remembered for its own kind, flex-start judged by the preemptible quota it draws on, and zones known short
 of quota skipped. The stockout memory is tpuctl's own, in a private state folder; the offers are what gather makes."""
 
@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from tpuctl.cli.create_hunt import Plan, _all_short, _candidates, _priced
+from tpuctl.cloud.capacity.candidates import Plan
+from tpuctl.cloud.capacity.candidates import all_short as _all_short
+from tpuctl.cloud.capacity.candidates import candidates as _candidates
+from tpuctl.cloud.capacity.candidates import priced as _priced
 from tpuctl.cloud.capacity.gather import Found
 from tpuctl.tpu import stockouts
 from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, SPOT, Capacity, parse_capacities

@@ -110,3 +110,17 @@ def test_a_record_is_written_whole_and_private(state: Path, tmp_path: Path) -> N
     path = records.folder() / f"{record.run_id}.json"
     assert path.stat().st_mode & 0o777 == 0o600 and records.folder().stat().st_mode & 0o777 == 0o700
     assert RunRecord.from_json(json.loads(path.read_text())) == record
+
+
+def test_answering_through_the_record_s_keeper_keeps_what_the_run_changed_meanwhile(state: Path, tmp_path: Path) -> None:
+    """A run's own TPU VM moves zone while the supervisor answers stacks: the end of answering must not write back the
+    record as it was when the supervisor started (issue 38: the zone, and the VM's fate, are what `runs` deletes by)."""
+    from tpuctl.runs.recorded import Keeper
+
+    keeper = Keeper(_record(tmp_path, "20260101-000000-train-move", os.getpid()), print)
+    with stacks_request.answering(keeper.record, keeper.amend):
+        keeper.amend(zone="us-east5-a", created_node="r20260101-000000-train-move", node_fate="live")
+        (found,) = records.read_all(print)
+        assert (found.answers_stacks, found.zone) == (True, "us-east5-a")
+    (found,) = records.read_all(print)
+    assert (found.answers_stacks, found.zone, found.created_node) == (False, "us-east5-a", "r20260101-000000-train-move")

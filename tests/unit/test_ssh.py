@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from tests.conftest import ROOT, run_tpuctl
 from tpuctl.backends.ssh import session, sync, wire
 from tpuctl.backends.ssh.placement import RemotePaths, place
+from tpuctl.cloud.run_nodes import label_value
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import profiling
@@ -291,7 +292,7 @@ def test_model_dir_moves_with_the_working_directory() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--sync"], "--sync is for launches over ssh: add --hosts, --hostfile or --tpu"),
+        (["--sync"], "--sync is for launches over ssh: add --hosts, --hostfile, --tpu or --new-tpu"),
         (["--remote-dir", "/x"], "--remote-dir is for launches over ssh"),
         (["--fanout", "4"], "--fanout is for launches over ssh"),
         (["--backend", "ssh"], "--backend ssh needs --hosts or --hostfile"),
@@ -303,6 +304,15 @@ def test_model_dir_moves_with_the_working_directory() -> None:
         (["--hosts", "a", "--ssh-option", "NoValue"], "--ssh-option 'NoValue' is not NAME=VALUE"),
         (["--hosts", "a", "--ssh-option", "Bogus=1"], "ssh rejects the options: command-line: line 0: Bad configuration option: bogus"),
         (["--hosts", "a", "--ssh-key", "/no/such/key"], "'--ssh-key': File '/no/such/key' does not exist"),
+        (["--new-tpu", "v4-16", "--tpu", "pod"], "give one of --hosts, --hostfile, --tpu, --new-tpu"),
+        (["--new-tpu", "v4-16", "--hosts", "a"], "give one of --hosts, --hostfile, --tpu, --new-tpu"),
+        (["--new-tpu", "v4-16", "--backend", "local"], "--new-tpu runs workers over ssh, not with --backend local"),
+        (["--new-tpu", "v4-16", "--backend", "vertex"], "--new-tpu runs workers over ssh, not with --backend vertex"),
+        (["--new-tpu", "v4-16,v4-8", "--zone", "us-central2-b"], "--new-tpu types must have as many hosts as each other"),
+        (["--new-tpu", "v9-8"], "unknown TPU generation 'v9'"),
+        (["--hosts", "a", "--keep"], "--zones, --capacity, --keep and --keep-on-failure are for --new-tpu TYPE"),
+        (["--tpu", "pod", "--zones", "all"], "--zones, --capacity, --keep and --keep-on-failure are for --new-tpu TYPE"),
+        (["--keep-on-failure"], "--keep-on-failure is for launches over ssh: add --hosts, --hostfile, --tpu or --new-tpu"),
     ],
 )
 def test_bad_ssh_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
@@ -374,3 +384,15 @@ def test_a_remote_dry_run_shows_the_remote_side_and_warns_about_laptop_paths(tmp
     assert f"sync: {os.path.dirname(os.path.abspath(EXAMPLE))}/ -> each host's /srv/train/, the files chosen by" in synced.stdout
     assert "sync: with: rsync -a " in synced.stdout
     assert "ssh to node-a.invalid: ssh " in synced.stdout and "warning:" not in synced.stdout
+
+
+def test_a_dry_run_of_new_tpu_plans_its_hosts_names_its_vm_and_creates_nothing() -> None:
+    """The VM's hosts are placeholders (one per host of the type) until it exists; the dry run reads no API."""
+    result = run_tpuctl("launch", EXAMPLE, "--new-tpu", "v4-16", "--zone", "us-central2-b", "--project", "my-proj", "--keep-on-failure",
+                        "--python", "python3", "--dry-run", "--json", env={**os.environ, "TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert [w["host"] for w in shown["workers"]] == ["new-tpu-host-0", "new-tpu-host-1"]
+    made = shown["remote"]["new_tpu"]
+    assert made["name"] == label_value(shown["run_id"]) and made["types"] == ["v4-16"] and made["zones"] == "us-central2-b"
+    assert made["at_end"] == "kept if the run fails, deleted otherwise" and made["capacity"] == ["on-demand"]

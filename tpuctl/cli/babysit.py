@@ -17,7 +17,7 @@ from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_opt
 from tpuctl.cli.display import StatusLine
 
 if TYPE_CHECKING:
-    from tpuctl.cli.create_hunt import Plan
+    from tpuctl.cloud.capacity.candidates import Plan
     from tpuctl.cloud.capacity.recovery import Candidates
     from tpuctl.cloud.nodespec import NodeSpec
     from tpuctl.runs.recorded import Recorded
@@ -102,7 +102,7 @@ def babysit(
 def _asked(resolved: Settings, flag: str | None) -> Plan | None:
     """The hunt --zones/--capacity (or the zones/capacity settings) ask for, checked before anything is read: the
     node's type and own kind are filled in from its spec (_hunting). No zones: the node's own zone (zones == [])."""
-    from tpuctl.cli.create_hunt import Plan
+    from tpuctl.cloud.capacity.candidates import Plan
     from tpuctl.settings.cloud import zones_of
     from tpuctl.tpu.capacity import FLEX_START, KINDS, parse_capacities
 
@@ -121,7 +121,7 @@ def _asked(resolved: Settings, flag: str | None) -> Plan | None:
 
 def _saved_hunt(spec: NodeSpec, resolved: Settings) -> Plan | None:
     """The hunt the node's create made (its saved zones and kinds), when babysit is given none of its own."""
-    from tpuctl.cli.create_hunt import Plan
+    from tpuctl.cloud.capacity.candidates import Plan
     from tpuctl.settings.cloud import zones_of
     from tpuctl.tpu.capacity import FLEX_START, parse_capacities
 

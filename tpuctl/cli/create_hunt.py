@@ -8,39 +8,30 @@ of today's flags (`--zone`, `--spot`, `--preemptible`) is no hunt: node_ops keep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tpuctl.cli.cloud_options import resolve, tpu_api
 from tpuctl.cli.display import StatusLine
-from tpuctl.inputs.errors import FAILED, TpuctlError
-from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity, reservation_zone
+from tpuctl.cloud.capacity.candidates import Plan, Skipped, all_short, offers
+from tpuctl.cloud.capacity.candidates import candidates as find_candidates
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SPOT, Capacity
 
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.gather import Found
     from tpuctl.cloud.capacity.hunt import Candidate, Hunted, Tried
     from tpuctl.cloud.nodespec import NodeSpec
-    from tpuctl.cloud.tpu import TpuApi
-    from tpuctl.settings.cloud import Settings
 
 _CLOUD = ("project", "credentials", "access_token_file")
 
 
-@dataclass(frozen=True)
-class Plan:
-    types: list[str]
-    capacities: list[Capacity]
-    zones: list[str] | None  # None: every zone the TPU API lists
-    resolved: Settings
-    timeout_s: float | None
-
-
 def plan(flags: dict[str, Any], zones: str | None, capacity: str | None, hunt_timeout: int | None) -> Plan | None:
     """The hunt this create asks for, or None for a plain create in one zone (`flags` then carry its kind)."""
-    from tpuctl.cli.offers import parse_types
     from tpuctl.cloud import nodespec
+    from tpuctl.cloud.capacity.candidates import parse_types
     from tpuctl.settings.cloud import zones_of
     from tpuctl.tpu.capacity import parse_capacities
 
@@ -92,10 +83,10 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
 
     resolved = hunt_plan.resolved
     api = tpu_api(resolved)
-    found = _offers(api, hunt_plan)
-    candidates, skipped = _candidates(found, hunt_plan)
+    found = offers(api, hunt_plan, _note)
+    candidates, skipped = find_candidates(found, hunt_plan)
     if not candidates and skipped:
-        raise _all_short(skipped)
+        raise all_short(skipped)
     if not candidates:
         raise TpuctlError("no zone offers these types for these capacity kinds", hint="`tpuctl offers TYPE` lists what each zone offers")
     if flags["queued"] and len(candidates) > 1:
@@ -130,95 +121,6 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
             click.echo(json.dumps({"name": name, "created": False, "error": stopped.message, "hunt": {"tries": tried, "skipped": _skips(skipped)}}, indent=2))
         raise
     _report(done, found, listed.get("price"), no_wait, as_json, skipped)
-
-
-def _offers(api: TpuApi, hunt_plan: Plan) -> Found:
-    """gather()'s ranked offers, as `tpuctl offers --model-dir` ranks them for the model-dir setting's bucket; a bucket
-    that cannot be read ranks nobody (a note says why) rather than stopping a create that does not need it."""
-    from tpuctl.cloud.capacity.gather import gather
-
-    resolved, kinds = hunt_plan.resolved, _priced(hunt_plan.capacities)
-    bucket = _bucket(resolved.get("model-dir"))
-    try:
-        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, bucket)
-    except TpuctlError as err:
-        if bucket is None:
-            raise
-        click.echo(f"tpuctl: note: ranking without the distance to gs://{bucket}: {err.message}", err=True)
-        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, None)
-
-
-def _priced(capacities: list[Capacity]) -> list[str]:
-    """The kinds offers ranks and prices (on-demand, spot) that stand for the kinds asked, by the quota each draws on:
-    preemptible and flex-start draw on the preemptible quota (Cloud TPU docs: quota; request-using-flex-start), so they are
-    read as spot; a reservation is ranked as on-demand. Reserved and flex-start have no list price (_candidates)."""
-    return list(dict.fromkeys(SPOT if c.kind in (SPOT, PREEMPTIBLE, FLEX_START) else ON_DEMAND for c in capacities))
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A candidate left out of the hunt: its zone's quota is known too small for the slice (a quota refusal would
-    end the hunt there, so it is never tried); unknown quota stays a candidate."""
-
-    candidate: Candidate
-    headroom: int
-    chips: int
-    quota: str | None  # the quota's id (tpuctl/cloud/capacity/quotas.py), None for a generation tpuctl has none for
-
-    @property
-    def why(self) -> str:
-        return f"skipped: quota holds {self.headroom} of {self.chips} chips"
-
-
-def _candidates(found: Found, hunt_plan: Plan) -> tuple[list[Candidate], list[Skipped]]:
-    """(type, kind, zone) in the user's order of types, then of kinds, then the zones as offers ranks them, each by
-    the stockouts remembered for its own kind (a reservation's stockout is not on-demand's); and the skipped ones."""
-    from tpuctl.cloud.capacity.hunt import Candidate
-    from tpuctl.cloud.capacity.quotas import quota_id
-    from tpuctl.tpu import offers, stockouts
-    from tpuctl.tpu.accelerators import shape_of
-
-    candidates: list[Candidate] = []
-    skipped: list[Skipped] = []
-    for name in hunt_plan.types:
-        for capacity in hunt_plan.capacities:
-            kind = _priced([capacity])[0]
-            listed = capacity.kind in (ON_DEMAND, SPOT, PREEMPTIBLE)  # reserved and flex-start: no list price
-            only = reservation_zone(capacity.reservation)  # a full reservation name: its own zone alone
-            own = [
-                replace(o, stocked_out_at=stockouts.recent(found.project, o.zone, name, capacity.kind))
-                for o in found.offers
-                if o.accelerator_type == name and only in (None, o.zone)
-            ]
-            for offer in offers.rank(own, [name], [kind]):
-                candidate = Candidate(name, capacity, offer.zone, offer.usd_per_hour if listed else None)
-                if offer.quota_fits is False and offer.headroom is not None:
-                    skipped.append(Skipped(candidate, offer.headroom, offer.chips, quota_id(shape_of(name), kind)))
-                else:
-                    candidates.append(candidate)
-    return candidates, skipped
-
-
-def _all_short(skipped: list[Skipped]) -> TpuctlError:
-    """Every candidate skipped for quota: one line naming each quota and the zones it is short in."""
-    by_quota: dict[str, list[str]] = {}
-    for s in skipped:
-        quota = s.quota or f"{s.candidate.accelerator_type} {s.candidate.capacity} quota"
-        by_quota.setdefault(quota, []).append(f"{s.candidate.zone} ({s.headroom} of {s.chips} chips)")
-    said = "; ".join(f"{quota} in {', '.join(dict.fromkeys(zones))}" for quota, zones in by_quota.items())
-    return TpuctlError(
-        f"no candidate zone has quota for the slice: {said}",
-        hint="request more quota (console: IAM & Admin > Quotas, service tpu.googleapis.com), or hunt over other zones, kinds or types",
-        exit_code=FAILED,
-    )
-
-
-def _bucket(model_dir: str | None) -> str | None:
-    if not model_dir:
-        return None
-    from tpuctl.cloud.iam import bucket_of
-
-    return bucket_of(model_dir)
 
 
 def _tries(tried: list[Tried], done: Hunted | None = None) -> list[dict[str, object]]:
@@ -264,6 +166,11 @@ def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: b
 
 
 def ranked(hunt_plan: Plan) -> list[Candidate]:
-    """The plan's candidates, best first: what `create --zones` tries, and what babysit hunts through once a lost
-    node's own zone has stocked out (tpuctl/cloud/capacity/recovery.py)."""
-    return _candidates(_offers(tpu_api(hunt_plan.resolved), hunt_plan), hunt_plan)[0]
+    """The plan's candidates, best first (tpuctl/cloud/capacity/candidates.py), the API client made from its settings."""
+    from tpuctl.cloud.capacity.candidates import ranked as ranked_with
+
+    return ranked_with(tpu_api(hunt_plan.resolved), hunt_plan, _note)
+
+
+def _note(line: str) -> None:
+    click.echo(f"tpuctl: {line}", err=True)

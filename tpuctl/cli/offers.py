@@ -66,6 +66,8 @@ def _offers(
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
     if not types:
         return _zone_types(tpu_api(resolved), wanted or [resolved.require("zone")], as_json)
+    from tpuctl.cloud.capacity.candidates import parse_types
+
     names, kinds = parse_types(types), _kinds(capacity)
     bucket = _bucket(model_dir)
     from tpuctl.cloud.capacity.gather import gather
@@ -75,15 +77,6 @@ def _offers(
         click.echo(json.dumps([_json(o, found) for o in found.offers], indent=2))
         return
     _table(found)
-
-
-def parse_types(text: str) -> list[str]:
-    from tpuctl.tpu.accelerators import shape_of
-
-    names = list(dict.fromkeys(part.strip() for part in text.split(",")))
-    for name in names:
-        shape_of(name)  # a malformed or unknown type: its one-line error, exit 2
-    return names
 
 
 def _kinds(text: str) -> list[str]:

@@ -37,6 +37,7 @@ from tpuctl.safety import reaper, signals
 STOP_GRACE_S = 10.0
 POLL_S = 0.2  # how often the command's exit is checked between looks at the node
 READY_AGAIN_TIMEOUT_S = 30 * 60.0  # how long a launch waits for its TPU VM after a preemption (docs/ssh.md)
+MAX_RECREATES = 10  # how often a lost node is recreated before babysit (and a `launch --new-tpu`) gives up
 LOOK_TIMEOUT_S = 120.0  # one look at the node, retries included (TpuApi gives each request 60 s)
 # States a node does not leave for READY by itself: only a new create helps.
 NO_RETURN = ("TERMINATED", "DELETING")
@@ -84,7 +85,7 @@ class NodeWatch:
 
     command: tuple[str, ...] = ()
     interval_s: float = 30.0
-    max_recreates: int = 10
+    max_recreates: int = MAX_RECREATES
     note: Callable[[str], None] = lambda message: None  # one line for the user (the CLI prefixes "babysit: ")
     status: Callable[[str], AbstractContextManager[Progress]] = lambda title: _quiet()  # a progress line around each wait
     start: Callable[[tuple[str, ...]], Command] = Command

@@ -55,6 +55,9 @@ class NodeSpec:
     # spelling): babysit hunts the same way when recreating the node. None: the create did not hunt (older specs too).
     hunt_zones: str | None = None
     hunt_capacity: str | None = None
+    # The node's description (the API's Node.description): `launch --new-tpu` writes the full run id there, which
+    # the label (cut to Cloud's label rules) may not hold whole.
+    description: str | None = None
 
     def accelerator(self) -> str:
         return self.accelerator_type or f"{self.config_type} {self.topology}"
@@ -106,6 +109,8 @@ class NodeSpec:
             node["serviceAccount"] = {"email": self.service_account, "scope": ["https://www.googleapis.com/auth/cloud-platform"]}
         if self.startup_script is not None:
             node["metadata"] = {"startup-script": self.startup_script}
+        if self.description is not None:
+            node["description"] = self.description
         return node
 
     def queued_resource(self) -> JSON:
@@ -191,7 +196,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     f: (str, type(None))
     for f in (
         "accelerator_type", "config_type", "topology", "valid_until", "network", "subnetwork", "service_account", "startup_script",
-        "reservation", "max_run_duration", "hunt_zones", "hunt_capacity",
+        "reservation", "max_run_duration", "hunt_zones", "hunt_capacity", "description",
     )
 } | {f: (bool,) for f in ("spot", "preemptible", "queued", "reserved", "flex_start")} | {"labels": (dict,)}
 

@@ -47,6 +47,13 @@ def execute(
     on = launch.runner.slice_cost()
     with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached, on=on) as keeper:
         context.record = keeper.record if keeper.written else None
+
+        def amend(**fields: object) -> None:
+            keeper.amend(**fields)
+            if context.record is not None:
+                context.record = keeper.record  # what the supervisor and a run's own VM read is the record as written
+
+        context.amend_record = amend
         context.timeline = tl.Timeline(folder.timeline, warn=context.notice)  # opened once the run holds its folder
         try:
             if started is not None:

@@ -49,6 +49,9 @@ class RunContext:
     verbose: bool = False  # --verbose: TensorFlow's start-up log lines on the console too
     record: RunRecord | None = None  # the run's record (tpuctl/runs/records.py), where the supervisor says what it answers
     timeline: Timeline | None = None  # the run's timeline (tpuctl/runs/timeline.py): the engines write what happens when
+    # Change fields of the run's record while it runs (Keeper.amend, the record's one writer): a run's own TPU VM, named
+    # the moment it exists; the supervisor's answers_stacks. None where the run keeps no record.
+    amend_record: Callable[..., None] | None = None
 
 
 class BackendOptions:

@@ -28,7 +28,11 @@ from tpuctl.runs.folder import RunFolder
 START_UP, FIRST_STEP, TRAINING = "start-up", "first step", "training steps"
 SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER = "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"
 EVALUATION = "evaluation"
-CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, EVALUATION, LOST_WORK, RESTART, HANG, OTHER)
+# A run's own TPU VM (`launch --new-tpu`, timeline.NODE_EVENTS): the time before the first attempt spent getting it
+# (hunting: the tries that stocked out; provisioning: the try that held, create and READY), and the time between two
+# attempts spent recreating it after a preemption. Carved out of `other` and `restart`, which keep the rest of those spans.
+PROVISIONING, HUNTING, RECOVERY = "provisioning", "stockout hunting", "preemption recovery"
+CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, EVALUATION, LOST_WORK, RESTART, HANG, OTHER, PROVISIONING, HUNTING, RECOVERY)
 _CLOCK_LIMIT = compact.CLOCK_LIMIT
 # bytes: a week of 64 workers samples ~150 MB of steps, read streamed (~2 s, 20 bytes kept a step line); 4 GiB is ~25
 # such weeks, and past it the file is no timeline of ours (a link to a disk image) and not worth minutes of reading.
@@ -138,7 +142,8 @@ def of_compact(read: compact.Compact, *, now: float | None = None, windows: int 
     attempts = _attempts(read, begin, end)
     if attempts and not finished:
         attempts[-1].unended = True
-    cuts = {begin, end}
+    node = _NodeSpans.of(events, attempts, end)
+    cuts = {begin, end, *node.cuts()}
     for attempt in attempts:
         cuts.update(attempt.cuts())
     points = sorted(t for t in cuts if begin <= t <= end)
@@ -155,6 +160,8 @@ def of_compact(read: compact.Compact, *, now: float | None = None, windows: int 
         else:
             owner = attempts[index]
             category = owner.category(middle, restarted=index > 0)
+        if category in (OTHER, RESTART):  # outside every attempt's own time: the run's VM may account for it
+            category = node.category(middle) or category
         total.add(category, b - a)
         if owner is not None:
             per_attempt[owner.number].add(category, b - a)
@@ -215,6 +222,48 @@ def read_folder(folder: RunFolder) -> compact.Compact:
 def now_of(read: compact.Compact) -> float:
     """The present on the timeline's clock: its last event plus the wall clock's advance since (a run still going)."""
     return min(read.high + max(0.0, time.time() - read.last_wall), _CLOCK_LIMIT)
+
+
+@dataclass
+class _NodeSpans:
+    """The spans a run's own TPU VM took (timeline.NODE_EVENTS): getting it (the stocked-out tries first), and getting it
+    back after each preemption. A begin with no end runs to the next attempt's start, else to the run's end."""
+
+    hunting: list[tuple[float, float]]
+    provisioning: list[tuple[float, float]]
+    recovery: list[tuple[float, float]]
+
+    @classmethod
+    def of(cls, events: Sequence[tl.Event], attempts: Sequence[_Attempt], end: float) -> _NodeSpans:
+        starts = sorted(attempt.start for attempt in attempts)
+        hunting: list[tuple[float, float]] = []
+        provisioning: list[tuple[float, float]] = []
+        recovery: list[tuple[float, float]] = []
+        for begin_name, end_name, into in ((tl.PROVISION_BEGIN, tl.PROVISION_END, provisioning), (tl.RECREATE_BEGIN, tl.RECREATE_END, recovery)):
+            opened: tl.Event | None = None
+            for e in events:
+                if e.event == begin_name and opened is None:
+                    opened = e
+                elif e.event == end_name and opened is not None:
+                    into.append((opened.t, e.t))
+                    if into is provisioning:
+                        hunted = max(0.0, compact.number(e.fields.get("hunting_s")) or 0.0)
+                        hunting.append((opened.t, min(e.t, opened.t + hunted)))
+                    opened = None
+            if opened is not None:
+                later = [t for t in starts if t > opened.t]
+                into.append((opened.t, later[0] if later else end))
+        return cls(sorted(hunting), sorted(provisioning), sorted(recovery))
+
+    def cuts(self) -> list[float]:
+        return [t for span in (*self.hunting, *self.provisioning, *self.recovery) for t in span]
+
+    def category(self, t: float) -> str | None:
+        if _within(self.hunting, t):
+            return HUNTING
+        if _within(self.provisioning, t):
+            return PROVISIONING
+        return RECOVERY if _within(self.recovery, t) else None
 
 
 @dataclass

@@ -70,6 +70,12 @@ class Keeper:
         self.ended = False
         self.written = self._write(record)
 
+    def amend(self, **fields: object) -> None:
+        """Change fields of the running record (a run's own TPU VM, as it is created, moved and ended) and write it
+        at once, so a launcher killed the next moment leaves a record naming the VM; `end` keeps them."""
+        self.record = replace(self.record, **fields)  # type: ignore[arg-type]
+        self._write(self.record)
+
     def end(self, state: str, exit_code: int | None, job: str | None = None, goodput: float | None = None) -> None:
         self.ended = True
         self._write(replace(self.record, state=state, ended=time.time(), exit_code=exit_code, job=job or self.record.job, goodput=goodput))
@@ -115,8 +121,8 @@ def kept(
         try:
             yield keeper
         except TpuctlError as err:
-            if not keeper.ended:
-                keeper.end(Kind.FAILED.value, err.exit_code)
+            if not keeper.ended:  # a stopping signal that ended the run before its workers could (130): stopped
+                keeper.end((Kind.STOPPED if err.exit_code == INTERRUPTED else Kind.FAILED).value, err.exit_code)
             raise
         finally:
             if not keeper.ended:

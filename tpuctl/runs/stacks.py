@@ -14,7 +14,7 @@ import errno
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from tpuctl import endings
@@ -27,16 +27,24 @@ DEFAULT_WAIT_S = 30.0  # py-spy on every worker, over ssh, takes seconds
 
 
 @contextlib.contextmanager
-def answering(record: RunRecord) -> Iterator[None]:
+def answering(record: RunRecord, amend: Callable[..., None] | None = None) -> Iterator[None]:
     """While the block runs, the run's record says its SIGQUIT shows the stacks. A record that cannot be
-    written costs only `tpuctl stacks` (SIGQUIT to the launch still works), never the launch."""
-    with contextlib.suppress(OSError):
-        records.write(replace(record, answers_stacks=True))
+    written costs only `tpuctl stacks` (SIGQUIT to the launch still works), never the launch. `amend`: the record's
+    own writer (recorded.Keeper.amend), where other fields change while the run goes (a run's own TPU VM moves zone):
+    a copy of the record as it started would write them back."""
+
+    def say(answers: bool) -> None:
+        if amend is not None:
+            amend(answers_stacks=answers)
+            return
+        with contextlib.suppress(OSError):
+            records.write(replace(record, answers_stacks=answers))
+
+    say(True)
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            records.write(replace(record, answers_stacks=False))
+        say(False)
 
 
 def request(record: RunRecord, wait_s: float = DEFAULT_WAIT_S) -> str:

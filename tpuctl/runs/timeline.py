@@ -7,6 +7,9 @@ and flushed one at a time, so a run killed by SIGKILL keeps every event up to it
 
 Who writes what:
     launch core        run_start (run_id, backend, the script's file name), run_end
+    a run's own VM     provision_begin (types, candidates), node_create (node, zone, type, capacity: a try the service
+    (--new-tpu)        accepted), provision_end (node, zone, hunting_s: the stocked-out tries' share, tried), recreate_begin
+                       (node, zone, condition), recreate_end (node, zone), node_delete (node, zone, fate: deleted or kept)
     process engine     attempt_start, worker_start, runtime_ready, failure, preempted, hang, restart, attempt_end
     job engine         job_state (a cluster's job: submitted, running, ...)
     a worker's runtime first_step, step, checkpoint_save_begin/_end, checkpoint_restore_begin/_end,
@@ -40,9 +43,15 @@ RESTORE_BEGIN, RESTORE_END = "checkpoint_restore_begin", "checkpoint_restore_end
 EVAL_BEGIN, EVAL_END = "evaluation_begin", "evaluation_end"
 FAILURE, PREEMPTED, HANG, RESTART = "failure", "preempted", "hang", "restart"
 JOB_STATE = "job_state"
+# A run's own TPU VM (`launch --new-tpu`): hunted and created before the first attempt, recreated between two attempts
+# after a preemption, deleted (or kept) after the last. Run-level events: no attempt, no worker.
+PROVISION_BEGIN, NODE_CREATE, PROVISION_END = "provision_begin", "node_create", "provision_end"
+RECREATE_BEGIN, RECREATE_END, NODE_DELETE = "recreate_begin", "recreate_end", "node_delete"
+NODE_EVENTS = frozenset({PROVISION_BEGIN, NODE_CREATE, PROVISION_END, RECREATE_BEGIN, RECREATE_END, NODE_DELETE})
 EVENTS = frozenset(
     {RUN_START, RUN_END, ATTEMPT_START, ATTEMPT_END, WORKER_START, RUNTIME_READY, FIRST_STEP, STEP, SAVE_BEGIN, SAVE_END}
     | {RESTORE_BEGIN, RESTORE_END, EVAL_BEGIN, EVAL_END, FAILURE, PREEMPTED, HANG, RESTART, JOB_STATE}
+    | NODE_EVENTS
 )
 # What a worker may say on its control channel (the rest is the launcher's to say).
 FROM_WORKERS = frozenset({FIRST_STEP, STEP, SAVE_BEGIN, SAVE_END, RESTORE_BEGIN, RESTORE_END, EVAL_BEGIN, EVAL_END})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from tpuctl.backends.ssh.runner import Options, SshRunner
+from tpuctl.backends.ssh.runner import Options, SshRunner, TpuSlice
 from tpuctl.doctor.across import HostAnswer
 from tpuctl.doctor.facts import parse
 from tpuctl.doctor.local import Request, remote_argv, source
@@ -74,5 +74,5 @@ def probe_hosts(options: Options, python: str, request: Request, script: str | N
             hint="check that ssh HOST works and that --python exists there",
             exit_code=FAILED,
         )
-    node = runner.slice.node if runner.slice is not None else None
+    node = runner.slice.node if isinstance(runner.slice, TpuSlice) else None  # doctor takes --tpu, never --new-tpu
     return Hosts(answers, node.runtime_version if node is not None else None, script_dir)

@@ -27,6 +27,7 @@ from tpuctl.launch.runner import BackendOptions, Runner
 from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
+    from tpuctl.backends.ssh.new_tpu import NewTpu
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
     from tpuctl.cloud.tpu import TpuApi
@@ -60,7 +61,7 @@ class SizeText(click.ParamType):  # type: ignore[type-arg]  # generic only from 
 class Options(Connection, BackendOptions):
     """Where the workers run over ssh, and how the launch prepares the hosts."""
 
-    misplaced: ClassVar[str] = "{flag} is for launches over ssh: add --hosts, --hostfile or --tpu"
+    misplaced: ClassVar[str] = "{flag} is for launches over ssh: add --hosts, --hostfile, --tpu or --new-tpu"
 
     ssh_hosts: str | None = option(
         "--hosts",
@@ -86,8 +87,22 @@ class Options(Connection, BackendOptions):
     )
     sync_large: bool = option("--sync-large", is_flag=True, default=False, help="With --sync: send the folder even above --sync-limit.")
     tpu_name: str | None = option("--tpu", metavar="NAME", help="Run on every host of this TPU VM slice (hosts from the Cloud TPU API).")
+    new_tpu: str | None = option(
+        "--new-tpu",
+        metavar="TYPE[,TYPE2]",
+        help="Create a TPU VM for this run (hunting --zones and --capacity, prices shown first), run on every host of it, "
+        "recreate it after a preemption and delete it when the run ends (docs/managed-runs.md).",
+    )
+    zones: str | None = option("--zones", metavar="Z1,Z2|all", help="With --new-tpu: the zones to hunt across, best first [env TPUCTL_ZONES].")
+    capacity: str | None = option(
+        "--capacity", metavar="KIND[,KIND2]", help="With --new-tpu: the capacity kinds to try in order, e.g. spot,on-demand [env TPUCTL_CAPACITY]."
+    )
+    keep: bool = option("--keep", is_flag=True, default=False, help="With --new-tpu: keep the TPU VM when the run ends.")
+    keep_on_failure: bool = option(
+        "--keep-on-failure", is_flag=True, default=False, help="With --new-tpu: keep the TPU VM of a failed run, to look at it (the end says how to delete it)."
+    )
     project: str | None = shared_options.project()
-    tpu_zone: str | None = option("--zone", metavar="ZONE", help="With --tpu: the zone [env TPUCTL_ZONE].")
+    tpu_zone: str | None = option("--zone", metavar="ZONE", help="With --tpu or --new-tpu: the zone [env TPUCTL_ZONE].")
     internal_ip: bool = option("--internal-ip", is_flag=True, default=False, help="With --tpu: connect to the hosts' internal IPs (from inside the VPC).")
     cleanup: bool = option(
         "--cleanup", is_flag=True, default=False, help="First, on every host: kill stale processes holding the TPU, remove /tmp/libtpu_lockfile."
@@ -96,9 +111,11 @@ class Options(Connection, BackendOptions):
 
     @classmethod
     def implied_by(cls, params: Mapping[str, Any]) -> str | None:
-        """--hosts, --hostfile and --tpu mean --backend ssh."""
+        """--hosts, --hostfile, --tpu and --new-tpu mean --backend ssh."""
         if params.get("tpu_name") is not None:
             return f"TPU VM {params['tpu_name']}"
+        if params.get("new_tpu") is not None:
+            return "--new-tpu"
         if params.get("ssh_hosts") is not None:
             return "--hosts"
         return None if params.get("ssh_hostfile") is None else str(params["ssh_hostfile"])
@@ -177,11 +194,18 @@ class TpuSlice:
         return self.entries
 
 
-def _entries(options: Options) -> tuple[list[HostEntry], str, TpuSlice | None]:
-    if sum(value is not None for value in (options.ssh_hosts, options.ssh_hostfile, options.tpu_name)) > 1:
-        raise TpuctlError("give one of --hosts, --hostfile, --tpu")
-    if options.tpu_name is None and (options.project or options.tpu_zone or options.internal_ip):
-        raise TpuctlError("--project, --zone and --internal-ip are for --tpu NAME")
+def _entries(options: Options) -> tuple[list[HostEntry], str, TpuSlice | NewTpu | None]:
+    if sum(value is not None for value in (options.ssh_hosts, options.ssh_hostfile, options.tpu_name, options.new_tpu)) > 1:
+        raise TpuctlError("give one of --hosts, --hostfile, --tpu, --new-tpu", hint="--tpu NAME runs on a VM that exists; --new-tpu TYPE makes one for the run")
+    if options.tpu_name is None and options.new_tpu is None and (options.project or options.tpu_zone or options.internal_ip):
+        raise TpuctlError("--project, --zone and --internal-ip are for --tpu NAME or --new-tpu TYPE")
+    if options.new_tpu is None and (options.zones or options.capacity or options.keep or options.keep_on_failure):
+        raise TpuctlError("--zones, --capacity, --keep and --keep-on-failure are for --new-tpu TYPE", hint="`tpuctl create --zones` hunts for a VM you keep")
+    if options.new_tpu is not None:
+        from tpuctl.backends.ssh.new_tpu import NewTpu
+
+        made = NewTpu(options)
+        return made.entries, "--new-tpu", made
     if options.tpu_name is not None:
         tpu = TpuSlice(options)
         return tpu.entries, f"TPU VM {options.tpu_name}", tpu
@@ -286,14 +310,27 @@ class SshRunner(Runner):
         if self.selection is not None:
             sync = planned(self.ssh, self.paths, self.selection, len(set(hosts)), self.sync_limit, self.options.sync_large)
         remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
+        from tpuctl.backends.ssh.new_tpu import NewTpu
+
+        if isinstance(self.slice, NewTpu):  # its hosts are placeholders until the VM is READY
+            remote["new_tpu"] = self.slice.describe(run_id)
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
+        from tpuctl.backends.ssh.new_tpu import NewTpu
+
+        if isinstance(self.slice, NewTpu):
+            made = self.slice
+            return made.run(job, context, lambda: self._run_on_hosts(job, context, made.entries, made.name))
+        return self._run_on_hosts(job, context, self.entries, self.options.tpu_name)
+
+    def _run_on_hosts(self, job: Job, context: RunContext, entries: list[HostEntry], tpu_name: str | None) -> Outcome:
         from tpuctl.backends.ssh.starter import SshStarter
         from tpuctl.launch.preflight import remote_doctor, remote_hello
         from tpuctl.launch.process.supervised import run_supervised
 
         assert self.paths is not None, "prepare() first"
+        self.entries = entries
         if self.options.cleanup:
             self._free_tpus(context)
         for warning in self.warnings:
@@ -316,7 +353,7 @@ class SshRunner(Runner):
             hosts_again=self.slice.hosts_again if self.slice is not None else None,
             node_down=self.slice.down if self.slice is not None else None,
             preflight=remote_hello(job),
-            doctor=lambda hosts: remote_doctor(hosts, job.python, self.options.tpu_name),
+            doctor=lambda hosts: remote_doctor(hosts, job.python, tpu_name),
             profiler=job.profiler_server,
         )
         return run_supervised(starter, job, context)
@@ -363,6 +400,11 @@ class ShippedPlan:
             lines += _sync_lines(sync)
         lines += [f"ssh to {host}: {command}" for host, command in self.remote["ssh"].items()]
         lines += [f"warning: {warning}" for warning in self.remote["warnings"]]
+        if (made := self.remote.get("new_tpu")) is not None:
+            lines.append(
+                f"new TPU VM {made['name']}: {','.join(made['types'])} as {','.join(made['capacity'])} hunted in {made['zones']} "
+                f"(prices shown before it is created), {made['at_end']} when the run ends; new-tpu-host-N are its hosts"
+            )
         lines.append(
             f"runtime: tpuctl {__version__}'s runtime ({len(self.runtime.files)} files, {self.runtime.size // 1024} KiB) from "
             f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"

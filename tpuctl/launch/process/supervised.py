@@ -21,7 +21,7 @@ def run_supervised(starter: Starter, job: Job, context: RunContext) -> Outcome:
     fold = Fold(context.verbose)
     supervisor = Supervisor(
         starter, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold, record=context.record,
-        timeline=context.timeline,
+        timeline=context.timeline, amend_record=context.amend_record,
     )
     # Local workers' escapees come to this process (see reaper.adopt_orphans); an ssh launch's
     # workers run on the hosts, and its ControlMaster must outlive the run.

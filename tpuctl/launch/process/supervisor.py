@@ -45,9 +45,11 @@ class Supervisor:
         fold: Fold | None = None,
         record: RunRecord | None = None,
         timeline: tl.Timeline | None = None,
+        amend_record: Callable[..., None] | None = None,
     ) -> None:
         self.starter = starter
         self.record = record  # the run's record, which says while SIGQUIT shows the stacks (tpuctl stacks)
+        self.amend_record = amend_record  # how the record is changed where another part of the run changes it too
         self.notice = notice
         self.log_dir = log_dir
         self.notes: list[str] = []  # what went wrong beside the workers (a log that could not be written)
@@ -125,7 +127,7 @@ class Supervisor:
         """SIGQUIT (Ctrl-\\, `tpuctl stacks`) shows every worker's stacks; the run's record says so meanwhile."""
         previous = signal.signal(signal.SIGQUIT, lambda signum, frame: self._inbox.put(StacksRequested()))
         try:
-            with stacks_request.answering(self.record) if self.record is not None else contextlib.nullcontext():
+            with stacks_request.answering(self.record, self.amend_record) if self.record is not None else contextlib.nullcontext():
                 yield
         finally:
             signal.signal(signal.SIGQUIT, previous)

@@ -1,0 +1,345 @@
+"""`tpuctl launch --new-tpu TYPE`: the run's own TPU VM made in the TPU stand-in, its hosts real sshd servers (the
+stand-in's host IPs mapped to them in an ssh config, as test_tpu_ssh.py does), and deleted when the run ends.
+
+These scenarios are about the VM's life, so the workers are plain Python (no TensorFlow): a full run whose first zone
+stocks out, a failed script (deleted; kept with --keep-on-failure), a Ctrl-C. The preemption that resumes TensorFlow
+from its checkpoint on a new VM is test_new_tpu_preemption.py. In every scenario a node the user made and one
+labelled for another run are in the stand-in before the launch and are still there after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_tpuctl, wait_for
+from tests.integration.sshd import SshCluster, running_cluster
+from tests.integration.test_tpu_preemption import Launch
+from tests.standins import catalog
+from tests.standins.fixtures import standin_env
+from tests.standins.google_apis import GoogleStandin
+from tpuctl.cloud.run_nodes import LABEL_KEY, label_value
+
+ZONES = ["us-central2-a", "us-central2-b"]  # v4 is priced in us-central2 (the billing stand-in's SKUs)
+OTHER_RUN = "20261127-080000-other-beef"
+# Each worker says where it runs, waits for the test's word on its first attempt, and exits with EXIT.
+WORKER = """\
+import os, sys, time
+from pathlib import Path
+
+flags = Path(os.environ["FLAGS"])
+index = os.environ["TPUCTL_WORKER_INDEX"]
+print(f"worker {index} of run {os.environ['TPUCTL_RUN_ID']}", flush=True)
+(flags / f"started-{index}").write_text("")
+end = time.monotonic() + 120
+while os.environ["TPUCTL_ATTEMPT"] == "1" and not (flags / "go").exists() and time.monotonic() < end:
+    time.sleep(0.05)
+sys.exit(int(os.environ.get("EXIT", "0")))
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
+    yield from running_cluster(tmp_path_factory, 2)
+
+
+@dataclass
+class Cloud:
+    g: GoogleStandin
+    env: dict[str, str]
+    config: Path
+    script: Path
+    flags: Path
+    tmp: Path
+    bystanders: list[tuple[str, str]]  # (zone, name): the user's node and another run's
+
+    def launch(self, *extra: str, env: dict[str, str] | None = None) -> Launch:
+        args = [str(self.script), "--new-tpu", "v4-16", "--ssh-config", str(self.config), "--strategy", "none",
+                "--log-dir", str(self.tmp / "logs"), "--env", f"FLAGS={self.flags}", *extra]  # fmt: skip
+        return Launch.start(args, {**self.env, **(env or {})}, self.tmp)
+
+    def ours(self) -> list[dict[str, Any]]:
+        """The nodes in the stand-in that a run of this test created (labelled, and not the other run's)."""
+        with self.g._lock:
+            self.g.tpu.advance()  # the service's scheduled changes (a delete's end) up to now
+            nodes = [dict(node) for node in self.g.tpu.nodes.values()]
+        return [n for n in nodes if LABEL_KEY in n.get("labels", {}) and n["labels"][LABEL_KEY] != label_value(OTHER_RUN)]
+
+    def record(self) -> dict[str, Any]:
+        (path,) = (Path(self.env["HOME"]) / ".local" / "state" / "tpuctl" / "records").glob("*.json")
+        found: dict[str, Any] = json.loads(path.read_text())
+        return found
+
+    def started(self, launch: Launch, workers: int = 2) -> None:
+        wait_for(lambda: all((self.flags / f"started-{i}").exists() for i in range(workers)) or launch.proc.poll() is not None, timeout=90)
+        assert launch.proc.poll() is None, launch.stderr
+
+    def assert_bystanders_survive(self) -> None:
+        for zone, name in self.bystanders:
+            assert self.g.node(zone, name) is not None, f"{name} in {zone} was deleted"
+
+
+@pytest.fixture
+def cloud(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path) -> Cloud:
+    g = google_standin
+    g.create_delay_s = 0.05
+    g.set_zones(ZONES, ["v4-8", "v4-16"])
+    mine = g.add_ready_nodes(ZONES[0], 1, prefix="mine", accelerator_type="v4-16")[0]
+    other = g.add_ready_nodes(ZONES[1], 1, prefix="other", accelerator_type="v4-16")[0]
+    with g._lock:
+        g.tpu.nodes[(ZONES[1], other)]["labels"] = {LABEL_KEY: label_value(OTHER_RUN)}
+    # Every address a node of either zone may get (one counter a zone, in the region's range): even ones to the first sshd.
+    base = catalog.cidr_block(ZONES[0]).split("/")[0].rsplit(".", 1)[0]
+    aliases = []
+    for n in range(24):
+        aliases += [f"Host {base}.{n + 2}", "  HostName 127.0.0.1", f"  Port {cluster.ports[n % 2]}", ""]
+    config = tmp_path / "ssh_config"
+    config.write_text("\n".join(aliases) + cluster.config.read_text())
+    script = tmp_path / "train.py"
+    script.write_text(WORKER)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    return Cloud(g, standin_env(g, tmp_path), config, script, flags, tmp_path, [(ZONES[0], mine), (ZONES[1], other)])
+
+
+def _ranked(cloud: Cloud) -> list[str]:
+    """The zones in the order `tpuctl offers` ranks them: the order the hunt tries."""
+    result = run_tpuctl("offers", "v4-16", "--zones", ",".join(ZONES), "--json", env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [offer["zone"] for offer in json.loads(result.stdout)]
+
+
+def test_a_run_hunts_past_a_stockout_labels_its_vm_runs_on_every_host_and_deletes_it(cloud: Cloud) -> None:
+    order = _ranked(cloud)
+    cloud.g.faults.stockout(order[0], "capacity")
+    launch = cloud.launch("--zones", ",".join(order))
+    cloud.started(launch)
+    (node,) = cloud.ours()  # while the run goes: its VM, named and labelled for it, in the zone that held
+    record = cloud.record()
+    run_id = record["run_id"]
+    name = label_value(run_id)
+    assert node["name"].endswith(f"/locations/{order[1]}/nodes/{name}")
+    assert node["labels"] == {LABEL_KEY: label_value(run_id)} and node["description"] == f"tpuctl run {run_id}"
+    assert (record["created_node"], record["node_fate"], record["zone"], record["tpu"]) == (name, "live", order[1], "v4-16")
+    assert record["project"] == cloud.g.project and record["price_per_hour"] == pytest.approx(3.40 * 8)  # 8 v4 chips
+    (cloud.flags / "go").write_text("")
+    assert launch.finish() == 0, launch.stderr
+    notices = [line for line in launch.lines if line.startswith("tpuctl: ")]
+    prices = next(i for i, line in enumerate(notices) if "candidate(s), best first, at list price" in line)
+    creating = [i for i, line in enumerate(notices) if line.startswith(f"tpuctl: creating TPU VM {name}: ")]
+    assert prices < creating[0] and "$27.20/h" in notices[prices], launch.stderr
+    assert any(f"{order[0]} v4-16 on-demand: no capacity (code 8), next: {order[1]}" in line for line in notices), launch.stderr
+    assert f"tpuctl: deleting TPU VM {name} in {order[1]}: the service accepted the delete" in notices
+    logs = cloud.tmp / "logs"
+    ips = [endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
+    assert [w["host"] for w in json.loads((logs / "attempt-1" / "plan.json").read_text())["workers"]] == ips  # every host of the VM
+    assert all(f"worker {i} of run {run_id}" in (logs / "attempt-1" / f"worker-{i}@{ip}.log").read_text() for i, ip in enumerate(ips))
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
+    ended = cloud.record()
+    assert (ended["state"], ended["node_fate"], ended["created_node"]) == ("succeeded", "deleted", name)
+    categories = json.loads((logs / "outcome.json").read_text())["goodput"]["categories"]
+    assert categories["stockout hunting"] > 0 and categories["provisioning"] > 0
+    events = [json.loads(line)["event"] for line in (logs / "timeline.jsonl").read_text().splitlines()]
+    node_events = [e for e in events if e in ("provision_begin", "node_create", "provision_end", "node_delete")]
+    assert node_events == ["provision_begin", "node_create", "node_create", "provision_end", "node_delete"], events
+    assert "Traceback" not in launch.stderr
+
+
+def test_a_failed_run_s_vm_is_deleted_and_kept_with_keep_on_failure(cloud: Cloud) -> None:
+    (cloud.flags / "go").write_text("")
+    failed = cloud.launch("--zone", ZONES[0], "--env", "EXIT=3")
+    assert failed.finish() == 3, failed.stderr
+    name = cloud.record()["created_node"]
+    assert f"tpuctl: deleting TPU VM {name} in {ZONES[0]}: the service accepted the delete" in failed.lines
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    assert cloud.record()["node_fate"] == "deleted"
+    for path in (Path(cloud.env["HOME"]) / ".local" / "state" / "tpuctl" / "records").glob("*.json"):
+        path.unlink()  # the next run's record is the only one
+    kept = cloud.launch("--zone", ZONES[0], "--keep-on-failure", "--log-dir", str(cloud.tmp / "logs2"), "--env", "EXIT=3")
+    assert kept.finish() == 3, kept.stderr
+    record = cloud.record()
+    name = record["created_node"]
+    assert (record["state"], record["node_fate"]) == ("failed", "kept")
+    assert (
+        f"tpuctl: kept TPU VM {name} in {ZONES[0]} (--keep-on-failure: the run failed); "
+        f"it bills until deleted: tpuctl delete {name} --zone {ZONES[0]}"
+    ) in kept.lines, kept.stderr
+    (node,) = cloud.ours()
+    assert node["state"] == "READY" and node["name"].endswith(f"/nodes/{name}")
+    cloud.assert_bystanders_survive()
+
+
+def test_ctrl_c_stops_the_workers_deletes_the_vm_and_exits_130(cloud: Cloud) -> None:
+    launch = cloud.launch("--zone", ZONES[1])
+    cloud.started(launch)
+    launch.proc.send_signal(signal.SIGINT)
+    assert launch.finish(timeout=60) == 130, launch.stderr
+    record = cloud.record()
+    name = record["created_node"]
+    assert f"tpuctl: deleting TPU VM {name} in {ZONES[1]}: the service accepted the delete" in launch.lines, launch.stderr
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    assert (record["state"], record["node_fate"]) == ("stopped", "deleted")
+    cloud.assert_bystanders_survive()
+    assert "Traceback" not in launch.stderr
+
+
+def test_a_detached_run_makes_its_vm_and_tpuctl_stop_deletes_it(cloud: Cloud) -> None:
+    """--detach: the detached process hunts, creates, runs and, stopped by `tpuctl stop`, deletes the VM."""
+    args = [str(cloud.script), "--new-tpu", "v4-16", "--zone", ZONES[1], "--ssh-config", str(cloud.config), "--strategy", "none",
+            "--log-dir", str(cloud.tmp / "logs"), "--env", f"FLAGS={cloud.flags}", "--detach"]  # fmt: skip
+    started = run_tpuctl("launch", *args, env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    wait_for(lambda: all((cloud.flags / f"started-{i}").exists() for i in range(2)), timeout=90)
+    assert [node["labels"][LABEL_KEY] for node in cloud.ours()] == [label_value(run_id)]
+    listed = run_tpuctl("runs", "--json", env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
+    stopped = run_tpuctl("stop", run_id, env=cloud.env, cwd=cloud.tmp, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    record = cloud.record()
+    assert (record["state"], record["node_fate"], record["created_node"]) == ("stopped", "deleted", label_value(run_id))
+    console = (cloud.tmp / "logs" / "console.log").read_text()
+    assert f"tpuctl: deleting TPU VM {label_value(run_id)} in {ZONES[1]}: the service accepted the delete" in console, console
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
+
+
+def test_a_launch_whose_hosts_never_answer_still_deletes_the_vm(cloud: Cloud, cluster: SshCluster) -> None:
+    """Between the create and the first worker: ssh to the new VM's hosts fails (every address sent to a port nothing
+    listens on); the launch fails in one line and the VM goes all the same."""
+    base = catalog.cidr_block(ZONES[0]).split("/")[0].rsplit(".", 1)[0]
+    dead = cloud.tmp / "dead_config"
+    dead.write_text("".join(f"Host {base}.{n + 2}\n  HostName 127.0.0.1\n  Port {cluster.dead_port}\n\n" for n in range(24)) + cluster.config.read_text())
+    launch = cloud.launch("--zone", ZONES[0], "--ssh-config", str(dead))
+    assert launch.finish() not in (0, 130), launch.stderr
+    record = cloud.record()
+    assert f"tpuctl: deleting TPU VM {record['created_node']} in {ZONES[0]}: the service accepted the delete" in launch.lines, launch.stderr
+    assert (record["state"], record["node_fate"]) == ("failed", "deleted")
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
+    assert "Traceback" not in launch.stderr
+
+
+def test_ctrl_c_while_the_vm_is_being_created_deletes_it_and_exits_130(cloud: Cloud) -> None:
+    """The create sits in CREATING (a zone that neither makes the node nor says no): Ctrl-C deletes what it made."""
+    cloud.g.faults.stockout(ZONES[0], "stuck")
+    launch = cloud.launch("--zone", ZONES[0])
+    launch.wait_line("tpuctl: creating TPU VM ")
+    (node,) = cloud.ours()
+    assert node["state"] == "CREATING"
+    record = cloud.record()
+    name = record["created_node"]
+    assert record["node_fate"] == "live" and node["name"].endswith(f"/nodes/{name}")
+    launch.proc.send_signal(signal.SIGINT)
+    assert launch.finish(timeout=60) == 130, launch.stderr
+    assert f"Error: interrupted while creating TPU VM {name} for the run" in launch.lines, launch.stderr
+    assert f"tpuctl: deleting TPU VM {name} in {ZONES[0]}: the service accepted the delete" in launch.lines, launch.stderr
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    assert (cloud.record()["state"], cloud.record()["node_fate"]) == ("stopped", "deleted")
+    assert not list((cloud.flags).glob("started-*")) and "Traceback" not in launch.stderr
+    cloud.assert_bystanders_survive()
+
+
+def _agent_of_worker(run_id: str, attempt: int) -> int | None:
+    """The remote agent above a worker of this run and attempt (worker -> its reaper -> the agent), found through
+    /proc as a host's own processes would be; None while there is none yet."""
+    wanted = {f"TPUCTL_RUN_ID={run_id}".encode(), f"TPUCTL_ATTEMPT={attempt}".encode()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            variables = set((entry / "environ").read_bytes().split(b"\0"))
+            if wanted <= variables and b"TPUCTL_WORKER_INDEX=0" in variables:
+                reaper = _parent(int(entry.name))
+                return _parent(reaper)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the_record_follows(cloud: Cloud) -> None:
+    """Babysit's recovery: the own zone first; it stocks out, so the hunt over the run's zones makes the VM in the
+    other one; the record follows it there (zone, price), and the VM is deleted there at the end."""
+    order = _ranked(cloud)
+    launch = cloud.launch("--zones", ",".join(order))
+    cloud.started(launch)
+    record = cloud.record()
+    run_id, name = record["run_id"], record["created_node"]
+    assert record["zone"] == order[0]
+    agent = _agent_of_worker(run_id, 1)
+    assert agent is not None
+    cloud.g.faults.stockout(order[0], "capacity")
+    cloud.g.preempt(order[0], name)
+    os.kill(agent, signal.SIGKILL)  # the preempted host takes worker 0's session with it
+    assert launch.finish() == 0, launch.stderr
+    notices = [line for line in launch.lines if line.startswith("tpuctl: ")]
+    assert any(f"{order[0]} has no capacity (code 8); hunting over 1 other candidate, next: {order[1]}" in line for line in notices), launch.stderr
+    assert any(f"TPU VM {name} is READY again: recreated in {order[1]} as on-demand" in line for line in notices), launch.stderr
+    assert f"tpuctl: deleting TPU VM {name} in {order[1]}: the service accepted the delete" in notices
+    ended = cloud.record()
+    assert (ended["zone"], ended["node_fate"], ended["state"], ended["price_per_hour"]) == (order[1], "deleted", "succeeded", pytest.approx(27.2))
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
+
+
+def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(cloud: Cloud) -> None:
+    """A Keras fit with BackupAndRestore (tests/integration/scripts/fit_preempted_once.py, saving every 4 steps) on a
+    one-host v4-8. Mid-run the stand-in's node goes PREEMPTED and its host goes down with the worker (the agent is
+    killed, as a preempted Cloud TPU VM's host takes its ssh session): the VM is recreated, attempt 2 restores the
+    backup and goes on from there, and the VM is deleted at the end.
+
+    The checkpoints are in a model dir on the hosts' shared disk, not in the GCS emulator: TensorFlow's own GCS
+    filesystem ignores STORAGE_EMULATOR_HOST (FIELD-NOTES), so a gs:// model dir cannot reach it from a worker."""
+    from tests.conftest import ROOT
+
+    script = ROOT / "tests" / "integration" / "scripts" / "fit_preempted_once.py"
+    model = cloud.tmp / "model"
+    args = [str(script), "--new-tpu", "v4-8", "--zone", ZONES[0], "--ssh-config", str(cloud.config), "--model-dir", str(model),
+            "--log-dir", str(cloud.tmp / "logs"), "--", "--steps", "60", "--save-every", "4", "--step-time", "0.2"]  # fmt: skip
+    launch = Launch.start(args, cloud.env, cloud.tmp)
+    timeline = cloud.tmp / "logs" / "timeline.jsonl"
+
+    def saved() -> int:  # backups the worker finished writing (the runtime says each at once, never sampled)
+        return timeline.read_text().count('"checkpoint_save_end"') if timeline.exists() else 0
+
+    wait_for(lambda: saved() >= 2 or launch.proc.poll() is not None, timeout=180)
+    before = saved()
+    wait_for(lambda: saved() > before or launch.proc.poll() is not None, timeout=30)  # just after a backup: none half-written
+    assert launch.proc.poll() is None, launch.stderr
+    record = cloud.record()
+    run_id, name = record["run_id"], record["created_node"]
+    agent = _agent_of_worker(run_id, 1)
+    assert agent is not None
+    cloud.g.preempt(ZONES[0], name)
+    os.kill(agent, signal.SIGKILL)
+    assert launch.finish(timeout=240) == 0, launch.stderr
+    notices = [line for line in launch.lines if line.startswith("tpuctl: ")]
+    assert any(f"TPU VM {name} is PREEMPTED; recreating it (1/10)" in line for line in notices), launch.stderr
+    assert any(f"TPU VM {name} is READY again: recreated in its own zone {ZONES[0]}" in line for line in notices), launch.stderr
+    logs = cloud.tmp / "logs"
+    outcome = json.loads((logs / "outcome.json").read_text())
+    assert (outcome["exit_code"], outcome["attempts"], outcome["preemptions"]) == (0, 2, 1)
+    events = [json.loads(line) for line in (logs / "timeline.jsonl").read_text().splitlines()]
+    firsts = {e["attempt"]: e.get("step") for e in events if e["event"] == "first_step"}
+    assert firsts[1] == 1 and firsts[2] > 4, firsts  # attempt 2 began past the first backup, not from step 1
+    assert [e["event"] for e in events if e["event"] in ("recreate_begin", "recreate_end")] == ["recreate_begin", "recreate_end"]
+    assert outcome["goodput"]["categories"]["preemption recovery"] > 0
+    plans = [json.loads((logs / f"attempt-{n}" / "plan.json").read_text())["workers"][0]["host"] for n in (1, 2)]
+    assert plans[0] != plans[1]  # the new VM's host, read afresh
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    ended = cloud.record()
+    assert (ended["state"], ended["node_fate"], ended["zone"]) == ("succeeded", "deleted", ZONES[0])
+    cloud.assert_bystanders_survive()
+    assert "Traceback" not in launch.stderr

@@ -1,0 +1,162 @@
+"""launch --new-tpu's own rules, without a launch: the VM's name from a run id (hostile ids too), when the VM outlives
+its run (--keep, --keep-on-failure), and the guard before any delete or recreate (the record's node AND the run's label),
+against the in-memory fake of the TPU API the lifecycle tests use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.test_lifecycle import ZONE, FakeApi, no_sleep
+from tpuctl.backends.ssh.new_tpu import keeps
+from tpuctl.cloud import nodespec
+from tpuctl.cloud.capacity.candidates import Plan
+from tpuctl.cloud.capacity.run_vm import RunVm, Wanted, node_name
+from tpuctl.cloud.nodespec import NODE_ID, NodeSpec
+from tpuctl.cloud.run_nodes import LABEL_KEY, label_value
+from tpuctl.endings import Kind
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.settings import cloud as settings
+from tpuctl.tpu.capacity import Capacity
+
+RUN = "20261128-142640-train-ab12"
+
+
+@pytest.fixture(autouse=True)
+def _spec_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    yield
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_any_run_id_gives_a_valid_node_name_that_is_its_label(run_id: str) -> None:
+    name = node_name(run_id)
+    assert NODE_ID.match(name) and len(name) <= 63
+    assert name == label_value(run_id)
+
+
+def test_a_long_run_id_keeps_its_random_tail_in_the_name() -> None:
+    long = "20261128-142640-" + "a_very_long_script_name" * 5 + "-9f3c"
+    twin = long[:-4] + "77aa"
+    assert node_name(long).endswith("-9f3c") and node_name(long) != node_name(twin)
+    assert node_name(RUN) == "r" + RUN
+
+
+@pytest.mark.parametrize(
+    ("ended", "keep", "on_failure", "kept"),
+    [
+        (Kind.SUCCEEDED, False, False, False),
+        (Kind.FAILED, False, False, False),
+        (Kind.STOPPED, False, True, False),  # a Ctrl-C is no failure: the VM goes
+        (Kind.SUCCEEDED, False, True, False),
+        (Kind.FAILED, False, True, True),
+        (Kind.HANG, False, True, True),
+        (Kind.PREEMPTED, False, True, True),  # preemptions past --max-preemptions: the run failed
+        (None, False, True, True),  # the launch failed before any worker said how it went
+        (Kind.SUCCEEDED, True, False, True),
+        (Kind.STOPPED, True, False, True),
+    ],
+)
+def test_when_the_vm_outlives_its_run(ended: Kind | None, keep: bool, on_failure: bool, kept: bool) -> None:
+    assert keeps(ended, keep, on_failure) is kept
+
+
+class Log:
+    def __init__(self) -> None:
+        self.said: list[tuple[str, Any]] = []
+
+    def hunting(self, tries: Any) -> None:
+        self.said.append(("hunting", len(tries)))
+
+    def creating(self, spec: NodeSpec, usd: float | None) -> None:
+        self.said.append(("creating", spec.zone))
+
+    def provisioned(self, spec: NodeSpec, tried: Any) -> None:
+        self.said.append(("provisioned", spec.zone))
+
+    def recreating(self, spec: NodeSpec, why: str) -> None:
+        self.said.append(("recreating", why))
+
+    def recreated(self, spec: NodeSpec, usd: float | None) -> None:
+        self.said.append(("recreated", spec.zone))
+
+    def ended(self, spec: NodeSpec, kept: bool) -> None:
+        self.said.append(("ended", kept))
+
+
+def _vm(api: FakeApi, run_id: str = RUN) -> tuple[RunVm, Log]:
+    plan = Plan(["v4-8"], [Capacity("on-demand")], [ZONE], settings.resolve({"project": api.project, "zone": ZONE}), None)
+    log = Log()
+    vm = RunVm(api, run_id, Wanted(plan, None), log, lambda line: None, sleep=no_sleep)  # type: ignore[arg-type]
+    vm.spec = NodeSpec(vm.name, api.project, ZONE, "tpu-ubuntu2204-base", "v4-8", labels={LABEL_KEY: label_value(run_id)})
+    nodespec.save(vm.spec)
+    return vm, log
+
+
+def test_the_run_s_own_node_is_deleted_and_its_fate_logged() -> None:
+    api = FakeApi()
+    vm, log = _vm(api)
+    api.add(vm.name, "READY", labels={LABEL_KEY: label_value(RUN)})
+    line = vm.delete(vm.name)
+    assert line == f"deleting TPU VM {vm.name} in {ZONE}: the service accepted the delete"
+    assert api.calls == [f"delete {vm.name}"] and log.said == [("ended", False)]
+    assert nodespec.load(api.project, ZONE, vm.name) is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "recorded"),
+    [
+        ({}, "mine"),  # a node of that name the user made: no label
+        ({LABEL_KEY: label_value("20261128-142640-train-ffff")}, "mine"),  # another run's
+        ({LABEL_KEY: label_value(RUN)}, None),  # the record names no node
+        ({LABEL_KEY: label_value(RUN)}, "another-node"),  # the record names another one
+    ],
+)
+def test_a_node_that_is_not_the_run_s_is_never_deleted(labels: dict[str, str], recorded: str | None) -> None:
+    api = FakeApi()
+    vm, log = _vm(api)
+    api.add(vm.name, "READY", labels=labels)
+    line = vm.delete(vm.name if recorded == "mine" else recorded)
+    assert line.endswith("is not this run's to delete (its record or its label says otherwise): left as it is")
+    assert api.calls == [] and log.said == [] and vm.name in api.nodes
+
+
+def test_a_node_gone_already_is_said_and_kept_says_how_to_delete() -> None:
+    api = FakeApi()
+    vm, log = _vm(api)
+    assert vm.delete(vm.name) == f"TPU VM {vm.name} in {ZONE} is gone already" and api.calls == []
+    assert vm.keep("--keep") == f"TPU VM {vm.name} in {ZONE} is gone already: nothing to keep"  # never "kept" what is not there
+    api.add(vm.name, "READY", labels={LABEL_KEY: label_value(RUN)})
+    kept = vm.keep("--keep-on-failure: the run failed")
+    assert kept.endswith(f"it bills until deleted: tpuctl delete {vm.name} --zone {ZONE}")
+    assert log.said == [("ended", False), ("ended", False), ("ended", True)]
+
+
+def test_a_lost_node_that_is_not_the_run_s_is_not_recreated() -> None:
+    api = FakeApi()
+    vm, log = _vm(api)
+    api.add(vm.name, "PREEMPTED", labels={LABEL_KEY: "someone-else"})
+    with pytest.raises(TpuctlError, match="does not carry this run's label; tpuctl leaves it alone"):
+        vm.recreate("PREEMPTED")
+    assert api.calls == [] and log.said == []
+
+
+def test_the_run_s_preempted_node_is_recreated_with_its_label_up_to_babysit_s_limit() -> None:
+    from tpuctl.cloud.babysit import MAX_RECREATES
+
+    api = FakeApi()
+    vm, log = _vm(api)
+    api.add(vm.name, "PREEMPTED", labels={LABEL_KEY: label_value(RUN)})
+    node = vm.recreate("PREEMPTED")
+    assert node.ready and api.calls == [f"delete {vm.name}", f"create {vm.name}"]
+    assert api.nodes[vm.name]["labels"] == {LABEL_KEY: label_value(RUN)}  # the saved spec's label: still the run's node
+    assert log.said == [("recreating", "PREEMPTED"), ("recreated", ZONE)]
+    vm.recreated = MAX_RECREATES
+    with pytest.raises(TpuctlError, match=f"is PREEMPTED again after {MAX_RECREATES} recreations; giving up"):
+        vm.recreate("PREEMPTED")

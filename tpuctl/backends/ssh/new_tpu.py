@@ -1,0 +1,262 @@
+"""`launch --new-tpu TYPE`: the run's own TPU VM around a `--tpu NAME` launch.
+
+The VM is hunted and created when the run starts (tpuctl/cloud/capacity/run_vm.py), the workers then run on every
+host of it exactly as `--tpu NAME` runs them (the ssh backend's run, its hosts from the node), a preemption recreates
+it before the next attempt, and the run's end deletes it — succeeded, failed, stopped, or a launch that failed between
+the create and the first worker — unless --keep, or --keep-on-failure on a failed run. What happens to the VM goes
+into the run's record the moment it happens (its name while it is still CREATING, its zone after a recreate, its fate
+at the end: part B's `runs` and `stop` read them) and into its timeline (the report's provisioning, stockout hunting
+and preemption recovery).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tpuctl.cluster.hosts import HostEntry
+from tpuctl.endings import INTERRUPTED, Kind
+from tpuctl.inputs.errors import TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.capacity.hunt import Candidate, Tried
+    from tpuctl.cloud.capacity.run_vm import RunVm, Wanted
+    from tpuctl.cloud.node import Node
+    from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.launch.job import Job
+    from tpuctl.launch.outcome import Outcome
+    from tpuctl.launch.runner import RunContext
+    from tpuctl.runs.records import SliceCost
+
+
+class Asked(Protocol):
+    """The ssh backend's options a --new-tpu launch reads (runner.Options has them)."""
+
+    @property
+    def new_tpu(self) -> str | None: ...
+    @property
+    def project(self) -> str | None: ...
+    @property
+    def tpu_zone(self) -> str | None: ...
+    @property
+    def zones(self) -> str | None: ...
+    @property
+    def capacity(self) -> str | None: ...
+    @property
+    def keep(self) -> bool: ...
+    @property
+    def keep_on_failure(self) -> bool: ...
+    @property
+    def internal_ip(self) -> bool: ...
+
+
+def keeps(ended: Kind | None, keep: bool, keep_on_failure: bool) -> bool:
+    """Whether the run's VM outlives the run: always with --keep; with --keep-on-failure when the run failed (any end
+    but succeeded and stopped: a hang, a lost worker, tpuctl's own error, preemptions past the limit). None: the launch
+    itself failed before the workers could say anything, a failure too."""
+    if keep:
+        return True
+    return keep_on_failure and ended not in (Kind.SUCCEEDED, Kind.STOPPED)
+
+
+class NewTpu:
+    """The slice behind --new-tpu: its hosts once the VM is READY (placeholders until then, one per host of the type,
+    for the plan and the dry run), looked at and recreated after a preemption, deleted or kept at the end."""
+
+    def __init__(self, options: Asked) -> None:
+        from tpuctl.cloud.capacity.candidates import Plan, parse_types
+        from tpuctl.settings import cloud as settings
+        from tpuctl.tpu.accelerators import shape_of
+        from tpuctl.tpu.capacity import FLEX_START, KINDS, ON_DEMAND, parse_capacities
+
+        assert options.new_tpu is not None
+        self.options = options
+        types = parse_types(options.new_tpu)
+        hosts = {name: shape_of(name).hosts for name in types}
+        if len(set(hosts.values())) > 1:
+            said = ", ".join(f"{name} has {count}" for name, count in hosts.items())
+            raise TpuctlError(f"--new-tpu types must have as many hosts as each other (the launch is planned for them): {said}")
+        flags = {"project": options.project, "zone": options.tpu_zone, "zones": options.zones, "capacity": options.capacity}
+        self.flags = {key: value for key, value in flags.items() if value is not None}
+        resolved = settings.resolve(self.flags)
+        # flex-start needs a run duration and queues; a run's VM is made now or hunted elsewhere (docs/capacity.md).
+        capacities = parse_capacities(resolved.get("capacity") or ON_DEMAND, tuple(kind for kind in KINDS if kind != FLEX_START))
+        across = resolved.given("zones") and not options.tpu_zone
+        zones = settings.zones_of(resolved.require("zones")) if across else [resolved.zone]
+        self.plan = Plan(types, capacities, zones, resolved, None)
+        self.entries = [HostEntry(f"new-tpu-host-{index}") for index in range(next(iter(hosts.values())))]
+        self.name = ""  # the node's, once the run id is known (run_vm.node_name)
+        self.vm: RunVm | None = None
+
+    def wanted(self, model_dir: str | None) -> Wanted:
+        """The hunt as the launch asks it; a gs:// --model-dir ranks zones by their distance to its bucket, as the
+        model-dir setting does for `tpuctl create --zones` (candidates.offers)."""
+        from tpuctl.cloud.capacity.run_vm import Wanted
+        from tpuctl.settings import cloud as settings
+
+        plan = self.plan
+        if model_dir and model_dir.startswith("gs://"):
+            plan = replace(plan, resolved=settings.resolve({**self.flags, "model_dir": model_dir}))
+        resolved = plan.resolved
+        image = resolved.get("runtime-version") if resolved.given("runtime-version") else None
+        return Wanted(plan, image, float(resolved.require("create-deadline")))
+
+    def cost(self) -> SliceCost | None:
+        return None  # no VM yet: the record is told its type, zone and price the moment the create is accepted
+
+    def describe(self, run_id: str) -> dict[str, object]:
+        """What a dry run says of the VM: its name, the hunt, what happens at the end."""
+        from tpuctl.cloud.capacity.run_vm import node_name
+
+        end = "kept" if self.options.keep else "kept if the run fails, deleted otherwise" if self.options.keep_on_failure else "deleted"
+        zones = "every zone" if self.plan.zones is None else ",".join(self.plan.zones)
+        return {"name": node_name(run_id), "types": self.plan.types, "capacity": [str(c) for c in self.plan.capacities], "zones": zones, "at_end": end}
+
+    def run(self, job: Job, context: RunContext, body: Callable[[], Outcome]) -> Outcome:
+        """Provision the VM, run `body` on its hosts, then delete or keep it however the run ended."""
+        from tpuctl.cloud.capacity.run_vm import RunVm
+        from tpuctl.cloud.tpu import TpuApi
+        from tpuctl.safety import signals
+
+        vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job.model_dir), _Log(context, self), context.notice)
+        self.vm, self.name = vm, vm.name
+        ended: Kind | None = None
+        try:
+            with signals.handled(signals.raise_stopped):
+                try:
+                    node = vm.provision()
+                except (KeyboardInterrupt, signals.Stopped) as stopped:
+                    ended = Kind.STOPPED
+                    context.notice(f"received {_name(stopped)}; no longer creating TPU VM {vm.name}")
+                    raise TpuctlError(f"interrupted while creating TPU VM {vm.name} for the run", exit_code=INTERRUPTED) from None
+            self.entries = self._hosts(node)
+            outcome = body()
+            ended = outcome.ending.kind
+            return outcome
+        except TpuctlError as err:
+            ended = Kind.STOPPED if err.exit_code == INTERRUPTED else ended
+            raise
+        finally:
+            self._end(vm, ended, context)
+
+    def _hosts(self, node: Node) -> list[HostEntry]:
+        from tpuctl.cloud.slice_hosts import slice_hosts
+
+        return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(node)]
+
+    def _end(self, vm: RunVm, ended: Kind | None, context: RunContext) -> None:
+        """Delete the VM (or keep it), in one line; a stopping signal meanwhile does not cut the delete short."""
+        from tpuctl.safety import signals
+
+        with signals.handled(lambda signum, frame: None):
+            try:
+                if keeps(ended, self.options.keep, self.options.keep_on_failure):
+                    line = vm.keep("--keep" if self.options.keep else "--keep-on-failure: the run failed")
+                else:
+                    # The node the record names; a record that could not be written leaves this launch the witness of
+                    # what it created (it holds the run's folder): the node's label is checked either way.
+                    line = vm.delete(context.record.created_node if context.record is not None else vm.name)
+            except TpuctlError as err:
+                spec = vm.spec
+                where = f" --zone {spec.zone}" if spec is not None else ""
+                line = f"could not delete TPU VM {vm.name}: {err.message}; it may bill until deleted: tpuctl delete {vm.name}{where}"
+        context.notice(line)
+
+    def down(self) -> str | None:
+        """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
+        from tpuctl.cloud.babysit import down_now
+
+        vm = self.vm
+        if vm is None or vm.spec is None:
+            return None
+        try:
+            return down_now(vm.api, vm.spec.zone, vm.name)
+        except (TpuctlError, OSError):
+            return None  # cannot tell: the lost connection stays a failure
+
+    def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
+        """After a preemption: a node that is lost (PREEMPTED, TERMINATED, gone) is recreated, one that is only not READY
+        yet is waited for (babysit's wait); then its hosts as they are now. A stopping signal ends it with 130."""
+        from tpuctl.cloud.babysit import wait_ready_again
+        from tpuctl.safety import signals
+
+        vm = self.vm
+        assert vm is not None and vm.spec is not None
+        with signals.handled(signals.raise_stopped):
+            try:
+                why = vm.down()
+                node = vm.recreate(why) if why else wait_ready_again(vm.api, vm.spec.zone, vm.name, notice)
+            except signals.Stopped as stopped:
+                notice(f"received {_name(stopped)}; no longer waiting for TPU VM {vm.name}")
+                raise TpuctlError(f"interrupted while bringing back TPU VM {vm.name}", exit_code=INTERRUPTED) from None
+        self.entries = self._hosts(node)
+        notice(f"TPU VM {vm.name}'s hosts are now " + ", ".join(entry.host for entry in self.entries))
+        return self.entries
+
+
+class _Log:
+    """run_vm.VmLog for a launch: the run's timeline and record, as each thing happens."""
+
+    def __init__(self, context: RunContext, made: NewTpu) -> None:
+        self.context, self.made = context, made
+
+    def _amend(self, **fields: Any) -> None:
+        if self.context.amend_record is not None:
+            self.context.amend_record(**fields)
+
+    def _event(self, name: str, **fields: Any) -> None:
+        if self.context.timeline is not None:
+            self.context.timeline.event(name, **fields)
+
+    def _where(self, spec: NodeSpec, usd: float | None) -> None:
+        vm = self.made.vm
+        note = vm.book.describe() if vm is not None and vm.book is not None else None
+        self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note)
+
+    def hunting(self, tries: Sequence[Candidate]) -> None:
+        from tpuctl.runs import timeline as tl
+
+        self._event(tl.PROVISION_BEGIN, types=",".join(self.made.plan.types), candidates=len(tries))
+
+    def creating(self, spec: NodeSpec, usd_per_hour: float | None) -> None:
+        from tpuctl.runs import records
+        from tpuctl.runs import timeline as tl
+
+        self._amend(created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)
+        self._where(spec, usd_per_hour)
+        self._event(tl.NODE_CREATE, node=spec.name, zone=spec.zone, type=spec.accelerator(), capacity=spec.capacity())
+
+    def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None:
+        from tpuctl.runs import timeline as tl
+
+        hunted = sum(t.seconds for t in tried)
+        said = [f"{t.candidate}: {t.why}" for t in tried[:20]]
+        self._event(tl.PROVISION_END, node=spec.name, zone=spec.zone, hunting_s=round(hunted, 3), tried=said)
+
+    def recreating(self, spec: NodeSpec, why: str) -> None:
+        from tpuctl.runs import timeline as tl
+
+        self._event(tl.RECREATE_BEGIN, node=spec.name, zone=spec.zone, condition=why)
+
+    def recreated(self, spec: NodeSpec, usd_per_hour: float | None) -> None:
+        from tpuctl.runs import timeline as tl
+
+        self._where(spec, usd_per_hour)
+        self._event(tl.RECREATE_END, node=spec.name, zone=spec.zone)
+
+    def ended(self, spec: NodeSpec, kept: bool) -> None:
+        from tpuctl.runs import records
+        from tpuctl.runs import timeline as tl
+
+        fate = records.NODE_KEPT if kept else records.NODE_DELETED
+        self._amend(node_fate=fate)
+        self._event(tl.NODE_DELETE, node=spec.name, zone=spec.zone, fate=fate)
+
+
+def _name(stopped: BaseException) -> str:
+    from tpuctl.safety import signals
+
+    return signal.Signals(stopped.signum).name if isinstance(stopped, signals.Stopped) else "SIGINT"
+

@@ -1,0 +1,207 @@
+"""A run's own TPU VM (`launch --new-tpu`): hunted and created for the run, recreated after a preemption, deleted at its end.
+
+The pieces are the capacity issue's and babysit's, reused as they are: the candidates `tpuctl create --zones` ranks
+(candidates.py), its hunt (hunt.py), babysit's recovery policy (recovery.py: the own zone, then the hunt) and its
+recreate limit. What is the run's own is the node's name and label (run_nodes: the run id, cut to Cloud's rules; the
+full id in the description) and the one guard before every delete or recreate: the node must be the one the run's
+record names AND carry the run's label, so a node the user made, or one another run made, is never touched.
+
+What happens is told through `VmLog` (the launch writes it into the run's timeline and record: tpuctl/runs/ is not
+imported from here) and one line at a time through `say`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from tpuctl.cloud import lifecycle, nodespec
+from tpuctl.cloud.babysit import MAX_RECREATES, condition
+from tpuctl.cloud.capacity import candidates as ranking
+from tpuctl.cloud.capacity.hunt import Candidate, Tried, hunt, spec_for
+from tpuctl.cloud.capacity.recovery import own_capacity, recover
+from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.run_nodes import LABEL_KEY, label_value, owned_by
+from tpuctl.inputs.errors import FAILED, TpuctlError
+
+if TYPE_CHECKING:
+    from tpuctl.cloud.node import Node
+    from tpuctl.cloud.prices import PriceBook
+    from tpuctl.cloud.tpu import TpuApi
+
+Say = Callable[[str], None]
+
+
+def node_name(run_id: str) -> str:
+    """The VM's name: the run id as its label holds it (run_nodes.label_value: lowercase, a letter first, at most 63
+    characters, no `-` last), which is also a valid TPU node id, so a user finds the run's VM by its run id."""
+    return nodespec.check_name(label_value(run_id))
+
+
+class VmLog(Protocol):
+    """Where the run keeps what happened to its VM (the launch: its timeline and its record)."""
+
+    def hunting(self, tries: Sequence[Candidate]) -> None: ...
+    def creating(self, spec: NodeSpec, usd_per_hour: float | None) -> None: ...  # the service accepted this try
+    def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None: ...
+    def recreating(self, spec: NodeSpec, why: str) -> None: ...
+    def recreated(self, spec: NodeSpec, usd_per_hour: float | None) -> None: ...
+    def ended(self, spec: NodeSpec, kept: bool) -> None: ...  # deleted (the service accepted it), or kept on purpose
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the run asked for: the hunt's plan (types, kinds, zones) and the image, given or tpuctl's default."""
+
+    plan: ranking.Plan
+    runtime_version: str | None  # None: each type's default image (settings.default_runtime)
+    create_deadline_s: float = lifecycle.CREATE_DEADLINE_S
+
+
+class RunVm:
+    """The VM of one run. `provision` makes it READY, `recreate` brings it back after a preemption, `delete` ends it."""
+
+    def __init__(self, api: TpuApi, run_id: str, wanted: Wanted, log: VmLog, say: Say, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api, self.run_id, self.wanted, self.log, self.say, self.sleep = api, run_id, wanted, log, say, sleep
+        self.name = node_name(run_id)
+        self.spec: NodeSpec | None = None  # the node as it was last asked for: its zone, type and kind
+        self.book: PriceBook | None = None
+        self.recreated = 0
+
+    def base(self, first: Candidate) -> NodeSpec:
+        """The spec every try starts from: the run's label, the full run id in the description, the hunt it made."""
+        plan = self.wanted.plan
+        zones = "all" if plan.zones is None else ",".join(plan.zones)
+        return NodeSpec(
+            name=self.name,
+            project=self.api.project,
+            zone=first.zone,
+            runtime_version=self.wanted.runtime_version or "",
+            accelerator_type=first.accelerator_type,
+            labels={LABEL_KEY: label_value(self.run_id)},
+            description=f"tpuctl run {self.run_id}",
+            hunt_zones=zones,
+            hunt_capacity=",".join(str(c) for c in plan.capacities),
+        )
+
+    def provision(self) -> Node:
+        """Hunt through the candidates (their prices said first) until one holds, and wait for it to be READY."""
+        found = ranking.offers(self.api, self.wanted.plan, self.say)
+        self.book = found.book
+        tries, skipped = ranking.candidates(found, self.wanted.plan)
+        if not tries:
+            raise ranking.all_short(skipped) if skipped else TpuctlError(
+                "no zone offers these types for these capacity kinds", hint="`tpuctl offers TYPE` lists what each zone offers", exit_code=FAILED
+            )
+        for skip in skipped:
+            self.say(f"{skip.candidate}: {skip.why}")
+        self.say(f"TPU VM {self.name} for this run: {len(tries)} candidate(s), best first, at list price ({found.book.describe()}): " + price_list(tries))
+        base = self.base(tries[0])
+        given = self.wanted.runtime_version is not None
+        self.log.hunting(tries)
+
+        def accepted(candidate: Candidate) -> None:
+            self.spec = spec_for(base, candidate, given)
+            self.log.creating(self.spec, candidate.usd_per_hour)
+            self.say(f"creating TPU VM {self.name}: {candidate}, {price_text(candidate.usd_per_hour)}; waiting for it to be READY")
+
+        done = hunt(self.api, base, tries, _states(self.say, self.name), say=self.say, runtime_given=given,
+                    create_deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, before_create=accepted)  # fmt: skip
+        self.spec = done.ensured.spec
+        self.log.provisioned(self.spec, done.tried)
+        self.say(f"TPU VM {self.name} is READY in {self.spec.zone} ({done.candidate.capacity})")
+        return done.ensured.node
+
+    def down(self) -> str | None:
+        """The node's condition when it cannot run workers (preempted, terminated, gone), else None."""
+        assert self.spec is not None
+        node = self.api.get_node(self.spec.zone, self.name)
+        return condition(node) if node is None or node.lost else None
+
+    def recreate(self, why: str) -> Node:
+        """The lost node made again (babysit's rules: its own zone, then the hunt over the run's zones and kinds, at most
+        MAX_RECREATES times); its new zone, type and kind go to the log. A node that is not this run's is left alone."""
+        spec = self.spec
+        assert spec is not None
+        if self.recreated >= MAX_RECREATES:
+            raise TpuctlError(f"TPU VM {self.name} is {why} again after {self.recreated} recreations; giving up", exit_code=FAILED)
+        existing = self.api.get_node(spec.zone, self.name)
+        if existing is not None and not owned_by(existing, self.run_id):
+            raise TpuctlError(f"TPU VM {self.name} in {spec.zone} does not carry this run's label; tpuctl leaves it alone", exit_code=FAILED)
+        self.recreated += 1
+        self.say(f"TPU VM {self.name} is {why}; recreating it ({self.recreated}/{MAX_RECREATES})")
+        self.log.recreating(spec, why)
+        back = recover(self.api, spec, _states(self.say, self.name), say=self.say, candidates=self._elsewhere(spec),
+                       deadline_s=self.wanted.create_deadline_s, sleep=self.sleep)  # fmt: skip
+        self.spec = back.ensured.spec
+        usd = self.book.slice_price(self.spec.accelerator(), self.spec.zone, self.spec.capacity()) if self.book is not None else None
+        self.log.recreated(self.spec, usd)
+        self.say(f"TPU VM {self.name} is READY again: {back.line}")
+        return back.ensured.node
+
+    def _elsewhere(self, spec: NodeSpec) -> Callable[[], list[Candidate]] | None:
+        """Where the node may go once its own zone stocked out: the run's zones and kinds, its own type (the hosts the
+        launch was planned for), its own kind first; gathered only then. None when the run named one zone."""
+        plan = self.wanted.plan
+        if (plan.zones is not None and len(plan.zones) < 2) or spec.accelerator_type is None:
+            return None
+        kinds = list(dict.fromkeys([own_capacity(spec), *plan.capacities]))
+        again = replace(plan, types=[spec.accelerator_type], capacities=kinds)
+        return lambda: ranking.ranked(self.api, again, self.say)
+
+    def delete(self, recorded: str | None) -> str:
+        """Delete the node if it is this run's: the one its record names (`recorded`) AND labelled for its run id. Waits
+        until the service has accepted the delete; what happened, in one line."""
+        spec = self.spec or self._saved()
+        if spec is None:
+            return f"no TPU VM was created for this run ({self.name})"
+        node = self.api.get_node(spec.zone, self.name)
+        if recorded != self.name or (node is not None and not owned_by(node, self.run_id)):
+            return f"TPU VM {self.name} in {spec.zone} is not this run's to delete (its record or its label says otherwise): left as it is"
+        if node is None or self.api.delete_node(spec.zone, self.name) is None:
+            line = f"TPU VM {self.name} in {spec.zone} is gone already"
+        else:
+            line = f"deleting TPU VM {self.name} in {spec.zone}: the service accepted the delete"
+        nodespec.forget(spec)
+        self.log.ended(spec, kept=False)
+        return line
+
+    def _saved(self) -> NodeSpec | None:
+        """The spec a create saved before it was told (a stop that came between the service's accept and the hunt's word)."""
+        for zone in nodespec.saved_zones(self.api.project, self.name):
+            return nodespec.load(self.api.project, zone, self.name)
+        return None
+
+    def keep(self, why: str) -> str:
+        """Leave the node running, and say how to delete it."""
+        spec = self.spec or self._saved()
+        if spec is None:
+            return f"no TPU VM was created for this run ({self.name})"
+        if self.api.get_node(spec.zone, self.name) is None:  # a hunt that found nothing left nothing to keep
+            self.log.ended(spec, kept=False)
+            return f"TPU VM {self.name} in {spec.zone} is gone already: nothing to keep"
+        self.log.ended(spec, kept=True)
+        return f"kept TPU VM {self.name} in {spec.zone} ({why}); it bills until deleted: tpuctl delete {self.name} --zone {spec.zone}"
+
+
+def price_text(usd: float | None) -> str:
+    return "no list price" if usd is None else f"${usd:,.2f}/h"
+
+
+def price_list(tries: Sequence[Candidate], limit: int = 6) -> str:
+    shown = ", ".join(f"{c} {price_text(c.usd_per_hour)}" for c in tries[:limit])
+    return shown + (f", and {len(tries) - limit} more" if len(tries) > limit else "")
+
+
+def _states(say: Say, name: str) -> Callable[[str, float], None]:
+    """The create's and the recreate's progress: one line per new state, not one per poll."""
+    seen = [""]
+
+    def progress(state: str, elapsed: float) -> None:
+        if state != seen[0]:
+            seen[0] = state
+            say(f"TPU VM {name}: {state} ({elapsed:.0f}s)")
+
+    return progress
