@@ -191,6 +191,31 @@ def test_ctrl_c_stops_the_workers_deletes_the_vm_and_exits_130(cloud: Cloud) -> 
     assert "Traceback" not in launch.stderr
 
 
+def test_a_sigkilled_launcher_leaves_a_lost_run_whose_billing_vm_tpuctl_stop_deletes(cloud: Cloud) -> None:
+    """The laptop gone mid-run: the record, written as the VM was made, still names it; `runs` shows the run lost with
+    its VM billing and nobody left to delete it; `tpuctl stop RUN` deletes that VM, and only that one."""
+    launch = cloud.launch("--zone", ZONES[1])
+    cloud.started(launch)
+    launch.proc.kill()
+    launch.finish(timeout=30)
+    (cloud.flags / "go").write_text("")  # the hosts' workers, cut off from their launcher, may end
+    run_id = cloud.record()["run_id"]
+    listed = run_tpuctl("runs", "--json", env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    (run,) = [r for r in json.loads(listed.stdout) if r["run_id"] == run_id]
+    assert (run["state"], run["vm_billing"], run["vm_orphaned"]) == ("lost", True, True), run
+    table = run_tpuctl("runs", env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert f"{label_value(run_id)} (BILLING)" in table.stdout, table.stdout
+    assert [node["labels"][LABEL_KEY] for node in cloud.ours()] == [label_value(run_id)]
+    stopped = run_tpuctl("stop", run_id, env=cloud.env, cwd=cloud.tmp, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    record = cloud.record()
+    assert (record["created_node"], record["node_fate"]) == (label_value(run_id), "deleted")
+    cloud.assert_bystanders_survive()
+
+
 def test_a_detached_run_makes_its_vm_and_tpuctl_stop_deletes_it(cloud: Cloud) -> None:
     """--detach: the detached process hunts, creates, runs and, stopped by `tpuctl stop`, deletes the VM."""
     args = [str(cloud.script), "--new-tpu", "v4-16", "--zone", ZONES[1], "--ssh-config", str(cloud.config), "--strategy", "none",
