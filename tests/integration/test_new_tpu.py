@@ -315,6 +315,9 @@ def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the
     assert f"tpuctl: deleting TPU VM {name} in {order[1]}: the service accepted the delete" in notices
     ended = cloud.record()
     assert (ended["zone"], ended["node_fate"], ended["state"], ended["price_per_hour"]) == (order[1], "deleted", "succeeded", pytest.approx(27.2))
+    report = run_tpuctl("report", run_id, env=cloud.env, cwd=cloud.tmp, timeout=60)
+    assert report.returncode == 0, report.stderr
+    assert f"attempt 1 on TPU VM {name} ({order[0]})" in report.stdout and f"attempt 2 on TPU VM {name} ({order[1]})" in report.stdout, report.stdout
     wait_for(lambda: not cloud.ours(), timeout=30)
     cloud.assert_bystanders_survive()
 

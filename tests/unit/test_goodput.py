@@ -265,6 +265,22 @@ def test_a_run_s_own_vm_splits_hunting_provisioning_and_preemption_recovery_out_
     assert report.summary_line() == "goodput 32%: 24% preemption recovery, 16% provisioning, 10% stockout hunting"
 
 
+def test_each_attempt_names_the_run_s_own_vm_it_ran_on() -> None:
+    """The VM made usable last before an attempt started (provision_end, recreate_end): a recreate in another zone
+    moves the next attempt there; a run without its own VM has none."""
+    events = [
+        ev(0, tl.RUN_START), ev(1, tl.PROVISION_BEGIN), ev(5, tl.PROVISION_END, node="vm-a", zone="z1"), ev(6, tl.ATTEMPT_START, 1),
+        ev(10, tl.ATTEMPT_END, 1, result="preempted"), ev(11, tl.RECREATE_BEGIN, node="vm-a", zone="z1"),
+        ev(20, tl.RECREATE_END, node="vm-a", zone="z2"), ev(21, tl.ATTEMPT_START, 2), ev(30, tl.ATTEMPT_END, 2, result="succeeded"),
+        ev(31, tl.RUN_END),
+    ]  # fmt: skip
+    report = goodput.analyse(events)
+    assert [a.vm for a in report.attempts] == [("vm-a", "z1"), ("vm-a", "z2")]
+    assert report.to_json()["attempts"][1]["vm"] == {"node": "vm-a", "zone": "z2"}
+    plain = goodput.analyse([ev(0, tl.RUN_START), ev(1, tl.ATTEMPT_START, 1), ev(2, tl.ATTEMPT_END, 1, result="succeeded"), ev(3, tl.RUN_END)])
+    assert [a.vm for a in plain.attempts] == [None]
+
+
 def test_a_hunt_that_never_ends_runs_to_the_run_s_end_and_a_hunting_share_never_passes_its_span() -> None:
     """A launcher killed while it hunted: no provision_end, no attempt; a hunting_s larger than the span is cut to it."""
     lost = goodput.analyse([ev(0, tl.RUN_START), ev(2, tl.PROVISION_BEGIN), ev(50, tl.NODE_CREATE, zone="a")])

@@ -73,9 +73,11 @@ class AttemptSplit:
     number: int
     ended: Kind | None  # preempted, failed, hang where the timeline says so
     split: Split
+    vm: tuple[str, str] | None = None  # (node, zone) of the run's own TPU VM it ran on (launch --new-tpu), from the node events
 
     def to_json(self) -> dict[str, Any]:
-        return {"attempt": self.number, "ended": None if self.ended is None else self.ended.value, **self.split.to_json()}
+        vm = None if self.vm is None else {"node": self.vm[0], "zone": self.vm[1]}
+        return {"attempt": self.number, "ended": None if self.ended is None else self.ended.value, "vm": vm, **self.split.to_json()}
 
 
 @dataclass
@@ -172,8 +174,26 @@ def of_compact(read: compact.Compact, *, now: float | None = None, windows: int 
     for split in per_attempt.values():
         split.steps_seen = seen
     source = ", ".join(sorted(read.sources)) if read.sources else ("unnamed" if seen else None)
-    splits = [AttemptSplit(attempt.number, attempt.ended, per_attempt[attempt.number]) for attempt in attempts]
+    ran_on = _vms(events)
+    splits = [AttemptSplit(a.number, a.ended, per_attempt[a.number], _vm_at(ran_on, a.start)) for a in attempts]
     return Report(total, splits, source, finished, read.skipped, [(w[0], w[1], w[2], w[3]) for w in over_time])
+
+
+def _vms(events: Sequence[tl.Event]) -> list[tuple[float, tuple[str, str]]]:
+    """When the run's own VM became usable, and which it was: each provision_end and recreate_end, in time order."""
+    found = []
+    for e in events:
+        if e.event in (tl.PROVISION_END, tl.RECREATE_END):
+            node, zone = e.fields.get("node"), e.fields.get("zone")
+            if isinstance(node, str) and isinstance(zone, str):
+                found.append((e.t, (node, zone)))
+    return found
+
+
+def _vm_at(ran_on: list[tuple[float, tuple[str, str]]], start: float) -> tuple[str, str] | None:
+    """The VM an attempt started at `start` ran on: the last one made usable before it."""
+    index = bisect.bisect_right([t for t, _ in ran_on], start)
+    return ran_on[index - 1][1] if index else None
 
 
 def _spread(over_time: list[list[float]], a: float, b: float, training: bool) -> None:

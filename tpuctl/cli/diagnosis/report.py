@@ -166,7 +166,8 @@ def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: flo
         for attempt in result.attempts:
             ended = f", ended: {attempt.ended}" if attempt.ended else ""
             cost = "" if price_per_hour is None else f", {attempt.split.wall_s / 3600 * price_per_hour:.2f} USD"
-            lines.append(f"attempt {attempt.number}: {attempt.split.wall_s:.1f}s{cost}{ended}")
+            on = "" if attempt.vm is None else f" on TPU VM {attempt.vm[0]} ({attempt.vm[1]})"
+            lines.append(f"attempt {attempt.number}{on}: {attempt.split.wall_s:.1f}s{cost}{ended}")
             lines += _categories(attempt.split, "    ")
     if result.skipped:
         lines.append(f"skipped {result.skipped} line(s) of the timeline that are not events (truncated, garbage or out of range)")
