@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,19 +16,29 @@ pytestmark = pytest.mark.tf
 INFO = re.compile(r"^\[worker:0\] I\d{4} \d+:\d+:\d+\.\d+ +\d+ \S+\.cc:\d+\] ", re.MULTILINE)
 
 
-def test_tensorflow_info_lines_are_in_the_log_not_on_the_console_unless_verbose(tmp_path: Path) -> None:
-    # One worker under the default strategy: the runtime and the script both bring TF up.
-    quiet = run_tpuctl("launch", str(SCRIPTS / "tf_constant.py"), "--workers", "1", "--log-dir", str(tmp_path / "quiet"))
-    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
-    assert "[worker:0] constant: 7" in quiet.stdout
-    assert "[worker:0] tpuctl: worker:0: default strategy" in quiet.stdout
-    assert not INFO.search(quiet.stdout + quiet.stderr), quiet.stdout
-    assert "absl::InitializeLog" not in quiet.stdout
-    log = (tmp_path / "quiet" / "attempt-1" / "worker-0.log").read_text()
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One launch with the default console (no --verbose) of a one-worker TensorFlow script, and its log folder:
+    the deprecation test and the quiet half of the chatter test read the same run."""
+    logs = tmp_path_factory.mktemp("quiet")
+    return run_tpuctl("launch", str(SCRIPTS / "deprecated_strategy.py"), "--workers", "1", "--log-dir", str(logs)), logs
+
+
+def test_tensorflow_info_lines_are_in_the_log_not_on_the_console_unless_verbose(
+    quiet: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
+) -> None:
+    # Any TensorFlow worker prints the chatter when TF loads; the quiet run is the deprecation test's script.
+    done, logs = quiet
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[worker:0] replicas: 1" in done.stdout  # the script's own output
+    assert "[worker:0] tpuctl: worker:0: MultiWorkerMirroredStrategy, 1 replica(s) in sync" in done.stdout  # tpuctl's own lines
+    assert not INFO.search(done.stdout + done.stderr), done.stdout
+    assert "absl::InitializeLog" not in done.stdout
+    log = (logs / "attempt-1" / "worker-0.log").read_text()
     folded = len(re.findall(r"^I\d{4} ", log, re.MULTILINE))
     assert folded >= 2, log  # the log keeps them: oneDNN, the CUDA stub, the CPU feature guard...
-    assert "constant: 7" in log
-    assert re.search(r"\d+ TensorFlow log lines folded from the console \(they are in the log files; --verbose shows them\)", quiet.stdout + quiet.stderr)
+    assert "replicas: 1" in log
+    assert re.search(r"\d+ TensorFlow log lines folded from the console \(they are in the log files; --verbose shows them\)", done.stdout + done.stderr)
 
     loud = run_tpuctl("launch", str(SCRIPTS / "tf_constant.py"), "--workers", "1", "--verbose", "--log-dir", str(tmp_path / "loud"))
     assert loud.returncode == 0, loud.stdout + loud.stderr
@@ -46,9 +57,9 @@ def test_a_tpu_script_where_there_is_no_tpu_fails_in_one_line(tmp_path: Path) ->
     assert f"tpuctl: cause: exit status 1: {hint}" in done.stderr
 
 
-def test_deprecation_notices_name_the_scripts_line(tmp_path: Path) -> None:
+def test_deprecation_notices_name_the_scripts_line(quiet: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     """TensorFlow counts frames up from its deprecation wrapper: the runtime's watch on strategy constructors sat between."""
-    done = run_tpuctl("launch", str(SCRIPTS / "deprecated_strategy.py"), "--workers", "1", "--log-dir", str(tmp_path))
+    done, _ = quiet
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"WARNING:tensorflow:From {SCRIPTS / 'deprecated_strategy.py'}:4: _CollectiveAllReduceStrategyExperimental.__init__" in done.stdout
     assert "tpuctl/runtime" not in done.stdout

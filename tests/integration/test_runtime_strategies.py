@@ -3,6 +3,7 @@ parameter servers, and TPU targets that must fail within their deadline instead 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -42,7 +43,9 @@ def test_mirrored_on_chosen_devices(tmp_path: Path) -> None:
         "--log-dir", str(tmp_path / "logs"), env={**os.environ, "ARGV_OUT": str(tmp_path)},
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "MirroredStrategy, 2 replica(s) in sync, devices: /job:localhost/replica:0/task:0/device:CPU:1, /job:localhost/replica:0/task:0/device:CPU:3" in result.stdout
+    assert (
+        "MirroredStrategy, 2 replica(s) in sync, devices: /job:localhost/replica:0/task:0/device:CPU:1, /job:localhost/replica:0/task:0/device:CPU:3"
+    ) in result.stdout
 
 
 def test_auto_sharding_splits_each_global_batch_and_off_duplicates(tmp_path: Path) -> None:
@@ -84,24 +87,34 @@ def silent_port() -> object:
 
 
 def test_tpu_targets_fail_within_the_deadline(tmp_path: Path, silent_port: int) -> None:
+    """Only the port that accepts and never answers gets as far as TensorFlow: `local` without chips and a closed
+    port are refused before the import. The workers of those two cases find a stand-in `tensorflow` first on their
+    path, which ends the worker with its own words if anything imports it."""
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     closed_port = closed.getsockname()[1]
     closed.close()
+    stand_in = tmp_path / "stand-in" / "tensorflow"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text("raise SystemExit('stand-in TensorFlow imported')\n")
     cases = [
-        (f"grpc://127.0.0.1:{closed_port}", "is not reachable", "Connection refused"),
-        (f"grpc://127.0.0.1:{silent_port}", "no TPU answered", "hung"),
-        ("local", "no TPU on this machine", "/dev/accel"),
+        (f"grpc://127.0.0.1:{closed_port}", "is not reachable", "Connection refused", False),
+        (f"grpc://127.0.0.1:{silent_port}", "no TPU answered", "hung", True),
+        ("local", "no TPU on this machine", "/dev/accel", False),
     ]
     timeout = 4.0
-    for case, (target, words, detail) in enumerate(cases):
+    for case, (target, words, detail, imports_tensorflow) in enumerate(cases):
+        env = {**os.environ, "TPU_NAME": target}
+        if not imports_tensorflow:
+            env["PYTHONPATH"] = os.pathsep.join([str(stand_in.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
         started = time.monotonic()
         result = run_tpuctl(
             "launch", str(SCRIPTS / "argv_dump.py"), "--strategy", "tpu", "--tpu-timeout", str(timeout),
-            "--log-dir", str(tmp_path / f"logs-{case}"), env={**os.environ, "TPU_NAME": target},  # one folder, one launch
+            "--log-dir", str(tmp_path / f"logs-{case}"), env=env,  # one folder, one launch
         )
         elapsed = time.monotonic() - started
         assert result.returncode == 1, result.stdout + result.stderr
+        assert "stand-in TensorFlow imported" not in result.stdout + result.stderr
         errors = [line for line in result.stdout.splitlines() if "tpuctl: error:" in line]
         assert len(errors) == 1 and words in errors[0] and detail in errors[0], result.stdout
         # TensorFlow's import (a few seconds on 2 cores) comes on top of the deadline.
@@ -130,7 +143,8 @@ def test_a_keras3_custom_loop_on_simulated_devices_gets_its_lazily_created_varia
 @pytest.fixture(scope="module")
 def hub_module(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A feature-vector SavedModel written here (no download), the handle hub.KerasLayer loads."""
-    pytest.importorskip("tensorflow_hub", reason="tensorflow_hub is in the test extra: make test installs it")
+    if importlib.util.find_spec("tensorflow_hub") is None:  # not importorskip: importing it here imports TensorFlow
+        pytest.skip("tensorflow_hub is in the test extra: make test installs it")
     handle = tmp_path_factory.mktemp("hub") / "feature_vector"
     subprocess.run([sys.executable, str(SCRIPTS / "hub_module_save.py"), str(handle)], check=True, capture_output=True, timeout=120)
     return handle

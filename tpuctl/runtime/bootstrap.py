@@ -212,11 +212,19 @@ def run_script(script: str, args: list[str]) -> None:
 
 def _build(env: WorkerEnv, kind: str) -> Any:
     from tpuctl import runtime
+
+    tpu = None
+    if kind == "tpu" and env.simulate_devices <= 1:
+        from tpuctl.runtime import tpu_connect
+
+        # Before TensorFlow loads: `local` without chips or an address nobody listens on fails in a moment,
+        # not after seconds of import in every worker; only the connection itself imports TensorFlow.
+        tpu = tpu_connect.connect(tpu_connect.target_from_env(), tpu_connect.timeout_from_env())
     from tpuctl.runtime import strategies
 
     if env.simulate_devices > 1:
         strategies.simulate_devices(env.simulate_devices)
-    built = strategies.build(kind, env)
+    built = strategies.build(kind, env, tpu)
     runtime.adopt(built)
     rehearsing = f" (rehearsal of {env.rehearse} on this machine's CPU)" if env.rehearse else ""
     say(f"{env.task.name}: {strategies.describe(built)}{rehearsing}")

@@ -29,7 +29,8 @@ def simulate_devices(count: int) -> None:
     tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
 
 
-def build(kind: str, env: WorkerEnv) -> Any:
+def build(kind: str, env: WorkerEnv, tpu: Any = None) -> Any:
+    """The strategy of `kind`; `tpu`: the TPUClusterResolver already connected (tpu_connect.connect), if any."""
     if kind == MULTI_WORKER:
         options = tf.distribute.experimental.CommunicationOptions(implementation=_COMMUNICATION[env.communication])
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
@@ -39,7 +40,7 @@ def build(kind: str, env: WorkerEnv) -> Any:
         device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
         return tf.distribute.OneDeviceStrategy(device)
     if kind == "tpu":
-        resolver = tpu_connect.connect(tpu_connect.target_from_env(), tpu_connect.timeout_from_env())
+        resolver = tpu or tpu_connect.connect(tpu_connect.target_from_env(), tpu_connect.timeout_from_env())
         return tf.distribute.TPUStrategy(resolver)
     if kind == REHEARSE:
         from tpuctl.runtime import rehearsal

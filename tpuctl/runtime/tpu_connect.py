@@ -132,10 +132,16 @@ def connect(target: str, timeout_s: float) -> Any:
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return resolver
 
-    return within_deadline(reach, target, timeout_s, hung="connect_to_cluster / initialize_tpu_system")
+    return within_deadline(reach, target, timeout_s, hung="connect_to_cluster / initialize_tpu_system", load=_load_tensorflow)
 
 
-def within_deadline(call: Callable[[], T], target: str | None, timeout_s: float, *, hung: str, script: bool = False) -> T:
+def _load_tensorflow() -> None:
+    import tensorflow  # noqa: F401 - the import is the point: once the target passed the checks, outside the deadline
+
+
+def within_deadline(
+    call: Callable[[], T], target: str | None, timeout_s: float, *, hung: str, script: bool = False, load: Callable[[], object] | None = None
+) -> T:
     """`call()` (a TPU connection) under tpuctl's deadline: its result, or a one-line failure by then.
 
     `target` (a TPU's name, `local` or grpc://) is checked first where it can be:
@@ -145,6 +151,9 @@ def within_deadline(call: Callable[[], T], target: str | None, timeout_s: float,
     deadline if TensorFlow does not return at all (`hung` says which call).
     Calls made while one is already under a deadline (TensorFlow's own, inside
     tpuctl's connect) run as they are.
+
+    `load` (TensorFlow's import, for tpuctl's own connection) runs once the target has passed those checks, so
+    that a wrong target costs no import, and its seconds are not counted against the deadline.
 
     `script`: the script's own call. What TensorFlow answers quickly (no TPU here,
     "not found") reaches the script as TensorFlow raised it, once, so its own
@@ -163,6 +172,12 @@ def within_deadline(call: Callable[[], T], target: str | None, timeout_s: float,
     address = grpc_address(target) if target else None
     if address is not None:
         _wait_reachable(address, attempts, deadline)
+    if load is not None:
+        loading = time.monotonic()
+        load()
+        spent = time.monotonic() - loading
+        attempts.started += spent
+        deadline += spent
     done = threading.Event()
 
     def watch() -> None:
