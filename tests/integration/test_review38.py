@@ -9,8 +9,12 @@ import signal
 import pytest
 
 from tests.conftest import run_tpuctl, wait_for
-from tests.integration.test_new_tpu import Cloud, _agent_of_worker, _ranked, cloud, cluster  # noqa: F401 (fixtures)
+from tests.integration import test_new_tpu as new_tpu
+from tests.integration.test_new_tpu import Cloud, _agent_of_worker, _ranked
 from tests.integration.test_tpu_preemption import Launch
+
+cluster = new_tpu.cluster  # test_new_tpu.py's fixtures: two sshd hosts, the stand-in with a user's node and another run's
+cloud = new_tpu.cloud
 
 
 def _recreating_elsewhere(cloud: Cloud) -> tuple[Launch, str, str, list[str]]:
@@ -48,7 +52,7 @@ def _nothing_left(cloud: Cloud, said: str) -> None:
     "after READY, run_vm.py recreate) and leaves the new VM billing while the record says deleted",
 )
 def test_a_stop_while_the_vm_is_recreated_in_another_zone_leaves_nothing_billing(cloud: Cloud) -> None:
-    launch, run_id, name, order = _recreating_elsewhere(cloud)
+    launch, _, _, _ = _recreating_elsewhere(cloud)
     launch.proc.send_signal(signal.SIGTERM)  # what `tpuctl stop` sends
     assert launch.finish(timeout=90) == 130, launch.stderr
     record = cloud.record()
@@ -63,7 +67,7 @@ def test_a_stop_while_the_vm_is_recreated_in_another_zone_leaves_nothing_billing
     "has no before_create: run_vm.py recreate), so after a SIGKILL `tpuctl stop` deletes nothing and the new VM bills",
 )
 def test_a_launcher_killed_while_the_vm_is_recreated_elsewhere_leaves_a_record_stop_can_delete_it_by(cloud: Cloud) -> None:
-    launch, run_id, name, order = _recreating_elsewhere(cloud)
+    launch, run_id, _, order = _recreating_elsewhere(cloud)
     launch.proc.kill()
     launch.finish(timeout=30)
     (cloud.flags / "go").write_text("")  # the hosts' workers, cut off from their launcher, may end
