@@ -1,0 +1,72 @@
+"""Review of issue 38 (`launch --new-tpu`): defects shown without a launch, each marked xfail(strict) until fixed.
+
+The records are what a `launch --new-tpu` writes while it runs (state running, its VM named and live); a run whose folder
+lock nobody holds is lost, as a SIGKILLed launcher leaves it. The VM rules run against the lifecycle tests' fake TPU API."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_hostile_cli import invoke
+from tests.unit.test_lifecycle import FakeApi
+from tests.unit.test_run_vm import RUN, _vm
+from tpuctl.cloud.run_nodes import label_value
+from tpuctl.runs import records
+from tpuctl.runs.records import NODE_LIVE, RunRecord
+
+DAY = 86400.0
+
+
+@pytest.fixture(autouse=True)
+def _private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("TPUCTL_CONFIG", str(tmp_path / "config.toml"))
+    yield
+
+
+def _lost_run_with_its_vm(tmp_path: Path, started: float) -> RunRecord:
+    """The record a SIGKILLed `launch --new-tpu` leaves: running, its VM named and live, its folder's lock free."""
+    record = RunRecord(
+        run_id=RUN, backend="ssh", script="train.py", log_dir=str(tmp_path / "logs" / RUN), started=started, pid=4242,
+        host=socket.gethostname(), tpu="v4-16", zone="us-central2-a", capacity="on-demand", price_per_hour=27.2,
+        price_note="list price", created_node=label_value(RUN), project="tpuctl-test", node_fate=NODE_LIVE,
+    )  # fmt: skip
+    records.write(record)
+    return record
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review 38: `runs --prune DAYS` removes the record of a lost run whose VM still bills (records.prune looks at "
+    "state and age only), and with it the only thing `runs`, `stop` and --delete-lost-vms find that VM by",
+)
+def test_prune_keeps_the_record_of_a_lost_run_whose_vm_still_bills(tmp_path: Path) -> None:
+    _lost_run_with_its_vm(tmp_path, started=time.time() - 30 * DAY)  # a laptop shut a month ago; the VM bills on
+    listed = invoke(["runs", "--json"])
+    assert listed.crash is None and [(r["run_id"], r["vm_orphaned"]) for r in json.loads(listed.out)] == [(RUN, True)], listed.out
+    pruned = invoke(["runs", "--prune", "7"])
+    assert pruned.crash is None, pruned.err
+    after = invoke(["runs", "--json"])
+    assert [(r["run_id"], r["vm_orphaned"]) for r in json.loads(after.out)] == [(RUN, True)], (pruned.out, after.out)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review 38: a launch's end that finds the named node without the run's label leaves node_fate live (RunVm.delete "
+    "returns before log.ended), so `runs` shows the run's VM BILLING when the run's own VM is gone; `stop` writes it deleted",
+)
+def test_the_end_of_a_launch_whose_named_node_is_not_the_run_s_stops_saying_it_bills() -> None:
+    api = FakeApi()
+    vm, log = _vm(api)
+    api.add(vm.name, "READY", labels={"team": "ml"})  # a node of that name the user made: the run's own VM is gone
+    line = vm.delete(vm.name)
+    assert "is not this run's to delete" in line and vm.name in api.nodes  # left alone: right
+    assert ("ended", False) in log.said  # and the record no longer says the run's VM may bill
