@@ -24,6 +24,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from tests.standins.event_files import scalar, write_events
 from tests.standins.fixtures import write_access_token_file
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.cli import COMMANDS, main
@@ -419,15 +420,8 @@ def test_every_file_a_command_reads_survives_hostile_contents(cloud: GoogleStand
 
 
 def _event_file(folder: Path) -> Path:
-    """A scalar whose tag is not ASCII, written by TensorBoard's own event writer."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    writer = EventFileWriter(str(folder))
-    for step in range(2):
-        value = summary_pb2.Summary.Value(tag="lößs/€", simple_value=0.5 * step)
-        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary_pb2.Summary(value=[value])))
-    writer.close()
+    """A scalar whose tag is not ASCII, written by TensorBoard's own record writer."""
+    write_events(folder, [scalar("lößs/€", step, 0.5 * step) for step in range(2)])
     return folder
 
 
