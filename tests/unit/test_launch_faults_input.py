@@ -4,12 +4,14 @@
 a billion slots, a dry run of more workers than there are file descriptors, and log
 dirs that are files: each is refused in one line, or (dry runs) works without
 touching ports, within a few seconds.
+
+The commands run in this process through the real entry point (test_hostile_cli.invoke: main() with its output
+captured and the exit status it ends with), but for the dry run under a 64-descriptor limit, a process of its own.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import time
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_tpuctl, tpuctl_cmd
+from tests.conftest import ROOT, tpuctl_cmd
+from tests.unit.test_hostile_cli import Result, invoke
 from tpuctl.cluster.hosts import MAX_TASKS, parse_hostfile, parse_slot_hosts
 from tpuctl.inputs.errors import TpuctlError
 
@@ -25,10 +28,17 @@ SCRIPT = str(ROOT / "tests" / "integration" / "scripts" / "argv_dump.py")
 BAD_SECONDS = ["inf", "-inf", "nan", "1e300", "-1", "0", "1e9"]
 
 
-def _one_line_usage_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.returncode, result.stdout[-300:], result.stderr[-300:])
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr[-500:]
+def run_tpuctl(*args: str, env: dict[str, str | None] | None = None, timeout: float = 30) -> Result:
+    """`tpuctl ARGS` in this process, `env` over its environment; an exception main() let escape fails the test."""
+    result = invoke(list(args), env, limit_s=timeout)
+    assert result.crash is None, result.explain(list(args))
+    return result
+
+
+def _one_line_usage_error(result: Result) -> str:
+    assert result.code == 2, (result.code, result.out[-300:], result.err[-300:])
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.err[-500:]
     return lines[0]
 
 
@@ -71,10 +81,11 @@ def test_workers_plus_ps_past_the_cap_is_one_line() -> None:
 
 @pytest.mark.parametrize("key_value", ["start-timeout = inf", "start-timeout = nan", "start-timeout = -3", "tpu-timeout = 1e300",
                                        f"workers = {MAX_TASKS + 1}", "max-restarts = 99999999999"])
-def test_config_file_values_are_checked_like_flags(tmp_path: Path, key_value: str) -> None:
+def test_config_file_values_are_checked_like_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key_value: str) -> None:
     config = tmp_path / "config.toml"
     config.write_text(f"[launch]\n{key_value}\n")
-    result = run_tpuctl("launch", SCRIPT, "--dry-run", timeout=30, env={**os.environ, "TPUCTL_CONFIG": str(config)}, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = run_tpuctl("launch", SCRIPT, "--dry-run", timeout=30, env={"TPUCTL_CONFIG": str(config)})
     line = _one_line_usage_error(result)
     assert str(config) in line and key_value.split(" ")[0] in line
 
@@ -115,8 +126,8 @@ def test_tf_config_for_the_largest_cluster_is_fast_and_right(tmp_path: Path) -> 
     started = time.monotonic()
     result = run_tpuctl("tf-config", "--workers", "2047", "--chief", timeout=60)
     elapsed = time.monotonic() - started
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
     assert len(lines) == 2048
     first, last = json.loads(lines[0]), json.loads(lines[-1])
     assert first["task"] == {"type": "chief", "index": 0} and last["task"] == {"type": "worker", "index": 2046}
@@ -148,7 +159,7 @@ def test_log_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
 def test_attempt_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "attempt-1").write_text("")
     result = run_tpuctl("launch", SCRIPT, "--strategy", "none", "--log-dir", str(tmp_path), timeout=30)
-    assert result.returncode in (1, 2), result.stderr
-    assert "Traceback" not in result.stderr, result.stderr
-    error = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(error) == 1 and "attempt-1" in error[0], result.stderr
+    assert result.code in (1, 2), result.err
+    assert "Traceback" not in result.err, result.err
+    error = [line for line in result.err.splitlines() if line.startswith("Error: ")]
+    assert len(error) == 1 and "attempt-1" in error[0], result.err
