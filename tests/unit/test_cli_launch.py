@@ -17,18 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
-from tests.unit.test_hostile_cli import Result, invoke
+from tests.unit.test_hostile_cli import in_process
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import parse_env
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 
-
-def run_tpuctl(*args: str) -> Result:
-    """`tpuctl ARGS` in this process; an exception main() let escape fails the test."""
-    result = invoke(list(args))
-    assert result.crash is None, result.explain(list(args))
-    return result
 
 
 @pytest.mark.parametrize(
@@ -48,7 +42,7 @@ def run_tpuctl(*args: str) -> Result:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = run_tpuctl(*args, "--dry-run")
+    result = in_process(*args, "--dry-run")
     assert result.code == 2
     assert message in result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
@@ -58,7 +52,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
 def test_unusable_log_dir_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = run_tpuctl("launch", EXAMPLE, "--log-dir", str(blocker / "logs"))
+    result = in_process("launch", EXAMPLE, "--log-dir", str(blocker / "logs"))
     assert result.code == 2
     assert result.err.strip().splitlines()[-1].startswith("Error: cannot create log dir")
     assert "Traceback" not in result.err
@@ -78,7 +72,7 @@ def test_bad_tf_config_in_a_worker_is_one_line_and_exit_2(tmp_path: Path) -> Non
 
 
 def _dry_run(*args: str) -> dict:
-    result = run_tpuctl("launch", "--dry-run", "--json", *args)
+    result = in_process("launch", "--dry-run", "--json", *args)
     assert result.code == 0, result.err
     return json.loads(result.out)
 
@@ -97,7 +91,7 @@ def test_everything_after_double_dash_goes_to_the_script() -> None:
 
 
 def test_dry_run_prints_each_worker_command_and_environment() -> None:
-    result = run_tpuctl("launch", EXAMPLE, "--workers", "2", "--model-dir", "gs://b/run", "--dry-run")
+    result = in_process("launch", EXAMPLE, "--workers", "2", "--model-dir", "gs://b/run", "--dry-run")
     assert result.code == 0
     out = result.out
     assert "worker:0 (chief) on localhost" in out and "worker:1 on localhost" in out
@@ -135,7 +129,7 @@ def test_parse_env_accepts_or_rejects_cleanly(values: list[str]) -> None:
 
 def test_launch_help_is_grouped_by_backend() -> None:
     """Issue 30: 170 lines of four backends' options in one flat list; now one section each, shared ones named again."""
-    done = run_tpuctl("launch", "--help")  # click's runner formats help 80 columns wide, as for a pipe
+    done = in_process("launch", "--help")  # click's runner formats help 80 columns wide, as for a pipe
     assert done.code == 0, done.err
     text = done.out
     sections = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]

@@ -106,6 +106,14 @@ def assert_bad_input(args: list[str], env: dict[str, str | None] | None = None, 
     return result
 
 
+def in_process(*args: str, env: dict[str, str | None] | None = None, limit_s: float = LIMIT_S) -> Result:
+    """`tpuctl ARGS` through invoke, for a test of what a command prints and the status it ends with (not of a process:
+    its streams, signals or imports); an exception main() let escape fails the test."""
+    result = invoke(list(args), env, limit_s)
+    assert result.crash is None, result.explain(list(args))
+    return result
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No user file, gcloud config or TPUCTL_* variable of the machine leaks in; cwd is empty."""

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tests.unit.test_hostile_cli import Result, invoke
+from tests.unit.test_hostile_cli import in_process
 from tpuctl.backends.ssh import session, sync, wire
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.cluster.hosts import HostEntry
@@ -39,13 +39,6 @@ from tpuctl.ssh.client_args import SshOptions, remote_command
 from tpuctl.ssh.profile import SshHosts
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
-
-
-def _tpuctl(*args: str) -> Result:
-    """`tpuctl ARGS` in this process through the real entry point; an exception main() let escape fails the test."""
-    result = invoke(list(args))
-    assert result.crash is None, result.explain(list(args))
-    return result
 _ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\0"), max_size=12), min_size=1, max_size=6)
 
 
@@ -315,7 +308,7 @@ def test_model_dir_moves_with_the_working_directory() -> None:
     ],
 )
 def test_bad_ssh_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = _tpuctl("launch", EXAMPLE, *args, "--dry-run")
+    result = in_process("launch", EXAMPLE, *args, "--dry-run")
     assert result.code == 2, result.err
     assert message in result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
@@ -332,7 +325,7 @@ def test_a_launch_with_options_ssh_rejects_is_a_usage_error_not_an_unreachable_h
 def test_hostfile_with_a_port_is_refused(tmp_path: Path) -> None:
     hostfile = tmp_path / "hosts"
     hostfile.write_text("a slots=2\nb:22\n")
-    result = _tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run")
+    result = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run")
     assert result.code == 2
     assert f"Error: {hostfile} line 2: 'b:22' has a port" in result.err
 
@@ -341,7 +334,7 @@ def test_dry_run_over_ssh_places_workers_without_connecting(tmp_path: Path, monk
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# two GPU hosts\nnode-a.invalid slots=2\nnode-b.invalid slots=2\n")
     monkeypatch.chdir(tmp_path)
-    result = _tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json", "--remote-dir", "/srv/p")
+    result = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json", "--remote-dir", "/srv/p")
     assert result.code == 0, result.err
     plan = json.loads(result.out)
     assert [w["host"] for w in plan["workers"]] == ["node-a.invalid"] * 2 + ["node-b.invalid"] * 2
@@ -353,12 +346,12 @@ def test_dry_run_over_ssh_places_workers_without_connecting(tmp_path: Path, monk
     shipment = runtime_files.shipment()
     assert plan["runtime"]["digest"] == shipment.digest and "tpuctl/runtime/bootstrap.py" in plan["runtime"]["files"]
     assert plan["runtime"]["folder"] == f"~/.cache/tpuctl/runtime/{shipment.digest}"
-    text = _tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run").out
+    text = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run").out
     assert f"from ~/.cache/tpuctl/runtime/{shipment.digest[:12]}… on each host (shipped where missing)" in text
 
 
 def test_explicit_workers_use_the_first_slots(tmp_path: Path) -> None:
-    result = _tpuctl("launch", EXAMPLE, "--hosts", "a:2,b:2", "--workers", "3", "--dry-run", "--json")
+    result = in_process("launch", EXAMPLE, "--hosts", "a:2,b:2", "--workers", "3", "--dry-run", "--json")
     assert result.code == 0, result.err
     assert [w["host"] for w in json.loads(result.out)["workers"]] == ["a", "a", "b"]
 
@@ -368,14 +361,14 @@ def test_a_remote_dry_run_shows_the_remote_side_and_warns_about_laptop_paths(tmp
     hostfile = tmp_path / "hosts"
     hostfile.write_text("node-a.invalid\nnode-b.invalid\n")
     monkeypatch.chdir(tmp_path)
-    plain = _tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json")
+    plain = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json")
     assert plain.code == 0, plain.err
     remote = json.loads(plain.out)["remote"]
     assert remote["sync"] is None and remote["python"] == sys.executable
     assert set(remote["ssh"]) == {"node-a.invalid", "node-b.invalid"}
     assert shlex.split(remote["ssh"]["node-b.invalid"])[-2:][0] == "node-b.invalid"
     assert any("this machine's Python" in w for w in remote["warnings"]) and any("--sync" in w for w in remote["warnings"])
-    synced = _tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--sync", "--remote-dir", "/srv/train", "--python", "python3", "--dry-run")
+    synced = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--sync", "--remote-dir", "/srv/train", "--python", "python3", "--dry-run")
     assert synced.code == 0, synced.err
     assert "remote: workers run in /srv/train with python3" in synced.out
     assert f"sync: {os.path.dirname(os.path.abspath(EXAMPLE))}/ -> each host's /srv/train/, the files chosen by" in synced.out

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.unit.test_hostile_cli import Result, invoke
+from tests.unit.test_hostile_cli import in_process
 
 EXAMPLE = str(ROOT / "examples" / "train_tpu.py")
 IMAGE = "us-docker.pkg.dev/my-project/train/tf:2.21"
@@ -29,15 +29,9 @@ OFFLINE: dict[str, str | None] = {
 }
 
 
-def run_tpuctl(*args: str, env: dict[str, str | None]) -> Result:
-    """`tpuctl ARGS` with `env` over this process's environment."""
-    result = invoke(list(args), env)
-    assert result.crash is None, result.explain(list(args))
-    return result
-
 
 def _body(*args: str) -> Any:
-    result = run_tpuctl("launch", EXAMPLE, "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", *args, env=OFFLINE)
+    result = in_process("launch", EXAMPLE, "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", *args, env=OFFLINE)
     assert result.code == 0, result.err
     return json.loads(result.out)  # stdout holds the body and nothing else
 
@@ -103,7 +97,7 @@ def test_workers_and_parameter_servers_become_worker_pools() -> None:
 
 def test_the_readable_dry_run_says_where_it_would_post() -> None:
     regional = OFFLINE | {"TPUCTL_VERTEX_ENDPOINT": None, "TPUCTL_REGION": "europe-west4"}
-    result = run_tpuctl(
+    result = in_process(
         "launch", EXAMPLE, "--backend", "vertex", "--image", IMAGE, "--accelerator", "v5litepod-8", "--project", "my-project",
         "--dry-run", env=regional,
     )
@@ -137,7 +131,7 @@ def test_the_readable_dry_run_says_where_it_would_post() -> None:
     ],
 )
 def test_what_vertex_cannot_run_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = run_tpuctl("launch", EXAMPLE, "--backend", "vertex", *args, "--dry-run", env=OFFLINE)
+    result = in_process("launch", EXAMPLE, "--backend", "vertex", *args, "--dry-run", env=OFFLINE)
     assert result.code == 2, result.out + result.err
     assert message in result.err
     assert len(result.err.strip().splitlines()) <= 2 and "Traceback" not in result.err
@@ -145,14 +139,14 @@ def test_what_vertex_cannot_run_is_one_line_and_exit_2(args: list[str], message:
 
 @pytest.mark.parametrize("flag", [["--region", "us-central1"], ["--staging-bucket", "gs://b/p"], ["--service-account", "a@b.iam.gserviceaccount.com"]])
 def test_vertex_options_elsewhere_are_refused(flag: list[str]) -> None:
-    result = run_tpuctl("launch", EXAMPLE, *flag, "--dry-run", env=OFFLINE)
+    result = in_process("launch", EXAMPLE, *flag, "--dry-run", env=OFFLINE)
     assert result.code == 2
     assert f"{flag[0]} is for --backend vertex (this launch uses --backend local)" in result.err
 
 
 def test_a_missing_script_is_refused_only_where_it_is_shipped(tmp_path: Path) -> None:
     missing = str(tmp_path / "absent.py")
-    staged = run_tpuctl("launch", missing, "--backend", "vertex", "--image", IMAGE, "--staging-bucket", "gs://my-bucket/p", "--dry-run", env=OFFLINE)
+    staged = in_process("launch", missing, "--backend", "vertex", "--image", IMAGE, "--staging-bucket", "gs://my-bucket/p", "--dry-run", env=OFFLINE)
     assert staged.code == 2 and "script not found" in staged.err
-    inside_image = run_tpuctl("launch", "/app/train.py", "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", env=OFFLINE)
+    inside_image = in_process("launch", "/app/train.py", "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", env=OFFLINE)
     assert inside_image.code == 0, inside_image.err  # a path inside the image
