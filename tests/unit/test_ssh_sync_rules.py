@@ -79,6 +79,7 @@ def test_the_fallback_chooses_exactly_what_git_does(tmp_path_factory: pytest.Tem
     [
         "/a*/x\n", "a/*\n!a/b\n", "**/y.txt\n", "a/**/x\n", "a/**\n!a/x\n", "*\n!*/\n!x\n", "b/\n!b/x\n", "[[:upper:]]*\n",
         "\\#h\n\\!n\n", "t\\ \n", "t \n", "s?p\n[!x]\n", "*.txt\r\n!a/*.txt\n", "d d/\n", "**/a/x\n", "/*/*/x\n", "x/\n",
+        "/a**/y.txt\n", "b**/x\n",  # `**` right after a literal head: at the start of what wildmatch sees
     ],
 )
 def test_the_fallback_agrees_with_git_on_the_constructs_the_issue_names(tmp_path: Path, gitignore: str) -> None:
