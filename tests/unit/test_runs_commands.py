@@ -3,7 +3,8 @@
 Each launch is `--strategy none` with a script written here, its state folder (records, run
 folders) in tmp_path. What needs no process (RUN prefixes, pruning, hostile values, corrupt
 records, and reading what a launch left: `runs`, `logs` of a run that ended) runs in this process
-through the real entry point; launching, following a live run, stopping and attaching are processes.
+through the real entry point, and so do `logs -f` and `stop` of a run whose workers run (their claims are what
+they print and the run they follow or end); launching, attaching and the stop during start-up are processes.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def ended(run_id: str, timeout: float = 60) -> RunRecord:
 
 
 def stop(run_id: str) -> None:
-    """Leave nothing running behind a test that failed half-way."""
-    subprocess.run(tpuctl_cmd("stop", run_id), capture_output=True, timeout=90)
+    """Leave nothing running behind a test that failed half-way (whatever the stop says)."""
+    invoke(["stop", run_id], limit_s=90)
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -114,10 +115,10 @@ def test_a_corrupt_record_among_good_ones_costs_one_warning(work: Path, tmp_path
 
 def test_logs_follow_a_run_to_its_end_tagged_by_worker_and_attempt(work: Path) -> None:
     run = detach("0", "3", "0.3", "1", options=("--max-restarts", "1"))
-    followed = tpuctl("logs", run, "-f")
-    assert followed.returncode == 0, followed.stderr
+    followed = in_process("logs", run, "-f", limit_s=60)
+    assert followed.code == 0, followed.err
     assert record_of(run).state == Kind.FAILED, "-f ended before the run did"
-    lines = followed.stdout.splitlines()
+    lines = followed.out.splitlines()
     assert "--- attempt 2 ---" in lines
     for attempt in (lines[: lines.index("--- attempt 2 ---")], lines[lines.index("--- attempt 2 ---") + 1 :]):
         mine = [line for line in attempt if line.startswith("[worker:1] ")]
@@ -138,9 +139,9 @@ def test_logs_without_a_run_take_the_newest_running_one_and_follow_new_lines(wor
     ended(older)
     run = detach("1", "3", "0.3")
     try:
-        followed = tpuctl("logs", "-f")
-        assert followed.returncode == 0 and f"tpuctl: the newest running run: {run}" in followed.stderr
-        assert sorted(followed.stdout.splitlines()) == sorted(f"[worker:{i}] w{i} step {n}" for i in (0, 1) for n in range(3))
+        followed = in_process("logs", "-f", limit_s=60)
+        assert followed.code == 0 and f"tpuctl: the newest running run: {run}" in followed.err
+        assert sorted(followed.out.splitlines()) == sorted(f"[worker:{i}] w{i} step {n}" for i in (0, 1) for n in range(3))
     finally:
         stop(run)
 
@@ -167,14 +168,14 @@ def test_stop_ends_a_running_run_as_stopped_and_every_worker_with_it(work: Path)
     try:
         wait_for(lambda: len(read_pids(work / "pids")) == 2)
         workers = read_pids(work / "pids")
-        stopped = tpuctl("stop", run[:-2])
-        assert (stopped.returncode, stopped.stdout) == (0, f"run {run} stopped (exit 130)\n"), stopped.stderr
-        assert f"stopping {run}" in stopped.stderr
+        stopped = in_process("stop", run[:-2], limit_s=60)
+        assert (stopped.code, stopped.out) == (0, f"run {run} stopped (exit 130)\n"), stopped.err
+        assert f"stopping {run}" in stopped.err
         assert record_of(run).state == Kind.STOPPED
         assert not [pid for pid in workers if alive(pid)]
         assert "received tpuctl stop; stopping all workers" in RunFolder(Path(record_of(run).log_dir)).console_log.read_text()
-        again = tpuctl("stop", run)
-        assert (again.returncode, again.stdout) == (0, f"run {run} already ended: stopped (exit 130)\n")
+        again = in_process("stop", run)
+        assert (again.code, again.out) == (0, f"run {run} already ended: stopped (exit 130)\n")
     finally:
         stop(run)
 
@@ -183,6 +184,7 @@ def test_stop_during_start_up(work: Path) -> None:
     """Stopped right after `launch --detach` returned: the workers are still starting (sleeping before their first line)."""
     run = detach("30", "1", "0")
     try:
+        # A process, as a user's: a stop from within pytest came before the detached run handled SIGTERM; the run read `lost`.
         stopped = tpuctl("stop")
         assert stopped.returncode == 0 and stopped.stdout == f"run {run} stopped (exit 130)\n", stopped
         time.sleep(0.5)  # a worker that was being started as the stop came would have written its pid by now
