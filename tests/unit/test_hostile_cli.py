@@ -24,7 +24,6 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from tests.standins.event_files import scalar, write_events
 from tests.standins.fixtures import write_access_token_file
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.cli import COMMANDS, main
@@ -428,7 +427,10 @@ def test_every_file_a_command_reads_survives_hostile_contents(cloud: GoogleStand
 
 
 def _event_file(folder: Path) -> Path:
-    """A scalar whose tag is not ASCII, written by TensorBoard's own record writer."""
+    """A scalar whose tag is not ASCII, written by TensorBoard's own record writer (imported here: the modules that import
+    this one for `invoke` need no TensorBoard)."""
+    from tests.standins.event_files import scalar, write_events
+
     write_events(folder, [scalar("lößs/€", step, 0.5 * step) for step in range(2)])
     return folder
 
