@@ -19,8 +19,9 @@ from tests.integration.tensorboard_server import Server, tensorboard
 from tpuctl.tensorboard_plugin import finding
 
 RUN = "20251128-142640-train-ab12"
-OTHER_OBJECTS = 300  # a model dir's checkpoints, event files and profile traces: a real one holds thousands
+OTHER_OBJECTS = 100  # a model dir's checkpoints, event files and profile traces (a real one holds thousands): 10 times what a listing may go through
 SLOW_S = 6.0  # a bucket listing that slow (a big bucket, a far region)
+BUSY = "busy"
 
 
 def _client(emulator: str) -> Any:
@@ -74,42 +75,47 @@ def test_a_missing_bucket_is_a_line_in_the_listing(module_gcs_emulator: str, tmp
     assert listing.error is not None and listing.error.startswith("cannot list gs://no-such-bucket/logs: ") and "\n" not in listing.error
 
 
-def _busy_bucket(emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    bucket = _client(emulator).create_bucket("busy")
+@pytest.fixture(scope="module")
+def busy(module_gcs_emulator: str) -> str:
+    """A bucket with one view among OTHER_OBJECTS objects of a model dir, made once: the tests below only list it. The
+    server above lists another bucket, only when asked (is_active, a request), and the tests count and slow this one's."""
+    bucket = _client(module_gcs_emulator).create_bucket(BUSY)
     bucket.blob(f"logs/exp1/model/tpuctl/{RUN}/view.json").upload_from_string(json.dumps({"schema": "tpuctl.run-view/1"}))
     for i in range(OTHER_OBJECTS):
         bucket.blob(f"logs/exp1/model/ckpt-{i}.data-00000-of-00001").upload_from_string("x")
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator)
+    return module_gcs_emulator
 
 
-def test_a_bucket_listing_asks_the_server_for_views_only(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _busy_bucket(gcs_emulator, monkeypatch)
+def test_a_bucket_listing_asks_the_server_for_views_only(busy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", busy)
     listed: list[int] = []
     real_list = emulator_storage.Storage.get_file_list
 
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:  # counts what the server sends back; changes nothing
-        files, prefixes = real_list(self, *args, **kwargs)
-        listed.append(len(files))
+    def counted(self: Any, bucket_name: str, *args: Any, **kwargs: Any) -> Any:  # counts what the server sends back; changes nothing
+        files, prefixes = real_list(self, bucket_name, *args, **kwargs)
+        if bucket_name == BUSY:
+            listed.append(len(files))
         return files, prefixes
 
     monkeypatch.setattr(emulator_storage.Storage, "get_file_list", counted)
 
-    found = finding.find("gs://busy/logs")
+    found = finding.find(f"gs://{BUSY}/logs")
 
     assert [run.run_id for run in found] == [RUN]
-    assert sum(listed) <= 10, f"the listing went through {sum(listed)} objects to find one view"
+    assert listed and sum(listed) <= 10, f"the listing went through {sum(listed)} objects to find one view"
 
 
-def test_is_active_answers_from_the_last_listing_while_a_slow_bucket_lists(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_is_active_answers_from_the_last_listing_while_a_slow_bucket_lists(busy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """TensorBoard asks is_active on its request thread at every page load: a slow listing must not hold the UI."""
-    _busy_bucket(gcs_emulator, monkeypatch)
-    listing = finding.Listing("gs://busy/logs", ttl_s=0.0)  # every question finds the last listing stale
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", busy)
+    listing = finding.Listing(f"gs://{BUSY}/logs", ttl_s=0.0)  # every question finds the last listing stale
     assert [run.run_id for run in listing.runs()] == [RUN]
     real_list = emulator_storage.Storage.get_file_list
 
-    def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
-        time.sleep(SLOW_S)
-        return real_list(self, *args, **kwargs)
+    def slow(self: Any, bucket_name: str, *args: Any, **kwargs: Any) -> Any:
+        if bucket_name == BUSY:
+            time.sleep(SLOW_S)
+        return real_list(self, bucket_name, *args, **kwargs)
 
     monkeypatch.setattr(emulator_storage.Storage, "get_file_list", slow)
     started = time.monotonic()

@@ -1,4 +1,8 @@
-"""`tpuctl launch` input handling: one-line errors, exit 2, option placement, dry runs."""
+"""`tpuctl launch` input handling: one-line errors, exit 2, option placement, dry runs.
+
+The commands run in this process through the real entry point (test_hostile_cli.invoke: main(), its output captured,
+the exit status it ends with); a worker's runtime and the CLI's imports are checked in processes of their own.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ROOT, run_tpuctl
+from tests.conftest import ROOT
+from tests.unit.test_hostile_cli import in_process
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import parse_env
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
+
 
 
 @pytest.mark.parametrize(
@@ -36,20 +42,20 @@ EXAMPLE = str(ROOT / "examples" / "train_keras.py")
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = run_tpuctl(*args, "--dry-run")
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert result.stderr.startswith("Error: ")
+    result = in_process(*args, "--dry-run")
+    assert result.code == 2
+    assert message in result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
+    assert result.err.startswith("Error: ")
 
 
 def test_unusable_log_dir_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = run_tpuctl("launch", EXAMPLE, "--log-dir", str(blocker / "logs"))
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("Error: cannot create log dir")
-    assert "Traceback" not in result.stderr
+    result = in_process("launch", EXAMPLE, "--log-dir", str(blocker / "logs"))
+    assert result.code == 2
+    assert result.err.strip().splitlines()[-1].startswith("Error: cannot create log dir")
+    assert "Traceback" not in result.err
 
 
 def test_bad_tf_config_in_a_worker_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -66,9 +72,9 @@ def test_bad_tf_config_in_a_worker_is_one_line_and_exit_2(tmp_path: Path) -> Non
 
 
 def _dry_run(*args: str) -> dict:
-    result = run_tpuctl("launch", "--dry-run", "--json", *args)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    result = in_process("launch", "--dry-run", "--json", *args)
+    assert result.code == 0, result.err
+    return json.loads(result.out)
 
 
 def test_options_may_come_before_or_after_the_script() -> None:
@@ -85,9 +91,9 @@ def test_everything_after_double_dash_goes_to_the_script() -> None:
 
 
 def test_dry_run_prints_each_worker_command_and_environment() -> None:
-    result = run_tpuctl("launch", EXAMPLE, "--workers", "2", "--model-dir", "gs://b/run", "--dry-run")
-    assert result.returncode == 0
-    out = result.stdout
+    result = in_process("launch", EXAMPLE, "--workers", "2", "--model-dir", "gs://b/run", "--dry-run")
+    assert result.code == 0
+    out = result.out
     assert "worker:0 (chief) on localhost" in out and "worker:1 on localhost" in out
     assert out.count("env: TF_CONFIG=") == 2
     assert "TPUCTL_MODEL_DIR=gs://b/run" in out
@@ -123,11 +129,9 @@ def test_parse_env_accepts_or_rejects_cleanly(values: list[str]) -> None:
 
 def test_launch_help_is_grouped_by_backend() -> None:
     """Issue 30: 170 lines of four backends' options in one flat list; now one section each, shared ones named again."""
-    import subprocess
-
-    from tests.conftest import tpuctl_cmd
-
-    text = subprocess.run(tpuctl_cmd("launch", "--help"), capture_output=True, text=True, timeout=60).stdout
+    done = in_process("launch", "--help")  # click's runner formats help 80 columns wide, as for a pipe
+    assert done.code == 0, done.err
+    text = done.out
     sections = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
     assert sections == [
         "Options:", "How each worker builds its strategy:", "Failures, restarts and deadlines:", "Rehearsal and watching:",

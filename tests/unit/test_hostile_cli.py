@@ -105,6 +105,14 @@ def assert_bad_input(args: list[str], env: dict[str, str | None] | None = None, 
     return result
 
 
+def in_process(*args: str, env: dict[str, str | None] | None = None, limit_s: float = LIMIT_S) -> Result:
+    """`tpuctl ARGS` through invoke, for a test of what a command prints and the status it ends with (not of a process:
+    its streams, signals or imports); an exception main() let escape fails the test."""
+    result = invoke(list(args), env, limit_s)
+    assert result.crash is None, result.explain(list(args))
+    return result
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No user file, gcloud config or TPUCTL_* variable of the machine leaks in; cwd is empty."""
@@ -419,15 +427,11 @@ def test_every_file_a_command_reads_survives_hostile_contents(cloud: GoogleStand
 
 
 def _event_file(folder: Path) -> Path:
-    """A scalar whose tag is not ASCII, written by TensorBoard's own event writer."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    """A scalar whose tag is not ASCII, written by TensorBoard's own record writer (imported here: the modules that import
+    this one for `invoke` need no TensorBoard)."""
+    from tests.standins.event_files import scalar, write_events
 
-    writer = EventFileWriter(str(folder))
-    for step in range(2):
-        value = summary_pb2.Summary.Value(tag="lößs/€", simple_value=0.5 * step)
-        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary_pb2.Summary(value=[value])))
-    writer.close()
+    write_events(folder, [scalar("lößs/€", step, 0.5 * step) for step in range(2)])
     return folder
 
 

@@ -19,8 +19,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ROOT, run_tpuctl
+from tests.conftest import ROOT
 from tests.standins import kube_schemas
+from tests.unit.test_hostile_cli import in_process
 from tpuctl.backends.kubernetes import yaml_values as k8s_yaml
 from tpuctl.backends.kubernetes.manifest import (
     KubeOptions,
@@ -415,38 +416,40 @@ def test_comments_are_one_printable_line() -> None:
 
 
 # ---- through the CLI ------------------------------------------------------------------------
+# In this process through the real entry point (test_hostile_cli.in_process): what is checked is what a command prints
+# and the status it ends with.
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 
 
 def test_dry_run_prints_the_yaml_and_nothing_else() -> None:
-    result = run_tpuctl(
+    result = in_process(
         "launch", "train.py", "--backend", "kubernetes", "--image", IMAGE, "--job-name", "demo", "--workers", "2", "--dry-run", "--", "--epochs", "3"
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    data = yaml.safe_load(result.stdout)
+    assert result.code == 0, result.err
+    assert result.err == ""
+    data = yaml.safe_load(result.out)
     assert_valid(data)
     container = data["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-m", "tpuctl.runtime", "train.py", "--epochs", "3"]
 
 
 def test_the_tpu_options_reach_the_jobset() -> None:
-    result = run_tpuctl(
+    result = in_process(
         "launch", "train.py", "--backend", "kubernetes", "--image", IMAGE, "--accelerator", "tpu-v5-lite-podslice",
         "--topology", "2x4", "--tpu-chips-per-host", "4", "--namespace", "tpu", "--dry-run",
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    data = yaml.safe_load(result.stdout)
+    assert result.code == 0, result.err
+    data = yaml.safe_load(result.out)
     assert_valid(data)
     assert data["metadata"]["namespace"] == "tpu"
     assert data["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
 
 
 def test_a_tpu_named_as_create_takes_it_reaches_the_jobset() -> None:
-    result = run_tpuctl("launch", "train.py", "--backend", "kubernetes", "--image", IMAGE, "--accelerator", "v4-16", "--dry-run")
-    assert result.returncode == 0, result.stderr
-    data = yaml.safe_load(result.stdout)
+    result = in_process("launch", "train.py", "--backend", "kubernetes", "--image", IMAGE, "--accelerator", "v4-16", "--dry-run")
+    assert result.code == 0, result.err
+    data = yaml.safe_load(result.out)
     assert_valid(data)
     pod = data["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert pod["parallelism"] == 2
@@ -467,10 +470,10 @@ def test_a_tpu_named_as_create_takes_it_reaches_the_jobset() -> None:
     ],
 )
 def test_cli_refusals_are_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = run_tpuctl("launch", EXAMPLE, *args, "--dry-run")
-    assert result.returncode == 2, result.stderr
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    result = in_process("launch", EXAMPLE, *args, "--dry-run")
+    assert result.code == 2, result.err
+    assert message in result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
 
 
 def test_the_dry_run_examples_in_the_docs_are_current() -> None:
@@ -480,9 +483,9 @@ def test_the_dry_run_examples_in_the_docs_are_current() -> None:
     examples = re.findall(r"<!-- dry-run: (.*?) -->\n```yaml\n(.*?)```", text, re.DOTALL)
     assert len(examples) == 2
     for args, shown in examples:
-        result = run_tpuctl("launch", *shlex.split(args))
-        assert result.returncode == 0, result.stderr
-        assert result.stdout == shown.replace("tpuctl VERSION", f"tpuctl {__version__}"), f"docs/kubernetes.md is stale for: {args}"
+        result = in_process("launch", *shlex.split(args))
+        assert result.code == 0, result.err
+        assert result.out == shown.replace("tpuctl VERSION", f"tpuctl {__version__}"), f"docs/kubernetes.md is stale for: {args}"
 
 
 def test_the_manifests_ship_in_the_wheel() -> None:

@@ -2,7 +2,9 @@
 
 Each launch is `--strategy none` with a script written here, its state folder (records, run
 folders) in tmp_path. What needs no process (RUN prefixes, pruning, hostile values, corrupt
-records) runs in this process through the real entry point.
+records, and reading what a launch left: `runs`, `logs` of a run that ended) runs in this process
+through the real entry point, and so do `logs -f` and `stop` of a run whose workers run (their claims are what
+they print and the run they follow or end); launching, attaching and the stop during start-up are processes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import alive, read_pids, run_tpuctl, tpuctl_cmd, wait_for
-from tests.unit.test_hostile_cli import Result, invoke
+from tests.unit.test_hostile_cli import Result, in_process, invoke
 from tpuctl import endings
 from tpuctl.endings import Kind
 from tpuctl.runs import records
@@ -70,8 +72,8 @@ def ended(run_id: str, timeout: float = 60) -> RunRecord:
 
 
 def stop(run_id: str) -> None:
-    """Leave nothing running behind a test that failed half-way."""
-    subprocess.run(tpuctl_cmd("stop", run_id), capture_output=True, timeout=90)
+    """Leave nothing running behind a test that failed half-way (whatever the stop says)."""
+    invoke(["stop", run_id], limit_s=90)
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -81,19 +83,19 @@ def test_runs_lists_every_run_newest_first_as_a_table_and_as_json(work: Path) ->
     first = detach("0", "1", "0")
     second = detach("0", "1", "0", "1")
     assert ended(first).state == Kind.SUCCEEDED and ended(second).state == Kind.FAILED
-    table = tpuctl("runs")
-    assert table.returncode == 0 and table.stderr == "", table.stderr
-    head, *rows = table.stdout.splitlines()
+    table = in_process("runs")
+    assert table.code == 0 and table.err == "", table.err
+    head, *rows = table.out.splitlines()
     assert head.split() == ["RUN", "BACKEND", "SCRIPT", "STARTED", "DURATION", "STATE", "EXIT", "LOG", "DIR"]
     assert [row.split()[0] for row in rows] == [second, first]
     assert rows[0].split()[1:3] == ["local", "train.py"] and rows[0].split()[-3:-1] == ["failed", "3"]
     assert rows[1].split()[-3:-1] == ["succeeded", "0"]
-    listed = json.loads(tpuctl("runs", "--json").stdout)
+    listed = json.loads(in_process("runs", "--json").out)
     assert [run["run_id"] for run in listed] == [second, first]
     assert {"run_id", "backend", "state", "exit_code", "log_dir", "started", "duration_s", "job"} <= set(listed[0])
     assert (listed[0]["state"], listed[0]["exit_code"], listed[0]["backend"]) == ("failed", 3, "local")
     assert Path(listed[1]["log_dir"], "outcome.json").is_file() and listed[1]["duration_s"] > 0
-    only = json.loads(tpuctl("runs", "--json", "--state", "succeeded", "--limit", "5").stdout)
+    only = json.loads(in_process("runs", "--json", "--state", "succeeded", "--limit", "5").out)
     assert [run["run_id"] for run in only] == [first]
 
 
@@ -113,23 +115,23 @@ def test_a_corrupt_record_among_good_ones_costs_one_warning(work: Path, tmp_path
 
 def test_logs_follow_a_run_to_its_end_tagged_by_worker_and_attempt(work: Path) -> None:
     run = detach("0", "3", "0.3", "1", options=("--max-restarts", "1"))
-    followed = tpuctl("logs", run, "-f")
-    assert followed.returncode == 0, followed.stderr
+    followed = in_process("logs", run, "-f", limit_s=60)
+    assert followed.code == 0, followed.err
     assert record_of(run).state == Kind.FAILED, "-f ended before the run did"
-    lines = followed.stdout.splitlines()
+    lines = followed.out.splitlines()
     assert "--- attempt 2 ---" in lines
     for attempt in (lines[: lines.index("--- attempt 2 ---")], lines[lines.index("--- attempt 2 ---") + 1 :]):
         mine = [line for line in attempt if line.startswith("[worker:1] ")]
         assert mine == [f"[worker:1] w1 step {n}" for n in range(3)], attempt
-    again = tpuctl("logs", run)
+    again = in_process("logs", run)
     each = [f"[worker:{i}] w{i} step {n}" for i in (0, 1) for n in range(3)]
-    steps = [line for line in again.stdout.splitlines() if " step " in line or line.startswith("---")]  # worker:0 may be stopped mid-sleep
-    assert again.returncode == 0 and steps == [*each, "--- attempt 2 ---", *each], "worker by worker, in the plan's order"
-    one = tpuctl("logs", run, "--worker", "1")
-    assert one.stdout.splitlines() == [f"[worker:1] w1 step {n}" for n in range(3)] + ["--- attempt 2 ---"] + [f"[worker:1] w1 step {n}" for n in range(3)]
-    assert tpuctl("logs", run, "--worker", "worker:1").stdout == one.stdout
-    missing = tpuctl("logs", run, "--worker", "chief:0")
-    assert missing.returncode == 1 and missing.stderr.startswith("Error: chief:0 has no log") and "worker:0, worker:1" in missing.stderr
+    steps = [line for line in again.out.splitlines() if " step " in line or line.startswith("---")]  # worker:0 may be stopped mid-sleep
+    assert again.code == 0 and steps == [*each, "--- attempt 2 ---", *each], "worker by worker, in the plan's order"
+    one = in_process("logs", run, "--worker", "1")
+    assert one.out.splitlines() == [f"[worker:1] w1 step {n}" for n in range(3)] + ["--- attempt 2 ---"] + [f"[worker:1] w1 step {n}" for n in range(3)]
+    assert in_process("logs", run, "--worker", "worker:1").out == one.out
+    missing = in_process("logs", run, "--worker", "chief:0")
+    assert missing.code == 1 and missing.err.startswith("Error: chief:0 has no log") and "worker:0, worker:1" in missing.err
 
 
 def test_logs_without_a_run_take_the_newest_running_one_and_follow_new_lines(work: Path) -> None:
@@ -137,9 +139,9 @@ def test_logs_without_a_run_take_the_newest_running_one_and_follow_new_lines(wor
     ended(older)
     run = detach("1", "3", "0.3")
     try:
-        followed = tpuctl("logs", "-f")
-        assert followed.returncode == 0 and f"tpuctl: the newest running run: {run}" in followed.stderr
-        assert sorted(followed.stdout.splitlines()) == sorted(f"[worker:{i}] w{i} step {n}" for i in (0, 1) for n in range(3))
+        followed = in_process("logs", "-f", limit_s=60)
+        assert followed.code == 0 and f"tpuctl: the newest running run: {run}" in followed.err
+        assert sorted(followed.out.splitlines()) == sorted(f"[worker:{i}] w{i} step {n}" for i in (0, 1) for n in range(3))
     finally:
         stop(run)
 
@@ -151,9 +153,9 @@ def test_a_fifo_or_a_link_to_dev_zero_among_the_logs_is_passed_over(work: Path) 
     (attempt / "worker-3.log").symlink_to("/dev/zero")
     (attempt / "worker-4.log").mkdir()
     for follow in ((), ("-f",)):
-        shown = tpuctl("logs", run, *follow, timeout=20)
-        assert shown.returncode == 0 and shown.stdout.splitlines() == ["[worker:0] w0 step 0", "[worker:1] w1 step 0"], shown
-        warnings = shown.stderr.splitlines()
+        shown = in_process("logs", run, *follow, limit_s=20)  # a read that blocked would end as Hang, a crash
+        assert shown.code == 0 and shown.out.splitlines() == ["[worker:0] w0 step 0", "[worker:1] w1 step 0"], shown
+        warnings = shown.err.splitlines()
         assert len(warnings) == 2 and all(w.startswith("tpuctl: warning: passed over") for w in warnings), warnings
         assert "not a regular file" in warnings[0] and "symlink" in warnings[1]
 
@@ -166,14 +168,14 @@ def test_stop_ends_a_running_run_as_stopped_and_every_worker_with_it(work: Path)
     try:
         wait_for(lambda: len(read_pids(work / "pids")) == 2)
         workers = read_pids(work / "pids")
-        stopped = tpuctl("stop", run[:-2])
-        assert (stopped.returncode, stopped.stdout) == (0, f"run {run} stopped (exit 130)\n"), stopped.stderr
-        assert f"stopping {run}" in stopped.stderr
+        stopped = in_process("stop", run[:-2], limit_s=60)
+        assert (stopped.code, stopped.out) == (0, f"run {run} stopped (exit 130)\n"), stopped.err
+        assert f"stopping {run}" in stopped.err
         assert record_of(run).state == Kind.STOPPED
         assert not [pid for pid in workers if alive(pid)]
         assert "received tpuctl stop; stopping all workers" in RunFolder(Path(record_of(run).log_dir)).console_log.read_text()
-        again = tpuctl("stop", run)
-        assert (again.returncode, again.stdout) == (0, f"run {run} already ended: stopped (exit 130)\n")
+        again = in_process("stop", run)
+        assert (again.code, again.out) == (0, f"run {run} already ended: stopped (exit 130)\n")
     finally:
         stop(run)
 
@@ -182,6 +184,7 @@ def test_stop_during_start_up(work: Path) -> None:
     """Stopped right after `launch --detach` returned: the workers are still starting (sleeping before their first line)."""
     run = detach("30", "1", "0")
     try:
+        # A process, as a user's: a stop from within pytest came before the detached run handled SIGTERM; the run read `lost`.
         stopped = tpuctl("stop")
         assert stopped.returncode == 0 and stopped.stdout == f"run {run} stopped (exit 130)\n", stopped
         time.sleep(0.5)  # a worker that was being started as the stop came would have written its pid by now

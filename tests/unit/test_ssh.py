@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
+from tests.unit.test_hostile_cli import in_process
 from tpuctl.backends.ssh import session, sync, wire
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.cloud.run_nodes import label_value
@@ -45,10 +46,11 @@ _ARGS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_ch
 @settings(max_examples=60, deadline=None)
 @given(_ARGS)
 def test_remote_command_is_one_shell_line_that_gives_back_the_argv(argv: list[str]) -> None:
-    """What sshd hands to the login shell (`sh -c LINE`) runs exactly this argv."""
-    line = remote_command([sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *argv])
-    done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True)
-    assert json.loads(done.stdout) == argv
+    """What sshd hands to the login shell (`sh -c LINE`) runs exactly this argv: coreutils' printf (the line execs it)
+    gives back each word it received, byte for byte."""
+    line = remote_command(["printf", "%s\\0", *argv])
+    done = subprocess.run(["sh", "-c", line], capture_output=True, check=True)
+    assert done.stdout.decode().split("\0")[:-1] == argv
 
 
 @pytest.mark.parametrize("source", [session.AGENT_SOURCE, remote_source.install_source()], ids=["agent", "installer"])
@@ -316,10 +318,10 @@ def test_model_dir_moves_with_the_working_directory() -> None:
     ],
 )
 def test_bad_ssh_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = run_tpuctl("launch", EXAMPLE, *args, "--dry-run")
-    assert result.returncode == 2, result.stderr
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    result = in_process("launch", EXAMPLE, *args, "--dry-run")
+    assert result.code == 2, result.err
+    assert message in result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
 
 
 def test_a_launch_with_options_ssh_rejects_is_a_usage_error_not_an_unreachable_host(tmp_path: Path) -> None:
@@ -333,19 +335,18 @@ def test_a_launch_with_options_ssh_rejects_is_a_usage_error_not_an_unreachable_h
 def test_hostfile_with_a_port_is_refused(tmp_path: Path) -> None:
     hostfile = tmp_path / "hosts"
     hostfile.write_text("a slots=2\nb:22\n")
-    result = run_tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run")
-    assert result.returncode == 2
-    assert f"Error: {hostfile} line 2: 'b:22' has a port" in result.stderr
+    result = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run")
+    assert result.code == 2
+    assert f"Error: {hostfile} line 2: 'b:22' has a port" in result.err
 
 
-def test_dry_run_over_ssh_places_workers_without_connecting(tmp_path: Path) -> None:
+def test_dry_run_over_ssh_places_workers_without_connecting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# two GPU hosts\nnode-a.invalid slots=2\nnode-b.invalid slots=2\n")
-    result = run_tpuctl(
-        "launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json", "--remote-dir", "/srv/p", cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr
-    plan = json.loads(result.stdout)
+    monkeypatch.chdir(tmp_path)
+    result = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json", "--remote-dir", "/srv/p")
+    assert result.code == 0, result.err
+    plan = json.loads(result.out)
     assert [w["host"] for w in plan["workers"]] == ["node-a.invalid"] * 2 + ["node-b.invalid"] * 2
     config = json.loads(plan["workers"][3]["env"]["TF_CONFIG"])
     assert config["cluster"]["worker"] == ["node-a.invalid:<port>"] * 2 + ["node-b.invalid:<port>"] * 2
@@ -355,35 +356,34 @@ def test_dry_run_over_ssh_places_workers_without_connecting(tmp_path: Path) -> N
     shipment = runtime_files.shipment()
     assert plan["runtime"]["digest"] == shipment.digest and "tpuctl/runtime/bootstrap.py" in plan["runtime"]["files"]
     assert plan["runtime"]["folder"] == f"~/.cache/tpuctl/runtime/{shipment.digest}"
-    text = run_tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", cwd=tmp_path).stdout
+    text = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run").out
     assert f"from ~/.cache/tpuctl/runtime/{shipment.digest[:12]}… on each host (shipped where missing)" in text
 
 
 def test_explicit_workers_use_the_first_slots(tmp_path: Path) -> None:
-    result = run_tpuctl("launch", EXAMPLE, "--hosts", "a:2,b:2", "--workers", "3", "--dry-run", "--json")
-    assert result.returncode == 0, result.stderr
-    assert [w["host"] for w in json.loads(result.stdout)["workers"]] == ["a", "a", "b"]
+    result = in_process("launch", EXAMPLE, "--hosts", "a:2,b:2", "--workers", "3", "--dry-run", "--json")
+    assert result.code == 0, result.err
+    assert [w["host"] for w in json.loads(result.out)["workers"]] == ["a", "a", "b"]
 
 
-def test_a_remote_dry_run_shows_the_remote_side_and_warns_about_laptop_paths(tmp_path: Path) -> None:
+def test_a_remote_dry_run_shows_the_remote_side_and_warns_about_laptop_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 30: the ssh command per host, the sync, the remote folder and interpreter; this machine's paths named."""
     hostfile = tmp_path / "hosts"
     hostfile.write_text("node-a.invalid\nnode-b.invalid\n")
-    plain = run_tpuctl("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json", cwd=tmp_path)
-    assert plain.returncode == 0, plain.stderr
-    remote = json.loads(plain.stdout)["remote"]
+    monkeypatch.chdir(tmp_path)
+    plain = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--dry-run", "--json")
+    assert plain.code == 0, plain.err
+    remote = json.loads(plain.out)["remote"]
     assert remote["sync"] is None and remote["python"] == sys.executable
     assert set(remote["ssh"]) == {"node-a.invalid", "node-b.invalid"}
     assert shlex.split(remote["ssh"]["node-b.invalid"])[-2:][0] == "node-b.invalid"
     assert any("this machine's Python" in w for w in remote["warnings"]) and any("--sync" in w for w in remote["warnings"])
-    synced = run_tpuctl(
-        "launch", EXAMPLE, "--hostfile", str(hostfile), "--sync", "--remote-dir", "/srv/train", "--python", "python3", "--dry-run", cwd=tmp_path
-    )
-    assert synced.returncode == 0, synced.stderr
-    assert "remote: workers run in /srv/train with python3" in synced.stdout
-    assert f"sync: {os.path.dirname(os.path.abspath(EXAMPLE))}/ -> each host's /srv/train/, the files chosen by" in synced.stdout
-    assert "sync: with: rsync -a " in synced.stdout
-    assert "ssh to node-a.invalid: ssh " in synced.stdout and "warning:" not in synced.stdout
+    synced = in_process("launch", EXAMPLE, "--hostfile", str(hostfile), "--sync", "--remote-dir", "/srv/train", "--python", "python3", "--dry-run")
+    assert synced.code == 0, synced.err
+    assert "remote: workers run in /srv/train with python3" in synced.out
+    assert f"sync: {os.path.dirname(os.path.abspath(EXAMPLE))}/ -> each host's /srv/train/, the files chosen by" in synced.out
+    assert "sync: with: rsync -a " in synced.out
+    assert "ssh to node-a.invalid: ssh " in synced.out and "warning:" not in synced.out
 
 
 def test_a_dry_run_of_new_tpu_plans_its_hosts_names_its_vm_and_creates_nothing() -> None:

@@ -25,6 +25,12 @@ def git(folder: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(folder), *args], env=GIT_ENV, capture_output=True, check=True, timeout=60).stdout
 
 
+def git_init(folder: Path) -> None:
+    """A repository only to ask git what it lists: no template copied (sample hooks, and an info/exclude of comments
+    only: the same excludes): ~7 CPU-ms instead of ~11 for each generated tree."""
+    git(folder, "init", "-q", "--template=")
+
+
 def git_selection(folder: Path) -> set[str]:
     """What git lists, less what git says .tpuctlignore files exclude: the two calls selection.py makes, run here
     independently of it."""
@@ -70,7 +76,7 @@ def test_the_fallback_chooses_exactly_what_git_does(tmp_path_factory: pytest.Tem
     root = tmp_path_factory.mktemp("tree")
     _write_tree(root, files, rules)
     ours = set(walk(str(root)))
-    git(root, "init", "-q")
+    git_init(root)
     assert ours == git_selection(root)
 
 
@@ -79,6 +85,7 @@ def test_the_fallback_chooses_exactly_what_git_does(tmp_path_factory: pytest.Tem
     [
         "/a*/x\n", "a/*\n!a/b\n", "**/y.txt\n", "a/**/x\n", "a/**\n!a/x\n", "*\n!*/\n!x\n", "b/\n!b/x\n", "[[:upper:]]*\n",
         "\\#h\n\\!n\n", "t\\ \n", "t \n", "s?p\n[!x]\n", "*.txt\r\n!a/*.txt\n", "d d/\n", "**/a/x\n", "/*/*/x\n", "x/\n",
+        "/a**/y.txt\n", "b**/x\n",  # `**` right after a literal head: at the start of what wildmatch sees
     ],
 )
 def test_the_fallback_agrees_with_git_on_the_constructs_the_issue_names(tmp_path: Path, gitignore: str) -> None:
@@ -86,7 +93,7 @@ def test_the_fallback_agrees_with_git_on_the_constructs_the_issue_names(tmp_path
     (tmp_path / ".gitignore").write_text(gitignore)
     (tmp_path / "a" / ".tpuctlignore").write_text("b/*.log\n!b/z.log\n")
     ours = set(walk(str(tmp_path)))
-    git(tmp_path, "init", "-q")
+    git_init(tmp_path)
     assert ours == git_selection(tmp_path)
 
 

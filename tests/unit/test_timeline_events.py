@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from tests.standins.event_files import scalar, write_events
 from tests.unit.test_job_follower import DONE, RUNNING
 from tests.unit.test_job_follower import Launch as FollowedLaunch
 from tests.unit.test_job_follower import Script as FakeJob
@@ -150,40 +151,62 @@ def test_the_launch_core_opens_the_timeline_and_writes_the_runs_start_and_end(tm
     assert events[-1].fields == {"exit_code": 3, "state": "failed"}
 
 
-# A worker's runtime as bootstrap.py installs it, a tiny fit with BackupAndRestore, then a tf.train.Checkpoint saved and restored.
+# A worker's runtime as bootstrap.py installs it; then, in this one process (one TensorFlow import, not two), a tiny fit with
+# BackupAndRestore and a tf.train.Checkpoint saved and restored, in Keras 3 and then in tf-keras: the modules `tf.keras` is
+# under TF_USE_LEGACY_KERAS=0 and =1. The hooks patch each module as it is imported; what each fit told is read before the
+# next starts, and each starts as a worker's first fit (its channel has sent no first step yet).
 FIT = """
-import json, os, socket, sys, tempfile
+import importlib, json, os, socket, sys, tempfile
 ours, theirs = socket.socketpair()
+ours.setblocking(False)  # the runtime's own copy of `theirs` stays open: read what came, no EOF
 from tpuctl.runtime.timeline import channel, hooks
-hooks.install(channel.Channel(theirs.fileno()))
+link = channel.Channel(theirs.fileno())
+hooks.install(link)
 import numpy as np
 import tensorflow as tf
-keras = tf.keras
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-model.compile(optimizer="sgd", loss="mse")
-folder = tempfile.mkdtemp()
-backup = keras.callbacks.BackupAndRestore(os.path.join(folder, "backup"))
-validation = (np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32"))
-model.fit(np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"), batch_size=8, epochs=2, verbose=0, callbacks=[backup], validation_data=validation)
-checkpoint = tf.train.Checkpoint(model=model)
-checkpoint.restore(checkpoint.save(os.path.join(folder, "ckpt")))
-ours.setblocking(False)  # the runtime's own copy of `theirs` stays open: read what came, no EOF
-data = b""
-try:
-    while chunk := ours.recv(65536):
-        data += chunk
-except BlockingIOError:
-    pass
-print(json.dumps(data.decode().splitlines()))
+
+def told():
+    data = b""
+    try:
+        while chunk := ours.recv(65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return data.decode().splitlines()
+
+def fit(keras):
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    folder = tempfile.mkdtemp()
+    backup = keras.callbacks.BackupAndRestore(os.path.join(folder, "backup"))
+    validation = (np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32"))
+    model.fit(np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32"), batch_size=8, epochs=2, verbose=0, callbacks=[backup], validation_data=validation)
+    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint.restore(checkpoint.save(os.path.join(folder, "ckpt")))
+
+said = {}
+for name in ("keras", "tf_keras"):
+    link.first_step_sent = False
+    fit(importlib.import_module(name))
+    said[name] = told()
+print(json.dumps(said))
 """
 
 
-@pytest.mark.parametrize("legacy", ["0", "1"], ids=["keras3", "tf-keras"])
-def test_the_runtime_tells_the_first_step_steps_validation_and_checkpoints_of_a_real_fit(legacy: str) -> None:
-    env = {**os.environ, "TF_USE_LEGACY_KERAS": legacy, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+@pytest.fixture(scope="module")
+def told_by_real_fits() -> dict[str, list[str]]:
+    """The lines each Keras' fit sent, by module name."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("TF_USE_LEGACY_KERAS", None)
     done = subprocess.run([sys.executable, "-c", FIT], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = json.loads(done.stdout.splitlines()[-1])
+    said: dict[str, list[str]] = json.loads(done.stdout.splitlines()[-1])
+    return said
+
+
+@pytest.mark.parametrize("module", ["keras", "tf_keras"], ids=["keras3", "tf-keras"])
+def test_the_runtime_tells_the_first_step_steps_validation_and_checkpoints_of_a_real_fit(told_by_real_fits: dict[str, list[str]], module: str) -> None:
+    lines = told_by_real_fits[module]
     assert all(line.startswith(tl.MESSAGE_PREFIX) for line in lines)
     said = [json.loads(line[len(tl.MESSAGE_PREFIX) :]) for line in lines]
     assert {s["event"] for s in said} <= tl.FROM_WORKERS
@@ -252,14 +275,7 @@ def test_the_job_engine_writes_each_state_the_job_is_seen_in_once(tmp_path: Path
 
 def _summaries(folder: Path, steps: range) -> None:
     """An event file of one writer (a worker process), as TensorBoard's own writer writes it."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    writer = EventFileWriter(str(folder), filename_suffix=f".{steps.start}")
-    for step in steps:
-        value = summary_pb2.Summary.Value(tag="loss", simple_value=1.0)
-        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary_pb2.Summary(value=[value])))
-    writer.close()
+    write_events(folder, [scalar("loss", step, 1.0) for step in steps], filename_suffix=f".{steps.start}")
 
 
 def test_the_model_dirs_steps_are_this_attempts_only(tmp_path: Path) -> None:

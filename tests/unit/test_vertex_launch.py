@@ -1,22 +1,26 @@
 """`launch --backend vertex` before anything is sent: the CustomJob body of each kind of launch
-(`--dry-run --json` prints exactly it, with no credentials and no request), and every refusal."""
+(`--dry-run --json` prints exactly it, with no credentials and no request), and every refusal.
+
+Each command runs in this process through the real entry point (test_hostile_cli.invoke: main() with its output
+captured, the exit status it would end with, any exception it let escape): what is checked is the body and the words;
+a real process's exit and streams are test_hostile_cli's and test_cli_launch's.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, run_tpuctl
+from tests.conftest import ROOT
+from tests.unit.test_hostile_cli import in_process
 
 EXAMPLE = str(ROOT / "examples" / "train_tpu.py")
 IMAGE = "us-docker.pkg.dev/my-project/train/tf:2.21"
 # Anything that tried to reach Google would fail: no credentials, endpoints nobody answers.
-OFFLINE = {
-    **os.environ,
+OFFLINE: dict[str, str | None] = {
     "TPUCTL_ACCESS_TOKEN_FILE": "/nonexistent/token",
     "TPUCTL_VERTEX_ENDPOINT": "http://127.0.0.1:9",
     "TPUCTL_LOGGING_ENDPOINT": "http://127.0.0.1:9",
@@ -25,10 +29,11 @@ OFFLINE = {
 }
 
 
+
 def _body(*args: str) -> Any:
-    result = run_tpuctl("launch", EXAMPLE, "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", *args, env=OFFLINE)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)  # stdout holds the body and nothing else
+    result = in_process("launch", EXAMPLE, "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", *args, env=OFFLINE)
+    assert result.code == 0, result.err
+    return json.loads(result.out)  # stdout holds the body and nothing else
 
 
 def _pools(body: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -91,13 +96,13 @@ def test_workers_and_parameter_servers_become_worker_pools() -> None:
 
 
 def test_the_readable_dry_run_says_where_it_would_post() -> None:
-    regional = {k: v for k, v in OFFLINE.items() if k != "TPUCTL_VERTEX_ENDPOINT"} | {"TPUCTL_REGION": "europe-west4"}
-    result = run_tpuctl(
+    regional = OFFLINE | {"TPUCTL_VERTEX_ENDPOINT": None, "TPUCTL_REGION": "europe-west4"}
+    result = in_process(
         "launch", EXAMPLE, "--backend", "vertex", "--image", IMAGE, "--accelerator", "v5litepod-8", "--project", "my-project",
         "--dry-run", env=regional,
     )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
     # The region a run would use (here from TPUCTL_REGION), and its regional endpoint.
     assert lines[0].endswith("POST https://europe-west4-aiplatform.googleapis.com/v1/projects/my-project/locations/europe-west4/customJobs")
     assert "workerpool0: 1 x ct5lp-hightpu-8t (acceleratorType TPU_V5_LITEPOD, tpuTopology 2x4)" in lines
@@ -126,22 +131,22 @@ def test_the_readable_dry_run_says_where_it_would_post() -> None:
     ],
 )
 def test_what_vertex_cannot_run_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = run_tpuctl("launch", EXAMPLE, "--backend", "vertex", *args, "--dry-run", env=OFFLINE)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) <= 2 and "Traceback" not in result.stderr
+    result = in_process("launch", EXAMPLE, "--backend", "vertex", *args, "--dry-run", env=OFFLINE)
+    assert result.code == 2, result.out + result.err
+    assert message in result.err
+    assert len(result.err.strip().splitlines()) <= 2 and "Traceback" not in result.err
 
 
 @pytest.mark.parametrize("flag", [["--region", "us-central1"], ["--staging-bucket", "gs://b/p"], ["--service-account", "a@b.iam.gserviceaccount.com"]])
 def test_vertex_options_elsewhere_are_refused(flag: list[str]) -> None:
-    result = run_tpuctl("launch", EXAMPLE, *flag, "--dry-run", env=OFFLINE)
-    assert result.returncode == 2
-    assert f"{flag[0]} is for --backend vertex (this launch uses --backend local)" in result.stderr
+    result = in_process("launch", EXAMPLE, *flag, "--dry-run", env=OFFLINE)
+    assert result.code == 2
+    assert f"{flag[0]} is for --backend vertex (this launch uses --backend local)" in result.err
 
 
 def test_a_missing_script_is_refused_only_where_it_is_shipped(tmp_path: Path) -> None:
     missing = str(tmp_path / "absent.py")
-    staged = run_tpuctl("launch", missing, "--backend", "vertex", "--image", IMAGE, "--staging-bucket", "gs://my-bucket/p", "--dry-run", env=OFFLINE)
-    assert staged.returncode == 2 and "script not found" in staged.stderr
-    inside_image = run_tpuctl("launch", "/app/train.py", "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", env=OFFLINE)
-    assert inside_image.returncode == 0, inside_image.stderr  # a path inside the image
+    staged = in_process("launch", missing, "--backend", "vertex", "--image", IMAGE, "--staging-bucket", "gs://my-bucket/p", "--dry-run", env=OFFLINE)
+    assert staged.code == 2 and "script not found" in staged.err
+    inside_image = in_process("launch", "/app/train.py", "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", env=OFFLINE)
+    assert inside_image.code == 0, inside_image.err  # a path inside the image

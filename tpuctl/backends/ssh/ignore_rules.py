@@ -10,7 +10,9 @@ match_pathname, last_matching_pattern_from_list; wildmatch.c for the globs), byt
 - `!` negates, `\\` escapes (`\\#`, `\\!`, `\\ `), a trailing `/` matches directories only;
 - a pattern without `/` (a trailing one aside) matches a name at any depth; with one it is anchored
   to the folder of the file it is in (a leading `/` only anchors);
-- `*`, `?` and `[...]` never match `/`; `**` between slashes (or at either end) matches any depth;
+- `*`, `?` and `[...]` never match `/`; `**` between slashes (or at either end) matches any depth; a
+  pattern with a `/` is matched as its literal head, then the rest as a glob of its own (match_pathname), so
+  `**` right after that head counts as at its start (`/a**/x` matches `ab/x` and `a/b/x`);
 - the deepest file with a matching line decides, and within a file its last matching line;
 - an excluded directory is not entered, so nothing under it can be re-included.
 
@@ -103,11 +105,17 @@ def _rule(line: bytes, base: bytes) -> Rule:
     pattern = pattern[:-1] if directories_only else pattern
     basename = b"/" not in pattern
     anchored = pattern[1:] if pattern.startswith(b"/") else pattern
-    return Rule(base, _glob(anchored), negative, directories_only, basename)
+    return Rule(base, _glob(anchored, 0 if basename else _literal_head(anchored)), negative, directories_only, basename)
 
 
-def _glob(pattern: bytes) -> re.Pattern[bytes] | None:
-    """The glob as a regular expression over bytes, or None where wildmatch gives up on it."""
+def _literal_head(pattern: bytes) -> int:
+    """How many bytes start the pattern before its first glob character (dir.c's simple_length)."""
+    return next((i for i, char in enumerate(pattern) if char in b"*?[\\"), len(pattern))
+
+
+def _glob(pattern: bytes, start: int = 0) -> re.Pattern[bytes] | None:
+    """The glob as a regular expression over bytes, or None where wildmatch gives up on it. `start`: where wildmatch's
+    pattern begins (match_pathname compares the literal head before it and hands wildmatch the rest)."""
     out: list[bytes] = []
     i, end = 0, len(pattern)
     while i < end:
@@ -121,7 +129,7 @@ def _glob(pattern: bytes) -> re.Pattern[bytes] | None:
             stars = i
             while i < end and pattern[i] == _STAR:
                 i += 1
-            after_slash = stars == 0 or pattern[stars - 1] == _SLASH
+            after_slash = stars == start or pattern[stars - 1] == _SLASH
             before_slash = i == end or pattern[i] == _SLASH or pattern[i : i + 2] == b"\\/"
             if i - stars < 2 or not (after_slash and before_slash):
                 out.append(b"[^/]*")
