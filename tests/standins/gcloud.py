@@ -27,6 +27,6 @@ class Gcloud:
         }
         self.flags = ["--access-token-file", self.env["TPUCTL_ACCESS_TOKEN_FILE"], "--project", g.project, *flags]
 
-    def run(self, *args: str, flags: bool = True) -> subprocess.CompletedProcess[str]:
-        argv = ["gcloud", *args, *(self.flags if flags else [])]
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = ["gcloud", *args, *self.flags]
         return subprocess.run(argv, check=False, env=self.env, capture_output=True, text=True, timeout=90)
