@@ -7,16 +7,21 @@ Pair 1 (target: tpuctl <= 1.10x the shell launcher):
     multi-worker runs), both `python short_mwms.py` started in the background, `wait`.
     short_mwms.py imports TensorFlow, builds MultiWorkerMirroredStrategy itself,
     does one strategy.reduce and exits, so both launchers do the same TF work.
+    --workers N changes the pair's worker count. --smoke uses 1 (half the TensorFlow
+    processes): tpuctl's one-worker launch, which sets no TF_CONFIG, against the shell
+    launcher's one-worker cluster; the no-op pair below keeps both launchers' two-worker
+    path in every smoke run.
 
 Pair 2 (informational, no target): pure launcher overhead, no TensorFlow:
     tpuctl launch scripts/noop.py --workers 2 --strategy none --log-dir TMP
-    the same shell launcher running `python noop.py` twice.
+    the same shell launcher running `python noop.py` twice (always two workers, so a
+    smoke run still takes both launchers' multi-worker path).
 
 Runs are interleaved (subject and anchor alternate, the order flipping every
 round) and medians are reported. One untimed warm-up of each comes first.
 This is a measurement, not a test: it exits 0 even when the target is missed.
 
-    .venv/bin/python benchmarks/launch_overhead.py [--runs N] [--noop-runs N]
+    .venv/bin/python benchmarks/launch_overhead.py [--runs N] [--noop-runs N] [--workers N]
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ TF_SCRIPT = SCRIPTS / "short_mwms.py"
 NOOP_SCRIPT = SCRIPTS / "noop.py"
 SHELL_LAUNCHER = SCRIPTS / "shell_launch.sh"
 TF_TARGET = 1.10
-TF_EXPECT = "replicas=2 sum=2.0"  # what short_mwms.py prints on each worker
+NOOP_WORKERS = 2
 RUN_TIMEOUT_S = 180
 # TensorFlow's own log lines around joining the cluster (best effort: only used for a note).
 _TF_LOG_TIME = re.compile(r"^I\d{4} [\d:]+:(\d+\.\d+)\s")
@@ -98,16 +103,21 @@ def run_timed(argv: list[str], run_dir: Path, env: dict[str, str]) -> float:
     return elapsed
 
 
-def check_output(run_dir: Path, expect: str | None, label: str) -> None:
-    """Both workers printed `expect` (in their log files, wherever the launcher put them)."""
+def tf_expect(workers: int) -> str:
+    """What short_mwms.py prints on each of `workers` workers."""
+    return f"replicas={workers} sum={float(workers)}"
+
+
+def check_output(run_dir: Path, expect: str | None, label: str, workers: int) -> None:
+    """Every worker printed `expect` (in their log files, wherever the launcher put them)."""
     if expect is None:
         return
     found = 0
     for path in run_dir.rglob("worker-*.log"):
         if expect in path.read_text(errors="replace"):
             found += 1
-    if found < 2:
-        raise SystemExit(f"{label}: expected {expect!r} from both workers, found it in {found} log(s) under {run_dir}")
+    if found < workers:
+        raise SystemExit(f"{label}: expected {expect!r} from all {workers} workers, found it in {found} log(s) under {run_dir}")
 
 
 def join_wait(run_dir: Path) -> float | None:
@@ -133,22 +143,22 @@ def join_wait(run_dir: Path) -> float | None:
 Launch = Callable[[Path], list[str]]
 
 
-def pair(script: Path, tpuctl_extra: list[str]) -> tuple[Launch, Launch]:
+def pair(script: Path, tpuctl_extra: list[str], workers: int) -> tuple[Launch, Launch]:
     tpuctl = tpuctl_command()
 
     def subject(run_dir: Path) -> list[str]:
-        return [*tpuctl, "launch", str(script), "--workers", "2", *tpuctl_extra, "--log-dir", str(run_dir / "logs")]
+        return [*tpuctl, "launch", str(script), "--workers", str(workers), *tpuctl_extra, "--log-dir", str(run_dir / "logs")]
 
     def anchor(run_dir: Path) -> list[str]:
-        port0, port1 = free_ports(2)
-        return ["bash", str(SHELL_LAUNCHER), sys.executable, str(script), str(port0), str(port1), str(run_dir)]
+        return ["bash", str(SHELL_LAUNCHER), sys.executable, str(script), *map(str, free_ports(workers)), str(run_dir)]
 
     return subject, anchor
 
 
 def measure(
-    label: str, subject: Launch, anchor: Launch, runs: int, expect: str | None, env: dict[str, str], work: Path, warm_ups: int
+    label: str, subject: Launch, anchor: Launch, runs: int, expect: tuple[str | None, int], env: dict[str, str], work: Path, warm_ups: int
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """`expect`: the line every worker prints, and the number of workers."""
     """Timed runs per side, and for each timed run its longest cluster-join wait (when TF logged one)."""
     sides = {"tpuctl": subject, "shell": anchor}
     times: dict[str, list[float]] = {"tpuctl": [], "shell": []}
@@ -161,7 +171,7 @@ def measure(
         run_dir = work / f"{label}-{counter:03d}-{side}"
         run_dir.mkdir()
         elapsed = run_timed(sides[side](run_dir), run_dir, env)
-        check_output(run_dir, expect, f"{label}/{side}")
+        check_output(run_dir, expect[0], f"{label}/{side}", expect[1])
         if timed:
             times[side].append(elapsed)
             wait = join_wait(run_dir)
@@ -186,7 +196,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each side of the TensorFlow pair (default 5)")
     parser.add_argument("--noop-runs", type=int, default=15, help="timed runs of each side of the no-op pair (default 15)")
     parser.add_argument("--warm-ups", type=int, default=1, help="untimed runs of each side before the timed ones (default 1)")
-    args = parse_args(parser, runs=1, noop_runs=1, warm_ups=0)
+    parser.add_argument("--workers", type=int, default=2, help="workers of the TensorFlow pair (default 2)")
+    args = parse_args(parser, runs=1, noop_runs=1, warm_ups=0, workers=1)
 
     env = dict(os.environ)
     for name in ("TF_CONFIG", "TF_USE_LEGACY_KERAS", "PYTHONPROFILEIMPORTTIME"):
@@ -199,14 +210,15 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as tmp:
         work = Path(tmp)
-        tf_subject, tf_anchor = pair(TF_SCRIPT, [])
-        tf_times, tf_joins = measure("mwms", tf_subject, tf_anchor, max(1, args.runs), TF_EXPECT, env, work, args.warm_ups)
-        noop_subject, noop_anchor = pair(NOOP_SCRIPT, ["--strategy", "none"])
-        noop_times, _ = measure("noop", noop_subject, noop_anchor, max(1, args.noop_runs), None, env, work, args.warm_ups)
+        tf_subject, tf_anchor = pair(TF_SCRIPT, [], args.workers)
+        expect = (tf_expect(args.workers), args.workers)
+        tf_times, tf_joins = measure("mwms", tf_subject, tf_anchor, max(1, args.runs), expect, env, work, args.warm_ups)
+        noop_subject, noop_anchor = pair(NOOP_SCRIPT, ["--strategy", "none"], NOOP_WORKERS)
+        noop_times, _ = measure("noop", noop_subject, noop_anchor, max(1, args.noop_runs), (None, NOOP_WORKERS), env, work, args.warm_ups)
 
     rows = [
-        ("2 workers, MultiWorkerMirrored", (tf_times["tpuctl"], tf_times["shell"]), TF_TARGET),
-        ("2 workers, noop.py (no TF)", (noop_times["tpuctl"], noop_times["shell"]), None),
+        (f"{args.workers} worker(s), MultiWorkerMirrored", (tf_times["tpuctl"], tf_times["shell"]), TF_TARGET),
+        (f"{NOOP_WORKERS} workers, noop.py (no TF)", (noop_times["tpuctl"], noop_times["shell"]), None),
     ]
     print()
     print(f"{'pair':<32} {'tpuctl s':>9} {'shell s':>9} {'extra s':>8} {'ratio':>6} {'target':>8}  result")
@@ -218,7 +230,7 @@ def main() -> int:
         print(
             f"{name:<32} {mine:>9.3f} {anchor:>9.3f} {mine - anchor:>+8.3f} {ratio:>5.2f}x {target_text:>8}  {verdict}"
         )
-    print("(medians; tpuctl = `tpuctl launch ... --workers 2`, shell = benchmarks/scripts/shell_launch.sh)")
+    print("(medians; tpuctl = `tpuctl launch ... --workers N`, shell = benchmarks/scripts/shell_launch.sh)")
     for name, (ours, theirs), _ in rows:
         print(f"  {name}: tpuctl runs " + " ".join(f"{t:.2f}" for t in ours) + " | shell runs " + " ".join(f"{t:.2f}" for t in theirs))
     if tf_joins["tpuctl"] or tf_joins["shell"]:

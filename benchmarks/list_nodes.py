@@ -7,7 +7,7 @@ started here, that sleeps 50 ms before answering every API request and holds
 Pair A (target: subject <= 0.25x the anchor):
     subject  tpuctl list --zone Z --json
     anchor   gcloud compute tpus tpu-vm list --zone Z --format=json
-             (private CLOUDSDK_CONFIG with api_endpoint_overrides/tpu set to the
+             (private CLOUDSDK_CONFIG, api_endpoint_overrides/tpu set to the
              stand-in, --access-token-file, --project; skipped, with a note,
              when gcloud is missing)
 
@@ -17,13 +17,14 @@ Pair B (target: subject <= 2.0x the anchor):
 
 Before timing, each command runs once, untimed, as a warm-up and a check: its
 output must be a JSON list of the expected nodes (20, or 200 for --all-zones),
-and the stand-in's request log gives the API requests it made. Then runs are
+and the stand-in's request log gives the API requests it made (with --no-warm-up,
+as --smoke has it, that checked run is the first timed one). Then runs are
 interleaved (every round runs each command once, in a rotating order) and
 medians are reported, because the machine is small and noisy.
 
 This is a measurement, not a test: it exits 0 even when a target is missed.
 
-    .venv/bin/python benchmarks/list_nodes.py [--runs N]
+    .venv/bin/python benchmarks/list_nodes.py [--runs N] [--no-warm-up]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.standins.fixtures import standin_env  # noqa: E402
+from tests.standins.gcloud import Gcloud  # noqa: E402
 from tests.standins.google_apis import GoogleStandin  # noqa: E402
 
 GCLOUD_DEFAULT = "/usr/bin/gcloud"
@@ -113,9 +115,12 @@ def warm_up_and_check(
     return seen
 
 
-def measure(commands: dict[str, tuple[list[str], dict[str, str], int]], runs: int) -> dict[str, list[float]]:
+def measure(
+    commands: dict[str, tuple[list[str], dict[str, str], int]], runs: int, first: dict[str, list[float]]
+) -> dict[str, list[float]]:
+    """`runs` more interleaved rounds after the times in `first` (the checked run's, when it was not a warm-up)."""
     names = list(commands)
-    times: dict[str, list[float]] = {name: [] for name in names}
+    times: dict[str, list[float]] = {name: list(first.get(name, [])) for name in names}
     for round_no in range(runs):
         shift = round_no % len(names)
         for name in names[shift:] + names[:shift]:
@@ -126,31 +131,13 @@ def measure(commands: dict[str, tuple[list[str], dict[str, str], int]], runs: in
     return times
 
 
-def gcloud_env(g: GoogleStandin, tmp: Path, gcloud: str) -> dict[str, str]:
-    """The stand-in's environment plus a private gcloud config whose TPU endpoint is the stand-in."""
-    env = standin_env(g, tmp / "gcloud") | {
-        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
-        "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "true",
-        "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "true",
-    }
-    # gcloud insists on the trailing slash; without it every call would go to the real tpu.googleapis.com.
-    configured = subprocess.run(
-        [gcloud, "config", "set", "api_endpoint_overrides/tpu", g.url + "/"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=RUN_TIMEOUT_S,
-    )
-    if configured.returncode != 0:
-        raise SystemExit(f"could not point gcloud at the stand-in: {configured.stderr.strip()}")
-    return env
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11, help="timed runs of every command (default 11)")
-    args = parse_args(parser, runs=1)
+    parser.add_argument(
+        "--warm-up", action=argparse.BooleanOptionalAction, default=True, help="an untimed checked run of each command first (default: on)"
+    )
+    args = parse_args(parser, runs=1, warm_up=False)
     runs = max(1, args.runs)
 
     tpuctl = tpuctl_command()
@@ -177,7 +164,7 @@ def main() -> int:
             TPUCTL_ALL: ([*tpuctl, "list", "--all-zones", "--json"], tpuctl_env, NODES_PER_ZONE * len(ZONES)),
         }
         if gcloud:
-            env = gcloud_env(g, tmp, gcloud)
+            env = Gcloud(g, tmp / "gcloud", ["tpu"]).env  # a private config whose TPU endpoint is the stand-in
             argv = [
                 gcloud,
                 "compute",
@@ -196,8 +183,10 @@ def main() -> int:
 
         g.faults.latency_s = LATENCY_S
         warm = warm_up_and_check(g, commands)
-        print("warm-up (untimed; output checked): " + "; ".join(f"{name} {n} API requests" for name, (_, n) in warm.items()), flush=True)
-        times = measure(commands, runs)
+        kind = "warm-up (untimed" if args.warm_up else "first timed run (no warm-up"
+        print(f"{kind}; output checked): " + "; ".join(f"{name} {n} API requests" for name, (_, n) in warm.items()), flush=True)
+        first = {} if args.warm_up else {name: [seconds] for name, (seconds, _) in warm.items()}
+        times = measure(commands, runs if args.warm_up else runs - 1, first)
 
     medians = {name: statistics.median(values) for name, values in times.items()}
     pairs: list[tuple[str, str, str, float]] = []

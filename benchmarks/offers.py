@@ -12,12 +12,13 @@ Pair (target: subject <= 0.25x the anchor):
              (private CLOUDSDK_CONFIG with api_endpoint_overrides/tpu at the stand-in; the pair
              is skipped, with a note and no verdict of its own, when gcloud is missing)
 
-Before timing, each side runs once, untimed, and its answer is checked: the same set of zones.
+Before timing, each side runs once, untimed, and its answer is checked: the same set of zones
+(with --no-warm-up, as --smoke has it, the first timed round's answers are the ones checked).
 Then runs are interleaved (rotating order) and medians reported. Without gcloud the line printed
 compares the subject with one `tpuctl offers --zone Z` (one zone's list): a ratio near 1 says the
 20 zones cost about one. This is a measurement, not a test: it exits 0 even when a target is missed.
 
-    .venv/bin/python benchmarks/offers.py [--runs N] [--zones N]
+    .venv/bin/python benchmarks/offers.py [--runs N] [--zones N] [--no-warm-up]
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each side (default 5)")
     parser.add_argument("--zones", type=int, default=20, help="zones the stand-in holds (default 20)")
-    args = parse_args(parser, runs=1, zones=4)
+    parser.add_argument(
+        "--warm-up", action=argparse.BooleanOptionalAction, default=True, help="an untimed checked run of each side first (default: on)"
+    )
+    args = parse_args(parser, runs=1, zones=2, warm_up=False)  # smoke: two zones still take the all-zones-at-once path
     tpuctl = tpuctl_command()
     gcloud_found = shutil.which("gcloud") is not None
     print(f"tpuctl offers over {args.zones} zones: {args.runs} interleaved runs each; python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
@@ -102,15 +106,23 @@ def main() -> int:
             print("gcloud: not found; comparing with one zone's `tpuctl offers --zone Z` instead")
             sides["tpuctl offers --zone Z (one zone)"] = one_zone
         g.faults.latency_s = LATENCY_S
-        answers = {name: timed(fn)[1] for name, fn in sides.items()}
-        if len({frozenset(a) for a in answers.values()}) != 1 or answers[next(iter(sides))] != set(where):
-            raise SystemExit(f"the answers differ: {answers}")
-        print("warm-up (untimed): both sides name the same zones", flush=True)
+
+        def check(answers: dict[str, set[str]], when: str) -> None:
+            if len({frozenset(a) for a in answers.values()}) != 1 or answers[next(iter(sides))] != set(where):
+                raise SystemExit(f"the answers differ: {answers}")
+            print(f"{when}: both sides name the same zones", flush=True)
+
+        if args.warm_up:
+            check({name: timed(fn)[1] for name, fn in sides.items()}, "warm-up (untimed)")
         times: dict[str, list[float]] = {name: [] for name in sides}
         names = list(sides)
         for round_no in range(max(1, args.runs)):
+            answers: dict[str, set[str]] = {}
             for name in names[round_no % 2 :] + names[: round_no % 2]:
-                times[name].append(timed(sides[name])[0])
+                seconds, answers[name] = timed(sides[name])
+                times[name].append(seconds)
+            if round_no == 0 and not args.warm_up:
+                check(answers, "first timed round (no warm-up)")
     medians = {name: statistics.median(values) for name, values in times.items()}
     subject, anchor = names
     ratio = medians[subject] / medians[anchor]

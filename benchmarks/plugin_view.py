@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--attempts", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
-    args = parse_args(parser, workers=4, days=0.25, attempts=2, rounds=2)
+    args = parse_args(parser, workers=4, days=0.25, attempts=2, rounds=1)
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as where:
         folder, logdir = Path(where) / "run", Path(where) / "logs"
         folder.mkdir()

@@ -42,7 +42,7 @@ read.
 Medians over --runs rounds (default 3) in a rotating order (the commands
 interleaved). A measurement, not a test: it exits 0 even when a target is missed.
 
-    .venv/bin/python benchmarks/tail_reader.py [--runs N] [--mb SIZE] [--keras-steps N] [--tf215 PYTHON]
+    .venv/bin/python benchmarks/tail_reader.py [--runs N] [--mb SIZE] [--keras-steps N] [--tf215 PYTHON] [--commands-on all|first]
 """
 
 from __future__ import annotations
@@ -65,24 +65,30 @@ TF215 = ROOT / ".venv-tf215" / "bin" / "python"
 # Writers, each run as `python SCRIPT FOLDER ...` by the interpreter whose TensorFlow writes.
 # A training loop's summaries in a tf.function, as TensorFlow's guides write them; a large
 # queue keeps the writer's flushes out of the loop. Tags carry the loop's name scope ("while/").
+# Arguments: FOLDER FIRST STEPS, and optionally a second FOLDER FIRST STEPS that the same process writes next
+# (the later records the benchmark appends: one TensorFlow import fewer than a writer of their own).
 WRITE_SUMMARIES = """
 import sys
 import tensorflow as tf
-folder, first, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-writer = tf.summary.create_file_writer(folder, max_queue=100_000, flush_millis=600_000)
 
-@tf.function
-def train(first, steps):
-    with writer.as_default():
-        for step in tf.range(first, first + steps):
-            x = tf.cast(step + 1, tf.float32)
-            tf.summary.scalar("loss", 1.0 / x, step=step)
-            tf.summary.scalar("accuracy", 1.0 - 1.0 / x, step=step)
-            tf.summary.scalar("learning_rate", 0.001 * tf.exp(-x / 1e5), step=step)
-            tf.summary.scalar("val_loss", 2.0 / x, step=step)
+def write(folder, first, steps):
+    writer = tf.summary.create_file_writer(folder, max_queue=100_000, flush_millis=600_000)
 
-train(tf.constant(first, tf.int64), tf.constant(steps, tf.int64))
-writer.close()
+    @tf.function
+    def train(first, steps):
+        with writer.as_default():
+            for step in tf.range(first, first + steps):
+                x = tf.cast(step + 1, tf.float32)
+                tf.summary.scalar("loss", 1.0 / x, step=step)
+                tf.summary.scalar("accuracy", 1.0 - 1.0 / x, step=step)
+                tf.summary.scalar("learning_rate", 0.001 * tf.exp(-x / 1e5), step=step)
+                tf.summary.scalar("val_loss", 2.0 / x, step=step)
+
+    train(tf.constant(first, tf.int64), tf.constant(steps, tf.int64))
+    writer.close()
+
+for at in range(1, len(sys.argv), 3):
+    write(sys.argv[at], int(sys.argv[at + 1]), int(sys.argv[at + 2]))
 """
 # Keras 3's TensorBoard callback during a real fit (generated data, batch size 1: one write per step).
 KERAS_FIT = """
@@ -100,6 +106,8 @@ model.fit(x, y, epochs=4, batch_size=4, validation_split=0.2, verbose=0, callbac
 """
 # Bytes per step (4 records) of WRITE_SUMMARIES at six-digit steps: how many steps make --mb.
 BYTES_PER_STEP = 296
+# The step the appended records start at (six-digit steps before it, eight-digit ones after).
+EXTRA_FIRST = 10**7
 
 # Each runs as `python -c CODE PATH` and prints one JSON line. A tag's plugin is its first metadata's.
 _WALK = """
@@ -240,7 +248,7 @@ def compare_commands(path: Path, runs: int) -> None:
     print(f"  {'tail --json / loader JSON dump (time)':38} {ratio:8.4f}  target <= 0.15  {'PASS' if ratio <= 0.15 else 'MISS'}")
 
 
-def run_writer(python: str | Path, code: str, folder: Path, *args: int) -> Path:
+def run_writer(python: str | Path, code: str, folder: Path, *args: int | Path) -> Path:
     """Run a writer script in its own interpreter; the largest event file it leaves (Keras: the train/ one).
     The script is a file, not `-c`: AutoGraph reads a tf.function's source to convert its loop."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
@@ -253,9 +261,9 @@ def run_writer(python: str | Path, code: str, folder: Path, *args: int) -> Path:
     return found[-1]
 
 
-def appended_records(python: str | Path, folder: Path, first: int) -> bytes:
-    """About 1 KB of records the same writer wrote at later steps, without its file_version record."""
-    path = run_writer(python, WRITE_SUMMARIES, folder, first, 3)
+def appended_records(folder: Path) -> bytes:
+    """About 1 KB of records the same writer wrote at later steps (EXTRA_FIRST on, into `folder`), without its file_version record."""
+    path = max(folder.rglob("*.tfevents.*"), key=lambda p: p.stat().st_size)
     data = path.read_bytes()
     return data[16 + int.from_bytes(data[:8], "little") :]
 
@@ -311,26 +319,35 @@ def main() -> None:
     parser.add_argument("--keras-steps", type=int, default=20_000, help="batches of the Keras fit (0: no Keras file)")
     parser.add_argument("--tf215", default=str(TF215), help="an interpreter with TensorFlow 2.15 ('' to skip that file)")
     parser.add_argument("--only-command", action="store_true", help="time only the whole commands (tail --json vs the loader's JSON dump)")
-    options = parse_args(parser, runs=1, mb=0, keras_steps=5, tf215="")  # smoke: no TF 2.15 file (its writer takes the 2.21 writer's path)
+    parser.add_argument(
+        "--commands-on", choices=("all", "first"), default="all",
+        help="the whole-command comparison on every file (default) or on the first (tf 2.21) file only",
+    )  # fmt: skip
+    # smoke: no TF 2.15 file (its writer takes the 2.21 writer's path); the Keras file is written and read by tpuctl
+    # (its bulk-path share), the whole-command comparison, the same path on another file, runs on the first file only
+    options = parse_args(parser, runs=1, mb=0, keras_steps=5, tf215="", commands_on="first")
     sys.path.insert(0, str(ROOT))
     steps = (options.mb << 20) // BYTES_PER_STEP + 1
     with tempfile.TemporaryDirectory(prefix="tpuctl-bench-") as name:
         folder = Path(name)
-        files = {"tf 2.21 tf.summary.scalar": run_writer(sys.executable, WRITE_SUMMARIES, folder / "tf221", 0, steps)}
+        files = {"tf 2.21 tf.summary.scalar": run_writer(sys.executable, WRITE_SUMMARIES, folder / "tf221", 0, steps, folder / "extra", EXTRA_FIRST, 3)}
         if options.tf215 and Path(options.tf215).exists():
             files["tf 2.15 tf.summary.scalar"] = run_writer(options.tf215, WRITE_SUMMARIES, folder / "tf215", 0, steps)
         else:
             print(f"no TF 2.15 file: {options.tf215 or '--tf215'} not found")
         if options.keras_steps:
             files["keras 3 fit, TensorBoard callback"] = run_writer(sys.executable, KERAS_FIT, folder / "keras", options.keras_steps)
-        for label, path in files.items():
-            print(f"{label}: {path.stat().st_size / 2**20:.1f} MB; {fast_share(path)}; {options.runs} run(s), medians")
-            compare_commands(path, options.runs)
+        for number, (label, path) in enumerate(files.items()):
+            if number == 0 or options.commands_on == "all":
+                print(f"{label}: {path.stat().st_size / 2**20:.1f} MB; {fast_share(path)}; {options.runs} run(s), medians")
+                compare_commands(path, options.runs)
+            else:
+                print(f"{label}: {path.stat().st_size / 2**20:.1f} MB; {fast_share(path)}; whole commands not compared (--commands-on first)")
         if options.only_command:
             return
         master = files["tf 2.21 tf.summary.scalar"]
         print(f"readers on the tf 2.21 file ({master.stat().st_size / 2**20:.1f} MB):")
-        compare_readers(folder, master, appended_records(sys.executable, folder / "extra", 10**7), options.runs)
+        compare_readers(folder, master, appended_records(folder / "extra"), options.runs)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@ returns once its run holds its folder and submits from its own process, so its e
 time less than the submission; each detached run is stopped after it is timed (`tpuctl stop`).
 
 Each side runs once untimed (a warm-up, and a check that a job was created with the expected
-machine spec), then the runs alternate in a rotating order and medians are reported. A
+machine spec; with --no-warm-up, as --smoke has it, that checked run is the side's first timed
+one), then the runs alternate in a rotating order and medians are reported. A
 measurement, not a test: it exits 0 even when the target is missed.
 
-    .venv/bin/python benchmarks/vertex_submit.py [--runs N]
+    .venv/bin/python benchmarks/vertex_submit.py [--runs N] [--no-warm-up]
 """
 
 from __future__ import annotations
@@ -88,7 +89,10 @@ def created_one(g: GoogleStandin, before: int, name: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
-    args = parse_args(parser, runs=1)
+    parser.add_argument(
+        "--warm-up", action=argparse.BooleanOptionalAction, default=True, help="an untimed checked run of each side first (default: on)"
+    )
+    args = parse_args(parser, runs=1, warm_up=False)
     gcloud = shutil.which("gcloud")
     with GoogleStandin(project="tpuctl-bench") as g, tempfile.TemporaryDirectory() as tmp:
         g.faults.latency_s = LATENCY_S
@@ -120,13 +124,15 @@ def main() -> None:
                 stop_detached(stdout, cmd_env)
             return seconds
 
+        times: dict[str, list[float]] = {name: [] for name in commands}
         for name in commands:
             before = len(g.vertex.created_bodies)
-            timed(name)
+            seconds = timed(name)
             created_one(g, before, name)
-        times: dict[str, list[float]] = {name: [] for name in commands}
+            if not args.warm_up:
+                times[name].append(seconds)
         names = list(commands)
-        for round_no in range(args.runs):
+        for round_no in range(args.runs if args.warm_up else args.runs - 1):
             for name in names[round_no % len(names) :] + names[: round_no % len(names)]:
                 times[name].append(timed(name))
     medians = {name: statistics.median(values) for name, values in times.items()}

@@ -3,7 +3,7 @@
 Tutorial style: the script builds MultiWorkerMirroredStrategy itself from
 TF_CONFIG. Under `tpuctl launch` the runtime sees that in the source and builds
 none, so this construction is the one that runs and both launchers do the same
-work: import TensorFlow, join a 2-worker cluster, one all-reduce, exit.
+work: import TensorFlow, join the cluster (two workers in the benchmark's pair), one all-reduce, exit.
 """
 
 import tensorflow as tf

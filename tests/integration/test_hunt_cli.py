@@ -29,19 +29,33 @@ TEN = [
 ELSEWHERE = {"us-central2-b": ("v4-8",), "asia-east1-c": ("v2-8",)}  # zones that never offer v5e: never tried
 
 
-@pytest.fixture
-def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
-    g = google_standin
+def _hunting_ground(g: GoogleStandin, tmp_path: Path) -> Cli:
     g.create_delay_s = 0.05
     g.tpu.zones = {z: catalog.full_offer(z, ("v5litepod-8", "v5litepod-16", "v6e-8")) for z in TEN}
     g.tpu.zones |= {z: catalog.full_offer(z, types) for z, types in ELSEWHERE.items()}
     return Cli(g, tmp_path)
 
 
+@pytest.fixture
+def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
+    return _hunting_ground(google_standin, tmp_path)
+
+
 def ranked(cli: Cli, kind: str) -> list[str]:
     """The zones in the order `tpuctl offers` prints them: the order the hunt must try."""
     offers = json.loads(cli("offers", TYPE, "--capacity", kind, "--json").stdout)
     return [o["zone"] for o in offers]
+
+
+@pytest.fixture(scope="module")
+def first_ranked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """`ranked` for each kind on a stand-in and a home set up as every test's are, before any test scripts a stockout
+    or remembers one: the order a hunt must try in a fresh test. Asked once per kind (each ask is a tpuctl process)
+    for the tests that read it before they change anything; a test that checks how its own stockouts re-rank the
+    zones asks its own stand-in."""
+    with GoogleStandin(project="tpuctl-test", seed=0) as g:  # as the google_standin fixture makes it
+        cli = _hunting_ground(g, tmp_path_factory.mktemp("first-ranked"))
+        return {kind: ranked(cli, kind) for kind in ("spot", "on-demand")}
 
 
 def creates(g: GoogleStandin) -> list[str]:
@@ -53,9 +67,11 @@ def specs(cli: Cli) -> list[Path]:
     return sorted((cli.home / ".local" / "share" / "tpuctl" / "nodes").rglob("*.json"))
 
 
-def test_a_hunt_tries_offers_order_past_each_stockout_kind_and_leaves_only_the_winner(google_standin: GoogleStandin, cli: Cli) -> None:
+def test_a_hunt_tries_offers_order_past_each_stockout_kind_and_leaves_only_the_winner(
+    google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]
+) -> None:
     g = google_standin
-    order = ranked(cli, "spot")
+    order = first_ranked["spot"]
     assert sorted(order) == sorted(TEN)  # the zones without v5e are not offers
     kinds = ["capacity", "refused", "preempted", "stuck", "reserved"]
     for zone, kind in zip(order, kinds, strict=False):
@@ -80,7 +96,8 @@ def test_a_hunt_tries_offers_order_past_each_stockout_kind_and_leaves_only_the_w
     # The next hunt finds the node where the last one left it, and tries the stocked-out zones last.
     again = json.loads(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "auto", "--capacity", "spot", "--json").stdout)
     assert again["zone"] == order[6] and not again["created"]
-    assert ranked(cli, "spot")[-6:] == sorted(order[:6], key=ranked(cli, "spot").index) and ranked(cli, "spot")[0] == order[6]
+    now = ranked(cli, "spot")  # asked live: this stand-in's memory of the six stockouts re-ranks them
+    assert now[-6:] == sorted(order[:6], key=now.index) and now[0] == order[6]
 
 
 def test_a_fallback_type_says_what_changed(google_standin: GoogleStandin, cli: Cli) -> None:
@@ -94,9 +111,9 @@ def test_a_fallback_type_says_what_changed(google_standin: GoogleStandin, cli: C
     assert result.stdout.count("  tried ") == 10
 
 
-def test_quota_stops_the_hunt_at_once(google_standin: GoogleStandin, cli: Cli) -> None:
+def test_quota_stops_the_hunt_at_once(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:
     g = google_standin
-    order = ranked(cli, "on-demand")
+    order = first_ranked["on-demand"]
     g.faults.stockout(order[0], "capacity")
     g.faults.stockout(order[1], "quota")
     line = error_line(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", ",".join(reversed(order[:3])), code=1))
@@ -118,9 +135,9 @@ def test_the_hunt_timeout_bounds_the_whole_hunt(google_standin: GoogleStandin, c
     assert g.tpu.nodes == {} and specs(cli) == []
 
 
-def test_ctrl_c_mid_hunt_deletes_the_try_in_flight_and_exits_130(google_standin: GoogleStandin, cli: Cli) -> None:
+def test_ctrl_c_mid_hunt_deletes_the_try_in_flight_and_exits_130(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:
     g = google_standin
-    order = ranked(cli, "on-demand")
+    order = first_ranked["on-demand"]
     g.faults.stockout(order[0], "capacity")
     g.faults.stockout(order[1], "stuck")
     command = tpuctl_cmd("create", "hunt", "--accelerator-type", TYPE, "--zones", "all")
@@ -169,17 +186,17 @@ def test_a_zone_offering_one_of_the_types_is_a_candidate_for_that_type_only(goog
     ]  # fmt: skip
 
 
-def test_queued_with_several_zones_queues_in_the_best_and_says_so(google_standin: GoogleStandin, cli: Cli) -> None:
-    order = ranked(cli, "on-demand")
+def test_queued_with_several_zones_queues_in_the_best_and_says_so(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:
+    order = first_ranked["on-demand"]
     result = cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "all", "--queued")
     assert f"queuing in {order[0]}, the best of 10 candidates" in result.stderr
     assert list(google_standin.tpu.nodes) == [(order[0], "hunt")]
 
 
-def test_gcloud_meets_the_same_stockout_in_the_same_zone(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+def test_gcloud_meets_the_same_stockout_in_the_same_zone(google_standin: GoogleStandin, cli: Cli, tmp_path: Path, first_ranked: dict[str, list[str]]) -> None:
     """The zone the hunt moved past is, for gcloud's own create, the same stockout: the operation's code 8."""
     g = google_standin
-    order = ranked(cli, "on-demand")
+    order = first_ranked["on-demand"]
     g.faults.stockout(order[0], "capacity", 2)
     hunted = json.loads(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "all", "--json").stdout)
     assert hunted["hunt"]["tries"][0] == {"zone": order[0], "acceleratorType": TYPE, "capacity": "on-demand", "result": "no capacity (code 8)",
@@ -207,9 +224,9 @@ def test_the_zones_and_capacity_settings_drive_the_hunt_and_a_zone_flag_still_me
     assert "hunt" not in plain and plain["capacity"] == "spot" and (g.node(order[2], "plain") or {})["schedulingConfig"]["spot"]
 
 
-def test_a_hunt_across_kinds_moves_from_a_short_reservation_to_flex_start(google_standin: GoogleStandin, cli: Cli) -> None:
+def test_a_hunt_across_kinds_moves_from_a_short_reservation_to_flex_start(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:
     g = google_standin
-    zone = ranked(cli, "on-demand")[0]
+    zone = first_ranked["on-demand"][0]
     g.faults.stockout(zone, "reserved")
     result = cli("create", "hunt", "--accelerator-type", TYPE, "--zone", zone, "--capacity", "reserved,flex-start", "--max-run-duration", "1d", "--json")
     report = json.loads(result.stdout)
@@ -242,10 +259,10 @@ def test_a_zone_short_of_quota_is_skipped_and_the_fallback_type_tried(google_sta
     assert len(creates(g)) == before
 
 
-def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_standin: GoogleStandin, cli: Cli) -> None:
+def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:
     """create takes the setting's flex-start with --max-run-duration; babysit leaves it out with a note, not a refusal."""
     g = google_standin
-    zone = ranked(cli, "spot")[0]
+    zone = first_ranked["spot"][0]
     (cli.cwd / "tpuctl.toml").write_text('[cloud]\ncapacity = "flex-start"\n')
     made = json.loads(cli("create", "flex", "--accelerator-type", TYPE, "--zone", zone, "--max-run-duration", "1d", "--json").stdout)
     assert made["capacity"] == "flex-start" and (g.queued_resource(zone, "flex") or {}).get("provisioningModel") == "FLEX_START"
@@ -257,12 +274,12 @@ def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_sta
 
 @pytest.mark.parametrize("made_by", ["zone", "hunt"])
 def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_reruns_the_command(
-    google_standin: GoogleStandin, cli: Cli, tmp_path: Path, made_by: str
+    google_standin: GoogleStandin, cli: Cli, tmp_path: Path, made_by: str, first_ranked: dict[str, list[str]]
 ) -> None:
     """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name.
     Hunting where babysit's --zones says, or, for a node a hunting create made, where and as that create hunted."""
     g = google_standin
-    order = ranked(cli, "spot")
+    order = first_ranked["spot"]
     made = ["--zone", order[0], "--spot"] if made_by == "zone" else ["--zones", "all", "--capacity", "spot"]
     cli("create", "sitter", *made, "--accelerator-type", TYPE)
     hunt_flags = ["--zones", "all"] if made_by == "zone" else []
