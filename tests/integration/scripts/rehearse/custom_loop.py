@@ -9,9 +9,12 @@ With --defect it carries one thing a TPU refuses or runs poorly, for the rehears
                  --soft-placement, which calls tf.config.set_soft_device_placement(True))
   float64        the loss computed in float64 (slow)
   eager-step     strategy.run called without tf.function (refused)
+With --print-feeds it prints one JSON line: whether tf.data autotunes its own pipeline and each
+replica's feed (TensorFlow's internals: the distributed iterator's per-device iterators).
 """
 
 import argparse
+import json
 import os
 
 import tensorflow as tf
@@ -21,6 +24,7 @@ parser.add_argument("--defect", choices=["none", "uneven-batch", "partial-batch"
 parser.add_argument("--soft-placement", action="store_true")
 parser.add_argument("--no-dynamic-batch", action="store_true")
 parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--print-feeds", action="store_true")
 parser.add_argument("--hard-exit", action="store_true", help="leave through os._exit(0), as scripts that skip TF's slow shutdown do")
 args = parser.parse_args()
 
@@ -84,6 +88,15 @@ if args.defect != "eager-step":
 for step in range(args.steps):
     loss = train_step(iterator)
     print(f"step {step + 1} loss {float(loss):.4f}", flush=True)
+
+if args.print_feeds:
+    worker = iterator._iterators[0]
+    feeds = worker._iterator._device_iterators
+    print(json.dumps({
+        "script": "custom_loop",
+        "pipeline_autotuned": worker._dataset.options().autotune.enabled is not False,  # unset: on
+        "feeds_autotuned": [feed._dataset.options().autotune.enabled is not False for feed in feeds],
+    }), flush=True)
 
 model_dir = os.environ.get("TPUCTL_MODEL_DIR")
 if model_dir:
