@@ -68,7 +68,8 @@ def tf_python_without_tpuctl(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _importable(python: str, cwd: Path) -> dict[str, bool]:
     probe = "import importlib.util as u, json; print(json.dumps({m: u.find_spec(m) is not None for m in ('tpuctl', 'tensorflow')}))"
-    return dict(json.loads(subprocess.run([python, "-c", probe], cwd=cwd, capture_output=True, text=True, check=True).stdout))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a checkout on PYTHONPATH is not the host's install
+    return dict(json.loads(subprocess.run([python, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout))
 
 
 @pytest.mark.tf
@@ -344,7 +345,8 @@ def bare_python(tmp_path: Path) -> str:
     wrapper = tmp_path / "python3"
     wrapper.write_text(f'#!/bin/sh\nexec {Path(sys.base_prefix) / "bin" / "python3"} -S "$@"\n')
     wrapper.chmod(0o755)
-    probe = subprocess.run([str(wrapper), "-c", "import tpuctl"], cwd=tmp_path, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a checkout on PYTHONPATH is not the host's install
+    probe = subprocess.run([str(wrapper), "-c", "import tpuctl"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "No module named 'tpuctl'" in probe.stderr
     return str(wrapper)
 

@@ -11,11 +11,12 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, run_tpuctl
-from tests.integration.rehearsal import DEAD_ADDRESS, REHEARSE, rehearse, verdicts
+from tests.integration.rehearsal import DEAD_ADDRESS, REHEARSE, printed, rehearse, verdicts
 
 pytestmark = pytest.mark.tf
 
@@ -58,15 +59,32 @@ def test_the_bundled_example_rehearses_a_multi_host_slice_and_says_what_it_stand
     assert verdicts(outcome)["checkpoints"] == "warning"  # a local model dir on a 4-host slice
     assert (tmp_path / "model" / "checkpoints" / "epoch-1.weights.h5").is_file()
 
-def test_a_custom_loop_reaches_its_tpu_by_name_and_checkpoints(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def custom_loop_by_name(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    """One rehearsal of the custom loop, reaching its TPU by name, that the tests below only read."""
+    tmp_path = tmp_path_factory.mktemp("custom_loop")
     outcome, _ = rehearse(
-        REHEARSE / "custom_loop.py", "v3-8", tmp_path, "--model-dir", str(tmp_path / "model"), env={"TPU_NAME": "my-tpu"}
+        REHEARSE / "custom_loop.py", "v3-8", tmp_path, "--model-dir", str(tmp_path / "model"), "--", "--print-feeds",
+        env={"TPU_NAME": "my-tpu"},
     )
+    return outcome, tmp_path
+
+
+def test_a_custom_loop_reaches_its_tpu_by_name_and_checkpoints(custom_loop_by_name: tuple[Any, Path]) -> None:
+    outcome, tmp_path = custom_loop_by_name
     assert outcome["exit_code"] == 0, outcome
     assert outcome["rehearsal"]["steps"] == 6
     assert (outcome["rehearsal"]["global_batch"], outcome["rehearsal"]["per_replica_batch"]) == (128, 16)
     assert verdicts(outcome) == {"batch split": "ok", "static shapes": "ok", "XLA ops": "ok", "float64": "ok"}
     assert list((tmp_path / "model").glob("ckpt-1.index"))
+
+
+def test_each_replicas_feed_runs_untuned_and_the_scripts_own_pipeline_stays_autotuned(custom_loop_by_name: tuple[Any, Path]) -> None:
+    # The feed per replica has nothing to tune, and its autotune thread held up each iterator's teardown by its
+    # sleep (tpuctl/runtime/strategies.py); the script's pipeline is tuned as on a TPU host.
+    outcome, _ = custom_loop_by_name
+    assert printed(outcome, "custom_loop") == {"script": "custom_loop", "pipeline_autotuned": True, "feeds_autotuned": [False] * 8}
+
 
 def test_a_script_that_skips_the_report_is_told_nothing_was_checked(tmp_path: Path) -> None:
     outcome, stderr = rehearse(REHEARSE / "custom_loop.py", "v2-8", tmp_path, "--", "--steps", "1", "--hard-exit")

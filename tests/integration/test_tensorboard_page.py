@@ -1,13 +1,13 @@
 """The tpuctl tab in a real browser: Debian's headless Chromium opens TensorBoard's page, the tab's iframe draws a run,
-and the DOM holds what the view says (rows, segments, bands, restarts, bars, profile links, hang markers). One run is
-a real TensorFlow launch preempted once and restarted (tests/integration/scripts/fit_preempted_once.py, as in
-test_time_report.py), whose view the launcher published into the model dir; the others are views tpuctl.runs.view.build
-made from timelines tpuctl's writer wrote (tests/integration/run_views.py), one with a profile session and a hang
-report, one whose worker names, words and stacks carry an <img onerror>: shown as text, the handler never runs in
-either frame; one is a live run (no end yet) whose view is republished while the tab is open. One TensorBoard and one
-browser for the module, the browser in a time zone that is not UTC (as `tpuctl report --timeline` is drawn in);
-screenshots go to the module's temporary folder, and also to TPUCTL_SCREENSHOTS when it names a folder (how
-docs/images/ got its pictures).
+and the DOM holds what the view says (rows, segments, bands, restarts, bars, profile links, hang markers). One run
+is a real TensorFlow launch preempted once and restarted (tests/integration/scripts/fit_preempted_once.py), the one
+test_time_report.py reports (tests/integration/shared_runs.py launches it once for both), whose view the launcher
+published into the model dir; the others are views tpuctl.runs.view.build made from timelines tpuctl's writer wrote
+(tests/integration/run_views.py), one with a profile session and a hang report, one whose worker names, words and
+stacks carry an <img onerror>: shown as text, the handler never runs in either frame; one is a live run (no end yet)
+whose view is republished while the tab is open. One TensorBoard and one browser for the module, the browser in a
+time zone that is not UTC (as `tpuctl report --timeline` is drawn in); screenshots go to the module's temporary
+folder, and also to TPUCTL_SCREENSHOTS when it names a folder (how docs/images/ got its pictures).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import SCRIPTS, run_tpuctl
-from tests.integration import browser, run_views
+from tests.conftest import run_tpuctl
+from tests.integration import browser, run_views, shared_runs
 from tests.integration.tensorboard_server import Server, tensorboard
 
 pytestmark = pytest.mark.tf
@@ -69,10 +69,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory, runs: Path) -> tuple[Path, 
     browser.require_browser()
     top = tmp_path_factory.mktemp("tb") / "logs"
     real = top / "real" / "model"
-    argv = ("launch", str(SCRIPTS / "fit_preempted_once.py"), "--model-dir", str(real), "--log-dir", str(runs / "real"), "--",
-            "--steps", "24", "--save-every", "8", "--preempt-at", "15", "--step-time", "0.3")
-    launched = run_tpuctl(*argv, timeout=240)
+    launched = shared_runs.preempted_once(tmp_path_factory)  # the run test_time_report.py reports: launched once
     assert launched.returncode == 0, launched.stderr
+    shutil.copytree(launched.model_dir, real)
     [published] = (real / "tpuctl").glob("*/view.json")
     good = top / "exp1" / "model"
     run_views.publish(good, run_views.built(runs / "good", model_dir=str(good)))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import SCRIPTS, run_tpuctl, tpuctl_cmd
+from tests.integration import shared_runs
 
 pytestmark = pytest.mark.tf
 
@@ -52,18 +53,22 @@ def test_a_clean_run_is_mostly_training_and_says_so_at_its_end(tmp_path: Path) -
     assert outcome["goodput"]["goodput"] == pytest.approx(report["goodput"], abs=0.02), outcome["goodput"]
 
 
-def test_a_run_preempted_once_shows_its_restart_and_the_steps_it_did_again(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def preempted_once(tmp_path_factory: pytest.TempPathFactory) -> shared_runs.LaunchedRun:
+    return shared_runs.preempted_once(tmp_path_factory)
+
+
+def test_a_run_preempted_once_shows_its_restart_and_the_steps_it_did_again(preempted_once: shared_runs.LaunchedRun) -> None:
     """Backups every 8 steps, preempted after step 15: the second attempt restores step 8 and re-does 9 to 15.
-    The view the launcher published into the model dir (issue 37) has the same attempts, restart and goodput."""
-    secret = "VIEW_TEST_SECRET=hunter2-in-env"
-    options = ("--env", secret)
-    result = _launch(tmp_path, "--steps", "24", "--save-every", "8", "--preempt-at", "15", "--step-time", "0.3", options=options)
-    assert result.returncode == 0, result.stderr
-    [published] = (tmp_path / "model" / "tpuctl").glob("*/view.json")
+    The view the launcher published into the model dir (issue 37) has the same attempts, restart and goodput.
+    The run is the one test_tensorboard_page.py draws (tests/integration/shared_runs.py: launched once)."""
+    run = preempted_once
+    assert run.returncode == 0, run.stderr
+    [published] = (run.model_dir / "tpuctl").glob("*/view.json")
     view = json.loads(published.read_text())
-    assert "hunter2" not in published.read_text() and not list(published.parent.glob(".view.json.*"))
-    assert "was preempted (exit status 42)" in result.stderr
-    report = _report(tmp_path / "logs")
+    assert "hunter2" not in published.read_text() and not list(published.parent.glob(".view.json.*"))  # shared_runs.VIEW_SECRET
+    assert "was preempted (exit status 42)" in run.stderr
+    report = _report(run.log_dir)
     categories = report["categories"]
     assert categories["restart"] > 1.0 and categories["lost work"] > 0.5, categories
     assert categories["checkpoint save"] > 0 and categories["checkpoint restore"] > 0, categories

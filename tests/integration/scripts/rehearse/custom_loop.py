@@ -1,7 +1,7 @@
 """A custom training loop in the style of TensorFlow's "Use TPUs" guide: its own TPUStrategy,
 distribute_datasets_from_function, strategy.run inside tf.function, strategy.reduce.
 
-With --defect it carries one thing a TPU refuses or runs poorly, for the rehearsal to find:
+With --defect (repeatable) it carries things a TPU refuses or runs poorly, for the rehearsal to find:
   uneven-batch   a global batch that does not split across the replicas (padded; refused with
                  --no-dynamic-batch, which turns the padder off in RunOptions)
   partial-batch  batches without drop_remainder (a second program)
@@ -9,18 +9,22 @@ With --defect it carries one thing a TPU refuses or runs poorly, for the rehears
                  --soft-placement, which calls tf.config.set_soft_device_placement(True))
   float64        the loss computed in float64 (slow)
   eager-step     strategy.run called without tf.function (refused)
+With --print-feeds it prints one JSON line: whether tf.data autotunes its own pipeline and each
+replica's feed (TensorFlow's internals: the distributed iterator's per-device iterators).
 """
 
 import argparse
+import json
 import os
 
 import tensorflow as tf
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--defect", choices=["none", "uneven-batch", "partial-batch", "host-op", "float64", "eager-step"], default="none")
+parser.add_argument("--defect", choices=["none", "uneven-batch", "partial-batch", "host-op", "float64", "eager-step"], action="append", default=[])
 parser.add_argument("--soft-placement", action="store_true")
 parser.add_argument("--no-dynamic-batch", action="store_true")
 parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--print-feeds", action="store_true")
 parser.add_argument("--hard-exit", action="store_true", help="leave through os._exit(0), as scripts that skip TF's slow shutdown do")
 args = parser.parse_args()
 
@@ -34,17 +38,17 @@ print("replicas:", strategy.num_replicas_in_sync)
 
 per_replica_batch = 16
 global_batch = per_replica_batch * strategy.num_replicas_in_sync
-if args.defect == "uneven-batch":
+if "uneven-batch" in args.defect:
     global_batch += 3
 
 
 def dataset_fn(input_context):
-    batch = input_context.get_per_replica_batch_size(global_batch) if args.defect != "uneven-batch" else global_batch
+    batch = input_context.get_per_replica_batch_size(global_batch) if "uneven-batch" not in args.defect else global_batch
     x = tf.random.stateless_normal((1000, 8), seed=(1, 2))
     y = tf.cast(tf.reduce_sum(x, axis=1) > 0, tf.int32)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
     dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    return dataset.batch(batch, drop_remainder=args.defect != "partial-batch").prefetch(2)
+    return dataset.batch(batch, drop_remainder="partial-batch" not in args.defect).prefetch(2)
 
 
 with strategy.scope():
@@ -52,7 +56,7 @@ with strategy.scope():
     optimizer = tf.keras.optimizers.SGD(0.1)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
 
-if args.defect == "uneven-batch":
+if "uneven-batch" in args.defect:
     dataset = strategy.experimental_distribute_dataset(dataset_fn(tf.distribute.InputContext()))
 else:
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
@@ -65,10 +69,10 @@ def train_step(iterator):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
             loss = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-            if args.defect == "float64":
+            if "float64" in args.defect:
                 loss = tf.cast(tf.cast(loss, tf.float64) * 1.0, tf.float32)
             loss = tf.nn.compute_average_loss(loss, global_batch_size=global_batch)
-        if args.defect == "host-op":
+        if "host-op" in args.defect:
             tf.numpy_function(lambda value: print("host sees loss", value) or value, [loss], tf.float32)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
@@ -79,11 +83,20 @@ def train_step(iterator):
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
-if args.defect != "eager-step":
+if "eager-step" not in args.defect:
     train_step = tf.function(train_step)
 for step in range(args.steps):
     loss = train_step(iterator)
     print(f"step {step + 1} loss {float(loss):.4f}", flush=True)
+
+if args.print_feeds:
+    worker = iterator._iterators[0]
+    feeds = worker._iterator._device_iterators
+    print(json.dumps({
+        "script": "custom_loop",
+        "pipeline_autotuned": worker._dataset.options().autotune.enabled is not False,  # unset: on
+        "feeds_autotuned": [feed._dataset.options().autotune.enabled is not False for feed in feeds],
+    }), flush=True)
 
 model_dir = os.environ.get("TPUCTL_MODEL_DIR")
 if model_dir:
