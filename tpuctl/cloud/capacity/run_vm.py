@@ -157,9 +157,17 @@ class RunVm:
         spec = self.spec or self._saved()
         if spec is None:
             return f"no TPU VM was created for this run ({self.name})"
+        if recorded != self.name:
+            return f"TPU VM {self.name} in {spec.zone} is not this run's to delete (its record names another node): left as it is"
         node = self.api.get_node(spec.zone, self.name)
-        if recorded != self.name or (node is not None and not owned_by(node, self.run_id)):
-            return f"TPU VM {self.name} in {spec.zone} is not this run's to delete (its record or its label says otherwise): left as it is"
+        if node is not None and not owned_by(node, self.run_id):
+            # A node of that name without the run's label is another's: the run's own VM is gone, as `tpuctl stop`
+            # (cli/run_vms.delete_vm) writes it too, so the record stops saying it may bill.
+            self.log.ended(spec, kept=False)
+            return (
+                f"TPU VM {self.name} in {spec.zone} is not this run's to delete (it does not carry the run's label): left as it is;"
+                " the run's own VM is gone"
+            )
         if node is None or self.api.delete_node(spec.zone, self.name) is None:
             line = f"TPU VM {self.name} in {spec.zone} is gone already"
         else:
