@@ -74,6 +74,9 @@ class Log:
     def hunting(self, tries: Any) -> None:
         self.said.append(("hunting", len(tries)))
 
+    def naming(self, spec: NodeSpec) -> None:
+        self.said.append(("naming", spec.zone))
+
     def creating(self, spec: NodeSpec, usd: float | None) -> None:
         self.said.append(("creating", spec.zone))
 
@@ -158,7 +161,7 @@ def test_the_run_s_preempted_node_is_recreated_with_its_label_up_to_babysit_s_li
     node = vm.recreate("PREEMPTED")
     assert node.ready and api.calls == [f"delete {vm.name}", f"create {vm.name}"]
     assert api.nodes[vm.name]["labels"] == {LABEL_KEY: label_value(RUN)}  # the saved spec's label: still the run's node
-    assert log.said == [("recreating", "PREEMPTED"), ("recreated", ZONE)]
+    assert log.said == [("recreating", "PREEMPTED"), ("naming", ZONE), ("recreated", ZONE)]  # named before the create is sent
     vm.recreated = MAX_RECREATES
     with pytest.raises(TpuctlError, match=f"is PREEMPTED again after {MAX_RECREATES} recreations; giving up"):
         vm.recreate("PREEMPTED")

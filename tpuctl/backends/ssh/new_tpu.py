@@ -210,22 +210,26 @@ class _Log:
         if self.context.timeline is not None:
             self.context.timeline.event(name, **fields)
 
-    def _where(self, spec: NodeSpec, usd: float | None) -> None:
+    def _where(self, spec: NodeSpec, usd: float | None, **also: Any) -> None:
         vm = self.made.vm
         note = vm.book.describe() if vm is not None and vm.book is not None else None
-        self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note)
+        self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note, **also)
 
     def hunting(self, tries: Sequence[Candidate]) -> None:
         from tpuctl.runs import timeline as tl
 
         self._event(tl.PROVISION_BEGIN, types=",".join(self.made.plan.types), candidates=len(tries))
 
+    def naming(self, spec: NodeSpec) -> None:
+        from tpuctl.runs import records
+
+        self._amend(created_node=spec.name, project=spec.project, zone=spec.zone, node_fate=records.NODE_LIVE)
+
     def creating(self, spec: NodeSpec, usd_per_hour: float | None) -> None:
         from tpuctl.runs import records
         from tpuctl.runs import timeline as tl
 
-        self._amend(created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)
-        self._where(spec, usd_per_hour)
+        self._where(spec, usd_per_hour, created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)  # one write
         self._event(tl.NODE_CREATE, node=spec.name, zone=spec.zone, type=spec.accelerator(), capacity=spec.capacity())
 
     def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None:
