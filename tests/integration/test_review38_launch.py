@@ -199,12 +199,6 @@ def test_the_report_of_a_running_keep_run_does_not_say_its_vm_will_be_deleted(cl
     assert "deleted as the run ends" not in report.stdout, report.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a SIGTERM (`tpuctl stop`) that comes once the VM is READY but before the supervisor handles signals "
-    "(NewTpu.run leaves signals.handled when provision returns; --cleanup's ssh to the hosts runs in that gap) kills "
-    "the launcher by the default disposition: no delete, the VM bills",
-)
 def test_a_stop_just_after_the_vm_is_ready_still_deletes_it(cloud: Cloud) -> None:
     launch = cloud.launch("--zone", new_tpu.ZONES[0], "--cleanup")  # widens the gap by an ssh to each host; without it 3 of 3 runs died too
     launch.wait_line(" is READY in ")
