@@ -50,11 +50,6 @@ def _nothing_left(cloud: Cloud, said: str) -> None:
         raise AssertionError(f"left billing: {left}\n{said}") from None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a stop while a recreate's create sits in another zone deletes in the old zone (RunVm.spec is set only "
-    "after READY, run_vm.py recreate) and leaves the new VM billing while the record says deleted",
-)
 def test_a_stop_while_the_vm_is_recreated_in_another_zone_leaves_nothing_billing(cloud: Cloud) -> None:
     launch, _, _, _ = _recreating_elsewhere(cloud)
     launch.proc.send_signal(signal.SIGTERM)  # what `tpuctl stop` sends
@@ -65,11 +60,6 @@ def test_a_stop_while_the_vm_is_recreated_in_another_zone_leaves_nothing_billing
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: the record keeps the old zone while a recreate's create in another zone is accepted (recover's hunt "
-    "has no before_create: run_vm.py recreate), so after a SIGKILL `tpuctl stop` deletes nothing and the new VM bills",
-)
 def test_a_launcher_killed_while_the_vm_is_recreated_elsewhere_leaves_a_record_stop_can_delete_it_by(cloud: Cloud) -> None:
     launch, run_id, _, order = _recreating_elsewhere(cloud)
     launch.proc.kill()
@@ -169,12 +159,6 @@ def _slow_create_reply(cloud: Cloud) -> threading.Event:
     return made
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a stop while the create request is being answered (the node made, the reply not back) leaves the VM "
-    "billing: nothing names it yet (nodespec.save and before_create come after create_node returns, lifecycle.ensure), "
-    "so RunVm.delete says 'no TPU VM was created for this run'",
-)
 def test_a_stop_while_the_create_is_answered_leaves_nothing_billing(cloud: Cloud) -> None:
     made = _slow_create_reply(cloud)
     launch = cloud.launch("--zone", new_tpu.ZONES[0])
@@ -185,11 +169,6 @@ def test_a_stop_while_the_create_is_answered_leaves_nothing_billing(cloud: Cloud
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a launcher killed while the create request is being answered leaves a record that names no VM "
-    "(created_node is written by before_create, after create_node returns), so `tpuctl stop` cannot delete the one billing",
-)
 def test_a_launcher_killed_while_the_create_is_answered_leaves_a_record_naming_the_vm(cloud: Cloud) -> None:
     made = _slow_create_reply(cloud)
     launch = cloud.launch("--zone", new_tpu.ZONES[0])
@@ -220,12 +199,6 @@ def test_the_report_of_a_running_keep_run_does_not_say_its_vm_will_be_deleted(cl
     assert "deleted as the run ends" not in report.stdout, report.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a SIGTERM (`tpuctl stop`) that comes once the VM is READY but before the supervisor handles signals "
-    "(NewTpu.run leaves signals.handled when provision returns; --cleanup's ssh to the hosts runs in that gap) kills "
-    "the launcher by the default disposition: no delete, the VM bills",
-)
 def test_a_stop_just_after_the_vm_is_ready_still_deletes_it(cloud: Cloud) -> None:
     launch = cloud.launch("--zone", new_tpu.ZONES[0], "--cleanup")  # widens the gap by an ssh to each host; without it 3 of 3 runs died too
     launch.wait_line(" is READY in ")

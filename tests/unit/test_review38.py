@@ -58,11 +58,6 @@ def test_prune_keeps_the_record_of_a_lost_run_whose_vm_still_bills(tmp_path: Pat
     assert [(r["run_id"], r["vm_orphaned"]) for r in json.loads(after.out)] == [(RUN, True)], (pruned.out, after.out)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a launch's end that finds the named node without the run's label leaves node_fate live (RunVm.delete "
-    "returns before log.ended), so `runs` shows the run's VM BILLING when the run's own VM is gone; `stop` writes it deleted",
-)
 def test_the_end_of_a_launch_whose_named_node_is_not_the_run_s_stops_saying_it_bills() -> None:
     api = FakeApi()
     vm, log = _vm(api)

@@ -74,6 +74,9 @@ class Log:
     def hunting(self, tries: Any) -> None:
         self.said.append(("hunting", len(tries)))
 
+    def naming(self, spec: NodeSpec) -> None:
+        self.said.append(("naming", spec.zone))
+
     def creating(self, spec: NodeSpec, usd: float | None) -> None:
         self.said.append(("creating", spec.zone))
 
@@ -123,8 +126,10 @@ def test_a_node_that_is_not_the_run_s_is_never_deleted(labels: dict[str, str], r
     vm, log = _vm(api)
     api.add(vm.name, "READY", labels=labels)
     line = vm.delete(vm.name if recorded == "mine" else recorded)
-    assert line.endswith("is not this run's to delete (its record or its label says otherwise): left as it is")
-    assert api.calls == [] and log.said == [] and vm.name in api.nodes
+    assert "is not this run's to delete" in line and "left as it is" in line
+    assert api.calls == [] and vm.name in api.nodes
+    # A node the record names but without the run's label is another's: the run's own VM is gone, as `stop` writes it.
+    assert log.said == ([("ended", False)] if recorded == "mine" else [])
 
 
 def test_a_node_gone_already_is_said_and_kept_says_how_to_delete() -> None:
@@ -156,7 +161,7 @@ def test_the_run_s_preempted_node_is_recreated_with_its_label_up_to_babysit_s_li
     node = vm.recreate("PREEMPTED")
     assert node.ready and api.calls == [f"delete {vm.name}", f"create {vm.name}"]
     assert api.nodes[vm.name]["labels"] == {LABEL_KEY: label_value(RUN)}  # the saved spec's label: still the run's node
-    assert log.said == [("recreating", "PREEMPTED"), ("recreated", ZONE)]
+    assert log.said == [("recreating", "PREEMPTED"), ("naming", ZONE), ("recreated", ZONE)]  # named before the create is sent
     vm.recreated = MAX_RECREATES
     with pytest.raises(TpuctlError, match=f"is PREEMPTED again after {MAX_RECREATES} recreations; giving up"):
         vm.recreate("PREEMPTED")

@@ -64,6 +64,7 @@ def ensure(
     queued_deadline_s: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     before_create: Callable[[], None] = lambda: None,
+    naming: Callable[[NodeSpec], None] = lambda spec: None,
 ) -> Ensured:
     """The node as specified: reused when it exists with this spec, created otherwise.
 
@@ -74,7 +75,9 @@ def ensure(
     resource it left (a FAILED one keeps its id taken). `deadline_s`: how long one create may stay CREATING;
     `queued_deadline_s`: how long a queued request may wait (None: as long as the queue keeps it, a plain
     `create --queued`; a hunt bounds it, or a flex-start first would never reach the next kind). `before_create` is
-    called once the service accepted the request, before the wait (not for a reused node or a refused one): `create` says the price."""
+    called once the service accepted the request, before the wait (not for a reused node or a refused one): `create` says the price.
+    `naming` is called with the spec just before the create request is sent: the service may make the node before
+    its reply comes back, so whoever must delete it after a stop or a kill (a run's record) learns its name and zone first."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None:
         spec = _adopt(spec, existing, runtime_given)
@@ -84,6 +87,7 @@ def ensure(
         node = wait_ready(api, spec, None, progress, sleep=sleep) if wait else existing
         return Ensured(node, created=False, spec=spec)
     operation: str | None = None
+    naming(spec)
     if spec.queues():
         api.create_queued(spec.zone, spec.name, spec.queued_resource())
     else:
@@ -332,7 +336,13 @@ def change_power(api: NodeApi, zone: str, name: str, stop: bool, progress: Progr
 
 
 def recreate(
-    api: NodeApi, spec: NodeSpec, progress: Progress, *, deadline_s: float = CREATE_DEADLINE_S, sleep: Callable[[float], None] = time.sleep
+    api: NodeApi,
+    spec: NodeSpec,
+    progress: Progress,
+    *,
+    deadline_s: float = CREATE_DEADLINE_S,
+    sleep: Callable[[float], None] = time.sleep,
+    naming: Callable[[NodeSpec], None] = lambda spec: None,
 ) -> Ensured:
     """From the saved spec: a lost (preempted, terminated, deleted) node is replaced; a live one is kept."""
     existing = api.get_node(spec.zone, spec.name)
@@ -342,4 +352,4 @@ def recreate(
     # The queued resource of a lost node stays behind and keeps its id taken.
     if spec.queues() and api.get_node(spec.zone, spec.name) is None and api.get_queued(spec.zone, spec.name) is not None:
         delete_queued(api, spec, progress, sleep)
-    return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep)
+    return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpuctl.cluster.hosts import HostEntry
@@ -123,23 +124,36 @@ class NewTpu:
         vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job.model_dir), _Log(context, self), context.notice)
         self.vm, self.name = vm, vm.name
         ended: Kind | None = None
-        try:
-            with signals.handled(signals.raise_stopped):
+        # A stopping signal ends the run, however far it got, with its VM deleted: it raises Stopped from the first
+        # create to the run's end, save while the supervisor routes signals its own way (it stops the workers), and is
+        # ignored once the end has begun. Nowhere between is SIGTERM's default left, which kills this process
+        # before the delete (the gap between READY and the supervisor: --cleanup, the hosts' preflight).
+        stopping = [True]
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            if stopping[0]:
+                raise signals.Stopped(signum)
+
+        with signals.handled(on_signal):
+            try:
+                node: Node | None = None
                 try:
                     node = vm.provision()
+                    self.entries = self._hosts(node)
+                    outcome = body()
                 except (KeyboardInterrupt, signals.Stopped) as stopped:
                     ended = Kind.STOPPED
-                    context.notice(f"received {_name(stopped)}; no longer creating TPU VM {vm.name}")
-                    raise TpuctlError(f"interrupted while creating TPU VM {vm.name} for the run", exit_code=INTERRUPTED) from None
-            self.entries = self._hosts(node)
-            outcome = body()
-            ended = outcome.ending.kind
-            return outcome
-        except TpuctlError as err:
-            ended = Kind.STOPPED if err.exit_code == INTERRUPTED else ended
-            raise
-        finally:
-            self._end(vm, ended, context)
+                    doing = f"creating TPU VM {vm.name}" if node is None else f"running on TPU VM {vm.name}"
+                    context.notice(f"received {_name(stopped)}; no longer {doing}")
+                    raise TpuctlError(f"interrupted while {doing} for the run", exit_code=INTERRUPTED) from None
+                ended = outcome.ending.kind
+                return outcome
+            except TpuctlError as err:
+                ended = Kind.STOPPED if err.exit_code == INTERRUPTED else ended
+                raise
+            finally:
+                stopping[0] = False
+                self._end(vm, ended, context)
 
     def _hosts(self, node: Node) -> list[HostEntry]:
         from tpuctl.cloud.slice_hosts import slice_hosts
@@ -147,21 +161,18 @@ class NewTpu:
         return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(node)]
 
     def _end(self, vm: RunVm, ended: Kind | None, context: RunContext) -> None:
-        """Delete the VM (or keep it), in one line; a stopping signal meanwhile does not cut the delete short."""
-        from tpuctl.safety import signals
-
-        with signals.handled(lambda signum, frame: None):
-            try:
-                if keeps(ended, self.options.keep, self.options.keep_on_failure):
-                    line = vm.keep("--keep" if self.options.keep else "--keep-on-failure: the run failed")
-                else:
-                    # The node the record names; a record that could not be written leaves this launch the witness of
-                    # what it created (it holds the run's folder): the node's label is checked either way.
-                    line = vm.delete(context.record.created_node if context.record is not None else vm.name)
-            except TpuctlError as err:
-                spec = vm.spec
-                where = f" --zone {spec.zone}" if spec is not None else ""
-                line = f"could not delete TPU VM {vm.name}: {err.message}; it may bill until deleted: tpuctl delete {vm.name}{where}"
+        """Delete the VM (or keep it), in one line; the caller ignores stopping signals meanwhile, so none cuts it short."""
+        try:
+            if keeps(ended, self.options.keep, self.options.keep_on_failure):
+                line = vm.keep("--keep" if self.options.keep else "--keep-on-failure: the run failed")
+            else:
+                # The node the record names; a record that could not be written leaves this launch the witness of
+                # what it created (it holds the run's folder): the node's label is checked either way.
+                line = vm.delete(context.record.created_node if context.record is not None else vm.name)
+        except TpuctlError as err:
+            spec = vm.spec
+            where = f" --zone {spec.zone}" if spec is not None else ""
+            line = f"could not delete TPU VM {vm.name}: {err.message}; it may bill until deleted: tpuctl delete {vm.name}{where}"
         context.notice(line)
 
     def down(self) -> str | None:
@@ -210,22 +221,26 @@ class _Log:
         if self.context.timeline is not None:
             self.context.timeline.event(name, **fields)
 
-    def _where(self, spec: NodeSpec, usd: float | None) -> None:
+    def _where(self, spec: NodeSpec, usd: float | None, **also: Any) -> None:
         vm = self.made.vm
         note = vm.book.describe() if vm is not None and vm.book is not None else None
-        self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note)
+        self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note, **also)
 
     def hunting(self, tries: Sequence[Candidate]) -> None:
         from tpuctl.runs import timeline as tl
 
         self._event(tl.PROVISION_BEGIN, types=",".join(self.made.plan.types), candidates=len(tries))
 
+    def naming(self, spec: NodeSpec) -> None:
+        from tpuctl.runs import records
+
+        self._amend(created_node=spec.name, project=spec.project, zone=spec.zone, node_fate=records.NODE_LIVE)
+
     def creating(self, spec: NodeSpec, usd_per_hour: float | None) -> None:
         from tpuctl.runs import records
         from tpuctl.runs import timeline as tl
 
-        self._amend(created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)
-        self._where(spec, usd_per_hour)
+        self._where(spec, usd_per_hour, created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)  # one write
         self._event(tl.NODE_CREATE, node=spec.name, zone=spec.zone, type=spec.accelerator(), capacity=spec.capacity())
 
     def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None:

@@ -131,6 +131,7 @@ def hunt(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     before_create: Callable[[Candidate], None] = lambda candidate: None,
+    naming: Callable[[NodeSpec], None] = lambda spec: None,
 ) -> Hunted:
     """Try `candidates` in order (`tpu.offers.rank`'s order) until one holds; see the module's docstring."""
     if not candidates:
@@ -151,7 +152,7 @@ def hunt(
         began = clock()
         try:
                 ensured = _try(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline, sleep=sleep,
-                           queued_deadline_s=queued_deadline, before_create=partial(before_create, candidate))  # fmt: skip
+                           queued_deadline_s=queued_deadline, before_create=partial(before_create, candidate), naming=naming)  # fmt: skip
         except CapacityError as stockout:
             bound = queued_deadline if spec.queues() else deadline
             cut_short = stockout.kind in (Stockout.STUCK, Stockout.QUEUED) and left is not None and bound is not None and bound >= left
@@ -181,13 +182,16 @@ def _try(
     queued_deadline_s: float | None,
     sleep: Callable[[float], None],
     before_create: Callable[[], None],
+    naming: Callable[[NodeSpec], None],
 ) -> Ensured:
-    """One ensure; a Ctrl-C during it deletes what this try made (never a node that was there before) or says how."""
+    """One ensure; a Ctrl-C during it deletes what this try made (never a node that was there before) or says how.
+    A stopping signal a caller turned into signals.Stopped (`launch --new-tpu`) goes on to that caller, which deletes
+    the node by the name and zone `naming` told it before the create was sent."""
     existed = api.get_node(spec.zone, spec.name) is not None
     saved_before = nodespec.load(spec.project, spec.zone, spec.name) is not None
     try:
         return lifecycle.ensure(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline_s, sleep=sleep,
-                                queued_deadline_s=queued_deadline_s, before_create=before_create)  # fmt: skip
+                                queued_deadline_s=queued_deadline_s, before_create=before_create, naming=naming)  # fmt: skip
     except KeyboardInterrupt:
         if existed:
             raise HuntStopped(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is", tried=[], exit_code=INTERRUPTED) from None

@@ -47,12 +47,14 @@ def recover(
     candidates: Candidates | None,
     deadline_s: float = lifecycle.CREATE_DEADLINE_S,
     sleep: Callable[[float], None] = time.sleep,
+    naming: Callable[[NodeSpec], None] = lambda spec: None,
 ) -> Recovered:
     """The lost node back from `spec`: in its own zone, else (a stockout there, `candidates` given) in the first
-    candidate that holds. A queued resource, and a node named by --type/--topology, come back in their zone only:
-    a queued request waits where it was placed, and the hunt's candidates are accelerator types."""
+    candidate that holds; `naming` hears each spec before its create is sent (lifecycle.ensure). A queued resource,
+    and a node named by --type/--topology, come back in their zone only: a queued request waits where it was placed,
+    and the hunt's candidates are accelerator types."""
     try:
-        ensured = lifecycle.recreate(api, spec, progress, deadline_s=deadline_s, sleep=sleep)
+        ensured = lifecycle.recreate(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming)
     except CapacityError as stockout:
         stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
         others = list(candidates()) if candidates is not None and not spec.queues() and spec.accelerator_type else []
@@ -62,7 +64,7 @@ def recover(
         why = f"{spec.zone} has no capacity ({stockout.kind.value})"
         say(f"{why}; hunting over {len(others)} other candidate{'s' if len(others) != 1 else ''}, next: {others[0].zone}")
         try:
-            done = hunt(api, spec, others, progress, say=say, runtime_given=True, create_deadline_s=deadline_s, sleep=sleep)
+            done = hunt(api, spec, others, progress, say=say, runtime_given=True, create_deadline_s=deadline_s, sleep=sleep, naming=naming)
         except BaseException:
             nodespec.save(spec)  # a try of another kind in this zone overwrote it: recreate and babysit need the node's own
             raise

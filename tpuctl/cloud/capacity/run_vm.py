@@ -44,6 +44,7 @@ class VmLog(Protocol):
     """Where the run keeps what happened to its VM (the launch: its timeline and its record)."""
 
     def hunting(self, tries: Sequence[Candidate]) -> None: ...
+    def naming(self, spec: NodeSpec) -> None: ...  # a create of this spec is about to be sent: the node may exist from now on
     def creating(self, spec: NodeSpec, usd_per_hour: float | None) -> None: ...  # the service accepted this try
     def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None: ...
     def recreating(self, spec: NodeSpec, why: str) -> None: ...
@@ -108,7 +109,7 @@ class RunVm:
             self.say(f"creating TPU VM {self.name}: {candidate}, {price_text(candidate.usd_per_hour)}; waiting for it to be READY")
 
         done = hunt(self.api, base, tries, _states(self.say, self.name), say=self.say, runtime_given=given,
-                    create_deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, before_create=accepted)  # fmt: skip
+                    create_deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, before_create=accepted, naming=self._naming)  # fmt: skip
         self.spec = done.ensured.spec
         self.log.provisioned(self.spec, done.tried)
         self.say(f"TPU VM {self.name} is READY in {self.spec.zone} ({done.candidate.capacity})")
@@ -134,12 +135,19 @@ class RunVm:
         self.say(f"TPU VM {self.name} is {why}; recreating it ({self.recreated}/{MAX_RECREATES})")
         self.log.recreating(spec, why)
         back = recover(self.api, spec, _states(self.say, self.name), say=self.say, candidates=self._elsewhere(spec),
-                       deadline_s=self.wanted.create_deadline_s, sleep=self.sleep)  # fmt: skip
+                       deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, naming=self._naming)  # fmt: skip
         self.spec = back.ensured.spec
         usd = self.book.slice_price(self.spec.accelerator(), self.spec.zone, self.spec.capacity()) if self.book is not None else None
         self.log.recreated(self.spec, usd)
         self.say(f"TPU VM {self.name} is READY again: {back.line}")
         return back.ensured.node
+
+    def _naming(self, spec: NodeSpec) -> None:
+        """Before every create request, the first and each recreate's, in whichever zone: the service may make the node
+        before its reply comes back, so a stop meanwhile (`delete`) and the record a killed launcher leaves (`tpuctl stop`)
+        must already name the node where it is being made, not where it was."""
+        self.spec = spec
+        self.log.naming(spec)
 
     def _elsewhere(self, spec: NodeSpec) -> Callable[[], list[Candidate]] | None:
         """Where the node may go once its own zone stocked out: the run's zones and kinds, its own type (the hosts the
@@ -157,9 +165,17 @@ class RunVm:
         spec = self.spec or self._saved()
         if spec is None:
             return f"no TPU VM was created for this run ({self.name})"
+        if recorded != self.name:
+            return f"TPU VM {self.name} in {spec.zone} is not this run's to delete (its record names another node): left as it is"
         node = self.api.get_node(spec.zone, self.name)
-        if recorded != self.name or (node is not None and not owned_by(node, self.run_id)):
-            return f"TPU VM {self.name} in {spec.zone} is not this run's to delete (its record or its label says otherwise): left as it is"
+        if node is not None and not owned_by(node, self.run_id):
+            # A node of that name without the run's label is another's: the run's own VM is gone, as `tpuctl stop`
+            # (cli/run_vms.delete_vm) writes it too, so the record stops saying it may bill.
+            self.log.ended(spec, kept=False)
+            return (
+                f"TPU VM {self.name} in {spec.zone} is not this run's to delete (it does not carry the run's label): left as it is;"
+                " the run's own VM is gone"
+            )
         if node is None or self.api.delete_node(spec.zone, self.name) is None:
             line = f"TPU VM {self.name} in {spec.zone} is gone already"
         else:
