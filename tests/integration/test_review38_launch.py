@@ -114,11 +114,6 @@ def test_each_attempt_is_priced_at_the_list_price_of_the_vm_it_ran_on(cloud: Clo
     _nothing_left(cloud, launch.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a --new-tpu hunt that finds no capacity in any zone ends in a TypeError traceback: execute.py "
-    "re-raises a TpuctlError as type(err)(message, ...), and HuntStopped requires tried=",
-)
 def test_a_hunt_with_no_capacity_anywhere_fails_in_one_line(cloud: Cloud) -> None:
     for zone in new_tpu.ZONES:
         cloud.g.faults.stockout(zone, "capacity")
@@ -130,11 +125,6 @@ def test_a_hunt_with_no_capacity_anywhere_fails_in_one_line(cloud: Cloud) -> Non
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a one-zone run whose preempted VM cannot come back (its zone stocks out) ends in a TypeError traceback: "
-    "execute.py re-raises the CapacityError as type(err)(message, hint=, exit_code=), which CapacityError.__init__ does not take",
-)
 def test_a_one_zone_run_whose_vm_cannot_come_back_fails_in_one_line(cloud: Cloud) -> None:
     zone = new_tpu.ZONES[0]
     launch = cloud.launch("--zone", zone)
