@@ -74,7 +74,8 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
     a TPU VM tpuctl created for it (`launch --new-tpu`) shows BILLING until it is deleted:
     --delete-lost-vms deletes every such VM named in your run records that still carries its
     run's label (never a VM found by label alone, never one tpuctl did not create).
-    --prune removes old records only (never a running run's); the runs' log folders stay.
+    --prune removes old records only (never a running run's, nor one whose VM may still bill);
+    the runs' log folders stay.
     """
     if yes and not delete_lost_vms:
         raise TpuctlError("--yes goes with --delete-lost-vms", exit_code=USAGE)

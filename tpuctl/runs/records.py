@@ -268,16 +268,26 @@ def record_of(folder: RunFolder, warn: Callable[[str], None]) -> RunRecord:
 
 
 def prune(days: float, warn: Callable[[str], None], now: float | None = None) -> list[RunRecord]:
-    """Remove the records of runs that ended (or were lost) more than `days` ago; running ones stay. The removed."""
+    """Remove the records of runs that ended (or were lost) more than `days` ago; running ones stay, and so do those
+    whose TPU VM may still bill: the record is the only thing `runs`, `stop` and --delete-lost-vms find that VM by.
+    The removed."""
     limit = (now if now is not None else time.time()) - days * 86400
-    removed = []
+    removed, billing = [], []
     for record in read_all(warn):
         if record.state != RUNNING and (record.ended if record.ended is not None else record.started) < limit:
+            if record.bills:
+                billing.append(record.run_id)
+                continue
             try:
                 (folder() / f"{record.run_id}{_SUFFIX}").unlink()
             except FileNotFoundError:
                 continue
             removed.append(record)
+    if billing:
+        warn(
+            f"kept the records of {len(billing)} run(s) whose TPU VM may still bill ({', '.join(billing[:3])}{', ...' if len(billing) > 3 else ''}):"
+            " `tpuctl stop RUN` or `tpuctl runs --delete-lost-vms` deletes it, then --prune removes the record"
+        )
     return removed
 
 
