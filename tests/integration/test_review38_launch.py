@@ -193,11 +193,6 @@ def test_a_launcher_killed_while_the_create_is_answered_leaves_a_record_naming_t
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: `report` of a running --keep run says its VM is 'deleted as the run ends' (report.py _vm_line: the "
-    "record keeps no --keep), while the launch keeps it billing after the run",
-)
 def test_the_report_of_a_running_keep_run_does_not_say_its_vm_will_be_deleted(cloud: Cloud) -> None:
     launch = cloud.launch("--zone", new_tpu.ZONES[0], "--keep")
     cloud.started(launch)

@@ -13,7 +13,7 @@ import pytest
 from tests.unit.test_hostile_cli import Result, invoke
 from tpuctl.endings import Kind
 from tpuctl.runs import records
-from tpuctl.runs.folder import TIMELINE
+from tpuctl.runs.folder import TIMELINE, RunFolder
 from tpuctl.runs.records import RunRecord
 
 RUN_ID = "20261125-103000-train-abc123"
@@ -248,7 +248,7 @@ def test_a_run_on_a_vm_tpuctl_created_names_it_its_fate_and_each_attempts_cost(r
     assert body["cost_by_attempt"] == {"1": round(first / 3600 * 4, 4), "2": round(second / 3600 * 4, 4)}
     assert f"attempt 1: {first:.1f}s, {first / 3600 * 4:.2f} USD, ended: preempted" in text
     assert f"attempt 2: {second:.1f}s, {second / 3600 * 4:.2f} USD" in text
-    assert body["vm"] == {"name": "train-abc123", "project": "my-project", "zone": "us-west4-a", "fate": "deleted", "orphaned": False}
+    assert body["vm"] == {"name": "train-abc123", "project": "my-project", "zone": "us-west4-a", "fate": "deleted", "at_end": None, "orphaned": False}
 
     _write_raw(_tpu_record(run_dir, **(created | {"node_fate": records.NODE_KEPT})))
     assert "created for this run: kept (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`" in report(RUN_ID).out
@@ -256,3 +256,27 @@ def test_a_run_on_a_vm_tpuctl_created_names_it_its_fate_and_each_attempts_cost(r
     _write_raw(_tpu_record(run_dir, **(created | lost)))
     assert f"created for this run: still billing, and nobody is left to delete it: `tpuctl stop {RUN_ID}` does" in report(RUN_ID).out
     assert json.loads(report(RUN_ID, "--json").out)["vm"]["orphaned"] is True
+
+
+def test_the_vm_line_of_a_running_run_says_what_its_end_will_do_as_the_launch_asked(run_dir: Path) -> None:
+    """The record keeps --keep / --keep-on-failure (node_end): a running run's VM is not said to be deleted when the
+    launch will keep it; a VM kept because the run failed says so."""
+    claim = RunFolder(run_dir).claim(RUN_ID)  # the launch holds its folder: the run is running, not lost
+    (run_dir / TIMELINE).write_text("\n".join(PREEMPTED_ONCE[:-1]) + "\n")
+    created = {"created_node": "train-abc123", "project": "my-project", "node_fate": records.NODE_LIVE, "price_per_hour": 4.0}
+    running = {"state": "running", "ended": None, "exit_code": None}
+    expected = {
+        records.NODE_DELETE: "created for this run: deleted as the run ends",
+        records.NODE_KEEP: "created for this run: kept after the run (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`",
+        records.NODE_KEEP_ON_FAILURE: "created for this run: deleted as the run ends if it succeeds or is stopped, kept if it fails (--keep-on-failure)",
+    }
+    try:
+        for end, said in expected.items():
+            _write_raw(_tpu_record(run_dir, **(created | running | {"node_end": end})))
+            assert said in report(RUN_ID).out, end
+            assert json.loads(report(RUN_ID, "--json").out)["vm"]["at_end"] == end
+    finally:
+        os.close(claim)
+    kept = {"node_fate": records.NODE_KEPT, "node_end": records.NODE_KEEP_ON_FAILURE}
+    _write_raw(_tpu_record(run_dir, **(created | kept)))
+    assert "created for this run: kept (--keep-on-failure: the run failed), billing until" in report(RUN_ID).out

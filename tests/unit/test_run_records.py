@@ -97,6 +97,7 @@ _VALID = st.builds(
     detached=st.booleans(), state=st.sampled_from(endings.RUN_STATES), ended=st.none() | _TIMES, exit_code=st.none() | st.integers(-255, 255),
     job=st.none() | _TEXT, answers_stacks=st.booleans(),
     created_node=st.just("tpuctl-run-1"), project=st.none() | st.just("demo-project"), node_fate=st.sampled_from(records.NODE_FATES),
+    node_end=st.none() | st.sampled_from(records.NODE_ENDS),
 )  # fmt: skip
 
 
@@ -143,6 +144,7 @@ _HOSTILE_FIELDS: list[tuple[str, object]] = [
     ("log_dir", "relative/logs"), ("log_dir", ""), ("log_dir", "/logs/\x00x"), ("log_dir", ["/logs"]),
     ("detached", 1), ("detached", "yes"), ("answers_stacks", None), ("job", 3), ("host", {"name": "vm"}), ("script", None),
     ("node_fate", "live"), ("node_fate", "deleted"),  # a fate without a created node
+    ("node_end", "keep"), ("node_end", "delete"),  # an end without a created node
     ("created_node", "vm\nx"), ("created_node", 3), ("project", "p" * 201), ("project", ["p"]),
 ]  # fmt: skip
 
@@ -159,6 +161,12 @@ def test_from_json_refuses_a_field_no_record_holds(tmp_path: Path, field: str, v
 def test_from_json_refuses_a_created_node_without_a_fate_it_knows(tmp_path: Path, node: str, fate: object) -> None:
     with pytest.raises(ValueError):
         RunRecord.from_json({**_ended(tmp_path, "run-1").to_json(), "created_node": node, "node_fate": fate})
+
+
+@pytest.mark.parametrize("end", ["forever", "", 1, True])
+def test_from_json_refuses_a_node_end_it_does_not_know(tmp_path: Path, end: object) -> None:
+    with pytest.raises(ValueError):
+        RunRecord.from_json({**_ended(tmp_path, "run-1").to_json(), "created_node": "vm", "node_fate": "live", "node_end": end})
 
 
 def test_only_a_created_node_still_live_bills(tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ from tpuctl.runs.folder import RunFolder
 
 NODE_LIVE, NODE_DELETED, NODE_KEPT = "live", "deleted", "kept"
 NODE_FATES = (NODE_LIVE, NODE_DELETED, NODE_KEPT)
+# What the launch does with its VM as the run ends, as asked: delete it, keep it (--keep), keep it if the run fails.
+NODE_DELETE, NODE_KEEP, NODE_KEEP_ON_FAILURE = "delete", "keep", "keep-on-failure"
+NODE_ENDS = (NODE_DELETE, NODE_KEEP, NODE_KEEP_ON_FAILURE)
 MAX_PRICE = 1e6  # USD an hour: far above any slice's list price, low enough to catch a unit slip
 RECORD_LIMIT = 16 * 1024  # a record is a few hundred bytes; a bigger file is not one of ours
 _SUFFIX = ".json"
@@ -65,6 +68,7 @@ class RunRecord:
     created_node: str | None = None  # its name, in `project` and `zone`
     project: str | None = None
     node_fate: str | None = None  # NODE_FATES: live while the run may still delete it; deleted or kept after its end
+    node_end: str | None = None  # NODE_ENDS: what the launch will do with it as the run ends (None: a record from before it was kept)
 
     @property
     def bills(self) -> bool:
@@ -121,9 +125,16 @@ class RunRecord:
             return "created_node or project is not one printable line"
         if (self.node_fate is None) != (self.created_node is None) or (self.node_fate is not None and self.node_fate not in NODE_FATES):
             return "node_fate is not one of " + ", ".join(NODE_FATES) + " for a created_node (and null without one)"
+        if self.node_end is not None and (self.created_node is None or self.node_end not in NODE_ENDS):
+            return "node_end is not one of " + ", ".join(NODE_ENDS) + " for a created_node (and null without one)"
         if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
             return "log_dir is not an absolute path"
         return None
+
+
+def node_end(keep: bool, keep_on_failure: bool) -> str:
+    """What the launch's end does with the run's VM, as `launch --keep` / `--keep-on-failure` ask (NODE_ENDS)."""
+    return NODE_KEEP if keep else NODE_KEEP_ON_FAILURE if keep_on_failure else NODE_DELETE
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "answers_stacks": (bool,), "goodput": (int, float, type(None)), "tpu": (str, type(None)), "zone": (str, type(None)),
     "capacity": (str, type(None)), "price_per_hour": (int, float, type(None)), "price_note": (str, type(None)),
     "created_node": (str, type(None)), "project": (str, type(None)), "node_fate": (str, type(None)),
+    "node_end": (str, type(None)),
 }  # fmt: skip
 _ABSENT = object()  # a required field's "default": no field may be an object
 _NAMES = tuple(field.name for field in fields(RunRecord))

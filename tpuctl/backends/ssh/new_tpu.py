@@ -225,6 +225,7 @@ class _Log:
         from tpuctl.runs import timeline as tl
 
         self._amend(created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)
+        self._amend(node_end=records.node_end(self.made.options.keep, self.made.options.keep_on_failure))  # what report says
         self._where(spec, usd_per_hour)
         self._event(tl.NODE_CREATE, node=spec.name, zone=spec.zone, type=spec.accelerator(), capacity=spec.capacity())
 

@@ -117,11 +117,13 @@ def _vm_json(record: RunRecord | None) -> dict[str, object] | None:
         return None
     from tpuctl.cli.run_vms import orphaned
 
-    return {"name": record.created_node, "project": record.project, "zone": record.zone, "fate": record.node_fate, "orphaned": orphaned(record)}
+    vm = {"name": record.created_node, "project": record.project, "zone": record.zone, "fate": record.node_fate, "at_end": record.node_end}
+    return {**vm, "orphaned": orphaned(record)}
 
 
 def _vm_line(record: RunRecord | None) -> str:
-    """What became of the VM tpuctl created for the run: the run deletes it as it ends, unless kept; a lost run cannot."""
+    """What became of the VM tpuctl created for the run: the run deletes it as it ends, unless asked to keep it (the
+    record says which); a lost run cannot."""
     if record is None or record.created_node is None:
         return ""
     from tpuctl.cli.run_vms import orphaned
@@ -130,9 +132,14 @@ def _vm_line(record: RunRecord | None) -> str:
     if orphaned(record):
         fate = f"still billing, and nobody is left to delete it: `tpuctl stop {record.run_id}` does"
     elif record.node_fate == records.NODE_KEPT:
-        fate = f"kept (--keep), billing until `tpuctl delete {name} --zone {zone}`"
+        why = "--keep-on-failure: the run failed" if record.node_end == records.NODE_KEEP_ON_FAILURE else "--keep"
+        fate = f"kept ({why}), billing until `tpuctl delete {name} --zone {zone}`"
     elif record.node_fate == records.NODE_DELETED:
         fate = "deleted"
+    elif record.node_end == records.NODE_KEEP:
+        fate = f"kept after the run (--keep), billing until `tpuctl delete {name} --zone {zone}`"
+    elif record.node_end == records.NODE_KEEP_ON_FAILURE:
+        fate = "deleted as the run ends if it succeeds or is stopped, kept if it fails (--keep-on-failure)"
     else:
         fate = "deleted as the run ends"
     return f"TPU VM {name} ({record.tpu}, {record.capacity}, {zone}), created for this run: {fate}"
