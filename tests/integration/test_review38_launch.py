@@ -83,11 +83,6 @@ def test_a_launcher_killed_while_the_vm_is_recreated_elsewhere_leaves_a_record_s
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a run whose VM came back as another capacity kind is priced, every attempt, at the last VM's list "
-    "price (report.py _price reads the record's one price, which _Log._where overwrites at the recreate), said to be 'as the run started'",
-)
 def test_each_attempt_is_priced_at_the_list_price_of_the_vm_it_ran_on(cloud: Cloud) -> None:
     """--capacity spot,on-demand: attempt 1 on a spot VM; preempted, its zone and the other zone's spot stock out, so
     babysit's recovery brings it back on demand. The report's attempt 1 ran on spot: its cost is at spot's list price."""

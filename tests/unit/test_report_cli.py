@@ -280,3 +280,38 @@ def test_the_vm_line_of_a_running_run_says_what_its_end_will_do_as_the_launch_as
     kept = {"node_fate": records.NODE_KEPT, "node_end": records.NODE_KEEP_ON_FAILURE}
     _write_raw(_tpu_record(run_dir, **(created | kept)))
     assert "created for this run: kept (--keep-on-failure: the run failed), billing until" in report(RUN_ID).out
+
+
+def test_each_attempt_is_priced_at_the_vm_it_ran_on_when_a_recreate_changed_the_price(run_dir: Path) -> None:
+    """A spot VM preempted and recreated on demand: attempt 1 at spot's list price, attempt 2 (its recovery included)
+    at on-demand's, the run's cost their sum; the record's one price (the last VM's) prices neither alone."""
+    node = "r20261128-101500-train-3f2a"
+    provisioned = line(0.5, "provision_end", node=node, zone="us-west4-a", hunting_s=0, tried=[], capacity="spot", price_per_hour=2.0)
+    recreated = line(1850, "recreate_end", node=node, zone="us-east5-a", capacity="on-demand", price_per_hour=8.0)
+    events = [*PREEMPTED_ONCE[:1], provisioned, *PREEMPTED_ONCE[1:7], recreated, *PREEMPTED_ONCE[7:]]
+    (run_dir / TIMELINE).write_text("\n".join(events) + "\n")
+    created = {"created_node": node, "project": "my-project", "node_fate": records.NODE_DELETED, "capacity": "on-demand", "price_per_hour": 8.0}
+    _write_raw(_tpu_record(run_dir, **created))
+    body = json.loads(report(RUN_ID, "--json").out)
+    first, second = (attempt["wall_s"] for attempt in body["attempts"])
+    assert body["price_by_attempt"] == {"1": 2.0, "2": 8.0}
+    assert body["cost_by_attempt"] == {"1": round(first / 3600 * 2, 4), "2": round(second / 3600 * 8, 4)}
+    assert body["cost"] == round((first * 2 + (body["wall_s"] - first) * 8) / 3600, 2)
+    text = report(RUN_ID).out
+    assert f"cost: {body['cost']:.2f} USD, 1.00 h at each attempt's price (list price of the TPU VM each attempt ran on: " in text
+    assert f"attempt 1 on TPU VM {node} (us-west4-a, spot at 2 USD/h): {first:.1f}s, {first / 3600 * 2:.2f} USD, ended: preempted" in text
+    assert f"attempt 2 on TPU VM {node} (us-east5-a, on-demand at 8 USD/h): {second:.1f}s, {second / 3600 * 8:.2f} USD" in text
+    user = json.loads(report(RUN_ID, "--json", "--price-per-hour", "5").out)  # the user's price holds for every attempt
+    assert user["price_by_attempt"] == {"1": 5.0, "2": 5.0} and user["cost"] == 5.0
+
+
+def test_an_attempt_on_a_vm_with_no_list_price_leaves_the_cost_unknown(run_dir: Path) -> None:
+    node = "r20261128-101500-train-3f2a"
+    provisioned = line(0.5, "provision_end", node=node, zone="us-west4-a", capacity="reserved", price_per_hour=None)
+    recreated = line(1850, "recreate_end", node=node, zone="us-east5-a", capacity="on-demand", price_per_hour=8.0)
+    events = [*PREEMPTED_ONCE[:1], provisioned, *PREEMPTED_ONCE[1:7], recreated, *PREEMPTED_ONCE[7:]]
+    (run_dir / TIMELINE).write_text("\n".join(events) + "\n")
+    _write_raw(_tpu_record(run_dir, created_node=node, project="my-project", node_fate=records.NODE_DELETED, price_per_hour=8.0))
+    body = json.loads(report(RUN_ID, "--json").out)
+    assert body["cost"] is None and body["cost_by_attempt"] is None
+    assert body["price_note"].startswith("no list price for attempt 1's TPU VM (reserved in us-west4-a)")

@@ -147,8 +147,9 @@ def _goodput(record: RunRecord) -> str:
 
 
 def _cost(record: RunRecord, now: float) -> float | None:
-    """USD of a run on a TPU VM at its slice's list price (kept in its record as it started), so far for a running one."""
-    return None if record.price_per_hour is None else round(record.duration(now) / 3600 * record.price_per_hour, 2)
+    """USD of a run on TPU VMs at their list prices (kept in its record), so far for a running one."""
+    cost = record.cost(now)
+    return None if cost is None else round(cost, 2)
 
 
 def _cost_text(record: RunRecord, now: float) -> str:
