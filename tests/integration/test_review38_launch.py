@@ -73,11 +73,6 @@ def test_a_launcher_killed_while_the_vm_is_recreated_elsewhere_leaves_a_record_s
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a run whose VM came back as another capacity kind is priced, every attempt, at the last VM's list "
-    "price (report.py _price reads the record's one price, which _Log._where overwrites at the recreate), said to be 'as the run started'",
-)
 def test_each_attempt_is_priced_at_the_list_price_of_the_vm_it_ran_on(cloud: Cloud) -> None:
     """--capacity spot,on-demand: attempt 1 on a spot VM; preempted, its zone and the other zone's spot stock out, so
     babysit's recovery brings it back on demand. The report's attempt 1 ran on spot: its cost is at spot's list price."""
@@ -104,11 +99,6 @@ def test_each_attempt_is_priced_at_the_list_price_of_the_vm_it_ran_on(cloud: Clo
     _nothing_left(cloud, launch.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a --new-tpu hunt that finds no capacity in any zone ends in a TypeError traceback: execute.py "
-    "re-raises a TpuctlError as type(err)(message, ...), and HuntStopped requires tried=",
-)
 def test_a_hunt_with_no_capacity_anywhere_fails_in_one_line(cloud: Cloud) -> None:
     for zone in new_tpu.ZONES:
         cloud.g.faults.stockout(zone, "capacity")
@@ -120,11 +110,6 @@ def test_a_hunt_with_no_capacity_anywhere_fails_in_one_line(cloud: Cloud) -> Non
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: a one-zone run whose preempted VM cannot come back (its zone stocks out) ends in a TypeError traceback: "
-    "execute.py re-raises the CapacityError as type(err)(message, hint=, exit_code=), which CapacityError.__init__ does not take",
-)
 def test_a_one_zone_run_whose_vm_cannot_come_back_fails_in_one_line(cloud: Cloud) -> None:
     zone = new_tpu.ZONES[0]
     launch = cloud.launch("--zone", zone)
@@ -182,11 +167,6 @@ def test_a_launcher_killed_while_the_create_is_answered_leaves_a_record_naming_t
     cloud.assert_bystanders_survive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: `report` of a running --keep run says its VM is 'deleted as the run ends' (report.py _vm_line: the "
-    "record keeps no --keep), while the launch keeps it billing after the run",
-)
 def test_the_report_of_a_running_keep_run_does_not_say_its_vm_will_be_deleted(cloud: Cloud) -> None:
     launch = cloud.launch("--zone", new_tpu.ZONES[0], "--keep")
     cloud.started(launch)

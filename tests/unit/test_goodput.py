@@ -267,18 +267,28 @@ def test_a_run_s_own_vm_splits_hunting_provisioning_and_preemption_recovery_out_
 
 def test_each_attempt_names_the_run_s_own_vm_it_ran_on() -> None:
     """The VM made usable last before an attempt started (provision_end, recreate_end): a recreate in another zone
-    moves the next attempt there; a run without its own VM has none."""
+    moves the next attempt there, as another kind at its own list price; a run without its own VM has none."""
     events = [
-        ev(0, tl.RUN_START), ev(1, tl.PROVISION_BEGIN), ev(5, tl.PROVISION_END, node="vm-a", zone="z1"), ev(6, tl.ATTEMPT_START, 1),
-        ev(10, tl.ATTEMPT_END, 1, result="preempted"), ev(11, tl.RECREATE_BEGIN, node="vm-a", zone="z1"),
-        ev(20, tl.RECREATE_END, node="vm-a", zone="z2"), ev(21, tl.ATTEMPT_START, 2), ev(30, tl.ATTEMPT_END, 2, result="succeeded"),
-        ev(31, tl.RUN_END),
+        ev(0, tl.RUN_START), ev(1, tl.PROVISION_BEGIN), ev(5, tl.PROVISION_END, node="vm-a", zone="z1", capacity="spot", price_per_hour=2.5),
+        ev(6, tl.ATTEMPT_START, 1), ev(10, tl.ATTEMPT_END, 1, result="preempted"), ev(11, tl.RECREATE_BEGIN, node="vm-a", zone="z1"),
+        ev(20, tl.RECREATE_END, node="vm-a", zone="z2", capacity="on-demand", price_per_hour=8), ev(21, tl.ATTEMPT_START, 2),
+        ev(30, tl.ATTEMPT_END, 2, result="succeeded"), ev(31, tl.RUN_END),
     ]  # fmt: skip
     report = goodput.analyse(events)
-    assert [a.vm for a in report.attempts] == [("vm-a", "z1"), ("vm-a", "z2")]
-    assert report.to_json()["attempts"][1]["vm"] == {"node": "vm-a", "zone": "z2"}
+    assert [a.vm for a in report.attempts] == [goodput.RanOn("vm-a", "z1", "spot", 2.5), goodput.RanOn("vm-a", "z2", "on-demand", 8.0)]
+    assert report.to_json()["attempts"][1]["vm"] == {"node": "vm-a", "zone": "z2", "capacity": "on-demand", "price_per_hour": 8.0}
+    assert report.list_prices(99.0) == {1: 2.5, 2: 8.0}
+    # each attempt's time at its VM's price, the run's end after the last attempt at the last one's
+    first, second = (a.split.wall_s for a in report.attempts)
+    assert first + second == 30 and sum(report.costs(99.0, report.list_prices(99.0)).values()) == pytest.approx((first * 2.5 + (second + 1) * 8) / 3600)
     plain = goodput.analyse([ev(0, tl.RUN_START), ev(1, tl.ATTEMPT_START, 1), ev(2, tl.ATTEMPT_END, 1, result="succeeded"), ev(3, tl.RUN_END)])
-    assert [a.vm for a in plain.attempts] == [None]
+    assert [a.vm for a in plain.attempts] == [None] and plain.list_prices(3.0) == {1: 3.0}
+
+
+@pytest.mark.parametrize("usd", ["4", None, -1, math.nan, math.inf, 1e7, True])
+def test_a_node_event_s_price_that_is_no_price_is_none(usd: object) -> None:
+    events = [ev(0, tl.RUN_START), ev(5, tl.PROVISION_END, node="vm-a", zone="z1", capacity=7, price_per_hour=usd), ev(6, tl.ATTEMPT_START, 1)]
+    assert goodput.analyse(events).attempts[0].vm == goodput.RanOn("vm-a", "z1", None, None)
 
 
 def test_a_hunt_that_never_ends_runs_to_the_run_s_end_and_a_hunting_share_never_passes_its_span() -> None:

@@ -13,7 +13,7 @@ import pytest
 from tests.unit.test_hostile_cli import Result, invoke
 from tpuctl.endings import Kind
 from tpuctl.runs import records
-from tpuctl.runs.folder import TIMELINE
+from tpuctl.runs.folder import TIMELINE, RunFolder
 from tpuctl.runs.records import RunRecord
 
 RUN_ID = "20261125-103000-train-abc123"
@@ -248,7 +248,7 @@ def test_a_run_on_a_vm_tpuctl_created_names_it_its_fate_and_each_attempts_cost(r
     assert body["cost_by_attempt"] == {"1": round(first / 3600 * 4, 4), "2": round(second / 3600 * 4, 4)}
     assert f"attempt 1: {first:.1f}s, {first / 3600 * 4:.2f} USD, ended: preempted" in text
     assert f"attempt 2: {second:.1f}s, {second / 3600 * 4:.2f} USD" in text
-    assert body["vm"] == {"name": "train-abc123", "project": "my-project", "zone": "us-west4-a", "fate": "deleted", "orphaned": False}
+    assert body["vm"] == {"name": "train-abc123", "project": "my-project", "zone": "us-west4-a", "fate": "deleted", "at_end": None, "orphaned": False}
 
     _write_raw(_tpu_record(run_dir, **(created | {"node_fate": records.NODE_KEPT})))
     assert "created for this run: kept (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`" in report(RUN_ID).out
@@ -256,3 +256,62 @@ def test_a_run_on_a_vm_tpuctl_created_names_it_its_fate_and_each_attempts_cost(r
     _write_raw(_tpu_record(run_dir, **(created | lost)))
     assert f"created for this run: still billing, and nobody is left to delete it: `tpuctl stop {RUN_ID}` does" in report(RUN_ID).out
     assert json.loads(report(RUN_ID, "--json").out)["vm"]["orphaned"] is True
+
+
+def test_the_vm_line_of_a_running_run_says_what_its_end_will_do_as_the_launch_asked(run_dir: Path) -> None:
+    """The record keeps --keep / --keep-on-failure (node_end): a running run's VM is not said to be deleted when the
+    launch will keep it; a VM kept because the run failed says so."""
+    claim = RunFolder(run_dir).claim(RUN_ID)  # the launch holds its folder: the run is running, not lost
+    (run_dir / TIMELINE).write_text("\n".join(PREEMPTED_ONCE[:-1]) + "\n")
+    created = {"created_node": "train-abc123", "project": "my-project", "node_fate": records.NODE_LIVE, "price_per_hour": 4.0}
+    running = {"state": "running", "ended": None, "exit_code": None}
+    expected = {
+        records.NODE_DELETE: "created for this run: deleted as the run ends",
+        records.NODE_KEEP: "created for this run: kept after the run (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`",
+        records.NODE_KEEP_ON_FAILURE: "created for this run: deleted as the run ends if it succeeds or is stopped, kept if it fails (--keep-on-failure)",
+    }
+    try:
+        for end, said in expected.items():
+            _write_raw(_tpu_record(run_dir, **(created | running | {"node_end": end})))
+            assert said in report(RUN_ID).out, end
+            assert json.loads(report(RUN_ID, "--json").out)["vm"]["at_end"] == end
+    finally:
+        os.close(claim)
+    kept = {"node_fate": records.NODE_KEPT, "node_end": records.NODE_KEEP_ON_FAILURE}
+    _write_raw(_tpu_record(run_dir, **(created | kept)))
+    assert "created for this run: kept (--keep-on-failure: the run failed), billing until" in report(RUN_ID).out
+
+
+def test_each_attempt_is_priced_at_the_vm_it_ran_on_when_a_recreate_changed_the_price(run_dir: Path) -> None:
+    """A spot VM preempted and recreated on demand: attempt 1 at spot's list price, attempt 2 (its recovery included)
+    at on-demand's, the run's cost their sum; the record's one price (the last VM's) prices neither alone."""
+    node = "r20261128-101500-train-3f2a"
+    provisioned = line(0.5, "provision_end", node=node, zone="us-west4-a", hunting_s=0, tried=[], capacity="spot", price_per_hour=2.0)
+    recreated = line(1850, "recreate_end", node=node, zone="us-east5-a", capacity="on-demand", price_per_hour=8.0)
+    events = [*PREEMPTED_ONCE[:1], provisioned, *PREEMPTED_ONCE[1:7], recreated, *PREEMPTED_ONCE[7:]]
+    (run_dir / TIMELINE).write_text("\n".join(events) + "\n")
+    created = {"created_node": node, "project": "my-project", "node_fate": records.NODE_DELETED, "capacity": "on-demand", "price_per_hour": 8.0}
+    _write_raw(_tpu_record(run_dir, **created))
+    body = json.loads(report(RUN_ID, "--json").out)
+    first, second = (attempt["wall_s"] for attempt in body["attempts"])
+    assert body["price_by_attempt"] == {"1": 2.0, "2": 8.0}
+    assert body["cost_by_attempt"] == {"1": round(first / 3600 * 2, 4), "2": round(second / 3600 * 8, 4)}
+    assert body["cost"] == round((first * 2 + (body["wall_s"] - first) * 8) / 3600, 2)
+    text = report(RUN_ID).out
+    assert f"cost: {body['cost']:.2f} USD, 1.00 h at each attempt's price (list price of the TPU VM each attempt ran on: " in text
+    assert f"attempt 1 on TPU VM {node} (us-west4-a, spot at 2 USD/h): {first:.1f}s, {first / 3600 * 2:.2f} USD, ended: preempted" in text
+    assert f"attempt 2 on TPU VM {node} (us-east5-a, on-demand at 8 USD/h): {second:.1f}s, {second / 3600 * 8:.2f} USD" in text
+    user = json.loads(report(RUN_ID, "--json", "--price-per-hour", "5").out)  # the user's price holds for every attempt
+    assert user["price_by_attempt"] == {"1": 5.0, "2": 5.0} and user["cost"] == 5.0
+
+
+def test_an_attempt_on_a_vm_with_no_list_price_leaves_the_cost_unknown(run_dir: Path) -> None:
+    node = "r20261128-101500-train-3f2a"
+    provisioned = line(0.5, "provision_end", node=node, zone="us-west4-a", capacity="reserved", price_per_hour=None)
+    recreated = line(1850, "recreate_end", node=node, zone="us-east5-a", capacity="on-demand", price_per_hour=8.0)
+    events = [*PREEMPTED_ONCE[:1], provisioned, *PREEMPTED_ONCE[1:7], recreated, *PREEMPTED_ONCE[7:]]
+    (run_dir / TIMELINE).write_text("\n".join(events) + "\n")
+    _write_raw(_tpu_record(run_dir, created_node=node, project="my-project", node_fate=records.NODE_DELETED, price_per_hour=8.0))
+    body = json.loads(report(RUN_ID, "--json").out)
+    assert body["cost"] is None and body["cost_by_attempt"] is None
+    assert body["price_note"].startswith("no list price for attempt 1's TPU VM (reserved in us-west4-a)")

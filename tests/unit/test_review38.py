@@ -43,11 +43,6 @@ def _lost_run_with_its_vm(tmp_path: Path, started: float) -> RunRecord:
     return record
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 38: `runs --prune DAYS` removes the record of a lost run whose VM still bills (records.prune looks at "
-    "state and age only), and with it the only thing `runs`, `stop` and --delete-lost-vms find that VM by",
-)
 def test_prune_keeps_the_record_of_a_lost_run_whose_vm_still_bills(tmp_path: Path) -> None:
     _lost_run_with_its_vm(tmp_path, started=time.time() - 30 * DAY)  # a laptop shut a month ago; the VM bills on
     listed = invoke(["runs", "--json"])

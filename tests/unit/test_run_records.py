@@ -97,6 +97,7 @@ _VALID = st.builds(
     detached=st.booleans(), state=st.sampled_from(endings.RUN_STATES), ended=st.none() | _TIMES, exit_code=st.none() | st.integers(-255, 255),
     job=st.none() | _TEXT, answers_stacks=st.booleans(),
     created_node=st.just("tpuctl-run-1"), project=st.none() | st.just("demo-project"), node_fate=st.sampled_from(records.NODE_FATES),
+    node_end=st.none() | st.sampled_from(records.NODE_ENDS),
 )  # fmt: skip
 
 
@@ -143,6 +144,9 @@ _HOSTILE_FIELDS: list[tuple[str, object]] = [
     ("log_dir", "relative/logs"), ("log_dir", ""), ("log_dir", "/logs/\x00x"), ("log_dir", ["/logs"]),
     ("detached", 1), ("detached", "yes"), ("answers_stacks", None), ("job", 3), ("host", {"name": "vm"}), ("script", None),
     ("node_fate", "live"), ("node_fate", "deleted"),  # a fate without a created node
+    ("node_end", "keep"), ("node_end", "delete"),  # an end without a created node
+    ("cost_before", -1), ("cost_before", math.nan), ("cost_before", math.inf), ("cost_before", "3"), ("cost_before", True),
+    ("priced_since", math.nan), ("priced_since", -1), ("priced_since", "now"),
     ("created_node", "vm\nx"), ("created_node", 3), ("project", "p" * 201), ("project", ["p"]),
 ]  # fmt: skip
 
@@ -159,6 +163,28 @@ def test_from_json_refuses_a_field_no_record_holds(tmp_path: Path, field: str, v
 def test_from_json_refuses_a_created_node_without_a_fate_it_knows(tmp_path: Path, node: str, fate: object) -> None:
     with pytest.raises(ValueError):
         RunRecord.from_json({**_ended(tmp_path, "run-1").to_json(), "created_node": node, "node_fate": fate})
+
+
+@pytest.mark.parametrize("end", ["forever", "", 1, True])
+def test_from_json_refuses_a_node_end_it_does_not_know(tmp_path: Path, end: object) -> None:
+    with pytest.raises(ValueError):
+        RunRecord.from_json({**_ended(tmp_path, "run-1").to_json(), "created_node": "vm", "node_fate": "live", "node_end": end})
+
+
+def test_a_run_whose_vm_came_back_at_another_price_costs_each_vm_s_time_at_its_own() -> None:
+    """launch --new-tpu: an hour on a spot VM at 2 USD/h, then recreated (price_cut as the attempt ends) and two hours on
+    an on-demand one at 8 USD/h; `runs`' COST is the sum, not three hours at the last price. A VM with no list price
+    before the recreate leaves the whole cost unknown."""
+    spot = RunRecord("run-1", "ssh", "t.py", "/logs/run-1", NOW, 1, "vm", capacity="spot", price_per_hour=2.0)
+    recreated = replace(spot, **records.price_cut(spot, NOW + 3600))
+    assert recreated.cost_before == pytest.approx(2.0) and recreated.priced_since == NOW + 3600
+    on_demand = replace(recreated, capacity="on-demand", price_per_hour=8.0)
+    assert on_demand.cost(NOW + 3 * 3600) == pytest.approx(2.0 + 16.0)
+    assert replace(on_demand, ended=NOW + 2 * 3600).cost(NOW + 5 * 3600) == pytest.approx(2.0 + 8.0)  # an ended run's stops
+    assert RunRecord.from_json(json.loads(json.dumps(on_demand.to_json()))) == on_demand
+    reserved = replace(spot, price_per_hour=None)
+    assert replace(reserved, **records.price_cut(reserved, NOW + 3600), price_per_hour=8.0).cost(NOW + 7200) is None
+    assert records.price_cut(None, NOW) == {}
 
 
 def test_only_a_created_node_still_live_bills(tmp_path: Path) -> None:

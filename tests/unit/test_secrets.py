@@ -3,6 +3,8 @@ Kubernetes and Vertex AI alike, and out of tpuctl's own messages; the files a ru
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from click.testing import CliRunner
 
 from tests.conftest import ROOT
 from tpuctl.cli import main
+from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch import secret_values
 from tpuctl.launch.job import Job
 
@@ -103,3 +106,49 @@ def test_a_run_keeps_every_value_in_its_private_record(tmp_path: Path) -> None:
     assert code == 0, err
     assert "tok-3f9a1c" not in err
     assert "tok-3f9a1c" in (logs / "attempt-1" / "plan.json").read_text()
+
+
+def _error_kinds() -> list[type[TpuctlError]]:
+    """Every TpuctlError kind tpuctl defines, its modules imported (tpuctl/runtime/ aside: it imports TensorFlow; __main__ runs the CLI)."""
+    for path in sorted(ROOT.joinpath("tpuctl").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        if not name.startswith("tpuctl.runtime") and not name.endswith("__main__"):
+            importlib.import_module(name)
+    kinds: list[type[TpuctlError]] = []
+    pending: list[type[TpuctlError]] = [TpuctlError]
+    while pending:
+        kind = pending.pop()
+        kinds.append(kind)
+        pending.extend(kind.__subclasses__())
+    return kinds
+
+
+def _made(kind: type[TpuctlError], message: str, hint: str) -> TpuctlError:
+    """An error of `kind` as its raiser makes it: the message, a hint where it takes one, a placeholder for each other
+    argument its constructor requires (a hunt's tries)."""
+    required = {
+        name: object()
+        for name, parameter in list(inspect.signature(kind).parameters.items())[1:]
+        if parameter.default is inspect.Parameter.empty and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+    if "hint" in inspect.signature(kind).parameters:
+        required["hint"] = hint
+    return kind(message, **required)
+
+
+def test_a_runs_error_is_scrubbed_in_place_for_every_kind_of_error() -> None:
+    """execute.py re-raises a run's error with the job's secrets taken out: of its own kind, with its exit status and
+    what its kind carries, for every kind (a hunt's HuntStopped requires its tries and a rebuilt one crashed)."""
+    job = Job(script="t.py", env=(("API_TOKEN", "tok-3f9a1c"),))
+    kinds = _error_kinds()
+    assert {"TpuctlError", "CapacityError", "HuntStopped"} <= {kind.__name__ for kind in kinds}
+    for kind in kinds:
+        err = _made(kind, "failed with tok-3f9a1c", "retry without tok-3f9a1c")
+        carried = dict(vars(err))
+        secret_values.scrub_error(err, job)
+        assert type(err) is kind and err.exit_code == carried["exit_code"]
+        assert err.message == "failed with <hidden: 10 characters>" and str(err).count("tok-3f9a1c") == 0, kind
+        assert err.args == (err.message,)
+        assert {k: v for k, v in vars(err).items() if k not in ("message", "hint")} == {
+            k: v for k, v in carried.items() if k not in ("message", "hint")
+        }

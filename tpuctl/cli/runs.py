@@ -74,7 +74,8 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
     a TPU VM tpuctl created for it (`launch --new-tpu`) shows BILLING until it is deleted:
     --delete-lost-vms deletes every such VM named in your run records that still carries its
     run's label (never a VM found by label alone, never one tpuctl did not create).
-    --prune removes old records only (never a running run's); the runs' log folders stay.
+    --prune removes old records only (never a running run's, nor one whose VM may still bill);
+    the runs' log folders stay.
     """
     if yes and not delete_lost_vms:
         raise TpuctlError("--yes goes with --delete-lost-vms", exit_code=USAGE)
@@ -146,8 +147,9 @@ def _goodput(record: RunRecord) -> str:
 
 
 def _cost(record: RunRecord, now: float) -> float | None:
-    """USD of a run on a TPU VM at its slice's list price (kept in its record as it started), so far for a running one."""
-    return None if record.price_per_hour is None else round(record.duration(now) / 3600 * record.price_per_hour, 2)
+    """USD of a run on TPU VMs at their list prices (kept in its record), so far for a running one."""
+    cost = record.cost(now)
+    return None if cost is None else round(cost, 2)
 
 
 def _cost_text(record: RunRecord, now: float) -> str:

@@ -78,10 +78,9 @@ def execute(
                 context.notice(f"warning: cannot write {folder.outcome_file}: {err.strerror or err}")
             share = outcome.goodput.total.goodput if outcome.goodput is not None else None
             keeper.end(state_of(outcome.ending), outcome.exit_code, job=outcome.job.label if outcome.job else None, goodput=share)
-        except TpuctlError as err:  # of its kind still (a lost connection, a failed preflight), in scrubbed words
-            raise type(err)(
-                secret_values.scrub(err.message, job), hint=err.hint and secret_values.scrub(err.hint, job), exit_code=err.exit_code
-            ) from None
+        except TpuctlError as err:  # the same error (a lost connection, a hunt that found nothing), in scrubbed words
+            secret_values.scrub_error(err, job)
+            raise
     return outcome
 
 

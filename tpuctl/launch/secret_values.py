@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from tpuctl.inputs.errors import TpuctlError
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
 
@@ -83,6 +84,14 @@ def scrub(text: str, job: Job) -> str:
         if len(value) >= 4:  # a 1-3 character "secret" would blank out ordinary words
             text = text.replace(value, hidden(value))
     return text
+
+
+def scrub_error(err: TpuctlError, job: Job) -> None:
+    """Take the job's hidden values out of an error's words in place: the error stays the one raised, of its kind and
+    with what its kind carries (a hunt's tries, a stockout's kind), which no rebuilt copy could promise every kind."""
+    err.message = scrub(err.message, job)
+    err.hint = err.hint and scrub(err.hint, job)
+    err.args = (err.message, *err.args[1:])
 
 
 def scrub_outcome(outcome: Outcome, job: Job) -> None:

@@ -14,7 +14,7 @@ import itertools
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runs import compact
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.records import MAX_PRICE
 
 START_UP, FIRST_STEP, TRAINING = "start-up", "first step", "training steps"
 SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER = "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"
@@ -68,15 +69,29 @@ class Split:
         }
 
 
+@dataclass(frozen=True)
+class RanOn:
+    """The run's own TPU VM an attempt ran on (launch --new-tpu), as the provision_end or recreate_end that made it
+    usable says: a recreate may bring it back in another zone or as another capacity kind, at another list price."""
+
+    node: str
+    zone: str
+    capacity: str | None = None
+    price_per_hour: float | None = None  # its list price in USD an hour; None: no SKU prices it (a reservation's)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "zone": self.zone, "capacity": self.capacity, "price_per_hour": self.price_per_hour}
+
+
 @dataclass
 class AttemptSplit:
     number: int
     ended: Kind | None  # preempted, failed, hang where the timeline says so
     split: Split
-    vm: tuple[str, str] | None = None  # (node, zone) of the run's own TPU VM it ran on (launch --new-tpu), from the node events
+    vm: RanOn | None = None  # the run's own TPU VM it ran on (launch --new-tpu), from the node events
 
     def to_json(self) -> dict[str, Any]:
-        vm = None if self.vm is None else {"node": self.vm[0], "zone": self.vm[1]}
+        vm = None if self.vm is None else self.vm.to_json()
         return {"attempt": self.number, "ended": None if self.ended is None else self.ended.value, "vm": vm, **self.split.to_json()}
 
 
@@ -107,10 +122,25 @@ class Report:
         shares = [(name, seconds / wall) for name, seconds in self.total.categories.items() if name != TRAINING]
         return sorted((item for item in shares if item[1] >= 0.005), key=lambda item: -item[1])[:limit]
 
-    def costs(self, usd_per_hour: float) -> dict[str, float]:
-        """USD per category at a price of the run's machines per hour: the wall time's cost split as the time is.
-        What is not training is the badput's cost (start-up, restarts, lost work, ...); the sum is the run's cost."""
-        return {name: seconds / 3600 * usd_per_hour for name, seconds in self.total.categories.items()}
+    def costs(self, usd_per_hour: float, by_attempt: Mapping[int, float] | None = None) -> dict[str, float]:
+        """USD per category at a price of the run's machines per hour: the wall time's cost split as the time is, each
+        attempt's time at its own price where `by_attempt` (by attempt number) has one, the time after the last attempt
+        (the run's end) at the last attempt's. What is not training is the badput's cost; the sum is the run's cost."""
+        prices = by_attempt or {}
+        costs = dict.fromkeys(self.total.categories, 0.0)
+        rest = dict(self.total.categories)
+        for attempt in self.attempts:
+            price = prices.get(attempt.number, usd_per_hour)
+            for name, seconds in attempt.split.categories.items():
+                costs[name] += seconds / 3600 * price
+                rest[name] -= seconds
+        last = prices.get(self.attempts[-1].number, usd_per_hour) if self.attempts else usd_per_hour
+        return {name: usd + max(rest[name], 0.0) / 3600 * last for name, usd in costs.items()}
+
+    def list_prices(self, usd_per_hour: float | None) -> dict[int, float | None]:
+        """Each attempt's list price: that of the run's own VM it ran on (a recreate may change it), else `usd_per_hour`
+        (a run on one VM all along: the price its record keeps). None for a VM no SKU prices."""
+        return {a.number: a.vm.price_per_hour if a.vm is not None else usd_per_hour for a in self.attempts}
 
     def summary_line(self) -> str:
         """`goodput 71%: 18% start-up, 6% restart, ...`, the launch summary's line and outcome.json's `goodput.line`."""
@@ -179,18 +209,20 @@ def of_compact(read: compact.Compact, *, now: float | None = None, windows: int 
     return Report(total, splits, source, finished, read.skipped, [(w[0], w[1], w[2], w[3]) for w in over_time])
 
 
-def _vms(events: Sequence[tl.Event]) -> list[tuple[float, tuple[str, str]]]:
-    """When the run's own VM became usable, and which it was: each provision_end and recreate_end, in time order."""
+def _vms(events: Sequence[tl.Event]) -> list[tuple[float, RanOn]]:
+    """When the run's own VM became usable, and which it was: each provision_end and recreate_end, in time order.
+    A price that is no price (a string, NaN, negative, past MAX_PRICE: a file anyone could edit) is none."""
     found = []
     for e in events:
         if e.event in (tl.PROVISION_END, tl.RECREATE_END):
-            node, zone = e.fields.get("node"), e.fields.get("zone")
+            node, zone, capacity, usd = (e.fields.get(key) for key in ("node", "zone", "capacity", "price_per_hour"))
             if isinstance(node, str) and isinstance(zone, str):
-                found.append((e.t, (node, zone)))
+                price = float(usd) if isinstance(usd, (int, float)) and not isinstance(usd, bool) and 0 <= usd <= MAX_PRICE else None
+                found.append((e.t, RanOn(node, zone, capacity if isinstance(capacity, str) else None, price)))
     return found
 
 
-def _vm_at(ran_on: list[tuple[float, tuple[str, str]]], start: float) -> tuple[str, str] | None:
+def _vm_at(ran_on: list[tuple[float, RanOn]], start: float) -> RanOn | None:
     """The VM an attempt started at `start` ran on: the last one made usable before it."""
     index = bisect.bisect_right([t for t, _ in ran_on], start)
     return ran_on[index - 1][1] if index else None

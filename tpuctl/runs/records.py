@@ -32,7 +32,11 @@ from tpuctl.runs.folder import RunFolder
 
 NODE_LIVE, NODE_DELETED, NODE_KEPT = "live", "deleted", "kept"
 NODE_FATES = (NODE_LIVE, NODE_DELETED, NODE_KEPT)
+# What the launch does with its VM as the run ends, as asked: delete it, keep it (--keep), keep it if the run fails.
+NODE_DELETE, NODE_KEEP, NODE_KEEP_ON_FAILURE = "delete", "keep", "keep-on-failure"
+NODE_ENDS = (NODE_DELETE, NODE_KEEP, NODE_KEEP_ON_FAILURE)
 MAX_PRICE = 1e6  # USD an hour: far above any slice's list price, low enough to catch a unit slip
+MAX_COST = MAX_PRICE * 24 * 366 * 10  # USD: ten years at MAX_PRICE
 RECORD_LIMIT = 16 * 1024  # a record is a few hundred bytes; a bigger file is not one of ours
 _SUFFIX = ".json"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -65,6 +69,11 @@ class RunRecord:
     created_node: str | None = None  # its name, in `project` and `zone`
     project: str | None = None
     node_fate: str | None = None  # NODE_FATES: live while the run may still delete it; deleted or kept after its end
+    node_end: str | None = None  # NODE_ENDS: what the launch will do with it as the run ends (None: a record from before it was kept)
+    # A run whose VM was recreated at another price (another kind or zone): what its attempts on the earlier VMs cost,
+    # each at its own VM's list price (None: one of them had none), and when price_per_hour began to apply.
+    cost_before: float | None = None  # USD
+    priced_since: float | None = None  # wall clock; None: since `started`
 
     @property
     def bills(self) -> bool:
@@ -77,6 +86,15 @@ class RunRecord:
 
     def duration(self, now: float | None = None) -> float:
         return max(0.0, (self.ended if self.ended is not None else (now or time.time())) - self.started)
+
+    def cost(self, now: float | None = None) -> float | None:
+        """USD of the run on its TPU VM(s) at their list prices, so far for a running one: the time since price_per_hour
+        applied at it, plus the earlier VMs' (cost_before). None where a price is not known: tpuctl never guesses."""
+        if self.price_per_hour is None or (self.priced_since is not None and self.cost_before is None):
+            return None
+        since = self.started if self.priced_since is None else self.priced_since
+        seconds = max(0.0, (self.ended if self.ended is not None else (now or time.time())) - since)
+        return (self.cost_before or 0.0) + seconds / 3600 * self.price_per_hour
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)  # every field is a scalar: asdict's deep copy (20 us a record) would copy nothing more
@@ -115,15 +133,34 @@ class RunRecord:
             return "goodput is not a share between 0 and 1"
         if self.price_per_hour is not None and not 0 <= self.price_per_hour <= MAX_PRICE:  # NaN fails both
             return f"price_per_hour is not a price in USD an hour (0 to {MAX_PRICE:g})"
+        if self.cost_before is not None and not 0 <= self.cost_before <= MAX_COST:
+            return f"cost_before is not a cost in USD (0 to {MAX_COST:g})"
+        if self.priced_since is not None and not _is_time(self.priced_since):
+            return "priced_since is not a time"
         if any(text is not None and not (len(text) <= 400 and text.isprintable()) for text in (self.tpu, self.zone, self.capacity, self.price_note)):
             return "tpu, zone, capacity or price_note is not one printable line"
         if any(text is not None and not (len(text) <= 200 and text.isprintable()) for text in (self.created_node, self.project)):
             return "created_node or project is not one printable line"
         if (self.node_fate is None) != (self.created_node is None) or (self.node_fate is not None and self.node_fate not in NODE_FATES):
             return "node_fate is not one of " + ", ".join(NODE_FATES) + " for a created_node (and null without one)"
+        if self.node_end is not None and (self.created_node is None or self.node_end not in NODE_ENDS):
+            return "node_end is not one of " + ", ".join(NODE_ENDS) + " for a created_node (and null without one)"
         if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
             return "log_dir is not an absolute path"
         return None
+
+
+def price_cut(record: RunRecord | None, now: float) -> dict[str, float | None]:
+    """The fields that close the current VM's time at its price as its run's VM is recreated (the attempt on it ended):
+    the next VM's price, which a recreate may change, applies from `now`. Nothing for a run with no record."""
+    if record is None:
+        return {}
+    return {"cost_before": record.cost(now), "priced_since": now}
+
+
+def node_end(keep: bool, keep_on_failure: bool) -> str:
+    """What the launch's end does with the run's VM, as `launch --keep` / `--keep-on-failure` ask (NODE_ENDS)."""
+    return NODE_KEEP if keep else NODE_KEEP_ON_FAILURE if keep_on_failure else NODE_DELETE
 
 
 @dataclass(frozen=True)
@@ -144,6 +181,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "answers_stacks": (bool,), "goodput": (int, float, type(None)), "tpu": (str, type(None)), "zone": (str, type(None)),
     "capacity": (str, type(None)), "price_per_hour": (int, float, type(None)), "price_note": (str, type(None)),
     "created_node": (str, type(None)), "project": (str, type(None)), "node_fate": (str, type(None)),
+    "node_end": (str, type(None)), "cost_before": (int, float, type(None)), "priced_since": (int, float, type(None)),
 }  # fmt: skip
 _ABSENT = object()  # a required field's "default": no field may be an object
 _NAMES = tuple(field.name for field in fields(RunRecord))
@@ -268,16 +306,26 @@ def record_of(folder: RunFolder, warn: Callable[[str], None]) -> RunRecord:
 
 
 def prune(days: float, warn: Callable[[str], None], now: float | None = None) -> list[RunRecord]:
-    """Remove the records of runs that ended (or were lost) more than `days` ago; running ones stay. The removed."""
+    """Remove the records of runs that ended (or were lost) more than `days` ago; running ones stay, and so do those
+    whose TPU VM may still bill: the record is the only thing `runs`, `stop` and --delete-lost-vms find that VM by.
+    The removed."""
     limit = (now if now is not None else time.time()) - days * 86400
-    removed = []
+    removed, billing = [], []
     for record in read_all(warn):
         if record.state != RUNNING and (record.ended if record.ended is not None else record.started) < limit:
+            if record.bills:
+                billing.append(record.run_id)
+                continue
             try:
                 (folder() / f"{record.run_id}{_SUFFIX}").unlink()
             except FileNotFoundError:
                 continue
             removed.append(record)
+    if billing:
+        warn(
+            f"kept the records of {len(billing)} run(s) whose TPU VM may still bill ({', '.join(billing[:3])}{', ...' if len(billing) > 3 else ''}):"
+            " `tpuctl stop RUN` or `tpuctl runs --delete-lost-vms` deletes it, then --prune removes the record"
+        )
     return removed
 
 

@@ -8,8 +8,9 @@ and flushed one at a time, so a run killed by SIGKILL keeps every event up to it
 Who writes what:
     launch core        run_start (run_id, backend, the script's file name), run_end
     a run's own VM     provision_begin (types, candidates), node_create (node, zone, type, capacity: a try the service
-    (--new-tpu)        accepted), provision_end (node, zone, hunting_s: the stocked-out tries' share, tried), recreate_begin
-                       (node, zone, condition), recreate_end (node, zone), node_delete (node, zone, fate: deleted or kept)
+    (--new-tpu)        accepted), provision_end (node, zone, hunting_s: the stocked-out tries' share, tried, capacity,
+                       price_per_hour: the VM's list price), recreate_begin (node, zone, condition), recreate_end (node,
+                       zone, capacity, price_per_hour), node_delete (node, zone, fate: deleted or kept)
     process engine     attempt_start, worker_start, runtime_ready, failure, preempted, hang, restart, attempt_end
     job engine         job_state (a cluster's job: submitted, running, ...)
     a worker's runtime first_step, step, checkpoint_save_begin/_end, checkpoint_restore_begin/_end,

@@ -12,6 +12,7 @@ and preemption recovery).
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import FrameType
@@ -212,6 +213,7 @@ class _Log:
 
     def __init__(self, context: RunContext, made: NewTpu) -> None:
         self.context, self.made = context, made
+        self.usd: float | None = None  # the list price of the VM being made: its provision_end says it
 
     def _amend(self, **fields: Any) -> None:
         if self.context.amend_record is not None:
@@ -225,6 +227,7 @@ class _Log:
         vm = self.made.vm
         note = vm.book.describe() if vm is not None and vm.book is not None else None
         self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note, **also)
+        self.usd = usd
 
     def hunting(self, tries: Sequence[Candidate]) -> None:
         from tpuctl.runs import timeline as tl
@@ -240,7 +243,8 @@ class _Log:
         from tpuctl.runs import records
         from tpuctl.runs import timeline as tl
 
-        self._where(spec, usd_per_hour, created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE)  # one write
+        end = records.node_end(self.made.options.keep, self.made.options.keep_on_failure)  # what report says the end will do
+        self._where(spec, usd_per_hour, created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE, node_end=end)  # one write
         self._event(tl.NODE_CREATE, node=spec.name, zone=spec.zone, type=spec.accelerator(), capacity=spec.capacity())
 
     def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None:
@@ -248,18 +252,21 @@ class _Log:
 
         hunted = sum(t.seconds for t in tried)
         said = [f"{t.candidate}: {t.why}" for t in tried[:20]]
-        self._event(tl.PROVISION_END, node=spec.name, zone=spec.zone, hunting_s=round(hunted, 3), tried=said)
+        priced = {"capacity": spec.capacity(), "price_per_hour": self.usd}  # what each attempt on it is priced at (runs/goodput.py)
+        self._event(tl.PROVISION_END, node=spec.name, zone=spec.zone, hunting_s=round(hunted, 3), tried=said, **priced)
 
     def recreating(self, spec: NodeSpec, why: str) -> None:
+        from tpuctl.runs import records
         from tpuctl.runs import timeline as tl
 
+        self._amend(**records.price_cut(self.context.record, time.time()))  # the attempt on this VM is priced at its price
         self._event(tl.RECREATE_BEGIN, node=spec.name, zone=spec.zone, condition=why)
 
     def recreated(self, spec: NodeSpec, usd_per_hour: float | None) -> None:
         from tpuctl.runs import timeline as tl
 
         self._where(spec, usd_per_hour)
-        self._event(tl.RECREATE_END, node=spec.name, zone=spec.zone)
+        self._event(tl.RECREATE_END, node=spec.name, zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd_per_hour)
 
     def ended(self, spec: NodeSpec, kept: bool) -> None:
         from tpuctl.runs import records

@@ -55,7 +55,7 @@ def report(run: str | None, as_json: bool, price_per_hour: float | None, timelin
     The categories add up to the wall time; the goodput is the training steps' share of it. A run
     still going is reported so far. RUN is a run id or a unique prefix (left out, the newest running
     run), or the path of a launch's log folder. A run on a TPU VM (`launch --tpu`) is priced at its
-    slice's list price as it started; --price-per-hour (or price_per_hour in a [report] config table)
+    slice's list price as it started (`launch --new-tpu`: each attempt at its VM's); --price-per-hour (or price_per_hour in a [report] config table)
     is your own price instead, for any run. The cost and the cost of the time not training are shown.
     --timeline draws the run's view (docs/report.md) under the report; NO_COLOR keeps it apart by characters.
     """
@@ -63,18 +63,20 @@ def report(run: str | None, as_json: bool, price_per_hour: float | None, timelin
         raise TpuctlError("--timeline draws for the terminal; --json has the numbers", hint="the drawn view's data is MODEL_DIR/tpuctl/RUN_ID/view.json")
     folder, run_id, live, record = _find(run)
     drawn, result = _drawn(folder, live) if timeline else ([], goodput.of_folder(folder, live=live))
-    price, source, note = _price(record, price_per_hour)
+    price, source, note, by_attempt = _prices(result, record, price_per_hour)
     if as_json:
-        costs = None if price is None else result.costs(price)
+        costs = None if price is None else result.costs(price, by_attempt)
         body = {"run_id": run_id, "log_dir": str(folder.path), "running": live, **result.to_json(), **_slice_json(record)}
         body |= {"price_per_hour": price, "price_source": source, "price_note": note or None}
+        body["price_by_attempt"] = None if price is None else {str(a.number): by_attempt.get(a.number, price) for a in result.attempts}
         body |= {"cost": None if costs is None else round(sum(costs.values()), 2), "lost_cost": None if costs is None else round(_lost(costs), 2)}
         body["lost_cost_by_category"] = None if costs is None else {k: round(v, 4) for k, v in costs.items() if k != goodput.TRAINING}
-        body["cost_by_attempt"] = None if price is None else {str(a.number): round(a.split.wall_s / 3600 * price, 4) for a in result.attempts}
+        body["cost_by_attempt"] = None if price is None else {str(a.number): round(_attempt_cost(a, price, by_attempt), 4) for a in result.attempts}
         body["vm"] = _vm_json(record)
         click.echo(json.dumps(body, indent=2))
         return
-    for line in render(result, run_id or str(folder.path), live=live, price_per_hour=price, price_words=note, vm=_vm_line(record)):
+    vm = _vm_line(record)
+    for line in render(result, run_id or str(folder.path), live=live, price_per_hour=price, price_words=note, vm=vm, by_attempt=by_attempt):
         click.echo(line)
     for line in drawn:
         click.echo(line)
@@ -105,6 +107,35 @@ def _price(record: RunRecord | None, given: float | None) -> tuple[float | None,
     return record.price_per_hour, "list", f"list price of {where} as the run started; {record.price_note}"
 
 
+def _prices(result: goodput.Report, record: RunRecord | None, given: float | None) -> tuple[float | None, str | None, str, dict[int, float]]:
+    """_price's, and each attempt's list price where the run's VM changed price between attempts (a recreate as another
+    capacity kind or in another zone): each attempt is priced at the VM it ran on, never all at the last VM's."""
+    price, source, note = _price(record, given)
+    if price is None or source != "list":
+        return price, source, note, {}  # the user's price holds for every attempt
+    listed = result.list_prices(price)
+    for attempt in result.attempts:
+        if listed[attempt.number] is None and attempt.vm is not None:
+            where = f"{attempt.vm.capacity or 'its kind'} in {attempt.vm.zone}"
+            return None, None, f"no list price for attempt {attempt.number}'s TPU VM ({where}); --price-per-hour prices the run", {}
+    by_attempt = {number: usd for number, usd in listed.items() if usd is not None}
+    if len(set(by_attempt.values())) > 1:
+        each = "; ".join(f"attempt {a.number}: {_vm_kind(a)} {by_attempt[a.number]:g} USD/h" for a in result.attempts)
+        note = f"list price of the TPU VM each attempt ran on: {each}; {record.price_note if record else ''}"
+    elif by_attempt:
+        price = next(iter(by_attempt.values()))
+    return price, source, note, by_attempt
+
+
+def _vm_kind(attempt: goodput.AttemptSplit) -> str:
+    vm = attempt.vm
+    return "the run's VM" if vm is None else f"{vm.capacity or 'unknown kind'} in {vm.zone}"
+
+
+def _attempt_cost(attempt: goodput.AttemptSplit, price: float, by_attempt: dict[int, float]) -> float:
+    return attempt.split.wall_s / 3600 * by_attempt.get(attempt.number, price)
+
+
 def _slice_json(record: RunRecord | None) -> dict[str, object]:
     if record is None or record.tpu is None:
         return {"tpu": None}
@@ -117,11 +148,13 @@ def _vm_json(record: RunRecord | None) -> dict[str, object] | None:
         return None
     from tpuctl.cli.run_vms import orphaned
 
-    return {"name": record.created_node, "project": record.project, "zone": record.zone, "fate": record.node_fate, "orphaned": orphaned(record)}
+    vm = {"name": record.created_node, "project": record.project, "zone": record.zone, "fate": record.node_fate, "at_end": record.node_end}
+    return {**vm, "orphaned": orphaned(record)}
 
 
 def _vm_line(record: RunRecord | None) -> str:
-    """What became of the VM tpuctl created for the run: the run deletes it as it ends, unless kept; a lost run cannot."""
+    """What became of the VM tpuctl created for the run: the run deletes it as it ends, unless asked to keep it (the
+    record says which); a lost run cannot."""
     if record is None or record.created_node is None:
         return ""
     from tpuctl.cli.run_vms import orphaned
@@ -130,9 +163,14 @@ def _vm_line(record: RunRecord | None) -> str:
     if orphaned(record):
         fate = f"still billing, and nobody is left to delete it: `tpuctl stop {record.run_id}` does"
     elif record.node_fate == records.NODE_KEPT:
-        fate = f"kept (--keep), billing until `tpuctl delete {name} --zone {zone}`"
+        why = "--keep-on-failure: the run failed" if record.node_end == records.NODE_KEEP_ON_FAILURE else "--keep"
+        fate = f"kept ({why}), billing until `tpuctl delete {name} --zone {zone}`"
     elif record.node_fate == records.NODE_DELETED:
         fate = "deleted"
+    elif record.node_end == records.NODE_KEEP:
+        fate = f"kept after the run (--keep), billing until `tpuctl delete {name} --zone {zone}`"
+    elif record.node_end == records.NODE_KEEP_ON_FAILURE:
+        fate = "deleted as the run ends if it succeeds or is stopped, kept if it fails (--keep-on-failure)"
     else:
         fate = "deleted as the run ends"
     return f"TPU VM {name} ({record.tpu}, {record.capacity}, {zone}), created for this run: {fate}"
@@ -142,9 +180,13 @@ def _lost(costs: dict[str, float]) -> float:
     return sum(usd for name, usd in costs.items() if name != goodput.TRAINING)
 
 
-def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: float | None = None, price_words: str = "", vm: str = "") -> list[str]:
+def render(
+    result: goodput.Report, name: str, *, live: bool, price_per_hour: float | None = None, price_words: str = "", vm: str = "",
+    by_attempt: dict[int, float] | None = None,
+) -> list[str]:
     """The report for a person: a line per category with its seconds and share, the goodput, its cost (and the VM that
-    was created for it), then each attempt with its cost."""
+    was created for it), then each attempt with its cost, at its own price where `by_attempt` has one."""
+    prices = by_attempt or {}
     total = result.total
     so_far = " so far (still running)" if live else ("" if result.finished else " (the timeline stops without the run's end)")
     lines = [f"run {name}: {total.wall_s:.1f}s of wall time{so_far}"]
@@ -152,12 +194,13 @@ def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: flo
     source = result.step_source or "none: no steps seen (docs/report.md says what a custom loop needs)"
     lines.append(f"{result.summary_line()}; steps from: {source}")
     if price_per_hour is not None:
-        costs = result.costs(price_per_hour)
-        lines.append(f"cost: {sum(costs.values()):.2f} USD, {total.wall_s / 3600:.2f} h at {price_per_hour:g} USD/h ({price_words})")
+        costs = result.costs(price_per_hour, prices)
+        at = "each attempt's price" if len(set(prices.values())) > 1 else f"{price_per_hour:g} USD/h"
+        lines.append(f"cost: {sum(costs.values()):.2f} USD, {total.wall_s / 3600:.2f} h at {at} ({price_words})")
         lost = total.wall_s - total.categories[goodput.TRAINING]
         biggest = sorted(((usd, n) for n, usd in costs.items() if n != goodput.TRAINING and usd >= 0.005), reverse=True)
         split = f" ({', '.join(f'{n} {usd:.2f}' for usd, n in biggest)})" if biggest else ""
-        lines.append(f"time not training: {lost / 3600:.2f} h, at {price_per_hour:g} USD/h: {_lost(costs):.2f} USD{split}")
+        lines.append(f"time not training: {lost / 3600:.2f} h, at {at}: {_lost(costs):.2f} USD{split}")
     elif price_words:
         lines.append(f"cost: unknown: {price_words}")
     if vm:
@@ -165,13 +208,18 @@ def render(result: goodput.Report, name: str, *, live: bool, price_per_hour: flo
     if len(result.attempts) > 1:
         for attempt in result.attempts:
             ended = f", ended: {attempt.ended}" if attempt.ended else ""
-            cost = "" if price_per_hour is None else f", {attempt.split.wall_s / 3600 * price_per_hour:.2f} USD"
-            on = "" if attempt.vm is None else f" on TPU VM {attempt.vm[0]} ({attempt.vm[1]})"
+            cost = "" if price_per_hour is None else f", {_attempt_cost(attempt, price_per_hour, prices):.2f} USD"
+            on = "" if attempt.vm is None else f" on TPU VM {attempt.vm.node} ({attempt.vm.zone}{_kind_price(attempt.vm, prices)})"
             lines.append(f"attempt {attempt.number}{on}: {attempt.split.wall_s:.1f}s{cost}{ended}")
             lines += _categories(attempt.split, "    ")
     if result.skipped:
         lines.append(f"skipped {result.skipped} line(s) of the timeline that are not events (truncated, garbage or out of range)")
     return lines
+
+
+def _kind_price(vm: goodput.RanOn, prices: dict[int, float]) -> str:
+    """`, spot at 2.5 USD/h` where the attempts ran at several prices: which VM cost what."""
+    return "" if len(set(prices.values())) < 2 or vm.capacity is None or vm.price_per_hour is None else f", {vm.capacity} at {vm.price_per_hour:g} USD/h"
 
 
 def _categories(split: goodput.Split, indent: str) -> list[str]:
