@@ -1,4 +1,5 @@
-"""Review of issue 38 (`launch --new-tpu`): defects shown without a launch, each marked xfail(strict) until fixed.
+"""`launch --new-tpu`'s records without a launch: what a review of issue 38 found wrong (a lost run's billing VM pruned
+with its record; a label mismatch at the end that kept saying the VM bills), kept as tests.
 
 The records are what a `launch --new-tpu` writes while it runs (state running, its VM named and live); a run whose folder
 lock nobody holds is lost, as a SIGKILLed launcher leaves it. The VM rules run against the lifecycle tests' fake TPU API."""

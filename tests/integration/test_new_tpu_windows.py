@@ -1,5 +1,7 @@
-"""Review of issue 38 (`launch --new-tpu`): defects shown against the TPU stand-in and real sshd hosts, each marked
-xfail(strict) until fixed. The scenarios reuse test_new_tpu.py's cloud (plain-Python workers, two hosts)."""
+"""`launch --new-tpu` at its awkward moments, against the TPU stand-in and real sshd hosts: a stop or a SIGKILL while the
+create is answered or a preempted VM is recreated elsewhere, a stop just after READY, hunts that find nothing, prices per
+attempt, the --keep report line. A review of issue 38 found each of them wrong; the scenarios reuse test_new_tpu.py's
+cloud (plain-Python workers, two hosts)."""
 
 from __future__ import annotations
 
