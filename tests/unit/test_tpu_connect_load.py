@@ -43,3 +43,25 @@ def test_a_load_longer_than_the_deadline_is_not_counted_against_it(tmp_path: Pat
         tmp_path,
     )
     assert (done.returncode, done.stdout.strip()) == (0, "connected"), done.stderr
+
+
+def test_devices_counts_the_import_against_its_deadline(tmp_path: Path) -> None:
+    """`tpuctl devices --tpu X --tpu-timeout N` promises its answer within N: its connection imports TensorFlow inside
+    the deadline (a stand-in `tensorflow` that takes 3 s to import, a 1 s deadline: the deadline ends it)."""
+    fake = tmp_path / "fake"
+    (fake / "tensorflow").mkdir(parents=True)
+    (fake / "tensorflow" / "__init__.py").write_text("import time\ntime.sleep(3)\n")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = run_python(
+            f"""
+            import sys
+            sys.path.insert(0, {str(fake)!r})
+            from tpuctl.runtime import tpu_connect
+            tpu_connect.connect('grpc://127.0.0.1:{port}', 1, import_within_deadline=True)
+            """,
+            tmp_path,
+        )
+    assert done.returncode != 0 and "within 1s" in done.stderr, (done.returncode, done.stderr)

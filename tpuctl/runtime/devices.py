@@ -85,7 +85,7 @@ def describe(target: str | None) -> dict[str, Any]:
     if target is None and worker_env.tpu_present():
         target = "local"
     if target is not None:
-        tpu_connect.connect(target, timeout_s)
+        tpu_connect.connect(target, timeout_s, import_within_deadline=True)  # the command answers within --tpu-timeout
     try:
         import tensorflow as tf
     except ImportError as err:

@@ -118,8 +118,12 @@ def grpc_address(target: str) -> tuple[str, int] | None:
     return parts.hostname, port
 
 
-def connect(target: str, timeout_s: float) -> Any:
-    """A TPUClusterResolver whose TPU system is initialised, or a one-line failure by the deadline."""
+def connect(target: str, timeout_s: float, *, import_within_deadline: bool = False) -> Any:
+    """A TPUClusterResolver whose TPU system is initialised, or a one-line failure by the deadline.
+
+    TensorFlow is imported once the target passed the checks that need none, outside the deadline (a launch's
+    workers imported it before the deadline began), or within it where the caller promises the whole answer within
+    the deadline (`tpuctl devices --tpu`)."""
 
     def reach() -> Any:
         import tensorflow as tf
@@ -132,7 +136,8 @@ def connect(target: str, timeout_s: float) -> Any:
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return resolver
 
-    return within_deadline(reach, target, timeout_s, hung="connect_to_cluster / initialize_tpu_system", load=_load_tensorflow)
+    load = None if import_within_deadline else _load_tensorflow
+    return within_deadline(reach, target, timeout_s, hung="connect_to_cluster / initialize_tpu_system", load=load)
 
 
 def _load_tensorflow() -> None:
