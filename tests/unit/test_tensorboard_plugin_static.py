@@ -56,6 +56,16 @@ def test_any_view_is_checked_into_json_the_page_can_take(found: dict[str, Any]) 
         assert isinstance(row["worker"], str) and all(s["kind"] in checking.KINDS for s in row["segments"])
 
 
+def test_an_attempt_keeps_the_vm_it_ran_on_and_loses_a_vm_that_is_not_one() -> None:
+    """goodput's attempts name the run's own TPU VM (launch --new-tpu): served as written; anything else is null."""
+    vm = {"node": "r20261128-1", "zone": "us-central2-b", "capacity": "spot", "price_per_hour": 8.16}
+    odd = [{"node": "x"}, {"node": 3, "zone": "z"}, "vm", {"node": "x", "zone": "z", "price_per_hour": -1}]
+    attempts = [{"attempt": 1, "vm": vm}, *({"attempt": n + 2, "vm": bad} for n, bad in enumerate(odd))]
+    shown = checking.view(json.dumps({"schema": checking.SCHEMA, "goodput": {"attempts": attempts}}).encode(), logdir="/logs")
+    got = [a["vm"] for a in shown["goodput"]["attempts"]]
+    assert got == [vm, None, None, None, {"node": "x", "zone": "z", "capacity": None, "price_per_hour": None}]
+
+
 @pytest.mark.parametrize("data", [b"", b"\xff\xfe", b"{", b"null", b"[]", b'"view"', b"[" * 100_000, b'{"schema": 1}'])
 def test_what_is_no_view_is_one_line(data: bytes) -> None:
     with pytest.raises(Unreadable) as refused:

@@ -196,7 +196,7 @@ def _goodput(value: object, check: _Checker) -> dict[str, Any] | None:
     def attempt(item: object) -> dict[str, Any] | None:
         if not isinstance(item, dict) or (n := whole(item.get("attempt"))) is None:
             return None
-        return {"attempt": n, "ended": text(item.get("ended"), 40), **_split(item)}
+        return {"attempt": n, "ended": text(item.get("ended"), 40), "vm": _ran_on(item.get("vm")), **_split(item)}
 
     finished = value.get("finished")
     return {
@@ -206,6 +206,14 @@ def _goodput(value: object, check: _Checker) -> dict[str, Any] | None:
         "attempts": check.items(value.get("attempts"), MAX_ATTEMPTS, attempt),
         "skipped_lines": whole(value.get("skipped_lines")),
     }
+
+
+def _ran_on(value: object) -> dict[str, Any] | None:
+    """The run's own TPU VM an attempt ran on (goodput.RanOn), or None."""
+    if not isinstance(value, dict) or (node := text(value.get("node"), 120)) is None or (zone := text(value.get("zone"), 120)) is None:
+        return None
+    price = number(value.get("price_per_hour"))
+    return {"node": node, "zone": zone, "capacity": text(value.get("capacity"), 40), "price_per_hour": price if price is not None and price >= 0 else None}
 
 
 def _window(value: object) -> dict[str, Any] | None:
