@@ -294,9 +294,9 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the_record_follows(cloud: Cloud) -> None:
-    """Babysit's recovery: the own zone first; it stocks out, so the hunt over the run's zones makes the VM in the
-    other one; the record follows it there (zone, price), and the VM is deleted there at the end."""
+def preempted_where_no_capacity_is_left(cloud: Cloud, *, then: str | None = None) -> tuple[Launch, str, str, list[str]]:
+    """A run on its own VM in the first zone of the ranked two, that VM preempted with its zone out of capacity (and
+    the second zone given fault `then`, if any): the launch, run id, VM name and zone order."""
     order = _ranked(cloud)
     launch = cloud.launch("--zones", ",".join(order))
     cloud.started(launch)
@@ -306,8 +306,17 @@ def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the
     agent = _agent_of_worker(run_id, 1)
     assert agent is not None
     cloud.g.faults.stockout(order[0], "capacity")
+    if then is not None:
+        cloud.g.faults.stockout(order[1], then)
     cloud.g.preempt(order[0], name)
     os.kill(agent, signal.SIGKILL)  # the preempted host takes worker 0's session with it
+    return launch, run_id, name, order
+
+
+def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the_record_follows(cloud: Cloud) -> None:
+    """Babysit's recovery: the own zone first; it stocks out, so the hunt over the run's zones makes the VM in the
+    other one; the record follows it there (zone, price), and the VM is deleted there at the end."""
+    launch, run_id, name, order = preempted_where_no_capacity_is_left(cloud)
     assert launch.finish() == 0, launch.stderr
     notices = [line for line in launch.lines if line.startswith("tpuctl: ")]
     assert any(f"{order[0]} has no capacity (code 8); hunting over 1 other candidate, next: {order[1]}" in line for line in notices), launch.stderr

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import run_tpuctl, wait_for
 from tests.integration import test_new_tpu as new_tpu
-from tests.integration.test_new_tpu import Cloud, _agent_of_worker, _ranked
+from tests.integration.test_new_tpu import Cloud, _agent_of_worker, _ranked, preempted_where_no_capacity_is_left
 from tests.integration.test_tpu_preemption import Launch
 
 cluster = new_tpu.cluster  # test_new_tpu.py's fixtures: two sshd hosts, the stand-in with a user's node and another run's
@@ -26,18 +26,7 @@ cloud = new_tpu.cloud
 def _recreating_elsewhere(cloud: Cloud) -> tuple[Launch, str, str, list[str]]:
     """A run on its own VM in the first zone; the VM is preempted, its zone has no capacity, so babysit's recovery
     creates it in the second zone, where the create sits in CREATING: the moment returned."""
-    order = _ranked(cloud)
-    launch = cloud.launch("--zones", ",".join(order))
-    cloud.started(launch)
-    record = cloud.record()
-    run_id, name = record["run_id"], record["created_node"]
-    assert record["zone"] == order[0]
-    agent = _agent_of_worker(run_id, 1)
-    assert agent is not None
-    cloud.g.faults.stockout(order[0], "capacity")
-    cloud.g.faults.stockout(order[1], "stuck")  # the other zone's create neither makes the node nor says no
-    cloud.g.preempt(order[0], name)
-    os.kill(agent, signal.SIGKILL)  # the preempted host takes worker 0's session with it
+    launch, run_id, name, order = preempted_where_no_capacity_is_left(cloud, then="stuck")  # the other zone's create hangs
     wait_for(lambda: cloud.g.node(order[1], name) is not None or launch.proc.poll() is not None, timeout=90)
     assert launch.proc.poll() is None, launch.stderr
     return launch, run_id, name, order
