@@ -331,21 +331,32 @@ def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the
     cloud.assert_bystanders_survive()
 
 
-def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(cloud: Cloud) -> None:
+def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(cloud: Cloud, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Keras fit with BackupAndRestore (tests/integration/scripts/fit_preempted_once.py, saving every 4 steps) on a
-    one-host v4-8. Mid-run the stand-in's node goes PREEMPTED and its host goes down with the worker (the agent is
-    killed, as a preempted Cloud TPU VM's host takes its ssh session): the VM is recreated, attempt 2 restores the
-    backup and goes on from there, and the VM is deleted at the end.
+    one-host v4-8, its model dir in Cloud Storage (the GCS emulator). Mid-run the stand-in's node goes PREEMPTED and
+    its host goes down with the worker (the agent is killed, as a preempted Cloud TPU VM's host takes its ssh session
+    and its disk): the VM is recreated, attempt 2 restores the backup from the bucket and goes on from there, and the
+    VM is deleted at the end.
 
-    The checkpoints are in a model dir on the hosts' shared disk, not in the GCS emulator: TensorFlow's own GCS
-    filesystem ignores STORAGE_EMULATOR_HOST (FIELD-NOTES), so a gs:// model dir cannot reach it from a worker."""
+    TensorFlow's own GCS filesystem calls https://www.googleapis.com whatever STORAGE_EMULATOR_HOST says, so the
+    worker reaches the emulator through tests/standins/gcs_proxy.py (https_proxy, a test CA); tpuctl's own reads of
+    the bucket (google-cloud-storage) go to it through STORAGE_EMULATOR_HOST."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
     from tests.conftest import ROOT
+    from tests.standins.gcs_proxy import keep_gcs_upload_contract, start_gcs_proxy
 
+    keep_gcs_upload_contract()
+    proxy = start_gcs_proxy(cloud.tmp, gcs_emulator)
+    env = {**cloud.env, "STORAGE_EMULATOR_HOST": gcs_emulator, "TPUCTL_STORAGE_ENDPOINT": gcs_emulator}  # the hunt reads the bucket's region
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    bucket = storage.Client(project="tpuctl-test", credentials=AnonymousCredentials()).create_bucket("run-models")
     script = ROOT / "tests" / "integration" / "scripts" / "fit_preempted_once.py"
-    model = cloud.tmp / "model"
-    args = [str(script), "--new-tpu", "v4-8", "--zone", ZONES[0], "--ssh-config", str(cloud.config), "--model-dir", str(model),
-            "--log-dir", str(cloud.tmp / "logs"), "--", "--steps", "60", "--save-every", "4", "--step-time", "0.2"]  # fmt: skip
-    launch = Launch.start(args, cloud.env, cloud.tmp)
+    to_workers = [arg for name, value in proxy.env.items() for arg in ("--env", f"{name}={value}")]
+    args = [str(script), "--new-tpu", "v4-8", "--zone", ZONES[0], "--ssh-config", str(cloud.config), "--model-dir", "gs://run-models/run",
+            "--log-dir", str(cloud.tmp / "logs"), *to_workers, "--", "--steps", "60", "--save-every", "4", "--step-time", "0.2"]  # fmt: skip
+    launch = Launch.start(args, env, cloud.tmp)
     timeline = cloud.tmp / "logs" / "timeline.jsonl"
 
     def saved() -> int:  # backups the worker finished writing (the runtime says each at once, never sampled)
@@ -355,6 +366,8 @@ def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(
     before = saved()
     wait_for(lambda: saved() > before or launch.proc.poll() is not None, timeout=30)  # just after a backup: none half-written
     assert launch.proc.poll() is None, launch.stderr
+    backups = [blob.name for blob in bucket.list_blobs(prefix="run/backup/")]
+    assert [name for name in backups if not name.endswith("/")], backups  # in the bucket, not on the host that goes down
     record = cloud.record()
     run_id, name = record["run_id"], record["created_node"]
     agent = _agent_of_worker(run_id, 1)
