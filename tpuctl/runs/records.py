@@ -139,14 +139,19 @@ class RunRecord:
             return "priced_since is not a time"
         if any(text is not None and not (len(text) <= 400 and text.isprintable()) for text in (self.tpu, self.zone, self.capacity, self.price_note)):
             return "tpu, zone, capacity or price_note is not one printable line"
+        if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
+            return "log_dir is not an absolute path"
+        if self.created_node is None and self.project is None and self.node_fate is None and self.node_end is None:
+            return None  # most runs: no VM of their own (`tpuctl runs` reads thousands)
+        return self._node_problem()
+
+    def _node_problem(self) -> str | None:
         if any(text is not None and not (len(text) <= 200 and text.isprintable()) for text in (self.created_node, self.project)):
             return "created_node or project is not one printable line"
         if (self.node_fate is None) != (self.created_node is None) or (self.node_fate is not None and self.node_fate not in NODE_FATES):
             return "node_fate is not one of " + ", ".join(NODE_FATES) + " for a created_node (and null without one)"
         if self.node_end is not None and (self.created_node is None or self.node_end not in NODE_ENDS):
             return "node_end is not one of " + ", ".join(NODE_ENDS) + " for a created_node (and null without one)"
-        if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
-            return "log_dir is not an absolute path"
         return None
 
 
