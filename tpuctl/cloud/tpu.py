@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
 import threading
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -254,18 +256,15 @@ class TpuApi:
 
     def _google(self) -> tpu_v2.TpuClient:
         if self._client is None:
-            from google.cloud import tpu_v2
-
+            client = client_module()
             default = BY_KEY["tpu-endpoint"].default
             options = None if self.settings.get("tpu-endpoint") == default else {"api_endpoint": self.endpoint}
-            self._client = tpu_v2.TpuClient(transport="rest", client_options=options, credentials=self._credentials().credentials)
+            self._client = client.TpuClient(transport="rest", client_options=options, credentials=self._credentials().credentials)
         return self._client
 
     def service_identity(self, zone: str) -> str:
         """The TPU service agent's email; the call also creates the agent the first time."""
-        from google.cloud import tpu_v2
-
-        request = tpu_v2.GenerateServiceIdentityRequest(parent=self.parent(zone))
+        request = client_module().GenerateServiceIdentityRequest(parent=self.parent(zone))
         where = self._where("generate the TPU service identity", zone, "tpu.locations.generateServiceIdentity")
         reply = guarded(lambda: self._google().generate_service_identity(request=request, timeout=TIMEOUT_S), where)
         return str(reply.identity.email)
@@ -277,9 +276,8 @@ class TpuApi:
         409: the caller compares specs either way, so nothing is created twice.
         """
         from google.api_core import exceptions as api
-        from google.cloud import tpu_v2
 
-        node = tpu_v2.Node.from_json(json.dumps(resource))
+        node = client_module().Node.from_json(json.dumps(resource))
         where = self._where(f"create node {name}", zone, "tpu.nodes.create")
 
         def create() -> str | None:
@@ -387,7 +385,30 @@ def _type_order(name: str) -> tuple[str, int]:
 
 
 def _v2_queued(resource: JSON) -> tpu_v2.QueuedResource:
-    from google.cloud import tpu_v2
-
-    queued: tpu_v2.QueuedResource = tpu_v2.QueuedResource.from_json(json.dumps(resource))
+    queued: tpu_v2.QueuedResource = client_module().QueuedResource.from_json(json.dumps(resource))
     return queued
+
+
+def client_module() -> ModuleType:
+    """google-cloud-tpu, imported as where google-auth's optional aiohttp extra is absent.
+
+    google-api-core's operations package imports its asyncio REST transport
+    when it can, and with aiohttp installed (TensorBoard's and others'
+    dependencies bring it) that pulls in aiohttp: 0.15-0.2 CPU-s of the
+    0.5 s the client's import costs every create, delete, stop and start.
+    tpuctl uses the synchronous REST transport only, and api-core skips the
+    asyncio one when its import fails (operations_v1/transports/__init__.py),
+    so aiohttp is hidden for the import alone and stays importable after it.
+    """
+    loaded = sys.modules.get("google.cloud.tpu_v2")
+    if loaded is not None:
+        return loaded
+    hide = "aiohttp" not in sys.modules
+    if hide:
+        sys.modules["aiohttp"] = None  # type: ignore[assignment]  # import of aiohttp halted: ModuleNotFoundError
+    try:
+        from google.cloud import tpu_v2
+    finally:
+        if hide:
+            del sys.modules["aiohttp"]
+    return tpu_v2
