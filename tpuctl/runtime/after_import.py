@@ -13,22 +13,30 @@ A finder at the front of sys.meta_path answers for the names asked about:
 it lets the other finders find the module as usual, then wraps that one
 loader's exec_module. The loader keeps its class (code that checks for a
 SourceFileLoader still sees one).
+
+The same finder lets a package import with the cyclic garbage collector
+paused (`frozen_after`): TensorFlow's import builds ~300,000 tracked objects
+and almost no garbage (about 1,300 objects), yet the collector's passes over
+them cost a fifth of the import's CPU; frozen afterwards, they are never
+scanned again, by the script's collections or at the exit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import threading
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from importlib.machinery import ModuleSpec
     from types import ModuleType
     from typing import Any
 
 _hooks: dict[str, list[Callable[[ModuleType], None]]] = {}
+_frozen_after: set[str] = set()
 _lock = threading.RLock()
 _finding = threading.local()
 
@@ -38,7 +46,7 @@ class _Finder:
 
     @staticmethod
     def find_spec(name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
-        if name not in _hooks or getattr(_finding, "name", None) == name:
+        if (name not in _hooks and name not in _frozen_after) or getattr(_finding, "name", None) == name:
             return None
         _finding.name = name
         try:
@@ -58,7 +66,10 @@ class _Finder:
             else:
                 with contextlib.suppress(AttributeError):
                     del loader.exec_module
-            original(module)
+            pause = module.__name__ == name and name in _frozen_after
+            _frozen_after.discard(name)
+            with _collector_paused(pause):
+                original(module)
             if module.__name__ == name:
                 _run_hooks(name, module)
 
@@ -86,6 +97,19 @@ def _find_with_the_others(name: str, path: Sequence[str] | None, target: ModuleT
     return None
 
 
+@contextlib.contextmanager
+def _collector_paused(pause: bool) -> Iterator[None]:
+    enabled = pause and gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+            gc.freeze()
+
+
 def _run_hooks(name: str, module: ModuleType) -> None:
     with _lock:
         hooks = _hooks.pop(name, [])
@@ -106,3 +130,13 @@ def when_imported(name: str, hook: Callable[[ModuleType], None]) -> None:
                 sys.meta_path.insert(0, _FINDER)
             return
     hook(module)
+
+
+def frozen_after(name: str) -> None:
+    """Import `name`, whenever that happens, with the cyclic collector paused, then freeze what exists (see above)."""
+    with _lock:
+        if name in sys.modules:
+            return
+        _frozen_after.add(name)
+        if _FINDER not in sys.meta_path:
+            sys.meta_path.insert(0, _FINDER)

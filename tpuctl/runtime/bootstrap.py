@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> None:
         print("usage: python -m tpuctl.runtime SCRIPT [ARGS...]", file=sys.stderr)
         sys.exit(USAGE)
     script, script_args = args[0], args[1:]
+    from tpuctl.runtime import after_import
+
+    after_import.frozen_after("tensorflow")  # whoever imports it: tpuctl's strategy or the script
     channel = adopt_control_channel()
     from tpuctl.runtime.timeline import profiler
 

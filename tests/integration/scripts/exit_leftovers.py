@@ -2,7 +2,8 @@
 
 usage: exit_leftovers.py OUT. Writes OUT/events (a tf.summary writer never flushed or closed, one more held in a
 reference cycle), OUT/plain.txt (a tf.io.gfile file never closed), OUT/finalized (a cyclic object's finalizer,
-once the object is garbage) and OUT/freeze-count (gc's frozen objects when atexit handlers run).
+once the object is garbage), OUT/after-import (whether the collector runs, and gc's frozen objects, once
+TensorFlow is imported) and OUT/freeze-count (gc's frozen objects when atexit handlers run).
 """
 
 import atexit
@@ -13,6 +14,8 @@ import sys
 import tensorflow as tf
 
 out = sys.argv[1]
+with open(os.path.join(out, "after-import"), "w") as handle:
+    handle.write(f"{gc.isenabled()} {gc.get_freeze_count()}")
 
 writer = tf.summary.create_file_writer(os.path.join(out, "events"))
 with writer.as_default():
