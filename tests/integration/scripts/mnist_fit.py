@@ -3,7 +3,11 @@ batch of 64 per worker, random images instead of the download), with no strategy
 enters MultiWorkerMirroredStrategy's scope around it.
 
 usage: mnist_fit.py OUT SECONDS. Each worker writes OUT/ready-<index> after its tenth batch and trains until
-OUT/stop exists (at most SECONDS).
+OUT/stop exists (at most SECONDS). After its tenth batch a worker waits for the test's profiler session to begin
+recording it before it steps on: steps taken before the capture show nothing, and on the test's two cores they
+would slow everything else (the capture's own TensorFlow import among them). The wait sits between steps, so the
+captured steps are whole steps as trained; once the session began, the worker trains on (a wait again after it
+could leave one worker of the pair stepping into an all-reduce the other never joins).
 """
 
 import os
@@ -12,6 +16,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.profiler import trace  # trace.enabled(): whether a profiler session records this process
 
 out, seconds = sys.argv[1], float(sys.argv[2])
 index = os.environ["TPUCTL_WORKER_INDEX"]
@@ -39,7 +44,8 @@ model.compile(
 
 
 class Until(tf.keras.callbacks.Callback):
-    """Says the run is training after ten batches, and ends it when OUT/stop appears or SECONDS pass."""
+    """Says the run is training after ten batches, then waits for a profiler session to begin, and ends the run when
+    OUT/stop appears or SECONDS pass."""
 
     def __init__(self):
         super().__init__()
@@ -48,8 +54,13 @@ class Until(tf.keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if batch == 10:
             open(os.path.join(out, f"ready-{index}"), "w").close()
-        if os.path.exists(os.path.join(out, "stop")) or time.time() > self.end:
+        while batch == 10 and not trace.enabled() and not self.ending():
+            time.sleep(0.02)
+        if self.ending():
             self.model.stop_training = True
+
+    def ending(self):
+        return os.path.exists(os.path.join(out, "stop")) or time.time() > self.end
 
 
 model.fit(train_dataset, epochs=1, steps_per_epoch=1_000_000, verbose=0, callbacks=[Until()])
