@@ -4,7 +4,7 @@ captured, or the one TensorFlow aborted during the capture is named as ended (do
 
 Each run is launched once for the one test that reads it, and stopped when that test ends: a run kept for the module
 would train on beside the other run's test (4 busy TensorFlow processes on 2 cores); the captures are 2 s. The workers
-wait after their tenth batch until the capture's profiler session begins (the scripts' docstrings say how): the
+wait after their third batch until the capture's profiler session begins (the scripts' docstrings say how): the
 capture's TensorFlow import, seconds on a loaded machine, no longer has them training beside it.
 """
 
