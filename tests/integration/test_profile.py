@@ -2,8 +2,9 @@
 left running, a stopped worker named while the other is still captured, and no running run refused.
 
 One launch serves every capture (TensorFlow's start-up is most of a launch's cost); the tests that do not read it
-come first, as a module fixture lives until the module's last test and its workers would train on beside them. Its
-workers train independently (`--strategy none`): a worker stopped under MultiWorkerMirroredStrategy would end the
+come first, as a module fixture lives until the module's last test. Its workers step only while a capture records
+them (tests/integration/scripts/profile_steps.py), so between captures they wait rather than train. They train
+independently (`--strategy none`): a worker stopped under MultiWorkerMirroredStrategy would end the
 run by its peer's heartbeat (~9 s, docs/faults.md) in the middle of the capture that is meant to name it.
 """
 

@@ -3,7 +3,9 @@ the gradient all-reduce is judged communication-bound, not compute-bound, and ev
 captured, or the one TensorFlow aborted during the capture is named as ended (docs/profile.md, "Known TensorFlow fault").
 
 Each run is launched once for the one test that reads it, and stopped when that test ends: a run kept for the module
-would train on beside the other run's test (4 busy TensorFlow processes on 2 cores); the captures are 2 s.
+would train on beside the other run's test (4 busy TensorFlow processes on 2 cores); the captures are 2 s. The workers
+wait after their third batch until the capture's profiler session begins (the scripts' docstrings say how): the
+capture's TensorFlow import, seconds on a loaded machine, no longer has them training beside it.
 """
 
 from __future__ import annotations

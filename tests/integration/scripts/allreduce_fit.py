@@ -2,8 +2,13 @@
 own MultiWorkerMirroredStrategy from TF_CONFIG), with a wide model and a tiny per-replica batch, so each step
 reduces ~12M gradients across the workers for little compute.
 
-usage: allreduce_fit.py OUT SECONDS. Each worker writes OUT/ready-<index> after its tenth batch and trains until
-OUT/stop exists (at most SECONDS); steps are marked by tf-keras itself.
+usage: allreduce_fit.py OUT SECONDS. Each worker writes OUT/ready-<index> after its third batch and trains until
+OUT/stop exists (at most SECONDS); steps are marked by tf-keras itself. After it a worker waits for
+the test's profiler session to begin recording it before it steps on: steps taken before the capture show nothing,
+and on the test's two cores they would slow everything else (the capture's own TensorFlow import among them). The
+wait sits between steps, inside a step whose marker began unrecorded, so the captured steps are whole steps as
+trained; once the session began, the worker trains on (a wait again after it could leave one worker of the pair
+stepping into an all-reduce the other never joins).
 """
 
 import os
@@ -12,8 +17,10 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.profiler import trace  # trace.enabled(): whether a profiler session records this process
 
 out, seconds = sys.argv[1], float(sys.argv[2])
+READY_BATCH = 2  # the third: the first traces the train step, unlike the steps after it
 index = os.environ["TPUCTL_WORKER_INDEX"]
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
@@ -36,17 +43,23 @@ with strategy.scope():
 
 
 class Until(tf.keras.callbacks.Callback):
-    """Says the run is training after ten batches, and ends it when OUT/stop appears or SECONDS pass."""
+    """Says the run is training after its third batch, then waits for a profiler session to begin, and ends the run
+    when OUT/stop appears or SECONDS pass."""
 
     def __init__(self) -> None:
         super().__init__()
         self.end = time.time() + seconds
 
     def on_train_batch_end(self, batch, logs=None):
-        if batch == 10:
+        if batch == READY_BATCH:
             open(os.path.join(out, f"ready-{index}"), "w").close()
-        if os.path.exists(os.path.join(out, "stop")) or time.time() > self.end:
+        while batch == READY_BATCH and not trace.enabled() and not self.ending():
+            time.sleep(0.02)
+        if self.ending():
             self.model.stop_training = True
+
+    def ending(self):
+        return os.path.exists(os.path.join(out, "stop")) or time.time() > self.end
 
 
 model.fit(dataset, epochs=1, steps_per_epoch=1_000_000, verbose=0, callbacks=[Until()])

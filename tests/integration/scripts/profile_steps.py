@@ -3,8 +3,11 @@
 usage: profile_steps.py OUT SECONDS. Each worker appends "START END" (time.perf_counter seconds is useless
 across processes, so time.time) per step to OUT/steps-<index>.txt, and writes OUT/ready-<index> after its
 tenth step: the test profiles a run that is training, and compares the verdict's step time with these. Each step
-is a few ms of matmuls and a 50 ms sleep: the run trains on while every test that reads it runs, so it should take
-few of the cores' cycles.
+is a few ms of matmuls and a 50 ms sleep: the run lives on while every test that reads it runs, so it should take
+few of the cores' cycles. For the same reason a worker takes its steps after the tenth only while a profiler
+session records it, and waits between steps otherwise (its workers are independent, `--strategy none`, so none
+waits for another): every step a capture sees is one it trained then, and the worker costs next to nothing between
+captures.
 """
 
 import os
@@ -12,6 +15,7 @@ import sys
 import time
 
 import tensorflow as tf
+from tensorflow.python.profiler import trace  # trace.enabled(): whether a profiler session records this process
 
 out, seconds = sys.argv[1], float(sys.argv[2])
 index = os.environ["TPUCTL_WORKER_INDEX"]
@@ -30,3 +34,5 @@ with open(os.path.join(out, f"steps-{index}.txt"), "a", buffering=1) as log:
         step += 1
         if step == 10:
             open(os.path.join(out, f"ready-{index}"), "w").close()
+        while step >= 10 and not trace.enabled() and time.time() < end and not os.path.exists(os.path.join(out, "stop")):
+            time.sleep(0.02)
