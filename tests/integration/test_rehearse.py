@@ -36,7 +36,7 @@ def test_a_colab_script_rehearses_as_v2_8_without_colab_tpu_addr(tmp_path: Path)
     report = (tmp_path / "logs" / "rehearsal.json").read_text()
     rehearsal = json.loads(report)
     assert (rehearsal["replicas"], rehearsal["global_batch"], rehearsal["per_replica_batch"]) == (8, 64, 8)
-    assert rehearsal["steps"] == 2 * (512 // 64)  # every train step of both epochs, counted inside the step; not validation's
+    assert rehearsal["steps"] == 2 * (256 // 64)  # every train step of both epochs, counted inside the step; not validation's
     assert rehearsal["seconds_per_step"] > 0
     assert {c["check"]: c["verdict"] for c in rehearsal["checks"]} == {
         "batch split": "ok", "static shapes": "ok", "XLA ops": "ok", "float64": "ok", "steps_per_execution": "ok",
@@ -44,7 +44,7 @@ def test_a_colab_script_rehearses_as_v2_8_without_colab_tpu_addr(tmp_path: Path)
     # The report as a person reads it, at the end of the run.
     assert "tpuctl: rehearsal of v2-8: 8 replicas; rehearsed as one process, one virtual CPU per replica" in result.stderr
     assert "tpuctl:   batch: 64 global, 8 per replica" in result.stderr
-    assert re.search(r"tpuctl:   steps: 16, [0-9.]+s per step on this CPU", result.stderr)
+    assert re.search(r"tpuctl:   steps: 8, [0-9.]+s per step on this CPU", result.stderr)
 
 def test_the_bundled_example_rehearses_a_multi_host_slice_and_says_what_it_stands_in_for(tmp_path: Path) -> None:
     outcome, _ = rehearse(
