@@ -36,7 +36,7 @@ def test_a_colab_script_rehearses_as_v2_8_without_colab_tpu_addr(tmp_path: Path)
     report = (tmp_path / "logs" / "rehearsal.json").read_text()
     rehearsal = json.loads(report)
     assert (rehearsal["replicas"], rehearsal["global_batch"], rehearsal["per_replica_batch"]) == (8, 64, 8)
-    assert rehearsal["steps"] == 2 * (512 // 64)  # every train step of both epochs, counted inside the step; not validation's
+    assert rehearsal["steps"] == 2 * (256 // 64)  # every train step of both epochs, counted inside the step; not validation's
     assert rehearsal["seconds_per_step"] > 0
     assert {c["check"]: c["verdict"] for c in rehearsal["checks"]} == {
         "batch split": "ok", "static shapes": "ok", "XLA ops": "ok", "float64": "ok", "steps_per_execution": "ok",
@@ -44,19 +44,20 @@ def test_a_colab_script_rehearses_as_v2_8_without_colab_tpu_addr(tmp_path: Path)
     # The report as a person reads it, at the end of the run.
     assert "tpuctl: rehearsal of v2-8: 8 replicas; rehearsed as one process, one virtual CPU per replica" in result.stderr
     assert "tpuctl:   batch: 64 global, 8 per replica" in result.stderr
-    assert re.search(r"tpuctl:   steps: 16, [0-9.]+s per step on this CPU", result.stderr)
+    assert re.search(r"tpuctl:   steps: 8, [0-9.]+s per step on this CPU", result.stderr)
 
 def test_the_bundled_example_rehearses_a_multi_host_slice_and_says_what_it_stands_in_for(tmp_path: Path) -> None:
     outcome, _ = rehearse(
-        ROOT / "examples" / "train_tpu.py", "v4-32", tmp_path, "--model-dir", str(tmp_path / "model"),
-        "--", "--epochs", "1", "--examples", "512", env={"COLAB_TPU_ADDR": DEAD_ADDRESS},
+        # v4-16, the smallest multi-host v4: each replica is traced on its own (8, not v4-32's 16: half the CPU).
+        ROOT / "examples" / "train_tpu.py", "v4-16", tmp_path, "--model-dir", str(tmp_path / "model"),
+        "--", "--epochs", "1", "--examples", "256", env={"COLAB_TPU_ADDR": DEAD_ADDRESS},
     )
     assert outcome["exit_code"] == 0, outcome
     rehearsal = outcome["rehearsal"]
-    assert (rehearsal["replicas"], rehearsal["hosts"]) == (16, 4)  # v4 is megacore: one replica per chip
-    assert "standing in for all 4 hosts" in rehearsal["rehearsed_as"]
-    assert rehearsal["global_batch"] == 16 * 16 and rehearsal["steps"] == 512 // 256
-    assert verdicts(outcome)["checkpoints"] == "warning"  # a local model dir on a 4-host slice
+    assert (rehearsal["replicas"], rehearsal["hosts"]) == (8, 2)  # v4 is megacore: one replica per chip, not per core
+    assert "standing in for all 2 hosts" in rehearsal["rehearsed_as"]
+    assert rehearsal["global_batch"] == 8 * 16 and rehearsal["steps"] == 256 // 128
+    assert verdicts(outcome)["checkpoints"] == "warning"  # a local model dir on a 2-host slice
     assert (tmp_path / "model" / "checkpoints" / "epoch-1.weights.h5").is_file()
 
 @pytest.fixture(scope="module")

@@ -69,27 +69,28 @@ def test_each_check_flags_the_script_that_breaks_it(
     assert "failed" not in others.values(), others  # one defect, one finding (a shared run's other is a warning)
 
 def test_an_uneven_evaluation_batch_runs_padded_under_tf_keras(tmp_path: Path) -> None:
-    # evaluate() on batch(1, drop_remainder=True) over 8 replicas: one replica gets the example, seven get none;
-    # TPUStrategy pads them, and the rehearsal runs the evaluation to its end instead of failing the launch.
-    outcome, _ = rehearse(REHEARSE / "uneven_eval.py", "v2-8", tmp_path, "--keras", "tf-keras")
+    # evaluate() on batch(1, drop_remainder=True) over a v5e-4's 4 replicas: one replica gets the example, three get
+    # none; TPUStrategy pads them, and the rehearsal runs the evaluation to its end instead of failing the launch.
+    # (4 replicas, not a v2-8's 8: each replica's step is traced on its own, and any uneven split makes the point.)
+    outcome, _ = rehearse(REHEARSE / "uneven_eval.py", "v5litepod-4", tmp_path, "--keras", "tf-keras")
     assert (outcome["exit_code"], outcome["failure"]) == (0, None), outcome
     assert 0 <= printed(outcome, "uneven_eval")["accuracy"] <= 1  # all 12 one-example batches evaluated
     seen = verdicts(outcome)
     assert seen.pop("batch split") == "warning" and set(seen.values()) == {"ok"}, verdicts(outcome)
     found = {c["check"]: c["detail"] for c in outcome["rehearsal"]["checks"]}
-    assert found["batch split"].startswith("global batch 1 does not split evenly across 8 replicas: TPUStrategy pads")
+    assert found["batch split"].startswith("global batch 1 does not split evenly across 4 replicas: TPUStrategy pads")
 
 def test_keras_3_reducing_an_uneven_first_batch_fails_as_on_a_tpu_and_the_cause_says_why(tmp_path: Path) -> None:
     # Keras 3's evaluate reduces its first batch across the replicas (strategy.reduce, before any step); TPUStrategy
     # does that with add_n outside its program (tpu_strategy.py TPUExtended._reduce_to), as MirroredStrategy does here:
     # shapes [1, 4] and [0, 4] fail on both. The padded batch itself is only a warning.
-    outcome, _ = rehearse(REHEARSE / "uneven_eval.py", "v2-8", tmp_path, "--keras", "keras3")
+    outcome, _ = rehearse(REHEARSE / "uneven_eval.py", "v5litepod-4", tmp_path, "--keras", "keras3")  # 4 replicas, as above
     cause = outcome["failure"]["cause"]["summary"]
     assert outcome["exit_code"] == 1
     assert cause.startswith("the rehearsal's reduce check failed (strategy.reduce was given per-replica values of shapes [1, 4] and [0, 4]"), cause
     assert "then uncaught Python exception: InvalidArgumentError" in cause
     assert verdicts(outcome)["batch split"] == "warning"
-    assert outcome["rehearsal"]["steps"] == 4  # fit on its even batch ran; evaluate stopped where a TPU stops
+    assert outcome["rehearsal"]["steps"] == 256 // (8 * 4)  # fit on its even batch ran; evaluate stopped where a TPU stops
 
 def test_tpu_embeddings_stop_in_one_line_and_the_report_says_what_was_not_rehearsed(tmp_path: Path) -> None:
     # The TPUEmbedding API's own training loop: enqueue, dequeue and apply_gradients work the TPU's embedding

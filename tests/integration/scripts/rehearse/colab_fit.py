@@ -18,9 +18,9 @@ strategy = tf.distribute.TPUStrategy(resolver)
 
 def get_dataset(batch_size):
     rng = np.random.default_rng(0)
-    x = rng.random((512, 28, 28, 1), dtype=np.float32)
-    y = rng.integers(0, 10, 512)
-    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(512).batch(batch_size, drop_remainder=True)
+    x = rng.random((256, 28, 28, 1), dtype=np.float32)
+    y = rng.integers(0, 10, 256)
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(batch_size, drop_remainder=True)
 
 
 def create_model():
