@@ -172,7 +172,10 @@ def test_sigkill_of_the_detached_supervisor_leaves_no_process_and_the_run_reads_
     env = {**os.environ, "PID_DIR": str(pid_dir)}
     record = detach(str(SCRIPTS / "crash_or_hang.py"), "--workers", "2", "--strategy", "none", env=env)
     wait_for(lambda: len(read_pids(pid_dir)) == 4)  # two workers, each with a child
-    started = processes_of(record.run_id)
+    # A process read in the middle of its exec shows an empty environment for a moment: look again until all are seen.
+    deadline = time.monotonic() + 10
+    while not set(read_pids(pid_dir)) <= set(started := processes_of(record.run_id)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert set(read_pids(pid_dir)) <= set(started) and len(started) >= 6, [describe(p) for p in started]  # and a reaper each
     os.kill(record.pid, signal.SIGKILL)
     assert_gone([*started, record.pid])

@@ -110,9 +110,14 @@ def _share(value: float) -> str:
 
 
 def _wait(what: Callable[[], T | None], timeout: float = 60.0) -> T:
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        found = what()
+        try:
+            found = what()
+        except StaleElementReferenceException:  # the page re-rendered between finding an element and reading it
+            found = None
         if found:
             return found
         assert time.monotonic() < deadline, "the page did not get there in time"
