@@ -393,8 +393,8 @@ def client_module() -> ModuleType:
     """google-cloud-tpu, imported as where google-auth's optional aiohttp extra is absent.
 
     google-api-core's operations package imports its asyncio REST transport
-    when it can, and with aiohttp installed (TensorBoard's and others'
-    dependencies bring it) that pulls in aiohttp: 0.15-0.2 CPU-s of the
+    when it can, and with aiohttp installed (gcsfs, for one, brings it) that
+    pulls in aiohttp: 0.15-0.2 CPU-s of the
     0.5 s the client's import costs every create, delete, stop and start.
     tpuctl uses the synchronous REST transport only, and api-core skips the
     asyncio one when its import fails (operations_v1/transports/__init__.py),

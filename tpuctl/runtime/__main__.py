@@ -4,8 +4,9 @@ CPython's shutdown runs the cyclic garbage collector several times while it tear
 over the ~280,000 objects TensorFlow and Keras leave tracked costs ~0.13 CPU-s: a worker's exit took 0.7-0.9 CPU-s,
 a quarter of a short worker's whole CPU. So once the script is done, one collection finalizes what it left
 unreachable (its namespace, its cyclic objects, as the shutdown would have), and `gc.freeze()` leaves everything
-still alive (the libraries' state) to the process's end, as Instagram's services do. atexit handlers still run
-after it (TensorFlow's own, `weakref.finalize`, multiprocessing's), so do C++ destructors (summary writers flush).
+still alive (the libraries' state) to the process's end. atexit handlers still run after it (TensorFlow's own,
+`weakref.finalize`, multiprocessing's), and what a script left unflushed still lands: an open summary writer's
+events, one held in a reference cycle, an unclosed tf.io.gfile file (tests/integration/test_worker_exit.py).
 """
 
 import gc
