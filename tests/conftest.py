@@ -84,6 +84,13 @@ def wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyp
 
 
 @pytest.fixture
+def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """XDG data and state folders of the test's own: the node specs and run records it saves meet no other test's."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+@pytest.fixture
 def pid_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "pids"
     folder.mkdir()

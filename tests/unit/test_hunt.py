@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,8 @@ STOCKOUTS = {
 SPOT, ON_DEMAND = Capacity("spot"), Capacity("on-demand")
 FLEX, RESERVATION = Capacity("flex-start"), Capacity("reserved", "my-reservation")
 FLEX_BASE = replace(BASE, max_run_duration="2h")  # create checks flex-start's run duration before any hunt
+
+pytestmark = pytest.mark.usefixtures("private_dirs")
 
 
 @dataclass
@@ -131,13 +132,6 @@ class ZonedApi:
             raise TpuctlError(f"Permission 'tpu.queuedresources.delete' denied in {zone}")
         self.queued.pop((zone, resource_id), None)
         self.nodes.pop((zone, resource_id), None)  # force: the node it holds goes with it
-
-
-@pytest.fixture(autouse=True)
-def _private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    yield
 
 
 def no_sleep(seconds: float) -> None:

@@ -6,7 +6,6 @@ NodeSpec, the stockout memory and the babysit loop are tpuctl's own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,12 +23,7 @@ OWN = "z0-west1-a"
 LOST = replace(BASE, zone=OWN, spot=True)  # a spot node babysat in its own zone, its spec saved by create
 ELSEWHERE = "z1-west1-a"
 
-
-@pytest.fixture(autouse=True)
-def _private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    yield
+pytestmark = pytest.mark.usefixtures("private_dirs")
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ against the in-memory fake of the TPU API the lifecycle tests use."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,12 +24,7 @@ from tpuctl.tpu.capacity import Capacity
 
 RUN = "20261128-142640-train-ab12"
 
-
-@pytest.fixture(autouse=True)
-def _spec_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    yield
+pytestmark = pytest.mark.usefixtures("private_dirs")
 
 
 @given(st.text(min_size=1, max_size=300))
