@@ -71,11 +71,11 @@ def test_five_megabytes_of_damage_are_skipped_well_under_a_second(kind: str) -> 
         garbage = _repeated(b"".join(struct.pack("<ii", i, 0) for i in range(7)), size)
     data = scalar("loss", 1, 0.5) + garbage + scalar("loss", 2, 0.25)
     decoder, buffer = Decoder(), RecordBuffer()
-    started = time.perf_counter()
+    started = time.thread_time()  # this thread's CPU: the suite's other workers share the cores
     got = []
     for at in range(0, len(data), 4 << 20):  # as the tailer reads: 4 MB chunks
         got += decoder.scan(buffer, data[at : at + (4 << 20)])[0]
-    took = time.perf_counter() - started
+    took = time.thread_time() - started
     assert [(tag, step) for tag, step, _, _ in got] == [("loss", 1), ("loss", 2)]
     assert buffer.damage and buffer.pending == b""
     # Random damage and zeroed blocks: milliseconds. Small integers every 8 bytes make a candidate
@@ -119,11 +119,11 @@ def test_five_megabytes_of_random_small_integers_are_skipped_in_under_a_second()
     garbage = b"".join(struct.pack("<ii", rng.randrange(1 << 16), 0) for _ in range((5 << 20) // 8))
     data = scalar("loss", 1, 0.5) + garbage + scalar("loss", 2, 0.25)
     decoder, buffer = Decoder(), RecordBuffer()
-    started = time.perf_counter()
+    started = time.thread_time()  # this thread's CPU: the suite's other workers share the cores
     got = []
     for at in range(0, len(data), 4 << 20):
         got += decoder.scan(buffer, data[at : at + (4 << 20)])[0]
-    took = time.perf_counter() - started
+    took = time.thread_time() - started
     assert [(tag, step) for tag, step, _, _ in got] == [("loss", 1), ("loss", 2)]
     assert took < 0.8, f"{took:.2f} s"
 
