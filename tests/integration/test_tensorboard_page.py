@@ -138,8 +138,9 @@ def _show(driver: Any, key: str) -> None:
     from selenium.webdriver.support.ui import Select
 
     _in_tab(driver)
-    select = _wait(lambda: driver.find_elements(By.ID, "run-select"))[0]
-    Select(select).select_by_value(key)
+    # The run list arrives after the select is drawn: wait for the run's own option.
+    _wait(lambda: driver.find_elements(By.CSS_SELECTOR, f"#run-select option[value={json.dumps(key)}]"))
+    Select(driver.find_element(By.ID, "run-select")).select_by_value(key)
     drawn = "return document.getElementById('run-page').dataset.ready === '1' && document.querySelector('#run-page .loading') === null"
     _wait(lambda: driver.execute_script(drawn))
 
