@@ -70,9 +70,14 @@ lint: $(STAMP)
 # module-scoped fixture (one launch that several tests read) runs once. `make test PYTEST_WORKERS=0` runs serially.
 PYTEST_WORKERS ?= 4
 
-# compileall first: where the environment sets PYTHONDONTWRITEBYTECODE (this project's machines do), every CLI, worker
-# and agent process the tests start would otherwise compile tpuctl's modules from source again (0.4 CPU-s here, once).
-test: lint $(SSHD) $(BROWSER) $(COMPAT_STAMP)
+# Where the environment sets PYTHONDONTWRITEBYTECODE (this project's machines do), nothing caches compiled code, so:
+# - compileall: every CLI, worker and agent process the tests start would compile tpuctl's modules from source again;
+# - one collection pass with bytecode writing on caches pytest's assertion-rewritten test modules: each xdist worker
+#   collects the whole suite and otherwise rewrites every module again (5 of its 8 CPU-s here). It runs beside ruff
+#   and mypy, which use one core; a collection error it meets is reported by the real run.
+test: $(STAMP) $(SSHD) $(BROWSER) $(COMPAT_STAMP)
+	@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider > /dev/null 2>&1 & \
+		$(MAKE) --no-print-directory lint; status=$$?; wait; exit $$status
 	$(BIN)/python -m compileall -q tpuctl > /dev/null
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
