@@ -7,7 +7,8 @@ One capture for the module: Keras fits with a profiler server each, traced by on
 - bare is a Keras 3 fit without markers, as a script run without tpuctl's runtime leaves it;
 - tf215 is TensorFlow 2.15's Keras 2 (which marks its steps itself), where .venv-tf215 exists.
 Each worker writes the duration of its own steps, which the verdict's step times must agree with.
-The slow-input workers sleep rather than compute, so four workers fit on two cores.
+The slow-input workers sleep rather than compute, and worker:0 idles until the trace begins, so four workers fit on
+two cores.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 CAPTURE_MS = 2000
 # worker name -> (options of worker.py, whether it runs on TensorFlow 2.15)
 WORKERS = {
-    "worker:0": ([], False),
+    "worker:0": (["--idle-until-traced"], False),
     "worker:1": (["--slow-input-ms", "50"], False),
     "bare": (["--no-markers", "--slow-input-ms", "10"], False),
     "tf215": (["--slow-input-ms", "10"], True),

@@ -1,6 +1,6 @@
 """A small Keras fit with a profiler server: what `tpuctl profile` captures, for the verdict tests.
 
-usage: worker.py PORT TIMES_FILE [--slow-input-ms MS] [--no-markers] [--seconds S]
+usage: worker.py PORT TIMES_FILE [--slow-input-ms MS] [--no-markers] [--idle-until-traced] [--seconds S]
 
 Every step's own duration, from its start to the next one's (so it holds all the worker does per step, as a
 profiler's step does), goes to TIMES_FILE (one `start_unix_s duration_ms` line each), so a test can hold the
@@ -8,7 +8,10 @@ verdict's step time against the script's own clock. One long epoch: no epoch-end
 step numbers (which restart with every epoch) stay unique. Keras 3 leaves no step markers, so (as tpuctl's runtime does
 for `fit`) a callback wraps each step in `Trace("train", step_num=..., _r=1)`; `--no-markers` leaves it out, as a
 bare Keras 3 script would. Keras 2 (TensorFlow 2.15's tf.keras) marks its steps itself.
-`--slow-input-ms` sleeps in the input pipeline before each batch: an input-bound worker.
+`--slow-input-ms` sleeps in the input pipeline before each batch: an input-bound worker. `--idle-until-traced` waits
+after the first step until a profiler session records the process (checked between steps), so that a compute-bound
+worker does not train at full speed beside the others' start-up; the step it waited in began before the trace and is
+not among the steps a test holds the trace against.
 """
 
 import argparse
@@ -18,12 +21,14 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.profiler import trace  # trace.enabled(): whether a profiler session records this process
 
 parser = argparse.ArgumentParser()
 parser.add_argument("port", type=int)
 parser.add_argument("times")
 parser.add_argument("--slow-input-ms", type=float, default=0.0)
 parser.add_argument("--no-markers", action="store_true")
+parser.add_argument("--idle-until-traced", action="store_true")
 parser.add_argument("--seconds", type=float, default=90.0)
 args = parser.parse_args()
 
@@ -44,6 +49,8 @@ class StepClock(keras.callbacks.Callback):
         self.end = time.monotonic() + args.seconds
 
     def on_train_batch_begin(self, batch, logs=None):
+        while args.idle_until_traced and self.step > 0 and not trace.enabled() and time.monotonic() < self.end:
+            time.sleep(0.02)
         now = (time.time(), time.perf_counter())
         if self.last is not None:
             self.out.write(f"{self.last[0]:.6f} {(now[1] - self.last[1]) * 1000:.3f}\n")
