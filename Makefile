@@ -66,8 +66,9 @@ lint: $(STAMP)
 
 # pytest-xdist workers: many tests wait on the processes they start (TensorFlow workers, sshd, stand-in servers,
 # timeouts) rather than compute, so 4 keep 2 cores busy (measured on 2 cores: 3 left 12% of the CPU idle, 4 about
-# 5%, 5 was no faster and its contention broke timing-sensitive tests). --dist loadfile: a module's tests share one worker, so a
-# module-scoped fixture (one launch that several tests read) runs once. `make test PYTEST_WORKERS=0` runs serially.
+# 5%, 5 was no faster and its contention broke timing-sensitive tests). --dist loadfile: a module's tests share one
+# worker, so a module-scoped fixture (one launch that several tests read) runs once. `make test PYTEST_WORKERS=0`
+# runs serially.
 PYTEST_WORKERS ?= 4
 
 # Where the environment sets PYTHONDONTWRITEBYTECODE (this project's machines do), nothing caches compiled code, so:

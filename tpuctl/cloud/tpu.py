@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from tpuctl.cloud.credentials import Identity
 
 TIMEOUT_S = 60.0
+_CLIENT_IMPORT = threading.Lock()  # client_module's first import
 ALPHA = "v2alpha1"  # flex-start only: the one API version with a queued resource's provisioningModel and runDuration
 
 
@@ -403,12 +404,14 @@ def client_module() -> ModuleType:
     loaded = sys.modules.get("google.cloud.tpu_v2")
     if loaded is not None:
         return loaded
-    hide = "aiohttp" not in sys.modules
-    if hide:
-        sys.modules["aiohttp"] = None  # type: ignore[assignment]  # import of aiohttp halted: ModuleNotFoundError
-    try:
-        from google.cloud import tpu_v2
-    finally:
+    with _CLIENT_IMPORT:  # threads (a hunt's zones) that meet the first import see aiohttp hidden once, restored once
+        hide = "aiohttp" not in sys.modules
         if hide:
-            del sys.modules["aiohttp"]
+            sys.modules["aiohttp"] = None  # type: ignore[assignment]  # import of aiohttp halted: ModuleNotFoundError
+        try:
+            from google.cloud import tpu_v2
+        finally:
+            if hide:
+                del sys.modules["aiohttp"]
     return tpu_v2
+

@@ -17,6 +17,6 @@ from tpuctl.runtime.bootstrap import main
 try:
     main()
 finally:
-    if "tensorflow" in sys.modules:  # without it the shutdown's passes are short: a --strategy none script's own
+    if "tensorflow" in sys.modules:  # without TensorFlow the shutdown's passes are short: nothing to skip
         gc.collect()
         gc.freeze()

@@ -99,13 +99,13 @@ def _find_with_the_others(name: str, path: Sequence[str] | None, target: ModuleT
 
 @contextlib.contextmanager
 def _collector_paused(pause: bool) -> Iterator[None]:
-    enabled = pause and gc.isenabled()
-    if enabled:
+    paused = pause and gc.isenabled()  # a collector the script turned off stays off, and nothing is frozen
+    if paused:
         gc.disable()
     try:
         yield
     finally:
-        if enabled:
+        if paused:
             gc.enable()
             gc.freeze()
 
