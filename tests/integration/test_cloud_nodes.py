@@ -82,7 +82,7 @@ def test_round_trip_and_every_rerun_is_a_no_op(google_standin: GoogleStandin, cl
     assert cli("start", "my-tpu").stdout == "my-tpu is READY\n"
     assert "already READY" in cli("start", "my-tpu").stdout
 
-    assert cli("delete", "my-tpu", "--yes").stdout == f"deleted my-tpu in {ZONE}\n"
+    assert cli("delete", "my-tpu", "--yes").stdout == f"deleted node my-tpu (READY) in {ZONE}\n"
     assert "nothing to delete" in cli("delete", "my-tpu", "--yes").stdout
     assert g.nodes(ZONE) == []
     no_confirm = cli("delete", "other", code=0)  # nothing to delete needs no confirmation

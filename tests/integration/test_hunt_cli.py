@@ -150,7 +150,7 @@ def test_ctrl_c_mid_hunt_deletes_the_try_in_flight_and_exits_130(google_standin:
         _, stderr = hunting.communicate(timeout=60)
     assert hunting.returncode == 130, stderr
     last = stderr.splitlines()[-1]
-    assert last.startswith(f"Error: interrupted while trying {order[1]}; what the try had made was deleted, nothing was left behind; tried before: {order[0]}")
+    assert last.startswith(f"Error: interrupted while creating hunt in {order[1]}; the CREATING node it had made was deleted, nothing was left behind; tried before: {order[0]}")
     assert "Traceback" not in stderr and g.tpu.nodes == {} and specs(cli) == []
 
 
@@ -309,7 +309,7 @@ def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_r
     assert (g.node(order[1], "sitter") or {})["schedulingConfig"]["spot"]
     assert specs(cli) == [cli.spec_file("sitter", order[1])]  # the old zone's spec taken back: every command finds it alone
     assert [(r["zone"], r["kind"]) for r in cli.memory()] == [(order[0], "spot")]
-    assert cli("delete", "sitter", "--yes").stdout.startswith(f"deleted sitter in {order[1]}")
+    assert cli("delete", "sitter", "--yes").stdout.startswith(f"deleted node sitter (READY) in {order[1]}")
 
 
 @pytest.mark.parametrize(

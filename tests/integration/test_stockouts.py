@@ -122,7 +122,7 @@ def test_the_zone_a_node_landed_in_is_found_without_zone(google_standin: GoogleS
     launched = cli("launch", "--tpu", "hunt", "--dry-run", str(script))
     assert all(ip in launched.stdout for ip in ips), launched.stdout
     assert cli("babysit", "hunt", "--", "true").returncode == 0
-    assert cli("delete", "hunt", "--yes").stdout.startswith(f"deleted hunt in {ZONE}")
+    assert cli("delete", "hunt", "--yes").stdout.startswith(f"deleted node hunt (READY) in {ZONE}")
     assert g.node(ZONE, "hunt") is None
 
 

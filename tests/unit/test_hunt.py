@@ -23,6 +23,7 @@ from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import Operation, Queued
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, CapacityError, TpuctlError
+from tpuctl.tpu import stockouts
 from tpuctl.tpu.capacity import Capacity
 
 PROJECT = "tpuctl-test"
@@ -124,7 +125,8 @@ class ZonedApi:
 
     def get_queued(self, zone: str, resource_id: str) -> Queued | None:
         self.clock[0] += 1.0
-        return self.queued.get((zone, resource_id))
+        found = self.queued.get((zone, resource_id))
+        return None if found is None else replace(found, resource_id=resource_id, node_ids=(resource_id,))  # tpuctl's: one node of its id
 
     def delete_queued(self, zone: str, resource_id: str) -> None:
         self.calls.append(f"delete queued {zone}")
@@ -205,14 +207,19 @@ def test_all_stocked_out_is_one_line_with_every_zone_and_why() -> None:
 
 
 def test_the_hunt_timeout_caps_each_try_and_ends_the_hunt(tmp_path: Path) -> None:
-    """A zone that leaves the create CREATING gets what is left of the hunt, not the whole create-deadline."""
+    """A zone that leaves the create CREATING gets what is left of the hunt, not the whole create-deadline; it took the
+    whole budget, so it is remembered as slow (and a rerun ranks it last, as a stockout: test_hunt_candidates)."""
     api = ZonedApi(endings={"z1-west1-a": ["stuck"], "z2-west1-a": ["stuck"]})
     began = time.monotonic()
+    said: list[str] = []
     with pytest.raises(HuntStopped, match=r"^no capacity found within --hunt-timeout 0.3 s; tried before: z1-west1-a ") as stopped:
-        run(api, zones("z1-west1-a", "z2-west1-a"), timeout_s=0.3, clock=time.monotonic, sleep=lambda s: time.sleep(0.02), create_deadline_s=3600.0)
+        hunt(api, BASE, zones("z1-west1-a", "z2-west1-a"), lambda state, elapsed: None, say=said.append, runtime_given=False, timeout_s=0.3,
+             clock=time.monotonic, sleep=lambda s: time.sleep(0.02), create_deadline_s=3600.0)  # fmt: skip
     assert 0.3 <= time.monotonic() - began < 5.0
     assert [t.why for t in stopped.value.tried] == ["no capacity (stuck in CREATING)"] and api.nodes == {}
-    assert memory(tmp_path) == []  # ended by the hunt's own bound: no stockout to remember
+    assert [(r["zone"], r["why"]) for r in memory(tmp_path)] == [("z1-west1-a", stockouts.SLOW)]  # no stockout: slow
+    assert said == ["z1-west1-a v5litepod-16 spot: stuck in CREATING when --hunt-timeout ran out; remembered as slow, a rerun tries it last"]
+    assert stockouts.recent(PROJECT, "z1-west1-a", "v5litepod-16", "spot") is not None  # what ranks it last next time
 
 
 def test_types_then_kinds_in_the_given_order_and_a_fallback_says_what_changed() -> None:
@@ -246,7 +253,7 @@ def test_ctrl_c_mid_try_deletes_the_try_and_exits_130(tmp_path: Path) -> None:
         run(api, zones("z1-west1-a", "z2-west1-a", "z3-west1-a"))
     assert stopped.value.exit_code == INTERRUPTED
     assert stopped.value.message.startswith(
-        "interrupted while trying z2-west1-a; what the try had made was deleted, nothing was left behind; tried before: z1-"
+        "interrupted while creating hunt in z2-west1-a; the CREATING node it had made was deleted, nothing was left behind; tried before: z1-"
     )
     assert api.nodes == {} and saved("z2-west1-a") is None and "delete z2-west1-a" in api.calls
 
@@ -257,7 +264,7 @@ def test_a_second_ctrl_c_names_what_is_left_and_how_to_delete_it() -> None:
         run(api, zones("z1-west1-a", "z2-west1-a"))
     assert stopped.value.exit_code == INTERRUPTED
     assert stopped.value.message == (
-        "interrupted while trying z1-west1-a; hunt may be left in z1-west1-a: `tpuctl delete hunt --zone z1-west1-a` deletes it; "
+        "interrupted while creating hunt in z1-west1-a; it may be left: `tpuctl delete hunt --zone z1-west1-a` deletes it; "
         "no other candidate was tried"
     )
 
@@ -299,7 +306,7 @@ def test_ctrl_c_while_queued_names_the_queued_resource_delete_when_it_fails() ->
     api = ZonedApi(queue_endings={"z1-west1-a": ["interrupt"]}, queued_deletes_fail=True)
     with pytest.raises(HuntStopped) as stopped:
         run(api, zones("z1-west1-a", kind=FLEX), base=FLEX_BASE)
-    assert "`gcloud compute tpus queued-resources delete hunt --zone z1-west1-a --force`" in stopped.value.message
+    assert "it may be left: `tpuctl delete hunt --zone z1-west1-a` deletes it" in stopped.value.message  # the queued resource too
 
 
 def test_a_queued_try_still_waiting_past_the_try_deadline_moves_on_to_the_next_kind(tmp_path: Path) -> None:

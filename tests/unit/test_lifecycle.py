@@ -8,7 +8,7 @@ Nothing sleeps: waits record their pauses instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -97,11 +97,17 @@ class FakeApi:
         if not states:
             return None
         state = states.pop(0) if len(states) > 1 else states[0]
-        return state if isinstance(state, Queued) else Queued(state)
+        found = state if isinstance(state, Queued) else Queued(state)
+        return replace(found, resource_id=resource_id, node_ids=found.node_ids or (resource_id,))  # as tpuctl queues: one node of its id
 
     def delete_queued(self, zone: str, resource_id: str) -> None:
         self.calls.append(f"delete queued {resource_id}")
         self.queued.pop(resource_id, None)
+        if resource_id in self.nodes:  # force: the queued resource's node goes with it
+            self.script[resource_id] = ["DELETING", "GONE"]
+
+    def list_queued(self, zone: str) -> list[Queued]:
+        return [q for q in (self.get_queued(zone, resource_id) for resource_id in list(self.queued)) if q is not None]
 
 
 @pytest.fixture(autouse=True)
@@ -230,13 +236,48 @@ def test_queued_request_waits_for_capacity_then_for_the_node() -> None:
     assert api.calls == ["queue my-tpu"]
 
 
-def test_delete_waits_until_gone_and_a_gone_node_is_a_no_op() -> None:
+def test_remove_waits_until_gone_forgets_the_spec_and_a_gone_node_is_a_no_op() -> None:
     api = FakeApi()
     api.add("my-tpu", "READY")
-    deleted, seen = _run(lifecycle.delete, api, ZONE, "my-tpu")
-    assert deleted and seen == ["DELETING"] and "my-tpu" not in api.nodes
-    again, _ = _run(lifecycle.delete, api, ZONE, "my-tpu")
-    assert again is False
+    nodespec.save(SPEC)
+    removed, seen = _run(lifecycle.remove, api, ZONE, "my-tpu")
+    assert (removed.node, removed.queued) == ("READY", None) and seen == ["DELETING"] and "my-tpu" not in api.nodes
+    assert removed.line() == f"deleted node my-tpu (READY) in {ZONE}" and nodespec.load(SPEC.project, ZONE, "my-tpu") is None
+    again, _ = _run(lifecycle.remove, api, ZONE, "my-tpu")
+    assert not again.found and again.line() == f"my-tpu does not exist in {ZONE}; nothing to delete"
+
+
+def test_remove_takes_the_queued_resource_that_made_the_node_and_one_that_outlived_it() -> None:
+    """Deleting a queued resource's node alone leaves the request SUSPENDED, holding quota: remove deletes it too."""
+    api = FakeApi()
+    api.add("my-tpu", "READY", queuedResource=f"projects/tpuctl-test/locations/{ZONE}/queuedResources/my-tpu")
+    api.queued["my-tpu"] = ["ACTIVE"]
+    removed, _ = _run(lifecycle.remove, api, ZONE, "my-tpu")
+    assert api.calls == ["delete queued my-tpu"] and "my-tpu" not in api.nodes and not api.queued
+    assert removed.line() == f"deleted node my-tpu (READY) and its queued resource my-tpu (ACTIVE) in {ZONE}"
+    api.queued["left"] = ["SUSPENDED"]  # its node gone (a flex-start's run ended, a node deleted by hand)
+    removed, _ = _run(lifecycle.remove, api, ZONE, "left")
+    assert api.calls[-1] == "delete queued left" and not api.queued
+    assert removed.line() == f"deleted queued resource left (SUSPENDED), which had outlived its node left, in {ZONE}"
+
+
+def test_remove_leaves_a_queued_resource_that_asks_for_other_nodes_too() -> None:
+    api = FakeApi()
+    api.add("slice-0", "READY", queuedResource=f"projects/tpuctl-test/locations/{ZONE}/queuedResources/multi")
+    api.queued["multi"] = [Queued("ACTIVE", node_ids=("slice-0", "slice-1"))]
+    removed, _ = _run(lifecycle.remove, api, ZONE, "slice-0")
+    assert api.calls == ["delete slice-0"] and api.queued["multi"]
+    assert removed.line().endswith("; queued resource multi asks for other nodes too and is left as it is")
+
+
+def test_remove_gives_up_at_its_deadline_naming_what_is_left_and_how_to_delete_it() -> None:
+    api = FakeApi()
+    api.add("my-tpu", "READY")
+    api.delete_node = lambda zone, name: api.script.__setitem__(name, ["DELETING"]) or "operations/delete"  # type: ignore[method-assign]
+    with pytest.raises(TpuctlError) as stuck:
+        lifecycle.remove(api, ZONE, "my-tpu", lambda state, elapsed: None, deadline_s=0.0, sleep=lambda s: None)
+    assert stuck.value.message == f"my-tpu in {ZONE} is still there after 0 s (node DELETING); the service goes on deleting it"
+    assert stuck.value.hint == f"`tpuctl delete my-tpu --zone {ZONE}` deletes it (it waits again)"
 
 
 def test_stop_and_start_wait_for_the_end_state_and_repeat_as_no_ops() -> None:

@@ -25,13 +25,30 @@ def test_any_text_makes_a_value_cloud_accepts(text: str) -> None:
     assert STRICT_VALUE.match(label_value(text)), label_value(text)
 
 
-def test_a_run_id_keeps_its_time_and_random_tail() -> None:
+def test_a_value_reads_as_its_run_id_and_a_long_one_keeps_its_time() -> None:
     rid = run_id("Train.v2.py")
     value = label_value(rid)
-    assert value == "r" + rid.lower().replace(".", "-")
+    assert value.startswith("r" + rid.lower().replace(".", "-") + "-") and len(value) == len(rid) + 18  # r, -, 16 hex
     long_rid = run_id("x" * 120 + ".py")
     long_value = label_value(long_rid)
-    assert len(long_value) == 63 and long_value.endswith(long_rid[-5:]) and long_value.startswith("r" + long_rid[:15])
+    assert len(long_value) == 63 and long_value.startswith("r" + long_rid[:15])
+
+
+def test_ids_that_clean_up_alike_never_share_a_value() -> None:
+    """The field's collision: a lost record of `...-Train-3f2a` deleted the VM labelled for `...-train-3f2a`, and
+    `train.v2` matched `train-v2`. The value carries a hash of the whole id: one id, one value."""
+    pairs = [
+        ("20260101-120000-Train-3f2a", "20260101-120000-train-3f2a"),
+        ("20260101-120000-train.v2-3f2a", "20260101-120000-train-v2-3f2a"),
+        ("20260101-120000-a" + "x" * 80 + "-3f2a", "20260101-120000-b" + "x" * 80 + "-3f2a"),  # cut in the middle alike
+    ]
+    for one, other in pairs:
+        assert label_value(one) != label_value(other), (one, other)
+
+
+@given(st.lists(st.text(max_size=80), min_size=2, max_size=30, unique=True))
+def test_distinct_ids_get_distinct_values(ids: list[str]) -> None:
+    assert len({label_value(rid) for rid in ids}) == len(ids)
 
 
 def test_two_long_runs_of_one_script_in_one_second_get_two_values() -> None:

@@ -8,6 +8,7 @@ of today's flags (`--zone`, `--spot`, `--preemptible`) is no hunt: node_ops keep
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -76,8 +77,9 @@ def _named(flags: dict[str, Any]) -> Capacity | None:
     return None
 
 
-def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool) -> None:
-    """Gather the offers, hunt through them, and report where the node landed and what was tried."""
+def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool, settle: Callable[[], None]) -> None:
+    """Gather the offers, hunt through them, and report where the node landed and what was tried (`settle` first:
+    signals.as_interrupt)."""
     from tpuctl.cloud import nodespec
     from tpuctl.cloud.capacity.hunt import HuntStopped, hunt, spec_for
 
@@ -120,6 +122,7 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
             tried = _tries(stopped.tried) if isinstance(stopped, HuntStopped) else []
             click.echo(json.dumps({"name": name, "created": False, "error": stopped.message, "hunt": {"tries": tried, "skipped": _skips(skipped)}}, indent=2))
         raise
+    settle()
     _report(done, found, listed.get("price"), no_wait, as_json, skipped)
 
 

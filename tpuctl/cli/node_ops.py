@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ import click
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.created import list_price, report
 from tpuctl.cli.display import StatusLine
+from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 if TYPE_CHECKING:
@@ -59,14 +61,24 @@ def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity:
     another, best first, until one holds (docs/capacity.md, How tpuctl chooses).
     """
     from tpuctl.cli import create_hunt
+    from tpuctl.cloud import nodespec
+    from tpuctl.safety import signals
+
+    nodespec.check_name(name)
+    hunting = create_hunt.plan(flags, zones, capacity, hunt_timeout)
+    with signals.as_interrupt() as settle:
+        if hunting is not None:
+            create_hunt.run(name, hunting, flags, no_wait, as_json, settle)
+        else:
+            _create_one(name, no_wait, as_json, settle, flags)
+
+
+def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], None], flags: dict[str, Any]) -> None:
+    """A create in one zone as one kind (no hunt); `settle` once the node is there, before its report."""
     from tpuctl.cloud import lifecycle, nodespec
     from tpuctl.inputs.errors import CapacityError
     from tpuctl.tpu import stockouts
 
-    nodespec.check_name(name)
-    hunting = create_hunt.plan(flags, zones, capacity, hunt_timeout)
-    if hunting is not None:
-        return create_hunt.run(name, hunting, flags, no_wait, as_json)
     spec, resolved = nodespec.from_flags(name, **flags)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
@@ -79,10 +91,11 @@ def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity:
     try:
         with StatusLine(f"creating {name}") as progress:
             given = resolved.given("runtime-version")
-            result = lifecycle.ensure(api, spec, progress, wait=not no_wait, runtime_given=given, deadline_s=deadline, before_create=price)
+            result = lifecycle.attempt(api, spec, progress, wait=not no_wait, runtime_given=given, deadline_s=deadline, before_create=price)
     except CapacityError as stockout:
         stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
         raise
+    settle()
     if as_json:
         body = {"name": name, "zone": spec.zone, "acceleratorType": spec.accelerator(), "capacity": spec.capacity(), "created": result.created}
         click.echo(json.dumps({**body, "state": result.node.state, "listPrice": listed[0]}, indent=2))
@@ -131,22 +144,34 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
 @zone_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 def delete(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, yes: bool) -> None:
-    """Delete the TPU VM NAME and wait until it is gone (a gone node is not an error)."""
+    """Delete the TPU VM NAME, and the queued resource that made it, and wait until they are gone (a gone node is not an
+    error). A queued resource that outlived its node (SUSPENDED, still counted against quota) is deleted the same way."""
     from tpuctl.cloud import lifecycle, nodespec
     from tpuctl.cloud.node_lookup import landed_zone
+    from tpuctl.safety import signals
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
     where = landed_zone(resolved, name)
     api = tpu_api(resolved)
-    if api.get_node(where, name) is None:
-        click.echo(f"{name} does not exist in {where}; nothing to delete")
-        return
-    if not yes:
-        confirm(f"delete TPU node {name} in project {resolved.project}, zone {where}?")
-    with StatusLine(f"deleting {name}") as progress:
-        deleted = lifecycle.delete(api, where, name, progress)
-    click.echo(f"deleted {name} in {where}" if deleted else f"{name} was already gone")
+    with signals.as_interrupt() as settle:
+        try:
+            node, queued, _ = lifecycle.find(api, where, name)
+            if node is None and queued is None:
+                nodespec.forget_named(api.project, where, name)
+                click.echo(f"{name} does not exist in {where}; nothing to delete")
+                return
+            if not yes:
+                queued_too = f" and its queued resource {queued.resource_id}" if queued is not None else ""
+                what = f"queued resource {name}, whose node is gone," if node is None else f"TPU node {name}{queued_too}"
+                confirm(f"delete {what} in project {resolved.project}, zone {where}?")
+            with StatusLine(f"deleting {name}") as progress:
+                removed = lifecycle.remove(api, where, name, progress)
+        except KeyboardInterrupt:
+            raise TpuctlError(f"interrupted; {name} in {where} may still be there, being deleted or not: `tpuctl delete {name} --zone {where}` deletes it",
+                              exit_code=INTERRUPTED) from None  # fmt: skip
+        settle()
+    click.echo(removed.line())
 
 
 def confirm(question: str) -> None:

@@ -123,9 +123,15 @@ def _quota(offer: Offer) -> str:
     return f"{offer.headroom} chips" + (" (too few: a hunt skips it)" if offer.quota_fits is False else "")
 
 
-def _stockout(offer: Offer) -> str:
+def _stockout(offer: Offer, project: str) -> str:
+    from tpuctl.tpu import stockouts
+
     when = offer.stocked_out_at
-    return "-" if when is None else f"stocked out {age(max(0.0, time.time() - when))} ago"
+    if when is None:
+        return "-"
+    last = stockouts.latest(project, offer.zone, offer.accelerator_type, offer.kind)
+    what = "too slow for a hunt's time" if last is not None and last[1] == stockouts.SLOW else "stocked out"
+    return f"{what} {age(max(0.0, time.time() - when))} ago"
 
 
 def _table(found: Found) -> None:
@@ -134,7 +140,10 @@ def _table(found: Found) -> None:
 
     if not found.offers:
         raise TpuctlError("no zone offers these types for these capacity kinds")
-    rows = [[o.accelerator_type, o.zone, o.region, o.kind, price_text(o.usd_per_hour), _quota(o), o.distance or "-", _stockout(o)] for o in found.offers]
+    rows = [
+        [o.accelerator_type, o.zone, o.region, o.kind, price_text(o.usd_per_hour), _quota(o), o.distance or "-", _stockout(o, found.project)]
+        for o in found.offers
+    ]
     print_table(["TYPE", "ZONE", "REGION", "CAPACITY", "PRICE/H", "QUOTA LEFT", "BUCKET", "STOCKOUT"], rows)
     click.echo(SORT_LINE)
     click.echo(found.book.describe())

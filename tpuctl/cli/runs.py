@@ -241,7 +241,7 @@ def stop(run_id: str | None, wait_s: float, **cloud: str | None) -> None:
         raise TpuctlError("--project, --zone and the credentials options are for a TPU VM (tpuctl stop-vm NAME), not a run", exit_code=USAGE)
     record = _find(run_id, running=True)
     if run_vms.orphaned(record):  # lost (or ended with its launcher dead) and its VM still bills: ending it is deleting that
-        click.echo(run_vms.delete_vm(record))
+        click.echo(run_vms.delete_vm(record, records.read_all(_say)))
         return
     if record.state != endings.RUNNING:
         click.echo(f"run {record.run_id} already ended: {_how(record)}")

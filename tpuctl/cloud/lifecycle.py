@@ -11,12 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tpuctl.cloud import nodespec
 from tpuctl.cloud.api_errors import INTERNAL, Where, operation_failed
-from tpuctl.cloud.node import Node
+from tpuctl.cloud.node import Node, last_part
 from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import NodeApi
+from tpuctl.cloud.tpu import NodeApi, Queued
+from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, CapacityError, QuotaError, Stockout, TpuctlError
 
 # (state, seconds since the wait began) -> shown to the user
@@ -70,26 +72,31 @@ def ensure(
 
     Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with
     the accelerator type: an existing node's own runtime is then the one asked for, not a conflict.
-    A create that stocks out (CapacityError, with its kind) or meets a quota leaves nothing behind: its node
-    is deleted and its saved spec taken back; any other failure takes back the spec it saved and deletes the queued
-    resource it left (a FAILED one keeps its id taken). `deadline_s`: how long one create may stay CREATING;
+    A create that stocks out (CapacityError, with its kind), meets a quota or fails after the service accepted it
+    leaves nothing behind: what it made (node, queued resource) is deleted and the spec it saved taken back. A node
+    found DELETING (an interrupted delete) is waited for, then made anew; a node reused waits for READY at most
+    `deadline_s` too. `deadline_s`: how long one create may stay CREATING;
     `queued_deadline_s`: how long a queued request may wait (None: as long as the queue keeps it, a plain
     `create --queued`; a hunt bounds it, or a flex-start first would never reach the next kind). `before_create` is
     called once the service accepted the request, before the wait (not for a reused node or a refused one): `create` says the price.
     `naming` is called with the spec just before the create request is sent: the service may make the node before
     its reply comes back, so whoever must delete it after a stop or a kill (a run's record) learns its name and zone first."""
     existing = api.get_node(spec.zone, spec.name)
+    if existing is not None and existing.state == "DELETING":  # an interrupted delete's: gone soon, then made anew
+        _gone(api, Removed(spec.name, spec.zone, existing.state, None), None, progress, sleep, deadline_s)
+        existing = None
     if existing is not None:
         spec = _adopt(spec, existing, runtime_given)
         _check_reusable(spec, existing)
         if nodespec.load(spec.project, spec.zone, spec.name) is None:
             nodespec.save(spec)
-        node = wait_ready(api, spec, None, progress, sleep=sleep) if wait else existing
+        node = wait_ready(api, spec, None, progress, sleep=sleep, deadline_s=deadline_s, reused=True) if wait else existing
         return Ensured(node, created=False, spec=spec)
     operation: str | None = None
+    made = True  # False: the create met a node or queued resource of that name, an earlier create's or someone's
     naming(spec)
     if spec.queues():
-        api.create_queued(spec.zone, spec.name, spec.queued_resource())
+        made = api.create_queued(spec.zone, spec.name, spec.queued_resource())
     else:
         try:
             operation = api.create_node(spec.zone, spec.name, spec.resource())
@@ -97,6 +104,7 @@ def ensure(
             raise _cleaned(api, spec, refused, progress, sleep) from None
         if operation is None:
             # 409: our own earlier attempt (a lost reply) or someone else's node.
+            made = False
             raced = api.get_node(spec.zone, spec.name)
             if raced is not None:
                 spec = _adopt(spec, raced, runtime_given)
@@ -121,9 +129,37 @@ def ensure(
     except TpuctlError as failed:
         if pending:
             nodespec.forget(spec)
-        if not spec.queues() or api.get_queued(spec.zone, spec.name) is None:
-            raise
+        if not made and not spec.queues():
+            raise  # a node this call did not make: left as it is
         raise TpuctlError(f"{failed.message}; {_clean(api, spec, progress, sleep)}", hint=failed.hint, exit_code=failed.exit_code) from None
+
+
+class Interrupted(TpuctlError):
+    """A create stopped by Ctrl-C (or TERM/HUP, which `create` turns into it), its message saying what is left."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=INTERRUPTED)
+
+
+def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep, **ensuring: Any) -> Ensured:
+    """One `ensure` that a Ctrl-C may cut short: what this call made (node, queued resource, saved spec) is deleted
+    then, never a node that was there before; where that cannot be done (a second Ctrl-C, an API error) the line
+    names what may be left and the command that deletes it. `ensuring`: ensure's keywords."""
+    existed = api.get_node(spec.zone, spec.name) is not None
+    saved_before = nodespec.load(spec.project, spec.zone, spec.name) is not None
+    try:
+        return ensure(api, spec, progress, sleep=sleep, **ensuring)
+    except KeyboardInterrupt:
+        if existed:
+            raise Interrupted(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is") from None
+        try:
+            removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
+            if not saved_before:
+                nodespec.forget(spec)
+        except (KeyboardInterrupt, TpuctlError):
+            raise Interrupted(f"interrupted while creating {spec.name} in {spec.zone}; it may be left: {delete_command(spec.name, spec.zone)}") from None
+        left = f"{removed.what()} it had made {'were' if removed.node and removed.queued else 'was'} deleted" if removed.found else "nothing had been made"
+        raise Interrupted(f"interrupted while creating {spec.name} in {spec.zone}; {left}, nothing was left behind") from None
 
 
 def _created(api: NodeApi, spec: NodeSpec, operation: str | None, progress: Progress, sleep: Callable[[float], None], deadline_s: float) -> Node:
@@ -141,40 +177,26 @@ def _created(api: NodeApi, spec: NodeSpec, operation: str | None, progress: Prog
 
 
 def _clean(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> str:
-    """Delete whatever a failed try left (a node CREATING, PREEMPTED, a FAILED queued resource keeping its id taken, ...);
-    what the user is told about it."""
+    """Remove whatever a failed try left (a node CREATING, PREEMPTED, a FAILED queued resource keeping its id taken, ...);
+    what the user is told about it. The saved spec is the caller's to take back (ensure keeps an earlier create's)."""
     try:
-        left = api.get_node(spec.zone, spec.name)
-        queued = api.get_queued(spec.zone, spec.name) if spec.queues() else None
-        if left is None and queued is None:
-            return "nothing was left behind"
-        if left is not None:
-            progress(f"deleting the {left.state} node the try left", 0.0)
-            delete(api, spec.zone, spec.name, progress, sleep=sleep)
-        if queued is not None:
-            progress(f"deleting the {queued.state} queued resource the try left", 0.0)
-            delete_queued(api, spec, progress, sleep)
+        removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
     except TpuctlError as err:
-        return f"node {spec.name} may be left behind ({err.message}): {delete_commands(spec)}"
-    what = " and ".join(f"the {thing}" for thing in (left and f"{left.state} node", queued and f"{queued.state} queued resource") if thing)
-    return f"{what} it left {'were' if left and queued else 'was'} deleted, nothing was left behind"
+        return f"{spec.name} may be left in {spec.zone} ({err.message}): {delete_command(spec.name, spec.zone)}"
+    if not removed.found:
+        return "nothing was left behind"
+    return f"{removed.what()} it left {'were' if removed.node and removed.queued else 'was'} deleted, nothing was left behind"
 
 
-def delete_commands(spec: NodeSpec) -> str:
-    """How the user deletes what a try of `spec` may have left: the node, and the queued resource holding it."""
-    command = f"`tpuctl delete {spec.name} --zone {spec.zone}`"
-    if not spec.queues():
-        return f"{command} deletes it"
-    return f"{command} and `gcloud compute tpus queued-resources delete {spec.name} --zone {spec.zone} --force` delete it"
+def delete_command(name: str, zone: str) -> str:
+    """How the user deletes what tpuctl may have left of node `name`: `tpuctl delete` removes the node and the
+    queued resource that made it, or the queued resource alone once its node is gone (`remove`)."""
+    return f"`tpuctl delete {name} --zone {zone}` deletes it"
 
 
-def delete_queued(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> None:
-    """Delete the spec's queued resource (with any node it holds) and wait until it is gone: it keeps its id taken."""
-    pause = _polls(sleep)
-    api.delete_queued(spec.zone, spec.name)
-    while api.get_queued(spec.zone, spec.name) is not None:
-        progress("deleting the queued resource", 0.0)
-        pause()
+def queued_id(spec: NodeSpec) -> str | None:
+    """The queued resource a spec's create makes (NodeSpec.queued_resource: the node's own name), None for a direct create."""
+    return spec.name if spec.queues() else None
 
 
 def _cleaned(api: NodeApi, spec: NodeSpec, failed: TpuctlError, progress: Progress, sleep: Callable[[float], None]) -> TpuctlError:
@@ -225,13 +247,15 @@ def wait_ready(
     sleep: Callable[[float], None] = time.sleep,
     deadline_s: float | None = None,
     repeated: bool = False,
+    reused: bool = False,
 ) -> Node:
     """Poll until READY and HEALTHY; a failed operation or a vanished node ends the wait with its reason.
 
     With `deadline_s` the wait follows a create of its own: a node still CREATING past it, or PREEMPTED
-    before it was ever READY (a spot node taken back while being made), is a stockout."""
+    before it was ever READY (a spot node taken back while being made), is a stockout. `reused`: the node was
+    there before (an interrupted create's): not READY by `deadline_s` is one line naming it, and it is left as it is."""
     where = Where(f"create node {spec.name}", spec.project, spec.zone, "tpu.nodes.create")
-    creating = deadline_s is not None
+    creating = deadline_s is not None and not reused
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
@@ -256,7 +280,13 @@ def wait_ready(
                 raise CapacityError(f"{spec.name} was preempted while being created", kind=Stockout.PREEMPTED)
             if node.lost:
                 raise TpuctlError(f"node {spec.name} became {node.state} while starting", exit_code=FAILED)
-        if deadline_s is not None and elapsed > deadline_s and (node is None or node.state == "CREATING"):
+        if reused and deadline_s is not None and elapsed > deadline_s and node is not None:
+            raise TpuctlError(
+                f"node {spec.name} in {spec.zone} was there already and is still {node.state} after {deadline_s:.0f} s",
+                hint=f"wait and run this again, or {delete_command(spec.name, spec.zone)} so that it is made anew",
+                exit_code=FAILED,
+            )
+        if creating and deadline_s is not None and elapsed > deadline_s and (node is None or node.state == "CREATING"):
             raise CapacityError(f"{spec.name} was still CREATING after {deadline_s:.0f} s", kind=Stockout.STUCK)
         pause()
 
@@ -291,21 +321,109 @@ def wait_queued(
         pause()
 
 
-def delete(api: NodeApi, zone: str, name: str, progress: Progress, *, sleep: Callable[[float], None] = time.sleep) -> bool:
-    """Delete and wait until gone; False when there was nothing to delete."""
-    operation = api.delete_node(zone, name)
-    if operation is None:
-        return False
+DELETE_DEADLINE_S = 900.0  # a node is usually gone in a few minutes; one still DELETING after 15 is the service's to finish
+
+
+@dataclass(frozen=True)
+class Removed:
+    """What `remove` found and deleted: the states the node and the queued resource that made it were in (None: none)."""
+
+    name: str
+    zone: str
+    node: str | None
+    queued: str | None
+    queued_id: str = ""
+    kept_queued: str = ""  # a queued resource that asks for other nodes too: left as it is, named here
+
+    @property
+    def found(self) -> bool:
+        return self.node is not None or self.queued is not None
+
+    def what(self) -> str:
+        """The things removed, in words: `the READY node` and `the SUSPENDED queued resource`."""
+        return " and ".join(f"the {state} {thing}" for state, thing in ((self.node, "node"), (self.queued, "queued resource")) if state)
+
+    def line(self) -> str:
+        """One line for the user: what was deleted where, or that nothing was there."""
+        if not self.found:
+            return f"{self.name} does not exist in {self.zone}; nothing to delete"
+        if self.node is None:
+            done = f"queued resource {self.queued_id} ({self.queued}), which had outlived its node {self.name},"
+        else:
+            done = f"node {self.name} ({self.node})" + (f" and its queued resource {self.queued_id} ({self.queued})" if self.queued else "")
+        kept = f"; queued resource {self.kept_queued} asks for other nodes too and is left as it is" if self.kept_queued else ""
+        return f"deleted {done} in {self.zone}{kept}"
+
+
+def find(api: NodeApi, zone: str, name: str, queued_id: str | None = None) -> tuple[Node | None, Queued | None, str]:
+    """Node `name`, the queued resource that made it (when it asked for that node alone), and the id of one that made
+    it but asks for other nodes too ("" if none). Without a node, the queued resource is found by `queued_id`, else
+    by the node's own name (tpuctl names its queued resources after their node): a SUSPENDED one outlives its node."""
+    node = api.get_node(zone, name)
+    qid = last_part(node.queued_resource) if node is not None and node.queued_resource else queued_id or name
+    queued = api.get_queued(zone, qid)
+    if queued is not None and queued.node_ids != (name,):
+        return node, None, qid if node is not None and node.queued_resource else ""
+    return node, queued, ""
+
+
+def remove(
+    api: NodeApi,
+    zone: str,
+    name: str,
+    progress: Progress,
+    *,
+    queued_id: str | None = None,
+    wait: bool = True,
+    forget: bool = True,
+    deadline_s: float = DELETE_DEADLINE_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Removed:
+    """Delete node `name` and the queued resource that made it: the one way tpuctl deletes a TPU VM (`delete`, a run's
+    end, `stop RUN`, `runs --delete-lost-vms`, a hunt's clean-up, recreate's and babysit's). Deleting the node alone
+    leaves its queued resource SUSPENDED, which no node listing shows and which still counts against quota (Cloud TPU
+    docs, queued-resources: "Delete a queued resource"; FIELD-NOTES); its delete with `force` takes the node too.
+    `wait`: until both are gone, for at most `deadline_s`, else one line naming what is left and how to delete it;
+    without it, until the service accepted the delete. `forget`: the saved spec goes once the delete is accepted (a
+    recreate keeps it: it creates the node again from it). Ownership is the caller's to prove first (run_nodes)."""
+    node, queued, kept = find(api, zone, name, queued_id)
+    removed = Removed(name, zone, node.state if node else None, queued.state if queued else None, queued.resource_id if queued else "", kept)
+    if not removed.found:
+        return removed
+    operation: str | None = None
+    if queued is not None:
+        api.delete_queued(zone, queued.resource_id)
+    else:
+        operation = api.delete_node(zone, name)
+    if forget:
+        nodespec.forget_named(api.project, zone, name)
+    if wait:
+        _gone(api, removed, operation, progress, sleep, deadline_s)
+    return removed
+
+
+def _gone(api: NodeApi, removed: Removed, operation: str | None, progress: Progress, sleep: Callable[[float], None], deadline_s: float) -> None:
+    """Poll until the node and its queued resource are both gone; a failed delete operation ends it with its reason."""
+    zone, name = removed.zone, removed.name
     where = Where(f"delete node {name}", api.project, zone, "tpu.nodes.delete")
     started = time.monotonic()
     pause = _polls(sleep)
     while True:
         if operation and _finished(api, zone, operation, where):
-            operation = ""
+            operation = None
         node = api.get_node(zone, name)
-        if node is None:
-            return True
-        progress(node.state, time.monotonic() - started)
+        queued = api.get_queued(zone, removed.queued_id) if removed.queued else None
+        if node is None and queued is None:
+            return
+        elapsed = time.monotonic() - started
+        progress(node.state if node is not None else f"queued resource {queued.state if queued else ''}", elapsed)
+        if elapsed > deadline_s:
+            left = " and ".join(f"{thing} {state}" for thing, state in (("node", node and node.state), ("queued resource", queued and queued.state)) if state)
+            raise TpuctlError(
+                f"{name} in {zone} is still there after {deadline_s:.0f} s ({left}); the service goes on deleting it",
+                hint=f"{delete_command(name, zone)} (it waits again)",
+                exit_code=FAILED,
+            )
         pause()
 
 
@@ -346,10 +464,9 @@ def recreate(
 ) -> Ensured:
     """From the saved spec: a lost (preempted, terminated, deleted) node is replaced; a live one is kept."""
     existing = api.get_node(spec.zone, spec.name)
-    if existing is not None and existing.lost:
-        progress(f"deleting {existing.state} node", 0.0)
-        delete(api, spec.zone, spec.name, progress, sleep=sleep)
-    # The queued resource of a lost node stays behind and keeps its id taken.
-    if spec.queues() and api.get_node(spec.zone, spec.name) is None and api.get_queued(spec.zone, spec.name) is not None:
-        delete_queued(api, spec, progress, sleep)
+    # A lost node goes with the queued resource that made it; a queued resource alone (SUSPENDED) keeps its id taken.
+    if (existing is not None and existing.lost) or (existing is None and spec.queues()):
+        if existing is not None:
+            progress(f"deleting {existing.state} node", 0.0)
+        remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
     return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming)

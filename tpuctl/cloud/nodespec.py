@@ -442,7 +442,12 @@ def load_saved(project: str, zone: str, name: str, purpose: str) -> NodeSpec:
 
 def forget(spec: NodeSpec) -> None:
     """Take back the spec a failed create saved: no node, no spec (a later create in another zone is not shadowed)."""
-    path = spec_path(spec.project, spec.zone, spec.name)
+    forget_named(spec.project, spec.zone, spec.name)
+
+
+def forget_named(project: str, zone: str, name: str) -> None:
+    """Remove node `name`'s saved spec, if any: the node is being deleted, so nothing finds it there any more."""
+    path = spec_path(project, zone, name)
     try:
         path.unlink(missing_ok=True)
     except OSError as err:

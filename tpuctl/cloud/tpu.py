@@ -1,11 +1,12 @@
-"""The one Cloud TPU v2 API client: reads over plain HTTP, changes through google-cloud-tpu.
+"""The one Cloud TPU v2 API client: reads and deletes over plain HTTP, other changes through google-cloud-tpu.
 
 Reads (nodes, operations, queued resources, zones, accelerator types, runtime
 versions) are GETs whose JSON reply is already the shape tpuctl works with
 (`Node.resource`, and exactly what `--json` prints), so they go over the
 standard library: importing google-cloud-tpu costs about 0.3 s, more than a
 whole `tpuctl list` may take (benchmarks/list_nodes.py: a quarter of gcloud's
-time). Changes (create, delete, stop, start, queued resources, the service
+time). Deletes, whose reply is an operation of which only the name is used, go
+the same way. Other changes (create, stop, start, queued resources, the service
 identity) go through google-cloud-tpu's REST transport, imported only then;
 its requests are built from the same JSON with `from_json`, so no caller ever
 holds a proto. Both halves raise google-api-core's exceptions, every call is
@@ -20,9 +21,10 @@ import http.client
 import json
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 from tpuctl import __version__
@@ -56,11 +58,30 @@ class Operation:
 
 @dataclass(frozen=True)
 class Queued:
-    """A queued resource as far as a wait needs it: its state and, once FAILED, the error that ended it."""
+    """A queued resource as far as a wait, a delete and `list` need it: its state and, once FAILED, the error that
+    ended it; the nodes it asks for (a node's `queuedResource` names it, but a SUSPENDED one has no node left)."""
 
     state: str
     error_code: int = 0  # google.rpc.Code of QueuedResourceState.failedData.error
     error_message: str = ""
+    resource_id: str = ""
+    node_ids: tuple[str, ...] = ()  # tpu.nodeSpec[].nodeId (a multi-node request names a prefix instead: not listed)
+    accelerator_type: str = ""
+
+    @classmethod
+    def of(cls, found: Mapping[str, Any]) -> Queued:
+        state = mapping(found.get("state"))
+        error = mapping(mapping(state.get("failedData")).get("error"))
+        specs = mapping(found.get("tpu")).get("nodeSpec")
+        specs = [mapping(spec) for spec in specs] if isinstance(specs, list) else []
+        return cls(
+            str(state.get("state") or "STATE_UNSPECIFIED"),
+            int(error.get("code", 0) or 0),
+            str(error.get("message", "")),
+            str(found.get("name", "")).rsplit("/", 1)[-1],
+            tuple(str(spec["nodeId"]) for spec in specs if spec.get("nodeId")),
+            next((str(mapping(spec.get("node")).get("acceleratorType", "")) for spec in specs), ""),
+        )
 
 
 class NodeApi(Protocol):
@@ -77,6 +98,7 @@ class NodeApi(Protocol):
     def create_queued(self, zone: str, resource_id: str, resource: JSON) -> bool: ...
     def get_queued(self, zone: str, resource_id: str) -> Queued | None: ...
     def delete_queued(self, zone: str, resource_id: str) -> None: ...
+    def list_queued(self, zone: str) -> list[Queued]: ...
 
 
 class TpuApi:
@@ -225,11 +247,12 @@ class TpuApi:
         """The queued resource's state (`WAITING_FOR_RESOURCES`, `ACTIVE`, …, and why it FAILED), or None when there is none."""
         where = self._where(f"get queued resource {resource_id}", zone, "tpu.queuedresources.get")
         found = guarded(lambda: self._get_or_none(f"{self.parent(zone)}/queuedResources/{resource_id}", where), where)
-        if found is None:
-            return None
-        state = mapping(found.get("state"))
-        error = mapping(mapping(state.get("failedData")).get("error"))
-        return Queued(str(state.get("state") or "STATE_UNSPECIFIED"), int(error.get("code", 0) or 0), str(error.get("message", "")))
+        return None if found is None else Queued.of(found)
+
+    def list_queued(self, zone: str) -> list[Queued]:
+        """The zone's queued resources (v2): what `list` shows of one that outlived its node."""
+        where = self._where("list queued resources", zone, "tpu.queuedresources.list")
+        return [Queued.of(mapping(q)) for q in guarded(lambda: self._pages(f"{self.parent(zone)}/queuedResources", "queuedResources"), where)]
 
     def flex_start_queued(self, zone: str) -> set[str]:
         """The names of the zone's flex-start queued resources: only v2alpha1 shows a queued resource's
@@ -290,14 +313,18 @@ class TpuApi:
         return guarded(create, where)
 
     def delete_node(self, zone: str, name: str) -> str | None:
-        """Start deleting: the operation's name, "" when already being deleted, None when already gone."""
+        """Start deleting: the operation's name, "" when already being deleted, None when already gone.
+
+        Plain HTTP, as the reads: the reply is an Operation whose name is all a delete needs, and google-cloud-tpu's
+        parse of it fails with TypeError when the operation comes back without a typed `response` (after the
+        DELETE went out, so a loop of deletes stopped there)."""
         from google.api_core import exceptions as api
 
         where = self._where(f"delete node {name}", zone, "tpu.nodes.delete")
 
         def delete() -> str | None:
             try:
-                return str(self._google().delete_node(name=self.node_path(zone, name), timeout=TIMEOUT_S).operation.name)
+                return str(self._call("DELETE", self.node_path(zone, name), None, None, "v2").get("name", ""))
             except api.NotFound as exc:
                 if names_location(exc, where):
                     raise
@@ -365,6 +392,7 @@ class TpuApi:
         return guarded(create, where)
 
     def delete_queued(self, zone: str, resource_id: str) -> None:
+        """Start deleting the queued resource and, `force`, the nodes it made (plain HTTP, as delete_node)."""
         from google.api_core import exceptions as api
 
         where = self._where(f"delete queued resource {resource_id}", zone, "tpu.queuedresources.delete")
@@ -372,8 +400,10 @@ class TpuApi:
 
         def delete() -> None:
             try:
-                self._google().delete_queued_resource(request={"name": path, "force": True}, timeout=TIMEOUT_S)
-            except api.NotFound:
+                self._call("DELETE", path, {"force": "true"}, None, "v2")
+            except api.NotFound as exc:
+                if names_location(exc, where):
+                    raise
                 return
 
         guarded(delete, where)

@@ -27,7 +27,7 @@ from typing import Any
 
 from tpuctl.endings import RUN_STATES, RUNNING, Kind
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
-from tpuctl.inputs.private_files import private_dir, write_private
+from tpuctl.inputs.private_files import check_private, private_dir, write_private
 from tpuctl.runs.folder import RunFolder
 
 NODE_LIVE, NODE_DELETED, NODE_KEPT = "live", "deleted", "kept"
@@ -207,6 +207,31 @@ def write(record: RunRecord) -> None:
     """Write (or replace) the run's record; OSError when it cannot be (the caller decides what that costs)."""
     where = private_dir(folder())
     write_private(where / f"{record.run_id}{_SUFFIX}", json.dumps(record.to_json()) + "\n")
+
+
+def proven(record: RunRecord) -> None:
+    """Before a record's word deletes a TPU VM (`stop`, `runs --delete-lost-vms`): its file is a regular file this
+    user owns and no one else can write, in a records folder no one else can write, and says what `record` says.
+    A record planted in a folder others can write, or a file of another user's, would otherwise send the DELETE."""
+    where = folder()
+    try:
+        check_private(where)  # this user's own folder, not a symlink, writable by no one else: else one line, exit 2
+    except OSError as err:
+        said = f"the run records folder {one_line(str(where))} cannot be checked: {err.strerror or err}; nothing deleted"
+        raise TpuctlError(said, exit_code=FAILED) from None
+    name = f"{record.run_id}{_SUFFIX}"
+    try:
+        info = os.lstat(where / name)
+        again = _read(str(where / name))
+    except (OSError, ValueError, RecursionError) as err:
+        raise TpuctlError(f"run {record.run_id}'s record cannot be read again: {one_line(str(err), 120)}; nothing deleted", exit_code=FAILED) from None
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o022:
+        raise TpuctlError(
+            f"run {record.run_id}'s record {one_line(str(where / name))} is not a file of yours that only you can write; nothing deleted",
+            hint="tpuctl deletes a VM only on the word of a record it wrote for you",
+        )
+    if again is None or (again.created_node, again.project, again.zone) != (record.created_node, record.project, record.zone):
+        raise TpuctlError(f"run {record.run_id}'s record changed while it was read; nothing deleted", hint="run the command again", exit_code=FAILED)
 
 
 def live_state(record: RunRecord) -> RunRecord:

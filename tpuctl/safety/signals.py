@@ -39,3 +39,22 @@ class Stopped(Exception):
 def raise_stopped(signum: int, frame: FrameType | None) -> None:
     """A handler for `handled()` that turns the signal into `Stopped` in the main thread."""
     raise Stopped(signum)
+
+
+@contextmanager
+def as_interrupt() -> Iterator[Callable[[], None]]:
+    """Ctrl-C, TERM and HUP all raise KeyboardInterrupt for the duration, so a closed terminal, `timeout` or a CI
+    cancel cleans up what a command was making as Ctrl-C does, until the yielded `settle()` is called: from then on
+    (the change is done, its report follows) a stopping signal is held back and raised as the block ends."""
+    armed = [True]
+    held: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if armed[0]:
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    with handled(handler):
+        yield lambda: armed.__setitem__(0, False)
+    if held:
+        raise KeyboardInterrupt

@@ -22,6 +22,9 @@ from tpuctl.inputs.errors import TpuctlError
 # Spot and on-demand pools refill within hours (Cloud TPU's own advice after a stockout is to retry later or
 # elsewhere); after three hours an old stockout says less than a fresh try, so it is forgotten.
 FORGET_AFTER_S = 3 * 3600.0
+# Not a stockout: a hunt's try that its --hunt-timeout cut short while the zone still worked on it. Ranked as a
+# stockout is (tried last), said in its own words.
+SLOW = "slow"
 MAX_RECORDS = 1000  # a hunt over every zone, type and kind stays far below; a bigger file is not ours
 FILE_LIMIT = 256 * 1024
 _FIELDS = ("project", "zone", "type", "kind", "why")
@@ -85,9 +88,15 @@ def remember(project: str, zone: str, accelerator_type: str, kind: str, why: str
 
 def recent(project: str, zone: str, accelerator_type: str, kind: str, *, now: float | None = None, warn: Warn = _stderr) -> float | None:
     """When that offer last stocked out (seconds since the epoch), or None when not in the last FORGET_AFTER_S."""
+    last = latest(project, zone, accelerator_type, kind, now=now, warn=warn)
+    return None if last is None else last[0]
+
+
+def latest(project: str, zone: str, accelerator_type: str, kind: str, *, now: float | None = None, warn: Warn = _stderr) -> tuple[float, str] | None:
+    """When and why (a Stockout's name in lower case, or SLOW) that offer last failed a try, if in FORGET_AFTER_S."""
     stamp = time.time() if now is None else now
     wanted = (project, zone, accelerator_type, kind)
-    found = [float(r["when"]) for r in _load(warn) if _key(r) == wanted and stamp - float(r["when"]) < FORGET_AFTER_S]
+    found = [(float(r["when"]), str(r["why"])) for r in _load(warn) if _key(r) == wanted and stamp - float(r["when"]) < FORGET_AFTER_S]
     return max(found) if found else None
 
 

@@ -51,12 +51,13 @@ def warn_billing(found: list[RunRecord], say: Callable[[str], None]) -> None:
         say("`tpuctl runs --delete-lost-vms` deletes every lost run's VM (only VMs tpuctl created for them)")
 
 
-def delete_vm(record: RunRecord) -> str:
+def delete_vm(record: RunRecord, others: list[RunRecord]) -> str:
     """Delete the VM an orphaned run's record names, then write its fate; the line that says so, or one line
     (TpuctlError) where it may not be.
 
-    The record is the whole authority: its node name, project and zone, checked as names before any call;
-    the node must still carry the run's label (a node of that name without it is not the run's VM, which is
+    The record is the whole authority: its node name, project and zone, checked as names before any call; its file
+    must be the user's own in a folder only the user can write (records.proven), and no other record (`others`:
+    this machine's) may map to the same label value; the node must still carry the run's label (a node of that name without it is not the run's VM, which is
     then gone: the fate is written, the node left alone). A lost run's record is written `lost` with its end
     (the moment its VM went: its workers could not outlive it); an ended run keeps its state."""
     from tpuctl.cli.cloud_options import resolve, tpu_api
@@ -71,6 +72,10 @@ def delete_vm(record: RunRecord) -> str:
             hint=f"run `tpuctl stop {record.run_id}` there, or `tpuctl delete {name} --zone {zone}` if you know it is done",
             exit_code=FAILED,
         )
+    records.proven(record)
+    shared = [other.run_id for other in others if other.run_id != record.run_id and label_value(other.run_id) == label_value(record.run_id)]
+    if shared:  # a 64-bit hash apart: never seen, but then the label proves nothing, and nothing is deleted on its word
+        raise TpuctlError(f"run {record.run_id}'s label value is also run {shared[0]}'s; its VM {name} was not touched", exit_code=FAILED)
     api = tpu_api(resolve(project=project, zone=zone))
     with StatusLine(f"deleting {name}") as progress:
         outcome = delete_owned(api, zone, name, record.run_id, progress)
@@ -108,7 +113,7 @@ def delete_every(found: list[RunRecord], yes: bool, say: Callable[[str], None]) 
     failed = 0
     for record in left:
         try:
-            click.echo(delete_vm(record))
+            click.echo(delete_vm(record, found))
         except TpuctlError as err:
             failed += 1
             say(f"run {record.run_id}: {err.message}")

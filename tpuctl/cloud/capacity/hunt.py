@@ -20,7 +20,6 @@ from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.lifecycle import Ensured, Progress
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
-from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, CapacityError, Stockout, TpuctlError
 from tpuctl.settings.cloud import default_runtime
 from tpuctl.tpu import stockouts
@@ -151,66 +150,29 @@ def hunt(
         queued_deadline = left if spec.queued else deadline
         began = clock()
         try:
-                ensured = _try(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline, sleep=sleep,
+                ensured = lifecycle.attempt(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline, sleep=sleep,
                            queued_deadline_s=queued_deadline, before_create=partial(before_create, candidate), naming=naming)  # fmt: skip
         except CapacityError as stockout:
             bound = queued_deadline if spec.queues() else deadline
             cut_short = stockout.kind in (Stockout.STUCK, Stockout.QUEUED) and left is not None and bound is not None and bound >= left
-            if not cut_short:  # a try the hunt's own bound ended says nothing about the zone
-                stockouts.remember(spec.project, spec.zone, str(spec.accelerator_type), spec.capacity(), stockout.kind.name.lower())
+            # A try the hunt's own bound ended is no stockout, but the zone took the whole budget: remembered as slow,
+            # so the next hunt tries it last rather than spending its budget there again.
+            why = stockouts.SLOW if cut_short else stockout.kind.name.lower()
+            stockouts.remember(spec.project, spec.zone, str(spec.accelerator_type), spec.capacity(), why)
             tried.append(Tried(candidate, f"no capacity ({stockout.kind.value})", clock() - began))
             following = order[index + 1] if index + 1 < len(order) else None
-            say(f"{candidate}: no capacity ({stockout.kind.value}), next: {following.zone if following else 'none left'}")
+            if cut_short:
+                say(f"{candidate}: {stockout.kind.value} when --hunt-timeout ran out; remembered as slow, a rerun tries it last")
+            else:
+                say(f"{candidate}: no capacity ({stockout.kind.value}), next: {following.zone if following else 'none left'}")
             continue
         except TpuctlError as failed:
-            if not tried and not isinstance(failed, HuntStopped):
+            if not tried and not isinstance(failed, (HuntStopped, lifecycle.Interrupted)):
                 raise  # the first try's own error, as a create in one zone gives it
             raise HuntStopped(f"{failed.message}; {_summary(tried)}", tried=tried, hint=failed.hint, exit_code=failed.exit_code) from None
         return Hunted(ensured, candidate, tried, changes(first, ensured.spec))
     raise HuntStopped(f"no capacity in any of {len(order)} candidates; {_summary(tried)}", tried=tried,
                       hint="`tpuctl offers` shows the order and what stocked out; try later, more zones, other kinds or --queued")  # fmt: skip
-
-
-def _try(
-    api: NodeApi,
-    spec: NodeSpec,
-    progress: Progress,
-    *,
-    wait: bool,
-    runtime_given: bool,
-    deadline_s: float,
-    queued_deadline_s: float | None,
-    sleep: Callable[[float], None],
-    before_create: Callable[[], None],
-    naming: Callable[[NodeSpec], None],
-) -> Ensured:
-    """One ensure; a Ctrl-C during it deletes what this try made (never a node that was there before) or says how.
-    A stopping signal a caller turned into signals.Stopped (`launch --new-tpu`) goes on to that caller, which deletes
-    the node by the name and zone `naming` told it before the create was sent."""
-    existed = api.get_node(spec.zone, spec.name) is not None
-    saved_before = nodespec.load(spec.project, spec.zone, spec.name) is not None
-    try:
-        return lifecycle.ensure(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline_s, sleep=sleep,
-                                queued_deadline_s=queued_deadline_s, before_create=before_create, naming=naming)  # fmt: skip
-    except KeyboardInterrupt:
-        if existed:
-            raise HuntStopped(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is", tried=[], exit_code=INTERRUPTED) from None
-        left = _abandon(api, spec, saved_before, progress, sleep)
-        raise HuntStopped(f"interrupted while trying {spec.zone}; {left}", tried=[], exit_code=INTERRUPTED) from None
-
-
-def _abandon(api: NodeApi, spec: NodeSpec, saved_before: bool, progress: Progress, sleep: Callable[[float], None]) -> str:
-    """Delete the interrupted try's node or queued resource and its saved spec; what is left, in words."""
-    try:
-        if spec.queues() and api.get_queued(spec.zone, spec.name) is not None:  # --queued, flex-start, reserved=NAME
-            lifecycle.delete_queued(api, spec, progress, sleep)
-        if api.get_node(spec.zone, spec.name) is not None:
-            lifecycle.delete(api, spec.zone, spec.name, progress, sleep=sleep)
-        if not saved_before:
-            nodespec.forget(spec)
-    except (KeyboardInterrupt, TpuctlError):
-        return f"{spec.name} may be left in {spec.zone}: {lifecycle.delete_commands(spec)}"
-    return "what the try had made was deleted, nothing was left behind"
 
 
 def _summary(tried: list[Tried]) -> str:

@@ -35,8 +35,8 @@ Say = Callable[[str], None]
 
 
 def node_name(run_id: str) -> str:
-    """The VM's name: the run id as its label holds it (run_nodes.label_value: lowercase, a letter first, at most 63
-    characters, no `-` last), which is also a valid TPU node id, so a user finds the run's VM by its run id."""
+    """The VM's name: the run id as its label holds it (run_nodes.label_value: the id's readable head and its hash, at
+    most 63 characters), which is also a valid TPU node id, so a user finds the run's VM by its run id."""
     return nodespec.check_name(label_value(run_id))
 
 
@@ -176,13 +176,14 @@ class RunVm:
                 f"TPU VM {self.name} in {spec.zone} is not this run's to delete (it does not carry the run's label): left as it is;"
                 " the run's own VM is gone"
             )
-        if node is None or self.api.delete_node(spec.zone, self.name) is None:
-            line = f"TPU VM {self.name} in {spec.zone} is gone already"
-        else:
-            line = f"deleting TPU VM {self.name} in {spec.zone}: the service accepted the delete"
-        nodespec.forget(spec)
+        # The run's node goes with the queued resource that made it (a reserved=NAME or --queued kind), which would
+        # otherwise stay SUSPENDED and hold quota; the launch waits only for the service to accept the delete.
+        removed = lifecycle.remove(self.api, spec.zone, self.name, _states(self.say, self.name), queued_id=lifecycle.queued_id(spec), wait=False)
         self.log.ended(spec, kept=False)
-        return line
+        if not removed.found:
+            return f"TPU VM {self.name} in {spec.zone} is gone already"
+        queued = f" and its queued resource ({removed.queued})" if removed.node and removed.queued else ""
+        return f"deleting TPU VM {self.name}{queued} in {spec.zone}: the service accepted the delete"
 
     def _saved(self) -> NodeSpec | None:
         """The spec a create saved before it was told (a stop that came between the service's accept and the hunt's word)."""

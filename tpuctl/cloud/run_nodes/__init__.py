@@ -8,11 +8,15 @@ launch) all go through this one module, so that what one writes the others read.
 Label rules (cloud.google.com/compute/docs/labeling-resources): a key starts with a lowercase letter,
 a value holds lowercase letters, digits, `_` and `-`, at most 63 characters. Some Google APIs check
 values as RFC 1035 labels (a letter first, no `-` last); label_value keeps to that stricter form too.
+The label alone proves nothing if two runs can share it, so its value carries a hash of the whole run id; the
+deleting sides also check that the record naming the node is a file of the user's, in a folder only the user can
+write (runs/records.proven), before any DELETE is sent.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -23,22 +27,22 @@ from tpuctl.cloud.tpu import NodeApi
 
 LABEL_KEY = "tpuctl-run"  # the same key Vertex AI jobs carry their run id under (cloud/vertex_api.py RUN_LABEL)
 MAX_VALUE = 63
-_TAIL = 13  # a run id's last characters kept whole when it is cut: `-HHMMSS-` is in the head, the random `-1a2b` here
+_DIGEST = 16  # hex digits of the run id's SHA-256 (64 bits): what tells two ids apart, whatever their spelling
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 
 
 def label_value(run_id: str) -> str:
-    """The label value of a run id: `20260101-120000-Train.v2-1a2b` -> `r20260101-120000-train-v2-1a2b`.
+    """The label value of a run id: `20260101-120000-Train.v2-1a2b` -> `r20260101-120000-train-v2-1a2b-<16 hex>`.
 
-    Lowercased, every other character run a `-`, a letter first, at most 63 characters. A longer id (a long
-    script name) loses the middle of its stem, not its end: the end is the id's random tail, which keeps two
-    runs of one script started in the same second apart."""
-    value = _NOT_LABEL.sub("-", run_id.lower())
-    if not value[:1].isalpha():
-        value = "r" + value
-    if len(value) > MAX_VALUE:
-        value = value[: MAX_VALUE - _TAIL] + value[-_TAIL:]
-    return value.rstrip("-") or "r"
+    A readable head (lowercased, every other character run a `-`, a letter first) and a hash of the whole id, so
+    the mapping is one to one: `...-Train-3f2a` and `...-train-3f2a`, `train.v2` and `train-v2` read alike in the head
+    but never share a value (a label that merely cleaned up the id let a lost record delete another run's VM). At
+    most 63 characters, no `-` last: a valid node id too, which is what the run's VM is named."""
+    digest = hashlib.sha256(run_id.encode("utf-8", "surrogateescape")).hexdigest()[:_DIGEST]
+    head = _NOT_LABEL.sub("-", run_id.lower()).strip("-")
+    if not head[:1].isalpha():
+        head = "r" + head
+    return f"{head[: MAX_VALUE - _DIGEST - 1].rstrip('-')}-{digest}"
 
 
 def owned_by(node: Node, run_id: str) -> bool:
@@ -47,7 +51,7 @@ def owned_by(node: Node, run_id: str) -> bool:
 
 
 class Deletion(enum.Enum):
-    DELETED = "deleted"  # it was this run's and is gone now
+    DELETED = "deleted"  # it was this run's and is gone now (with the queued resource that made it)
     GONE = "gone"  # no node of that name: deleted earlier (by hand, by the service after a preemption)
     NOT_OURS = "not-ours"  # a node of that name without this run's label: the user's, or another run's; left alone
 
@@ -55,7 +59,8 @@ class Deletion(enum.Enum):
 def delete_owned(
     api: NodeApi, zone: str, name: str, run_id: str, progress: lifecycle.Progress, *, sleep: Callable[[float], None] = time.sleep
 ) -> Deletion:
-    """Delete node `name` only if it carries run `run_id`'s label, and wait until it is gone.
+    """Delete node `name` (lifecycle.remove: and its queued resource) only if it carries run `run_id`'s label, and
+    wait until it is gone.
 
     The node is read first and its label checked; the delete then goes by name (the TPU API deletes by
     name only), so a node swapped for another of the same name in the moment between is the one gap left."""
@@ -64,4 +69,4 @@ def delete_owned(
         return Deletion.GONE
     if not owned_by(node, run_id):
         return Deletion.NOT_OURS
-    return Deletion.DELETED if lifecycle.delete(api, zone, name, progress, sleep=sleep) else Deletion.GONE
+    return Deletion.DELETED if lifecycle.remove(api, zone, name, progress, sleep=sleep).found else Deletion.GONE
