@@ -45,6 +45,9 @@ class Faults:
     denied_permissions: set[str] = field(default_factory=set)
     disabled_apis: set[str] = field(default_factory=set)
     stockouts: dict[str, list[str]] = field(default_factory=dict)  # zone -> kinds the next creates/starts there meet
+    # A DELETE answered with its operation already done and a `response` without "@type" (an Any google-cloud-tpu
+    # cannot turn into the Empty it expects: TypeError after the DELETE went out), the deletion going on meanwhile.
+    untyped_delete_replies: bool = False
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)

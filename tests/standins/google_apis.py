@@ -40,7 +40,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
@@ -260,6 +260,9 @@ class GoogleStandin:
         self.api_key = f"AIzaSy-standin{rng.getrandbits(96):024x}"
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        # Called with (method, path) as each API request arrives, before it is served: a test's hook (a signal sent to
+        # the client while its request is in flight, tests/integration/test_signals_cloud.py).
+        self.on_request: Callable[[str, str], None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -392,6 +395,8 @@ class GoogleStandin:
         elif (skus := _SKUS.match(path)) is not None and method == "GET":
             status, payload = self._billing(skus["s"], dict(parse_qsl(split.query, keep_blank_values=True)), headers)
         else:
+            if self.on_request is not None:
+                self.on_request(method, path)
             status, payload = self._api(method, path, dict(parse_qsl(split.query, keep_blank_values=True)), headers, raw)
         with self._lock:
             self._requests.append((method, target, status))

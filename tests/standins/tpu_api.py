@@ -525,7 +525,8 @@ class TpuService:
             self.later(self.host.create_delay_s, follow)
             return op
         allowed = ("CREATING", "READY", "STOPPED", "PREEMPTED", "TERMINATED", "STARTING", "STOPPING", "REPAIRING")
-        return self._transition(params, "delete", allowed, "DELETING", None)
+        op = self._transition(params, "delete", allowed, "DELETING", None)
+        return {**op, "done": True, "response": {}} if self.host.faults.untyped_delete_replies else op
 
     def stop_node(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
         return self._transition(params, "stop", ("READY",), "STOPPING", "STOPPED")

@@ -37,9 +37,8 @@ def list_nodes(
     zones: str | None,
     as_json: bool,
 ) -> None:
-    """List TPU VMs in a zone (or all zones)."""
-    from tpuctl.cloud.node_lookup import list_nodes as listing
-    from tpuctl.cloud.node_lookup import with_kinds
+    """List TPU VMs in a zone (or all zones), and any queued resource that outlived its node (it still counts against quota)."""
+    from tpuctl.cloud.node_lookup import QUEUED_ON_THE_WAY, list_zones, with_kinds
     from tpuctl.settings.cloud import zones_of
 
     if sum(bool(given) for given in (all_zones, zone, zones)) > 1:
@@ -50,9 +49,15 @@ def list_nodes(
     if not every and not named:
         resolved.require("zone")
     api = tpu_api(resolved)
-    found = listing(api, None) if every else [n for z in named or [resolved.zone] for n in listing(api, z)]
-    found = with_kinds(api, found)
-    if not found and not as_json:
+    listed = list_zones(api, api.zones() if every else list(dict.fromkeys(named or [resolved.zone])))
+    found = with_kinds(api, listed.nodes)
+    for note in listed.notes:
+        click.echo(f"tpuctl: {note}", err=True)
+    for zone, queued in listed.lone_queued:
+        if queued.state not in QUEUED_ON_THE_WAY:
+            click.echo(f"tpuctl: queued resource {queued.resource_id} in {zone} is {queued.state} with no node; it still counts against TPU quota:"
+                       f" `tpuctl delete {queued.node_ids[0]} --zone {zone}` deletes it", err=True)  # fmt: skip
+    if not found and not listed.lone_queued and not as_json:
         click.echo(f"no TPU nodes in {'any zone' if every else ', '.join(named or [resolved.zone])} of project {api.project}", err=True)
         return
     from tpuctl.cloud.prices import price_book
@@ -66,6 +71,7 @@ def list_nodes(
         [n.name, n.zone, n.accelerator, n.state, n.health or "-", n.runtime_version, n.capacity, node_age(n), "reserved" if n.reserved else price_text(usd)]
         for n, usd in zip(found, hourly, strict=True)
     ]
+    rows += [[q.resource_id, z, q.accelerator_type or "-", f"queued: {q.state}, no node", "-", "-", "-", "", "-"] for z, q in listed.lone_queued]
     print_table(["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE", "PRICE/H"], rows)
     if book is not None:
         click.echo(total_line(hourly, book))

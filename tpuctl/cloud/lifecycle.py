@@ -283,7 +283,7 @@ def wait_ready(
         if reused and deadline_s is not None and elapsed > deadline_s and node is not None:
             raise TpuctlError(
                 f"node {spec.name} in {spec.zone} was there already and is still {node.state} after {deadline_s:.0f} s",
-                hint=f"wait and run this again, or {delete_command(spec.name, spec.zone)} so that it is made anew",
+                hint=f"wait and run this again; {delete_command(spec.name, spec.zone)}, and a rerun then makes it anew",
                 exit_code=FAILED,
             )
         if creating and deadline_s is not None and elapsed > deadline_s and (node is None or node.state == "CREATING"):

@@ -7,7 +7,7 @@ ssh fan-out, a launch on a slice) can find a node without importing the CLI.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tpuctl.cloud.node import Node, last_part
@@ -15,7 +15,7 @@ from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings import cloud as settings
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.tpu import Queued, TpuApi
 
 MAX_ZONE_THREADS = 16
 
@@ -78,17 +78,36 @@ def landed_zone(resolved: settings.Settings, name: str) -> str:
     return zones[0] if zones else resolved.zone
 
 
-def list_nodes(api: TpuApi, zone: str | None) -> list[Node]:
-    """The nodes of one zone, or (zone None) of every zone the project can use, zone by zone, each by name.
+# A queued resource in one of these states is still waiting for or making its node: no leftover.
+QUEUED_ON_THE_WAY = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "DELETING")
 
-    One request per zone, all at once: ten zones cost about as much as one.
-    """
-    zones = api.zones() if zone is None else [zone]
-    if len(zones) <= 1:
-        return [node for one in zones for node in api.list_nodes(one)]
-    with ThreadPoolExecutor(max_workers=min(MAX_ZONE_THREADS, len(zones))) as pool:
-        per_zone = list(pool.map(api.list_nodes, zones))
-    return [node for nodes in per_zone for node in nodes]
+
+@dataclass(frozen=True)
+class Listed:
+    """A listing of zones: their nodes, the queued resources none of whose nodes exist (a SUSPENDED one still counts
+    against quota, and no node listing shows it: Cloud TPU docs, queued-resources), and why a zone's could not be read."""
+
+    nodes: list[Node]
+    lone_queued: list[tuple[str, Queued]]
+    notes: list[str]
+
+
+def list_zones(api: TpuApi, zones: list[str]) -> Listed:
+    """Nodes and queued resources of each zone, all requests at once: ten zones cost about as much as one. A zone whose
+    queued resources cannot be read (no tpu.queuedresources.list) still lists its nodes, with a note."""
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_ZONE_THREADS, 2 * len(zones)))) as pool:
+        nodes = [pool.submit(api.list_nodes, zone) for zone in zones]
+        queued = [pool.submit(api.list_queued, zone) for zone in zones]
+        found = [node for future in nodes for node in future.result()]
+        names = {(node.zone, node.name) for node in found}
+        lone: list[tuple[str, Queued]] = []
+        notes: list[str] = []
+        for zone, future in zip(zones, queued, strict=True):
+            try:
+                lone += [(zone, q) for q in future.result() if not any((zone, n) in names for n in q.node_ids) and q.node_ids]
+            except TpuctlError as err:
+                notes.append(f"note: queued resources of {zone} not listed: {err.message}")
+    return Listed(found, lone, notes)
 
 
 def short_list(items: list[str], limit: int = 12) -> str:

@@ -43,18 +43,14 @@ def raise_stopped(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def as_interrupt() -> Iterator[Callable[[], None]]:
-    """Ctrl-C, TERM and HUP all raise KeyboardInterrupt for the duration, so a closed terminal, `timeout` or a CI
+    """Ctrl-C, TERM and HUP all raise KeyboardInterrupt for the duration, so that a closed terminal, `timeout` or a CI
     cancel cleans up what a command was making as Ctrl-C does, until the yielded `settle()` is called: from then on
-    (the change is done, its report follows) a stopping signal is held back and raised as the block ends."""
+    the change is done and only its report is left to print, which a stopping signal no longer cuts short."""
     armed = [True]
-    held: list[int] = []
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if armed[0]:
             raise KeyboardInterrupt
-        held.append(signum)
 
     with handled(handler):
         yield lambda: armed.__setitem__(0, False)
-    if held:
-        raise KeyboardInterrupt

@@ -59,14 +59,13 @@ class Deletion(enum.Enum):
 def delete_owned(
     api: NodeApi, zone: str, name: str, run_id: str, progress: lifecycle.Progress, *, sleep: Callable[[float], None] = time.sleep
 ) -> Deletion:
-    """Delete node `name` (lifecycle.remove: and its queued resource) only if it carries run `run_id`'s label, and
-    wait until it is gone.
+    """Delete node `name` (lifecycle.remove: and its queued resource, or that alone once the node is gone) only if
+    it carries run `run_id`'s label, and wait until it is gone.
 
     The node is read first and its label checked; the delete then goes by name (the TPU API deletes by
     name only), so a node swapped for another of the same name in the moment between is the one gap left."""
     node = api.get_node(zone, name)
-    if node is None:
-        return Deletion.GONE
-    if not owned_by(node, run_id):
+    if node is not None and not owned_by(node, run_id):
         return Deletion.NOT_OURS
+    # No node: a queued resource of the run's node name (a reserved=NAME run's, SUSPENDED after a preemption) goes.
     return Deletion.DELETED if lifecycle.remove(api, zone, name, progress, sleep=sleep).found else Deletion.GONE
