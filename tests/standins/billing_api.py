@@ -6,16 +6,21 @@ billing/v1/how-tos/catalog-api: a ListSkusResponse {skus, nextPageToken}, at mos
 category {serviceDisplayName, resourceFamily, resourceGroup, usageType}, serviceRegions, and
 pricingInfo[].pricingExpression {usageUnit, usageUnitDescription, baseUnit, baseUnitConversionFactor,
 displayQuantity, tieredRates[{startUsageAmount, unitPrice: Money {currencyCode, units (int64 as a
-string), nanos}}]}. TPU v5e / v5p / v6e are Compute Engine SKUs per chip-hour ("TpuV5e"...), spot as
-usageType Preemptible; v2 / v3 / v4 are Cloud TPU SKUs ("Tpu-v3 device", "Tpu-v4 Pod chip", with
-"Preemptible" in the description). Beside them sit SKUs a reader must pass over: a commitment, a
-non-TPU machine, a per-GiB one. `fault` scripts what a broken catalogue does.
+string), nanos}}]}. Descriptions are worded as the live catalogue words them, a place name where
+serviceRegions names the region: TPU v5e / v5p / v6e are Compute Engine SKUs per chip-hour that name
+no unit ("TpuV5e running in Las Vegas"), spot as usageType Preemptible "TpuV5e attached to Spot
+Preemptible VMs running in ..." (public captures of the live catalogue, 2026); v2 / v3 / v4 are Cloud
+TPU SKUs ("Tpu-v3 device", "Tpu-v4 Pod", "Preemptible " before them for spot, usageType OnDemand:
+skypilot fetch_gcp.py). Beside them sit SKUs a reader must pass over: a commitment, a calendar-mode
+reservation (usageType OnDemand, as captured), a non-TPU machine, a per-GiB one. `fault` scripts what
+a broken catalogue does; `delay_s` makes every page slow.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from typing import Any
 
 COMPUTE_ENGINE = "6F81-5844-456A"
@@ -42,6 +47,18 @@ DEFAULT_PRICES: dict[tuple[str, str, str], float] = {
     ("Tpu-v4 Pod chip", "us-central2", "spot"): 1.02,
 }  # asia-east1 and europe-west4's v2/v3 have no SKU here: "no list price"
 
+# Where a SKU description says a region is, as the catalogue words it ("running in Las Vegas" for us-west4); us-central2,
+# v4's region, as issue 45 quotes its SKU ("Tpu-v4 Pod running in Americas"). A reader takes the region from serviceRegions.
+PLACES = {
+    "us-central1": "Iowa",
+    "us-central2": "Americas",
+    "us-east1": "South Carolina",
+    "us-east5": "Columbus",
+    "us-west4": "Las Vegas",
+    "europe-west4": "Netherlands",
+    "asia-east1": "Taiwan",
+}
+
 
 def money(usd: float) -> dict[str, Any]:
     units = int(usd)
@@ -62,7 +79,7 @@ def sku(service: str, description: str, usage_type: str, region: str, usd: float
         "category": {
             "serviceDisplayName": "Compute Engine" if service == COMPUTE_ENGINE else "Cloud TPU",
             "resourceFamily": "Compute" if service == COMPUTE_ENGINE else "TPU",
-            "resourceGroup": "TPU" if "Tpu" in description else "N2Standard",
+            "resourceGroup": "TPU" if "tpu" in description.lower() else "N2Standard",
             "usageType": usage_type,
         },
         "serviceRegions": [region],
@@ -94,18 +111,26 @@ class BillingCatalog:
         self.prices: dict[tuple[str, str, str], float] = dict(DEFAULT_PRICES)
         self.fault = ""
         self.huge_skus = 50_000  # SKUs of the "huge" page: about 40 MiB, past the reader's 32 MiB
+        self.delay_s = 0.0  # how long each request for a page waits before it is answered (a slow catalogue)
+        self.released = threading.Event()  # set: no more waiting (a test's end need not sit out a long delay)
+
+    def stall(self) -> None:
+        """Called by the server before a page is answered, outside its lock: only the catalogue is slow."""
+        if self.delay_s > 0:
+            self.released.wait(self.delay_s)
 
     def skus(self, service: str) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for (word, region, kind), usd in sorted(self.prices.items()):
-            spot = kind == "spot"
+            spot, place = kind == "spot", PLACES.get(region, "Americas")
             if word.startswith("TpuV") and service == COMPUTE_ENGINE:
-                prefix = "Spot Preemptible " if spot else ""
-                found.append(sku(service, f"{prefix}{word} chip running in {region}", "Preemptible" if spot else "OnDemand", region, usd))
+                worded = f"{word} attached to Spot Preemptible VMs running in {place}" if spot else f"{word} running in {place}"
+                found.append(sku(service, worded, "Preemptible" if spot else "OnDemand", region, usd))
                 if not spot:
-                    found.append(sku(service, f"Commitment v1: {word} chip in {region} for 1 Year", "Commit1Yr", region, usd * 0.63))
+                    found.append(sku(service, f"Commitment v1: {word} running in {place} for 1 Year", "Commit1Yr", region, usd * 0.63))
+                    found.append(sku(service, f"Reserved {word} in {place} in Calendar Mode", "OnDemand", region, usd * 0.5))
             elif word.startswith("Tpu-") and service == CLOUD_TPU:
-                found.append(sku(service, f"{'Preemptible ' if spot else ''}{word} running in {region}", "OnDemand", region, usd))
+                found.append(sku(service, f"{'Preemptible ' if spot else ''}{word} running in {place}", "OnDemand", region, usd))
         if service == COMPUTE_ENGINE:
             found.append(sku(service, "N2 Instance Core running in Americas", "OnDemand", "us-central1", 0.031611))
             found.append(sku(service, "TpuV5e chip storage in us-west4", "OnDemand", "us-west4", 0.04, unit="GiBy.mo"))

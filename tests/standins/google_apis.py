@@ -442,6 +442,7 @@ class GoogleStandin:
 
     def _billing(self, service: str, query: dict[str, str], headers: Mapping[str, str]) -> tuple[int, Any]:
         """The catalogue is public data: an API key (``key=``) or any valid bearer token reads it."""
+        self.billing.stall()
         try:
             if query.get("key") != self.api_key:
                 if "key" in query:

@@ -62,7 +62,7 @@ def list_nodes(
         return
     from tpuctl.cloud.prices import price_book
 
-    book = price_book(resolved, api.bearer_token) if found else None
+    book = price_book(resolved, api.bearer_token, waiting=lambda line: click.echo(f"tpuctl: {line}", err=True)) if found else None
     hourly = [book.slice_price(n.accelerator, n.zone, n.capacity) if book else None for n in found]
     if as_json:
         click.echo(json.dumps([{**n.to_json(), "listPrice": price_json(book, usd)} for n, usd in zip(found, hourly, strict=True)], indent=2))

@@ -106,10 +106,10 @@ def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], No
 def _price_book(resolved: Settings, api: TpuApi) -> PriceBook | str:
     """The price book `tpuctl list` uses (tpuctl/cloud/prices.py): the catalogue, else the dated table, marked; or why
     prices could not be had at all, which never stops a create."""
-    from tpuctl.cloud.prices import ACTING_DEADLINE_S, price_book
+    from tpuctl.cloud.prices import price_book
 
-    try:  # every create reads it, a reused node's too: bounded, so an unreachable catalogue costs seconds, not a minute
-        return price_book(resolved, api.bearer_token, deadline_s=ACTING_DEADLINE_S)
+    try:  # every create reads it, a reused node's too: bounded (prices.DEADLINE_S), and a slow read says so
+        return price_book(resolved, api.bearer_token, waiting=lambda line: click.echo(f"tpuctl: {line}", err=True))
     except (TpuctlError, OSError) as err:
         return one_line(str(err))
 

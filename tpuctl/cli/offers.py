@@ -72,7 +72,7 @@ def _offers(
     bucket = _bucket(model_dir)
     from tpuctl.cloud.capacity.gather import gather
 
-    found = gather(tpu_api(resolved), resolved, names, kinds, wanted, bucket)
+    found = gather(tpu_api(resolved), resolved, names, kinds, wanted, bucket, lambda line: click.echo(f"tpuctl: {line}", err=True))
     if as_json:
         click.echo(json.dumps([_json(o, found) for o in found.offers], indent=2))
         return

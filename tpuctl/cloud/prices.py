@@ -5,12 +5,14 @@ chip-hour price of its generation in its zone's region, on-demand or spot. The
 catalogue (GET /v1/services/{service}/skus, paged by pageToken / nextPageToken,
 https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list) is
 read over the standard library like the TPU API's reads in tpu.py: `tpuctl list`
-imports neither requests nor google-auth (benchmarks/list_nodes.py). Each
-SKU's unit is read, never assumed: usageUnit must be "h", and the description
-says whether the hour is a chip's or a device's (a v2/v3 device is one host).
-Paging is bounded by pages, bytes and a deadline, so a catalogue that pages
-forever, is huge or is not JSON ends in one line, and the table is used,
-marked as such, with that line as the reason. A pair with no SKU has no price.
+imports neither requests nor google-auth (benchmarks/list_nodes.py). Each SKU is
+read for the generation its description names, however worded, and for its
+regions from serviceRegions; usageUnit must be "h", and the description's "chip"
+or "device" says whose hour it is (a v2/v3 device is one host), where it says
+neither the generation decides (`_unit`). Paging is bounded by pages, bytes and
+one deadline (DEADLINE_S, for every command), so a catalogue that is slow, pages
+forever, is huge or is not JSON ends in one line, and the table is used, marked
+as such, with that line as the reason. A pair with no SKU has no price.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import http.client
 import json
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,12 +42,13 @@ from tpuctl.tpu.capacity import ON_DEMAND, PREEMPTIBLE, SPOT
 PAGE_SIZE = 5000  # the API's own maximum (billing/v1/how-tos/catalog-api)
 MAX_PAGES = 40  # Compute Engine's catalogue is a few pages of 5000; forty is a catalogue gone wrong
 MAX_PAGE_BYTES = 32 << 20
-DEADLINE_S = 60.0
-ACTING_DEADLINE_S = 15.0  # a command that acts (create, a launch on a TPU VM) reads prices for at most this long before it goes on
+DEADLINE_S = 15.0  # every command (list, offers, create, a hunt, a launch) reads prices for at most this long, then goes on
+NOTICE_AFTER_S = 1.0  # a read not answered from the cache that takes longer says so in one line; a quick one says nothing
 ATTEMPTS = 3  # per page, for failures that waiting may cure
 _PASSING = frozenset({429, 500, 502, 503, 504})
 CACHE_S = 24 * 3600
 CACHE_NAME = "billing-prices.json"
+READER = 2  # how the cached rates were read: a cache of an earlier reader (1: SKUs naming "chip" or "device" only) is read again
 CATALOGUE_SOURCE = "catalogue"
 TABLE_SOURCE = "table"
 
@@ -80,7 +85,8 @@ class PriceBook:
         """Where the prices come from, in the words every view prints beside them."""
         if self.source == CATALOGUE_SOURCE:
             return f"list prices from the Cloud Billing Catalog, read {self.date}; no discounts or commitments"
-        return f"list prices from tpuctl's table of {self.date} ({list_prices.TABLE_SOURCE}); the Billing Catalog was not read: {self.reason}"
+        table = f"tpuctl's table of {self.date} ({list_prices.TABLE_SOURCE}; its spot prices are estimates of {self.date}: {list_prices.SPOT_ESTIMATE})"
+        return f"list prices from {table}; the Billing Catalog was not read: {self.reason}"
 
     def slice_price(self, accelerator_type: str, zone: str, capacity: str) -> float | None:
         """USD per hour of the slice, or None where no SKU prices it (never a neighbour's price).
@@ -121,20 +127,48 @@ def money(value: object) -> float | None:
     return usd if math.isfinite(usd) and usd >= 0 else None
 
 
-def _word(word: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])")
+# The version a description names: "Tpu-v4", "TpuV5e", "TPU v6e", in any case; "TpuV5ex" names none.
+_VERSION = re.compile(r"(?<![a-z0-9])tpu[ -]?(v\d+[a-z]?)(?![a-z0-9])", re.IGNORECASE)
+# Spot in the description whatever usageType says: Cloud TPU's preemptible SKUs are usageType OnDemand ("Preemptible
+# Tpu-v3 ...", skypilot fetch_gcp.py); Compute Engine's say "Spot Preemptible" ("TpuV6e attached to Spot Preemptible VMs").
+_SPOT = re.compile(r"\b(spot|preemptible)\b", re.IGNORECASE)
+# Hours that are no list price though usageType may say OnDemand: a commitment, a calendar-mode reservation ("Reserved
+# TpuV5p in Delhi in Calendar Mode", usageType OnDemand in a public capture of the live catalogue), Dynamic Workload
+# Scheduler's ("DWS Defined Duration ...", skypilot-org/skypilot#9634) and flex-start's.
+_NOT_LIST = re.compile(r"\b(commitment|reserved|calendar|dws|defined duration|flex[- ]?start)\b", re.IGNORECASE)
 
 
-_WORDS = {gen: (service, _word(word)) for gen, (service, word) in list_prices.CATALOGUE.items()}
+def _generation(service: str, description: str) -> str | None:
+    """tpuctl's generation for the version the description names, when `service` is the one that sells it."""
+    found = _VERSION.search(description)
+    generation = list_prices.VERSIONS.get(found.group(1).lower()) if found else None
+    return generation if generation is not None and list_prices.SERVICES[generation] == service else None
 
 
-def _kind(sku: Mapping[str, Any], service: str, description: str) -> str | None:
-    usage = str(_map(sku.get("category")).get("usageType", ""))
-    if usage not in ("OnDemand", "Preemptible"):
-        return None  # commitments and the like are not list prices of an hour
-    if service == list_prices.COMPUTE_ENGINE:
-        return SPOT if usage == "Preemptible" else ON_DEMAND
-    return SPOT if usage == "Preemptible" or "preemptible" in description.lower() else ON_DEMAND
+def _kind(sku: Mapping[str, Any], description: str) -> str | None:
+    category = _map(sku.get("category"))
+    usage = str(category.get("usageType", ""))
+    # resourceGroup "TPU": what both services' TPU SKUs carry (gpuhunt's reader keeps those alone; public captures).
+    if usage not in ("OnDemand", "Preemptible") or category.get("resourceGroup") != "TPU" or _NOT_LIST.search(description):
+        return None  # commitments, reservations and the like are not list prices of an hour; nor is anything but a TPU's
+    return SPOT if usage == "Preemptible" or _SPOT.search(description) else ON_DEMAND
+
+
+def _unit(description: str, generation: str, pod: bool | None) -> str:
+    """Whose hour the price is: a device's (one v2/v3 host of 4 chips) or a chip's, as the description says.
+
+    Where it says neither, the wording leaves the unit to the generation. Compute Engine's TPU SKUs are per chip-hour:
+    "TpuV6e running in Dallas" at $2.70 and "TpuV5e running in Americas" at $1.20 (public captures of the live catalogue)
+    are the pricing page's US chip-hour prices (tpu/pricing, as skypilot-org/skypilot#4218 copies them; skypilot's
+    fetch_gcp.py: "The price shown for v5 & v6e TPU is per chip hour"). For Cloud TPU's
+    ("Tpu-v4 Pod running in Americas") the wording is truly ambiguous: skypilot's and gpuhunt's readers take it per
+    8 TensorCores (a v4 host of 4 chips), while the pricing page sells v4 and v2/v3 Pod slices per chip-hour. tpuctl
+    follows the pricing page: a chip's hour, except a v2/v3 single host's, which the page sells by the device."""
+    if re.search(r"\bdevices?\b", description, re.IGNORECASE):
+        return "device"
+    if re.search(r"\bchips?\b", description, re.IGNORECASE):
+        return "chip"
+    return "device" if generation in list_prices.PER_DEVICE and not pod else "chip"
 
 
 def _hourly(sku: Mapping[str, Any]) -> float | None:
@@ -151,19 +185,19 @@ def _hourly(sku: Mapping[str, Any]) -> float | None:
 
 
 def rates_of(skus: list[Any], service: str) -> Iterator[Rate]:
-    """The TPU rates among one service's SKUs; anything else, or anything malformed, is passed over."""
+    """The TPU rates among one service's SKUs, each for its generation and regions whatever its wording; anything
+    else, or anything malformed, is passed over."""
     for sku in skus:
         if not isinstance(sku, Mapping) or not isinstance(sku.get("description"), str):
             continue
         description = str(sku["description"])
-        generation = next((g for g, (s, word) in _WORDS.items() if s == service and word.search(description)), None)
-        kind = _kind(sku, service, description)
-        lowered = description.lower()
-        per = "device" if "device" in lowered else "chip" if "chip" in lowered else None
+        generation = _generation(service, description)
+        kind = _kind(sku, description)
         usd = _hourly(sku)
-        if generation is None or kind is None or per is None or usd is None:
+        if generation is None or kind is None or usd is None:
             continue
-        pod = ("pod" in lowered.split()) if service == list_prices.CLOUD_TPU else None
+        pod = bool(re.search(r"\bpod\b", description, re.IGNORECASE)) if service == list_prices.CLOUD_TPU else None
+        per = _unit(description, generation, pod)
         regions = sku.get("serviceRegions")
         for region in regions if isinstance(regions, list) else []:
             if isinstance(region, str):
@@ -176,7 +210,7 @@ def read_catalogue(
     """Every TPU rate of both services; Unreadable with one line when the catalogue cannot be read in bounds."""
     deadline = time.monotonic() + deadline_s
     rates: list[Rate] = []
-    for service in sorted({s for s, _ in list_prices.CATALOGUE.values()}):
+    for service in sorted(set(list_prices.SERVICES.values())):
         token = ""
         for _ in range(MAX_PAGES):
             reply = _page_retried(endpoint, service, token, bearer, api_key, deadline, max_page_bytes)
@@ -270,29 +304,56 @@ def _map(value: object) -> Mapping[str, Any]:
 
 
 def table_book(reason: str) -> PriceBook:
+    """The shipped table: its on-demand prices as published, its spot prices the estimates list_prices says they are."""
     rates = tuple(
-        Rate(gen, region, kind, "chip", False if gen in list_prices.DEVICES_ONLY else None, usd, "")
-        for (gen, region), pair in list_prices.TABLE.items()
-        for kind, usd in zip((ON_DEMAND, SPOT), pair, strict=True)
+        Rate(gen, region, kind, "chip", False if gen in list_prices.DEVICES_ONLY else None, round(usd, 6), "")
+        for (gen, region), on_demand in list_prices.TABLE.items()
+        for kind, usd in ((ON_DEMAND, on_demand), (SPOT, on_demand * list_prices.SPOT_ESTIMATE_SHARE[gen]))
     )
     return PriceBook(rates, TABLE_SOURCE, list_prices.TABLE_DATE, one_line(reason))
 
 
-def price_book(settings: Settings, bearer: Callable[[], str] | None, cache_dir: Path | None = None, *, deadline_s: float = DEADLINE_S) -> PriceBook:
+def price_book(
+    settings: Settings,
+    bearer: Callable[[], str] | None,
+    cache_dir: Path | None = None,
+    *,
+    deadline_s: float = DEADLINE_S,
+    waiting: Callable[[str], None] | None = None,
+) -> PriceBook:
     """Today's cached catalogue, else the catalogue read now (and cached), else the table with the reason.
-    `deadline_s`: a launch, which prices its run by the way, waits less for an unreachable catalogue than `list`."""
+
+    `waiting` hears one line once a read the cache did not answer has taken NOTICE_AFTER_S (a cached or quick read says
+    nothing), so a slow catalogue is never a silent pause; `deadline_s` is DEADLINE_S but for tests."""
     endpoint = settings.require("billing-endpoint").rstrip("/")
     folder = cache_dir or _cache_dir()
     cached = _load_cache(folder / CACHE_NAME, endpoint)
     if cached is not None:
         return cached
     try:
-        rates = read_catalogue(endpoint, bearer, settings.get("billing-api-key"), deadline_s=deadline_s)
+        with _said_after(NOTICE_AFTER_S, waiting, f"reading list prices from the Cloud Billing Catalog (at most {deadline_s:g} s)..."):
+            rates = read_catalogue(endpoint, bearer, settings.get("billing-api-key"), deadline_s=deadline_s)
     except Unreadable as err:
         return table_book(str(err))
     read = time.time()
     _save_cache(folder, endpoint, rates, read)
     return PriceBook(rates, CATALOGUE_SOURCE, _day(read))
+
+
+@contextmanager
+def _said_after(delay_s: float, say: Callable[[str], None] | None, line: str) -> Iterator[None]:
+    """`line` to `say` once the block has run `delay_s`, never after it ends: the timer is cancelled and joined there."""
+    if say is None:
+        yield
+        return
+    timer = threading.Timer(delay_s, say, (line,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 def _cache_dir() -> Path:
@@ -306,11 +367,11 @@ def _day(epoch: float) -> str:
 
 
 def _load_cache(path: Path, endpoint: str) -> PriceBook | None:
-    """The cached rates when they are this endpoint's and under a day old; anything odd is no cache."""
+    """The cached rates when this reader wrote them for this endpoint under a day ago; anything odd is no cache."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         read = float(data["read"])
-        if data["endpoint"] != endpoint or not 0 <= time.time() - read < CACHE_S:
+        if data.get("reader") != READER or data["endpoint"] != endpoint or not 0 <= time.time() - read < CACHE_S:
             return None
         rates = tuple(Rate(**row) for row in data["rates"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -323,6 +384,6 @@ def _save_cache(folder: Path, endpoint: str, rates: tuple[Rate, ...], read: floa
     from tpuctl.inputs.private_files import private_dir, write_private
 
     try:
-        write_private(private_dir(folder) / CACHE_NAME, json.dumps({"endpoint": endpoint, "read": read, "rates": [asdict(r) for r in rates]}))
+        write_private(private_dir(folder) / CACHE_NAME, json.dumps({"reader": READER, "endpoint": endpoint, "read": read, "rates": [asdict(r) for r in rates]}))
     except (OSError, TpuctlError):
         return

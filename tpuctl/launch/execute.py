@@ -44,7 +44,7 @@ def execute(
         tail_view=launch.options.tail_view,
         verbose=launch.options.verbose,
     )
-    on = launch.runner.slice_cost()
+    on = launch.runner.slice_cost(context.notice)
     with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached, on=on) as keeper:
         context.record = keeper.record if keeper.written else None
 

@@ -90,8 +90,9 @@ class Runner(ABC):
         """
         return job
 
-    def slice_cost(self) -> SliceCost | None:
-        """The TPU VM the run will run on, for its record (what its cost is priced at); None where it runs on no TPU VM."""
+    def slice_cost(self, notice: Callable[[str], None]) -> SliceCost | None:
+        """The TPU VM the run will run on, for its record (what its cost is priced at); None where it runs on no TPU VM.
+        `notice` hears the line a slow price read says while it waits."""
         return None
 
     @abstractmethod

@@ -105,7 +105,7 @@ class NewTpu:
         image = resolved.get("runtime-version") if resolved.given("runtime-version") else None
         return Wanted(plan, image, float(resolved.require("create-deadline")))
 
-    def cost(self) -> SliceCost | None:
+    def cost(self, notice: Callable[[str], None]) -> SliceCost | None:
         return None  # no VM yet: the record is told its type, zone and price the moment the create is accepted
 
     def describe(self, run_id: str) -> dict[str, object]:

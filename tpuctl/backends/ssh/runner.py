@@ -145,11 +145,12 @@ class TpuSlice:
         flags = {"project": self.options.project, "zone": self.node.zone, "credentials": None, "access_token_file": None}
         return TpuApi.connect(settings.resolve(flags))
 
-    def cost(self) -> SliceCost:
+    def cost(self, notice: Callable[[str], None]) -> SliceCost:
         """What the run's record keeps to price it: the node's type, zone and kind, and its slice's list price now
         (tpuctl/cloud/prices.py: the catalogue, else the dated table, said as such). A reserved node is billed by its
-        reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch."""
-        from tpuctl.cloud.prices import ACTING_DEADLINE_S, price_book
+        reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch; a slow
+        read says so to `notice`."""
+        from tpuctl.cloud.prices import price_book
         from tpuctl.inputs.errors import one_line
         from tpuctl.runs.records import SliceCost
 
@@ -158,7 +159,7 @@ class TpuSlice:
             return SliceCost(node.accelerator, node.zone, "reserved", None, "billed by its reservation, not at a list price")
         try:
             api = self._api()
-            book = price_book(api.settings, api.bearer_token, deadline_s=ACTING_DEADLINE_S)
+            book = price_book(api.settings, api.bearer_token, waiting=notice)
         except (TpuctlError, OSError) as err:
             return SliceCost(node.accelerator, node.zone, node.capacity, None, one_line(f"prices could not be read: {err}", 300))
         usd = book.slice_price(node.accelerator, node.zone, node.capacity)
@@ -234,8 +235,8 @@ class SshRunner(Runner):
     def slots(self) -> int:
         return sum(entry.slots for entry in self.entries)
 
-    def slice_cost(self) -> SliceCost | None:
-        return self.slice.cost() if self.slice is not None else None
+    def slice_cost(self, notice: Callable[[str], None]) -> SliceCost | None:
+        return self.slice.cost(notice) if self.slice is not None else None
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         """The worker count, the script path and the model dir as the hosts see them.

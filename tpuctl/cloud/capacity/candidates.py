@@ -49,12 +49,12 @@ def offers(api: TpuApi, hunt_plan: Plan, note: Callable[[str], None]) -> Found:
     resolved, kinds = hunt_plan.resolved, priced(hunt_plan.capacities)
     bucket = _bucket(resolved.get("model-dir"))
     try:
-        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, bucket)
+        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, bucket, note)
     except TpuctlError as err:
         if bucket is None:
             raise
         note(f"note: ranking without the distance to gs://{bucket}: {err.message}")
-        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, None)
+        return gather(api, resolved, hunt_plan.types, kinds, hunt_plan.zones, None, note)
 
 
 def priced(capacities: list[Capacity]) -> list[str]:

@@ -10,7 +10,7 @@ of the same generation and kind (spot and preemptible nodes draw on the preempti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -64,7 +64,16 @@ def chosen_zones(api: TpuApi, zones: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(zones))
 
 
-def gather(api: TpuApi, settings: Settings, types: Sequence[str], kinds: Sequence[str], zones: Sequence[str] | None, bucket: str | None) -> Found:
+def gather(
+    api: TpuApi,
+    settings: Settings,
+    types: Sequence[str],
+    kinds: Sequence[str],
+    zones: Sequence[str] | None,
+    bucket: str | None,
+    waiting: Callable[[str], None] | None = None,
+) -> Found:
+    """The ranked offers; `waiting` hears the one line a slow price read says while it waits (tpuctl/cloud/prices.py)."""
     shapes = {name: shape_of(name) for name in types}
     where = chosen_zones(api, zones)
     offered = zone_types(api, where)
@@ -82,7 +91,7 @@ def gather(api: TpuApi, settings: Settings, types: Sequence[str], kinds: Sequenc
             raise TpuctlError(f"no zone {whose} {api.project} offers {name}", hint="`tpuctl offers` lists what each zone offers")
     from tpuctl.cloud.prices import price_book
 
-    book = price_book(settings, api.bearer_token)
+    book = price_book(settings, api.bearer_token, waiting=waiting)
     infos = quotas.read(settings, api.project)
     holding = _nodes(api, sorted({z for z in where if offered[z]})) if not isinstance(infos, str) else {}
     location = bucket_location(settings, bucket) if bucket else None
