@@ -147,19 +147,51 @@ def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable
     names what may be left and the command that deletes it. `ensuring`: ensure's keywords."""
     existed = api.get_node(spec.zone, spec.name) is not None
     saved_before = nodespec.load(spec.project, spec.zone, spec.name) is not None
+    sent = [False]
+    naming: Callable[[NodeSpec], None] = ensuring.pop("naming", lambda spec: None)
+
+    def named(asked: NodeSpec) -> None:
+        naming(asked)
+        sent[0] = True  # the create request goes next: from here the service may make the node
+
     try:
-        return ensure(api, spec, progress, sleep=sleep, **ensuring)
+        return ensure(api, spec, progress, sleep=sleep, naming=named, **ensuring)
     except KeyboardInterrupt:
         if existed:
             raise Interrupted(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is") from None
+        doing = f"interrupted while creating {spec.name} in {spec.zone}"
         try:
             removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
+            if not removed.found and sent[0]:
+                removed = _late(api, spec, progress, sleep)
             if not saved_before:
                 nodespec.forget(spec)
         except (KeyboardInterrupt, TpuctlError):
-            raise Interrupted(f"interrupted while creating {spec.name} in {spec.zone}; it may be left: {delete_command(spec.name, spec.zone)}") from None
-        left = f"{removed.what()} it had made {'were' if removed.node and removed.queued else 'was'} deleted" if removed.found else "nothing had been made"
-        raise Interrupted(f"interrupted while creating {spec.name} in {spec.zone}; {left}, nothing was left behind") from None
+            raise Interrupted(f"{doing}; it may be left: {delete_command(spec.name, spec.zone)}") from None
+        if removed.found:
+            were = "were" if removed.node and removed.queued else "was"
+            raise Interrupted(f"{doing}; {removed.what()} it had made {were} deleted, nothing was left behind") from None
+        if sent[0]:
+            later = f"should the service still make it, {delete_command(spec.name, spec.zone)}"
+            raise Interrupted(f"{doing}; nothing was made within {LATE_CREATE_S:.0f} s; {later}") from None
+        raise Interrupted(f"{doing}; nothing had been made, nothing was left behind") from None
+
+
+# How long a create request that a Ctrl-C cut off (its reply never read) is watched for the node it may still make.
+LATE_CREATE_S = 10.0
+
+
+def _late(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> Removed:
+    """The node (or queued resource) an interrupted create request makes after all, removed once it shows; nothing
+    removed when none shows within LATE_CREATE_S."""
+    started = time.monotonic()
+    while time.monotonic() - started < LATE_CREATE_S:
+        progress("looking for what the interrupted create may still make", time.monotonic() - started)
+        sleep(0.5)
+        removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
+        if removed.found:
+            return removed
+    return Removed(spec.name, spec.zone, None, None)
 
 
 def _created(api: NodeApi, spec: NodeSpec, operation: str | None, progress: Progress, sleep: Callable[[float], None], deadline_s: float) -> Node:

@@ -1,0 +1,122 @@
+"""A stopping signal at every step of `create` (one zone, a queued kind, a hunt) and `delete` leaves nothing of
+tpuctl's making that no line names (issue 45), through the real CLI and google-cloud-tpu against the TPU stand-in.
+
+Each command runs once undisturbed to count its TPU API requests; then once per request and signal (SIGTERM as
+`timeout` sends it, SIGHUP as a closed terminal does, SIGINT as Ctrl-C), the signal sent while that request is in
+flight: the stand-in holds the request until the signal has landed, then serves it, so the create the client gave up
+on may still be made. Afterwards every node and queued resource the stand-in holds that was not there before must be
+the command's finished product (exit 0) or be named by the output with the command that deletes it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tpuctl_cmd
+from tests.standins.fixtures import standin_env
+from tests.standins.google_apis import GoogleStandin
+
+ZONE = "us-west4-a"
+ELSEWHERE = "europe-west4-a"
+TYPE = "v5litepod-16"
+SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+Prepare = Callable[[GoogleStandin, str], None]
+
+
+def _nothing(g: GoogleStandin, name: str) -> None:
+    return None
+
+
+def _a_stockout_first(g: GoogleStandin, name: str) -> None:
+    g.faults.stockouts.clear()
+    g.faults.stockout(ZONE, "capacity")
+
+
+def _a_node_to_delete(g: GoogleStandin, name: str) -> None:
+    with g._lock:
+        g.tpu.add_ready(ZONE, name, TYPE, None)
+
+
+# (what, the command's arguments after its node's name, what to set up first)
+COMMANDS: list[tuple[str, tuple[str, ...], Prepare]] = [
+    ("create", ("create", "--zone", ZONE, "--accelerator-type", TYPE), _nothing),
+    ("create-reserved", ("create", "--zone", ZONE, "--accelerator-type", TYPE, "--reserved", "--reservation", "myres"), _nothing),
+    ("hunt", ("create", "--zones", f"{ZONE},{ELSEWHERE}", "--accelerator-type", TYPE), _a_stockout_first),
+    ("delete", ("delete", "--yes"), _a_node_to_delete),
+]
+
+
+def _held(g: GoogleStandin) -> set[tuple[str, str, str]]:
+    """(kind, zone, name) of every node and queued resource the stand-in holds."""
+    with g._lock:
+        g.tpu.advance()
+        nodes = {("node", zone, name) for zone, name in g.tpu.nodes}
+        queued = {("queued resource", zone, name) for zone, name in g.tpu.queue.records}
+    return nodes | queued
+
+
+def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: int | None, signum: int) -> tuple[int, str, int]:
+    """Run tpuctl; with `at`, send `signum` while its at-th TPU API request is in flight. The exit status, the
+    output, and how many TPU API requests it made."""
+    seen = [0]
+    started: list[subprocess.Popen[str]] = []
+
+    def hook(method: str, path: str) -> None:
+        if not path.startswith("/v2"):
+            return  # quotas, prices, tokens: not the TPU API
+        seen[0] += 1
+        if seen[0] == at and started:
+            os.kill(started[0].pid, signum)
+            time.sleep(0.3)  # the signal lands while the request is in flight; then it is served all the same
+
+    g.on_request = hook
+    try:
+        with subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            started.append(proc)
+            out, err = proc.communicate(timeout=90)
+    finally:
+        g.on_request = None
+    return proc.returncode, out + err, seen[0]
+
+
+def _settled(g: GoogleStandin) -> set[tuple[str, str, str]]:
+    """What the stand-in holds once the request held in flight was served and deletes have had time to finish."""
+    time.sleep(0.4)
+    deadline = time.monotonic() + 3.0
+    while True:
+        with g._lock:
+            g.tpu.advance()
+            busy = any(node.get("state") == "DELETING" for node in g.tpu.nodes.values())
+        if not busy or time.monotonic() > deadline:
+            return _held(g)
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(("what", "args", "prepare"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_a_signal_at_any_step_leaves_nothing_unnamed(google_standin: GoogleStandin, tmp_path: Path, what: str, args: tuple[str, ...], prepare: Prepare) -> None:
+    g = google_standin
+    g.create_delay_s = 0.2
+    env = {**standin_env(g, tmp_path), "TPUCTL_ZONE": ZONE}
+    verb, rest = args[0], args[1:]
+    prepare(g, "calm")
+    code, output, steps = _run(g, env, tmp_path, tpuctl_cmd(verb, "calm", *rest), None, 0)
+    assert code == 0 and steps >= 3, output
+    unnamed: list[str] = []
+    for step in range(1, steps + 1):
+        for signum in SIGNALS:
+            name = f"s{step}-{signal.Signals(signum).name.lower()}"
+            prepare(g, name)
+            before = {held for held in _held(g) if held[2] != name}  # a node `delete` was asked to delete must be named too
+            code, output, _ = _run(g, env, tmp_path, tpuctl_cmd(verb, name, *rest), step, signum)
+            assert "Traceback" not in output, output
+            for kind, zone, left in _settled(g) - before:
+                finished = code == 0 and verb == "create" and f"{left} (" in output
+                if not finished and f"tpuctl delete {left} --zone {zone}" not in output:
+                    unnamed.append(f"step {step} {signal.Signals(signum).name}: {kind} {left} in {zone} (exit {code}): {output[-300:]!r}")
+    assert not unnamed, "\n".join(unnamed)
