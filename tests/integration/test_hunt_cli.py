@@ -111,15 +111,48 @@ def test_a_fallback_type_says_what_changed(google_standin: GoogleStandin, cli: C
     assert result.stdout.count("  tried ") == 10
 
 
-def test_quota_stops_the_hunt_at_once(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:
+def test_a_quota_refusal_leaves_out_its_zone_and_the_hunt_goes_on(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:
+    """Issue 45: quota is per zone and region, so a refusal in one zone leaves that zone out, says so, and the hunt goes on;
+    with spot asked there is no "try --spot" (spot has its own quota), and the refusal is no stockout to remember."""
     g = google_standin
-    order = first_ranked["on-demand"]
-    g.faults.stockout(order[0], "capacity")
-    g.faults.stockout(order[1], "quota")
-    line = error_line(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", ",".join(reversed(order[:3])), code=1))
-    assert line.startswith(f"Error: quota exceeded in project tpuctl-test, zone {order[1]}: Quota '"), line
-    assert f"nothing was left behind; tried before: {order[0]} {TYPE} on-demand (no capacity (code 8))" in line
-    assert creates(g) == order[:2] and g.tpu.nodes == {} and specs(cli) == []
+    order = first_ranked["spot"]
+    g.faults.quota_zones.add(order[0])
+    result = cli("create", "hunt", "--accelerator-type", TYPE, "--zones", ",".join(order[:3]), "--capacity", "spot", "--json")
+    report = json.loads(result.stdout)
+    quota = f"TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI in zone {order[0]}"
+    assert report["zone"] == order[1] and report["created"]
+    assert [(t["zone"], t["result"]) for t in report["hunt"]["tries"]] == [(order[0], f"quota refused ({quota})"), (order[1], "created")]
+    assert f"tpuctl: {order[0]} {TYPE} spot: quota refused ({quota}); leaving out zone {order[0]} for this quota, next: {order[1]}" in result.stderr
+    assert "--spot" not in result.stderr and cli.memory() == []
+    assert creates(g) == order[:2] and list(g.tpu.nodes) == [(order[1], "hunt")] and specs(cli) == [cli.spec_file("hunt", order[1])]
+
+
+def test_a_region_quota_refusal_leaves_out_every_zone_of_the_region(google_standin: GoogleStandin, cli: Cli) -> None:
+    g = google_standin
+    g.faults.quota_zones.add("us-west4")  # the region's quota spent: the zone quotas of us-west4-a and -b are not the limit
+    result = cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "us-west4-a,us-west4-b,us-east1-c", "--capacity", "spot", "--json")
+    report = json.loads(result.stdout)
+    first = report["hunt"]["tries"][0]["zone"]
+    quota = "TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI in region us-west4"
+    assert first.startswith("us-west4-") and report["zone"] == "us-east1-c"
+    other = ({"us-west4-a", "us-west4-b"} - {first}).pop()
+    assert [(t["zone"], t["result"]) for t in report["hunt"]["tries"]] == [
+        (first, f"quota refused ({quota})"), (other, f"skipped: {quota} refused {first}"), ("us-east1-c", "created"),
+    ]  # fmt: skip
+    assert "leaving out region us-west4 for this quota, next: us-east1-c" in result.stderr and creates(g) == [first, "us-east1-c"]
+
+
+def test_a_zone_answering_empty_type_lists_twice_is_left_out_with_a_line(google_standin: GoogleStandin, cli: Cli) -> None:
+    """Issue 45: an enabled zone that answers acceleratorTypes.list empty twice says nothing of what it offers: it is
+    left out of the hunt with a line, not taken for a zone that offers none of the types (which refuses the create)."""
+    g = google_standin
+    g.tpu.empty_type_lists[TEN[0]] = 2
+    result = cli("create", "hunt", "--accelerator-type", TYPE, "--zones", f"{TEN[0]},{TEN[1]}", "--json")
+    assert f"tpuctl: note: left out {TEN[0]}: acceleratorTypes.list answered an empty list twice" in result.stderr
+    assert json.loads(result.stdout)["zone"] == TEN[1] and creates(g) == [TEN[1]]
+    g.tpu.empty_type_lists[TEN[0]] = 2
+    table = cli("offers", TYPE, "--zones", f"{TEN[0]},{TEN[1]}").stdout
+    assert f"note: left out {TEN[0]}: acceleratorTypes.list answered an empty list twice" in table.splitlines() and f" {TEN[0]} " not in table
 
 
 def test_the_hunt_timeout_bounds_the_whole_hunt(google_standin: GoogleStandin, cli: Cli) -> None:
@@ -254,9 +287,36 @@ def test_a_zone_short_of_quota_is_skipped_and_the_fallback_type_tried(google_sta
     assert (short, TYPE) not in [(t["zone"], t["acceleratorType"]) for t in report["hunt"]["tries"]]
     # Every candidate short: one line naming the quota and the zone, exit 1, nothing created.
     before = len(creates(g))
-    line = error_line(cli("create", "other", "--accelerator-type", TYPE, "--zones", short, "--capacity", "on-demand,reserved", code=1))
+    line = error_line(cli("create", "other", "--accelerator-type", TYPE, "--zones", short, "--capacity", "on-demand", code=1))
     assert line.startswith(f"Error: no candidate zone has quota for the slice: TPUV5sLitepodPerProjectPerZoneForTPUAPI in {short} (8 of 16 chips) (")
     assert len(creates(g)) == before
+
+
+def test_a_reservation_is_tried_though_on_demand_quota_is_0(google_standin: GoogleStandin, cli: Cli) -> None:
+    """Issue 45: on-demand quota 0 (v5e's default, here the default dimensionsInfo) says nothing of a reservation,
+    which carries its own capacity: `--capacity reserved=NAME` tries it, as `create --reserved --reservation` does."""
+    g = google_standin
+    g.projects.tpu_quota_defaults = {"TPUV5sLitepodPerProjectPerZoneForTPUAPI": 0}
+    g.faults.quota_zones |= {TEN[0], TEN[1]}  # an on-demand create would be refused there
+    assert all(o["quotaHeadroomChips"] == 0 for o in json.loads(cli("offers", TYPE, "--capacity", "on-demand", "--json").stdout))
+    report = json.loads(cli("create", "held", "--accelerator-type", TYPE, "--zones", f"{TEN[0]},{TEN[1]}", "--capacity", "reserved=myres", "--json").stdout)
+    assert report["created"] and report["capacity"] == "reserved=myres" and report["hunt"]["skipped"] == []
+    queued = g.queued_resource(report["zone"], "held")
+    assert queued is not None and queued["reservationName"].endswith(f"/locations/{report['zone']}/reservations/myres")
+
+
+def test_a_region_short_of_quota_is_skipped_with_its_own_words(google_standin: GoogleStandin, cli: Cli) -> None:
+    """A field report (marin-community/marin#1612): zone quota present, the region's quota 0. Every zone of that region
+    is skipped, saying the region's quota is the short one; the hunt creates elsewhere."""
+    g = google_standin
+    g.projects.tpu_quotas = {
+        "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI": {zone: 64 for zone in TEN},
+        "TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI": {"us-west4": 0},
+    }
+    report = json.loads(cli("create", "hunt", "--accelerator-type", TYPE, "--zones", "us-west4-a,us-west4-b,us-east1-c", "--capacity", "spot", "--json").stdout)
+    why = "skipped: region us-west4's quota holds 0 of 16 chips (TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI)"
+    assert sorted((s["zone"], s["result"]) for s in report["hunt"]["skipped"]) == [("us-west4-a", why), ("us-west4-b", why)]
+    assert report["zone"] == "us-east1-c" and creates(g) == ["us-east1-c"]
 
 
 def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_standin: GoogleStandin, cli: Cli, first_ranked: dict[str, list[str]]) -> None:

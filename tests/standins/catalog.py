@@ -184,18 +184,22 @@ def type_from_config(config_type: str, topo: str) -> str:
     return f"{generation}-{n * 2 if generation in _COUNTS_CORES else n}"
 
 
-def quota_metric(accelerator_type: str, preemptible: bool) -> str:
-    """Name of the per-zone TPU quota a create of this type draws on (e.g. TPUV4sPerProjectPerZoneForTPUAPI)."""
+def quota_metric(accelerator_type: str, preemptible: bool, region: bool = False) -> str:
+    """The id of the TPU quota a create of this type draws on, per zone or per region, as the TPU API's quota errors
+    name it: TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI, TPUV6EPreemptiblePerProjectPerRegionForTPUAPI,
+    TPUV5sLitepodServingPerProjectPerZoneForTPUAPI for a one-host v5e (tpu/docs/quota: v5litepod-1, -4, -8 draw on
+    the serving quotas), TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI, TPUV5PPerProjectPerZoneForTPUAPI; v2 and
+    v3 as SkyPilot's GCP failover handler quotes one (TPUV2sPreemptiblePodPerProjectPerRegionForTPUAPI)."""
     generation, _ = parse(accelerator_type)
-    family = {
-        "v2": "TPUV2s",
-        "v3": "TPUV3s",
-        "v4": "TPUV4s",
-        "v5p": "TPUV5s",
-        "v5litepod": "TPUV5sLitepod",
-        "v6e": "TPUV6E",
-    }[generation]
-    return f"{'Preemptible' if preemptible else ''}{family}PerProjectPerZoneForTPUAPI"
+    spot = "Preemptible" if preemptible else ""
+    if generation == "v5litepod":
+        serving = "Serving" if hosts(accelerator_type) == 1 and chips(accelerator_type) in (1, 4, 8) else ""
+        stem = f"TPUV5s{spot}Litepod{serving}"
+    elif generation in ("v2", "v3", "v4"):
+        stem = f"TPU{generation.upper()}s{spot}{'Pod' if generation == 'v4' or hosts(accelerator_type) > 1 else ''}"
+    else:
+        stem = {"v5p": "TPUV5P", "v6e": "TPUV6E"}[generation] + spot
+    return f"{stem}PerProjectPer{'Region' if region else 'Zone'}ForTPUAPI"
 
 
 def _product(dims: list[int]) -> int:

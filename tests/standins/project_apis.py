@@ -67,8 +67,10 @@ class ProjectApis:
         self.policy["etag"] = self._next_etag()
         self.buckets: dict[str, JSON] = {}  # bucket name -> its IAM policy
         self.bucket_locations: dict[str, str] = {}  # bucket name -> its location, as Cloud Storage spells it (US-CENTRAL1, EU, NAM4)
-        # Cloud Quotas: quotaId -> {zone: limit} of service tpu.googleapis.com (value -1: unlimited).
+        # Cloud Quotas: quotaId -> {zone or region: limit} of service tpu.googleapis.com (value -1: unlimited); a
+        # ...PerProjectPerRegion... id's keys are regions. tpu_quota_defaults: quotaId -> the default DimensionsInfo's value.
         self.tpu_quotas: dict[str, dict[str, int]] = {}
+        self.tpu_quota_defaults: dict[str, int] = {}
         self.quota_page_size = 2  # small, so that every client has to follow nextPageToken
         self.service_accounts: dict[str, JSON] = {}  # email -> its IAM policy
         self.agents: set[str] = set()  # service agents created by generateServiceIdentity
@@ -270,25 +272,35 @@ class ProjectApis:
     # --- Cloud Quotas v1: quotaInfos of a service ----------------------------------------------------
 
     def quota_infos(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
-        """quotaInfos.list, paged by pageToken (an index here, opaque to clients); per-zone TPU quotas only."""
+        """quotaInfos.list, paged by pageToken (an index here, opaque to clients), as Cloud Quotas v1 serves them
+        (docs/quotas/reference/rest/v1/DimensionsInfo): one DimensionsInfo per zone or region with a value of its own,
+        and the default one without `dimensions`, which applies to every location without its own, listed in its
+        applicableLocations. A zero value is left out of `details` ({}), as proto3's JSON leaves out a zero int64."""
         if params["s"] != "tpu.googleapis.com":
             return {}
         number = self.host.project_number
-        infos = [
-            {
+        infos = []
+        for quota_id in sorted(set(self.tpu_quotas) | set(self.tpu_quota_defaults)):
+            scope = "region" if "PerProjectPerRegion" in quota_id else "zone"
+            own = self.tpu_quotas.get(quota_id, {})
+            entries: list[JSON] = [
+                {"dimensions": {scope: where}, "details": _details(value), "applicableLocations": [where]} for where, value in sorted(own.items())
+            ]
+            if quota_id in self.tpu_quota_defaults:
+                zones = sorted(self.host.tpu.zones)
+                locations = sorted({z.rsplit("-", 1)[0] for z in zones}) if scope == "region" else zones
+                entries.append({"details": _details(self.tpu_quota_defaults[quota_id]), "applicableLocations": locations})
+            stem = quota_id.removesuffix("PerProjectPerRegionForTPUAPI").removesuffix("PerProjectPerZoneForTPUAPI")
+            infos.append({
                 "name": f"projects/{number}/locations/global/services/tpu.googleapis.com/quotaInfos/{quota_id}",
                 "quotaId": quota_id,
-                "metric": f"tpu.googleapis.com/{quota_id.removesuffix('PerProjectPerZoneForTPUAPI').lower()}",
+                "metric": f"tpu.googleapis.com/{stem.lower()}",
                 "service": "tpu.googleapis.com",
                 "isPrecise": True,
                 "containerType": "PROJECT",
-                "dimensions": ["zone"],
-                "dimensionsInfos": [
-                    {"dimensions": {"zone": zone}, "details": {"value": str(value)}, "applicableLocations": [zone]} for zone, value in sorted(zones.items())
-                ],
-            }
-            for quota_id, zones in sorted(self.tpu_quotas.items())
-        ]
+                "dimensions": [scope],
+                "dimensionsInfos": entries,
+            })  # fmt: skip
         start = int(query.get("pageToken") or 0)
         end = start + self.quota_page_size
         return {"quotaInfos": infos[start:end], **({"nextPageToken": str(end)} if end < len(infos) else {})}
@@ -355,3 +367,8 @@ class ProjectApis:
         asked = body.get("permissions") or []
         held = [p for p in asked if p not in self.host.faults.denied_permissions or (granted and p == "iam.serviceAccounts.actAs")]
         return {"permissions": held} if held else {}
+
+
+def _details(value: int) -> JSON:
+    """QuotaDetails in JSON: `value` an int64 as a string, left out when 0 (proto3 JSON omits default values)."""
+    return {"value": str(value)} if value else {}

@@ -225,8 +225,12 @@ def test_capacity_quota_and_failed_operations(g: GoogleStandin, client: tpu_v2.T
     g.faults.quota_zones.add(ZONE)
     with pytest.raises(api.TooManyRequests) as quota:
         client.create_node(parent=parent(g), node_id="quota", node=v4())
-    assert f"Quota limit 'TPUV4sPerProjectPerZoneForTPUAPI' has been exceeded. Limit: 0 in zone {ZONE}." in quota.value.message
+    assert f"Quota limit 'TPUV4sPodPerProjectPerZoneForTPUAPI' has been exceeded. Limit: 0 in zone {ZONE}." in quota.value.message
     assert quota.value.details[0]["@type"] == "type.googleapis.com/google.rpc.QuotaFailure"
+    g.faults.quota_zones = {"us-central2"}  # the region's quota spent: every zone of it refused, naming the region's quota
+    with pytest.raises(api.TooManyRequests) as quota:
+        client.create_node(parent=parent(g), node_id="quota", node=v4())
+    assert "Quota limit 'TPUV4sPodPerProjectPerRegionForTPUAPI' has been exceeded. Limit: 0 in region us-central2." in quota.value.message
     g.faults.quota_zones.clear()
 
     g.faults.fail_next_operations(1, "backend exploded")
@@ -234,6 +238,24 @@ def test_capacity_quota_and_failed_operations(g: GoogleStandin, client: tpu_v2.T
         create(client, g, "unlucky")
     assert g.node(ZONE, "unlucky") is None
     assert create(client, g, "lucky").state == tpu_v2.Node.State.READY
+
+
+def test_quota_infos_are_served_per_zone_and_region_with_a_default_as_cloud_quotas_serves_them(g: GoogleStandin, http: requests.Session) -> None:
+    """DimensionsInfo (docs/quotas/reference/rest/v1/DimensionsInfo): own entries carry their zone or region, the default
+    none, listing where it applies; a zero leaves `value` out (proto3 JSON)."""
+    g.projects.tpu_quotas = {
+        "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI": {"us-east1-d": 16},
+        "TPUV6EPreemptiblePerProjectPerRegionForTPUAPI": {"us-east1": 0},
+    }
+    g.projects.tpu_quota_defaults = {"TPUV6EPreemptiblePerProjectPerRegionForTPUAPI": 32}
+    url = f"{g.url}/v1/projects/{g.project}/locations/global/services/tpu.googleapis.com/quotaInfos"
+    infos = {i["quotaId"]: i for i in http.get(url).json()["quotaInfos"]}
+    region = infos["TPUV6EPreemptiblePerProjectPerRegionForTPUAPI"]
+    assert region["dimensions"] == ["region"]
+    assert region["dimensionsInfos"][0] == {"dimensions": {"region": "us-east1"}, "details": {}, "applicableLocations": ["us-east1"]}
+    default = region["dimensionsInfos"][1]
+    assert "dimensions" not in default and default["details"] == {"value": "32"} and "europe-west4" in default["applicableLocations"]
+    assert infos["TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"]["dimensionsInfos"][0]["dimensions"] == {"zone": "us-east1-d"}
 
 
 def test_transient_faults_cycle_and_can_land_after_the_effect(g: GoogleStandin, http: requests.Session) -> None:
@@ -434,7 +456,7 @@ def test_flex_start_is_v2alpha1_only_and_bounded_to_seven_days(g: GoogleStandin,
     week = {**body, "runDuration": {"maxRunDuration": "604800s"}}
     g.faults.quota_zones.add(ZONE)  # flex-start draws on preemptible quota
     over = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json=week)
-    assert over.status_code == 429 and "PreemptibleTPUV4sPerProjectPerZone" in over.json()["error"]["message"], over.text
+    assert over.status_code == 429 and "TPUV4sPreemptiblePodPerProjectPerZone" in over.json()["error"]["message"], over.text
     g.faults.quota_zones.clear()
     made = http.post(f"{g.url}/v2alpha1{url}", params={"queuedResourceId": "flex"}, json=week)
     assert made.status_code == 200, made.text

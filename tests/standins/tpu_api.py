@@ -386,11 +386,17 @@ class TpuService:
             node["networkEndpoints"] = self._endpoints(node, zone)
 
     def check_quota(self, zone: str, node: JSON) -> None:
-        if zone not in self.host.faults.quota_zones:
+        """faults.quota_zones names a zone (its quota is spent) or a region (the region's quota is spent, every zone of
+        it refused): the 429 names that quota and where, as the TPU API's does."""
+        region = catalog.region_of(zone)
+        if zone not in self.host.faults.quota_zones and region not in self.host.faults.quota_zones:
             return
+        if node.get("schedulingConfig", {}).get("reserved"):
+            return  # a reservation's capacity is its own (tpu/docs/quota): the on-demand and preemptible quotas are not spent on it
         scheduling = node.get("schedulingConfig", {})
-        metric = catalog.quota_metric(node["acceleratorType"], bool(scheduling.get("preemptible") or scheduling.get("spot")))
-        message = f"Quota limit '{metric}' has been exceeded. Limit: 0 in zone {zone}."
+        regional = zone not in self.host.faults.quota_zones
+        metric = catalog.quota_metric(node["acceleratorType"], bool(scheduling.get("preemptible") or scheduling.get("spot")), regional)
+        message = f"Quota limit '{metric}' has been exceeded. Limit: 0 in {f'region {region}' if regional else f'zone {zone}'}."
         raise ApiError(
             429,
             message,

@@ -174,8 +174,10 @@ class QueuedResources:
                 raise already_exists(probe["name"])
         if (zone, qid) in self.records:
             raise already_exists(f"{self.tpu.parent(zone)}/queuedResources/{qid}")
-        # Flex-start counts against preemptible quota (https://cloud.google.com/tpu/docs/request-using-flex-start).
-        self.tpu.check_quota(zone, {**probe, "schedulingConfig": {"preemptible": True}} if run_s is not None else probe)
+        # Flex-start counts against preemptible quota (https://cloud.google.com/tpu/docs/request-using-flex-start); a
+        # reservation against its own capacity, not the on-demand or preemptible quota the quota faults spend.
+        if not (spec.get("reservationName") or (spec.get("guaranteed") or {}).get("reserved")):
+            self.tpu.check_quota(zone, {**probe, "schedulingConfig": {"preemptible": True}} if run_s is not None else probe)
 
         now = time.monotonic()
         wall = datetime.now(timezone.utc)

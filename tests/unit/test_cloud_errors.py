@@ -31,7 +31,8 @@ RATE_LIMIT = _reply(
 )
 QUOTA = _reply(
     429,
-    '{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota limit \'TPUV4sPerProjectPerZoneForTPUAPI\' has been exceeded. Limit: 0 in zone us-central2-b."}}',
+    '{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota limit \'TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI\' has been exceeded. '
+    'Limit: 0 in zone us-central2-b."}}',
 )
 DISABLED = _reply(
     403,
@@ -102,7 +103,7 @@ def test_call_gives_up_after_its_attempts() -> None:
     [
         (DISABLED, ["tpu.googleapis.com API is not enabled in project tpuctl-test, zone us-central2-b", "gcloud services enable"], 1),
         (DENIED, ["permission denied: create node my-tpu needs tpu.nodes.create in project tpuctl-test, zone us-central2-b"], 1),
-        (QUOTA, ["quota exceeded in project tpuctl-test, zone us-central2-b", "--spot"], 1),
+        (QUOTA, ["quota exceeded in project tpuctl-test, zone us-central2-b", "request more quota"], 1),
         (_reply(400, '{"error": {"code": 400, "message": "Invalid\\nrequest"}}'), ["cannot create node my-tpu", "Invalid request"], 2),
         (_reply(401, '{"error": {"code": 401, "message": "no"}}'), ["refused the credentials"], 1),
         (requests.ConnectionError("x"), ["cannot reach the Google API"], 1),
@@ -140,12 +141,39 @@ def test_an_operation_error_is_classified_by_its_code_and_words() -> None:
     """google.rpc.Code 8 (RESOURCE_EXHAUSTED) is capacity where the message says so, else quota; 7 is a permission."""
     kinds = [
         type(operation_failed(8, 'There is no more capacity in the zone "us-central2-b"; you can try in another zone', WHERE)),
-        type(operation_failed(8, "Quota 'TPUV4sPerProjectPerZoneForTPUAPI' exhausted", WHERE)),
+        type(operation_failed(8, "Quota 'TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI' exhausted", WHERE)),
         type(operation_failed(7, "Permission 'tpu.nodes.create' denied", WHERE)),
         type(operation_failed(13, "boom", WHERE)),
     ]
     assert kinds == [CapacityError, QuotaError, AccessDenied, TpuctlError]
     assert all(issubclass(k, TpuctlError) and k(".").exit_code == 1 for k in kinds[:3])
+
+
+def test_a_quota_refusal_names_its_quota_and_its_region_when_the_region_is_short() -> None:
+    """Issue 45: a hunt leaves out the zone a quota refusal names, or the whole region when the region's quota is the
+    one spent; the refusal says which where the reply is read, and never suggests --spot (spot has its own quota)."""
+    region = _reply(
+        429,
+        '{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota limit \'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI\' '
+        'has been exceeded. Limit: 0 in region us-central2."}}',
+    )
+    refusals = [
+        explain(QUOTA, WHERE),
+        explain(region, WHERE),
+        operation_failed(8, "Quota 'TPUV5sLitepodServingPerProjectPerZoneForTPUAPI' exhausted. Limit 4 in zone us-central2-b [EID: 0x1]", WHERE),
+        operation_failed(8, "Quota 'TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI' exhausted. Limit 20800 in region us-central2", WHERE),
+        operation_failed(8, "Quota 'TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI' exhausted.", WHERE),  # no place in the words
+        operation_failed(8, "Quota exhausted.", WHERE),
+    ]
+    assert all(isinstance(r, QuotaError) and "--spot" not in str(r) for r in refusals)
+    assert [(r.quota_id, r.region) for r in refusals if isinstance(r, QuotaError)] == [
+        ("TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI", None),
+        ("TPUV6EPreemptiblePerProjectPerRegionForTPUAPI", "us-central2"),
+        ("TPUV5sLitepodServingPerProjectPerZoneForTPUAPI", None),
+        ("TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI", "us-central2"),
+        ("TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI", "us-central2"),
+        (None, None),
+    ]
 
 
 # Operation errors as the TPU API ends a create with them (texts as SkyPilot's GCP failover handler quotes them).

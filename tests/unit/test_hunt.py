@@ -34,7 +34,8 @@ STOCKOUTS = {
     "reserved": (9, "Insufficient reserved capacity. Contact customer support to increase your reservation."),
     "preempted": (3, "Cloud TPU received a bad request. update is not supported while in state PREEMPTED"),
     "internal": (13, "an internal error has occurred"),
-    "quota": (8, "Quota 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' exhausted. Limit 0 in zone {zone}"),
+    "quota": (8, "Quota 'TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI' exhausted. Limit 0 in zone {zone}"),
+    "region-quota": (8, "Quota 'TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI' exhausted. Limit 0 in region {region}"),
     "permission": (7, "Permission 'tpu.nodes.create' denied on 'projects/tpuctl-test/locations/{zone}/nodes/hunt'"),
 }
 SPOT, ON_DEMAND = Capacity("spot"), Capacity("on-demand")
@@ -91,7 +92,7 @@ class ZonedApi:
                 node.update(state="READY", health="HEALTHY")
             return Operation(done=True)
         code, message = STOCKOUTS[ending]
-        return Operation(True, code, message.format(zone=zone))
+        return Operation(True, code, message.format(zone=zone, region=zone.rsplit("-", 1)[0]))
 
     def delete_node(self, zone: str, name: str) -> str | None:
         self.calls.append(f"delete {zone}")
@@ -179,22 +180,52 @@ def test_each_stockout_moves_on_leaves_nothing_and_is_remembered(tmp_path: Path)
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("ending", "kind"), [("quota", "QuotaError"), ("permission", "AccessDenied")])
-def test_quota_or_permission_stops_at_once_saying_what_was_tried(tmp_path: Path, ending: str, kind: str) -> None:
-    api = ZonedApi(endings={"z1-west1-a": ["capacity"], "z2-west1-a": [ending]})
+def test_a_permission_refusal_stops_at_once_saying_what_was_tried(tmp_path: Path) -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"], "z2-west1-a": ["permission"]})
     with pytest.raises(HuntStopped) as stopped:
         run(api, zones("z1-west1-a", "z2-west1-a", "z3-west1-a"))
     assert stopped.value.exit_code == FAILED and [t.candidate.zone for t in stopped.value.tried] == ["z1-west1-a"]
     assert stopped.value.message.endswith("tried before: z1-west1-a v5litepod-16 spot (no capacity (code 8))")
+    assert type(stopped.value).__name__ == "HuntStopped" and "tpu.nodes.create" in stopped.value.message
     assert not any(call.startswith("create z3") for call in api.calls) and api.nodes == {} and saved("z2-west1-a") is None
-    assert [r["zone"] for r in memory(tmp_path)] == ["z1-west1-a"]  # a quota or permission refusal is no stockout
+    assert [r["zone"] for r in memory(tmp_path)] == ["z1-west1-a"]  # a permission refusal is no stockout
+
+
+def test_a_quota_refusal_leaves_out_its_zone_says_so_and_the_hunt_goes_on(tmp_path: Path) -> None:
+    """Issue 45: quota is per zone (and region): another zone may have it. The refused zone's later candidates on the
+    same quota are left out, another type's stay; nothing is remembered as a stockout."""
+    api = ZonedApi(endings={"z1-west1-a": ["quota"], "z2-west1-a": ["ok"]})
+    candidates = [*zones("z1-west1-a"), *zones("z1-west1-a", accelerator_type="v5litepod-32"), *zones("z1-west1-a", accelerator_type="v6e-8"),
+                  *zones("z2-west1-a")]  # fmt: skip
+    api.endings["z1-west1-a"] += ["capacity"]  # the v6e-8 try there
+    done, said = run(api, candidates)
+    assert done.candidate == candidates[3]
+    quota = "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI in zone z1-west1-a"
+    assert [(t.candidate.accelerator_type, t.why) for t in done.tried] == [
+        ("v5litepod-16", f"quota refused ({quota})"), ("v5litepod-32", f"skipped: {quota} refused z1-west1-a"), ("v6e-8", "no capacity (code 8)"),
+    ]  # fmt: skip
+    assert said[0] == f"z1-west1-a v5litepod-16 spot: quota refused ({quota}); leaving out zone z1-west1-a for this quota, next: z1-west1-a"
+    assert not any("v5litepod-32" in call for call in api.calls) and "--spot" not in " ".join(said)
+    assert [r["zone"] for r in memory(tmp_path)] == ["z1-west1-a"] and memory(tmp_path)[0]["type"] == "v6e-8"  # the quota refusal: no stockout
+
+
+def test_a_region_quota_refusal_leaves_out_the_whole_region() -> None:
+    api = ZonedApi(endings={"z1-west1-a": ["region-quota"]})
+    done, said = run(api, zones("z1-west1-a", "z1-west1-b", "z2-west1-a"))
+    assert done.candidate.zone == "z2-west1-a" and [c.split()[1] for c in api.calls if c.startswith("create")] == ["z1-west1-a", "z2-west1-a"]
+    quota = "TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI in region z1-west1"
+    assert [t.why for t in done.tried] == [f"quota refused ({quota})", f"skipped: {quota} refused z1-west1-a"]
+    assert "leaving out region z1-west1 for this quota, next: z2-west1-a" in said[0]
 
 
 def test_the_first_try_failing_otherwise_is_its_own_error_as_in_one_zone() -> None:
-    api = ZonedApi(endings={"z1-west1-a": ["quota"]})
+    api = ZonedApi(endings={"z1-west1-a": ["permission"], "z2-west1-a": ["quota"]})
     with pytest.raises(TpuctlError) as failed:
         run(api, zones("z1-west1-a", "z2-west1-a"))
-    assert type(failed.value).__name__ == "QuotaError" and "nothing was left behind" in failed.value.message
+    assert type(failed.value).__name__ == "AccessDenied"
+    with pytest.raises(TpuctlError) as refused:  # a quota refusal that leaves nothing else to try is the create's own error
+        run(api, zones("z2-west1-a"))
+    assert type(refused.value).__name__ == "QuotaError" and "nothing was left behind" in refused.value.message
 
 
 def test_all_stocked_out_is_one_line_with_every_zone_and_why() -> None:

@@ -18,7 +18,7 @@ from tpuctl.cloud.capacity.candidates import priced as _priced
 from tpuctl.cloud.capacity.gather import Found
 from tpuctl.tpu import stockouts
 from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, SPOT, Capacity, parse_capacities
-from tpuctl.tpu.offers import Offer, rank
+from tpuctl.tpu.offers import Offer, QuotaBound, rank
 
 PROJECT = "tpuctl-test"
 TYPE = "v5litepod-16"
@@ -31,11 +31,16 @@ def _private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     yield
 
 
-def found(headroom: dict[tuple[str, str], int | None] | None = None) -> Found:
-    """Offers for both priced kinds in every zone, as gather() builds them (stockouts read under the priced kind)."""
+QUOTA = {ON_DEMAND: "TPUV5sLitepodPerProjectPerZoneForTPUAPI", SPOT: "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"}
+
+
+def found(headroom: dict[tuple[str, str], int | None] | None = None, regional: bool = False) -> Found:
+    """Offers for both priced kinds in every zone, as gather() builds them (stockouts read under the priced kind), their
+    headroom read from the zone's quota (or, `regional`, its region's)."""
     offers = [
         Offer(TYPE, zone, kind, 16, 10.0 + i if kind == ON_DEMAND else 4.0 + i, (headroom or {}).get((zone, kind), 64), None,
-              stockouts.recent(PROJECT, zone, TYPE, kind))
+              stockouts.recent(PROJECT, zone, TYPE, kind),
+              QuotaBound(QUOTA[kind].replace("Zone", "Region") if regional else QUOTA[kind], zone.rsplit("-", 1)[0] if regional else zone, regional))
         for i, zone in enumerate(ZONES) for kind in (ON_DEMAND, SPOT)
     ]  # fmt: skip
     return Found(rank(offers, [TYPE], [ON_DEMAND, SPOT]), PROJECT, book=None, quota_note="", bucket_location=None)  # type: ignore[arg-type]
@@ -83,7 +88,7 @@ def test_every_zone_short_is_one_line_naming_the_quota_and_the_zones() -> None:
     error = _all_short(skipped)
     assert error.exit_code == 1 and "\n" not in error.message
     assert error.message == (
-        "no candidate zone has quota for the slice: TPUV5sLitepodPreemptiblePerProjectPerZoneForTPUAPI in "
+        "no candidate zone has quota for the slice: TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI in "
         f"{ZONES[0]} (8 of 16 chips), {ZONES[1]} (8 of 16 chips), {ZONES[2]} (0 of 16 chips)"
     )
 
@@ -93,3 +98,26 @@ def test_a_full_reservation_name_makes_candidates_in_its_own_zone_only() -> None
     assert zones_of(candidates) == [
         (f"reserved=projects/{PROJECT}/locations/{ZONES[1]}/reservations/r1", ZONES[1]), *(("reserved=r2", zone) for zone in ZONES),
     ]  # fmt: skip
+
+
+def test_a_reservation_is_never_judged_by_on_demand_quota() -> None:
+    """Issue 45: with on-demand quota 0 (v5e's default) a reservation is still tried everywhere it may be; the
+    on-demand candidates of the same hunt are skipped as before."""
+    none_left = found({(zone, ON_DEMAND): 0 for zone in ZONES})
+    candidates, skipped = _candidates(none_left, plan("on-demand,reserved=myres"))
+    assert zones_of(candidates) == [("reserved=myres", zone) for zone in ZONES]
+    assert [(str(s.candidate.capacity), s.candidate.zone) for s in skipped] == [("on-demand", zone) for zone in ZONES]
+
+
+def test_a_region_short_of_quota_skips_its_zones_saying_it_is_the_region() -> None:
+    short = found({(zone, SPOT): 0 if zone.startswith("us-") else 64 for zone in ZONES}, regional=True)
+    candidates, skipped = _candidates(short, plan("spot"))
+    assert [c.zone for c in candidates] == [ZONES[2]]
+    assert [s.why for s in skipped] == [
+        "skipped: region us-west4's quota holds 0 of 16 chips (TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI)",
+        "skipped: region us-east5's quota holds 0 of 16 chips (TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI)",
+    ]
+    assert _all_short(skipped).message == (
+        "no candidate zone has quota for the slice: TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI in region us-west4: us-west4-a (0 of 16 chips); "
+        "TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI in region us-east5: us-east5-b (0 of 16 chips)"
+    )

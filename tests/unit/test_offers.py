@@ -74,23 +74,45 @@ def test_distance_never_raises_on_hostile_locations(zone: str, location: str) ->
     assert o.distance(zone, location) in (o.SAME_REGION, o.SAME_CONTINENT, o.ELSEWHERE, None)
 
 
-def _info(quota_id: str, zones: dict[str, object]) -> dict[str, object]:
-    return {"quotaId": quota_id, "dimensionsInfos": [{"dimensions": {"zone": z}, "details": {"value": v}} for z, v in zones.items()]}
-
-
-def test_quota_limits_per_zone_and_kind_in_chips() -> None:
+def test_quota_limits_by_id_zone_region_and_default_as_cloud_quotas_serves_them() -> None:
+    """DimensionsInfo (Cloud Quotas v1): own entries per zone or region; the one without dimensions is the default for
+    every location without its own, within its applicableLocations (['global']: everywhere); `details` without a
+    value is 0 (proto3 JSON); -1 is unlimited; what cannot be read is unknown, never 0."""
     infos = [
-        _info("TPUV5sLitepodPerProjectPerZoneForTPUAPI", {"us-west4-a": "64", "us-central1-a": "-1"}),
-        _info("TPUV5sLitepodPreemptiblePerProjectPerZoneForTPUAPI", {"us-west4-a": "16"}),
-        _info("TPUV4PodPerProjectPerZoneForTPUAPI", {"us-west4-a": "999"}),  # another generation's
-        _info("TPUV2sPerProjectPerZoneForTPUAPI", {"us-central1-b": "16"}),  # TensorCores: 8 chips
-        _info("TPUV5sLitepodPerProjectPerZoneForTPUAPI", {"europe-west4-a": "lots", "asia-east1-c": "9" * 40}),  # unreadable: absent
-        "junk",
-    ]
-    limits = quotas.limits(infos, shape_of("v5litepod-16"), (o.ON_DEMAND, o.SPOT))
-    assert limits == {("us-west4-a", o.ON_DEMAND): 64, ("us-central1-a", o.ON_DEMAND): quotas.UNLIMITED, ("us-west4-a", o.SPOT): 16}
-    assert quotas.limits(infos, shape_of("v2-8"), (o.ON_DEMAND,)) == {("us-central1-b", o.ON_DEMAND): 8}
-    assert quotas.quota_id(shape_of("v2-32"), o.SPOT) == "TPUV2sPodPreemptiblePerProjectPerZoneForTPUAPI"
+        {"quotaId": "A", "dimensionsInfos": [
+            {"dimensions": {"zone": "us-west4-a"}, "details": {"value": "64"}},
+            {"dimensions": {"zone": "us-central1-a"}, "details": {"value": "-1"}},
+            {"dimensions": {"zone": "europe-west4-a"}, "details": {}},
+            {"details": {"value": "8"}, "applicableLocations": ["us-west4-a", "us-east1-c"]},
+        ]},
+        {"quotaId": "B", "dimensionsInfos": [
+            {"dimensions": {"region": "us-east1"}, "details": {"value": "0"}}, {"details": {"value": "16"}, "applicableLocations": ["global"]},
+        ]},
+        {"quotaId": "C", "dimensionsInfos": [
+            {"dimensions": {"zone": "asia-east1-c"}, "details": {"value": "lots"}},
+            {"dimensions": {"zone": "us-south1-a"}, "details": {"value": "9" * 40}},
+            {"dimensions": {"zone": "us-west1-a"}},
+            {"dimensions": {"provider": "Foo"}, "details": {"value": "3"}},  # a dimension TPU quotas do not have: not a default
+        ]},
+        "junk", {"quotaId": 3}, {"quotaId": "D", "dimensionsInfos": "junk"},
+    ]  # fmt: skip
+    limits = quotas.read_limits(infos)
+    at = lambda quota_id, where: quotas.limit(limits, quota_id, where)  # noqa: E731
+    assert [at("A", z) for z in ("us-west4-a", "us-central1-a", "europe-west4-a", "us-east1-c", "asia-east1-c")] == [64, quotas.UNLIMITED, 0, 8, None]
+    assert [at("B", r) for r in ("us-east1", "europe-west4")] == [0, 16]
+    assert [at("C", z) for z in ("asia-east1-c", "us-south1-a", "us-west1-a", "Foo")] == [None, None, None, None]
+    assert at("D", "us-west4-a") is None and at("unknown", "us-west4-a") is None and at(None, "us-west4-a") is None
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.sampled_from(["quotaId", "dimensionsInfos", "dimensions", "details", "value", "zone", "region", "applicableLocations"]), inner, max_size=4),
+    max_leaves=20)  # fmt: skip
+
+
+@given(st.lists(_JSON, max_size=4))
+def test_reading_any_reply_never_raises(infos: list[object]) -> None:
+    for read in quotas.read_limits(infos).values():
+        assert all(0 <= v <= quotas.UNLIMITED for v in read.own.values())
 
 
 @given(st.text(max_size=300))
@@ -111,3 +133,14 @@ def test_zones_spelled_all_or_auto_mean_every_zone_and_a_list_is_kept_in_order_o
 
     assert zones_of("all") is None and zones_of(" AUTO ") is None
     assert zones_of("us-west4-a, us-central1-a,us-west4-a") == ["us-west4-a", "us-central1-a"]
+
+
+def test_a_dearer_zone_first_for_the_buckets_sake_is_told_and_only_then() -> None:
+    near = offer("europe-west4-a", usd=25.76, distance=o.SAME_REGION)
+    far = offer("us-west4-a", usd=19.20, distance=o.ELSEWHERE)
+    assert o.dearer_for_bucket(o.rank([far, near], ["v5litepod-16"])) == (near, far)
+    assert o.dearer_for_bucket(o.rank([far, offer("europe-west4-a", usd=18.0, distance=o.SAME_REGION)], ["v5litepod-16"])) is None  # cheapest too
+    assert o.dearer_for_bucket(o.rank([offer("us-west4-a", usd=19.2), offer("us-east1-c", usd=20.0)], ["v5litepod-16"])) is None  # no bucket
+    # The far zone's quota is unknown: the near one goes first for its known quota, not for the bucket.
+    assert o.dearer_for_bucket(o.rank([offer("us-west4-a", usd=19.2, headroom=None, distance=o.ELSEWHERE), near], ["v5litepod-16"])) is None
+    assert o.dearer_for_bucket([]) is None

@@ -149,6 +149,8 @@ def _table(found: Found) -> None:
     click.echo(found.book.describe())
     if found.quota_note:
         click.echo(f"quota unknown: {found.quota_note}")
+    for line in found.notes:  # zones left out (an empty type list twice)
+        click.echo(f"note: {line}")
     if found.bucket_location is not None:
         click.echo(f"the model dir's bucket is in {found.bucket_location or 'a location it does not name'}")
 

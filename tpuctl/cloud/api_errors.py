@@ -21,10 +21,17 @@ from tpuctl.inputs.errors import FAILED, USAGE, AccessDenied, CapacityError, Quo
 # google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
 _REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")
 _PERMISSION = re.compile(r"Permission '([^']+)' denied")
+# How the TPU API names a refused quota and where it counts, in a 429's message and an operation's code 8 alike:
+# "Quota limit 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' has been exceeded. Limit: 0 in region us-east5."
+# (github.com/marin-community/marin/pull/1612), "Quota 'TPUV5sLitepodServingPerProjectPerZoneForTPUAPI' exhausted.
+# Limit 4 in zone us-central1-a" (public quota errors; tpuctl/tpu/quota_ids.py).
+_QUOTA_ID = re.compile(r"Quota (?:limit )?'([A-Za-z0-9_-]{1,120})'")
+_QUOTA_REGION = re.compile(r"\bin region ([a-z][a-z0-9-]{1,60}[a-z0-9])")
 T = TypeVar("T")
 # google.rpc.Code values an operation's error carries (google/rpc/code.proto).
 INVALID_ARGUMENT, PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, INTERNAL = 3, 7, 8, 9, 13
 _CAPACITY_HINT = "try --spot, --queued, or another zone (`tpuctl accelerators --zone Z` shows what a zone offers)"
+_QUOTA_HINT = "request more quota (console: IAM & Admin > Quotas, service tpu.googleapis.com), or try another zone or region (`tpuctl offers TYPE`)"
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
             exit_code=FAILED,
         )
     if isinstance(exc, api.TooManyRequests) and retry.is_quota(exc):
-        return QuotaError(f"quota exceeded in {where.place()}: {message}", hint=_CAPACITY_HINT)
+        return quota_refused(message, where)
     if isinstance(exc, api.TooManyRequests) and retry.is_capacity(exc):
         return CapacityError(f"no TPU capacity in {where.place()}: {message}", kind=Stockout.REFUSED, hint=_CAPACITY_HINT)
     if isinstance(exc, (api.BadRequest, api.InvalidArgument)):
@@ -145,7 +152,7 @@ def operation_failed(code: int, message: str, where: Where, *, creating: bool = 
     if code == RESOURCE_EXHAUSTED and capacity:  # "There is no more capacity in the zone ..."
         return CapacityError(f"no TPU capacity in {where.place()}: {text}", kind=Stockout.ZONE, hint=_CAPACITY_HINT)
     if code == RESOURCE_EXHAUSTED:  # the same code carries quota refusals
-        return QuotaError(f"quota exceeded in {where.place()}: {text}", hint=_CAPACITY_HINT)
+        return quota_refused(text, where)
     if code == FAILED_PRECONDITION and capacity:  # "Insufficient reserved capacity ..."
         return CapacityError(f"no reserved TPU capacity in {where.place()}: {text}", kind=Stockout.RESERVED, hint=_CAPACITY_HINT)
     if code == INVALID_ARGUMENT and creating and "state PREEMPTED" in text:
@@ -157,6 +164,18 @@ def operation_failed(code: int, message: str, where: Where, *, creating: bool = 
         needed = permission.group(1) if permission else where.permission or "a permission"
         return AccessDenied(f"permission denied: {where.action} needs {needed} in {where.place()}")
     return TpuctlError(f"{where.action} failed in {where.place()}: {text}", exit_code=FAILED)
+
+
+def quota_refused(text: str, where: Where) -> QuotaError:
+    """A quota refusal, with the quota it names and, when that quota is a region's, the region (all its zones are
+    refused alike): "in region R" in the words, or an id of a per-region quota (…PerProjectPerRegion…)."""
+    named = _QUOTA_ID.search(text)
+    quota_id = named.group(1) if named else None
+    in_region = _QUOTA_REGION.search(text)
+    region = in_region.group(1) if in_region else None
+    if region is None and quota_id and "PerRegion" in quota_id and where.zone:
+        region = where.zone.rsplit("-", 1)[0]
+    return QuotaError(f"quota exceeded in {where.place()}: {text}", hint=_QUOTA_HINT, quota_id=quota_id, region=region)
 
 
 def names_location(exc: BaseException, where: Where) -> bool:

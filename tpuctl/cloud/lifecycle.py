@@ -237,7 +237,7 @@ def _cleaned(api: NodeApi, spec: NodeSpec, failed: TpuctlError, progress: Progre
     if isinstance(failed, CapacityError):
         line = f"{spec.zone}: no capacity for {spec.accelerator()} ({failed.kind.value}); {left}"
         return CapacityError(line, kind=failed.kind, hint=failed.hint)
-    return QuotaError(f"{failed.message}; {left}", hint=failed.hint)
+    return failed.retold(f"{failed.message}; {left}") if isinstance(failed, QuotaError) else QuotaError(f"{failed.message}; {left}", hint=failed.hint)
 
 
 def _adopt(spec: NodeSpec, node: Node, runtime_given: bool) -> NodeSpec:

@@ -55,9 +55,18 @@ class CapacityError(TpuctlError):
 
 class QuotaError(TpuctlError):
     """The project's quota is spent (429 RESOURCE_EXHAUSTED, an operation's code 8): a quota increase or a smaller
-    request helps, another try soon does not."""
+    request helps, another try soon does not; another zone (or, when `region` is set, another region) may have room."""
 
     default_exit = FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None, quota_id: str | None = None, region: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.quota_id = quota_id  # the quota the reply names, e.g. TPUV6EPreemptiblePerProjectPerRegionForTPUAPI
+        self.region = region  # set when that quota is a region's: every zone of the region is refused alike
+
+    def retold(self, message: str) -> QuotaError:
+        """The same refusal in other words (what its try left behind added)."""
+        return QuotaError(message, hint=self.hint, quota_id=self.quota_id, region=self.region)
 
 
 class AccessDenied(TpuctlError):

@@ -43,6 +43,19 @@ _CONTINENT_OF_BUCKET_AREA = {"US": "north-america", "EU": "europe", "ASIA": "asi
 
 
 @dataclass(frozen=True)
+class QuotaBound:
+    """The quota an offer's headroom is read from: its id (tpuctl/tpu/quota_ids.py) and where it counts, the zone or
+    the zone's region (a create needs room in both; the one with less room bounds it)."""
+
+    quota_id: str
+    location: str
+    regional: bool
+
+    def __str__(self) -> str:
+        return f"{self.quota_id} in {'region' if self.regional else 'zone'} {self.location}"
+
+
+@dataclass(frozen=True)
 class Offer:
     """One (type, zone, capacity kind) that the TPU API says the zone offers, with what tpuctl knows of it."""
 
@@ -54,6 +67,7 @@ class Offer:
     headroom: int | None  # chips of quota left for this kind in this zone; None: the quota could not be read
     distance: str | None  # SAME_REGION / SAME_CONTINENT / ELSEWHERE from the model dir's bucket; None: no bucket
     stocked_out_at: float | None  # when it last stocked out (epoch seconds), None when not lately
+    quota: QuotaBound | None = None  # the quota the headroom is read from; None when it is unknown
 
     @property
     def region(self) -> str:
@@ -112,3 +126,22 @@ def rank(offers: Sequence[Offer], types: Sequence[str], kinds: Sequence[str] = K
         )
 
     return sorted((o for o in offers if o.accelerator_type in types and o.kind in kinds), key=key)
+
+
+def dearer_for_bucket(ranked: Sequence[Offer]) -> tuple[Offer, Offer] | None:
+    """(the first offer, the cheapest one) when the bucket's distance alone put a dearer zone first: among the
+    offers of the first offer's type and kind that rank alike up to the distance (quota and stockouts), a cheaper
+    one lies farther from the bucket. None when price and distance agree, or either price is unknown."""
+    if not ranked:
+        return None
+    top = ranked[0]
+
+    def tier(offer: Offer) -> tuple[str, str, bool, bool, bool]:
+        fits = offer.quota_fits
+        return (offer.accelerator_type, offer.kind, fits is False, offer.stocked_out_at is not None, fits is None)
+
+    alike = [o for o in ranked if tier(o) == tier(top) and o.usd_per_hour is not None]
+    cheapest = min(alike, key=lambda o: o.usd_per_hour or 0.0, default=None)
+    if top.usd_per_hour is None or cheapest is None or cheapest.usd_per_hour is None or cheapest.usd_per_hour >= top.usd_per_hour:
+        return None
+    return (top, cheapest) if _DISTANCE_ORDER[top.distance] < _DISTANCE_ORDER[cheapest.distance] else None

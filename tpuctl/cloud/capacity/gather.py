@@ -3,16 +3,17 @@
 Which zones offer a type comes from the TPU API alone (projects.locations.list, then
 locations.acceleratorTypes.list per zone, all zones at once): the Billing Catalog prices
 regions that have no such hardware, so a price is never evidence of an offer. An enabled
-zone sometimes answers an empty list; it is asked once more before it counts as offering
-nothing. Quota headroom is the zone's limit minus the chips the project's nodes there hold,
-of the same generation and kind (spot and preemptible nodes draw on the preemptible quota).
+zone sometimes answers an empty list; it is asked once more, and a zone that answers empty
+twice is left out with a line rather than refusing the whole hunt. Quota headroom is the
+smaller of the zone's and its region's quota (tpuctl/tpu/quota_ids.py), each less what the
+project's nodes there hold of the same quota, in the quota's own unit (chips or TensorCores).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tpuctl.cloud.capacity import quotas
@@ -20,9 +21,8 @@ from tpuctl.cloud.node_lookup import MAX_ZONE_THREADS, short_list
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings.cloud import Settings
 from tpuctl.tpu import offers as ranking
-from tpuctl.tpu import stockouts
-from tpuctl.tpu.accelerators import shape_of
-from tpuctl.tpu.capacity import ON_DEMAND
+from tpuctl.tpu import quota_ids, stockouts
+from tpuctl.tpu.accelerators import Shape, shape_of
 
 if TYPE_CHECKING:
     from tpuctl.cloud.node import Node
@@ -37,17 +37,19 @@ class Found:
     book: PriceBook
     quota_note: str  # "" when the quotas were read, else why headroom is unknown
     bucket_location: str | None
+    notes: list[str] = field(default_factory=list)  # what was left out and why (a zone silent twice), one line each
 
 
-def zone_types(api: TpuApi, zones: Sequence[str]) -> dict[str, set[str]]:
-    """Per zone, the accelerator types its acceleratorTypes.list names (an empty reply asked twice)."""
+def zone_types(api: TpuApi, zones: Sequence[str]) -> dict[str, set[str] | None]:
+    """Per zone, the accelerator types its acceleratorTypes.list names; None for a zone that answered an empty
+    list twice (it says nothing of what it offers, so it is left out, not taken to offer nothing)."""
 
-    def types(zone: str) -> set[str]:
+    def types(zone: str) -> set[str] | None:
         for _ in range(2):
             found = {str(a.get("type", "")) for a in api.accelerator_types(zone)} - {""}
             if found:
                 return found
-        return set()
+        return None
 
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_ZONE_THREADS, len(zones)))) as pool:
         return dict(zip(zones, pool.map(types, zones), strict=True))
@@ -55,13 +57,18 @@ def zone_types(api: TpuApi, zones: Sequence[str]) -> dict[str, set[str]]:
 
 def chosen_zones(api: TpuApi, zones: Sequence[str] | None) -> list[str]:
     """Every zone of the TPU API (zones None), or the user's, each checked to be one of them."""
+    return _zones(api, zones)[1]
+
+
+def _zones(api: TpuApi, zones: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(every zone of the TPU API, the zones asked for)."""
     every = api.zones()
     if zones is None:
-        return every
+        return every, every
     unknown = [zone for zone in zones if zone not in every]
     if unknown:
         raise TpuctlError(f"not a Cloud TPU zone of project {api.project}: {short_list(unknown)}", hint=f"choose from: {short_list(every)}")
-    return list(dict.fromkeys(zones))
+    return every, list(dict.fromkeys(zones))
 
 
 def gather(
@@ -75,8 +82,12 @@ def gather(
 ) -> Found:
     """The ranked offers; `waiting` hears the one line a slow price read says while it waits (tpuctl/cloud/prices.py)."""
     shapes = {name: shape_of(name) for name in types}
-    where = chosen_zones(api, zones)
-    offered = zone_types(api, where)
+    every, asked = _zones(api, zones)
+    answered = zone_types(api, asked)
+    silent = [zone for zone in asked if answered[zone] is None]
+    notes = [f"left out {short_list(silent)}: acceleratorTypes.list answered an empty list twice"] if silent else []
+    offered = {zone: found for zone, found in answered.items() if found is not None}
+    where = [zone for zone in asked if zone in offered]
     # The user's zones: each must offer one of the types, and each type one of them; a (zone, type) pair that is
     # not offered is no offer (a v5e zone in a v5e,v6e hunt is a v5e candidate only), not a mistake.
     idle = [zone for zone in where if not offered[zone] & set(types)]
@@ -88,20 +99,20 @@ def gather(
     for name in types:
         if not any(name in offered[zone] for zone in where):
             whose = "of project" if zones is None else "listed in --zones for project"
-            raise TpuctlError(f"no zone {whose} {api.project} offers {name}", hint="`tpuctl offers` lists what each zone offers")
+            also = f" ({notes[0]})" if notes else ""
+            raise TpuctlError(f"no zone {whose} {api.project} offers {name}{also}", hint="`tpuctl offers` lists what each zone offers")
     from tpuctl.cloud.prices import price_book
 
     book = price_book(settings, api.bearer_token, waiting=waiting)
     infos = quotas.read(settings, api.project)
-    holding = _nodes(api, sorted({z for z in where if offered[z]})) if not isinstance(infos, str) else {}
+    limits = quotas.read_limits(infos) if not isinstance(infos, str) else {}
+    holding = _holding(api, _counted_zones(every, where, limits, list(shapes.values()), kinds)) if limits else {}
     location = bucket_location(settings, bucket) if bucket else None
     found: list[ranking.Offer] = []
     for name, shape in shapes.items():
-        limits = quotas.limits(infos, shape, tuple(kinds)) if not isinstance(infos, str) else {}
         for zone in (z for z in where if name in offered[z]):
             for kind in kinds:
-                limit = limits.get((zone, kind))
-                used = sum(shape_of(n.accelerator).chips for n in holding.get(zone, []) if _draws_on(n, shape.generation, kind))
+                headroom, bound = _headroom(limits, holding, shape, kind, zone)
                 found.append(
                     ranking.Offer(
                         name,
@@ -109,26 +120,63 @@ def gather(
                         kind,
                         shape.chips,
                         book.slice_price(name, zone, kind),
-                        None if limit is None else max(0, limit - used) if limit < quotas.UNLIMITED else quotas.UNLIMITED,
+                        headroom,
                         ranking.distance(zone, location),
                         stockouts.recent(api.project, zone, name, kind),
+                        bound,
                     )
                 )
     note = infos if isinstance(infos, str) else ""
-    return Found(ranking.rank(found, list(types), list(kinds)), api.project, book, note, location)
+    return Found(ranking.rank(found, list(types), list(kinds)), api.project, book, note, location, notes)
 
 
-def _nodes(api: TpuApi, zones: list[str]) -> dict[str, list[Node]]:
+Holding = dict[str, list[tuple[Shape, str]]]  # zone -> (shape, capacity kind) of each of the project's nodes there
+
+
+def _counted_zones(every: list[str], where: list[str], limits: Mapping[str, quotas.Limits], shapes: Sequence[Shape], kinds: Sequence[str]) -> list[str]:
+    """The zones whose nodes count against the quotas read: the offering zones, and every zone of their regions
+    when a region's quota of the wanted slices is in the reply (all its zones draw on it)."""
+    regional = any((q := quota_ids.quotas_of(shape, kind)) is not None and q.region in limits for shape in shapes for kind in kinds)
+    regions = {ranking.region_of(zone) for zone in where}
+    return sorted(set(where) | ({z for z in every if ranking.region_of(z) in regions} if regional else set()))
+
+
+def _holding(api: TpuApi, zones: list[str]) -> Holding:
+    def shapes(zone: str) -> list[tuple[Shape, str]]:
+        return [(shape, node.capacity) for node in api.list_nodes(zone) if (shape := _shape(node)) is not None]
+
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_ZONE_THREADS, len(zones)))) as pool:
-        return dict(zip(zones, pool.map(api.list_nodes, zones), strict=True))
+        return dict(zip(zones, pool.map(shapes, zones), strict=True))
 
 
-def _draws_on(node: Node, generation: str, kind: str) -> bool:
+def _shape(node: Node) -> Shape | None:
     try:
-        same = shape_of(node.accelerator).generation == generation
+        return shape_of(node.accelerator)
     except TpuctlError:
-        return False
-    return same and not node.reserved and (node.capacity == ON_DEMAND) == (kind == ON_DEMAND)
+        return None  # a node tpuctl cannot size: not counted (its quota reads high, as when nodes cannot be listed)
+
+
+def _headroom(limits: Mapping[str, quotas.Limits], holding: Holding, shape: Shape, kind: str, zone: str) -> tuple[int | None, ranking.QuotaBound | None]:
+    """Chips of `kind`'s quota left for `shape` in `zone`: the smaller of the zone's and the region's headroom where
+    both are read, each its limit less what the project's nodes there hold of the same quota, in the quota's unit;
+    (None, None) when neither is known."""
+    drawn = quota_ids.quotas_of(shape, kind)
+    if drawn is None:
+        return None, None
+    mine = quota_ids.family(shape, kind)
+    region = ranking.region_of(zone)
+    read: list[tuple[int, ranking.QuotaBound]] = []
+    for quota_id, place, regional in ((drawn.zone, zone, False), (drawn.region, region, True)):
+        limit = quotas.limit(limits, quota_id, place)
+        if quota_id is None or limit is None:
+            continue
+        there = [z for z in holding if (ranking.region_of(z) == region if regional else z == zone)]
+        used = sum(drawn.units(s) for z in there for s, k in holding[z] if quota_ids.family(s, k) == mine)
+        left = quotas.UNLIMITED if limit >= quotas.UNLIMITED else max(0, limit - used) // (drawn.units(shape) // shape.chips)
+        read.append((left, ranking.QuotaBound(quota_id, place, regional)))
+    if not read:
+        return None, None
+    return min(read, key=lambda pair: pair[0])
 
 
 def bucket_location(settings: Settings, bucket: str) -> str:

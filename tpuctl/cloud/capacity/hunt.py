@@ -2,11 +2,12 @@
 
 Each try is one `lifecycle.ensure`, which already deletes what a stocked-out try left and takes back its saved
 spec; the hunt only decides what comes next. A stockout (CapacityError, of any Stockout kind) is remembered
-(tpu/stockouts.py) and the next candidate is tried; anything else — a quota refusal, a permission, an invalid
-argument — would fail the same way in every zone, so it stops the hunt at once. The per-try deadline is
-create-deadline, capped by what is left of the hunt's own bound, so `--hunt-timeout` holds even while a zone
-leaves a create sitting in CREATING. Kept free of the CLI (NodeApi, clock and sleep injected) so babysit's
-recovery policy can hunt the same way.
+(tpu/stockouts.py) and the next candidate is tried; a quota refusal (QuotaError) leaves out the candidates on the
+same quota in that zone, or in its region when the region's quota is the one refused, and the hunt goes on;
+anything else — a permission, an invalid argument — would fail the same way in every zone, so it stops the hunt
+at once. The per-try deadline is create-deadline, capped by what is left of the hunt's own bound, so
+`--hunt-timeout` holds even while a zone leaves a create sitting in CREATING. Kept free of the CLI (NodeApi, clock
+and sleep injected) so babysit's recovery policy can hunt the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.lifecycle import Ensured, Progress
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
-from tpuctl.inputs.errors import FAILED, CapacityError, Stockout, TpuctlError
+from tpuctl.inputs.errors import FAILED, CapacityError, QuotaError, Stockout, TpuctlError
 from tpuctl.settings.cloud import default_runtime
 from tpuctl.tpu import stockouts
 from tpuctl.tpu.accelerators import shape_of
@@ -166,6 +167,21 @@ def hunt(
             else:
                 say(f"{candidate}: no capacity ({stockout.kind.value}), next: {following.zone if following else 'none left'}")
             continue
+        except QuotaError as refused:
+            covered = _same_quota(candidate, refused, order[index + 1 :])
+            rest = [c for c in order[index + 1 :] if c not in covered]
+            if not rest:  # nothing left that this refusal does not cover: it ends the hunt, as a create in one zone ends
+                if not tried:
+                    raise
+                raise HuntStopped(f"{refused.message}; {_summary(tried)}", tried=tried, hint=refused.hint, exit_code=refused.exit_code) from None
+            # Not a stockout (nothing to remember): the quota's zone, or its region, is left out and the hunt goes on.
+            where = f"region {refused.region}" if refused.region else f"zone {candidate.zone}"
+            quota = f"{refused.quota_id} in {where}" if refused.quota_id else f"quota in {where}"
+            tried.append(Tried(candidate, f"quota refused ({quota})", clock() - began))
+            tried += [Tried(c, f"skipped: {quota} refused {candidate.zone}", 0.0) for c in covered]
+            say(f"{candidate}: quota refused ({quota}); leaving out {where} for this quota, next: {rest[0].zone}")
+            order[index + 1 :] = rest  # the candidates it covers are not tried (the loop goes on over the rest)
+            continue
         except TpuctlError as failed:
             if not tried and not isinstance(failed, (HuntStopped, lifecycle.Interrupted)):
                 raise  # the first try's own error, as a create in one zone gives it
@@ -173,6 +189,21 @@ def hunt(
         return Hunted(ensured, candidate, tried, changes(first, ensured.spec))
     raise HuntStopped(f"no capacity in any of {len(order)} candidates; {_summary(tried)}", tried=tried,
                       hint="`tpuctl offers` shows the order and what stocked out; try later, more zones, other kinds or --queued")  # fmt: skip
+
+
+def _same_quota(refused_at: Candidate, refused: QuotaError, later: Sequence[Candidate]) -> list[Candidate]:
+    """The later candidates a quota refusal covers: those drawing on the same quota (tpuctl/tpu/quota_ids.py: type's
+    generation, v5e serving or training, capacity kind's quota) in the same zone, or anywhere in the refused region."""
+    from tpuctl.tpu import quota_ids
+    from tpuctl.tpu.offers import region_of
+
+    mine = quota_ids.family(shape_of(refused_at.accelerator_type), refused_at.capacity.kind)
+    return [
+        c
+        for c in later
+        if (region_of(c.zone) == refused.region if refused.region else c.zone == refused_at.zone)
+        and quota_ids.family(shape_of(c.accelerator_type), c.capacity.kind) == mine
+    ]
 
 
 def _summary(tried: list[Tried]) -> str:
