@@ -358,3 +358,36 @@ def test_a_queued_resource_that_fails_for_capacity_is_a_stockout_and_leaves_noth
     assert caught.value.kind == kind and "the FAILED queued resource it left was deleted" in caught.value.message
     assert api.calls == ["queue my-tpu", "delete queued my-tpu"]
     assert nodespec.load(spec.project, spec.zone, spec.name) is None
+
+
+def test_a_create_that_fails_after_it_was_accepted_for_another_reason_deletes_what_it_made() -> None:
+    """Not a stockout, not a quota: the node it made turns TERMINATED. Left in place it would bill; it is deleted, and
+    the error keeps its kind with what the clean-up did added."""
+    api = FakeApi()
+    accept = api.create_node
+
+    def create(zone: str, name: str, resource: dict[str, Any]) -> str | None:
+        operation = accept(zone, name, resource)
+        api.script[name] = ["CREATING", "TERMINATED"]
+        return operation
+
+    api.create_node = create  # type: ignore[method-assign]
+    with pytest.raises(TpuctlError) as failed:
+        _run(lifecycle.ensure, api, SPEC)
+    assert failed.value.message == "node my-tpu became TERMINATED while starting; the TERMINATED node it left was deleted, nothing was left behind"
+    assert api.calls == ["create my-tpu", "delete my-tpu"] and "my-tpu" not in api.nodes
+    assert nodespec.load(SPEC.project, ZONE, "my-tpu") is None
+
+
+def test_a_create_that_met_someone_elses_node_leaves_it_when_it_fails() -> None:
+    api = FakeApi()
+
+    def raced(zone: str, name: str, resource: dict[str, Any]) -> str | None:
+        api.add(name, "CREATING", health="", **resource)  # someone's create got there first: ours meets 409
+        api.script[name] = ["CREATING", "TERMINATED"]
+        return None
+
+    api.create_node = raced  # type: ignore[method-assign]
+    with pytest.raises(TpuctlError, match="became TERMINATED") as failed:
+        _run(lifecycle.ensure, api, SPEC)
+    assert "deleted" not in failed.value.message and "my-tpu" in api.nodes

@@ -131,7 +131,7 @@ def ensure(
             nodespec.forget(spec)
         if not made and not spec.queues():
             raise  # a node this call did not make: left as it is
-        raise TpuctlError(f"{failed.message}; {_clean(api, spec, progress, sleep)}", hint=failed.hint, exit_code=failed.exit_code) from None
+        raise failed.retold(f"{failed.message}; {_clean(api, spec, progress, sleep)}") from None
 
 
 class Interrupted(TpuctlError):

@@ -5,10 +5,13 @@ hello), once, so a caller tests its type rather than the words of its message.""
 
 from __future__ import annotations
 
+import copy
 import enum
+from typing import TypeVar
 
 USAGE = 2
 FAILED = 1
+_Told = TypeVar("_Told", bound="TpuctlError")
 
 
 class TpuctlError(Exception):
@@ -27,6 +30,12 @@ class TpuctlError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+    def retold(self: _Told, message: str) -> _Told:
+        """The same failure, of the same kind, in other words (what a clean-up after it left behind, added)."""
+        told = copy.copy(self)
+        told.message, told.args = message, (message,)
+        return told
 
 
 class Stockout(str, enum.Enum):
@@ -63,10 +72,6 @@ class QuotaError(TpuctlError):
         super().__init__(message, hint=hint)
         self.quota_id = quota_id  # the quota the reply names, e.g. TPUV6EPreemptiblePerProjectPerRegionForTPUAPI
         self.region = region  # set when that quota is a region's: every zone of the region is refused alike
-
-    def retold(self, message: str) -> QuotaError:
-        """The same refusal in other words (what its try left behind added)."""
-        return QuotaError(message, hint=self.hint, quota_id=self.quota_id, region=self.region)
 
 
 class AccessDenied(TpuctlError):
