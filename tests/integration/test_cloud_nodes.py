@@ -236,6 +236,26 @@ def test_babysit_recreates_a_preempted_then_deleted_node_and_reruns_the_command(
     assert g.token not in out + err
 
 
+def test_babysit_s_max_recreates_is_its_budget_and_the_end_names_it(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    """--max-recreates 1: the first loss is recreated, the second ends babysitting in one line naming the flag."""
+    g = google_standin
+    cli("create", "spot-tpu", "--accelerator-type", "v4-8", "--spot")
+    g.preempt(ZONE, "spot-tpu")
+    runs = tmp_path / "runs.txt"
+    sitter = subprocess.Popen([*tpuctl_cmd("babysit", "spot-tpu", "--interval", "0.2", "--max-recreates", "1", "--", "sh", "-c", f"echo run >> {runs}; sleep 60")],
+                              env=cli.env, cwd=cli.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait_for(lambda: _lines(runs) == 1)  # the command runs: the node is READY again after its first recreation
+        g.preempt(ZONE, "spot-tpu")
+        _, err = sitter.communicate(timeout=60)
+    finally:
+        sitter.kill()
+    assert sitter.returncode == 1, err
+    assert "babysit: spot-tpu is PREEMPTED; recreating it (1/1)" in err
+    assert err.splitlines()[-1] == "Error: spot-tpu is PREEMPTED after 1 recreations: --max-recreates 1 is spent; giving up", err
+    assert creates(g, "spot-tpu") == 2 and "Traceback" not in err
+
+
 def test_recreate_and_babysit_need_a_saved_spec(google_standin: GoogleStandin, cli: Cli) -> None:
     google_standin.add_ready_nodes(ZONE, 1, prefix="foreign")
     for command in ("recreate", "babysit"):

@@ -336,13 +336,15 @@ def test_a_capacity_setting_with_flex_start_serves_create_and_babysit(google_sta
 def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_reruns_the_command(
     google_standin: GoogleStandin, cli: Cli, tmp_path: Path, made_by: str, first_ranked: dict[str, list[str]]
 ) -> None:
-    """Its own zone first (stocked out here), then the hunt: the command, rerun, finds the node in its new zone by name.
-    Hunting where babysit's --zones says, or, for a node a hunting create made, where and as that create hunted."""
+    """Hunting where babysit's --zones says, with --recovery same-zone-first: its own zone first (stocked out here), then
+    the hunt; or, for a node a hunting create made, where and as that create hunted, by a spot node's default policy,
+    elsewhere-first: the other zones first, its own zone never tried. The command, rerun, finds the node in its new
+    zone by name."""
     g = google_standin
     order = first_ranked["spot"]
     made = ["--zone", order[0], "--spot"] if made_by == "zone" else ["--zones", "all", "--capacity", "spot"]
     cli("create", "sitter", *made, "--accelerator-type", TYPE)
-    hunt_flags = ["--zones", "all"] if made_by == "zone" else []
+    hunt_flags = ["--zones", "all", "--recovery", "same-zone-first"] if made_by == "zone" else []
     runs = tmp_path / "runs.txt"
     # Each run records where `tpuctl describe` finds the node; the second run finishes, as a resumed training would.
     job = f"{shlex.join(tpuctl_cmd('describe', 'sitter', '--json'))} >> {runs} && echo END >> {runs}; test $(grep -c END {runs}) -ge 2 || sleep 60"
@@ -360,15 +362,18 @@ def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_r
         sitter.kill()
     assert sitter.returncode == 0, err
     if made_by == "hunt":
-        assert "babysit: sitter was created by a hunt: when its own zone has no capacity, babysit hunts the same way (zones all, capacity spot)" in err
-    assert f"babysit: {order[0]} has no capacity (code 8); hunting over 9 other candidates, next: {order[1]}" in err
-    assert f"babysit: sitter is READY again: recreated in {order[1]} as spot: {order[0]} has no capacity (code 8)" in err
+        assert "babysit: sitter was created by a hunt: to bring it back elsewhere, babysit hunts the same way (zones all, capacity spot)" in err
+        assert f"babysit: elsewhere-first: hunting over 9 other candidates before {order[0]}, next: {order[1]}" in err
+        assert f"babysit: sitter is READY again: recreated in {order[1]} as spot: elsewhere-first ({order[0]} last)" in err
+    else:
+        assert f"babysit: {order[0]} has no capacity (code 8); hunting over 9 other candidates, next: {order[1]}" in err
+        assert f"babysit: sitter is READY again: recreated in {order[1]} as spot: {order[0]} has no capacity (code 8)" in err
     first, second = (json.loads(part) for part in runs.read_text().split("END\n")[:2])
     assert (first["zone"], second["zone"]) == (order[0], order[1]) and second["state"] == "READY"
     assert [key for key in g.tpu.nodes if key[1] == "sitter"] == [(order[1], "sitter")]
     assert (g.node(order[1], "sitter") or {})["schedulingConfig"]["spot"]
     assert specs(cli) == [cli.spec_file("sitter", order[1])]  # the old zone's spec taken back: every command finds it alone
-    assert [(r["zone"], r["kind"]) for r in cli.memory()] == [(order[0], "spot")]
+    assert [(r["zone"], r["kind"]) for r in cli.memory()] == ([(order[0], "spot")] if made_by == "zone" else [])  # elsewhere-first never tried it
     assert cli("delete", "sitter", "--yes").stdout.startswith(f"deleted node sitter (READY) in {order[1]}")
 
 
@@ -376,7 +381,8 @@ def test_babysit_brings_a_preempted_spot_node_back_in_the_next_ranked_zone_and_r
     ("args", "says"),
     [
         (["--zones", "us-west4-a;rm -rf"], "from --zones is not valid ('us-west4-a;rm -rf' is not a zone"),
-        (["--capacity", "flex-start"], "--capacity: 'flex-start' is not a capacity kind (on-demand, spot, preemptible, reserved)"),
+        (["--capacity", "flex-start"], "--capacity: 'flex-start' is not a capacity kind (on-demand, spot, preemptible, reserved) (e.g. --capacity spot,on-demand or"),
+        (["--recovery", "nearest"], "recovery 'nearest' from --recovery is not valid (same-zone-first or elsewhere-first)"),
     ],
 )
 def test_babysit_checks_its_hunt_flags_before_anything_else(google_standin: GoogleStandin, cli: Cli, args: list[str], says: str) -> None:

@@ -294,18 +294,22 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def preempted_where_no_capacity_is_left(cloud: Cloud, *, then: str | None = None) -> tuple[Launch, str, str, list[str]]:
-    """A run on its own VM in the first zone of the ranked two, that VM preempted with its zone out of capacity (and
-    the second zone given fault `then`, if any): the launch, run id, VM name and zone order."""
+def preempted_where_no_capacity_is_left(
+    cloud: Cloud, *, then: str | None = None, stocked_out: bool = True, extra: tuple[str, ...] = ()
+) -> tuple[Launch, str, str, list[str]]:
+    """A run on its own VM in the first zone of the ranked two (launched with `extra` too), that VM preempted with its
+    zone out of capacity unless not `stocked_out` (and the second zone given fault `then`, if any): the launch, run id,
+    VM name and zone order."""
     order = _ranked(cloud)
-    launch = cloud.launch("--zones", ",".join(order))
+    launch = cloud.launch("--zones", ",".join(order), *extra)
     cloud.started(launch)
     record = cloud.record()
     run_id, name = record["run_id"], record["created_node"]
     assert record["zone"] == order[0]
     agent = _agent_of_worker(run_id, 1)
     assert agent is not None
-    cloud.g.faults.stockout(order[0], "capacity")
+    if stocked_out:
+        cloud.g.faults.stockout(order[0], "capacity")
     if then is not None:
         cloud.g.faults.stockout(order[1], then)
     cloud.g.preempt(order[0], name)
@@ -327,6 +331,20 @@ def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the
     report = run_tpuctl("report", run_id, env=cloud.env, cwd=cloud.tmp, timeout=60)
     assert report.returncode == 0, report.stderr
     assert f"attempt 1 on TPU VM {name} ({order[0]})" in report.stdout and f"attempt 2 on TPU VM {name} ({order[1]})" in report.stdout, report.stdout
+    wait_for(lambda: not cloud.ours(), timeout=30)
+    cloud.assert_bystanders_survive()
+
+
+def test_recovery_elsewhere_first_moves_a_preempted_vm_though_its_own_zone_has_capacity(cloud: Cloud) -> None:
+    """--recovery elsewhere-first on an on-demand run (whose default is same-zone-first): the other zone first, so the
+    preempted zone, which has capacity, is never asked again."""
+    launch, _, name, order = preempted_where_no_capacity_is_left(cloud, stocked_out=False, extra=("--recovery", "elsewhere-first"))
+    assert launch.finish() == 0, launch.stderr
+    notices = [line for line in launch.lines if line.startswith("tpuctl: ")]
+    assert f"tpuctl: elsewhere-first: hunting over 1 other candidate before {order[0]}, next: {order[1]}" in notices, launch.stderr
+    assert f"tpuctl: TPU VM {name} is READY again: recreated in {order[1]} as on-demand: elsewhere-first ({order[0]} last)" in notices
+    made = [op["metadata"]["target"] for op in cloud.g.tpu.operations.values() if op["metadata"]["verb"] == "create" and name in op["metadata"]["target"]]
+    assert [target.split("/")[3] for target in made] == order[:2], made  # one create in each zone: the preempted one never again
     wait_for(lambda: not cloud.ours(), timeout=30)
     cloud.assert_bystanders_survive()
 

@@ -109,8 +109,33 @@ def test_a_node_that_is_gone_at_the_start_is_recreated_before_the_command_runs()
 def test_it_gives_up_after_max_recreates() -> None:
     api = _ready_api()
     api.script[SPEC.name] = ["READY", "READY", "PREEMPTED"]
-    with pytest.raises(TpuctlError, match="my-tpu is PREEMPTED again after 0 recreations; giving up"):
+    with pytest.raises(TpuctlError, match=r"^my-tpu is PREEMPTED after 0 recreations: --max-recreates 0 is spent; giving up$"):
         babysit.babysit(api, SPEC, _watch(Runs(FakeCommand(None)), [], max_recreates=0))
+
+
+class Preempts(FakeCommand):
+    """A training whose node is taken at its first look, each time it is started."""
+
+    def __init__(self, api: FakeApi) -> None:
+        super().__init__(None)
+        self.api = api
+
+    def poll(self) -> int | None:
+        self.api.nodes[SPEC.name]["state"] = "PREEMPTED"
+        return None
+
+
+def test_max_recreates_is_the_one_budget_past_the_old_ten() -> None:
+    """--max-recreates 12 recreates a node lost 12 times (no constant of 10 behind it), and the 13th loss ends
+    babysitting in one line that names the flag."""
+    api = _ready_api()
+    notes: list[str] = []
+    runs = Runs(*(Preempts(api) for _ in range(13)))
+    with pytest.raises(TpuctlError) as ended:
+        babysit.babysit(api, SPEC, _watch(runs, notes, max_recreates=12))
+    assert ended.value.message == "my-tpu is PREEMPTED after 12 recreations: --max-recreates 12 is spent; giving up"
+    assert [note for note in notes if "recreating it" in note] == [f"my-tpu is PREEMPTED; recreating it ({n}/12)" for n in range(1, 13)]
+    assert api.calls.count("create my-tpu") == 12 and len(runs.started) == 13
 
 
 def test_ctrl_c_stops_the_command_and_exits_130() -> None:

@@ -1,4 +1,4 @@
-"""Babysit's recovery policy (tpuctl/cloud/capacity/recovery.py) against test_hunt's fake of the TPU API across zones.
+"""Babysit's recovery policies (tpuctl/cloud/capacity/recovery.py) against test_hunt's fake of the TPU API across zones.
 
 The fake scripts how each zone's next create ends, as the TPU API ends a stockout or a refusal; recreate, the hunt,
 NodeSpec, the stockout memory and the babysit loop are tpuctl's own.
@@ -6,6 +6,7 @@ NodeSpec, the stockout memory and the babysit loop are tpuctl's own.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from tests.unit.test_hunt import BASE, ON_DEMAND, PROJECT, ZonedApi, memory, no_
 from tpuctl.cloud import babysit, nodespec
 from tpuctl.cloud.babysit import NodeWatch
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped
-from tpuctl.cloud.capacity.recovery import Recovered, recover
+from tpuctl.cloud.capacity.recovery import Recovered, Recovery, own_capacity, recover
+from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.inputs.errors import CapacityError, TpuctlError
 
 OWN = "z0-west1-a"
@@ -45,9 +47,13 @@ class Asked:
         return self.candidates
 
 
-def back(api: ZonedApi, asked: Asked | None) -> tuple[Recovered, list[str]]:
+def back(api: ZonedApi, asked: Asked | None, recovery: Recovery | None = Recovery.SAME_ZONE_FIRST) -> tuple[Recovered, list[str]]:
     said: list[str] = []
-    return recover(api, LOST, lambda state, elapsed: None, say=said.append, candidates=asked, sleep=no_sleep), said
+    return recover(api, LOST, lambda state, elapsed: None, say=said.append, candidates=asked, recovery=recovery, sleep=no_sleep), said
+
+
+def creates(api: ZonedApi) -> list[str]:
+    return [call.split()[1] for call in api.calls if call.startswith("create")]
 
 
 def test_the_own_zone_comes_first_and_gathers_no_offers(api: ZonedApi) -> None:
@@ -117,7 +123,7 @@ def test_babysit_reruns_the_command_against_the_node_in_its_new_zone(api: ZonedA
     api.endings = {OWN: ["capacity"]}
     notes: list[str] = []
     runs = Runs(Preempting(api), FakeCommand(0))
-    watch = NodeWatch(("train",), 0.01, note=notes.append, start=runs, pause=no_sleep, candidates=Asked(zones(ELSEWHERE)))
+    watch = NodeWatch(("train",), 0.01, note=notes.append, start=runs, pause=no_sleep, candidates=Asked(zones(ELSEWHERE)), recovery=Recovery.SAME_ZONE_FIRST)
     assert babysit.babysit(api, LOST, watch) == 0
     assert notes[notes.index("hunt is PREEMPTED; stopping the command") :] == [
         "hunt is PREEMPTED; stopping the command",
@@ -142,3 +148,83 @@ def test_a_queued_node_comes_back_in_its_own_zone_only(api: ZonedApi, kind: str)
     with pytest.raises(CapacityError):
         recover(api, spec, lambda state, elapsed: None, say=print, candidates=asked, sleep=no_sleep)
     assert asked.times == 0 and not any(call.startswith("create z1") for call in api.calls)
+
+
+@pytest.mark.parametrize(
+    ("recovery", "order"),
+    [(Recovery.SAME_ZONE_FIRST, [OWN, ELSEWHERE, "z2-west1-a"]), (Recovery.ELSEWHERE_FIRST, [ELSEWHERE, "z2-west1-a"])],
+)
+def test_same_zone_first_tries_the_preempted_zone_first_and_elsewhere_first_last(api: ZonedApi, recovery: Recovery, order: list[str]) -> None:
+    """Both zones stocked out: same-zone-first meets its own zone first; elsewhere-first never gets that far."""
+    api.endings = {OWN: ["capacity"], ELSEWHERE: ["capacity"]}
+    done, said = back(api, Asked(zones(OWN, ELSEWHERE, "z2-west1-a")), recovery)
+    assert creates(api) == order and done.ensured.spec.zone == "z2-west1-a" and list(api.nodes) == [("z2-west1-a", "hunt")]
+    assert api.calls[0] == f"delete {OWN}"  # the lost node goes first either way
+    if recovery is Recovery.ELSEWHERE_FIRST:
+        assert said[0] == f"elsewhere-first: hunting over 2 other candidates before {OWN}, next: {ELSEWHERE}"
+        assert done.line == f"recreated in z2-west1-a as spot: elsewhere-first ({OWN} last) after 1 stocked-out candidate"
+    assert saved(OWN) is None and nodespec.saved_zones(PROJECT, "hunt") == ["z2-west1-a"]
+
+
+def test_elsewhere_first_comes_back_to_the_own_zone_last(api: ZonedApi, tmp_path: Path) -> None:
+    api.endings = {ELSEWHERE: ["capacity"], "z2-west1-a": ["reserved"]}
+    asked = Asked(zones(ELSEWHERE, "z2-west1-a"))
+    done, _ = back(api, asked, Recovery.ELSEWHERE_FIRST)
+    assert creates(api) == [ELSEWHERE, "z2-west1-a", OWN] and asked.times == 1
+    assert done.ensured.spec == LOST and done.ensured.node.ready and list(api.nodes) == [(OWN, "hunt")]
+    assert done.line == f"recreated in {OWN} as spot: elsewhere-first ({OWN} last) after 2 stocked-out candidates"
+    assert nodespec.saved_zones(PROJECT, "hunt") == [OWN] and saved(OWN) == LOST
+    assert [r["zone"] for r in memory(tmp_path)] == [ELSEWHERE, "z2-west1-a"]
+
+
+def test_elsewhere_first_with_nowhere_else_is_the_own_zone_and_a_live_node_is_kept(api: ZonedApi) -> None:
+    done, said = back(api, Asked([]), Recovery.ELSEWHERE_FIRST)
+    assert creates(api) == [OWN] and done.line == f"recreated in its own zone {OWN}" and said == []
+    asked = Asked(zones(ELSEWHERE))
+    again, _ = back(api, asked, Recovery.ELSEWHERE_FIRST)  # READY again: nothing to move, no offers gathered
+    assert creates(api) == [OWN] and again.ensured.node.ready and not again.ensured.created and asked.times == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "first"),
+    [
+        (LOST, ELSEWHERE),  # spot: taken back by its zone
+        (replace(LOST, spot=False, preemptible=True), ELSEWHERE),
+        (replace(LOST, spot=False), OWN),  # on-demand
+        (replace(LOST, spot=False, reserved=True), OWN),  # any reservation of the project: no queued resource
+    ],
+)
+def test_the_default_follows_the_kind(api: ZonedApi, spec: NodeSpec, first: str) -> None:
+    """Elsewhere first for spot and preemptible (SkyPilot's default, EAGER_NEXT_REGION), the own zone first otherwise."""
+    nodespec.save(spec)
+    api.nodes[(OWN, "hunt")] = {"name": spec.path(), "state": "PREEMPTED", **spec.resource()}
+    kind = own_capacity(spec)
+    recover(api, spec, lambda state, elapsed: None, say=print, candidates=Asked(zones(OWN, ELSEWHERE, kind=kind)), sleep=no_sleep)
+    assert creates(api)[0] == first
+    assert Recovery.default_for(spec.capacity()) is (Recovery.ELSEWHERE_FIRST if first == ELSEWHERE else Recovery.SAME_ZONE_FIRST)
+    assert Recovery.default_for("flex-start") is Recovery.SAME_ZONE_FIRST
+
+
+@pytest.mark.parametrize(("spot", "bounded"), [(True, True), (False, False)])
+def test_same_zone_first_gives_a_spot_node_s_own_zone_a_third_of_the_deadline_while_others_wait(
+    api: ZonedApi, tmp_path: Path, spot: bool, bounded: bool
+) -> None:
+    """A zone that just took a spot node back, stuck CREATING, holds the others back a third of create-deadline, and is
+    not remembered as stocked out (its own deadline did not end it); an on-demand node's own zone keeps the whole."""
+    spec = replace(LOST, spot=spot)
+    nodespec.save(spec)
+    api.endings = {OWN: ["stuck"]}
+    said: list[str] = []
+    began = time.monotonic()
+    done = recover(api, spec, lambda state, elapsed: None, say=said.append, candidates=Asked(zones(ELSEWHERE, kind=own_capacity(spec))),
+                   recovery=Recovery.SAME_ZONE_FIRST, deadline_s=0.9, sleep=lambda s: time.sleep(min(s, 0.01)))  # fmt: skip
+    took = time.monotonic() - began
+    assert creates(api) == [OWN, ELSEWHERE] and done.ensured.spec.zone == ELSEWHERE
+    if bounded:
+        assert 0.3 <= took < 0.85, took
+        look = "same-zone-first's look at a spot node's own zone"
+        assert said[0] == f"{OWN} did not make it READY within 0.3 s ({look}); hunting over 1 other candidate, next: {ELSEWHERE}"
+        assert memory(tmp_path) == []
+    else:
+        assert took >= 0.9
+        assert said[0].startswith(f"{OWN} has no capacity (stuck in CREATING); hunting") and [r["zone"] for r in memory(tmp_path)] == [OWN]

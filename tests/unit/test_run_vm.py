@@ -4,6 +4,7 @@ against the in-memory fake of the TPU API the lifecycle tests use."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -86,10 +87,10 @@ class Log:
         self.said.append(("ended", kept))
 
 
-def _vm(api: FakeApi, run_id: str = RUN) -> tuple[RunVm, Log]:
+def _vm(api: FakeApi, run_id: str = RUN, max_preemptions: int = 10, say: Callable[[str], None] = lambda line: None) -> tuple[RunVm, Log]:
     plan = Plan(["v4-8"], [Capacity("on-demand")], [ZONE], settings.resolve({"project": api.project, "zone": ZONE}), None)
     log = Log()
-    vm = RunVm(api, run_id, Wanted(plan, None), log, lambda line: None, sleep=no_sleep)  # type: ignore[arg-type]
+    vm = RunVm(api, run_id, Wanted(plan, None, max_preemptions), log, say, sleep=no_sleep)  # type: ignore[arg-type]
     vm.spec = NodeSpec(vm.name, api.project, ZONE, "tpu-ubuntu2204-base", "v4-8", labels={LABEL_KEY: label_value(run_id)})
     nodespec.save(vm.spec)
     return vm, log
@@ -145,16 +146,19 @@ def test_a_lost_node_that_is_not_the_run_s_is_not_recreated() -> None:
     assert api.calls == [] and log.said == []
 
 
-def test_the_run_s_preempted_node_is_recreated_with_its_label_up_to_babysit_s_limit() -> None:
-    from tpuctl.cloud.babysit import MAX_RECREATES
-
+def test_the_run_s_preempted_node_is_recreated_with_its_label_as_often_as_max_preemptions_allows() -> None:
+    """--max-preemptions is the one budget: the supervisor counts the preemptions, RunVm keeps no limit of its own (it
+    once stopped at babysit's 10, so a run with --max-preemptions 20 died at its 11th preemption)."""
     api = FakeApi()
-    vm, log = _vm(api)
+    said: list[str] = []
+    vm, log = _vm(api, max_preemptions=20, say=said.append)
     api.add(vm.name, "PREEMPTED", labels={LABEL_KEY: label_value(RUN)})
     node = vm.recreate("PREEMPTED")
     assert node.ready and api.calls == [f"delete {vm.name}", f"create {vm.name}"]
     assert api.nodes[vm.name]["labels"] == {LABEL_KEY: label_value(RUN)}  # the saved spec's label: still the run's node
     assert log.said == [("recreating", "PREEMPTED"), ("naming", ZONE), ("recreated", ZONE)]  # named before the create is sent
-    vm.recreated = MAX_RECREATES
-    with pytest.raises(TpuctlError, match=f"is PREEMPTED again after {MAX_RECREATES} recreations; giving up"):
-        vm.recreate("PREEMPTED")
+    for _ in range(11):
+        api.nodes[vm.name]["state"] = "PREEMPTED"
+        assert vm.recreate("PREEMPTED").ready
+    assert vm.recreated == 12 and api.calls.count(f"create {vm.name}") == 12
+    assert f"TPU VM {vm.name} is PREEMPTED; recreating it (12/20)" in said

@@ -312,8 +312,10 @@ def test_model_dir_moves_with_the_working_directory() -> None:
         (["--new-tpu", "v4-16", "--backend", "vertex"], "--new-tpu runs workers over ssh, not with --backend vertex"),
         (["--new-tpu", "v4-16,v4-8", "--zone", "us-central2-b"], "--new-tpu types must have as many hosts as each other"),
         (["--new-tpu", "v9-8"], "unknown TPU generation 'v9'"),
-        (["--hosts", "a", "--keep"], "--zones, --capacity, --keep and --keep-on-failure are for --new-tpu TYPE"),
-        (["--tpu", "pod", "--zones", "all"], "--zones, --capacity, --keep and --keep-on-failure are for --new-tpu TYPE"),
+        (["--hosts", "a", "--keep"], "--zones, --capacity, --recovery, --keep and --keep-on-failure are for --new-tpu TYPE"),
+        (["--tpu", "pod", "--zones", "all"], "--zones, --capacity, --recovery, --keep and --keep-on-failure are for --new-tpu TYPE"),
+        (["--hosts", "a", "--recovery", "elsewhere-first"], "--zones, --capacity, --recovery, --keep and --keep-on-failure are for --new-tpu TYPE"),
+        (["--new-tpu", "v4-16", "--zone", "us-central2-b", "--recovery", "nearest"], "recovery 'nearest' from --recovery is not valid (same-zone-first or"),
         (["--keep-on-failure"], "--keep-on-failure is for launches over ssh: add --hosts, --hostfile, --tpu or --new-tpu"),
     ],
 )
@@ -386,6 +388,30 @@ def test_a_remote_dry_run_shows_the_remote_side_and_warns_about_laptop_paths(tmp
     assert "ssh to node-a.invalid: ssh " in synced.out and "warning:" not in synced.out
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [(["--capacity", "spot,flex-start"], {}, "--capacity"), ([], {"TPUCTL_CAPACITY": "flex-start"}, "the capacity setting from TPUCTL_CAPACITY")],
+)
+def test_new_tpu_refuses_flex_start_in_one_line_that_offers_what_works(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str], named: str
+) -> None:
+    """A flex-start slice is deleted by the service when its duration ends and a run's recovery cannot make it again:
+    refused, naming where flex-start came from, pointing to a flex-start VM of the user's own, never to --capacity
+    flex-start; docs/managed-runs.md shows the same line and offers no flex-start for --new-tpu."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = in_process("launch", EXAMPLE, "--new-tpu", "v5litepod-8", "--zone", "us-west4-a", *args, "--dry-run")
+    assert result.code == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    line = result.err.strip()
+    why = "the service deletes a flex-start slice when its run duration ends, and the run's recovery cannot recreate it within the run"
+    assert line.startswith(f"Error: --new-tpu cannot use flex-start ({named}): {why} (")
+    assert "`tpuctl create NAME --flex-start --max-run-duration D`, then `tpuctl launch --tpu NAME ...`" in line and "--capacity flex-start" not in line
+    guide = (ROOT / "docs" / "managed-runs.md").read_text()
+    assert line.replace(f"({named})", "(--capacity)") in guide
+    (row,) = [row for row in guide.splitlines() if row.startswith("| `--capacity KIND")]
+    assert "flex-start" not in row.split("|")[2].split("(")[0], row
+
+
 def test_a_dry_run_of_new_tpu_plans_its_hosts_names_its_vm_and_creates_nothing() -> None:
     """The VM's hosts are placeholders (one per host of the type) until it exists; the dry run reads no API."""
     result = run_tpuctl("launch", EXAMPLE, "--new-tpu", "v4-16", "--zone", "us-central2-b", "--project", "my-proj", "--keep-on-failure",
@@ -396,3 +422,4 @@ def test_a_dry_run_of_new_tpu_plans_its_hosts_names_its_vm_and_creates_nothing()
     made = shown["remote"]["new_tpu"]
     assert made["name"] == label_value(shown["run_id"]) and made["types"] == ["v4-16"] and made["zones"] == "us-central2-b"
     assert made["at_end"] == "kept if the run fails, deleted otherwise" and made["capacity"] == ["on-demand"]
+    assert made["recovery"] == "elsewhere-first for spot and preemptible, same-zone-first otherwise"

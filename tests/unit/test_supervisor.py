@@ -198,6 +198,15 @@ def test_a_worker_ignoring_sigint_is_killed_after_the_grace_period(tmp_path: Pat
     assert stubborn.signals[:2] == [signal.SIGINT, signal.SIGKILL] and stubborn.returncode == -signal.SIGKILL
 
 
+def test_preemptions_past_max_preemptions_end_the_run_in_a_line_naming_the_flag(tmp_path: Path) -> None:
+    """--max-preemptions is the one budget of a run's preemption restarts (a --new-tpu run's VM recreations with them)."""
+    scripts = {"worker:0": [Script(exit=42)], "worker:1": [Script()]}
+    outcome, _, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_preemptions=2), scripts)
+    assert (outcome.exit_code, outcome.attempts, outcome.preemptions) == (42, 3, 2)
+    assert [n for n in notices if "restarting all workers" in n][-1].endswith("(preemption 2/2, attempt 3)")
+    assert notices[-1] == "worker:0 was preempted (exit status 42): --max-preemptions 2 is spent; not restarting"
+
+
 def test_restarts_run_every_worker_again_with_a_new_attempt_folder(tmp_path: Path) -> None:
     scripts = {"worker:0": [Script(lines=["first try"], exit=2), Script(lines=["second try"])], "worker:1": [Script(exit=None), Script()]}
     outcome, starter, _, notices = supervise(tmp_path, Job("train.py", workers=2, max_restarts=3), scripts)

@@ -15,6 +15,8 @@ import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.display import StatusLine
+from tpuctl.cloud.babysit import DEFAULT_MAX_RECREATES
+from tpuctl.cloud.capacity.recovery import DEFAULTS
 
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.candidates import Plan
@@ -43,8 +45,20 @@ def _note(message: str) -> None:
     metavar="KIND[,KIND]",
     help="Capacity kinds the hunt may try after the node's own, in your order: on-demand, spot, preemptible, reserved[=NAME] [config: capacity].",
 )
+@click.option(
+    "--recovery",
+    metavar="POLICY",
+    help="Where a lost node is made again first when it may go elsewhere: same-zone-first (its own zone, then the hunt) or "
+    f"elsewhere-first (the hunt, its own zone last) [config: recovery; default: {DEFAULTS}].",
+)
 @click.option("--interval", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds between checks of the node.")
-@click.option("--max-recreates", type=click.IntRange(min=0), default=10, show_default=True, help="Give up after this many recreations.")
+@click.option(
+    "--max-recreates",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_RECREATES,
+    show_default=True,
+    help="Give up after this many recreations (the one limit: each lost node spends one).",
+)
 @click.option("--detach", is_flag=True, help="Babysit in a process of its own that outlives this terminal; print its run id and return.")
 def babysit(
     name: str,
@@ -55,6 +69,7 @@ def babysit(
     zone: str | None,
     zones: str | None,
     capacity: str | None,
+    recovery: str | None,
     interval: float,
     max_recreates: int,
     detach: bool,
@@ -67,10 +82,12 @@ def babysit(
     SIGTERM or SIGHUP. Without a command, it watches until then. However it ends,
     the command and everything it started are stopped.
 
-    A lost node comes back in its own zone first (same type, same kind). When
-    that zone has no capacity and --zones/--capacity (or the zones/capacity
-    settings) are given, or the node's create hunted (its saved spec keeps
-    where and how), babysit hunts as `tpuctl create --zones` does; a node
+    A lost node comes back from its saved spec (same type, same kind). Where
+    --zones/--capacity (or the zones/capacity settings) are given, or the node's
+    create hunted (its saved spec keeps where and how), it may come back
+    elsewhere, hunted as `tpuctl create --zones` hunts: --recovery
+    same-zone-first tries its own zone first, elsewhere-first the others first
+    and its own zone last (the default for spot and preemptible nodes). A node
     recreated in another zone is found there by name alone, and COMMAND is rerun
     against it (docs/capacity.md).
 
@@ -80,18 +97,21 @@ def babysit(
     """
     from tpuctl.cloud import babysit as sitter
     from tpuctl.cloud import nodespec
+    from tpuctl.cloud.capacity import recovery as policies
     from tpuctl.cloud.node_lookup import landed_zone
     from tpuctl.launch.secret_values import shown_args
     from tpuctl.runs.recorded import Recorded
 
     nodespec.check_name(name)
-    resolved = resolve(project=project, zone=zone, zones=zones, capacity=capacity, credentials=credentials, access_token_file=access_token_file)
+    given = {"zones": zones, "capacity": capacity, "recovery": recovery}
+    resolved = resolve(project=project, zone=zone, **given, credentials=credentials, access_token_file=access_token_file)
     asked = _asked(resolved, capacity)
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "babysit")
     hunting = _hunting(asked or _saved_hunt(spec, resolved), spec)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
-    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting)
+    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting,
+                             recovery=policies.asked(resolved))  # fmt: skip
     kept = Recorded.new("babysit", f"babysit-{name}", shlex.join(shown_args(command)), job=name)
     if detach:
         _detach(kept, lambda: sitter.babysit(api, spec, watch))
@@ -130,7 +150,7 @@ def _saved_hunt(spec: NodeSpec, resolved: Settings) -> Plan | None:
     kinds = [c for c in parse_capacities(spec.hunt_capacity or spec.capacity()) if c.kind != FLEX_START]  # no run duration: _asked
     where = zones_of(spec.hunt_zones) if spec.hunt_zones is not None else []
     said = f"zones {spec.hunt_zones or spec.zone}, capacity {spec.hunt_capacity or spec.capacity()}"
-    _note(f"{spec.name} was created by a hunt: when its own zone has no capacity, babysit hunts the same way ({said})")
+    _note(f"{spec.name} was created by a hunt: to bring it back elsewhere, babysit hunts the same way ({said})")
     return Plan([], kinds, where, resolved, None)
 
 

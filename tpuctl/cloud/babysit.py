@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from tpuctl.cloud import lifecycle
-from tpuctl.cloud.capacity.recovery import Candidates, recover
+from tpuctl.cloud.capacity.recovery import Candidates, Recovery, recover
 from tpuctl.cloud.lifecycle import Progress
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
@@ -37,7 +37,7 @@ from tpuctl.safety import reaper, signals
 STOP_GRACE_S = 10.0
 POLL_S = 0.2  # how often the command's exit is checked between looks at the node
 READY_AGAIN_TIMEOUT_S = 30 * 60.0  # how long a launch waits for its TPU VM after a preemption (docs/ssh.md)
-MAX_RECREATES = 10  # how often a lost node is recreated before babysit (and a `launch --new-tpu`) gives up
+DEFAULT_MAX_RECREATES = 10  # babysit's --max-recreates when not given: how often a lost node is recreated before it gives up
 LOOK_TIMEOUT_S = 120.0  # one look at the node, retries included (TpuApi gives each request 60 s)
 # States a node does not leave for READY by itself: only a new create helps.
 NO_RETURN = ("TERMINATED", "DELETING")
@@ -85,13 +85,14 @@ class NodeWatch:
 
     command: tuple[str, ...] = ()
     interval_s: float = 30.0
-    max_recreates: int = MAX_RECREATES
+    max_recreates: int = DEFAULT_MAX_RECREATES  # the one budget of recreations (--max-recreates)
     note: Callable[[str], None] = lambda message: None  # one line for the user (the CLI prefixes "babysit: ")
     status: Callable[[str], AbstractContextManager[Progress]] = lambda title: _quiet()  # a progress line around each wait
     start: Callable[[tuple[str, ...]], Command] = Command
     pause: Callable[[float], None] = time.sleep  # between polls of the API while the node is (re)created
     create_deadline_s: float = lifecycle.CREATE_DEADLINE_S  # one recreate stuck in CREATING past it is a stockout
-    candidates: Candidates | None = None  # where to hunt when the node's own zone stocks out (None: its zone only)
+    candidates: Candidates | None = None  # where else the node may go (None: its zone only)
+    recovery: Recovery | None = None  # its own zone first, or elsewhere first (None: the default for its kind)
 
 
 def _quiet() -> AbstractContextManager[Progress]:
@@ -140,12 +141,13 @@ class _Sitter:
     def bring_back(self, reason: str) -> None:
         name, limit = self.spec.name, self.watch.max_recreates
         if self.recreated >= limit:
-            raise TpuctlError(f"{name} is {reason} again after {self.recreated} recreations; giving up", exit_code=FAILED)
+            raise TpuctlError(f"{name} is {reason} after {self.recreated} recreations: --max-recreates {limit} is spent; giving up", exit_code=FAILED)
         self.recreated += 1
         self.watch.note(f"{name} is {reason}; recreating it ({self.recreated}/{limit})")
         watch = self.watch
         with watch.status(f"recreating {name}") as progress:
-            back = recover(self.api, self.spec, progress, say=watch.note, candidates=watch.candidates, deadline_s=watch.create_deadline_s, sleep=watch.pause)
+            back = recover(self.api, self.spec, progress, say=watch.note, candidates=watch.candidates, recovery=watch.recovery,
+                           deadline_s=watch.create_deadline_s, sleep=watch.pause)  # fmt: skip
         self.spec = back.ensured.spec  # a node hunted into another zone is watched there, its command rerun against it
         watch.note(f"{name} is READY again: {back.line}")
 

@@ -1,4 +1,5 @@
-"""The one way tpuctl gets a Cloud Storage client (tail reads, Vertex staging writes)."""
+"""The one way tpuctl gets a Cloud Storage client (tail reads, Vertex staging writes, the run view's uploads, the
+TensorBoard plugin's reads), pointed where the storage-endpoint setting says, as every other API client is."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 
 def client() -> Any:
-    """A storage client: anonymous against an emulator (STORAGE_EMULATOR_HOST, how tests reach one), else tpuctl's credentials."""
+    """A storage client: anonymous against an emulator (STORAGE_EMULATOR_HOST, how tests reach one), else tpuctl's
+    credentials at the storage-endpoint setting (TPUCTL_STORAGE_ENDPOINT: a private endpoint, or a stand-in)."""
     import google.cloud.storage as storage
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):
@@ -19,4 +21,5 @@ def client() -> Any:
 
     resolved = settings.resolve()
     identity = credentials.load(resolved)
-    return storage.Client(project=resolved.get("project") or identity.project, credentials=identity.credentials)
+    endpoint = {"api_endpoint": resolved.require("storage-endpoint")}
+    return storage.Client(project=resolved.get("project") or identity.project, credentials=identity.credentials, client_options=endpoint)

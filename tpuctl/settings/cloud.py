@@ -65,6 +65,12 @@ def _capacity(value: str) -> str | None:
     return None
 
 
+def _recovery(value: str) -> str | None:
+    from tpuctl.cloud.capacity.recovery import Recovery
+
+    return None if value in {policy.value for policy in Recovery} else " or ".join(policy.value for policy in Recovery)
+
+
 def _file(value: str) -> str | None:
     """A key or token file: /dev/zero or a FIFO would be read forever by the credential loader."""
     if not value.strip():
@@ -110,6 +116,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zones", "zones a create hunts across, best first: all (or auto) or Z1,Z2,...", _zones),
     Setting("capacity", "capacity kinds a create tries, in your order, e.g. spot,on-demand", _capacity),
     Setting("create-deadline", "seconds one create may stay CREATING before it counts as a stockout", _check(_WHOLE_SECONDS, "1800"), "1800"),
+    # No fixed default: it follows the lost node's kind (recovery.Recovery.default_for).
+    Setting("recovery", "where babysit and launch --new-tpu recreate a lost node first: same-zone-first or elsewhere-first", _recovery),
     Setting("model-dir", "default bucket path for checkpoints and summaries", _check(_BUCKET_PATH, "gs://my-bucket/runs")),
     Setting("tpu-endpoint", "Cloud TPU API endpoint", _check(_URL, "https://tpu.googleapis.com"), "https://tpu.googleapis.com"),
     Setting(

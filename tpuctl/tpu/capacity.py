@@ -17,7 +17,7 @@ from tpuctl.inputs.parse import shown
 
 ON_DEMAND, SPOT, PREEMPTIBLE, RESERVED, FLEX_START = "on-demand", "spot", "preemptible", "reserved", "flex-start"
 KINDS = (ON_DEMAND, SPOT, PREEMPTIBLE, RESERVED, FLEX_START)
-_HINT = "e.g. --capacity spot,on-demand, --capacity reserved=my-reservation or --capacity flex-start"
+_EXAMPLES = ("--capacity spot,on-demand", "--capacity reserved=my-reservation", "--capacity flex-start")
 _RESERVATION = 200  # a reservation's name or path: longer is not one
 
 
@@ -35,13 +35,15 @@ class Capacity:
 def parse_capacities(text: str, allowed: tuple[str, ...] = KINDS) -> list[Capacity]:
     """A `--capacity` value, KIND[,KIND...] in the user's order (repeats dropped), each one of `allowed`."""
     found: list[Capacity] = []
+    examples = [example for example in _EXAMPLES if FLEX_START in allowed or FLEX_START not in example]  # none it refuses
+    hint = f"e.g. {', '.join(examples[:-1])} or {examples[-1]}"
     for part in text.split(","):
         kind, named, reservation = part.strip().partition("=")
         kind = kind.strip().lower()
         if kind not in allowed:
-            raise TpuctlError(f"--capacity: {shown(part.strip())} is not a capacity kind ({', '.join(allowed)})", hint=_HINT)
+            raise TpuctlError(f"--capacity: {shown(part.strip())} is not a capacity kind ({', '.join(allowed)})", hint=hint)
         if named and (kind != RESERVED or not reservation.strip() or len(reservation) > _RESERVATION or not reservation.isprintable()):
-            raise TpuctlError(f"--capacity: {shown(part.strip())}: only reserved takes a name (reserved=NAME)", hint=_HINT)
+            raise TpuctlError(f"--capacity: {shown(part.strip())}: only reserved takes a name (reserved=NAME)", hint=hint)
         capacity = Capacity(kind, check_reservation(reservation.strip(), "--capacity reserved=") if named else None)
         if capacity not in found:
             found.append(capacity)

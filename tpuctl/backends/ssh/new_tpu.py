@@ -47,11 +47,25 @@ class Asked(Protocol):
     @property
     def capacity(self) -> str | None: ...
     @property
+    def recovery(self) -> str | None: ...
+    @property
     def keep(self) -> bool: ...
     @property
     def keep_on_failure(self) -> bool: ...
     @property
     def internal_ip(self) -> bool: ...
+
+
+def no_flex_start(source: str) -> TpuctlError:
+    """The refusal of flex-start for a run's own VM. The service deletes a flex-start slice when its run duration ends
+    (https://cloud.google.com/tpu/docs/request-using-flex-start), and a run's recovery cannot make it again within the
+    run: the new request queues for capacity again, for another duration. A VM the user makes runs the launch instead."""
+    where = "--capacity" if source == "--capacity" else f"the capacity setting from {source}"
+    return TpuctlError(
+        f"--new-tpu cannot use flex-start ({where}): the service deletes a flex-start slice when its run duration ends, "
+        "and the run's recovery cannot recreate it within the run",
+        hint="make one and launch on it: `tpuctl create NAME --flex-start --max-run-duration D`, then `tpuctl launch --tpu NAME ...`",
+    )
 
 
 def keeps(ended: Kind | None, keep: bool, keep_on_failure: bool) -> bool:
@@ -71,7 +85,7 @@ class NewTpu:
         from tpuctl.cloud.capacity.candidates import Plan, parse_types
         from tpuctl.settings import cloud as settings
         from tpuctl.tpu.accelerators import shape_of
-        from tpuctl.tpu.capacity import FLEX_START, KINDS, ON_DEMAND, parse_capacities
+        from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, parse_capacities
 
         assert options.new_tpu is not None
         self.options = options
@@ -80,11 +94,12 @@ class NewTpu:
         if len(set(hosts.values())) > 1:
             said = ", ".join(f"{name} has {count}" for name, count in hosts.items())
             raise TpuctlError(f"--new-tpu types must have as many hosts as each other (the launch is planned for them): {said}")
-        flags = {"project": options.project, "zone": options.tpu_zone, "zones": options.zones, "capacity": options.capacity}
+        flags = {"project": options.project, "zone": options.tpu_zone, "zones": options.zones, "capacity": options.capacity, "recovery": options.recovery}
         self.flags = {key: value for key, value in flags.items() if value is not None}
         resolved = settings.resolve(self.flags)
-        # flex-start needs a run duration and queues; a run's VM is made now or hunted elsewhere (docs/capacity.md).
-        capacities = parse_capacities(resolved.get("capacity") or ON_DEMAND, tuple(kind for kind in KINDS if kind != FLEX_START))
+        capacities = parse_capacities(resolved.get("capacity") or ON_DEMAND)
+        if any(capacity.kind == FLEX_START for capacity in capacities):
+            raise no_flex_start(resolved.source("capacity"))
         across = resolved.given("zones") and not options.tpu_zone
         zones = settings.zones_of(resolved.require("zones")) if across else [resolved.zone]
         self.plan = Plan(types, capacities, zones, resolved, None)
@@ -92,29 +107,34 @@ class NewTpu:
         self.name = ""  # the node's, once the run id is known (run_vm.node_name)
         self.vm: RunVm | None = None
 
-    def wanted(self, model_dir: str | None) -> Wanted:
-        """The hunt as the launch asks it; a gs:// --model-dir ranks zones by their distance to its bucket, as the
-        model-dir setting does for `tpuctl create --zones` (candidates.offers)."""
+    def wanted(self, job: Job) -> Wanted:
+        """The hunt as the launch asks it, and its recovery: where a preempted VM comes back first (the recovery setting,
+        else its kind's default) and as often as the run's --max-preemptions allows. A gs:// --model-dir ranks zones by
+        their distance to its bucket, as the model-dir setting does for `tpuctl create --zones` (candidates.offers)."""
+        from tpuctl.cloud.capacity import recovery
         from tpuctl.cloud.capacity.run_vm import Wanted
         from tpuctl.settings import cloud as settings
 
         plan = self.plan
-        if model_dir and model_dir.startswith("gs://"):
-            plan = replace(plan, resolved=settings.resolve({**self.flags, "model_dir": model_dir}))
+        if job.model_dir and job.model_dir.startswith("gs://"):
+            plan = replace(plan, resolved=settings.resolve({**self.flags, "model_dir": job.model_dir}))
         resolved = plan.resolved
         image = resolved.get("runtime-version") if resolved.given("runtime-version") else None
-        return Wanted(plan, image, float(resolved.require("create-deadline")))
+        return Wanted(plan, image, job.max_preemptions, recovery.asked(resolved), float(resolved.require("create-deadline")))
 
     def cost(self, notice: Callable[[str], None]) -> SliceCost | None:
         return None  # no VM yet: the record is told its type, zone and price the moment the create is accepted
 
     def describe(self, run_id: str) -> dict[str, object]:
-        """What a dry run says of the VM: its name, the hunt, what happens at the end."""
+        """What a dry run says of the VM: its name, the hunt, where a preempted one comes back first, what happens at the end."""
+        from tpuctl.cloud.capacity.recovery import DEFAULTS
         from tpuctl.cloud.capacity.run_vm import node_name
 
         end = "kept" if self.options.keep else "kept if the run fails, deleted otherwise" if self.options.keep_on_failure else "deleted"
         zones = "every zone" if self.plan.zones is None else ",".join(self.plan.zones)
-        return {"name": node_name(run_id), "types": self.plan.types, "capacity": [str(c) for c in self.plan.capacities], "zones": zones, "at_end": end}
+        recovery = self.plan.resolved.get("recovery") or DEFAULTS
+        made = {"name": node_name(run_id), "types": self.plan.types, "capacity": [str(c) for c in self.plan.capacities], "zones": zones}
+        return {**made, "recovery": recovery, "at_end": end}
 
     def run(self, job: Job, context: RunContext, body: Callable[[], Outcome]) -> Outcome:
         """Provision the VM, run `body` on its hosts, then delete or keep it however the run ended."""
@@ -122,7 +142,7 @@ class NewTpu:
         from tpuctl.cloud.tpu import TpuApi
         from tpuctl.safety import signals
 
-        vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job.model_dir), _Log(context, self), context.notice)
+        vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job), _Log(context, self), context.notice)
         self.vm, self.name = vm, vm.name
         ended: Kind | None = None
         # A stopping signal ends the run, however far it got, with its VM deleted: it raises Stopped from the first

@@ -95,7 +95,16 @@ class Options(Connection, BackendOptions):
     )
     zones: str | None = option("--zones", metavar="Z1,Z2|all", help="With --new-tpu: the zones to hunt across, best first [env TPUCTL_ZONES].")
     capacity: str | None = option(
-        "--capacity", metavar="KIND[,KIND2]", help="With --new-tpu: the capacity kinds to try in order, e.g. spot,on-demand [env TPUCTL_CAPACITY]."
+        "--capacity",
+        metavar="KIND[,KIND2]",
+        help="With --new-tpu: the capacity kinds to try in order (on-demand, spot, preemptible, reserved[=NAME]), e.g. spot,on-demand [env TPUCTL_CAPACITY].",
+    )
+    recovery: str | None = option(
+        "--recovery",
+        metavar="POLICY",
+        help="With --new-tpu: where a preempted VM is made again first, same-zone-first (its own zone, then the hunt) or elsewhere-first "
+        "(the hunt, its own zone last); each recreation spends one of --max-preemptions [env TPUCTL_RECOVERY].  "
+        "[default: elsewhere-first for spot and preemptible, same-zone-first otherwise]",
     )
     keep: bool = option("--keep", is_flag=True, default=False, help="With --new-tpu: keep the TPU VM when the run ends.")
     keep_on_failure: bool = option(
@@ -200,8 +209,10 @@ def _entries(options: Options) -> tuple[list[HostEntry], str, TpuSlice | NewTpu 
         raise TpuctlError("give one of --hosts, --hostfile, --tpu, --new-tpu", hint="--tpu NAME runs on a VM that exists; --new-tpu TYPE makes one for the run")
     if options.tpu_name is None and options.new_tpu is None and (options.project or options.tpu_zone or options.internal_ip):
         raise TpuctlError("--project, --zone and --internal-ip are for --tpu NAME or --new-tpu TYPE")
-    if options.new_tpu is None and (options.zones or options.capacity or options.keep or options.keep_on_failure):
-        raise TpuctlError("--zones, --capacity, --keep and --keep-on-failure are for --new-tpu TYPE", hint="`tpuctl create --zones` hunts for a VM you keep")
+    if options.new_tpu is None and (options.zones or options.capacity or options.recovery or options.keep or options.keep_on_failure):
+        raise TpuctlError(
+            "--zones, --capacity, --recovery, --keep and --keep-on-failure are for --new-tpu TYPE", hint="`tpuctl create --zones` hunts for a VM you keep"
+        )
     if options.new_tpu is not None:
         from tpuctl.backends.ssh.new_tpu import NewTpu
 

@@ -1,30 +1,77 @@
-"""Babysit's recovery policy: where a lost node comes back — its own zone first, then the hunt.
+"""Where a lost node comes back, as a named policy: its own zone first, or elsewhere first and its own zone last.
 
 Kept apart from the mechanism (lifecycle.recreate deletes the lost node and creates it from its saved spec; the hunt
-tries one candidate after another), as SkyPilot keeps its recovery strategies apart from provisioning. The own zone
-is tried first, as the node was (same type, same kind): its disks, reservation and the user's data path were chosen
-for it. Only a stockout there — a CapacityError, of any kind the hunt knows — moves on, and only when the user gave
-zones to hunt over (babysit's --zones or the zones setting); anything else stops as today, in one line. A node that
-comes back in another zone has its saved spec moved with it, so every command finds it by name alone.
+tries one candidate after another), as SkyPilot keeps its recovery strategies apart from provisioning
+(sky/jobs/recovery_strategy.py, github.com/skypilot-org/skypilot at 027bbcdb): FAILOVER relaunches in the region the job ran in
+first and fails over only when that fails; EAGER_NEXT_REGION, registered as its default, relaunches with the region
+it ran in blocked first — "based on the observation that the preemption is likely to happen again shortly in the same
+region" — and comes back to it only when everything else failed. tpuctl's two policies are those two, by zone:
+
+- same-zone-first (FAILOVER): the own zone first, as the node was (same type, same kind): its disks, reservation and
+  the user's data path were chosen for it; then, on a stockout there, the hunt over the other candidates.
+- elsewhere-first (EAGER_NEXT_REGION): the hunt over the other candidates first, the own zone as its last try
+  (when there is no other candidate, the own zone alone).
+
+The default follows the kind (`default_for`): a spot or preemptible node was taken back by its zone, so it goes
+elsewhere first, as SkyPilot's default does; an on-demand or reserved node (a reservation holds capacity in its own
+zone only) and a flex-start one come back in their own zone first.
+
+Each is bounded. Every try may stay CREATING for create-deadline, as any create's, and the hunt tries each candidate
+once, so a recovery ends within (candidates + 1) times create-deadline. The one try that waits while others could already
+be tried — same-zone-first's own zone for a spot or preemptible node, a zone that just took capacity back — gets
+FIRST_LOOK_SHARE of it (600 s of the default 1800); elsewhere-first's own zone comes last, with nothing waiting behind
+it, and keeps the whole deadline. The node goes elsewhere only when the user gave somewhere to go (babysit's --zones or
+the zones setting, a run's own hunt); a failure that is no stockout stops as today, in one line. A node that comes back
+in another zone has its saved spec moved with it, so every command finds it by name alone.
 """
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.capacity.hunt import Candidate, hunt
 from tpuctl.cloud.lifecycle import Ensured, Progress
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
-from tpuctl.inputs.errors import CapacityError
+from tpuctl.inputs.errors import CapacityError, Stockout
 from tpuctl.tpu import stockouts
-from tpuctl.tpu.capacity import Capacity
+from tpuctl.tpu.capacity import PREEMPTIBLE, SPOT, Capacity
 
-# The hunt's candidates, best first; called only once the own zone stocked out (gathering offers reads every zone).
+if TYPE_CHECKING:
+    from tpuctl.settings.cloud import Settings
+
+# The hunt's candidates, best first; gathered only once they are needed (gathering offers reads every zone).
 Candidates = Callable[[], Sequence[Candidate]]
+TAKEN_BACK = (SPOT, PREEMPTIBLE)  # the kinds the service preempts (https://cloud.google.com/tpu/docs/spot)
+# tpuctl's choice, not Google's number: a slice that comes up does so in minutes (the create-deadline setting's note),
+# so a third of the deadline sees most creates through while the other candidates wait no longer than that.
+FIRST_LOOK_SHARE = 1 / 3
+
+
+class Recovery(str, enum.Enum):
+    """Where a lost node is made again first (the recovery setting, babysit's and `launch --new-tpu`'s --recovery)."""
+
+    SAME_ZONE_FIRST = "same-zone-first"
+    ELSEWHERE_FIRST = "elsewhere-first"
+
+    @classmethod
+    def default_for(cls, kind: str) -> Recovery:
+        """Elsewhere first for a node its zone takes back (spot, preemptible), its own zone first for any other."""
+        return cls.ELSEWHERE_FIRST if kind in TAKEN_BACK else cls.SAME_ZONE_FIRST
+
+
+DEFAULTS = "elsewhere-first for spot and preemptible, same-zone-first otherwise"  # default_for, in words
+
+
+def asked(resolved: Settings) -> Recovery | None:
+    """The policy the recovery setting names (--recovery, TPUCTL_RECOVERY, a config file), already checked by the
+    settings layer; None where no layer names one: each lost node then gets its kind's default."""
+    return Recovery(resolved.require("recovery")) if resolved.given("recovery") else None
 
 
 @dataclass(frozen=True)
@@ -45,32 +92,95 @@ def recover(
     *,
     say: Callable[[str], None],
     candidates: Candidates | None,
+    recovery: Recovery | None = None,
     deadline_s: float = lifecycle.CREATE_DEADLINE_S,
     sleep: Callable[[float], None] = time.sleep,
     naming: Callable[[NodeSpec], None] = lambda spec: None,
 ) -> Recovered:
-    """The lost node back from `spec`: in its own zone, else (a stockout there, `candidates` given) in the first
-    candidate that holds; `naming` hears each spec before its create is sent (lifecycle.ensure). A queued resource,
-    and a node named by --type/--topology, come back in their zone only: a queued request waits where it was placed,
-    and the hunt's candidates are accelerator types."""
+    """The lost node back from `spec`, by `recovery` (None: the default for its kind), over `candidates` when given;
+    `naming` hears each spec before its create is sent (lifecycle.ensure). A queued resource, and a node named by
+    --type/--topology, come back in their zone only: a queued request waits where it was placed, and the hunt's
+    candidates are accelerator types."""
+    movable = candidates if candidates is not None and not spec.queues() and spec.accelerator_type else None
+    policy = recovery or Recovery.default_for(spec.capacity())
+    if movable is not None and policy is Recovery.ELSEWHERE_FIRST:
+        return _elsewhere_first(api, spec, progress, say, movable, deadline_s, sleep, naming)
+    first = deadline_s * FIRST_LOOK_SHARE if movable is not None and spec.capacity() in TAKEN_BACK else deadline_s
     try:
-        ensured = lifecycle.recreate(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming)
+        ensured = lifecycle.recreate(api, spec, progress, deadline_s=first, sleep=sleep, naming=naming)
     except CapacityError as stockout:
-        stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
-        others = list(candidates()) if candidates is not None and not spec.queues() and spec.accelerator_type else []
-        others = [c for c in others if (c.zone, c.accelerator_type, c.capacity) != (spec.zone, spec.accelerator_type, own_capacity(spec))]
+        cut_short = stockout.kind is Stockout.STUCK and first < deadline_s
+        if not cut_short:  # as the hunt's: a try a shorter bound ended says nothing about the zone
+            stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
+        others = _others(movable, spec) if movable is not None else []
         if not others:
             raise
-        why = f"{spec.zone} has no capacity ({stockout.kind.value})"
-        say(f"{why}; hunting over {len(others)} other candidate{'s' if len(others) != 1 else ''}, next: {others[0].zone}")
-        try:
-            done = hunt(api, spec, others, progress, say=say, runtime_given=True, create_deadline_s=deadline_s, sleep=sleep, naming=naming)
-        except BaseException:
-            nodespec.save(spec)  # a try of another kind in this zone overwrote it: recreate and babysit need the node's own
-            raise
-        moved = done.ensured.spec
-        if moved.zone != spec.zone:
-            nodespec.forget(spec)  # the old zone's spec: describe, ssh, launch --tpu and delete now find the new one alone
-        tries = f" after {len(done.tried)} more stocked-out candidate{'s' if len(done.tried) != 1 else ''}" if done.tried else ""
-        return Recovered(done.ensured, f"recreated in {moved.zone} as {done.candidate.capacity}: {why}{tries}")
+        if cut_short:
+            why = f"{spec.zone} did not make it READY within {first:g} s (same-zone-first's look at a {spec.capacity()} node's own zone)"
+        else:
+            why = f"{spec.zone} has no capacity ({stockout.kind.value})"
+        say(f"{why}; hunting over {_count(others, 'other candidate')}, next: {others[0].zone}")
+        return _hunted(api, spec, others, progress, say, deadline_s, sleep, naming, why=why, before="more ")
     return Recovered(ensured, f"recreated in its own zone {spec.zone}")
+
+
+def _elsewhere_first(
+    api: NodeApi,
+    spec: NodeSpec,
+    progress: Progress,
+    say: Callable[[str], None],
+    candidates: Candidates,
+    deadline_s: float,
+    sleep: Callable[[float], None],
+    naming: Callable[[NodeSpec], None],
+) -> Recovered:
+    """The other candidates first, the own zone as the hunt's last try. The lost node goes first: the hunt would find
+    it by its saved spec and try its zone first (a rerun's rule), and a node of that name in its zone is of no use.
+    A node that is not lost (the service brought it back meanwhile) is kept, as lifecycle.recreate keeps one."""
+    existing = api.get_node(spec.zone, spec.name)
+    others = [] if existing is not None and not existing.lost else _others(candidates, spec)
+    if not others:
+        return Recovered(lifecycle.recreate(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming), f"recreated in its own zone {spec.zone}")
+    if existing is not None:
+        progress(f"deleting {existing.state} node", 0.0)
+    if existing is not None or spec.queues():  # with the queued resource that made it, or that outlived it
+        lifecycle.remove(api, spec.zone, spec.name, progress, queued_id=lifecycle.queued_id(spec), forget=False, sleep=sleep)
+    say(f"elsewhere-first: hunting over {_count(others, 'other candidate')} before {spec.zone}, next: {others[0].zone}")
+    own = Candidate(str(spec.accelerator_type), own_capacity(spec), spec.zone)
+    return _hunted(api, spec, [*others, own], progress, say, deadline_s, sleep, naming, why=f"elsewhere-first ({spec.zone} last)", before="")
+
+
+def _others(candidates: Candidates, spec: NodeSpec) -> list[Candidate]:
+    """The candidates that are not the node itself (its zone, type and kind)."""
+    own = (spec.zone, spec.accelerator_type, own_capacity(spec))
+    return [c for c in candidates() if (c.zone, c.accelerator_type, c.capacity) != own]
+
+
+def _hunted(
+    api: NodeApi,
+    spec: NodeSpec,
+    order: list[Candidate],
+    progress: Progress,
+    say: Callable[[str], None],
+    deadline_s: float,
+    sleep: Callable[[float], None],
+    naming: Callable[[NodeSpec], None],
+    *,
+    why: str,
+    before: str,
+) -> Recovered:
+    """The hunt over `order`, each try bounded by create-deadline; the node's own spec kept saved when it finds nothing."""
+    try:
+        done = hunt(api, spec, order, progress, say=say, runtime_given=True, create_deadline_s=deadline_s, sleep=sleep, naming=naming)
+    except BaseException:
+        nodespec.save(spec)  # a try of another kind in this zone overwrote it: recreate and babysit need the node's own
+        raise
+    moved = done.ensured.spec
+    if moved.zone != spec.zone:
+        nodespec.forget(spec)  # the old zone's spec: describe, ssh, launch --tpu and delete now find the new one alone
+    tries = f" after {_count(done.tried, before + 'stocked-out candidate')}" if done.tried else ""
+    return Recovered(done.ensured, f"recreated in {moved.zone} as {done.candidate.capacity}: {why}{tries}")
+
+
+def _count(items: Sequence[object], noun: str) -> str:
+    return f"{len(items)} {noun}{'s' if len(items) != 1 else ''}"

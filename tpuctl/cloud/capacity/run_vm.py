@@ -1,8 +1,9 @@
 """A run's own TPU VM (`launch --new-tpu`): hunted and created for the run, recreated after a preemption, deleted at its end.
 
 The pieces are the capacity issue's and babysit's, reused as they are: the candidates `tpuctl create --zones` ranks
-(candidates.py), its hunt (hunt.py), babysit's recovery policy (recovery.py: the own zone, then the hunt) and its
-recreate limit. What is the run's own is the node's name and label (run_nodes: the run id, cut to Cloud's rules; the
+(candidates.py), its hunt (hunt.py) and babysit's recovery policies (recovery.py: same-zone-first, elsewhere-first).
+Its recreations have no limit of their own: each follows a preemption the launch's supervisor counted against the
+run's --max-preemptions, the one budget of both. What is the run's own is the node's name and label (run_nodes: the run id, cut to Cloud's rules; the
 full id in the description) and the one guard before every delete or recreate: the node must be the one the run's
 record names AND carry the run's label, so a node the user made, or one another run made, is never touched.
 
@@ -18,10 +19,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from tpuctl.cloud import lifecycle, nodespec
-from tpuctl.cloud.babysit import MAX_RECREATES, condition
+from tpuctl.cloud.babysit import condition
 from tpuctl.cloud.capacity import candidates as ranking
 from tpuctl.cloud.capacity.hunt import Candidate, Tried, hunt, spec_for
-from tpuctl.cloud.capacity.recovery import own_capacity, recover
+from tpuctl.cloud.capacity.recovery import Recovery, own_capacity, recover
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.run_nodes import LABEL_KEY, label_value, owned_by
 from tpuctl.inputs.errors import FAILED, TpuctlError
@@ -54,10 +55,13 @@ class VmLog(Protocol):
 
 @dataclass(frozen=True)
 class Wanted:
-    """What the run asked for: the hunt's plan (types, kinds, zones) and the image, given or tpuctl's default."""
+    """What the run asked for: the hunt's plan (types, kinds, zones), the image (given or tpuctl's default), and how a
+    preempted VM comes back: where first, and how often (the run's --max-preemptions, said with each recreation)."""
 
     plan: ranking.Plan
     runtime_version: str | None  # None: each type's default image (settings.default_runtime)
+    max_preemptions: int
+    recovery: Recovery | None = None  # None: the default for the lost VM's kind
     create_deadline_s: float = lifecycle.CREATE_DEADLINE_S
 
 
@@ -122,19 +126,18 @@ class RunVm:
         return condition(node) if node is None or node.lost else None
 
     def recreate(self, why: str) -> Node:
-        """The lost node made again (babysit's rules: its own zone, then the hunt over the run's zones and kinds, at most
-        MAX_RECREATES times); its new zone, type and kind go to the log. A node that is not this run's is left alone."""
+        """The lost node made again, by the run's recovery policy over its zones and kinds (recovery.py); its new zone,
+        type and kind go to the log. A node that is not this run's is left alone. No count is kept here against a limit:
+        the supervisor calls this once per preemption it counted, so --max-preemptions bounds both."""
         spec = self.spec
         assert spec is not None
-        if self.recreated >= MAX_RECREATES:
-            raise TpuctlError(f"TPU VM {self.name} is {why} again after {self.recreated} recreations; giving up", exit_code=FAILED)
         existing = self.api.get_node(spec.zone, self.name)
         if existing is not None and not owned_by(existing, self.run_id):
             raise TpuctlError(f"TPU VM {self.name} in {spec.zone} does not carry this run's label; tpuctl leaves it alone", exit_code=FAILED)
         self.recreated += 1
-        self.say(f"TPU VM {self.name} is {why}; recreating it ({self.recreated}/{MAX_RECREATES})")
+        self.say(f"TPU VM {self.name} is {why}; recreating it ({self.recreated}/{self.wanted.max_preemptions})")
         self.log.recreating(spec, why)
-        back = recover(self.api, spec, _states(self.say, self.name), say=self.say, candidates=self._elsewhere(spec),
+        back = recover(self.api, spec, _states(self.say, self.name), say=self.say, candidates=self._elsewhere(spec), recovery=self.wanted.recovery,
                        deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, naming=self._naming)  # fmt: skip
         self.spec = back.ensured.spec
         usd = self.book.slice_price(self.spec.accelerator(), self.spec.zone, self.spec.capacity()) if self.book is not None else None

@@ -87,6 +87,7 @@ class Supervisor:
                 assert failure is not None
                 if preempted(failure) or self._went_with_its_node(failure, attempt):
                     if preemptions == job.max_preemptions:
+                        self.notice(f"{failure.worker} was preempted ({failure.status}): --max-preemptions {job.max_preemptions} is spent; not restarting")
                         break
                     preemptions += 1
                     self.notice(
