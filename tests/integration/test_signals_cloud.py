@@ -1,15 +1,17 @@
 """A stopping signal at every step of `create` (one zone, a queued kind, a hunt) and `delete` leaves nothing of
 tpuctl's making that no line names (issue 45), through the real CLI and google-cloud-tpu against the TPU stand-in.
 
-Each command runs once undisturbed to count its TPU API requests; then once per request and signal (SIGTERM as
-`timeout` sends it, SIGHUP as a closed terminal does, SIGINT as Ctrl-C), the signal sent while that request is in
-flight: the stand-in holds the request until the signal has landed, then serves it, so the create the client gave up
+Each command runs once undisturbed to learn its steps (each kind of TPU API request where it first comes: a create's
+look, its POST, its first poll; a hunt's tries in each zone and the clean-up between); then once per step and signal
+(SIGTERM as `timeout` sends it, SIGHUP as a closed terminal does, SIGINT as Ctrl-C), the signal sent while that
+request is in flight: the stand-in holds the request until the signal has landed, then serves it, so the create the client gave up
 on may still be made. Afterwards every node and queued resource the stand-in holds that was not there before must be
 the command's finished product (exit 0) or be named by the output with the command that deletes it."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -61,17 +63,25 @@ def _held(g: GoogleStandin) -> set[tuple[str, str, str]]:
     return nodes | queued
 
 
-def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: int | None, signum: int) -> tuple[int, str, int]:
+def _step(method: str, path: str) -> str:
+    """A request as a step of the command: its method and path, less the name of the operation it polls."""
+    return f"{method} {_OPERATION.sub('/operations/*', path)}"
+
+
+_OPERATION = re.compile(r"/operations/[^/]+")
+
+
+def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: int | None, signum: int) -> tuple[int, str, list[str]]:
     """Run tpuctl; with `at`, send `signum` while its at-th TPU API request is in flight. The exit status, the
-    output, and how many TPU API requests it made."""
-    seen = [0]
+    output, and its TPU API requests as steps."""
+    seen: list[str] = []
     started: list[subprocess.Popen[str]] = []
 
     def hook(method: str, path: str) -> None:
         if not path.startswith("/v2"):
             return  # quotas, prices, tokens: not the TPU API
-        seen[0] += 1
-        if seen[0] == at and started:
+        seen.append(_step(method, path))
+        if len(seen) == at and started:
             os.kill(started[0].pid, signum)
             time.sleep(0.3)  # the signal lands while the request is in flight; then it is served all the same
 
@@ -82,7 +92,7 @@ def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: 
             out, err = proc.communicate(timeout=90)
     finally:
         g.on_request = None
-    return proc.returncode, out + err, seen[0]
+    return proc.returncode, out + err, seen
 
 
 def _settled(g: GoogleStandin) -> set[tuple[str, str, str]]:
@@ -105,10 +115,12 @@ def test_a_signal_at_any_step_leaves_nothing_unnamed(google_standin: GoogleStand
     env = {**standin_env(g, tmp_path), "TPUCTL_ZONE": ZONE}
     verb, rest = args[0], args[1:]
     prepare(g, "calm")
-    code, output, steps = _run(g, env, tmp_path, tpuctl_cmd(verb, "calm", *rest), None, 0)
-    assert code == 0 and steps >= 3, output
+    code, output, calm = _run(g, env, tmp_path, tpuctl_cmd(verb, "calm", *rest), None, 0)
+    # Each kind of request once, where it first comes: a poll repeated is the same step again.
+    steps = [index for index, step in enumerate(calm, start=1) if step not in calm[: index - 1]]
+    assert code == 0 and len(steps) >= 3, (output, calm)
     unnamed: list[str] = []
-    for step in range(1, steps + 1):
+    for step in steps:
         for signum in SIGNALS:
             name = f"s{step}-{signal.Signals(signum).name.lower()}"
             prepare(g, name)
