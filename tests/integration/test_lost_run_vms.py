@@ -164,3 +164,37 @@ def test_a_run_launched_on_another_machine_is_not_judged_lost_from_here(google_s
     refused = cli("stop", "run-o", code=1)
     assert "was launched on 'another-laptop', not on this machine" in refused.stderr and refused.stderr.count("\n") == 1
     assert _nodes(google_standin) == {"elsewhere"}
+
+
+def test_two_run_ids_that_clean_up_alike_never_delete_each_others_vm(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    """The field's collision: lowercased and cleaned, `...-Train-3f2a` and `...-train-3f2a` (or `train.v2` and
+    `train-v2`) were one label value, and a lost record of one deleted the other's VM."""
+    for mine, theirs in (("20261201-120000-Train-3f2a", "20261201-120000-train-3f2a"), ("20261201-120000-train.v2-3f2a", "20261201-120000-train-v2-3f2a")):
+        node = f"vm-{len(_nodes(google_standin))}"
+        _create(cli, node, theirs)  # the other run's VM, live
+        _record(tmp_path, mine, node)  # a lost record naming it
+        refused = cli("stop", mine, code=1)
+        assert f"Error: TPU VM {node} in {ZONE} does not carry run {mine}'s label" in refused.stderr, refused.stderr
+        assert node in _nodes(google_standin)
+    assert not any(method == "DELETE" for method, _, _ in google_standin.requests)
+
+
+def test_a_record_in_a_folder_others_can_write_deletes_nothing(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    """A record carrying one of your run ids, planted in a records folder others can write: refused before any DELETE
+    is sent (the label alone proves nothing once a record can be planted)."""
+    _create(cli, "mine", "run-p")
+    planted = _record(tmp_path, "run-p", "mine")
+    records.folder().chmod(0o777)  # anyone may write here now
+    refused = cli("stop", planted.run_id, code=2)
+    assert "tpuctl writes only into folders of yours that others cannot write" in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    assert "mine" in _nodes(google_standin) and not any(method == "DELETE" for method, _, _ in google_standin.requests)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a record file to another user needs root (CI and these machines run the tests as root)")
+def test_a_record_file_of_another_users_deletes_nothing(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:
+    _create(cli, "mine", "run-p")
+    planted = _record(tmp_path, "run-p", "mine")
+    os.chown(records.folder() / f"{planted.run_id}.json", 65534, 65534)
+    refused = cli("runs", "--delete-lost-vms", "--yes", code=1)
+    assert f"run {planted.run_id}'s record" in refused.stderr and "is not a file of yours that only you can write; nothing deleted" in refused.stderr
+    assert "mine" in _nodes(google_standin) and not any(method == "DELETE" for method, _, _ in google_standin.requests)

@@ -17,7 +17,8 @@ from tests.unit.test_hunt import BASE, ON_DEMAND, PROJECT, ZonedApi, memory, no_
 from tpuctl.cloud import babysit, nodespec
 from tpuctl.cloud.babysit import NodeWatch
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped
-from tpuctl.cloud.capacity.recovery import Recovered, Recovery, own_capacity, recover
+from tpuctl.cloud.capacity.recovery import Recovered, own_capacity, recover
+from tpuctl.tpu.capacity import Recovery
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.inputs.errors import CapacityError, TpuctlError
 

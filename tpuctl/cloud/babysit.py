@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from tpuctl.cloud import lifecycle
-from tpuctl.cloud.capacity.recovery import Candidates, Recovery, recover
+from tpuctl.cloud.capacity.recovery import Candidates, recover
 from tpuctl.cloud.lifecycle import Progress
 from tpuctl.cloud.node import Node
 from tpuctl.cloud.nodespec import NodeSpec
@@ -33,6 +33,7 @@ from tpuctl.cloud.tpu import NodeApi
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.safety import reaper, signals
+from tpuctl.tpu.capacity import Recovery
 
 STOP_GRACE_S = 10.0
 POLL_S = 0.2  # how often the command's exit is checked between looks at the node

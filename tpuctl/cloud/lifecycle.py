@@ -31,6 +31,8 @@ FIRST_POLL_S = 0.1
 MAX_POLL_S = 2.0
 QUEUED_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
 CREATE_DEADLINE_S = 1800.0  # the create-deadline setting's default (tpuctl/settings/cloud.py says why)
+DELETE_DEADLINE_S = 900.0  # a node is usually gone in a few minutes; one still DELETING after 15 is the service's to finish
+LATE_CREATE_S = 10.0  # how long a create request a Ctrl-C cut off (its reply never read) is watched for the node it may make
 
 
 class _FirstInternal(Exception):
@@ -175,10 +177,6 @@ def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable
             later = f"should the service still make it, {delete_command(spec.name, spec.zone)}"
             raise Interrupted(f"{doing}; nothing was made within {LATE_CREATE_S:.0f} s; {later}") from None
         raise Interrupted(f"{doing}; nothing had been made, nothing was left behind") from None
-
-
-# How long a create request that a Ctrl-C cut off (its reply never read) is watched for the node it may still make.
-LATE_CREATE_S = 10.0
 
 
 def _late(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> Removed:
@@ -351,9 +349,6 @@ def wait_queued(
         if deadline_s is not None and time.monotonic() - started > deadline_s:
             raise CapacityError(f"{spec.name} was still {queued.state} after {deadline_s:.0f} s", kind=Stockout.QUEUED)
         pause()
-
-
-DELETE_DEADLINE_S = 900.0  # a node is usually gone in a few minutes; one still DELETING after 15 is the service's to finish
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from tpuctl.settings import files as config
 from tpuctl.settings import gcloud as gcloud_config
 from tpuctl.tpu import software as tpu_software
 from tpuctl.tpu.accelerators import is_type_name
+from tpuctl.tpu.capacity import Recovery, parse_capacities
 
 SECTION = "cloud"
 DEFAULT, UNSET = "default", "unset"  # the sources of a value no layer gave
@@ -56,7 +57,6 @@ def _zones(value: str) -> str | None:
 
 
 def _capacity(value: str) -> str | None:
-    from tpuctl.tpu.capacity import parse_capacities
 
     try:
         parse_capacities(value)
@@ -66,8 +66,6 @@ def _capacity(value: str) -> str | None:
 
 
 def _recovery(value: str) -> str | None:
-    from tpuctl.cloud.capacity.recovery import Recovery
-
     return None if value in {policy.value for policy in Recovery} else " or ".join(policy.value for policy in Recovery)
 
 

@@ -9,6 +9,7 @@ reservation) and flex-start (a queued resource with a maximum run duration, dele
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
@@ -102,3 +103,18 @@ def check_reservation(reservation: str, flag: str = "--reservation ") -> str:
         f"{flag}{shown(reservation)} is not a reservation's name",
         hint="a name (letters, digits, hyphens) or projects/P/locations/ZONE/reservations/NAME",
     )
+
+
+TAKEN_BACK = (SPOT, PREEMPTIBLE)  # the kinds the service preempts (https://cloud.google.com/tpu/docs/spot)
+
+
+class Recovery(str, enum.Enum):
+    """Where a lost node is made again first (the recovery setting, babysit's and `launch --new-tpu`'s --recovery)."""
+
+    SAME_ZONE_FIRST = "same-zone-first"
+    ELSEWHERE_FIRST = "elsewhere-first"
+
+    @classmethod
+    def default_for(cls, kind: str) -> Recovery:
+        """Elsewhere first for a node its zone takes back (spot, preemptible), its own zone first for any other."""
+        return cls.ELSEWHERE_FIRST if kind in TAKEN_BACK else cls.SAME_ZONE_FIRST

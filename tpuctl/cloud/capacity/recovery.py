@@ -27,7 +27,6 @@ in another zone has its saved spec moved with it, so every command finds it by n
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,29 +39,16 @@ from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi
 from tpuctl.inputs.errors import CapacityError, Stockout
 from tpuctl.tpu import stockouts
-from tpuctl.tpu.capacity import PREEMPTIBLE, SPOT, Capacity
+from tpuctl.tpu.capacity import TAKEN_BACK, Capacity, Recovery
 
 if TYPE_CHECKING:
     from tpuctl.settings.cloud import Settings
 
 # The hunt's candidates, best first; gathered only once they are needed (gathering offers reads every zone).
 Candidates = Callable[[], Sequence[Candidate]]
-TAKEN_BACK = (SPOT, PREEMPTIBLE)  # the kinds the service preempts (https://cloud.google.com/tpu/docs/spot)
 # tpuctl's choice, not Google's number: a slice that comes up does so in minutes (the create-deadline setting's note),
 # so a third of the deadline sees most creates through while the other candidates wait no longer than that.
 FIRST_LOOK_SHARE = 1 / 3
-
-
-class Recovery(str, enum.Enum):
-    """Where a lost node is made again first (the recovery setting, babysit's and `launch --new-tpu`'s --recovery)."""
-
-    SAME_ZONE_FIRST = "same-zone-first"
-    ELSEWHERE_FIRST = "elsewhere-first"
-
-    @classmethod
-    def default_for(cls, kind: str) -> Recovery:
-        """Elsewhere first for a node its zone takes back (spot, preemptible), its own zone first for any other."""
-        return cls.ELSEWHERE_FIRST if kind in TAKEN_BACK else cls.SAME_ZONE_FIRST
 
 
 DEFAULTS = "elsewhere-first for spot and preemptible, same-zone-first otherwise"  # default_for, in words

@@ -22,10 +22,11 @@ from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.babysit import condition
 from tpuctl.cloud.capacity import candidates as ranking
 from tpuctl.cloud.capacity.hunt import Candidate, Tried, hunt, spec_for
-from tpuctl.cloud.capacity.recovery import Recovery, own_capacity, recover
+from tpuctl.cloud.capacity.recovery import own_capacity, recover
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.run_nodes import LABEL_KEY, label_value, owned_by
 from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.tpu.capacity import Recovery
 
 if TYPE_CHECKING:
     from tpuctl.cloud.node import Node
