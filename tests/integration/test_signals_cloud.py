@@ -1,18 +1,22 @@
-"""A stopping signal at every step of `create` (one zone, a queued kind, a hunt) and `delete` leaves nothing of
-tpuctl's making that no line names (issue 45), through the real CLI and google-cloud-tpu against the TPU stand-in.
+"""A stopping signal at every step of `create` (one zone, a queued kind, a hunt), `delete` and `launch --new-tpu`
+leaves nothing of tpuctl's making that no line names (issue 45), through the real CLI and google-cloud-tpu against
+the TPU stand-in.
 
 Each command runs once undisturbed to learn its steps (each kind of TPU API request where it first comes: a create's
-look, its POST, its first poll; a hunt's tries in each zone and the clean-up between); then once per step and signal
-(SIGTERM as `timeout` sends it, SIGHUP as a closed terminal does, SIGINT as Ctrl-C), the signal sent while that
-request is in flight: the stand-in holds the request until the signal has landed, then serves it, so the create the client gave up
-on may still be made. Afterwards every node and queued resource the stand-in holds that was not there before must be
-the command's finished product (exit 0) or be named by the output with the command that deletes it."""
+look, its POST, its first poll; a hunt's tries in each zone and the clean-up between; a run's hunt, create and the
+delete at its end); then once per step and signal (SIGTERM as `timeout` sends it, SIGHUP as a closed terminal does,
+SIGINT as Ctrl-C; a hunt's and a run's many steps get one signal each, the three in turn), the signal sent while that
+request is in flight: the stand-in holds the request until the signal has landed, then serves it, so a create the
+client gave up on may still be made (what this test found twice: a create, and a run's VM, left billing unnamed).
+Afterwards every node and queued resource the stand-in holds that was not there before must be the command's
+finished product (exit 0) or be named by the output with the command that deletes it."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -45,12 +49,33 @@ def _a_node_to_delete(g: GoogleStandin, name: str) -> None:
         g.tpu.add_ready(ZONE, name, TYPE, None)
 
 
-# (what, the command's arguments after its node's name, what to set up first)
-COMMANDS: list[tuple[str, tuple[str, ...], Prepare]] = [
-    ("create", ("create", "--zone", ZONE, "--accelerator-type", TYPE), _nothing),
-    ("create-reserved", ("create", "--zone", ZONE, "--accelerator-type", TYPE, "--reserved", "--reservation", "myres"), _nothing),
-    ("hunt", ("create", "--zones", f"{ZONE},{ELSEWHERE}", "--accelerator-type", TYPE), _a_stockout_first),
-    ("delete", ("delete", "--yes"), _a_node_to_delete),
+def _new_tpu(name: str, tmp: Path) -> list[str]:
+    """A managed run whose VM's hosts refuse ssh (every address a closed loopback port): it is hunted, made, found
+    unusable and deleted, every TPU API step of a run's VM without a worker to wait for."""
+    config = tmp / "ssh_config"
+    if not config.exists():
+        with socket.socket() as probe:  # a port nothing listens on once the probe closes
+            probe.bind(("127.0.0.1", 0))
+            closed = probe.getsockname()[1]
+        config.write_text(f"Host *\n  HostName 127.0.0.1\n  Port {closed}\n  ConnectTimeout 2\n")
+        (tmp / "train.py").write_text("print('never runs')\n")
+    return tpuctl_cmd("launch", str(tmp / "train.py"), "--new-tpu", TYPE, "--zone", ZONE, "--ssh-config", str(config), "--strategy", "none",
+                      "--log-dir", str(tmp / "logs" / name))  # fmt: skip
+
+
+def _tpuctl(*args: str) -> Callable[[str, Path], list[str]]:
+    """`tpuctl VERB NAME ARGS...`, the node's name after the verb."""
+    return lambda name, tmp: tpuctl_cmd(args[0], name, *args[1:])
+
+
+# (what, its command line for a node name, what to set up first, every signal at each step or one in turn)
+COMMANDS: list[tuple[str, Callable[[str, Path], list[str]], Prepare, bool]] = [
+    ("create", _tpuctl("create", "--zone", ZONE, "--accelerator-type", TYPE), _nothing, True),
+    ("create-reserved", _tpuctl("create", "--zone", ZONE, "--accelerator-type", TYPE, "--reserved", "--reservation", "myres"), _nothing, True),
+    # A hunt's and a run's steps are a create's and more: each gets one signal, the three in turn (the suite's time).
+    ("hunt", _tpuctl("create", "--zones", f"{ZONE},{ELSEWHERE}", "--accelerator-type", TYPE), _a_stockout_first, False),
+    ("delete", _tpuctl("delete", "--yes"), _a_node_to_delete, True),
+    ("new-tpu", _new_tpu, _nothing, False),
 ]
 
 
@@ -83,7 +108,7 @@ def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: 
         seen.append(_step(method, path))
         if len(seen) == at and started:
             os.kill(started[0].pid, signum)
-            time.sleep(0.3)  # the signal lands while the request is in flight; then it is served all the same
+            time.sleep(0.15)  # the signal lands while the request is in flight; then it is served all the same
 
     g.on_request = hook
     try:
@@ -97,7 +122,7 @@ def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: 
 
 def _settled(g: GoogleStandin) -> set[tuple[str, str, str]]:
     """What the stand-in holds once the request held in flight was served and deletes have had time to finish."""
-    time.sleep(0.4)
+    time.sleep(0.2)
     deadline = time.monotonic() + 3.0
     while True:
         with g._lock:
@@ -108,27 +133,28 @@ def _settled(g: GoogleStandin) -> set[tuple[str, str, str]]:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize(("what", "args", "prepare"), COMMANDS, ids=[c[0] for c in COMMANDS])
-def test_a_signal_at_any_step_leaves_nothing_unnamed(google_standin: GoogleStandin, tmp_path: Path, what: str, args: tuple[str, ...], prepare: Prepare) -> None:
+@pytest.mark.parametrize(("what", "command", "prepare", "every"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_a_signal_at_any_step_leaves_nothing_unnamed(
+    google_standin: GoogleStandin, tmp_path: Path, what: str, command: Callable[[str, Path], list[str]], prepare: Prepare, every: bool
+) -> None:
     g = google_standin
-    g.create_delay_s = 0.2
+    g.create_delay_s = 0.1
     env = {**standin_env(g, tmp_path), "TPUCTL_ZONE": ZONE}
-    verb, rest = args[0], args[1:]
     prepare(g, "calm")
-    code, output, calm = _run(g, env, tmp_path, tpuctl_cmd(verb, "calm", *rest), None, 0)
+    code, output, calm = _run(g, env, tmp_path, command("calm", tmp_path), None, 0)
     # Each kind of request once, where it first comes: a poll repeated is the same step again.
     steps = [index for index, step in enumerate(calm, start=1) if step not in calm[: index - 1]]
-    assert code == 0 and len(steps) >= 3, (output, calm)
+    assert (code == 0 or what == "new-tpu") and len(steps) >= 3, (output, calm)
     unnamed: list[str] = []
-    for step in steps:
-        for signum in SIGNALS:
+    for turn, step in enumerate(steps):
+        for signum in SIGNALS if every else (SIGNALS[turn % len(SIGNALS)],):
             name = f"s{step}-{signal.Signals(signum).name.lower()}"
             prepare(g, name)
             before = {held for held in _held(g) if held[2] != name}  # a node `delete` was asked to delete must be named too
-            code, output, _ = _run(g, env, tmp_path, tpuctl_cmd(verb, name, *rest), step, signum)
+            code, output, _ = _run(g, env, tmp_path, command(name, tmp_path), step, signum)
             assert "Traceback" not in output, output
             for kind, zone, left in _settled(g) - before:
-                finished = code == 0 and verb == "create" and f"{left} (" in output
+                finished = code == 0 and what != "delete" and f"{left} (" in output
                 if not finished and f"tpuctl delete {left} --zone {zone}" not in output:
                     unnamed.append(f"step {step} {signal.Signals(signum).name}: {kind} {left} in {zone} (exit {code}): {output[-300:]!r}")
     assert not unnamed, "\n".join(unnamed)

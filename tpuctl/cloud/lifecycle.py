@@ -165,7 +165,7 @@ def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable
         try:
             removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
             if not removed.found and sent[0]:
-                removed = _late(api, spec, progress, sleep)
+                removed = late(api, spec, progress, sleep)
             if not saved_before:
                 nodespec.forget(spec)
         except (KeyboardInterrupt, TpuctlError):
@@ -179,14 +179,14 @@ def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable
         raise Interrupted(f"{doing}; nothing had been made, nothing was left behind") from None
 
 
-def _late(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None]) -> Removed:
-    """The node (or queued resource) an interrupted create request makes after all, removed once it shows; nothing
-    removed when none shows within LATE_CREATE_S."""
+def late(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[float], None], *, wait: bool = True, forget: bool = False) -> Removed:
+    """The node (or queued resource) an interrupted create request makes after all, removed once it shows (`wait`,
+    `forget`: as remove's); nothing removed when none shows within LATE_CREATE_S."""
     started = time.monotonic()
     while time.monotonic() - started < LATE_CREATE_S:
         progress("looking for what the interrupted create may still make", time.monotonic() - started)
         sleep(0.5)
-        removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
+        removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=forget, wait=wait, sleep=sleep)
         if removed.found:
             return removed
     return Removed(spec.name, spec.zone, None, None)

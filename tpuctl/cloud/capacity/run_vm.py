@@ -75,6 +75,7 @@ class RunVm:
         self.spec: NodeSpec | None = None  # the node as it was last asked for: its zone, type and kind
         self.book: PriceBook | None = None
         self.recreated = 0
+        self.unanswered = False  # a create request was sent and its reply not read yet: the node may still come
 
     def base(self, first: Candidate) -> NodeSpec:
         """The spec every try starts from: the run's label, the full run id in the description, the hunt it made."""
@@ -110,12 +111,13 @@ class RunVm:
 
         def accepted(candidate: Candidate) -> None:
             self.spec = spec_for(base, candidate, given)
+            self.unanswered = False
             self.log.creating(self.spec, candidate.usd_per_hour)
             self.say(f"creating TPU VM {self.name}: {candidate}, {price_text(candidate.usd_per_hour)}; waiting for it to be READY")
 
         done = hunt(self.api, base, tries, _states(self.say, self.name), say=self.say, runtime_given=given,
                     create_deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, before_create=accepted, naming=self._naming)  # fmt: skip
-        self.spec = done.ensured.spec
+        self.spec, self.unanswered = done.ensured.spec, False
         self.log.provisioned(self.spec, done.tried)
         self.say(f"TPU VM {self.name} is READY in {self.spec.zone} ({done.candidate.capacity})")
         return done.ensured.node
@@ -140,7 +142,7 @@ class RunVm:
         self.log.recreating(spec, why)
         back = recover(self.api, spec, _states(self.say, self.name), say=self.say, candidates=self._elsewhere(spec), recovery=self.wanted.recovery,
                        deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, naming=self._naming)  # fmt: skip
-        self.spec = back.ensured.spec
+        self.spec, self.unanswered = back.ensured.spec, False
         usd = self.book.slice_price(self.spec.accelerator(), self.spec.zone, self.spec.capacity()) if self.book is not None else None
         self.log.recreated(self.spec, usd)
         self.say(f"TPU VM {self.name} is READY again: {back.line}")
@@ -150,7 +152,7 @@ class RunVm:
         """Before every create request, the first and each recreate's, in whichever zone: the service may make the node
         before its reply comes back, so a stop meanwhile (`delete`) and the record a killed launcher leaves (`tpuctl stop`)
         must already name the node where it is being made, not where it was."""
-        self.spec = spec
+        self.spec, self.unanswered = spec, True
         self.log.naming(spec)
 
     def _elsewhere(self, spec: NodeSpec) -> Callable[[], list[Candidate]] | None:
@@ -182,7 +184,12 @@ class RunVm:
             )
         # The run's node goes with the queued resource that made it (a reserved=NAME or --queued kind), which would
         # otherwise stay SUSPENDED and hold quota; the launch waits only for the service to accept the delete.
-        removed = lifecycle.remove(self.api, spec.zone, self.name, _states(self.say, self.name), queued_id=lifecycle.queued_id(spec), wait=False)
+        progress = _states(self.say, self.name)
+        removed = lifecycle.remove(self.api, spec.zone, self.name, progress, queued_id=lifecycle.queued_id(spec), wait=False)
+        if not removed.found and self.unanswered:  # a stop cut the create off before its reply: the node may come yet
+            removed = lifecycle.late(self.api, spec, progress, self.sleep, wait=False, forget=True)
+            if not removed.found:  # the record keeps saying it may bill: `runs` shows it, `tpuctl stop` deletes it
+                return f"no TPU VM {self.name} showed in {spec.zone}; should the service still make it, {lifecycle.delete_command(self.name, spec.zone)}"
         self.log.ended(spec, kept=False)
         if not removed.found:
             return f"TPU VM {self.name} in {spec.zone} is gone already"
