@@ -139,8 +139,7 @@ def ensure(
 class Interrupted(TpuctlError):
     """A create stopped by Ctrl-C (or TERM/HUP, which `create` turns into it), its message saying what is left."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=INTERRUPTED)
+    default_exit = INTERRUPTED
 
 
 def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep, **ensuring: Any) -> Ensured:
@@ -387,10 +386,12 @@ def find(api: NodeApi, zone: str, name: str, queued_id: str | None = None) -> tu
     it but asks for other nodes too ("" if none). Without a node, the queued resource is found by `queued_id`, else
     by the node's own name (tpuctl names its queued resources after their node): a SUSPENDED one outlives its node."""
     node = api.get_node(zone, name)
-    qid = last_part(node.queued_resource) if node is not None and node.queued_resource else queued_id or name
+    if node is not None and not node.queued_resource:
+        return node, None, ""  # made directly: no queued resource to look for
+    qid = last_part(node.queued_resource) if node is not None else queued_id or name
     queued = api.get_queued(zone, qid)
     if queued is not None and queued.node_ids != (name,):
-        return node, None, qid if node is not None and node.queued_resource else ""
+        return node, None, qid if node is not None else ""
     return node, queued, ""
 
 
