@@ -5,7 +5,7 @@ the TPU stand-in.
 Each command runs once undisturbed to learn its steps (each kind of TPU API request where it first comes: a create's
 look, its POST, its first poll; a hunt's tries in each zone and the clean-up between; a run's hunt, create and the
 delete at its end); then once per step and signal (SIGTERM as `timeout` sends it, SIGHUP as a closed terminal does,
-SIGINT as Ctrl-C; a hunt's and a run's many steps get one signal each, the three in turn), the signal sent while that
+SIGINT as Ctrl-C; a queued create's, a hunt's and a run's steps get one signal each, the three in turn), the signal sent while that
 request is in flight: the stand-in holds the request until the signal has landed, then serves it, so a create the
 client gave up on may still be made (what this test found twice: a create, and a run's VM, left billing unnamed).
 Afterwards every node and queued resource the stand-in holds that was not there before must be the command's
@@ -71,8 +71,9 @@ def _tpuctl(*args: str) -> Callable[[str, Path], list[str]]:
 # (what, its command line for a node name, what to set up first, every signal at each step or one in turn)
 COMMANDS: list[tuple[str, Callable[[str, Path], list[str]], Prepare, bool]] = [
     ("create", _tpuctl("create", "--zone", ZONE, "--accelerator-type", TYPE), _nothing, True),
-    ("create-reserved", _tpuctl("create", "--zone", ZONE, "--accelerator-type", TYPE, "--reserved", "--reservation", "myres"), _nothing, True),
-    # A hunt's and a run's steps are a create's and more: each gets one signal, the three in turn (the suite's time).
+    # A queued create's, a hunt's and a run's steps are a create's and more, through the same handler: each step gets
+    # one signal, the three in turn (the suite's time); create and delete get all three at every step.
+    ("create-reserved", _tpuctl("create", "--zone", ZONE, "--accelerator-type", TYPE, "--reserved", "--reservation", "myres"), _nothing, False),
     ("hunt", _tpuctl("create", "--zones", f"{ZONE},{ELSEWHERE}", "--accelerator-type", TYPE), _a_stockout_first, False),
     ("delete", _tpuctl("delete", "--yes"), _a_node_to_delete, True),
     ("new-tpu", _new_tpu, _nothing, False),
@@ -108,7 +109,7 @@ def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: 
         seen.append(_step(method, path))
         if len(seen) == at and started:
             os.kill(started[0].pid, signum)
-            time.sleep(0.15)  # the signal lands while the request is in flight; then it is served all the same
+            time.sleep(0.1)  # the signal lands while the request is in flight; then it is served all the same
 
     g.on_request = hook
     try:
@@ -122,7 +123,7 @@ def _run(g: GoogleStandin, env: dict[str, str], cwd: Path, argv: list[str], at: 
 
 def _settled(g: GoogleStandin) -> set[tuple[str, str, str]]:
     """What the stand-in holds once the request held in flight was served and deletes have had time to finish."""
-    time.sleep(0.2)
+    time.sleep(0.15)
     deadline = time.monotonic() + 3.0
     while True:
         with g._lock:
