@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from tpuctl.cloud import retry
 from tpuctl.inputs.errors import FAILED, USAGE, AccessDenied, CapacityError, QuotaError, Stockout, TpuctlError, one_line
+from tpuctl.tpu.offers import region_of
 
 # google-api-core prefixes REST errors with "POST https://…: "; the URL adds nothing for the user.
 _REQUEST_PREFIX = re.compile(r"^[A-Z]+ \S+: ")
@@ -174,7 +175,7 @@ def quota_refused(text: str, where: Where) -> QuotaError:
     in_region = _QUOTA_REGION.search(text)
     region = in_region.group(1) if in_region else None
     if region is None and quota_id and "PerRegion" in quota_id and where.zone:
-        region = where.zone.rsplit("-", 1)[0]
+        region = region_of(where.zone)
     return QuotaError(f"quota exceeded in {where.place()}: {text}", hint=_QUOTA_HINT, quota_id=quota_id, region=region)
 
 

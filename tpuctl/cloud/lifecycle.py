@@ -162,7 +162,7 @@ def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable
             raise Interrupted(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is") from None
         doing = f"interrupted while creating {spec.name} in {spec.zone}"
         try:
-            removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
+            removed = remove(api, spec.zone, spec.name, progress, queued_id=spec.queued_id(), forget=False, sleep=sleep)
             if not removed.found and sent[0]:
                 removed = late(api, spec, progress, sleep)
             if not saved_before:
@@ -185,7 +185,7 @@ def late(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[floa
     while time.monotonic() - started < LATE_CREATE_S:
         progress("looking for what the interrupted create may still make", time.monotonic() - started)
         sleep(0.5)
-        removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=forget, wait=wait, sleep=sleep)
+        removed = remove(api, spec.zone, spec.name, progress, queued_id=spec.queued_id(), forget=forget, wait=wait, sleep=sleep)
         if removed.found:
             return removed
     return Removed(spec.name, spec.zone, None, None)
@@ -209,7 +209,7 @@ def _clean(api: NodeApi, spec: NodeSpec, progress: Progress, sleep: Callable[[fl
     """Remove whatever a failed try left (a node CREATING, PREEMPTED, a FAILED queued resource keeping its id taken, ...);
     what the user is told about it. The saved spec is the caller's to take back (ensure keeps an earlier create's)."""
     try:
-        removed = remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
+        removed = remove(api, spec.zone, spec.name, progress, queued_id=spec.queued_id(), forget=False, sleep=sleep)
     except TpuctlError as err:
         return f"{spec.name} may be left in {spec.zone} ({err.message}): {delete_command(spec.name, spec.zone)}"
     if not removed.found:
@@ -221,11 +221,6 @@ def delete_command(name: str, zone: str) -> str:
     """How the user deletes what tpuctl may have left of node `name`: `tpuctl delete` removes the node and the
     queued resource that made it, or the queued resource alone once its node is gone (`remove`)."""
     return f"`tpuctl delete {name} --zone {zone}` deletes it"
-
-
-def queued_id(spec: NodeSpec) -> str | None:
-    """The queued resource a spec's create makes (NodeSpec.queued_resource: the node's own name), None for a direct create."""
-    return spec.name if spec.queues() else None
 
 
 def _cleaned(api: NodeApi, spec: NodeSpec, failed: TpuctlError, progress: Progress, sleep: Callable[[float], None]) -> TpuctlError:
@@ -491,10 +486,14 @@ def recreate(
     naming: Callable[[NodeSpec], None] = lambda spec: None,
 ) -> Ensured:
     """From the saved spec: a lost (preempted, terminated, deleted) node is replaced; a live one is kept."""
-    existing = api.get_node(spec.zone, spec.name)
-    # A lost node goes with the queued resource that made it; a queued resource alone (SUSPENDED) keeps its id taken.
+    clear_lost(api, spec, api.get_node(spec.zone, spec.name), progress, sleep)
+    return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming)
+
+
+def clear_lost(api: NodeApi, spec: NodeSpec, existing: Node | None, progress: Progress, sleep: Callable[[float], None]) -> None:
+    """Before `spec` is made again: a lost node goes with the queued resource that made it, and a queued resource
+    left alone (SUSPENDED) goes too, as it keeps its id taken; a live node is left (the caller keeps or refuses it)."""
     if (existing is not None and existing.lost) or (existing is None and spec.queues()):
         if existing is not None:
             progress(f"deleting {existing.state} node", 0.0)
-        remove(api, spec.zone, spec.name, progress, queued_id=queued_id(spec), forget=False, sleep=sleep)
-    return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming)
+        remove(api, spec.zone, spec.name, progress, queued_id=spec.queued_id(), forget=False, sleep=sleep)

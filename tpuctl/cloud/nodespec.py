@@ -91,6 +91,11 @@ class NodeSpec:
         and a named reservation (v2 has a reservation's name only on a queued resource, not on a Node)."""
         return self.queued or self.flex_start or self.reservation is not None
 
+    def queued_id(self) -> str | None:
+        """The id of the queued resource this spec's create makes (queued_resource: named after the node), None for a
+        node created directly."""
+        return self.name if self.queues() else None
+
     def resource(self) -> JSON:
         """The create request's body: the v2 API's JSON `Node`, the same shape `Node.resource` reads."""
         node: JSON = {"runtimeVersion": self.runtime_version, "labels": dict(self.labels)}

@@ -168,7 +168,7 @@ def _unit(description: str, generation: str, pod: bool | None) -> str:
         return "device"
     if re.search(r"\bchips?\b", description, re.IGNORECASE):
         return "chip"
-    return "device" if generation in list_prices.PER_DEVICE and not pod else "chip"
+    return "device" if generation in list_prices.DEVICES_ONLY and not pod else "chip"
 
 
 def _hourly(sku: Mapping[str, Any]) -> float | None:

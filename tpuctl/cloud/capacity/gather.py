@@ -181,17 +181,10 @@ def _headroom(limits: Mapping[str, quotas.Limits], holding: Holding, shape: Shap
 
 def bucket_location(settings: Settings, bucket: str) -> str:
     """The bucket's `location` (a region, dual-region or multi-region), through google-cloud-storage."""
-    import google.cloud.storage as storage
-
-    from tpuctl.cloud import credentials
+    from tpuctl.cloud import storage
     from tpuctl.cloud.api_errors import Where, explained
 
-    identity = credentials.load(settings)
-    client = storage.Client(
-        project=settings.get("project") or identity.project,
-        credentials=identity.credentials,
-        client_options={"api_endpoint": settings.require("storage-endpoint")},
-    )
+    client = storage.client(settings)
     where = Where(f"read bucket gs://{bucket}", client.project, None, "storage.buckets.get", "storage.googleapis.com", "roles/storage.legacyBucketReader")
     location = explained(lambda: client.get_bucket(bucket).location, where)
     return str(location or "")

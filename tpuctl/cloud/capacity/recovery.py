@@ -127,10 +127,7 @@ def _elsewhere_first(
     others = [] if existing is not None and not existing.lost else _others(candidates, spec)
     if not others:
         return Recovered(lifecycle.recreate(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming), f"recreated in its own zone {spec.zone}")
-    if existing is not None:
-        progress(f"deleting {existing.state} node", 0.0)
-    if existing is not None or spec.queues():  # with the queued resource that made it, or that outlived it
-        lifecycle.remove(api, spec.zone, spec.name, progress, queued_id=lifecycle.queued_id(spec), forget=False, sleep=sleep)
+    lifecycle.clear_lost(api, spec, existing, progress, sleep)
     say(f"elsewhere-first: hunting over {_count(others, 'other candidate')} before {spec.zone}, next: {others[0].zone}")
     own = Candidate(str(spec.accelerator_type), own_capacity(spec), spec.zone)
     return _hunted(api, spec, [*others, own], progress, say, deadline_s, sleep, naming, why=f"elsewhere-first ({spec.zone} last)", before="")

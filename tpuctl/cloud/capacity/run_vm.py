@@ -185,7 +185,7 @@ class RunVm:
         # The run's node goes with the queued resource that made it (a reserved=NAME or --queued kind), which would
         # otherwise stay SUSPENDED and hold quota; the launch waits only for the service to accept the delete.
         progress = _states(self.say, self.name)
-        removed = lifecycle.remove(self.api, spec.zone, self.name, progress, queued_id=lifecycle.queued_id(spec), wait=False)
+        removed = lifecycle.remove(self.api, spec.zone, self.name, progress, queued_id=spec.queued_id(), wait=False)
         if not removed.found and self.unanswered:  # a stop cut the create off before its reply: the node may come yet
             removed = lifecycle.late(self.api, spec, progress, self.sleep, wait=False, forget=True)
             if not removed.found:  # the record keeps saying it may bill: `runs` shows it, `tpuctl stop` deletes it
