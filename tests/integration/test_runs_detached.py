@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS, Pid, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
+from tests.conftest import ROOT, SCRIPTS, Pid, _stat, alive, describe, read_pids, run_tpuctl, tpuctl_cmd, wait_for
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
 from tpuctl import endings
@@ -58,6 +58,8 @@ def detach(*args: str, env: dict[str, str] | None = None) -> RunRecord:
     assert time.monotonic() - started < 20
     record = record_of(result.stdout.strip())
     assert record.state == endings.RUNNING and record.detached, record
+    started = _stat(record.pid)  # issue 46: the record keeps when its supervisor started, what `stop` proves its pid by
+    assert started is not None and record.pid_start == int(started[19]), record
     return record
 
 

@@ -97,7 +97,7 @@ _VALID = st.builds(
     detached=st.booleans(), state=st.sampled_from(endings.RUN_STATES), ended=st.none() | _TIMES, exit_code=st.none() | st.integers(-255, 255),
     job=st.none() | _TEXT, answers_stacks=st.booleans(),
     created_node=st.just("tpuctl-run-1"), project=st.none() | st.just("demo-project"), node_fate=st.sampled_from(records.NODE_FATES),
-    node_end=st.none() | st.sampled_from(records.NODE_ENDS),
+    node_end=st.none() | st.sampled_from(records.NODE_ENDS), pid_start=st.none() | st.integers(0, (1 << 63) - 1),
 )  # fmt: skip
 
 
@@ -148,6 +148,7 @@ _HOSTILE_FIELDS: list[tuple[str, object]] = [
     ("cost_before", -1), ("cost_before", math.nan), ("cost_before", math.inf), ("cost_before", "3"), ("cost_before", True),
     ("priced_since", math.nan), ("priced_since", -1), ("priced_since", "now"),
     ("created_node", "vm\nx"), ("created_node", 3), ("project", "p" * 201), ("project", ["p"]),
+    ("pid_start", -1), ("pid_start", 1 << 63), ("pid_start", True), ("pid_start", "12"), ("pid_start", 1.5),
 ]  # fmt: skip
 
 
@@ -404,8 +405,9 @@ def test_find_takes_an_exact_id_before_the_ids_it_prefixes(three_runs: dict[str,
     assert records.find("run-10", Warnings()) == (three_runs["run-10"], None)
 
 
-def test_find_takes_a_unique_prefix(three_runs: dict[str, RunRecord]) -> None:
-    assert records.find("run-2", Warnings()) == (three_runs["run-2x"], None)
+def test_find_takes_a_unique_prefix_and_says_which_run_it_took(three_runs: dict[str, RunRecord]) -> None:
+    """Issue 46: a prefix that picked a run did so silently; the line names the run (the command prints it)."""
+    assert records.find("run-2", Warnings()) == (three_runs["run-2x"], "the one run whose id starts with 'run-2': run-2x")
     assert records.find("run-1", Warnings(), running=True) == (three_runs["run-1"], None)  # exact still wins
 
 
@@ -430,7 +432,7 @@ def test_a_prefix_shared_with_ended_runs_finds_the_running_one_where_running_is_
     try:
         for record in (live, _ended(tmp_path, "sweep-old"), _ended(tmp_path, "sweep-older")):
             records.write(record)
-        assert records.find("sweep", Warnings(), running=True) == (live, None)
+        assert records.find("sweep", Warnings(), running=True) == (live, "the one running run whose id starts with 'sweep': sweep-live")
         with pytest.raises(TpuctlError, match="names 3 runs"):
             records.find("sweep", Warnings())
     finally:
@@ -483,7 +485,7 @@ def test_find_answers_any_name_with_a_record_or_one_line(tmp_path_factory: pytes
         except TpuctlError as err:
             assert str(err).isprintable() and err.exit_code in (USAGE, FAILED)
             return
-    assert record.run_id.startswith(name) and chosen is None
+    assert record.run_id.startswith(name) and (chosen is None) == (record.run_id == name)
 
 
 # --- prune ------------------------------------------------------------------------------------------------------------

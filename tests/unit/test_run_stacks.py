@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ def bystander() -> Iterator[subprocess.Popen[bytes]]:
 
 def _record(tmp_path: Path, run_id: str, pid: int, **fields: object) -> RunRecord:
     log_dir = tmp_path / run_id
-    record = RunRecord(run_id, "local", "train.py", str(log_dir), time.time(), pid, "host", **fields)  # type: ignore[arg-type]
+    record = RunRecord(run_id, "local", "train.py", str(log_dir), time.time(), pid, socket.gethostname(), **fields)  # type: ignore[arg-type]
     records.write(record)
     return record
 

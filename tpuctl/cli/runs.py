@@ -74,8 +74,8 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
     a TPU VM tpuctl created for it (`launch --new-tpu`) shows BILLING until it is deleted:
     --delete-lost-vms deletes every such VM named in your run records that still carries its
     run's label (never a VM found by label alone, never one tpuctl did not create).
-    --prune removes old records only (never a running run's, nor one whose VM may still bill);
-    the runs' log folders stay.
+    --prune removes old records only (never a running run's, nor one whose VM may still bill), and
+    only files of yours in your own records folder (never through a symlink); the runs' log folders stay.
     """
     if yes and not delete_lost_vms:
         raise TpuctlError("--yes goes with --delete-lost-vms", exit_code=USAGE)
@@ -224,9 +224,12 @@ def logs(run_id: str | None, worker: str | None, follow: bool) -> None:
 def stop(run_id: str | None, wait_s: float, **cloud: str | None) -> None:
     """Stop a run of yours as Ctrl-C stops an attached launch, and wait until it has.
 
-    RUN is a run id or a unique prefix of one; left out, the newest running run. Every worker
-    is stopped and the run ends `stopped`; a Vertex AI job is cancelled, a Kubernetes job
-    deleted. A run that already ended is left as it is (exit 0). A TPU VM is stopped with
+    RUN is a run id or a unique prefix of one (stderr says which run it took); left out, the newest
+    running run. Every worker is stopped and the run ends `stopped`; a Vertex AI job is cancelled,
+    a Kubernetes job deleted. Only a supervisor proven to be the run's is signalled (its record and
+    log folder yours alone, its process started when the record says and holding the folder's lock
+    itself): a record that fails that is refused in one line, with nothing written or signalled.
+    A run that already ended is left as it is (exit 0). A TPU VM is stopped with
     `tpuctl stop-vm NAME`; the old `tpuctl stop NAME` for one still works for now (with a notice on
     stderr), which is all --project, --zone and the credentials options are for here.
     """

@@ -146,11 +146,14 @@ def write_through(path: Path, text: str) -> Path:
     return target
 
 
-def _replace(path: Path, text: str, mode: int) -> None:
-    """Temporary file in the same folder (created 0600 by mkstemp), given `mode`, renamed over `path`."""
-    import tempfile  # here, not at the top: `launch --help` imports this module
+def replace_in(folder: int, name: str, text: str, mode: int = PRIVATE_FILE) -> None:
+    """Write `text` as `name` in the folder open as `folder` (a descriptor checked once: a path swapped meanwhile cannot
+    send the file elsewhere): a temporary file made there afresh (0600), given `mode`, renamed over `name`, so a symlink
+    there is replaced, never followed. What every write here does, in the folder its path names."""
+    import secrets
 
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE, dir_fd=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as stream:
             if mode != PRIVATE_FILE:
@@ -158,11 +161,20 @@ def _replace(path: Path, text: str, mode: int) -> None:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(partial, path)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(partial)
+            os.unlink(temporary, dir_fd=folder)
         raise
+
+
+def _replace(path: Path, text: str, mode: int) -> None:
+    """Temporary file in the same folder, given `mode`, renamed over `path` (replace_in, in `path`'s folder)."""
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        replace_in(folder, path.name, text, mode)
+    finally:
+        os.close(folder)
 
 
 def _umask() -> int:

@@ -6,7 +6,8 @@ reaches); the run folder stays private. The view is written whole each time: loc
 timeline's attempt_end wakes the publisher), every PUBLISH_EVERY_S while it runs and at its end.
 
 Publishing is a view of the run, never part of it: it runs on its own thread, never raises into the launch, and a
-failure is one warning line (then retried at the next turn, silently until it works again). Nor does it hold the run's
+failure is one warning line (then retried at the next turn, silently until it works again; a symlink where the view's
+folders go is said once and never written through: it leads out of the model dir). Nor does it hold the run's
 end: each gs:// upload is one try (retry=None: the next turn is the retry) with a bounded timeout, `stop` waits at most
 STOP_WAIT_S for an upload in flight and the final view is one short try (FINAL_TIMEOUT_S); a silent endpoint costs the
 launcher's end seconds and one warning line, never the client's own 60 s timeouts and 120 s retries. A week of 64 workers in
@@ -17,15 +18,18 @@ on the view stays under 1/COST_FACTOR, 2% of a core.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
-import tempfile
+import stat
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from tpuctl.inputs.errors import TpuctlError, one_line
+from tpuctl.inputs.private_files import replace_in
 from tpuctl.runs import timeline as tl
 from tpuctl.runs import view
 from tpuctl.runs.folder import RunFolder
@@ -64,6 +68,7 @@ class Publisher:
         self._lock = threading.Lock()  # one publish at a time (the thread's, and stop's last one)
         self._thread = threading.Thread(target=self._loop, name="tpuctl-view", daemon=True)
         self._failing = False
+        self._refused = False
         self.cost_s = 0.0  # the last build's seconds
         self.published = 0
 
@@ -86,6 +91,8 @@ class Publisher:
         """Build and write the view now; False (after one warning for a new streak of failures) where it could not.
         `final`: the run's last, one short try (the launcher's end waits for it) and a warning whatever came before."""
         with self._lock:
+            if self._refused:
+                return False
             started = time.monotonic()
             try:
                 body = json.dumps(view.build(self.folder, live=live, model_dir=self.model_dir), allow_nan=False)
@@ -95,9 +102,10 @@ class Publisher:
                 self.cost_s = max(self.cost_s, time.monotonic() - started)
                 if final or not self._failing:
                     words = err.message if isinstance(err, TpuctlError) else f"{type(err).__name__}: {err}"
-                    later = "" if final else " (tried again later)"
+                    later = "" if final or isinstance(err, Refused) else " (tried again later)"
                     self._warn(f"warning: cannot publish the run's view to {self.uri}: {one_line(words, 200)}{later}")
                 self._failing = True
+                self._refused = isinstance(err, Refused)  # a link the user put there: said once, not tried again
                 return False
             self._failing = False
             self.published += 1
@@ -126,14 +134,31 @@ def write(uri: str, body: str, *, timeout_s: float = UPLOAD_TIMEOUT_S) -> None:
         blob = storage.client().bucket(bucket).blob(name)
         blob.upload_from_string(body, content_type="application/json", timeout=timeout_s, retry=None)
         return
-    path = Path(uri)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(body)
-        os.chmod(temporary, 0o644)  # TensorBoard may read it as another user: the view holds nothing private
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    _write_local(Path(uri), body)
+
+
+class Refused(TpuctlError):
+    """A link where the view's folders go: not written through (it leaves the model dir), and not tried again."""
+
+
+def _write_local(path: Path, body: str) -> None:
+    """MODEL_DIR/tpuctl/RUN/view.json, its two folders made where missing and entered one by one without following a
+    symlink (Refused: one there leads out of the model dir, and TensorBoard's tab, which follows none, would never read
+    what lands there), then written to a temporary name in the last one and renamed over view.json (a rename replaces
+    a link at view.json, never follows it). The model dir itself is the user's to name, a link of theirs included."""
+    model_dir = path.parent.parent.parent
+    model_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as opened:
+        folder = os.open(model_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        opened.callback(os.close, folder)
+        for name, shown in ((path.parent.parent.name, path.parent.parent), (path.parent.name, path.parent)):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, dir_fd=folder)
+            try:
+                folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            except OSError as err:
+                if err.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode):
+                    raise Refused(f"{shown} is a symlink: tpuctl writes no view through a link out of the model dir") from None
+                raise
+            opened.callback(os.close, folder)
+        replace_in(folder, FILE_NAME, body, 0o644)  # TensorBoard may read it as another user: the view holds nothing private

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tpuctl.endings import INTERRUPTED, Ending, Kind, state_of
 from tpuctl.inputs.errors import TpuctlError
-from tpuctl.runs import naming, records
+from tpuctl.runs import naming, proof, records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord, SliceCost
 
@@ -112,6 +112,7 @@ def kept(
             log_dir=str(folder.path.absolute()),
             started=time.time(),
             pid=os.getpid(),
+            pid_start=proof.start_time(os.getpid()),  # what tells this process from a later one with its pid (stop, stacks)
             host=socket.gethostname(),
             detached=detached,
             job=job,

@@ -27,8 +27,9 @@ from typing import Any
 
 from tpuctl.endings import RUN_STATES, RUNNING, Kind
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
-from tpuctl.inputs.private_files import check_private, private_dir, write_private
+from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.owned import mine, open_own
 
 NODE_LIVE, NODE_DELETED, NODE_KEPT = "live", "deleted", "kept"
 NODE_FATES = (NODE_LIVE, NODE_DELETED, NODE_KEPT)
@@ -74,6 +75,9 @@ class RunRecord:
     # each at its own VM's list price (None: one of them had none), and when price_per_hour began to apply.
     cost_before: float | None = None  # USD
     priced_since: float | None = None  # wall clock; None: since `started`
+    # When `pid`'s process started, in clock ticks after boot (/proc/PID/stat's field 22, proc(5)): a pid reused by another
+    # process has another. None: a record of a tpuctl before issue 46, or a machine without /proc; its pid is never signalled.
+    pid_start: int | None = None
 
     @property
     def bills(self) -> bool:
@@ -125,6 +129,8 @@ class RunRecord:
             return "state is not one of " + ", ".join(RUN_STATES)
         if not 0 < self.pid < _LIMIT:
             return "pid is out of range"
+        if self.pid_start is not None and not 0 <= self.pid_start < 1 << 63:
+            return "pid_start is out of range"
         if not (_is_time(self.started) and (self.ended is None or _is_time(self.ended))):
             return "started or ended is not a time"
         if self.exit_code is not None and not -_LIMIT < self.exit_code < _LIMIT:
@@ -187,6 +193,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "capacity": (str, type(None)), "price_per_hour": (int, float, type(None)), "price_note": (str, type(None)),
     "created_node": (str, type(None)), "project": (str, type(None)), "node_fate": (str, type(None)),
     "node_end": (str, type(None)), "cost_before": (int, float, type(None)), "priced_since": (int, float, type(None)),
+    "pid_start": (int, type(None)),
 }  # fmt: skip
 _ABSENT = object()  # a required field's "default": no field may be an object
 _NAMES = tuple(field.name for field in fields(RunRecord))
@@ -209,29 +216,42 @@ def write(record: RunRecord) -> None:
     write_private(where / f"{record.run_id}{_SUFFIX}", json.dumps(record.to_json()) + "\n")
 
 
-def proven(record: RunRecord) -> None:
-    """Before a record's word deletes a TPU VM (`stop`, `runs --delete-lost-vms`): its file is a regular file this
-    user owns and no one else can write, in a records folder no one else can write, and says what `record` says.
-    A record planted in a folder others can write, or a file of another user's, would otherwise send the DELETE."""
-    where = folder()
-    try:
-        check_private(where)  # this user's own folder, not a symlink, writable by no one else: else one line, exit 2
-    except OSError as err:
-        said = f"the run records folder {one_line(str(where))} cannot be checked: {err.strerror or err}; nothing deleted"
-        raise TpuctlError(said, exit_code=FAILED) from None
+def proven(record: RunRecord, doing: str = "deleted") -> None:
+    """Before a record's word deletes a TPU VM (`stop`, `runs --delete-lost-vms`) or signals its pid (`stop`, `stacks`:
+    runs/proof.py): its file is a regular file this user owns and no one else can write, in a records folder no one else
+    can write, and says what `record` says. A record planted in a folder others can write, or a file of another user's,
+    would otherwise send the DELETE or the signal. `doing`: what is not done where that fails (`nothing deleted`)."""
+    nothing = f"nothing {doing}"
+    directory = _own_folder(nothing)
     name = f"{record.run_id}{_SUFFIX}"
     try:
-        info = os.lstat(where / name)
-        again = _read(str(where / name))
+        info = os.lstat(name, dir_fd=directory)
+        again = _read(name, directory)
     except (OSError, ValueError, RecursionError) as err:
-        raise TpuctlError(f"run {record.run_id}'s record cannot be read again: {one_line(str(err), 120)}; nothing deleted", exit_code=FAILED) from None
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o022:
+        raise TpuctlError(f"run {record.run_id}'s record cannot be read again: {one_line(str(err), 120)}; {nothing}", exit_code=FAILED) from None
+    finally:
+        os.close(directory)
+    if not mine(info) or stat.S_IMODE(info.st_mode) & 0o022:
         raise TpuctlError(
-            f"run {record.run_id}'s record {one_line(str(where / name))} is not a file of yours that only you can write; nothing deleted",
-            hint="tpuctl deletes a VM only on the word of a record it wrote for you",
+            f"run {record.run_id}'s record {one_line(str(folder() / name))} is not a file of yours that only you can write; {nothing}",
+            hint="tpuctl acts only on the word of a record it wrote for you",
         )
-    if again is None or (again.created_node, again.project, again.zone) != (record.created_node, record.project, record.zone):
-        raise TpuctlError(f"run {record.run_id}'s record changed while it was read; nothing deleted", hint="run the command again", exit_code=FAILED)
+    if again is None or _identity(again) != _identity(record):
+        raise TpuctlError(f"run {record.run_id}'s record changed while it was read; {nothing}", hint="run the command again", exit_code=FAILED)
+
+
+def _own_folder(nothing: str) -> int:
+    """The records folder, open, once it is known to be this user's own, no symlink, and writable by no one else: the
+    folder a record's word is believed from, and the one --prune deletes in (by name in it, never through a link)."""
+    directory = open_own(folder(), "the run records folder", nothing)
+    if directory is None:
+        raise TpuctlError(f"the run records folder {one_line(str(folder()))} is gone; {nothing}", exit_code=FAILED)
+    return directory
+
+
+def _identity(record: RunRecord) -> tuple[object, ...]:
+    """What a record's word acts on: the VM it deletes, the process it signals and where."""
+    return record.created_node, record.project, record.zone, record.pid, record.pid_start, record.log_dir, record.host
 
 
 def live_state(record: RunRecord) -> RunRecord:
@@ -296,15 +316,17 @@ def find(name: str | None, warn: Callable[[str], None], *, running: bool = False
     if not name or len(name) > 200 or not name.isprintable():
         raise TpuctlError(f"{one_line(name, 40)!r} is not a run id", hint="`tpuctl runs` lists them", exit_code=USAGE)
     exact = [r for r in records if r.run_id == name]
-    matches = exact or [r for r in records if r.run_id.startswith(name)]
-    if running:
-        matches = [r for r in matches if r.state == RUNNING] or matches
+    prefixed = exact or [r for r in records if r.run_id.startswith(name)]
+    matches = ([r for r in prefixed if r.state == RUNNING] or prefixed) if running else prefixed
     if not matches:
         raise TpuctlError(f"no run {one_line(name, 60)!r} of yours", hint="`tpuctl runs` lists them", exit_code=FAILED)
     if len(matches) > 1:
         names = ", ".join(r.run_id for r in matches[:4]) + (", ..." if len(matches) > 4 else "")
         raise TpuctlError(f"{one_line(name, 60)!r} names {len(matches)} runs ({names})", hint="give more of the run id", exit_code=USAGE)
-    return matches[0], None
+    if exact:
+        return matches[0], None
+    which = "the one running run" if len(matches) < len(prefixed) else "the one run"
+    return matches[0], f"{which} whose id starts with {one_line(name, 60)!r}: {matches[0].run_id}"  # a prefix never picks unsaid
 
 
 def names_a_run(name: str, warn: Callable[[str], None]) -> bool:
@@ -327,36 +349,78 @@ def find_or_folder(name: str | None, warn: Callable[[str], None], *, running: bo
 
 
 def record_of(folder: RunFolder, warn: Callable[[str], None]) -> RunRecord:
-    """The record of the run that wrote `folder` (the newest, where runs of several users' states name it), or one line."""
-    for record in read_all(warn):
-        if Path(record.log_dir).resolve() == folder.path:
-            return record
+    """The record of the run that wrote `folder` (the newest, where runs of several users' states name it), or one line.
+
+    A record's log_dir is taken for the folder it leads to (stat: the same folder, however either path is spelt); one that
+    leads nowhere is passed over, and where no record names `folder`, the ones that could not be followed (a symlink
+    loop, a folder that cannot be entered) are named in one warning: no record stops the search for the others."""
     hint = "its run was launched with another state folder (XDG_STATE_HOME), or its record was pruned"
+    try:
+        wanted = os.stat(folder.path)
+    except OSError as err:
+        raise TpuctlError(f"the log folder {one_line(str(folder.path), 120)} cannot be read: {err.strerror or err}", exit_code=FAILED) from None
+    unfollowed = []
+    for record in read_all(warn):
+        try:
+            info = os.stat(record.log_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # a run folder removed since: not this one
+        except (OSError, ValueError) as err:
+            unfollowed.append(f"{record.run_id} ({err.strerror if isinstance(err, OSError) and err.strerror else err})")
+            continue
+        if (info.st_dev, info.st_ino) == (wanted.st_dev, wanted.st_ino):
+            return record
+    if unfollowed:
+        more = f" and {len(unfollowed) - 1} more" if len(unfollowed) > 1 else ""
+        warn(f"warning: passed over a run record whose log_dir cannot be followed: {one_line(unfollowed[0], 160)}{more}")
     raise TpuctlError(f"no run record of yours names the log folder {one_line(str(folder.path), 120)}", hint=hint, exit_code=FAILED)
 
 
 def prune(days: float, warn: Callable[[str], None], now: float | None = None) -> list[RunRecord]:
     """Remove the records of runs that ended (or were lost) more than `days` ago; running ones stay, and so do those
     whose TPU VM may still bill: the record is the only thing `runs`, `stop` and --delete-lost-vms find that VM by.
-    The removed."""
+    The removed.
+
+    Removed by name in the records folder, opened once it is known to be this user's own and no symlink (a link to
+    another user's folder would delete their records), and only files of this user's; one line where it is not."""
     limit = (now if now is not None else time.time()) - days * 86400
-    removed, billing = [], []
-    for record in read_all(warn):
-        if record.state != RUNNING and (record.ended if record.ended is not None else record.started) < limit:
-            if record.bills:
-                billing.append(record.run_id)
-                continue
-            try:
-                (folder() / f"{record.run_id}{_SUFFIX}").unlink()
-            except FileNotFoundError:
-                continue
-            removed.append(record)
+    old = [r for r in read_all(warn) if r.state != RUNNING and (r.ended if r.ended is not None else r.started) < limit]
+    billing = [record.run_id for record in old if record.bills]
+    removable = [record for record in old if not record.bills]
+    removed, others = _remove(removable) if removable else ([], [])
+    if others:
+        warn(f"warning: kept {len(others)} record(s) that are not files of yours ({_few(others)})")
     if billing:
         warn(
-            f"kept the records of {len(billing)} run(s) whose TPU VM may still bill ({', '.join(billing[:3])}{', ...' if len(billing) > 3 else ''}):"
+            f"kept the records of {len(billing)} run(s) whose TPU VM may still bill ({_few(billing)}):"
             " `tpuctl stop RUN` or `tpuctl runs --delete-lost-vms` deletes it, then --prune removes the record"
         )
     return removed
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def _remove(old: list[RunRecord]) -> tuple[list[RunRecord], list[str]]:
+    """Remove the records of `old` that are files of this user's from their own folder: the removed, and the run ids
+    of those that are not (kept)."""
+    removed, others = [], []
+    directory = _own_folder("nothing removed")
+    try:
+        for record in old:
+            name = f"{record.run_id}{_SUFFIX}"
+            try:
+                if not mine(os.lstat(name, dir_fd=directory)):
+                    others.append(record.run_id)
+                    continue
+                os.unlink(name, dir_fd=directory)
+            except FileNotFoundError:
+                continue  # pruned meanwhile
+            removed.append(record)
+    finally:
+        os.close(directory)
+    return removed, others
 
 
 def _read(name: str, directory: int | None = None) -> RunRecord | None:

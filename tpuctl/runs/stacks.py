@@ -1,10 +1,11 @@
 """Asking a running run for every worker's stacks (`tpuctl stacks`): SIGQUIT to its supervisor, then the view it writes.
 
 Only a run whose supervisor has its SIGQUIT handler in place is signalled (the record says so
-while it is: `answering`); a SIGQUIT to any other tpuctl would end it with a core dump. The
-record is trusted only while the run holds its folder's lock (records.live_state): a launch
-that died leaves a record nobody holds, whatever process has its pid now, and that process is
-never signalled.
+while it is: `answering`); a SIGQUIT to any other tpuctl would end it with a core dump. And only
+a supervisor proven to be the run's (runs/proof.py: its record, its folder, its start time and
+its own hold on the folder's lock): a launch that died leaves a record nobody holds, whatever
+process has its pid now, and a record may name another run's folder; such a process is never
+signalled.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import replace
 from tpuctl import endings
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.inputs.parse import read_small_bytes
-from tpuctl.runs import records
+from tpuctl.runs import proof, records
 from tpuctl.runs.records import RunRecord
 
 DEFAULT_WAIT_S = 30.0  # py-spy on every worker, over ssh, takes seconds
@@ -59,12 +60,12 @@ def request(record: RunRecord, wait_s: float = DEFAULT_WAIT_S) -> str:
         )
     view = record.folder.stacks_view
     before = _stamp(view)
-    try:
-        if not record.folder.is_running():  # ended since it was found: its pid may be another process's by now
-            raise ProcessLookupError(errno.ESRCH, "the launch has ended")
-        os.kill(record.pid, signal.SIGQUIT)
-    except OSError as err:
-        raise TpuctlError(f"cannot signal launch {record.run_id} (pid {record.pid}): {err.strerror}", exit_code=FAILED) from None
+    with proof.live_run(record) as live:
+        try:
+            if live is None or not live.signal(signal.SIGQUIT):  # ended since it was found: its pid may be another's by now
+                raise ProcessLookupError(errno.ESRCH, "the launch has ended")
+        except OSError as err:
+            raise TpuctlError(f"cannot signal launch {record.run_id} (pid {record.pid}): {err.strerror}", exit_code=FAILED) from None
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         time.sleep(0.1)

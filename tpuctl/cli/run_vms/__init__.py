@@ -20,8 +20,8 @@ from tpuctl.endings import RUNNING, Kind
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 from tpuctl.runs import records
+from tpuctl.runs.proof import elsewhere
 from tpuctl.runs.records import NODE_DELETED, RunRecord
-from tpuctl.runs.stopping import elsewhere
 
 
 def orphaned(record: RunRecord) -> bool:
