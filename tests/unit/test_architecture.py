@@ -168,6 +168,8 @@ _OWN_START = {
     "tpuctl/doctor/probe.py": "doctor's probe, itself under reaper.run (or an ssh session with a deadline): its children "
     "(TensorFlow's import, nvidia-smi) each have a deadline, and the import dies with the probe (PR_SET_PDEATHSIG)",
     "tpuctl/backends/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
+    "tpuctl/devices/__init__.py": "nvidia-smi, read no further than a megabyte (reaper.run would keep all it prints): a deadline of "
+    "its own, SIGKILL when tpuctl dies (reaper.dies_with_parent), its session killed at the limit",
 }
 _STARTS = {
     *(f"subprocess.{f}" for f in ("run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput")),

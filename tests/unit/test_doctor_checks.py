@@ -488,8 +488,13 @@ def test_an_image_without_tensorflow_warns_unless_tensorflow_tpu_comes_from_pip(
 # --- gpus ------------------------------------------------------------------------------------------------------
 
 
+def smi_lines(name: str, count: int) -> dict[str, Any]:
+    """The probe's nvidia_smi facts for `count` GPUs, a line each as `--query-gpu=index,uuid,name --format=csv,noheader` prints it."""
+    return {"found": True, "lines": [f"{index}, GPU-{index:08x}-1b2c-4d5e-8f90-a1b2c3d4e5f6, {name}" for index in range(count)], "cut": False}
+
+
 def _gpu_machine(seen: int | None, name: str = "tensorflow") -> dict[str, Any]:
-    parts = {**tf("2.21.0", name), "nvidia_smi": {"found": True, "gpus": ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]}}
+    parts = {**tf("2.21.0", name), "nvidia_smi": smi_lines("NVIDIA H100 80GB HBM3", 2)}
     if seen is not None:
         parts["import"] = {**parts["import"], "devices": {"CPU": 1, **({"GPU": seen} if seen else {})}}
     return parts
@@ -505,7 +510,7 @@ def test_gpus_all_seen_or_not_asked_are_ok() -> None:
     assert_verdict(run("gpus", **_gpu_machine(2)), "ok", "2 GPU(s), all seen by TensorFlow")
     assert_verdict(run("gpus", **_gpu_machine(None)), "ok", "TensorFlow was not asked")
     assert_verdict(run("gpus"), "ok", "no NVIDIA GPUs")
-    assert_verdict(run("gpus", nvidia_smi={"found": True, "gpus": []}), "ok", "lists no GPUs")
+    assert_verdict(run("gpus", nvidia_smi=smi_lines("?", 0)), "ok", "lists no GPUs")
 
 
 def test_gpus_without_a_working_driver_warn() -> None:
@@ -515,7 +520,7 @@ def test_gpus_without_a_working_driver_warn() -> None:
     assert_verdict(failed, "warn", "nvidia-smi failed: NVIDIA-SMI has failed", fix=("nvidia-smi",))
 
 
-H200S = {"found": True, "gpus": ["NVIDIA H200"] * 2}
+H200S = smi_lines("NVIDIA H200", 2)
 
 
 def test_gpu_share_warns_when_the_given_workers_outnumber_the_gpus() -> None:

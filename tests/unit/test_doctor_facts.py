@@ -59,7 +59,7 @@ FULL: dict[str, Any] = {
         "attributes": {"accelerator-type": "v6e-8", "tpu-env": "RUNTIME_VERSION: 'tpu-vm-tf-2.15.0-pjrt'", "runtime-version": "tpu-vm-tf-2.16.1"},
         "service_account": "sa@p.iam.gserviceaccount.com",
     },
-    "nvidia_smi": {"found": True, "gpus": ["NVIDIA H100"], "error": None},
+    "nvidia_smi": {"found": True, "lines": ["0, GPU-5c2a3f5e-1b2c-4d5e-8f90-a1b2c3d4e5f6, NVIDIA H100"], "cut": False, "error": None},
     "import": {"status": "crash", "signal": 11, "seconds": 3.5, "stage": "import", "message": "Segmentation fault", "devices": {"GPU": 0}},
 }
 CONTEXTS = [Context(), Context(model_dir="gs://b/run", workers=4096, runtime_version="tpu-vm-tf-2.16.1-pjrt"), Context(runtime_version="tpu-ubuntu2204-base")]

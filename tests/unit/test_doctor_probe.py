@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_hostile_cli import FAKE_SMI
 from tpuctl.doctor import facts
 from tpuctl.doctor.checks import run_checks
 from tpuctl.doctor.local import PROBE, Request, probe_here
@@ -262,3 +264,39 @@ def test_this_machine_through_probe_here(here: facts.Facts) -> None:
     assert here.tf_import.get("status") in ("skipped", "absent")
     checks = run_checks(here, Context())
     assert len(checks) == 17 and next(c for c in checks if c.name == "python").status in ("ok", "warn")
+
+
+# An nvidia-smi that answers the probe's query as the real one does, for two GPUs.
+TWO_GPUS = "".join(f"print('{i}, GPU-{i:08x}-1b2c-4d5e-8f90-a1b2c3d4e5f6, NVIDIA H100 80GB HBM3')\n" for i in range(2))
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # a probe that kept all it read would meet MemoryError
+
+
+SMI_VERDICTS = [
+    ("endless", "warn", "nvidia-smi failed: it printed more than 1048576 bytes"),
+    ("binary", "warn", "nvidia-smi's output could not be read"),
+    ("garbage", "warn", "nvidia-smi's output could not be read"),
+    ("two", "ok", "nvidia-smi lists 2 GPU(s)"),
+]
+
+
+def test_only_lines_nvidia_smi_answers_its_query_with_count_as_gpus(tmp_path: Path) -> None:
+    """An nvidia-smi that prints without end is stopped at a megabyte (in a probe whose memory is capped); random bytes
+    and lines that only look like GPUs are "could not be read", never a count; two real lines are two GPUs."""
+    (tmp_path / "root").mkdir()
+    for kind, status, found in SMI_VERDICTS:
+        tool = tmp_path / kind / "nvidia-smi"
+        tool.parent.mkdir()
+        tool.write_text(f"#!{sys.executable}\n{TWO_GPUS if kind == 'two' else FAKE_SMI[kind]}")
+        tool.chmod(0o755)
+        env = {"PATH": str(tool.parent), "HOME": str(tmp_path), "TPUCTL_SYSFS_ROOT": str(tmp_path / "root")}
+        argv = [sys.executable, "-S", str(PROBE), json.dumps({"import": False})]
+        done = subprocess.run(argv, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=60, preexec_fn=_capped, check=False)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, (kind, done.stderr[-600:])
+        read = facts.parse(done.stdout.decode(), kind)
+        checks = {c.name: c for c in run_checks(read, Context(workers=4, workers_given=True))}
+        assert (checks["gpus"].status, checks["gpus"].found[: len(found)]) == (status, found), (kind, checks["gpus"])
+        shared = checks["gpu-share"].found
+        assert ("2 GPU(s) (nvidia-smi)" in shared) if kind == "two" else ("GPU(s)" not in shared), (kind, shared)

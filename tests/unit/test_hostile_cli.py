@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import resource
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -546,3 +548,91 @@ def test_run_records_that_are_no_small_files_are_passed_over(home: Path) -> None
         warnings = [line for line in result.err.splitlines() if line.startswith("tpuctl: warning: skipped a run record")]
         assert len(warnings) == 1 and "(in " in warnings[0], result.explain(args)
         assert args == ["stacks", "--list"] or (result.err.count("Error:") == 1 and "no run of yours is running" in result.err), result.explain(args)
+
+
+# --- helpers that print without end, garbage or binary: nvidia-smi (issue 46) ----------------------------------
+
+
+GPU_LINE = "0, NVIDIA H100 80GB HBM3, 81559"  # what the real one answers `devices`' query, once
+FAKE_SMI = {
+    "endless": f"import sys\nline = b'{GPU_LINE}\\n' * 4096\nwhile True:\n    sys.stdout.buffer.write(line)\n",
+    "binary": "import os, sys\nsys.stdout.buffer.write(os.urandom(1 << 18))\n",
+    "garbage": "print('NVIDIA H100 80GB HBM3')\nprint('NVIDIA H100 80GB HBM3')\n",  # a GPU's name, no query's answer
+}
+
+
+def fake_smi(folder: Path, kind: str) -> Path:
+    """A folder holding an `nvidia-smi` that prints FAKE_SMI[kind], for PATH."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "nvidia-smi"
+    tool.write_text(f"#!{sys.executable}\n{FAKE_SMI[kind]}")
+    tool.chmod(0o755)
+    return folder
+
+
+GPU_READERS = [(["devices", "--fast"], "; no GPU rows from nvidia-smi"), (["launch", "train.py", "--dry-run", "--workers", "2"], "GPUs: 0 GPU(s)")]
+
+
+@pytest.mark.parametrize("args, said", GPU_READERS)
+def test_an_nvidia_smi_that_prints_without_end_or_garbage_is_one_warning_within_its_bounds(home: Path, args: list[str], said: str) -> None:
+    """`devices --fast` and a local launch's GPU discovery (--dry-run) keep at most a megabyte of what nvidia-smi
+    prints and stop it there; what is not its answer is one warning, never rows, never all of its output kept."""
+    for kind in sorted(FAKE_SMI):
+        path = f"{fake_smi(home / kind, kind)}:{os.environ['PATH']}"
+        started = time.monotonic()
+        result = invoke(args, env={"PATH": path})
+        assert result.crash is None and result.code == 0 and "Traceback" not in result.err, (kind, result.explain(args))
+        assert time.monotonic() - started < LIMIT_S and said in result.err + result.out, (kind, result.explain(args))
+        assert "NVIDIA H100" not in result.out, (kind, result.out[-600:])  # no GPU row, no GPU shared out, from what is no answer
+
+
+# --- COLUMNS and LINES of any text (issue 46) ---------------------------------------------------------------
+
+
+SIZES = ["99999999999999999999", "9" * 5000, "-99999999999999999999", "-5", "0", "00", "²", "٣", "1_000", "1e3", " 80 ", "eighty", ""]
+
+
+def _timeline(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    lines = [{"t": 0, "event": "run_start"}, {"t": 1, "event": "attempt_start", "attempt": 1}]
+    lines += [{"t": 9, "event": "first_step", "attempt": 1, "worker": "worker:0", "step": 1, "source": "keras"}]
+    lines += [{"t": 90, "event": "attempt_end", "attempt": 1}, {"t": 100, "event": "run_end"}]
+    (folder / "timeline.jsonl").write_text("".join(json.dumps({**line, "wall": 1.7e9 + float(line["t"])}) + "\n" for line in lines))  # type: ignore[arg-type]
+    return folder
+
+
+def test_a_terminal_size_as_large_as_a_shell_can_spell_or_no_number_at_all_is_clamped_or_passed_over(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline drawn as wide as COLUMNS says (shutil reads it), and a table rich draws on a terminal (rich reads it,
+    LINES too, and raises on "²"): never an OverflowError, MemoryError or ValueError, never a line wider than a screen."""
+    from tpuctl.cli import display
+    from tpuctl.inputs.terminal import MAX_SIZE
+    from tpuctl.runs import records
+    from tpuctl.runs.records import RunRecord
+
+    folder = _timeline(home / "logs" / "20261125-103000-train-abc123")
+    records.write(RunRecord(folder.name, "local", "train.py", str(folder), time.time(), os.getpid(), "here", state="succeeded", ended=time.time()))
+    monkeypatch.setattr(display, "rich_wanted", lambda stream: True)  # `runs` draws its table as on a terminal
+    for size in SIZES:
+        for args in (["report", str(folder), "--timeline"], ["runs"]):
+            result = invoke(args, env={"COLUMNS": size, "LINES": size})
+            assert result.crash is None and result.code == 0, (size, result.explain(args))
+            assert max(map(len, result.out.splitlines())) <= MAX_SIZE and folder.name in result.out, (size, result.explain(args))
+
+
+# --- timelines a crash or a stranger leaves (issue 46) ---------------------------------------------------------
+
+
+def test_a_timeline_of_nuls_with_no_newline_or_nested_past_any_event_is_read_in_bounded_memory(home: Path) -> None:
+    """What a crash leaves (the file's end, hundreds of MB of NULs with no newline: a sparse file here) is passed over
+    without being held; a line nested 1,500 deep (3 KB, within the line limit) is no event and never recursion.
+    Each is one skipped line, and the report of the rest is whole."""
+    folder = _timeline(home / "logs" / "20261125-103000-train-abc123")
+    timeline = folder / "timeline.jsonl"
+    with timeline.open("a") as file:
+        file.write('{"t": 50, "wall": 1700000050, "event": "step", "x": ' + "[" * 1500 + "]" * 1500 + "}\n")
+    os.truncate(timeline, timeline.stat().st_size + (384 << 20))
+    for args in (["report", str(folder)], ["report", str(folder), "--timeline"]):
+        with memory_cap(192 << 20):  # less than the NULs: a reader that held them would meet MemoryError
+            result = _invoke(args, None, LIMIT_S)
+        assert result.crash is None and result.code == 0, result.explain(args)
+        assert "goodput" in result.out and "skipped 2 line(s)" in result.out, result.explain(args)

@@ -146,3 +146,41 @@ def test_a_walk_within_the_bound_says_nothing(tmp_path: Path) -> None:
     listing = finding.Listing(str(tmp_path))
 
     assert [run.run_id for run in listing.runs()] == ["20261128-101010-train-ab12"] and listing.error is None
+
+
+# --- the routes, in this process through TensorBoard's own router (issue 46) ---------------------------------
+
+
+ROUTES = ("/index.js", "/style.css", "/runs", "/view")
+VARIANTS = ("{}", "{}/", "{}//", "{}/.", "{}/..", "{}/x", "{}%00", "{}%2f", "{}.map", "{}/?run=", "/./{}", "/{}", "{}?run=%00", "{}?run=../../x&run=y")
+
+
+def _app(logdir: Path) -> Any:
+    """TensorBoard's WSGI app with only this plugin: its router strips one trailing slash before it picks a route
+    (application.py, _clean_path); what a route raises reaches TensorBoard's server, which answers 500 and logs it."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+
+    from tpuctl.tensorboard_plugin.plugin import Plugin
+
+    return application.TensorBoardWSGI([Plugin(base_plugin.TBContext(logdir=str(logdir)))])
+
+
+def test_every_route_with_any_path_variant_answers_the_file_its_data_or_404_never_500(tmp_path: Path) -> None:
+    from werkzeug.test import Client
+
+    from tests.integration import run_views
+
+    run_views.publish(tmp_path / "model", run_views.built(tmp_path / "run", model_dir=str(tmp_path / "model")))
+    client = Client(_app(tmp_path))
+    for route in ROUTES:
+        for variant in VARIANTS:
+            path = "/data/plugin/tpuctl" + variant.format(route)
+            try:
+                reply = client.get(path)
+            except Exception as raised:  # noqa: BLE001 - what TensorBoard's server answers with a 500 and a traceback
+                pytest.fail(f"{path}: 500, {type(raised).__name__}: {raised}")
+            assert reply.status_code in (200, 404), (path, reply.status_code, reply.get_data()[:300])
+            if reply.status_code == 200 and route in ("/runs", "/view"):
+                assert isinstance(json.loads(reply.get_data()), dict), path
+    assert client.get("/data/plugin/tpuctl/index.js/").get_data() == (STATIC / "index.js").read_bytes()

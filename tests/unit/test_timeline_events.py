@@ -83,6 +83,18 @@ def test_a_clean_run_has_each_worker_start_ready_and_its_steps_between_the_attem
     assert [(e.worker, e.fields["step"]) for e in events if e.event == tl.STEP] == [("worker:0", 1), ("worker:0", 3)]
 
 
+def test_a_message_nested_past_any_event_is_dropped_and_the_launchers_reader_reads_on(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A worker's `timeline` line 3 KB long and 1,500 levels deep (within the line limit): json.loads would recurse to a
+    RecursionError on the launcher's message reader, ending it with a traceback on the console; dropped instead, and
+    the steps sent after it reach the timeline."""
+    nested = tl.MESSAGE_PREFIX + '{"event": "step", "step": ' + "[" * 1500 + "]" * 1500 + "}"
+    scripts = {"worker:0": [Script(messages=[nested, _step(1, tl.FIRST_STEP), _step(2)], delay=0.2)]}
+    outcome, events = _events(tmp_path, Job("train.py", workers=1), scripts)
+    assert outcome.exit_code == 0
+    assert [(e.event, e.fields["step"]) for e in events if e.event in (tl.FIRST_STEP, tl.STEP)] == [(tl.FIRST_STEP, 1), (tl.STEP, 2)]
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_a_failure_then_a_restart_then_a_clean_second_attempt(tmp_path: Path) -> None:
     scripts = {"worker:0": [Script(lines=["boom"], exit=2), Script()], "worker:1": [Script(exit=None), Script()]}
     outcome, events = _events(tmp_path, Job("train.py", workers=2, max_restarts=1), scripts)

@@ -22,6 +22,7 @@ from tpuctl import __version__
 from tpuctl.cli import output_flags
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs import parse as inputs
+from tpuctl.inputs import terminal
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 
 # command name -> (module, attribute, one-line help shown in `tpuctl --help`)
@@ -169,7 +170,9 @@ def _usable_streams() -> None:
     A closed stdout (`>&-`) makes Python's sys.stdout None: click would drop every line and
     exit 0, rich would raise. A terminal whose encoding cannot show a character
     (PYTHONIOENCODING=ascii, a latin-1 locale) would raise UnicodeEncodeError in the middle of
-    a table: such characters are written as backslash escapes instead."""
+    a table: such characters are written as backslash escapes instead. COLUMNS and LINES are made sizes that rich,
+    click and shutil can all take (terminal.settle_size)."""
+    terminal.settle_size(os.environ)
     for stream in (sys.stdout, sys.stderr):
         if stream is not None and isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
             stream.reconfigure(errors="backslashreplace")

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from tpuctl.inputs.terminal import printable
+
 
 def rich_wanted(stream: Any) -> bool:
     return bool(stream.isatty()) and "NO_COLOR" not in os.environ
@@ -19,7 +21,9 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, whole:
     """On a terminal a rich table; otherwise space-aligned columns that `awk` and `column` read.
 
     On a terminal too narrow for the table, the columns named in `whole` (an id to copy, a state) are
-    never cut, and the others are folded onto more lines rather than cut (a path is no use cut)."""
+    never cut, and the others are folded onto more lines rather than cut (a path is no use cut). A cell's text comes
+    from outside (a record, an API's reply): it is made safe for a terminal first (terminal.printable)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     if rich_wanted(sys.stdout):
         from rich.console import Console
         from rich.markup import escape

@@ -12,6 +12,7 @@ import click
 from click.core import ParameterSource
 
 from tpuctl.cli import output_flags
+from tpuctl.inputs.terminal import printable
 from tpuctl.launch import option_fields, script_flags
 from tpuctl.launch.execute import execute
 from tpuctl.launch.job import Job
@@ -108,12 +109,12 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
         raise click.NoSuchOption(typed, possibilities=difflib.get_close_matches(typed, names, n=2, cutoff=0.75), ctx=ctx)
     reading = script_flags.read(ctx.meta.get("tpuctl.raw_args", []), script, names)
     if reading.note:
-        click.echo(f"tpuctl: {reading.note}", err=True)
+        click.echo(f"tpuctl: {printable(reading.note)}", err=True)
     given = frozenset(name for name in params if ctx.get_parameter_source(name) in _EXPLICIT)
     prepared = prepare(script, script_args, params, given)
     if prepared.options.dry_run:
         request = dry_run_request(prepared)
-        click.echo(json.dumps(request.to_json(), indent=2) if prepared.options.as_json else request.render())
+        click.echo(json.dumps(request.to_json(), indent=2) if prepared.options.as_json else printable(request.render(), lines=True))
         return
     if prepared.options.detach:
         _detach(prepared)
@@ -123,13 +124,14 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
 
 def _run(prepared: Launch, started: Callable[[], None] | None = None) -> int:
     as_json = prepared.options.as_json
-    say = lambda line: click.echo(f"tpuctl: {line}", err=True)  # noqa: E731
+    say = lambda line: click.echo(f"tpuctl: {printable(line, lines=True)}", err=True)  # noqa: E731  # may quote a host's, an API's words
     outcome = execute(prepared, sys.stderr if as_json else sys.stdout, say, detached=started is not None, started=started)
     if as_json:
         click.echo(json.dumps(outcome.to_json(backend=prepared.runner.name, run_id=prepared.run_id, log_dir=prepared.log_dir)))
     else:
         job = prepared.job
-        summarise(outcome, tasks(job.workers, job.ps if job.parameter_server else None), prepared.log_dir, say, lambda line: click.echo(line, err=True))
+        show = lambda line: click.echo(printable(line), err=True)  # noqa: E731  # a worker's last lines, quoted
+        summarise(outcome, tasks(job.workers, job.ps if job.parameter_server else None), prepared.log_dir, say, show)
     return outcome.exit_code
 
 

@@ -23,6 +23,7 @@ from tpuctl.endings import Kind
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 from tpuctl.inputs.seconds import Seconds
+from tpuctl.inputs.terminal import printable
 from tpuctl.runs import records
 from tpuctl.runs.naming import default_log_dir
 from tpuctl.runs.records import RunRecord
@@ -37,7 +38,8 @@ _VM_HEADERS = ("VM", "ZONE", "KIND")
 
 
 def _say(line: str) -> None:
-    click.echo(f"tpuctl: {line}", err=True)
+    """A notice on stderr; it may quote a record or a log folder's names, so it is made safe for a terminal."""
+    click.echo(f"tpuctl: {printable(line)}", err=True)
 
 
 def _find(run_id: str | None, *, running: bool) -> RunRecord:
@@ -244,13 +246,13 @@ def stop(run_id: str | None, wait_s: float, **cloud: str | None) -> None:
         raise TpuctlError("--project, --zone and the credentials options are for a TPU VM (tpuctl stop-vm NAME), not a run", exit_code=USAGE)
     record = _find(run_id, running=True)
     if run_vms.orphaned(record):  # lost (or ended with its launcher dead) and its VM still bills: ending it is deleting that
-        click.echo(run_vms.delete_vm(record, records.read_all(_say)))
+        click.echo(printable(run_vms.delete_vm(record, records.read_all(_say))))
         return
     if record.state != endings.RUNNING:
-        click.echo(f"run {record.run_id} already ended: {_how(record)}")
+        click.echo(printable(f"run {record.run_id} already ended: {_how(record)}"))
         return
     ended = stop_run(record, _say, _say, wait_s)
-    click.echo(f"run {ended.run_id} {_how(ended) if ended.state == Kind.STOPPED else f'ended: {_how(ended)}'}")
+    click.echo(printable(f"run {ended.run_id} {_how(ended) if ended.state == Kind.STOPPED else f'ended: {_how(ended)}'}"))
 
 
 def _how(record: RunRecord) -> str:

@@ -18,6 +18,7 @@ import click
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.seconds import Seconds
+from tpuctl.inputs.terminal import printable
 
 if TYPE_CHECKING:
     from tpuctl.watch.tailer import Update
@@ -131,7 +132,7 @@ def _quiet_exit() -> None:
 
 def _say(line: str) -> None:
     with contextlib.suppress(BrokenPipeError):  # nobody reads stderr any more: the notice has nowhere to go
-        click.echo(f"tpuctl: {line}", err=True)
+        click.echo(f"tpuctl: {printable(line)}", err=True)  # it may quote the folder's name
 
 
 @click.command("tail")

@@ -4,6 +4,9 @@ for a gs:// model dir, the clock."""
 from __future__ import annotations
 
 import email.utils
+import re
+from collections.abc import Mapping
+from typing import Any
 
 from tpuctl.doctor.facts import Facts, number, text
 from tpuctl.doctor.verdict import Check, Context, ok, tf_dist
@@ -12,6 +15,30 @@ from tpuctl.tpu.accelerators import CUDA_VISIBLE_DEVICES, visible_entries
 
 SKEW_WARN_S = 10.0
 SKEW_FAIL_S = 300.0  # OAuth's JWT assertions are refused beyond a few minutes' skew
+
+
+# A line of `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader` (the probe's query): fields joined by ", "
+# (nvidia-smi's CSV: `nvidia-smi --help-query-gpu`, https://docs.nvidia.com/deploy/nvidia-smi/), the UUID "GPU-" and
+# five parts of hexadecimal digits (NVML's nvmlDeviceGetUUID: "a 5 part hexadecimal string",
+# https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceQueries.html), then the product name.
+_SMI_LINE = re.compile(r"([0-9]{1,3}), GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}, (\S.{0,127})")
+UNREADABLE = "nvidia-smi's output could not be read"
+
+
+def listed_gpus(smi: Mapping[str, Any]) -> list[str] | None:
+    """The GPU names nvidia-smi listed, or None where its output is not its answer: a line that is not a GPU's as the
+    probe's query prints it (random bytes, a wrapper's chatter), an index twice, more lines than the probe keeps.
+    A line that only looks like one is never counted as a GPU."""
+    lines = smi.get("lines")
+    if not isinstance(lines, list) or smi.get("cut") is not False:
+        return None
+    names: dict[str, str] = {}  # by index
+    for line in lines:
+        match = _SMI_LINE.fullmatch(line) if isinstance(line, str) else None
+        if match is None or match[1] in names or not match[2].isprintable():
+            return None
+        names[match[1]] = match[2]
+    return list(names.values())
 
 
 def check_gpus(facts: Facts, _: Context) -> Check:
@@ -26,7 +53,9 @@ def check_gpus(facts: Facts, _: Context) -> Check:
     error = text(smi, "error")
     if error:
         return Check("gpus", "warn", f"nvidia-smi failed: {one_line(error, 160)}", "check the NVIDIA driver (nvidia-smi)")
-    gpus = smi.get("gpus") if isinstance(smi.get("gpus"), list) else []
+    gpus = listed_gpus(smi)
+    if gpus is None:
+        return Check("gpus", "warn", UNREADABLE, "run `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader` to see what it prints")
     devices = facts.tf_import.get("devices")
     count = devices.get("GPU", 0) if isinstance(devices, dict) else None
     seen = count if isinstance(count, int) and not isinstance(count, bool) else None  # the answer may be hostile
@@ -51,8 +80,11 @@ def check_gpu_share(facts: Facts, context: Context) -> Check:
     TF_FORCE_GPU_ALLOW_GROWTH=true, and TensorFlow's memory on a shared card is all of theirs together.
     Judged only for a --workers the user gave: the default 2 sizes the port check, it is no plan."""
     value = facts.env.get(CUDA_VISIBLE_DEVICES)
-    smi = facts.nvidia_smi.get("gpus")
-    listed = len(smi) if isinstance(smi, list) else None
+    answered = facts.nvidia_smi.get("found") is True and not text(facts.nvidia_smi, "error")  # the gpus check says why not
+    smi = listed_gpus(facts.nvidia_smi) if answered else []
+    if smi is None and value is None:
+        return ok("gpu-share", f"{UNREADABLE}: no count of GPUs to share out")
+    listed = len(smi) if smi is not None else None
     count = len(visible_entries(value, listed)) if value is not None else listed or 0
     where = f"{CUDA_VISIBLE_DEVICES}={one_line(value, 60)!r}" if value is not None else "nvidia-smi"
     if not count:

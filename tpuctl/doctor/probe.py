@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 FORMAT = 1
+SMI_TIMEOUT_S = 10.0
+SMI_LIMIT = 1 << 20  # bytes a stream: a GPU's line is ~80 of them; a megabyte is no nvidia-smi's answer
+SMI_LINES, SMI_LINE = 64, 300  # lines kept, and characters a line: more GPUs than any one machine holds
 GOOGLE_VENDOR = "0x1ae0"
 NVIDIA_VENDOR = "0x10de"
 # Distributions whose versions the checks read (names as importlib.metadata normalises them).
@@ -209,17 +212,53 @@ def libtpu_files(dists: list[dict[str, Any]]) -> list[str]:
 
 
 def nvidia_smi() -> dict[str, Any]:
+    """nvidia-smi's GPUs, a line each as `--query-gpu=index,uuid,name --format=csv,noheader` prints them; the checks
+    read the lines (tpuctl/doctor/machine_checks.py). Read no further than SMI_LIMIT bytes a stream and no longer than
+    SMI_TIMEOUT_S: a tool that prints without end is killed at the limit, not kept in memory until its deadline."""
     tool = shutil.which("nvidia-smi")
     if tool is None:
         return {"found": False}
+    argv = [tool, "--query-gpu=index,uuid,name", "--format=csv,noheader"]
     try:
-        done = subprocess.run([tool, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as err:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as err:
         return {"found": True, "error": str(err)[:200]}
-    text = done.stdout.decode("utf-8", "replace")
-    if done.returncode:
-        return {"found": True, "error": (done.stderr.decode("utf-8", "replace").strip() or text.strip())[-200:] or "exit status " + str(done.returncode)}
-    return {"found": True, "gpus": [line.strip() for line in text.splitlines() if line.strip()][:64]}
+    fired: list[bool] = []
+
+    def late() -> None:  # the reads below wait no longer than this
+        fired.append(True)
+        _kill_group(child.pid)
+
+    deadline = time.monotonic() + SMI_TIMEOUT_S
+    timer = threading.Timer(SMI_TIMEOUT_S, late)
+    timer.start()
+    try:
+        text = child.stdout.read(SMI_LIMIT + 1)  # type: ignore[union-attr]
+        errors = child.stderr.read(SMI_LIMIT + 1) if len(text) <= SMI_LIMIT else b""  # type: ignore[union-attr]
+        if len(text) <= SMI_LIMIT and len(errors) <= SMI_LIMIT:
+            child.wait(max(0.0, deadline - time.monotonic()))  # its streams ended: so does it
+    except subprocess.TimeoutExpired:
+        fired.append(True)
+    finally:
+        timer.cancel()
+        _kill_group(child.pid)  # what is left of it: nothing, or a tool past its limit or its deadline
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
+        child.stderr.close()  # type: ignore[union-attr]
+    if fired:
+        return {"found": True, "error": "no answer within " + str(SMI_TIMEOUT_S) + "s"}
+    if len(text) > SMI_LIMIT or len(errors) > SMI_LIMIT:
+        return {"found": True, "error": "it printed more than " + str(SMI_LIMIT) + " bytes, more than any list of GPUs (stopped)"}
+    out = text.decode("utf-8", "replace")
+    if child.returncode:
+        return {"found": True, "error": (errors.decode("utf-8", "replace").strip() or out.strip())[-200:] or "exit status " + str(child.returncode)}
+    lines = [line.strip()[:SMI_LINE] for line in out.splitlines() if line.strip()]
+    return {"found": True, "lines": lines[:SMI_LINES], "cut": len(lines) > SMI_LINES}
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, 9)
 
 
 def import_tensorflow(deadline: float, devices: bool) -> dict[str, Any]:
@@ -242,8 +281,7 @@ def import_tensorflow(deadline: float, devices: bool) -> dict[str, Any]:
         out, err_text = child.communicate(timeout=deadline)
         status = None
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(child.pid, 9)
+        _kill_group(child.pid)
         out, err_text = child.communicate()
         status = "hang"
     seconds = round(time.monotonic() - started, 3)

@@ -9,6 +9,8 @@ import copy
 import enum
 from typing import TypeVar
 
+from tpuctl.inputs.terminal import printable
+
 USAGE = 2
 FAILED = 1
 _Told = TypeVar("_Told", bound="TpuctlError")
@@ -95,12 +97,12 @@ class PreflightFailed(TpuctlError):
 
 def one_line(text: str, limit: int = 240, *, first: bool = False, last: bool = False) -> str:
     """Untrusted, possibly multi-line text (an API reply, a remote command's stderr) fit
-    for a one-line message: whitespace collapsed, control characters escaped so they cannot
-    move the terminal's cursor, long text cut. `first` keeps only the first non-blank line,
+    for a one-line message: whitespace collapsed, control characters escaped (terminal.printable) so they
+    cannot move the terminal's cursor, long text cut. `first` keeps only the first non-blank line,
     where the rest is detail (TensorFlow's errors, with their stack of op names); `last`
     only the last, where the lines before it are noise (ssh's warnings before its error)."""
     if first or last:
         lines = [line for line in text.splitlines() if line.strip()]
         text = (lines[0] if first else lines[-1]) if lines else ""
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
+    shown = printable(" ".join(text.split()))
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"

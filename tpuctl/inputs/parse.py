@@ -10,6 +10,7 @@ unless told otherwise) with the offending text shown on one line.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -181,6 +182,25 @@ def check_data(data: object, what: str, *, max_depth: int = MAX_NESTING, exit_co
             if depth >= max_depth:
                 raise TpuctlError(f"{what} nests deeper than {max_depth} levels", exit_code=exit_code)
             stack.extend((child, depth + 1) for child in _children(value))
+
+
+# Outside JSON strings, the brackets that open and close a level; a string whole (escapes included), so that none in it count.
+_LEVELS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_within(text: str, max_depth: int = MAX_NESTING) -> object:
+    """json.loads(text) of a line from outside (a timeline's, a worker's message), refused with ValueError, as any text
+    that is no JSON, where it nests deeper than `max_depth`: json.loads recurses once a level, and 1,500 levels (3 KB
+    of `[`) raise RecursionError, which no caller catches as bad data. Counted before parsing, in one scan; a line with
+    fewer brackets than that in all costs two str.count calls."""
+    if text.count("[") + text.count("{") > max_depth:
+        depth = 0
+        for found in _LEVELS.finditer(text):
+            bracket = found[0]
+            depth += 1 if bracket in "[{" else -1 if bracket in "]}" else 0
+            if depth > max_depth:
+                raise ValueError(f"JSON nested deeper than {max_depth} levels")
+    return json.loads(text)
 
 
 # A size as rsync's --max-size takes it: K, M, G, T (or KiB...) are powers of 1024, KB, MB, GB, TB powers of 1000.

@@ -30,6 +30,7 @@ _STEP_LINE = (
 # Every line of a chunk, in order: a step line's seven fields, or (group 8) any other line whole.
 _LINES = re.compile(rb"^" + _STEP_LINE + rb"$|^(.*)$", re.MULTILINE)
 _CHUNK = 1 << 19  # ~4,400 lines: findall holds their fields at once (~2 MB), the memory a chunk costs
+MAX_LINE_BYTES = 4 * tl.LINE_LIMIT  # UTF-8 takes at most 4 bytes a character: a longer line holds no event
 _STEPS = frozenset({tl.FIRST_STEP, tl.STEP})
 
 
@@ -135,21 +136,34 @@ def of_file(file: BinaryIO, limit: int) -> Compact:
     run's file grows while it is read: what came later waits for the next read).
 
     This loop is the hot path of a 1.3 M-line file: one regex scan a chunk (findall: no call a line), and a step line
-    that continues its attempt in time order is appended here, with that attempt's arrays at hand."""
+    that continues its attempt in time order is appended here, with that attempt's arrays at hand. Memory is a chunk
+    and the start of one line, never a line's whole: a line longer than any event (a crash's file of NULs with no
+    newline, gigabytes of it) is counted as skipped once its first MAX_LINE_BYTES are seen, and its rest is passed over
+    up to its newline."""
     builder = Builder()
     compact = builder.compact
     attempt, samples = 0, Samples()
     workers: dict[bytes, int] = {}
     sources: set[bytes] = set()
+    pending = b""  # the start of a line that the last chunk cut
+    passing = False  # inside an over-long line: its bytes are passed over up to its newline
     left = limit
     while left > 0:
         chunk = file.read(min(_CHUNK, left))
-        if not chunk:
-            break
-        if not chunk.endswith(b"\n"):
-            chunk += file.readline(max(1, left - len(chunk)))  # the chunk's last line, whole
         left -= len(chunk)
-        for step, source, t_text, wall_text, event, number_text, worker, other in _LINES.findall(chunk):
+        if not chunk:
+            chunk, left = b"\n", 0  # the end of the file ends its last line
+        if passing:
+            end = chunk.find(b"\n")
+            if end < 0:
+                continue
+            chunk, passing = chunk[end + 1 :], False
+        cut = chunk.rfind(b"\n") + 1
+        lines, pending = (pending + chunk[:cut], chunk[cut:]) if cut else (b"", pending + chunk)
+        if len(pending) > MAX_LINE_BYTES:
+            compact.skipped += 1
+            pending, passing = b"", True
+        for step, source, t_text, wall_text, event, number_text, worker, other in _LINES.findall(lines):
             if not event:
                 builder.line(other)
                 continue

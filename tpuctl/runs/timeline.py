@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpuctl.inputs.parse import json_within
 from tpuctl.inputs.private_files import PRIVATE_FILE
 
 RUN_START, RUN_END = "run_start", "run_end"
@@ -121,14 +122,11 @@ class Timeline:
 
     def from_worker(self, message: str, *, attempt: int, worker: str) -> bool:
         """A worker's `timeline {json}` line, stamped now; False for any other message. What is not a worker's
-        event (a name of the launcher's, a line too long, not JSON) is dropped: a worker cannot write the launcher's."""
+        event (worker_event) is dropped: a worker cannot write the launcher's."""
         if not message.startswith(MESSAGE_PREFIX):
             return False
-        try:
-            raw = json.loads(message[len(MESSAGE_PREFIX) :]) if len(message) <= LINE_LIMIT else None
-        except ValueError:
-            raw = None
-        if isinstance(raw, dict) and raw.get("event") in FROM_WORKERS:
+        raw = worker_event(message)
+        if raw is not None:
             extra = {k: v for k, v in raw.items() if k not in ("event", "t", "wall", "attempt", "worker") and _plain(v)}
             self.event(str(raw["event"]), attempt=attempt, worker=worker, **extra)
         return True
@@ -186,9 +184,23 @@ def read(lines: Iterable[str]) -> Reading:
     return Reading(events, skipped)
 
 
-def parse_line(text: str) -> Event | None:
+def worker_event(message: str) -> dict[str, Any] | None:
+    """The event of a worker's `timeline {json}` message, or None where it is none of a worker's: a name of the
+    launcher's, a line too long, no JSON, JSON nested deeper than any event (json.loads would recurse to a
+    RecursionError on the launcher's message reader, which would end it)."""
+    if not message.startswith(MESSAGE_PREFIX) or len(message) > LINE_LIMIT:
+        return None
     try:
-        raw = json.loads(text)
+        raw = json_within(message[len(MESSAGE_PREFIX) :])
+    except ValueError:
+        return None
+    return raw if isinstance(raw, dict) and raw.get("event") in FROM_WORKERS else None
+
+
+def parse_line(text: str) -> Event | None:
+    """The event a timeline's line holds, or None: not JSON (or JSON nested deeper than any event), not an event."""
+    try:
+        raw = json_within(text)
     except ValueError:
         return None
     if not isinstance(raw, dict) or raw.get("event") not in EVENTS:

@@ -9,6 +9,7 @@ data or a `message`, one line it shows as text.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -43,7 +44,7 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
         self._listing = finding.Listing(data_ingester._parse_event_files_spec(spec) if spec else self._logdir)
 
     def get_plugin_apps(self) -> dict[str, WSGIApplication]:
-        apps = {path: _wsgi(self._static) for path in _STATIC}
+        apps = {path: _wsgi(functools.partial(self._static, path)) for path in _STATIC}
         return {**apps, "/runs": _wsgi(self._runs), "/view": _wsgi(self._view)}
 
     def is_active(self) -> bool:
@@ -53,10 +54,11 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="tpuctl", disable_reload=True)
 
-    def _static(self, request: wrappers.Request) -> wrappers.Response:
-        name = request.path.rsplit("/", 1)[-1]
-        body = resources.files(__package__).joinpath("static").joinpath(name).read_bytes()
-        return _respond(request, body, _STATIC["/" + name])
+    def _static(self, route: str, request: wrappers.Request) -> wrappers.Response:
+        """The file the route names. TensorBoard routes a path with a slash more (`/index.js/`) to the same route
+        (application.py, _clean_path), so the file is the route's, never read from the request's path."""
+        body = resources.files(__package__).joinpath("static").joinpath(route.lstrip("/")).read_bytes()
+        return _respond(request, body, _STATIC[route])
 
     def _runs(self, request: wrappers.Request) -> wrappers.Response:
         runs = self._listing.runs()

@@ -6,6 +6,7 @@ sparkline), never every event, so following a long run costs constant memory.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import operator
@@ -13,6 +14,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpuctl.inputs.terminal import printable
 from tpuctl.watch.tailer import Checkpoint, Damage, Update
 
 HISTORY = 24
@@ -123,19 +125,9 @@ def number(value: float) -> str:
     return f"{value:.6g}"
 
 
-_SHOWN: dict[str, str] = {}
-
-
-def shown(text: str) -> str:
-    """Text from a file (a tag, a run folder, a checkpoint or file name) safe for a terminal:
-    control characters, escape sequences included, written as escapes (one_line's rule,
-    without its cut or whitespace folding). Asked per line, so the answer is cached per text."""
-    safe = _SHOWN.get(text)
-    if safe is None:
-        safe = text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-        if len(_SHOWN) < 100_000:
-            _SHOWN[text] = safe
-    return safe
+# Text from a file (a tag, a run folder, a checkpoint or file name) safe for a terminal (terminal.printable), asked per
+# line printed: a name full of escapes is worked out once, not on each of a million lines.
+shown = functools.lru_cache(maxsize=1 << 16)(printable)
 
 
 def _json_number(value: float) -> float | str:
@@ -196,7 +188,7 @@ def json_lines(update: Update, *, scalars: bool = True) -> list[str]:
 
 
 def plain_lines(update: Update) -> list[str]:
-    """`RUN TAG step=S value=V` per scalar and `KIND PATH step=S` per checkpoint, names escaped (`shown`)."""
+    """`RUN TAG step=S value=V` per scalar and `KIND PATH step=S` per checkpoint, names escaped (terminal.printable)."""
     lines = [f"{shown(run)} {shown(tag)} step={step} value={number(value)}" for run, _, (tag, step, value, _) in update.scalars()]
     lines += [f"{c.kind} {shown(c.path)}" + (f" step={c.step}" if c.step is not None else "") for c in update.checkpoints]
     if update.others:

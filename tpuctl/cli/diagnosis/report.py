@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import sys
 from typing import Any
 
@@ -16,6 +15,7 @@ import click
 
 from tpuctl import endings
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.terminal import columns, printable
 from tpuctl.runs import goodput, records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import MAX_PRICE, RunRecord
@@ -41,7 +41,7 @@ CONFIG_KEYS: dict[str, type | tuple[type, Any]] = {"price_per_hour": (float, Pri
 
 
 def _say(line: str) -> None:
-    click.echo(f"tpuctl: {line}", err=True)
+    click.echo(f"tpuctl: {printable(line)}", err=True)
 
 
 @click.command("report")
@@ -90,7 +90,7 @@ def _drawn(folder: RunFolder, live: bool) -> tuple[list[str], goodput.Report]:
 
     built, result = view.with_report(folder, live=live)
     colour = use_colour(sys.stdout)
-    lines: list[str] = timeline_drawing.draw(built, width=shutil.get_terminal_size().columns, color=colour)
+    lines: list[str] = timeline_drawing.draw(built, width=columns(), color=colour)
     return ["", *lines], result
 
 
@@ -185,7 +185,8 @@ def render(
     by_attempt: dict[int, float] | None = None,
 ) -> list[str]:
     """The report for a person: a line per category with its seconds and share, the goodput, its cost (and the VM that
-    was created for it), then each attempt with its cost, at its own price where `by_attempt` has one."""
+    was created for it), then each attempt with its cost, at its own price where `by_attempt` has one. The lines quote
+    the timeline (a step's source, a VM's node and zone) and the record: each is made safe for a terminal whole."""
     prices = by_attempt or {}
     total = result.total
     so_far = " so far (still running)" if live else ("" if result.finished else " (the timeline stops without the run's end)")
@@ -214,7 +215,7 @@ def render(
             lines += _categories(attempt.split, "    ")
     if result.skipped:
         lines.append(f"skipped {result.skipped} line(s) of the timeline that are not events (truncated, garbage or out of range)")
-    return lines
+    return [printable(line) for line in lines]
 
 
 def _kind_price(vm: goodput.RanOn, prices: dict[int, float]) -> str:

@@ -6,6 +6,7 @@ import click
 
 from tpuctl import endings
 from tpuctl.inputs.seconds import Seconds
+from tpuctl.inputs.terminal import printable
 
 
 @click.command("stacks")
@@ -25,14 +26,14 @@ def stacks(run_id: str | None, wait_s: float, list_runs: bool) -> None:
     from tpuctl.runs import stacks as stacks_request
 
     def warn(line: str) -> None:
-        click.echo(f"tpuctl: {line}", err=True)
+        click.echo(f"tpuctl: {printable(line)}", err=True)
 
     if list_runs:
         for record in records.read_all(warn):
             if record.state == endings.RUNNING and record.answers_stacks:
-                click.echo(f"{record.run_id}  pid {record.pid}  logs {record.log_dir}")
+                click.echo(printable(f"{record.run_id}  pid {record.pid}  logs {record.log_dir}"))
         return
     record, chosen = records.find(run_id, warn, running=True)
     if chosen is not None:
         warn(chosen)
-    click.echo(stacks_request.request(record, wait_s), nl=False)
+    click.echo(printable(stacks_request.request(record, wait_s), lines=True), nl=False)  # a file in the run's folder

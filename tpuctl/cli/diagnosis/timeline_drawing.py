@@ -9,7 +9,7 @@ by colour alone.
 
 The view may come from a file someone else wrote (a shared model dir), so every field is read as untrusted: one
 missing, of the wrong type or out of range leaves its part undrawn and never raises, and its text is escaped for the
-terminal (tpuctl.watch.board.shown, tpuctl.inputs.errors.one_line). Drawing never walks steps: a row costs its
+terminal (tpuctl.inputs.terminal.printable, through one_line where it is one line of words). Drawing never walks steps: a row costs its
 segments plus its rate bins (at most 600) plus its columns, so a week of 64 workers draws as fast as a minute of one.
 """
 
@@ -26,8 +26,8 @@ from rich.cells import cell_len, set_cell_size
 
 from tpuctl.cli.display import age
 from tpuctl.inputs.errors import one_line
+from tpuctl.inputs.terminal import printable
 from tpuctl.runs import goodput
-from tpuctl.watch.board import shown
 
 MIN_WIDTH = 40
 # Kinds of segment, least important first: a column shows the last of these it holds.
@@ -332,7 +332,7 @@ def _fit(text: str, width: int, *, pad: bool = False) -> str:
 
 def _plain(value: object) -> str:
     """A name from the view (a worker, a state, an id) safe for a terminal: escapes instead of control characters."""
-    return " ".join(shown(value[:_TEXT]).split()) if isinstance(value, str) else ""
+    return " ".join(printable(value[:_TEXT]).split()) if isinstance(value, str) else ""
 
 
 def _words(value: object) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol, TextIO
 
+from tpuctl.inputs.terminal import printable
 from tpuctl.launch.console.tracebacks import is_exception_line
 
 # Foreground colours, picked by worker position so a worker keeps its colour across restarts.
@@ -34,7 +35,9 @@ def use_colour(stream: TextIO) -> bool:
 
 
 def tag(name: str, position: int, colour: bool, host: str | None = None) -> str:
-    text = f"[{name}@{host}]" if host else f"[{name}]"
+    """`[worker:1]` or `[worker:1@HOST]` before each of a worker's lines; the names may come from a log folder's file
+    names (`tpuctl logs`), so they are made safe for a terminal."""
+    text = f"[{printable(name)}@{printable(host)}]" if host else f"[{printable(name)}]"
     if not colour:
         return text
     return f"\x1b[{_PALETTE[position % len(_PALETTE)]}m{text}\x1b[0m"

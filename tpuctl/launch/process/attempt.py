@@ -163,11 +163,8 @@ class _Attempt:
     def _from_worker(self, position: int, message: str) -> None:
         """A worker's `timeline {json}` line: to the timeline; its steps make the model dir's summaries not the timeline's."""
         if not self.worker_steps:
-            try:
-                said = json.loads(message[len(tl.MESSAGE_PREFIX) :])
-            except ValueError:
-                said = None
-            self.worker_steps = isinstance(said, dict) and said.get("event") in (tl.FIRST_STEP, tl.STEP)
+            said = tl.worker_event(message)
+            self.worker_steps = said is not None and said.get("event") in (tl.FIRST_STEP, tl.STEP)
         if self.wiring.timeline is not None:
             self.wiring.timeline.from_worker(message, attempt=self.number, worker=self.workers[position].handle.spec.name)
 

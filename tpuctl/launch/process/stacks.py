@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from tpuctl.inputs.private_files import write_private
+from tpuctl.inputs.terminal import printable
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Handle
 from tpuctl.runs.folder import FULL_STACKS, RunFolder
@@ -75,11 +76,12 @@ def record(
     """Keep the dumps and the view; (the view's lines, the comparison it was drawn from), so that the
     hang's cause line reads the same comparison.
 
-    Failing to write costs the files, never the view on the console."""
+    Failing to write costs the files, never the view on the console. The view quotes the dumps (file and function
+    names), so its lines are made safe for a terminal; the dumps are kept as they came."""
     named = {spec.name: dump for spec, dump in zip(specs, dumps, strict=True)}
     own = stack_view.own_code_predicate(script_dir(specs[0])) if specs else (lambda path: False)
     comparison = stack_view.compare(named, own)
-    view = stack_view.render(named, own, comparison)
+    view = [printable(line) for line in stack_view.render(named, own, comparison)]  # a dump's paths and names are the worker's
     try:
         folder = run.next_stacks_dir(attempt)
         for name, dump in named.items():
