@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import fields
@@ -24,7 +25,7 @@ import pytest
 
 from tests.unit.test_hostile_cli import Result, invoke
 from tpuctl.cli.diagnosis import timeline_drawing
-from tpuctl.runs import records, view
+from tpuctl.runs import proof, records, view
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
@@ -164,7 +165,8 @@ def answering(state: Path) -> Iterator[Path]:
     folder = state / "logs" / RUN_ID
     folder.mkdir(parents=True)
     run = RunFolder(folder)
-    record = RunRecord(RUN_ID, "local", NASTY, str(folder), time.time(), os.getpid(), "here", answers_stacks=True)
+    pid = os.getpid()  # a record proven this process's run (runs/proof.py): this machine's, its start time, its claim
+    record = RunRecord(RUN_ID, "local", NASTY, str(folder), time.time(), pid, socket.gethostname(), answers_stacks=True, pid_start=proof.start_time(pid))
     records.write(record)
     claim = run.claim(RUN_ID)
 
