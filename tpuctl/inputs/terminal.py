@@ -14,7 +14,6 @@ outside as well.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import MutableMapping
 
 
@@ -57,4 +56,6 @@ def settle_size(environ: MutableMapping[str, str]) -> None:
 
 def columns() -> int:
     """The terminal's width (COLUMNS, else the terminal's own, else 80), at least 1 and at most MAX_SIZE."""
+    import shutil  # here: the worker runtime imports this module (through errors.one_line) and needs no terminal
+
     return max(1, min(shutil.get_terminal_size().columns, MAX_SIZE))
