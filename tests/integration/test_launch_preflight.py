@@ -6,6 +6,8 @@ tests/unit/test_preflight.py's.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +59,25 @@ def test_a_local_launch_without_tensorflow_fails_before_any_worker(tmp_path: Pat
     assert result.returncode == 2, result.stderr
     assert f"TensorFlow is not installed for {python}" in result.stdout + result.stderr
     assert "tpuctl doctor" not in result.stderr
+
+
+@pytest.mark.parametrize("given", [(), ("--rehearse", "v2-8")], ids=["one worker", "rehearsal"])
+def test_one_worker_without_tensorflow_under_no_preflight_ends_in_one_line(tmp_path: Path, given: tuple[str, ...]) -> None:
+    # The refusal above suggests --no-preflight. One worker chooses its Keras without reading TensorFlow's version, so
+    # it went on to build tpuctl's strategy and ended in that `import tensorflow`: tpuctl's own ModuleNotFoundError
+    # traceback. An interpreter with nothing installed: a bare virtual environment.
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, capture_output=True, timeout=60)
+    python = str(bare / "bin" / "python")
+    script, started = _script(tmp_path)
+    result = run_tpuctl("launch", str(script), "--python", python, "--no-preflight", *given, "--log-dir", str(tmp_path / "logs"), str(started), timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "Traceback" not in output and "ModuleNotFoundError" not in output, output
+    worker = [line for line in result.stdout.splitlines() if line.startswith("[worker:0]")]
+    said = "install tensorflow (or tensorflow-cpu) there, or pass --python an interpreter that has it"
+    assert worker == [f"[worker:0] tpuctl: error: TensorFlow is not installed for {python} ({said})"]
+    assert not list(started.iterdir())
 
 
 def test_an_ssh_launch_without_tensorflow_fails_before_any_worker(cluster: SshCluster, tmp_path: Path) -> None:

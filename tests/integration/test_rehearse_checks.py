@@ -1,5 +1,6 @@
 """`launch --rehearse`: each check against the script that breaks it, and verdicts that say only what a TPU does
-(an uneven batch padded, a Keras 3 first-batch reduce, TPU embeddings not rehearsed)."""
+(an uneven batch padded, a Keras 3 first-batch reduce, no partial batch from a dataset that never ends, no float64
+where XLA folds it to a constant, TPU embeddings on the path the rehearsed TPU takes or said not rehearsed)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.tf
 # Defects whose findings are warnings, on checks that read different things (the dataset's batch, the step's dtypes;
 # the dataset's static shape, the step's ops), share one run: each test's assertions are the same, none of them
 # fails another check. The defects that fail a check run alone, as two failed checks would be two findings.
-SHARED_RUNS = (("uneven-batch", "float64"), ("partial-batch", "host-op --soft-placement"))
+SHARED_RUNS = (("uneven-batch", "float64", "endless-batch"), ("partial-batch", "host-op --soft-placement", "folded-float64"))
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +47,17 @@ def defect_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Any
         # the others ("Run-time shape mismatch for TPUExecute argument").
         ("uneven-batch --no-dynamic-batch", "batch split", "failed", 1, "RunOptions(experimental_enable_dynamic_batch_size=False)"),
         ("partial-batch", "static shapes", "warning", 0, "drop_remainder=True"),
+        # .repeat().batch() without drop_remainder: tf.data's cardinality is INFINITE, there is no last, partial batch
+        # (and the batch is still read, by TensorFlow's own compute_batch_size: "global batch 131" above).
+        ("endless-batch", "static shapes", "ok", 0, "never end (tf.data cardinality INFINITE"),
         # Inside tf.function soft placement is off unless the script turns it on: the TPU bridge refuses the op
         # ("isn't compilable for TPU device"); turned on, automatic outside compilation runs it on the host.
         ("host-op", "XLA ops", "failed", 1, "no XLA kernel for PyFunc: without soft device placement"),
         ("host-op --soft-placement", "XLA ops", "warning", 0, "no XLA kernel for PyFunc: soft device placement is on"),
         # TPU kernels are registered for DT_DOUBLE (tensorflow/core/tpu/tpu_defs.h): compiled, slow.
         ("float64", "float64", "warning", 0, "the step computes in float64"),
+        # float64 from a static dimension and a NumPy constant: constants in the compiled program (XLA folds them).
+        ("folded-float64", "float64", "ok", 0, "no float64 in the step"),
         # TPUStrategy.run refuses a plain Python function eagerly (tpu_strategy.py: validate_run_function).
         ("eager-step", "tf.function", "failed", 1, "TPUStrategy.run(fn, ...) does not support pure eager execution"),
     ],
@@ -94,14 +100,43 @@ def test_keras_3_reducing_an_uneven_first_batch_fails_as_on_a_tpu_and_the_cause_
 
 def test_tpu_embeddings_stop_in_one_line_and_the_report_says_what_was_not_rehearsed(tmp_path: Path) -> None:
     # The TPUEmbedding API's own training loop: enqueue, dequeue and apply_gradients work the TPU's embedding
-    # hardware; TensorFlow's CPU mode raises "not created under a TPUStrategy" there. The layers that pick a path
-    # read the stand-in's hardware feature, which says this machine has no embedding accelerator.
+    # hardware; TensorFlow's CPU mode raises "not created under a TPUStrategy" there.
     outcome, stderr = rehearse(REHEARSE / "tpu_embedding.py", "v2-8", tmp_path)
     assert outcome["exit_code"] == 1
-    assert printed(outcome, "tpu_embedding") == {"script": "tpu_embedding", "embedding_feature": "UNSUPPORTED"}
     log = (Path(outcome["log_dir"]) / "attempt-1" / "worker-0.log").read_text()
-    assert "tpuctl: error: --rehearse does not rehearse TPU embeddings: TPUEmbedding.enqueue() works the TPU's embedding hardware" in log
+    assert "tpuctl: error: --rehearse does not rehearse TPU embeddings: TPUEmbedding.enqueue(): a TPU looks up and updates" in log
     assert "Traceback" not in log and "Traceback" not in stderr
     found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
     assert found["TPU embeddings"]["verdict"] == "not checked"
     assert found["TPU embeddings"]["detail"].startswith("tf.tpu.experimental.embedding.TPUEmbedding: a TPU looks up and updates")
+
+
+def test_a_tensorflow_recommenders_layer_takes_the_path_of_a_v5e_and_trains_its_tables_there(tmp_path: Path) -> None:
+    # tensorflow-recommenders picks its mid-level API by strategy.extended.tpu_hardware_feature.embedding_feature. The
+    # rehearsal said UNSUPPORTED (no embedding hardware) for every type, and TPUEmbeddingV0 refused its strategy with a
+    # raw RuntimeError. A v5e has no embedding accelerator: V0, whose lookups are XLA ops in the step, runs for real.
+    outcome, _ = rehearse(REHEARSE / "tfrs_embedding.py", "v5litepod-4", tmp_path, "--keras", "tf-keras")
+    assert (outcome["exit_code"], outcome["failure"]) == (0, None), outcome
+    seen = printed(outcome, "tfrs_embedding")
+    assert seen == {"script": "tfrs_embedding", "mid_level_api": "TPUEmbeddingV0", "tables_moved": {"items": True, "users": True}}
+    assert set(verdicts(outcome).values()) == {"ok"}, verdicts(outcome)
+    found = {c["check"]: c["detail"] for c in outcome["rehearsal"]["checks"]}
+    assert found["TPU embeddings"].startswith("TPUEmbeddingV0: its lookups run in the step on the TensorCores")
+    assert outcome["rehearsal"]["steps"] == 4
+
+
+def test_a_tensorflow_recommenders_layer_on_a_tpu_with_sparsecores_is_said_not_rehearsed_in_one_line(tmp_path: Path) -> None:
+    # A v4 looks embeddings up on its SparseCores: whichever API the layer picks from the feature runs there. Reading
+    # the feature stops the rehearsal in one line, where it answered UNSUPPORTED and the layer died on a RuntimeError.
+    outcome, stderr = rehearse(REHEARSE / "tfrs_embedding.py", "v4-8", tmp_path, "--keras", "tf-keras")
+    assert (outcome["exit_code"], outcome["result"]) == (1, "failed")
+    log = (Path(outcome["log_dir"]) / "attempt-1" / "worker-0.log").read_text()
+    said = (
+        "tpuctl: error: --rehearse does not rehearse TPU embeddings: strategy.extended.tpu_hardware_feature.embedding_feature: "
+        "a v4 TPU looks up and updates embedding tables on its SparseCores (4 per chip)"
+    )
+    assert said in log
+    assert "Traceback" not in log and "Traceback" not in stderr and "RuntimeError" not in log
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert found["TPU embeddings"]["verdict"] == "not checked"
+    assert found["TPU embeddings"]["detail"].endswith("that path was not rehearsed")

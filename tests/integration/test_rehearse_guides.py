@@ -1,5 +1,6 @@
-"""`launch --rehearse` on TensorFlow's own TPU guides: TPUEstimator (TF 2.15 with tensorflow-estimator, through
---python), its embeddings, and the TPU guide's custom loop under Keras 3."""
+"""`launch --rehearse` on TensorFlow's own TPU guides and tensorflow/tpu's models: TPUEstimator (TF 2.15 with
+tensorflow-estimator, through --python), its embeddings, ResNet's double-transposed input, and the TPU guide's custom
+loop under Keras 3."""
 
 from __future__ import annotations
 
@@ -36,18 +37,43 @@ def test_a_tpu_estimator_script_trains_and_evaluates_and_the_report_says_what_wa
     not_rehearsed = found["TPU program"]["detail"]
     assert "use_tpu=False" in not_rehearsed and "not 8 shards of 8" in not_rehearsed and "cross-replica sum" in not_rehearsed
 
-def test_tensorflow_s_own_tpu_estimator_guide_rehearses_and_tpu_estimator_s_own_checks_fail_a_slice_it_does_not_fit(
+def test_tensorflow_s_own_tpu_estimator_guide_rehearses_whole_and_counts_both_parts_steps(tmp_path: Path) -> None:
+    # guide/migrate/tpu_estimator.ipynb unchanged: TPUEstimator (train_batch_size=8, one step), then the same model in
+    # Keras under TPUStrategy (fit: 5 epochs of 10 steps). The report said "steps: 1", TPUEstimator's alone. A v2-8:
+    # 8 replicas take both batches whole (a v4-32's 16, which TPUEstimator refuses, cost twice the Keras tracing).
+    outcome, _ = rehearse_tf215(REHEARSE / "tpu_estimator_guide.py", "v2-8", tmp_path)
+    assert (outcome["exit_code"], outcome["failure"]) == (0, None), outcome
+    assert "loss" in printed(outcome, "tpu_estimator_guide")["keras"]  # the script ran to its end: both parts trained and evaluated
+    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
+    assert "params['batch_size'] 8 in input_fn and 1 in model_fn" in found["TPUEstimator train"]["detail"]
+    assert found["TPUEstimator eval"]["verdict"] == "ok"
+    # Every train step of the run: TPUEstimator's one and Keras' 50; no one speed for the two.
+    assert (outcome["rehearsal"]["steps"], outcome["rehearsal"]["seconds_per_step"]) == (1 + 5 * 10, None)
+
+
+def test_tensorflow_tpu_s_resnet_with_its_double_transposed_input_is_read_by_tpu_estimator_s_batch_on_a_slice_it_does_not_fit(
     tmp_path: Path,
 ) -> None:
-    # guide/migrate/tpu_estimator.ipynb unchanged: train_batch_size=8 and eval_batch_size=8 on a v4-32's 16 replicas.
-    outcome, _ = rehearse_tf215(REHEARSE / "tpu_estimator_guide.py", "v4-32", tmp_path)
-    assert "loss" in printed(outcome, "tpu_estimator_guide")  # the script ran to its end: it trained and evaluated
-    assert (outcome["exit_code"], outcome["failure"]) == (1, None)  # the rehearsal's findings fail the launch
-    found = {c["check"]: c for c in outcome["rehearsal"]["checks"]}
-    assert found["TPUEstimator train"]["verdict"] == "failed"
-    assert found["TPUEstimator train"]["detail"].endswith("train batch size 8 must be divisible by number of replicas 16")
-    assert found["TPUEstimator eval"]["detail"].endswith("eval batch size 8 must be divisible by number of replicas 16")
-    assert outcome["rehearsal"]["steps"] == 1
+    # tensorflow/tpu's ResNet with transpose_input: input_fn flattens each batch of images to one dimension (HWCN,
+    # reshape [-1]) and model_fn works the image size out of the shapes in float64. The report read the flattened
+    # dimension as the batch ("batch: 9216 global", "ok batch split") and warned of float64 that XLA folds to a
+    # constant, next to TPUEstimator's own refusal of a train_batch_size of 12 on the slice. A v4-32: 16 replicas on
+    # 4 hosts (TPUEstimator itself runs on one CPU here, whatever the slice).
+    outcome, stderr = rehearse_tf215(REHEARSE / "resnet_transpose.py", "v4-32", tmp_path, "--", "--num_cores", "16")
+    assert (outcome["exit_code"], outcome["failure"]) == (1, None), (outcome, stderr[-3000:])
+    seen = printed(outcome, "resnet_transpose")
+    assert seen == {"script": "resnet_transpose", "global_step": 2, "input_fn_batch": [12, 12]}  # trained, then evaluated
+    rehearsal = outcome["rehearsal"]
+    assert (rehearsal["global_batch"], rehearsal["per_replica_batch"]) == (12, None)  # TPUEstimator's train_batch_size
+    found = {c["check"]: c for c in rehearsal["checks"]}
+    assert {name: c["verdict"] for name, c in found.items()} == {
+        "batch split": "not checked", "static shapes": "ok", "XLA ops": "ok", "float64": "ok", "checkpoints": "not checked",
+        "TPUEstimator train": "failed", "TPUEstimator eval": "failed", "iterations_per_loop": "ok", "TPU program": "not checked",
+    }
+    assert found["batch split"]["detail"].startswith("TPUEstimator splits its train_batch_size 12 over the 16 replicas itself")
+    assert found["TPUEstimator train"]["detail"].endswith("train batch size 12 must be divisible by number of replicas 16")
+    assert found["TPUEstimator eval"]["detail"].endswith("eval batch size 12 must be divisible by number of replicas 16")
+
 
 def test_the_tpu_guides_custom_loop_with_a_lazily_built_adam_rehearses_under_keras_3(tmp_path: Path) -> None:
     # "Use TPUs", custom-loop section: Adam created in scope, built by its first apply_gradients inside strategy.run.

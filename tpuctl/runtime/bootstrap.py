@@ -123,10 +123,7 @@ def choose_keras(env: WorkerEnv, kind: str, own: Shape | None = None, script: st
 
     package, version = tf_version.find()
     if package is None:
-        raise TpuctlError(
-            f"TensorFlow is not installed for {sys.executable}",
-            hint="install tensorflow (or tensorflow-cpu) there, or pass --python an interpreter that has it",
-        )
+        raise no_tensorflow()
     if not tf_version.keras_3(version):
         if env.keras != "auto" and env.is_chief:
             say(f"--keras {env.keras} changes nothing here: tf.keras in {tf_version.shown(version)} is Keras 2 (Keras 3 came with 2.16)")
@@ -155,6 +152,21 @@ def choose_keras(env: WorkerEnv, kind: str, own: Shape | None = None, script: st
             say(f"{OWN_PS_TF_KERAS_NOTE} (the script {own.describe()})")
         else:
             say(PS_TF_KERAS_NOTE if kind == contract.PARAMETER_SERVER else TF_KERAS_NOTE)
+
+
+def no_tensorflow() -> TpuctlError:
+    return TpuctlError(
+        f"TensorFlow is not installed for {sys.executable}",
+        hint="install tensorflow (or tensorflow-cpu) there, or pass --python an interpreter that has it",
+    )
+
+
+def require_tensorflow() -> None:
+    """Every strategy but `none` has the worker import TensorFlow before the script runs (the strategy tpuctl builds,
+    or what it watches of the script's own): without it the worker would end in that import, with a traceback of
+    tpuctl's own. The launcher checks this first (tpuctl/launch/preflight.py) unless told --no-preflight."""
+    if importlib.util.find_spec("tensorflow") is None:
+        raise no_tensorflow()
 
 
 def script_builds_strategy(env: WorkerEnv, kind: str, script: str) -> Shape | None:
@@ -276,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             release_reserved_port()
             _choose_keras_alone(script)
         else:
+            require_tensorflow()
             from tpuctl.runtime import worker_env
 
             env = worker_env.current()

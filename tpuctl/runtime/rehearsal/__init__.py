@@ -7,7 +7,7 @@ stand-ins that answer at once: TPUClusterResolver (any address form, also
 shutdown_tpu_system, and TPUStrategy itself, which is a MirroredStrategy over as
 many virtual CPUs as the TPU has replicas (tpuctl.tpu.accelerators.replicas), its
 `extended` answering the host counts and `tpu_hardware_feature` as TPUStrategy's
-does (embedding.py: no embedding accelerator here). So the
+does on the rehearsed type of TPU (embedding.py). So the
 batch split, per-replica batches, steps_per_execution, dataset sharding and
 checkpoints run as they would on the TPU, and what a TPU would refuse is
 recorded on the way (tpuctl/runtime/rehearsal/checks.py) and written as JSON for
@@ -51,6 +51,7 @@ class Rehearsal:
         self.report_path = report_path
         self.checks = rehearsal_checks.Checks(self.replicas)
         self.strategy: Any = None
+        self.hardware_feature: Any = None  # the rehearsed TPU's embedding hardware, as TPUStrategy's extended says it
         self.estimator = rehearsal_estimator.install(self.checks, self.replicas, self.shape.hosts)
         self._samples: list[tuple[float, int]] = []
 
@@ -76,9 +77,21 @@ class Rehearsal:
             self._samples.append((time.monotonic(), count))
 
     def steps(self) -> tuple[int, float | None]:
-        """Train steps run, and CPU seconds per step between the first and the last observed step."""
-        if self.estimator.steps:  # a TPUEstimator's: counted by a session hook, not by a strategy
+        """Train steps run, and CPU seconds per step between the first and the last observed step.
+
+        A TPUEstimator's steps are counted by a session hook, the strategy's inside its
+        step: a script may run both (TensorFlow's TPUEstimator migration guide trains
+        with TPUEstimator, then with Keras under TPUStrategy), and the run's steps are
+        both counts; their seconds per step differ, so none is given for the two together.
+        """
+        strategy_steps, per_step = self._strategy_steps()
+        if not self.estimator.steps:
+            return strategy_steps, per_step
+        if not strategy_steps:
             return self.estimator.steps, self.estimator.seconds_per_step()
+        return self.estimator.steps + strategy_steps, None
+
+    def _strategy_steps(self) -> tuple[int, float | None]:
         self._sample()
         if not self._samples:
             return 0, None
@@ -138,8 +151,10 @@ def install(accelerator: str, report_path: str | None, simulate_devices: Callabl
     os.environ.setdefault("COLAB_TPU_ADDR", _ADDRESS)
     simulate_devices(rehearsal.replicas)
     rehearsal.checks.xla_available = rehearsal_checks.register_xla_kernels()
-    embedding.install(rehearsal.checks.embeddings)
     strategy_class = _strategy_class(rehearsal)
+    rehearsal.hardware_feature = embedding.install(
+        rehearsal.shape.generation, rehearsal.checks.embeddings, rehearsal.checks.tensorcore_embeddings, strategy_class
+    )
     resolver_class = _resolver_class(rehearsal)
     _patch(strategy_class, resolver_class, rehearsal)
     rehearsal.strategy = strategy_class()
@@ -212,7 +227,7 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
             super().__init__(devices=[f"/cpu:{i}" for i in range(replicas)])
             self.extended.num_hosts = 1
             self.extended.num_replicas_per_host = replicas
-            self.extended.tpu_hardware_feature = embedding.hardware_feature()
+            self.extended.tpu_hardware_feature = rehearsal.hardware_feature
             with self.scope():
                 # One count per replica per train step (the sampler reads the first), never synchronised during the step.
                 self.tpuctl_steps = tf.Variable(
@@ -225,13 +240,13 @@ def _strategy_class(rehearsal: Rehearsal) -> type:
                 )
 
         def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
-            checks.dataset(getattr(dataset, "element_spec", None), per_replica=False)
+            checks.dataset(dataset, per_replica=False)
             return super().experimental_distribute_dataset(dataset, options)
 
         def distribute_datasets_from_function(self, dataset_fn: Any, options: Any = None) -> Any:
             def each_pipeline(context: Any) -> Any:
                 dataset = dataset_fn(context)
-                checks.dataset(getattr(dataset, "element_spec", None), per_replica=True)
+                checks.dataset(dataset, per_replica=True)
                 return dataset
 
             return super().distribute_datasets_from_function(each_pipeline, options)

@@ -8,13 +8,18 @@ Each rule says what the TPU's own code path does (docs/rehearse.md has the table
 - strategy.reduce of per-replica values of different shapes is add_n outside the
   TPU program, which refuses them (Keras 3's fit and evaluate reduce their first
   batch so);
-- a batch dimension that is not static (`drop_remainder=False`) means a partial
-  last batch, which a TPU pads and compiles a second program for;
+- the batch is read as tf.distribute reads it to split it (the components' common
+  first dimension, or TensorFlow's own op where one is not static); a TPUEstimator's
+  is its train_batch_size, whatever layout its input_fn gives a batch;
+- a batch dimension that is not static (`drop_remainder=False`) in a dataset that
+  can end means a partial last batch, which a TPU pads and compiles a second
+  program for; one that never ends (`.repeat()`) has none;
 - every op of the replica step needs an XLA kernel, as a TPU compiles the step
   with XLA; without soft device placement it refuses the step, with it the op
   runs on the host. The op types are read from the traced graph and looked up
   in XLA's CPU registry, so nothing is compiled and the step still runs here;
-- float64 in the step: a TPU accepts it, with no 64-bit floating-point units;
+- float64 computed in the step: a TPU accepts it, with no 64-bit floating-point
+  units; float64 that XLA folds to a constant when it compiles (folding.py) is none;
 - strategy.run outside tf.function with a plain Python function: TPUStrategy refuses it.
 
 What a CPU cannot tell (speed, memory fit, TPU-only ops) is in docs/rehearse.md.
@@ -28,9 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.data.experimental.ops import distribute as data_distribute
 from tensorflow.python.distribute import tpu_strategy
 from tensorflow.python.framework import kernels
 
+from tpuctl.runtime.rehearsal import folding
 from tpuctl.runtime.rehearsal.embedding import SPARSE_EMBEDDING_OPS
 
 OK, WARNING, FAILED, NOT_CHECKED = "ok", "warning", "failed", "not checked"
@@ -87,7 +94,9 @@ def is_train_step(fn: Any) -> bool:
 class _Dataset:
     global_batch: int | None
     per_replica: int | None
-    static: bool
+    static: bool  # every component's batch dimension is static
+    endless: bool = False  # tf.data's cardinality is INFINITE: no last, partial batch
+    unreadable: tuple[int, ...] = ()  # static leading dimensions that disagree: tf.distribute reads no batch from them
 
 
 @dataclass
@@ -101,7 +110,9 @@ class Checks:
     hard_placement: bool = False  # a step traced without soft device placement
     unpadded: bool = False  # a strategy.run given RunOptions(experimental_enable_dynamic_batch_size=False)
     uneven_reduces: list[str] = field(default_factory=list)  # the shapes of per-replica values reduced together
-    embeddings: list[str] = field(default_factory=list)  # the TPU embedding APIs the script set up
+    embeddings: list[tuple[str, str]] = field(default_factory=list)  # TPU embedding APIs not rehearsed: (what, why)
+    tensorcore_embeddings: list[str] = field(default_factory=list)  # those that run in the step, as here (TPUEmbeddingV0)
+    estimator_batches: list[int] = field(default_factory=list)  # each TPUEstimator's train_batch_size
     xla_available: bool = True
     executions: set[int] = field(default_factory=set)  # steps_per_execution of each Keras 3 model compiled
     _scanned: set[str] = field(default_factory=set)
@@ -109,20 +120,29 @@ class Checks:
 
     # --- observations ------------------------------------------------------------------------
 
-    def dataset(self, element_spec: Any, *, per_replica: bool) -> None:
-        """A dataset handed to the strategy: its batch dimension, global or per replica."""
-        if element_spec is None:
+    def dataset(self, dataset: Any, *, per_replica: bool) -> None:
+        """A dataset handed to the strategy: its batch as tf.distribute reads it (global, or per replica), and whether
+        it can end in a partial batch."""
+        dims = _batch_dims(getattr(dataset, "element_spec", None))
+        if not dims:
             return
-        firsts = _batch_dims(element_spec)
-        if not firsts:
-            return
-        static = all(d is not None for d in firsts)
-        batch = firsts[0] if static else None
+        static = all(d is not None for d in dims)
+        unreadable = tuple(sorted({d for d in dims if d is not None})) if static and len(set(dims)) > 1 else ()
+        batch = None if unreadable else _batch_size(dataset, dims)
+        endless = _endless(dataset)
         if per_replica:
-            self.datasets.append(_Dataset(None if batch is None else batch * self.replicas, batch, static))
+            self.datasets.append(_Dataset(None if batch is None else batch * self.replicas, batch, static, endless, unreadable))
         else:
             split = None if batch is None or batch % self.replicas else batch // self.replicas
-            self.datasets.append(_Dataset(batch, split, static))
+            self.datasets.append(_Dataset(batch, split, static, endless, unreadable))
+
+    def estimator_dataset(self, dataset: Any) -> None:
+        """A dataset a TPUEstimator's input_fn returned: whether it can end in a partial batch. Its batch is not read
+        from it: TPUEstimator hands out its own (`params['batch_size']`, from train_batch_size: estimator_batches), and
+        an input_fn may lay a batch out as it likes (tensorflow/tpu's ResNet flattens its images, `transpose_input`)."""
+        dims = _batch_dims(getattr(dataset, "element_spec", None))
+        if dims:
+            self.datasets.append(_Dataset(None, None, all(d is not None for d in dims), _endless(dataset)))
 
     def steps_per_execution(self, steps: int) -> None:
         self.executions.add(steps)
@@ -186,15 +206,18 @@ class Checks:
         result = call()
         self.traced_steps += 1
         added = graph.get_operations()[ops_before:]
+        constants = folding.folded_ops(added)  # float64 there is a number in the compiled program, not work on the TPU
         for op in added:
             self.op_types.add(op.type)
-            if any(t.dtype == tf.float64 for t in op.outputs):
+            if op not in constants and any(t.dtype == tf.float64 for t in op.outputs):
                 self.float64_ops.append(op.type)
         for name in set(functions) - functions_before:
             definition = _definition(functions[name])
-            for node in () if definition is None else definition.node_def:
+            nodes = () if definition is None else definition.node_def
+            folded = folding.folded_nodes(nodes)
+            for node in nodes:
                 self.op_types.add(node.op)
-                if any(a.type == _DT_DOUBLE or _DT_DOUBLE in a.list.type for a in node.attr.values()):
+                if node.name not in folded and any(a.type == _DT_DOUBLE or _DT_DOUBLE in a.list.type for a in node.attr.values()):
                     self.float64_ops.append(node.op)
         self.op_types -= set(functions)  # calls of the step's own functions, by name
         return result
@@ -203,15 +226,21 @@ class Checks:
 
     @property
     def global_batch(self) -> int | None:
-        return self.datasets[0].global_batch if self.datasets else None
+        """The run's global batch: a TPUEstimator's train_batch_size, else the first dataset's batch tf.distribute read."""
+        if self.estimator_batches:
+            return self.estimator_batches[0]
+        return next((d.global_batch for d in self.datasets if d.global_batch is not None), None)
 
     @property
     def per_replica_batch(self) -> int | None:
-        return self.datasets[0].per_replica if self.datasets else None
+        if self.estimator_batches:  # TPUEstimator's params['batch_size'] in model_fn on the TPU: train_batch_size // shards
+            batch = self.estimator_batches[0]
+            return None if batch % self.replicas else batch // self.replicas
+        return next((d.per_replica for d in self.datasets if d.global_batch is not None), None)
 
     def verdicts(self, *, multi_host: bool, model_dir: str | None) -> list[dict[str, str]]:
         found = [self._batch_split(), self._static_batch(), self._xla_ops(), self._float64()]
-        if self.embeddings:
+        if self.embeddings or self.tensorcore_embeddings:
             found.append(self._embeddings())
         if self.uneven_reduces:
             found.append(
@@ -242,7 +271,17 @@ class Checks:
     def _batch_split(self) -> dict[str, str]:
         name = "batch split"
         sizes = [d.global_batch for d in self.datasets if d.global_batch is not None]
+        if not sizes and self.estimator_batches:
+            return self._estimator_split(name)
         if not sizes:
+            unreadable = next((d.unreadable for d in self.datasets if d.unreadable), ())
+            if unreadable:
+                return verdict(
+                    name,
+                    NOT_CHECKED,
+                    f"the dataset's components have first dimensions {_listed([str(d) for d in unreadable])}: tf.distribute "
+                    "reads no one batch from them (it splits each component along its own first dimension)",
+                )
             return verdict(name, NOT_CHECKED, "no dataset with a static batch size reached the strategy")
         uneven = sorted({b for b in sizes if b % self.replicas})
         if uneven and self.unpadded:
@@ -265,11 +304,22 @@ class Checks:
         shown = ", ".join(f"{b} = {self.replicas} x {b // self.replicas}" for b in sorted(set(sizes)))
         return verdict(name, OK, f"global batch {shown} per replica")
 
+    def _estimator_split(self, name: str) -> dict[str, str]:
+        """TPUEstimator splits its train_batch_size over the shards itself, and refuses a size that does not divide."""
+        batch = self.estimator_batches[0]
+        if batch % self.replicas:
+            return verdict(
+                name,
+                NOT_CHECKED,
+                f"TPUEstimator splits its train_batch_size {batch} over the {self.replicas} replicas itself: see the TPUEstimator train check",
+            )
+        return verdict(name, OK, f"global batch {batch} = {self.replicas} x {batch // self.replicas} per replica (TPUEstimator's train_batch_size)")
+
     def _static_batch(self) -> dict[str, str]:
         name = "static shapes"
         if not self.datasets:
             return verdict(name, NOT_CHECKED, "no dataset reached the strategy")
-        dynamic = sum(1 for d in self.datasets if not d.static)
+        dynamic = sum(1 for d in self.datasets if not d.static and not d.endless)
         if dynamic:
             return verdict(
                 name,
@@ -277,7 +327,14 @@ class Checks:
                 f"{dynamic} dataset(s) can end in a partial batch (batch dimension None): a TPU pads it and compiles "
                 "another program; batch with drop_remainder=True",
             )
-        return verdict(name, OK, "every batch has a static size (drop_remainder=True)")
+        if all(d.static for d in self.datasets):
+            return verdict(name, OK, "every batch has a static size (drop_remainder=True)")
+        return verdict(
+            name,
+            OK,
+            "no dataset ends in a partial batch: those without a static batch size never end (tf.data cardinality INFINITE, "
+            "as after .repeat()), so every batch has the same size",
+        )
 
     def _xla_ops(self) -> dict[str, str]:
         name = "XLA ops"
@@ -319,15 +376,18 @@ class Checks:
         return verdict(name, OK, "no float64 in the step")
 
     def _embeddings(self) -> dict[str, str]:
-        kinds = ", ".join(sorted(set(self.embeddings)))
+        name = "TPU embeddings"
+        if not self.embeddings:
+            return verdict(
+                name,
+                OK,
+                f"{self.tensorcore_embeddings[0]}: its lookups run in the step on the TensorCores, from tables on every replica, "
+                "as on the TPU: rehearsed, and in the XLA ops check",
+            )
+        what, why = self.embeddings[0]
         left_out = sorted(self.op_types & SPARSE_EMBEDDING_OPS)
         ops = f"; their sparse CPU ops ({_listed(left_out)}) were left out of the XLA check" if left_out else ""
-        return verdict(
-            "TPU embeddings",
-            NOT_CHECKED,
-            f"{kinds}: a TPU looks up and updates these tables on its embedding hardware, outside the XLA program; "
-            f"the rehearsal has none, so that path was not rehearsed{ops}",
-        )
+        return verdict(name, NOT_CHECKED, f"{what}: {why}; that path was not rehearsed{ops}")
 
     @staticmethod
     def _checkpoints(model_dir: str | None) -> dict[str, str]:
@@ -346,13 +406,40 @@ def _batch_dims(element_spec: Any) -> list[int | None]:
     dimensions are Dimension objects, not ints: dimension_value reads both.
     """
     dims: list[int | None] = []
-    for spec in tf.nest.flatten(element_spec):
+    for spec in tf.nest.flatten(element_spec) if element_spec is not None else ():
         shape = getattr(spec, "shape", None)
         if shape is None or shape.rank is None:
             dims.append(None)
         elif shape.rank > 0:
             dims.append(tf.compat.dimension_value(shape[0]))
     return dims
+
+
+def _batch_size(dataset: Any, dims: list[int | None]) -> int | None:
+    """The batch as tf.distribute reads it to split it over the replicas (input_lib.py, `_make_rebatch_fn`, with
+    `compute_batch_size` of tensorflow/python/data/experimental/ops/distribute.py): the components' first dimension
+    where all are static and agree; where one is not static, TensorFlow's own op, which finds the size of the
+    pipeline's batch transformation (-1 where it cannot: unknown). Eager only: a graph's op would need a session."""
+    if all(d is not None for d in dims):
+        return dims[0]
+    if not tf.executing_eagerly():
+        return None
+    try:
+        found = int(data_distribute.compute_batch_size(dataset))
+    except Exception:  # noqa: BLE001 - TensorFlow could not read this pipeline: the batch stays unknown, as it says -1
+        return None
+    return found if found > 0 else None
+
+
+def _endless(dataset: Any) -> bool:
+    """tf.data's cardinality is INFINITE (a `.repeat()` with no count, before or after `.batch()`): the dataset never
+    ends, so it has no last, partial batch. Eager only, as above."""
+    if not tf.executing_eagerly():
+        return False
+    try:
+        return bool(int(dataset.cardinality()) == tf.data.INFINITE_CARDINALITY)
+    except Exception:  # noqa: BLE001 - not a tf.data.Dataset, or one TensorFlow cannot size: it may end
+        return False
 
 
 def _definition(function: Any) -> Any:

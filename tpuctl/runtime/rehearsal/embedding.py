@@ -1,30 +1,47 @@
-"""TPU embeddings under `--rehearse`: what the rehearsal can say about them, and where it stops.
+"""TPU embeddings under `--rehearse`: the path a TPU of the rehearsed type takes, where it runs here, and where it stops.
 
-A TPU runs embedding lookups and their updates on its embedding hardware, outside
-the XLA program of the step (tensorflow/python/tpu/tpu_embedding_v2.py: `enqueue`
-sends the host's sparse features to it, `dequeue` receives activations inside the
-step, `apply_gradients` sends gradients back). A CPU has no such hardware, and
-the rehearsal has no stand-in for it:
+TensorFlow has one mid-level API per kind of TPU embedding hardware, and layers
+pick theirs by `strategy.extended.tpu_hardware_feature.embedding_feature`
+(tensorflow-recommenders' tfrs/layers/embedding/tpu_embedding_layer.py, keras-rs'
+DistributedEmbedding): UNSUPPORTED, no embedding accelerator, builds
+TPUEmbeddingV0 (tensorflow/python/tpu/tpu_embedding_v1.py), whose lookups are
+gathers from tables replicated on every replica, inside the step on the
+TensorCores; V1 builds TPUEmbedding (tpu_embedding_v2.py: `enqueue` sends the
+host's ids to the embedding hardware, `dequeue` receives activations inside the
+step, `apply_gradients` sends gradients back) and V2 TPUEmbeddingV2
+(tpu_embedding_v3.py, on SparseCores). So the rehearsal's strategy answers what a
+TPU of the rehearsed type answers, where a source says it:
 
-- TensorFlow's TPUEmbedding built under the rehearsal's strategy is in its CPU
-  mode (it checks for the real TPUStrategy class), where enqueue, dequeue and
-  apply_gradients raise TensorFlow's RuntimeError "... not created under a
-  TPUStrategy". The rehearsal stops there instead, in one line that says why.
-- TPUEstimator given an EmbeddingConfigSpec runs its embedding columns on the
-  CPU (use_tpu=False, as every TPUEstimator rehearsal does): sparse lookups and
-  sparse optimizer updates, whose ops have no XLA kernel. On a TPU those ops are
-  not in the XLA program, so the op check leaves them out and says so.
-- Layers that read `strategy.extended.tpu_hardware_feature` to pick their path
-  (tensorflow-recommenders' and keras-rs' TPU embedding layers) read that this
-  machine has no embedding accelerator: they take their path for a TPU without one.
+- v5e (v5litepod) has no embedding accelerator: "Each v5e chip contains one
+  TensorCore" (https://cloud.google.com/tpu/docs/v5e), no SparseCore in its
+  specifications, and v5e is not in OpenXLA's table of TPUs with SparseCores
+  (https://openxla.org/xla/sparsecore: v4, v5p, Trillium). It answers
+  UNSUPPORTED, and TPUEmbeddingV0 runs here for real: that path is all XLA ops
+  in the step, checked as any other step.
+- v4, v5p and v6e have SparseCores (OpenXLA's table: 4, 4 and 2 per chip; for v5p
+  also https://cloud.google.com/tpu/docs/v5p, "Number of SparseCores per chip: 4"):
+  whichever path a layer picks there runs on them, which this CPU has no stand-in
+  for. Reading the feature stops the rehearsal in one line that says so.
+- v2 and v3: no source tpuctl knows says which embedding feature they report; the
+  same one-line stop, saying that instead.
+
+Whatever a script builds itself: TPUEmbedding under the rehearsal's strategy is in
+TensorFlow's CPU mode (it checks for the real TPUStrategy class), so its TPU calls
+would raise TensorFlow's "not created under a TPUStrategy"; TPUEmbeddingV2 would
+refuse to be built at all. The rehearsal stops there instead, in one line. A
+TPUEstimator given an EmbeddingConfigSpec runs its embedding columns on the CPU
+(estimator.py), whose sparse ops a TPU runs on its embedding hardware, not in XLA.
 """
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
+import tensorflow as tf
 from tensorflow.core.protobuf.tpu import topology_pb2
-from tensorflow.python.tpu import tpu_embedding_v2, tpu_hardware_feature
+from tensorflow.python.distribute import tpu_strategy
+from tensorflow.python.tpu import tpu_embedding_v1, tpu_embedding_v2, tpu_hardware_feature
 
 from tpuctl.inputs.errors import FAILED, TpuctlError
 
@@ -42,36 +59,121 @@ SPARSE_EMBEDDING_OPS = frozenset(
         "ResourceSparseApplyGradientDescent", "ResourceSparseApplyMomentum",
     }
 )  # fmt: skip
+# What a TPU's embedding APIs do (and a TPUEstimator's EmbeddingConfigSpec), which the rehearsal cannot run.
+ON_THE_HARDWARE = "a TPU looks up and updates these tables on its embedding hardware, outside the XLA program; the rehearsal has none"
+V0 = "TPUEmbeddingV0"
+_NO_ACCELERATOR = frozenset({"v5litepod"})  # sources in the module's docstring
+_SPARSECORES = {"v4": 4, "v5p": 4, "v6e": 2}  # per chip
 _TPU_ONLY = ("enqueue", "dequeue", "apply_gradients")
 
 
-def hardware_feature() -> Any:
-    """What the rehearsal's strategy answers for `extended.tpu_hardware_feature`: no embedding accelerator here."""
-    proto = topology_pb2.TPUHardwareFeature(embedding_feature=topology_pb2.TPUHardwareFeature.EmbeddingFeature.UNSUPPORTED)
-    return tpu_hardware_feature.HardwareFeature(proto)
+def _answer(generation: str) -> str | None:
+    """Why the rehearsal cannot answer `embedding_feature` as a TPU of this generation would; None where it can."""
+    if generation in _NO_ACCELERATOR:
+        return None
+    if generation in _SPARSECORES:
+        return (
+            f"a {generation} TPU looks up and updates embedding tables on its SparseCores ({_SPARSECORES[generation]} per chip), "
+            "outside the XLA program: whichever embedding API a layer picks from this answer runs there, and this CPU has no stand-in for them"
+        )
+    return f"tpuctl knows no source that says which embedding feature a {generation} TPU reports, so it cannot answer as that TPU would"
 
 
-def install(seen: list[str]) -> None:
-    """Note each TPUEmbedding the script builds in `seen`; stop at the first call that needs the embedding hardware."""
-    cls: Any = tpu_embedding_v2.TPUEmbedding
+def _needs_hardware(generation: str) -> str:
+    """Why an API that works embedding hardware (TPUEmbedding's calls, TPUEmbeddingV2) is not rehearsed here."""
+    if generation in _NO_ACCELERATOR:
+        return f"a {generation} TPU has no embedding accelerator, which it needs (TPUEmbeddingV0 is TensorFlow's API for such a TPU)"
+    return ON_THE_HARDWARE
+
+
+class _Feature(tpu_hardware_feature.HardwareFeature):  # type: ignore[misc]
+    """TPUStrategy's `extended.tpu_hardware_feature` for the rehearsed generation.
+
+    Where that TPU has no embedding accelerator it answers as TensorFlow does for one
+    (UNSUPPORTED, no embedding devices); elsewhere reading it stops the rehearsal: what
+    a layer builds from the answer needs hardware this CPU does not have.
+    """
+
+    def __init__(self, generation: str, not_rehearsed: list[tuple[str, str]]) -> None:
+        proto = topology_pb2.TPUHardwareFeature(embedding_feature=topology_pb2.TPUHardwareFeature.EmbeddingFeature.UNSUPPORTED)
+        super().__init__(proto)
+        self._why_not = _answer(generation)
+        self._not_rehearsed = not_rehearsed
+
+    @property
+    def embedding_feature(self) -> Any:
+        self._answerable("strategy.extended.tpu_hardware_feature.embedding_feature")
+        return super().embedding_feature
+
+    @property
+    def num_embedding_devices_per_chip(self) -> int:
+        self._answerable("strategy.extended.tpu_hardware_feature.num_embedding_devices_per_chip")
+        found: int = super().num_embedding_devices_per_chip
+        return found
+
+    def _answerable(self, read: str) -> None:
+        if self._why_not is not None:
+            _stop(self._not_rehearsed, read, self._why_not)
+
+
+def install(generation: str, not_rehearsed: list[tuple[str, str]], tensorcore: list[str], strategy_class: type) -> Any:
+    """Put the embedding path of the rehearsed generation in place; return its `tpu_hardware_feature` for the strategy.
+
+    `not_rehearsed` gets (what, why) for each embedding API the rehearsal cannot run,
+    `tensorcore` each TPUEmbeddingV0 built (a path that runs here, in the step).
+    """
+    _tensorcore_lookups(strategy_class, tensorcore)
+    _stop_on_the_hardware(_needs_hardware(generation), not_rehearsed)
+    return _Feature(generation, not_rehearsed)
+
+
+def _tensorcore_lookups(strategy_class: type, tensorcore: list[str]) -> None:
+    """TPUEmbeddingV0 accepts the rehearsal's strategy as the TPUStrategy it stands for.
+
+    Its constructor checks for TensorFlow's own TPUStrategy classes, and only there
+    (tpu_embedding_v1.py); the rest is variables made in the strategy's scope and
+    gathers in the step, which run here as on the TensorCores.
+    """
+    tpu_embedding_v1.tpu_strategy = types.SimpleNamespace(TPUStrategy=strategy_class, TPUStrategyV2=tpu_strategy.TPUStrategyV2)
+    cls: Any = tpu_embedding_v1.TPUEmbeddingV0
     original_init = cls.__init__
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
-        seen.append("tf.tpu.experimental.embedding.TPUEmbedding")
+        tensorcore.append(V0)
 
     cls.__init__ = __init__
+
+
+def _stop_on_the_hardware(why: str, not_rehearsed: list[tuple[str, str]]) -> None:
+    """TPUEmbedding is noted when built and stops at its first call that works the embedding hardware;
+    TPUEmbeddingV2, which refuses any strategy but TPUStrategy's, stops when built."""
+    v1: Any = tpu_embedding_v2.TPUEmbedding
+    original_init = v1.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        not_rehearsed.append(("tf.tpu.experimental.embedding.TPUEmbedding", why))
+
+    v1.__init__ = __init__
     for method in _TPU_ONLY:
-        setattr(cls, method, _stop(method))
+        setattr(v1, method, _stopping(not_rehearsed, f"TPUEmbedding.{method}()", why))
+    v2: Any = getattr(tf.tpu.experimental.embedding, "TPUEmbeddingV2", None)  # TensorFlow 2.16 and later
+    if v2 is not None:
+        v2.__init__ = _stopping(not_rehearsed, "tf.tpu.experimental.embedding.TPUEmbeddingV2", why)
 
 
-def _stop(method: str) -> Any:
+def _stopping(not_rehearsed: list[tuple[str, str]], what: str, why: str) -> Any:
     def stop(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise TpuctlError(
-            f"--rehearse does not rehearse TPU embeddings: TPUEmbedding.{method}() works the TPU's embedding hardware, "
-            "which this CPU rehearsal has no stand-in for",
-            hint="the report lists what was checked before this call; the embedding path itself needs a TPU",
-            exit_code=FAILED,
-        )
+        _stop(not_rehearsed, what, why)
 
     return stop
+
+
+def _stop(not_rehearsed: list[tuple[str, str]], what: str, why: str) -> None:
+    not_rehearsed.append((what, why))
+    raise TpuctlError(
+        f"--rehearse does not rehearse TPU embeddings: {what}: {why}",
+        hint="the report lists what was checked before this call; the embedding path itself needs a TPU",
+        exit_code=FAILED,
+    )

@@ -40,6 +40,7 @@ from tensorflow.python.util import tf_decorator
 
 from tpuctl.runtime import after_import
 from tpuctl.runtime.rehearsal import checks as rehearsal_checks
+from tpuctl.runtime.rehearsal import embedding
 from tpuctl.runtime.rehearsal.checks import FAILED, NOT_CHECKED, OK, verdict
 
 MODULE = "tensorflow_estimator.python.estimator.tpu.tpu_estimator"
@@ -56,7 +57,7 @@ class Observed:
     cpu_only: int = 0  # constructed with use_tpu=False by the script itself
     iterations: set[str] = field(default_factory=set)  # iterations_per_loop as given: 10, or '30s'
     modes: dict[str, dict[str, str]] = field(default_factory=dict)  # one verdict per mode validated
-    global_batches: list[int] = field(default_factory=list)  # train_batch_size of each estimator
+    global_batches: list[int] = field(default_factory=list)  # train_batch_size of each estimator (the checks' estimator_batches)
     cross_replica_sums: int = 0
     steps: int = 0
     first_step_at: float | None = None
@@ -109,7 +110,7 @@ class Observed:
 
 def install(checks: rehearsal_checks.Checks, replicas: int, hosts: int) -> Observed:
     """Watch for tensorflow-estimator's TPUEstimator; the returned record fills as the script uses it."""
-    observed = Observed(replicas, hosts)
+    observed = Observed(replicas, hosts, global_batches=checks.estimator_batches)
     after_import.when_imported(MODULE, functools.partial(_patch, checks, observed))
     return observed
 
@@ -165,7 +166,7 @@ def _run_on_cpu(estimator: Any, tpu_context: Any, checks: rehearsal_checks.Check
         if on_tpu._train_batch_size:
             observed.global_batches.append(int(on_tpu._train_batch_size))
         if on_tpu._embedding_config_spec is not None:
-            checks.embeddings.append("TPUEstimator's EmbeddingConfigSpec")
+            checks.embeddings.append(("TPUEstimator's EmbeddingConfigSpec", embedding.ON_THE_HARDWARE))
 
     def _call_input_fn(self: Any, input_fn: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
         on_tpu = getattr(self, "_tpuctl_on_tpu", None)
@@ -173,7 +174,7 @@ def _run_on_cpu(estimator: Any, tpu_context: Any, checks: rehearsal_checks.Check
             observed.modes[mode] = _validate(on_tpu, mode, observed.replicas)
         given = original_input(self, input_fn, mode, *args, **kwargs)
         if mode != "infer":  # TPUEstimator pads a partial predict batch itself
-            checks.dataset(getattr(given, "element_spec", None), per_replica=False)
+            checks.estimator_dataset(given)
         return given
 
     def train(self: Any, *args: Any, **kwargs: Any) -> Any:

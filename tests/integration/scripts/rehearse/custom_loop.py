@@ -4,10 +4,13 @@ distribute_datasets_from_function, strategy.run inside tf.function, strategy.red
 With --defect (repeatable) it carries things a TPU refuses or runs poorly, for the rehearsal to find:
   uneven-batch   a global batch that does not split across the replicas (padded; refused with
                  --no-dynamic-batch, which turns the padder off in RunOptions)
-  partial-batch  batches without drop_remainder (a second program)
+  partial-batch  a dataset that ends, batched without drop_remainder (a partial last batch: a second program)
+  endless-batch  .repeat().batch() without drop_remainder: the dataset never ends, no partial batch
   host-op        a tf.numpy_function inside the step (no XLA kernel: refused, or on the host with
                  --soft-placement, which calls tf.config.set_soft_device_placement(True))
   float64        the loss computed in float64 (slow)
+  folded-float64 a scale worked out in float64 from the features' static size and a NumPy constant (folded
+                 to a constant when XLA compiles the step: no float64 on the TPU)
   eager-step     strategy.run called without tf.function (refused)
 With --print-feeds it prints one JSON line: whether tf.data autotunes its own pipeline and each
 replica's feed (TensorFlow's internals: the distributed iterator's per-device iterators).
@@ -17,10 +20,12 @@ import argparse
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--defect", choices=["none", "uneven-batch", "partial-batch", "host-op", "float64", "eager-step"], action="append", default=[])
+DEFECTS = ["none", "uneven-batch", "partial-batch", "endless-batch", "host-op", "float64", "folded-float64", "eager-step"]
+parser.add_argument("--defect", choices=DEFECTS, action="append", default=[])
 parser.add_argument("--soft-placement", action="store_true")
 parser.add_argument("--no-dynamic-batch", action="store_true")
 parser.add_argument("--steps", type=int, default=6)
@@ -46,9 +51,12 @@ def dataset_fn(input_context):
     batch = input_context.get_per_replica_batch_size(global_batch) if "uneven-batch" not in args.defect else global_batch
     x = tf.random.stateless_normal((1000, 8), seed=(1, 2))
     y = tf.cast(tf.reduce_sum(x, axis=1) > 0, tf.int32)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if "partial-batch" not in args.defect:
+        dataset = dataset.repeat()
     dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    return dataset.batch(batch, drop_remainder="partial-batch" not in args.defect).prefetch(2)
+    drop_remainder = not {"partial-batch", "endless-batch"} & set(args.defect)
+    return dataset.batch(batch, drop_remainder=drop_remainder).prefetch(2)
 
 
 with strategy.scope():
@@ -71,6 +79,9 @@ def train_step(iterator):
             loss = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
             if "float64" in args.defect:
                 loss = tf.cast(tf.cast(loss, tf.float64) * 1.0, tf.float32)
+            if "folded-float64" in args.defect:
+                scale = tf.math.rsqrt(tf.cast(tf.shape(x)[1], tf.float64)) * np.sqrt(8.0)
+                loss = loss * tf.cast(scale, tf.float32)
             loss = tf.nn.compute_average_loss(loss, global_batch_size=global_batch)
         if "host-op" in args.defect:
             tf.numpy_function(lambda value: print("host sees loss", value) or value, [loss], tf.float32)

@@ -1,7 +1,6 @@
 """TPU embeddings as the TPUEmbedding API documentation (tf.tpu.experimental.embedding.TPUEmbedding) writes a
 training loop: feature and table configs, the object built in the strategy's scope, a dataset distributed with
-experimental_fetch_to_device=False, enqueue before strategy.run, dequeue and apply_gradients inside it.
-First it prints what a layer that picks its embedding path reads: strategy.extended.tpu_hardware_feature."""
+experimental_fetch_to_device=False, enqueue before strategy.run, dequeue and apply_gradients inside it."""
 
 import json
 
@@ -11,8 +10,6 @@ resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="")
 tf.config.experimental_connect_to_cluster(resolver)
 tf.tpu.experimental.initialize_tpu_system(resolver)
 strategy = tf.distribute.TPUStrategy(resolver)
-feature = strategy.extended.tpu_hardware_feature.embedding_feature
-print(json.dumps({"script": "tpu_embedding", "embedding_feature": feature.value}), flush=True)
 
 table_config_one = tf.tpu.experimental.embedding.TableConfig(vocabulary_size=64, dim=8, name="table_one")
 table_config_two = tf.tpu.experimental.embedding.TableConfig(vocabulary_size=32, dim=4, name="table_two")
