@@ -219,6 +219,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
+        if self.server.standin.keeps_silent(self.command, self.path):
+            return  # read, never answered: the connection closes when the stand-in stops
         status, payload = self.server.standin._respond(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
         data = encode(payload)
         self.send_response(status)
@@ -263,6 +265,9 @@ class GoogleStandin:
         # Called with (method, path) as each API request arrives, before it is served: a test's hook (a signal sent to
         # the client while its request is in flight, tests/integration/test_signals_cloud.py).
         self.on_request: Callable[[str, str], None] | None = None
+        self.silent_prefixes: tuple[str, ...] = ()  # requests to these paths are read and never answered (silence())
+        self.first_silent_at: float | None = None  # time.monotonic() when the first of them arrived
+        self._stopping = threading.Event()
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -275,6 +280,7 @@ class GoogleStandin:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # the silent requests' threads end
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -295,6 +301,21 @@ class GoogleStandin:
         return f"http://{host!s}:{port}"
 
     # --- test-facing helpers ---------------------------------------------------------------------
+
+    def silence(self, *prefixes: str) -> None:
+        """Requests whose path starts with one of `prefixes` (every API path but the token endpoint's when none is
+        given) are accepted and read, and never answered: an endpoint that hangs rather than refuses."""
+        self.silent_prefixes = prefixes or ("/v", "/storage/")
+
+    def keeps_silent(self, method: str, target: str) -> bool:
+        """Whether this request is one silence() holds: it is counted (status 0), then held until the stand-in stops."""
+        if not self.silent_prefixes or not urlsplit(target).path.startswith(self.silent_prefixes):
+            return False
+        with self._lock:
+            self._requests.append((method, target, 0))
+            self.first_silent_at = self.first_silent_at or time.monotonic()
+        self._stopping.wait()
+        return True
 
     @property
     def zones(self) -> list[str]:

@@ -42,6 +42,7 @@ OPERATION_METADATA = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
 NODE_TYPE = "type.googleapis.com/google.cloud.tpu.v2.Node"
 EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
 
+LOCATIONS_PAGE_SIZE = 50  # the stand-in's choice: under the catalogue's 9 zones, one page; a project of 250, five
 NODE_ID = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}\Z")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}\Z")
@@ -188,8 +189,10 @@ class TpuService:
     # --- locations and catalogue --------------------------------------------------------------
 
     def list_locations(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
+        """Pages of LOCATIONS_PAGE_SIZE when the client names no pageSize: Google's List methods choose a default page
+        size of their own (AIP-158), so a client that reads one page and stops sees part of the project's zones."""
         items = [{"name": f"projects/{self.host.project}/locations/{z}", "locationId": z} for z in self.zones]
-        return page(items, "locations", query)
+        return page(items, "locations", query if query.get("pageSize") else {**query, "pageSize": str(LOCATIONS_PAGE_SIZE)})
 
     def get_location(self, params: dict[str, str], query: dict[str, str], body: JSON) -> JSON:
         return {"name": self.parent(params["z"]), "locationId": params["z"]}

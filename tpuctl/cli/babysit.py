@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cli.cloud_options import project_options_each_call, resolve, tpu_api, zone_option
 from tpuctl.cli.display import StatusLine
 from tpuctl.cloud.babysit import DEFAULT_MAX_RECREATES
 from tpuctl.cloud.capacity.recovery import DEFAULTS
@@ -33,7 +33,7 @@ def _note(message: str) -> None:
 @click.command("babysit")
 @click.argument("name")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@project_options
+@project_options_each_call
 @zone_option
 @click.option(
     "--zones",

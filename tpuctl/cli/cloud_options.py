@@ -16,7 +16,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def project_options(fn: F) -> F:
-    """--project plus the two ways to give credentials other than Application Default Credentials."""
+    """--project, the two ways to give credentials other than Application Default Credentials, and --api-timeout."""
+    return _project_options(_api_timeout_option(fn))
+
+
+def project_options_each_call(fn: F) -> F:
+    """project_options for a command that runs for days (babysit): --api-timeout bounds each call, not all together."""
+    return _project_options(_api_timeout_option(fn, each_call=True))
+
+
+def _project_options(fn: F) -> F:
     fn = click.option(
         "--access-token-file",
         metavar="FILE",
@@ -28,6 +37,27 @@ def project_options(fn: F) -> F:
         help="Service-account or authorized-user JSON file instead of ADC [env TPUCTL_CREDENTIALS].",
     )(fn)
     return click.option("--project", metavar="ID", help="Google Cloud project [env TPUCTL_PROJECT].")(fn)
+
+
+def _api_timeout_option(fn: F, *, each_call: bool = False) -> F:
+    """--api-timeout: the command's deadline for Google API requests that go unanswered (tpuctl/cloud/retry.py), all of
+    them together; `each_call`, for a command that runs for days (babysit): each call's own."""
+    whose = "each request's own" if each_call else "all of this command's together"
+    return click.option(
+        "--api-timeout",
+        metavar="SECONDS",
+        expose_value=False,
+        callback=lambda ctx, param, value: api_deadline(ctx, value, each_call=each_call),
+        help=f"Give up after SECONDS of Google API requests left unanswered, retries included ({whose}) [env TPUCTL_API_TIMEOUT; default 60].",
+    )(fn)
+
+
+def api_deadline(ctx: click.Context, flag: str | None = None, *, each_call: bool = False) -> None:
+    """The api-timeout deadline (`flag`: --api-timeout's value, if the command has one), in force until it returns."""
+    from tpuctl.cloud import retry
+
+    seconds = float(settings.value_of("api-timeout", flag) or retry.DEFAULT_S)
+    ctx.with_resource(retry.limited(seconds, "--api-timeout" if flag else "api-timeout setting", each_call=each_call))
 
 
 def zone_option(fn: F) -> F:

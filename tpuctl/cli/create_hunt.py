@@ -8,7 +8,9 @@ of today's flags (`--zone`, `--spot`, `--preemptible`) is no hunt: node_ops keep
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -85,7 +87,9 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
 
     resolved = hunt_plan.resolved
     api = tpu_api(resolved)
-    found = offers(api, hunt_plan, _note)
+    began = time.monotonic()
+    with _listing_bound(hunt_plan.timeout_s):
+        found = offers(api, hunt_plan, _note)
     candidates, skipped = find_candidates(found, hunt_plan)
     if not candidates and skipped:
         raise all_short(skipped)
@@ -116,7 +120,7 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
     try:
         with StatusLine(f"creating {name}") as progress:
             done = hunt(api, base, candidates, progress, say=say, runtime_given=given, create_deadline_s=float(resolved.require("create-deadline")),
-                        timeout_s=hunt_plan.timeout_s, wait=not no_wait, before_create=price)  # fmt: skip
+                        timeout_s=hunt_plan.timeout_s, spent_s=time.monotonic() - began, wait=not no_wait, before_create=price)  # fmt: skip
     except TpuctlError as stopped:
         if as_json:
             tried = _tries(stopped.tried) if isinstance(stopped, HuntStopped) else []
@@ -124,6 +128,14 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
         raise
     settle()
     _report(done, found, listed.get("price"), no_wait, as_json, skipped)
+
+
+def _listing_bound(timeout_s: float | None) -> AbstractContextManager[object]:
+    """--hunt-timeout bounds the listing of the offers as well as the tries: every request of the listing ends by then.
+    Not the tries' requests: a try cut short at the bound still deletes what it left (lifecycle.attempt)."""
+    from tpuctl.cloud import retry
+
+    return nullcontext() if timeout_s is None else retry.limited(timeout_s, "--hunt-timeout", wall=True)
 
 
 def _tries(tried: list[Tried], done: Hunted | None = None) -> list[dict[str, object]]:

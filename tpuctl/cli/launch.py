@@ -12,6 +12,7 @@ import click
 from click.core import ParameterSource
 
 from tpuctl.cli import output_flags
+from tpuctl.cli.cloud_options import api_deadline
 from tpuctl.inputs.terminal import printable
 from tpuctl.launch import option_fields, script_flags
 from tpuctl.launch.execute import execute
@@ -107,6 +108,7 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
         if typed in output_flags.ALIASES:  # gcloud's --format json, kubectl's -o json; after SCRIPT they are the script's
             raise click.NoSuchOption(typed, f"No such option {typed!r}. Did you mean '--json'?", ctx=ctx)
         raise click.NoSuchOption(typed, possibilities=difflib.get_close_matches(typed, names, n=2, cutoff=0.75), ctx=ctx)
+    api_deadline(ctx, each_call=True)  # a run lasts hours: each Google API call gets the api-timeout setting's seconds
     reading = script_flags.read(ctx.meta.get("tpuctl.raw_args", []), script, names)
     if reading.note:
         click.echo(f"tpuctl: {printable(reading.note)}", err=True)

@@ -130,6 +130,8 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
         )
     if isinstance(exc, api.NotFound):
         return TpuctlError(f"cannot {where.action}: not found in {where.place()} ({message})", exit_code=FAILED)
+    if isinstance(exc, retry.NoAnswer):
+        return no_answer(exc, where)
     if isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)):
         return TpuctlError(
             f"cannot reach the Google API to {where.action}: {exc.__class__.__name__}",
@@ -140,6 +142,18 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
     status = f"{code} " if code else ""
     suffix = " after retries" if retry.is_transient(exc) else ""
     return TpuctlError(f"cannot {where.action} in {where.place()}: {status}{message}{suffix}", exit_code=FAILED)
+
+
+def no_answer(exc: retry.NoAnswer, where: Where) -> TpuctlError:
+    """The deadline of a command's API calls ran out: the endpoint named, and how to give it longer."""
+    return TpuctlError(f"{exc} while trying to {where.action} in {where.place()}", hint=no_answer_hint(exc), exit_code=FAILED)
+
+
+def no_answer_hint(exc: retry.NoAnswer) -> str:
+    longer = {"--hunt-timeout": "--hunt-timeout bounds the listing of the offers too", "--api-timeout": "allow longer with --api-timeout"}.get(
+        exc.why, "allow longer with the api-timeout setting (TPUCTL_API_TIMEOUT)"
+    )
+    return f"check the network and the endpoint settings (`tpuctl config show`); {longer}"
 
 
 def operation_failed(code: int, message: str, where: Where, *, creating: bool = False, repeated: bool = False) -> TpuctlError:

@@ -10,7 +10,7 @@ read for the generation its description names, however worded, and for its
 regions from serviceRegions; usageUnit must be "h", and the description's "chip"
 or "device" says whose hour it is (a v2/v3 device is one host), where it says
 neither the generation decides (`_unit`). Paging is bounded by pages, bytes and
-one deadline (DEADLINE_S, for every command), so a catalogue that is slow, pages
+one deadline (DEADLINE_S, for every command, within the command's own: cloud/retry.py), so a catalogue that is slow, pages
 forever, is huge or is not JSON ends in one line, and the table is used, marked
 as such, with that line as the reason. A pair with no SKU has no price.
 """
@@ -208,7 +208,7 @@ def read_catalogue(
     endpoint: str, bearer: Callable[[], str] | None, api_key: str | None, *, deadline_s: float = DEADLINE_S, max_page_bytes: int = MAX_PAGE_BYTES
 ) -> tuple[Rate, ...]:
     """Every TPU rate of both services; Unreadable with one line when the catalogue cannot be read in bounds."""
-    deadline = time.monotonic() + deadline_s
+    deadline = time.monotonic() + min(deadline_s, retry.left())  # within the command's deadline too (retry.py)
     rates: list[Rate] = []
     for service in sorted(set(list_prices.SERVICES.values())):
         token = ""
@@ -227,15 +227,24 @@ def read_catalogue(
 
 
 def _page_retried(endpoint: str, service: str, token: str, bearer: Callable[[], str] | None, api_key: str | None, deadline: float, cap: int) -> dict[str, Any]:
-    for attempt in range(ATTEMPTS - 1):
+    def once() -> dict[str, Any]:
+        began = time.monotonic()
         try:
             return _page(endpoint, service, token, bearer, api_key, deadline, cap)
+        except _Passing:
+            retry.spend(time.monotonic() - began)  # unanswered: the command's other calls have that much less time
+            raise
+
+    for attempt in range(ATTEMPTS - 1):
+        try:
+            return once()
         except _Passing:
             pause = retry.backoff(attempt)
             if time.monotonic() + pause >= deadline:
                 break
             time.sleep(pause)
-    return _page(endpoint, service, token, bearer, api_key, deadline, cap)
+            retry.spend(pause)
+    return once()
 
 
 def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | None, api_key: str | None, deadline: float, cap: int) -> dict[str, Any]:

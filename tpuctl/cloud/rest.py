@@ -14,8 +14,6 @@ from tpuctl.cloud import retry
 from tpuctl.cloud.api_errors import error_from_reply
 from tpuctl.cloud.credentials import Identity
 
-TIMEOUT_S = 60.0
-
 
 class RestApi:
     def __init__(self, identity: Identity, endpoint: str) -> None:
@@ -25,16 +23,16 @@ class RestApi:
         self.endpoint = endpoint.rstrip("/")
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One call, retried on transient failures."""
+        """One call, retried on transient failures within the command's deadline (tpuctl/cloud/retry.py)."""
         return retry.call(lambda: self._once(method, path, body))
 
     def call_once(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """One call, never repeated here: for a create whose lost reply may still have created something."""
-        return self._once(method, path, body)
+        return retry.call(lambda: self._once(method, path, body), attempts=1)
 
     def _once(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         url = f"{self.endpoint}/{path.lstrip('/')}"
-        response = self._session.request(method, url, json=body, timeout=TIMEOUT_S)
+        response = self._session.request(method, url, json=body, timeout=retry.timeout(retry.REQUEST_S, self.endpoint))
         if response.status_code >= 400:
             raise error_from_reply(response.status_code, response.content, method, url)
         if not response.content:

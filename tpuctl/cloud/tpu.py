@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 from tpuctl import __version__
+from tpuctl.cloud import retry
 from tpuctl.cloud.api_errors import Where, error_from_reply, guarded, names_location
 from tpuctl.cloud.node import JSON, Node, mapping
 from tpuctl.inputs.errors import FAILED, TpuctlError
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
     from tpuctl.cloud.credentials import Identity
 
-TIMEOUT_S = 60.0
 _CLIENT_IMPORT = threading.Lock()  # client_module's first import
 ALPHA = "v2alpha1"  # flex-start only: the one API version with a queued resource's provisioningModel and runDuration
 
@@ -160,6 +160,10 @@ class TpuApi:
 
     # Reads: stdlib HTTP, the API's JSON.
 
+    def _timeout(self) -> float:
+        """A request's timeout: retry.REQUEST_S, or what is left of the command's deadline (tpuctl/cloud/retry.py) if less."""
+        return retry.timeout(retry.REQUEST_S, self.endpoint)
+
     def _get(self, path: str, query: dict[str, str] | None = None, version: str = "v2") -> JSON:
         return self._call("GET", path, query, None, version)
 
@@ -167,9 +171,9 @@ class TpuApi:
         """One plain HTTP call to the TPU API (`version`: v2, or v2alpha1 for what only it has), its JSON reply."""
         connection: http.client.HTTPConnection
         if self._https:
-            connection = http.client.HTTPSConnection(self._host, self._port, timeout=TIMEOUT_S)
+            connection = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout())
         else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=TIMEOUT_S)
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout())
         target = f"{self._base}/{version}/{path}" + (f"?{urlencode(query)}" if query else "")
         headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json", "User-Agent": f"tpuctl/{__version__}"}
         payload = None if body is None else json.dumps(body).encode()
@@ -290,7 +294,7 @@ class TpuApi:
         """The TPU service agent's email; the call also creates the agent the first time."""
         request = client_module().GenerateServiceIdentityRequest(parent=self.parent(zone))
         where = self._where("generate the TPU service identity", zone, "tpu.locations.generateServiceIdentity")
-        reply = guarded(lambda: self._google().generate_service_identity(request=request, timeout=TIMEOUT_S), where)
+        reply = guarded(lambda: self._google().generate_service_identity(request=request, timeout=self._timeout()), where)
         return str(reply.identity.email)
 
     def create_node(self, zone: str, name: str, resource: JSON) -> str | None:
@@ -306,7 +310,7 @@ class TpuApi:
 
         def create() -> str | None:
             try:
-                return str(self._google().create_node(parent=self.parent(zone), node_id=name, node=node, timeout=TIMEOUT_S).operation.name)
+                return str(self._google().create_node(parent=self.parent(zone), node_id=name, node=node, timeout=self._timeout()).operation.name)
             except api.Conflict:
                 return None
 
@@ -354,7 +358,7 @@ class TpuApi:
             client = self._google()
             method = client.stop_node if verb == "stop" else client.start_node
             try:
-                return str(method(request={"name": self.node_path(zone, name)}, timeout=TIMEOUT_S).operation.name)
+                return str(method(request={"name": self.node_path(zone, name)}, timeout=self._timeout()).operation.name)
             except api.BadRequest:
                 if self._state_now(zone, name, where) in moving:
                     return None
@@ -383,7 +387,7 @@ class TpuApi:
                     self._call("POST", f"{self.parent(zone)}/queuedResources", {"queuedResourceId": resource_id}, resource, ALPHA)
                 else:
                     self._google().create_queued_resource(
-                        parent=self.parent(zone), queued_resource_id=resource_id, queued_resource=_v2_queued(resource), timeout=TIMEOUT_S
+                        parent=self.parent(zone), queued_resource_id=resource_id, queued_resource=_v2_queued(resource), timeout=self._timeout()
                     )
                 return True
             except api.Conflict:

@@ -114,6 +114,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zones", "zones a create hunts across, best first: all (or auto) or Z1,Z2,...", _zones),
     Setting("capacity", "capacity kinds a create tries, in your order, e.g. spot,on-demand", _capacity),
     Setting("create-deadline", "seconds one create may stay CREATING before it counts as a stockout", _check(_WHOLE_SECONDS, "1800"), "1800"),
+    # One request could always wait 60 s; now a whole command's requests that go unanswered share it (cloud/retry.py).
+    Setting("api-timeout", "seconds of unanswered Google API calls before a command gives up (babysit, launch: per call)", _check(_WHOLE_SECONDS, "60"), "60"),
     # No fixed default: it follows the lost node's kind (recovery.Recovery.default_for).
     Setting("recovery", "where babysit and launch --new-tpu recreate a lost node first: same-zone-first or elsewhere-first", _recovery),
     Setting("model-dir", "default bucket path for checkpoints and summaries", _check(_BUCKET_PATH, "gs://my-bucket/runs")),
@@ -166,8 +168,8 @@ def zones_of(text: str) -> list[str] | None:
         return None
     zones = [part.strip() for part in text.split(",")]
     bad = [zone for zone in zones if not _ZONE.match(zone)]
-    if bad or len(zones) > 200:
-        raise TpuctlError(f"--zones: {inputs.shown((bad or zones)[0])} is not a zone", hint="e.g. --zones all, or --zones us-central2-b,us-east5-a")
+    if bad:  # whether each is one of the project's is the TPU API's listing to say (capacity/gather.py)
+        raise TpuctlError(f"--zones: {inputs.shown(bad[0])} is not a zone", hint="e.g. --zones all, or --zones us-central2-b,us-east5-a")
     return list(dict.fromkeys(zones))
 
 
@@ -232,10 +234,7 @@ def file_values(path: Path) -> dict[str, object]:
 def resolve(flags: Mapping[str, str | None] | None = None) -> Settings:
     """Every setting from the highest layer that has it, each value checked and named by its layer."""
     flags = flags or {}
-    layers: list[tuple[str, Mapping[str, object]]] = []
-    # config_files() is lowest first: user file, then ./tpuctl.toml.
-    for path in reversed(config.config_files()):
-        layers.append((str(path), file_values(path)))
+    layers = _layers()
     values: dict[str, Value] = {}
     for setting in SETTINGS:
         values[setting.key] = _pick(setting, flags, layers)
@@ -244,6 +243,17 @@ def resolve(flags: Mapping[str, str | None] | None = None) -> Settings:
         if image is not None:
             values["runtime-version"] = Value(image, DEFAULT)
     return Settings(values)
+
+
+def value_of(key: str, flag: str | None = None) -> str | None:
+    """One setting as resolve() would give it, without reading (or checking) every other: `flag` its flag's value."""
+    setting = BY_KEY[key]
+    return _pick(setting, {setting.attr: flag}, _layers()).value
+
+
+def _layers() -> list[tuple[str, Mapping[str, object]]]:
+    # config_files() is lowest first: user file, then ./tpuctl.toml.
+    return [(str(path), file_values(path)) for path in reversed(config.config_files())]
 
 
 def default_runtime(accelerator_type: str) -> str | None:

@@ -91,7 +91,8 @@ class Options(Connection, BackendOptions):
         "--new-tpu",
         metavar="TYPE[,TYPE2]",
         help="Create a TPU VM for this run (hunting --zones and --capacity, prices shown first), run on every host of it, "
-        "recreate it after a preemption and delete it when the run ends (docs/managed-runs.md).",
+        "recreate it after a preemption and delete it when the run ends (docs/managed-runs.md). Each Google API call gives up after "
+        "the api-timeout setting's seconds left unanswered [env TPUCTL_API_TIMEOUT; default 60].",
     )
     zones: str | None = option("--zones", metavar="Z1,Z2|all", help="With --new-tpu: the zones to hunt across, best first [env TPUCTL_ZONES].")
     capacity: str | None = option(
@@ -216,6 +217,8 @@ def _entries(options: Options) -> tuple[list[HostEntry], str, TpuSlice | NewTpu 
     if options.new_tpu is not None:
         from tpuctl.backends.ssh.new_tpu import NewTpu
 
+        if options.tpu_zone and options.zones:  # as `tpuctl create` and `tpuctl offers` refuse the pair
+            raise TpuctlError("give --zone or --zones, not both", hint="--zone Z creates in Z alone; --zones hunts across zones")
         made = NewTpu(options)
         return made.entries, "--new-tpu", made
     if options.tpu_name is not None:

@@ -180,11 +180,12 @@ def _headroom(limits: Mapping[str, quotas.Limits], holding: Holding, shape: Shap
 
 
 def bucket_location(settings: Settings, bucket: str) -> str:
-    """The bucket's `location` (a region, dual-region or multi-region), through google-cloud-storage."""
-    from tpuctl.cloud import storage
-    from tpuctl.cloud.api_errors import Where, explained
+    """The bucket's `location` (a region, dual-region or multi-region), through google-cloud-storage, retried and bounded as
+    every Google API call is (tpuctl/cloud/retry.py), not by the storage client's own two-minute retry."""
+    from tpuctl.cloud import retry, storage
+    from tpuctl.cloud.api_errors import Where, guarded
 
     client = storage.client(settings)
     where = Where(f"read bucket gs://{bucket}", client.project, None, "storage.buckets.get", "storage.googleapis.com", "roles/storage.legacyBucketReader")
-    location = explained(lambda: client.get_bucket(bucket).location, where)
+    location = guarded(lambda: client.get_bucket(bucket, timeout=retry.timeout(retry.REQUEST_S, client.api_endpoint), retry=None).location, where)
     return str(location or "")

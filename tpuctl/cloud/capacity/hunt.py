@@ -127,19 +127,21 @@ def hunt(
     runtime_given: bool,
     create_deadline_s: float = lifecycle.CREATE_DEADLINE_S,
     timeout_s: float | None = None,
+    spent_s: float = 0.0,
     wait: bool = True,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     before_create: Callable[[Candidate], None] = lambda candidate: None,
     naming: Callable[[NodeSpec], None] = lambda spec: None,
 ) -> Hunted:
-    """Try `candidates` in order (`tpu.offers.rank`'s order) until one holds; see the module's docstring."""
+    """Try `candidates` in order (`tpu.offers.rank`'s order) until one holds; see the module's docstring. `spent_s`: of
+    `timeout_s`, what the listing of the candidates took (it counts against --hunt-timeout too)."""
     if not candidates:
         raise TpuctlError("no candidate to try: no zone offers these types for these capacity kinds")
     specs = {c: spec_for(base, c, runtime_given) for c in candidates}  # every type's image checked before any create
     first = specs[candidates[0]]
     order = _landed_first(api, base, list(candidates))
-    started = clock()
+    started = clock() - spent_s
     tried: list[Tried] = []
     for index, candidate in enumerate(order):
         left = None if timeout_s is None else timeout_s - (clock() - started)
