@@ -404,3 +404,49 @@ def test_a_checkpoint_state_file_of_hundreds_of_megabytes_is_read_no_further_tha
     with memory_cap(CAP):
         found = Tailer(LocalSource(str(tmp_path))).poll(last=True)
     assert [checkpoint.step for checkpoint in found.checkpoints] == [7]
+
+
+# --- folders nested past os.walk's recursion (it recurses a level a frame before Python 3.12) ---------------------
+
+
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder 1,200 deep (as a stranger's checkout or a runaway script leaves), a file at its bottom and one at its
+    top; made and removed a level at a time through descriptors (the whole path passes PATH_MAX, and shutil.rmtree,
+    which pytest's clean-up uses, recurses a level a frame too)."""
+    top = tmp_path_factory.mktemp("deep")
+    (top / "train.py").write_text("print(1)\n")
+    levels = [os.open(top, os.O_RDONLY)]
+    for _ in range(1200):
+        os.mkdir("d", dir_fd=levels[-1])
+        levels.append(os.open("d", os.O_RDONLY, dir_fd=levels[-1]))
+    os.close(os.open("bottom", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=levels[-1]))
+    try:
+        yield top
+    finally:
+        os.unlink("bottom", dir_fd=levels[-1])
+        while len(levels) > 1:
+            os.close(levels.pop())
+            os.rmdir("d", dir_fd=levels[-1])
+        os.close(levels.pop())
+
+
+def test_a_vertex_bundle_of_a_folder_nested_1200_deep_is_one_line(deep: Path) -> None:
+    from tpuctl.backends.vertex import staging
+    from tpuctl.inputs.errors import TpuctlError
+
+    with pytest.raises(TpuctlError, match=f"nests folders deeper than {staging.MAX_DEPTH} levels"):
+        staging.build(str(deep / "train.py"))
+
+
+def test_the_agents_manifest_of_a_folder_nested_1200_deep_leaves_the_deep_files_to_be_sent(deep: Path) -> None:
+    """The host's side of --sync without rsync: the shipped agent's hello lists what it can walk; a file deeper than
+    wire.MAX_DEPTH is left out of it (--sync then sends it again), never a RecursionError that ends the agent."""
+    hello = [("nonce", "N0"), ("cwd", str(deep)), ("control_fd", contract.CONTROL_FD), ("reserved_fd", contract.RESERVED_FD), ("sync", str(deep))]
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", session.AGENT_SOURCE, wire.pack(hello)], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60, env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-1500:]
+    said = session.Hello.parse(done.stderr.splitlines()[0].split()[2])
+    assert said.manifest is not None and list(said.manifest) == ["train.py"]
