@@ -450,3 +450,12 @@ def test_the_agents_manifest_of_a_folder_nested_1200_deep_leaves_the_deep_files_
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-1500:]
     said = session.Hello.parse(done.stderr.splitlines()[0].split()[2])
     assert said.manifest is not None and list(said.manifest) == ["train.py"]
+
+
+def test_tail_lists_a_model_dir_nested_1200_deep(deep: Path) -> None:
+    """`tail` (and a launch's step watch) lists a model dir at every poll: one 1,200 deep is listed whole, the file at
+    its bottom too, with no RecursionError."""
+    from tpuctl.watch.sources import LocalSource
+
+    listed = {info.path for info in LocalSource(str(deep)).list()}
+    assert listed == {"train.py", "d/" * 1200 + "bottom"}
