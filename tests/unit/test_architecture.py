@@ -168,8 +168,8 @@ _OWN_START = {
     "tpuctl/doctor/probe.py": "doctor's probe, itself under reaper.run (or an ssh session with a deadline): its children "
     "(TensorFlow's import, nvidia-smi) each have a deadline, and the import dies with the probe (PR_SET_PDEATHSIG)",
     "tpuctl/backends/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
-    "tpuctl/devices/__init__.py": "nvidia-smi, read no further than a megabyte (reaper.run would keep all it prints): a deadline of "
-    "its own, SIGKILL when tpuctl dies (reaper.dies_with_parent), its session killed at the limit",
+    "tpuctl/safety/child_output.py": "run(): reaper.run with bounded output (reaper.run would keep all a child prints): a deadline "
+    "every caller names, SIGKILL when tpuctl dies (reaper.dies_with_parent), the child killed at its limit or its deadline",
 }
 _STARTS = {
     *(f"subprocess.{f}" for f in ("run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput")),
@@ -182,7 +182,7 @@ _STARTS_BY_PREFIX = ("os.exec", "os.spawn", "asyncio.create_subprocess")
 _START_MODULES = {"subprocess", "multiprocessing", "pty", "concurrent.futures.process"}
 _START_NAMES = {"ProcessPoolExecutor"}  # concurrent.futures' process pool, however it was imported
 # Callers that start a process on tpuctl's behalf, each with a `timeout` every call must name (None: the user's own command).
-_BOUNDED = {"reaper.run", "run_everywhere"}
+_BOUNDED = {"reaper.run", "run_everywhere", "child_output.run"}
 
 
 def _process_starts(name: str, tree: ast.AST) -> Iterator[str]:

@@ -59,6 +59,8 @@ def ssh(
     for stage in run_on_slice(request):
         for worker_result in stage:
             label, result = worker_result.label, worker_result.result
+            if result.dropped:
+                click.echo(f"tpuctl: {label} printed more than tpuctl keeps: its first {result.dropped} bytes were dropped", err=True)
             for line in result.output.splitlines():
                 click.echo(f"{label} {line}")
             if result.error:

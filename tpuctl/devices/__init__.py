@@ -17,24 +17,20 @@ worker can share it and unit tests need neither TensorFlow nor a TPU.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import importlib.util
 import json
 import os
 import re
-import selectors
 import shutil
-import signal
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpuctl.inputs.errors import FAILED, TpuctlError
-from tpuctl.safety import reaper
+from tpuctl.safety import child_output
 from tpuctl.tpu.accelerators import Shape, shape_from_config, shape_of
 
 if TYPE_CHECKING:
@@ -65,7 +61,6 @@ SOURCES: tuple[str, ...] = ("tensorflow", "dev", "nvidia-smi", "os", "api")
 
 NVIDIA_SMI_QUERY = "index,name,memory.total"
 NVIDIA_SMI_TIMEOUT_S = 15.0
-KILLED_WAIT_S = 2.0
 NVIDIA_SMI_LIMIT = 1 << 20  # bytes: a GPU's line is ~50 of them; a megabyte is no nvidia-smi's answer
 DEFAULT_GRPC_PORT = 8470
 
@@ -205,58 +200,19 @@ def nvidia_smi_rows(executable: str | None = None) -> list[Row]:
         return []
     argv = [path, f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"]
     try:
-        returncode, stdout, stderr = _bounded_run(argv, NVIDIA_SMI_TIMEOUT_S, NVIDIA_SMI_LIMIT)
+        done = child_output.run(argv, timeout=NVIDIA_SMI_TIMEOUT_S, limit=NVIDIA_SMI_LIMIT, start_new_session=True)
     except subprocess.TimeoutExpired:
         raise TpuctlError(f"nvidia-smi gave no answer within {NVIDIA_SMI_TIMEOUT_S:.0f}s", exit_code=FAILED) from None
     except OSError as err:
         raise TpuctlError(f"cannot run {path}: {err.strerror or err}", exit_code=FAILED) from None
-    if stdout is None or stderr is None:
+    if done.returncode is None:
         raise TpuctlError(f"nvidia-smi printed more than {NVIDIA_SMI_LIMIT} bytes: not its output (stopped)", exit_code=FAILED)
-    out = stdout.decode("utf-8", "replace")
-    if returncode != 0:
-        said = [line.strip() for line in (out + "\n" + stderr.decode("utf-8", "replace")).splitlines() if line.strip()]
+    out = done.stdout.decode("utf-8", "replace")
+    if done.returncode != 0:
+        said = [line.strip() for line in (out + "\n" + done.stderr.decode("utf-8", "replace")).splitlines() if line.strip()]
         last = one_line(said[-1], 160) if said else "no message"
-        raise TpuctlError(f"nvidia-smi failed (exit {returncode}): {last}", exit_code=FAILED)
+        raise TpuctlError(f"nvidia-smi failed (exit {done.returncode}): {last}", exit_code=FAILED)
     return parse_nvidia_smi(out)
-
-
-def _bounded_run(argv: list[str], timeout: float, limit: int) -> tuple[int, bytes | None, bytes | None]:
-    """`argv`'s exit status, stdout and stderr, read as they come and no further than `limit` bytes each: a tool that
-    prints without end (or a binary's bytes) is killed at the limit (its streams None), not kept in memory until its
-    deadline. subprocess.TimeoutExpired past `timeout`, whatever it printed. It runs in a session of its own, so a
-    script's children go with it, and dies with tpuctl (reaper.dies_with_parent)."""
-    deadline = time.monotonic() + timeout
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        preexec_fn=reaper.dies_with_parent(signal.SIGKILL),
-    )  # fmt: skip
-    assert proc.stdout is not None and proc.stderr is not None
-    got = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-    try:
-        with selectors.DefaultSelector() as selector:
-            for fd in got:
-                selector.register(fd, selectors.EVENT_READ)
-            while selector.get_map():
-                left = deadline - time.monotonic()
-                ready = selector.select(left) if left > 0 else []
-                if not ready:
-                    raise subprocess.TimeoutExpired(argv, timeout)
-                for key, _ in ready:
-                    chunk = os.read(key.fd, 1 << 16)
-                    got[key.fd] += chunk
-                    if not chunk:
-                        selector.unregister(key.fd)
-                    elif len(got[key.fd]) > limit:
-                        return -1, None, None
-        return proc.wait(max(0.0, deadline - time.monotonic())), bytes(got[proc.stdout.fileno()]), bytes(got[proc.stderr.fileno()])
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):  # a tool stuck in the kernel (a hung GPU) dies when it can
-                proc.wait(KILLED_WAIT_S)
-        proc.stdout.close()
-        proc.stderr.close()
 
 
 def _proc_value(path: str, key: str) -> str | None:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from tpuctl import devices as dev
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runtime_path import put_tpuctl_on_path
-from tpuctl.safety import reaper
+from tpuctl.safety import child_output, reaper
 
 DEFAULT_TPU_TIMEOUT_S = 60.0
 MAX_TPU_TIMEOUT_S = 7 * 24 * 3600.0  # a week, as tpuctl.inputs.seconds.Seconds allows
@@ -34,6 +35,9 @@ MAX_TPU_TIMEOUT_S = 7 * 24 * 3600.0  # a week, as tpuctl.inputs.seconds.Seconds 
 TF_ALLOWANCE_S = 60.0
 WORKER_MODULE = "tpuctl.runtime.devices"
 FAST_HINT = "--fast lists devices without TensorFlow"
+# Bytes kept of each of the worker's streams, its last: its answer is one line of a few kilobytes (a device each), and
+# what a sitecustomize or TensorFlow prints before it, however much, is read and dropped.
+OUTPUT_LIMIT = 1 << 20
 
 Say = Callable[[str], None]  # a notice for people (stderr), without the "tpuctl: " prefix
 Waiting = Callable[[str], AbstractContextManager[Any]]  # progress shown while the worker runs
@@ -181,8 +185,8 @@ def _run_watched(argv: list[str], env: dict[str, str], limit: float) -> tuple[in
             raise TpuctlError(f"cannot start {python}: {err.strerror or err}", exit_code=FAILED) from None
         finally:
             os.close(watch_read)
-        try:
-            out, err_text = child.proc.communicate(timeout=limit)
+        try:  # the answer is stdout's last line, an error stderr's last ones: the last OUTPUT_LIMIT bytes of each are kept
+            done = child_output.read(child.proc, deadline=time.monotonic() + limit, limit=OUTPUT_LIMIT)
         except subprocess.TimeoutExpired:
             child.stop(0, first=None)
             raise TpuctlError(f"TensorFlow worker ({python}) gave no answer within {limit:.0f}s", hint=FAST_HINT, exit_code=FAILED) from None
@@ -192,9 +196,9 @@ def _run_watched(argv: list[str], env: dict[str, str], limit: float) -> tuple[in
         child.cut()
     finally:
         os.close(watch_write)
-    if child.proc.returncode == 127 and not out and b"cannot run " in err_text:
-        raise TpuctlError(f"cannot start {python}: {err_text.decode('utf-8', 'replace').strip().rpartition(': ')[2]}", exit_code=FAILED)
-    return child.proc.returncode, out, err_text
+    if child.proc.returncode == 127 and not done.stdout and b"cannot run " in done.stderr:
+        raise TpuctlError(f"cannot start {python}: {done.stderr.decode('utf-8', 'replace').strip().rpartition(': ')[2]}", exit_code=FAILED)
+    return child.proc.returncode, done.stdout, done.stderr
 
 
 def worker_failure(python: str, code: int, stderr: str, fast_hint: bool) -> TpuctlError:

@@ -8,9 +8,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tpuctl.doctor.facts import Facts, parse
+from tpuctl.doctor.facts import MAX_ANSWER, Facts, parse
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
-from tpuctl.safety import reaper
+from tpuctl.safety import child_output
+from tpuctl.safety.child_output import TAIL
 
 PROBE = Path(__file__).with_name("probe.py")
 DEFAULT_IMPORT_DEADLINE_S = 60.0
@@ -47,16 +48,8 @@ def remote_argv(python: str, request: Request) -> list[str]:
 def probe_here(python: str, request: Request) -> Facts:
     """The facts of this machine as `python` (the workers' interpreter) sees them."""
     env = dict(os.environ)
-    try:
-        done = reaper.run(
-            [python, "-c", source().decode(), request.argument()],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            timeout=request.limit,
-            check=False,
-        )
+    try:  # its answer is its last line, an error its last words: what a sitecustomize prints before them is dropped
+        done = child_output.run([python, "-c", source().decode(), request.argument()], env=env, timeout=request.limit, limit=MAX_ANSWER, keep=TAIL)
     except subprocess.TimeoutExpired:
         raise TpuctlError(f"the doctor's probe ({python}) gave no answer within {request.limit:.0f}s", exit_code=FAILED) from None
     except OSError as err:

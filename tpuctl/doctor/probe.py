@@ -37,6 +37,8 @@ FORMAT = 1
 SMI_TIMEOUT_S = 10.0
 SMI_LIMIT = 1 << 20  # bytes a stream: a GPU's line is ~80 of them; a megabyte is no nvidia-smi's answer
 SMI_LINES, SMI_LINE = 64, 300  # lines kept, and characters a line: more GPUs than any one machine holds
+CHILD_KEPT = 1 << 20  # bytes kept of each of the import child's streams, its last: its answer is a line of ~200
+CHILD_DRAIN_S = 2.0  # for its pipes to end once it has ended or was killed
 GOOGLE_VENDOR = "0x1ae0"
 NVIDIA_VENDOR = "0x10de"
 # Distributions whose versions the checks read (names as importlib.metadata normalises them).
@@ -277,13 +279,14 @@ def import_tensorflow(deadline: float, devices: bool) -> dict[str, Any]:
         )
     except OSError as err:
         return {"status": "error", "message": str(err)[:300]}
+    readers = [_Tail(stream) for stream in (child.stdout, child.stderr)]
     try:
-        out, err_text = child.communicate(timeout=deadline)
+        child.wait(timeout=deadline)
         status = None
     except subprocess.TimeoutExpired:
-        _kill_group(child.pid)
-        out, err_text = child.communicate()
         status = "hang"
+    _kill_group(child.pid)  # what it left in its session: nothing, or a hung import and its children
+    out, err_text = (reader.end() for reader in readers)
     seconds = round(time.monotonic() - started, 3)
     lines = out.decode("utf-8", "replace").splitlines()
     stages = [line[6:] for line in lines if line.startswith("stage ")]
@@ -295,7 +298,7 @@ def import_tensorflow(deadline: float, devices: bool) -> dict[str, Any]:
             try:
                 result.update(json.loads(answers[-1]))
                 status = "ok"
-            except ValueError:
+            except (ValueError, TypeError, RecursionError):  # not JSON, no object, or nested past the parser's depth
                 status = "error"
         elif child.returncode < 0:
             status, result["signal"] = "crash", -child.returncode
@@ -305,6 +308,31 @@ def import_tensorflow(deadline: float, devices: bool) -> dict[str, Any]:
     if status != "ok" and errors:
         result["message"] = errors[-1][:400]
     return result
+
+
+class _Tail:
+    """One of the import child's pipes read on a thread of its own to its end, only its last CHILD_KEPT bytes kept:
+    its answer is its last line, its error its last words, and what TensorFlow or a sitecustomize prints before
+    them, however much, is read and dropped (communicate() would keep it all)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.data = bytearray()
+        self.thread = threading.Thread(target=self.read)
+        self.thread.daemon = True
+        self.thread.start()
+
+    def read(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for chunk in iter(lambda: self.stream.read1(65536), b""):
+                self.data += chunk
+                if len(self.data) > 2 * CHILD_KEPT:
+                    del self.data[:-CHILD_KEPT]
+
+    def end(self) -> bytes:
+        """What was kept, once the pipe ended (or CHILD_DRAIN_S passed: a child of the child may hold it open)."""
+        self.thread.join(CHILD_DRAIN_S)
+        return bytes(self.data[-CHILD_KEPT:])
 
 
 def metadata(host: str, on_gce: bool) -> dict[str, Any]:
@@ -327,7 +355,7 @@ def metadata(host: str, on_gce: bool) -> dict[str, Any]:
     found: dict[str, Any] = {"reachable": True, "local_time": (before + after) / 2, "date": date}
     try:
         attributes = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         attributes = {}
     if isinstance(attributes, dict):
         found["attributes"] = {k: str(v)[:4096] for k, v in attributes.items() if k in ("accelerator-type", "tpu-env", "runtime-version")}

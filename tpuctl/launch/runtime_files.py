@@ -26,6 +26,7 @@ RUNTIME_IMPORTS = (
     "tpuctl/inputs/parse.py",
     "tpuctl/inputs/terminal.py",
     "tpuctl/safety/__init__.py",
+    "tpuctl/safety/child_output.py",
     "tpuctl/safety/reaper.py",
     "tpuctl/safety/stack_dump.py",
     "tpuctl/tpu/__init__.py",

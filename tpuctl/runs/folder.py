@@ -186,7 +186,7 @@ class RunFolder:
         try:
             raw = json.loads(read_small_bytes(self.run_file, "run record", limit=4096) or b"")
             return f"{raw['run_id']}, pid {int(raw['pid'])}"
-        except (TpuctlError, ValueError, KeyError, TypeError):
+        except (TpuctlError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: 4 KB of `[` nest past json's depth
             return ""
 
     @staticmethod

@@ -12,8 +12,12 @@ from typing import TypeVar
 
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.inputs.errors import one_line
-from tpuctl.safety import reaper
+from tpuctl.safety import child_output
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions, remote_command
+
+# Bytes of a command's output kept a host, its last: callers read its last line (an error, the doctor's answer), and
+# a remote that prints without end (a hostile host, `yes`) is read and dropped, not held, until its deadline.
+OUTPUT_LIMIT = 16 << 20
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -67,6 +71,7 @@ class HostResult:
     output: str  # stdout and stderr together, as they came (ssh's own messages included)
     error: str | None = None  # why the command did not run (in ssh's words), after every attempt
     attempts: int = 1
+    dropped: int = 0  # bytes of output read and not kept: `output` is the last OUTPUT_LIMIT bytes of it
 
     @property
     def ok(self) -> bool:
@@ -110,22 +115,17 @@ def _run_on(
     error = ""
     for attempt in range(1, options.attempts + 1):
         try:
-            done = reaper.run(
-                options.command(host, remote),
-                input=stdin,
-                stdin=None if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
-                start_new_session=True,
-            )
+            done = child_output.run(
+                options.command(host, remote), input=stdin, stderr=subprocess.STDOUT, start_new_session=True,
+                timeout=timeout, limit=OUTPUT_LIMIT, keep=child_output.TAIL,
+            )  # fmt: skip
         except subprocess.TimeoutExpired as expired:
             text = (expired.output or b"").decode("utf-8", "replace")
             return HostResult(name, 124, _strip_marker(text, marker)[0], f"timed out after {timeout:g}s", attempt)
+        assert done.returncode is not None  # TAIL reads to the end: only a deadline stops the command
         text, connected = _strip_marker(done.stdout.decode("utf-8", "replace"), marker)
-        if connected or done.returncode != SSH_FAILED:
-            return HostResult(name, done.returncode, text, None, attempt)
+        if connected or done.dropped or done.returncode != SSH_FAILED:  # more than ssh's own words: the command ran
+            return HostResult(name, done.returncode, text, None, attempt, done.dropped)
         error = one_line(text, last=True) or f"ssh exit status {done.returncode}"
         if attempt < options.attempts:
             time.sleep(0.25 * 2 ** (attempt - 1))

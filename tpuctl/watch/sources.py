@@ -69,29 +69,34 @@ class LocalSource:
             info = self._base.stat()
             return [FileInfo(self._base.name, info.st_size, info.st_mtime)]
         found: list[FileInfo] = []
-        self._walk(self._base, "", found)
+        self._walk(found)
         return found
 
-    def _walk(self, folder: Path, prefix: str, found: builtins.list[FileInfo]) -> None:  # `list` is a method here
-        try:
-            entries = list(os.scandir(folder))
-        except FileNotFoundError:
-            return  # removed between listing and reading: it simply has nothing now
-        except PermissionError:
-            if not prefix:
-                raise TpuctlError(f"{self.root}: permission denied", exit_code=FAILED) from None
-            return
-        for entry in entries:
-            name = prefix + entry.name
+    def _walk(self, found: builtins.list[FileInfo]) -> None:  # `list` is a method here
+        """Every regular file below the model dir, into `found`: a folder at a time from a stack of its own, not a
+        call a level (a model dir 1,200 deep would end in RecursionError)."""
+        folders = [(self._base, "")]
+        while folders:
+            folder, prefix = folders.pop()
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    if not entry.name.startswith(SKIPPED_PREFIXES):
-                        self._walk(Path(entry.path), name + "/", found)
-                elif entry.is_file():
-                    info = entry.stat()
-                    found.append(FileInfo(name, info.st_size, info.st_mtime))
-            except OSError:
-                continue  # vanished or unreadable entry: skip it this round
+                entries = list(os.scandir(folder))
+            except FileNotFoundError:
+                continue  # removed between listing and reading: it simply has nothing now
+            except PermissionError:
+                if not prefix:
+                    raise TpuctlError(f"{self.root}: permission denied", exit_code=FAILED) from None
+                continue
+            for entry in entries:
+                name = prefix + entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not entry.name.startswith(SKIPPED_PREFIXES):
+                            folders.append((Path(entry.path), name + "/"))
+                    elif entry.is_file():
+                        info = entry.stat()
+                        found.append(FileInfo(name, info.st_size, info.st_mtime))
+                except OSError:
+                    continue  # vanished or unreadable entry: skip it this round
 
     def read(self, path: str, start: int, end: int) -> bytes:
         target = self._base if self._single else self._base / path

@@ -23,6 +23,10 @@ from tpuctl.watch.records import HEADER, HEADER_SIZE, MAX_RECORD, RecordBuffer, 
 from tpuctl.watch.sources import FileInfo, Source
 
 READ_CHUNK = 4 << 20  # bytes per read (and per update): bounded memory, however large the file
+# Bytes read of a `checkpoint` state file, its start: TensorFlow writes the newest checkpoint's line first, then one
+# line (~60 bytes) and a timestamp line a kept checkpoint: 4 MiB is tens of thousands kept (max_to_keep=None). A file
+# by that name that is larger (a stranger's, in a shared model dir) is read no further.
+STATE_LIMIT = 4 << 20
 _STATE_ENTRY = re.compile(r'^(model_checkpoint_path|all_model_checkpoint_paths):\s*"((?:[^"\\]|\\.)*)"', re.M)
 _STEP = re.compile(r"(\d+)(?!.*\d)")
 KERAS_SUFFIXES = (".weights.h5", ".keras")
@@ -186,7 +190,7 @@ class Tailer:
 
     def _state_file(self, path: str, by_path: dict[str, FileInfo], update: Update) -> None:
         try:
-            text = self.source.read(path, 0, by_path[path].size).decode("utf-8", "replace")
+            text = self.source.read(path, 0, min(by_path[path].size, STATE_LIMIT)).decode("utf-8", "replace")
         except FileNotFoundError:
             return
         folder = posixpath.dirname(path)

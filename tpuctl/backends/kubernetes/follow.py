@@ -23,6 +23,7 @@ import json
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,15 +38,21 @@ from tpuctl.backends.kubernetes.manifest import (
 from tpuctl.endings import Kind
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
+from tpuctl.launch.console.logs import LINE_PIECE
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import JobStatus, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef, Outcome
 from tpuctl.launch.runner import RunContext
-from tpuctl.safety import reaper
+from tpuctl.safety import child_output, reaper
 
 DEFAULT_POLL_S = 2.0
 DRAIN_S = 10.0  # how long the logs of finished pods may take to arrive once the job is over
 JSON = dict[str, Any]
+# What kubectl prints is read no further than this (then it is stopped): `get RESOURCE,pods -o json` is ~10 KB a pod,
+# so 64 MiB is thousands of pods; a kubectl (or a wrapper of it) that prints without end is not held until its deadline.
+KUBECTL_LIMIT = 64 << 20
+ERROR_KEPT = 64 << 10  # the last bytes of `kubectl logs`' stderr kept: its last line says why it failed
+ENDED_S = 10.0
 
 
 def poll_interval() -> float:
@@ -70,22 +77,23 @@ class Kubectl:
         return [self.binary, "--namespace", self.namespace, *args]
 
     def run(self, *args: str, stdin: str | None = None, timeout: float = 120, hint: str | None = None) -> str:
-        feed: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+        feed = None if stdin is None else stdin.encode()
         try:
-            done = reaper.run(self.argv(*args), check=False, capture_output=True, text=True, timeout=timeout, **feed)
+            done = child_output.run(self.argv(*args), input=feed, timeout=timeout, limit=KUBECTL_LIMIT)
         except subprocess.TimeoutExpired:
             raise TpuctlError(f"kubectl {args[0]} did not answer in {timeout:.0f}s", exit_code=FAILED) from None
+        if done.returncode is None:
+            raise TpuctlError(f"kubectl {args[0]} printed more than {KUBECTL_LIMIT} bytes (stopped)", exit_code=FAILED)
         if done.returncode != 0:
-            why = one_line(done.stderr, last=True) or f"exit status {done.returncode}"
+            why = one_line(done.stderr.decode("utf-8", "replace"), last=True) or f"exit status {done.returncode}"
             raise TpuctlError(f"kubectl {args[0]} failed: {why}", hint=hint, exit_code=FAILED)
-        output: str = done.stdout
-        return output
+        return done.stdout.decode("utf-8", "replace")
 
     def get_json(self, *args: str) -> JSON:
         text = self.run("get", *args, "-o", "json")
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth, as no object is
             raise TpuctlError("kubectl get printed something that is not JSON", exit_code=FAILED) from None
         if not isinstance(data, dict):
             raise TpuctlError("kubectl get printed something that is not a JSON object", exit_code=FAILED)
@@ -178,12 +186,16 @@ class _PodLog:
         self.stdout, self.stderr = self.proc.stdout, self.proc.stderr
 
     def readline(self) -> bytes:
-        line: bytes = self.stdout.readline()
+        line: bytes = self.stdout.readline(LINE_PIECE)  # a longer line comes in pieces (logs.LineSource)
         return line
 
     def ended(self) -> str | None:
-        error = self.stderr.read().decode("utf-8", "replace")
-        if self.proc.wait() != 0:
+        try:  # its stdout has ended: its last words on stderr, and its status, come within ENDED_S
+            done = child_output.read(self.proc, deadline=time.monotonic() + ENDED_S, limit=ERROR_KEPT)
+        except subprocess.TimeoutExpired:
+            return f"kubectl logs for pod {self.pod} did not end within {ENDED_S:g}s of its log's end"
+        if done.returncode != 0:
+            error = done.stderr.decode("utf-8", "replace")
             return f"could not follow the log of pod {self.pod}: {one_line(error, last=True) or 'kubectl logs failed'}"
         return None
 

@@ -24,10 +24,13 @@ from tpuctl.backends.local import bindshim
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.devices.gpus import Share
 from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.lines import bounded_lines
+from tpuctl.launch.console import logs
 from tpuctl.launch.process import ports
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Handle, Starter
 from tpuctl.runtime_path import put_tpuctl_on_path
+from tpuctl.safety import stack_dump
 
 
 class LocalHandle(Handle):
@@ -37,16 +40,17 @@ class LocalHandle(Handle):
         assert proc.stdout is not None
         self.spec = spec
         self.proc = proc
-        self.output = proc.stdout
+        self.output = logs.Pieces(proc.stdout)
         self._control = control
 
-    def messages(self) -> Iterator[str]:
-        """Lines the worker's runtime sends on its control channel, until EOF.
+    def messages(self) -> Iterator[str | None]:
+        """Lines the worker's runtime sends on its control channel, until EOF; None for one longer than any message
+        (stack_dump.MESSAGE_LIMIT), dropped as it is read: the script can write to the channel too.
 
         A reset is an end too: a reaper that exits with a stacks request still unread resets the channel."""
-        with self._control.makefile("rb") as stream, contextlib.suppress(ConnectionError):
-            for raw in stream:
-                yield raw.decode("utf-8", "replace").strip()
+        with self._control.makefile("rb", buffering=0) as stream, contextlib.suppress(ConnectionError):
+            for raw in bounded_lines(stream.read, stack_dump.MESSAGE_LIMIT):
+                yield None if raw is None else raw.decode("utf-8", "replace").strip()
 
     def wait(self) -> int:
         return self.proc.wait()

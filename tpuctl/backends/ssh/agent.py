@@ -25,7 +25,8 @@
 #      (worker_contract.RESERVED_FD; the profiler's as PROFILER_FD, its number as
 #      PROFILER_PORT) and a control socket (CONTROL_FD) as a local
 #      launch would, and report NONCE pgid N. Runtime messages ("ready") are
-#      relayed as NONCE msg TEXT.
+#      relayed as NONCE msg TEXT; a line longer than the hello's message_limit is
+#      dropped as it comes and said as NONCE dropped.
 #   4. stdin lines INT / TERM / KILL signal the worker group; STACKS asks the
 #      worker's reaper for its stacks (relayed back as NONCE msg stacks HEX); EOF (the
 #      launcher or its connection is gone) ends the control socket, on which
@@ -240,12 +241,23 @@ def obey(pid: int, ours: "_socket.socket", pending: bytes) -> bytes:
     return pending
 
 
-# Pass each whole line from the worker's control socket on as NONCE msg TEXT; returns the rest.
-def relay(messages: bytes) -> bytes:
+# Pass each whole line from the worker's control socket on as NONCE msg TEXT; returns the rest, and whether it is the
+# rest of a line being dropped. A line longer than the hello's message_limit (the script can write to the socket) is
+# dropped as it comes, never held whole, and said as NONCE dropped.
+def relay(messages: bytes, dropping: bool) -> "tuple[bytes, bool]":
+    limit = int(HELLO["message_limit"][0])
     while EOL in messages:
         message, messages = messages.split(EOL, 1)
-        say("msg", message.decode("utf-8", "replace").strip())
-    return messages
+        if dropping:
+            dropping = False
+        elif len(message) > limit:
+            say("dropped")
+        else:
+            say("msg", message.decode("utf-8", "replace").strip())
+    if not dropping and len(messages) > limit:
+        say("dropped")
+        dropping = True
+    return (b"", True) if dropping else (messages, False)
 
 
 # Steps 3 and 4 until the worker exits: its wait status.
@@ -263,7 +275,7 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
             poller.register(pidfd, select.POLLIN)
         except OSError:
             pidfd = None
-    messages = b""
+    messages, dropping = b"", False
     give_up = None  # type: int | None
     pending = obey(pid, ours, pending)
     while True:
@@ -288,11 +300,11 @@ def watch(pid: int, ours: "_socket.socket", pending: bytes) -> int:
                     continue
                 pending = obey(pid, ours, pending + chunk)
             elif fd == ours.fileno():
-                chunk = os.read(fd, 4096)
+                chunk = os.read(fd, 65536)
                 if not chunk:
                     poller.unregister(fd)
                     continue
-                messages = relay(messages + chunk)
+                messages, dropping = relay(messages + chunk, dropping)
         if give_up is not None:
             give_up -= 1
 

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,13 +24,20 @@ from tpuctl.backends.ssh.wire import pack, read_manifest, unpack
 from tpuctl.cluster.hosts import format_address
 from tpuctl.endings import Ending, Kind
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.launch.console.logs import LINE_PIECE
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Handle
-from tpuctl.safety import reaper
+from tpuctl.safety import reaper, stack_dump
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.ssh.remote_source import cache_source, shipped_lines
 
 HELLO_TIMEOUT_S = 60.0
+# An agent's hello: a few hundred bytes, but for --sync without rsync its manifest of the sync folder's files on the
+# host (hex of a path, a size and a time each: ~200 bytes a file) is in it too; 64 MiB is ~300,000 files there.
+HELLO_LIMIT = 64 << 20
+# A marker line: `NONCE msg stacks HEX` is the longest an agent writes (it drops a worker's longer lines itself).
+MARKER_LIMIT = stack_dump.MESSAGE_LIMIT + 256
+DIAGNOSTICS, DIAGNOSTIC_CHARS = 20, 2000  # ssh's lines kept before a hello (the last says why none came), and each's length
 LOST_CONNECTION = "lost the ssh connection"  # how a worker that never reported its exit is described
 _SIGNAL_WORDS = {signal.SIGINT: "INT", signal.SIGTERM: "TERM", signal.SIGKILL: "KILL"}
 
@@ -76,6 +84,8 @@ class Hello:
                 hello.rsync = bool(value)
             elif key == "manifest":
                 hello.manifest = read_manifest(pairs)
+        if not 0 < hello.port < 65536:  # every agent holds a port: an answer without one is no agent's
+            raise ValueError(f"no port in the hello: {hello.port}")
         return hello
 
 
@@ -115,34 +125,57 @@ class Session:
 
 
 def read_hello(proc: subprocess.Popen[bytes], nonce: str, deadline: float) -> tuple[Hello | None, str | None, bytes, list[str]]:
-    """Read the agent's stderr until its hello: (hello, agent error, bytes after it, ssh's lines)."""
+    """Read the agent's stderr until its hello: (hello, agent error, bytes after it, ssh's last lines).
+
+    Bounded as the session's stream is: ssh's lines before the hello are kept as their last DIAGNOSTICS lines, each
+    cut at DIAGNOSTIC_CHARS, and a hello longer than HELLO_LIMIT, or one no agent writes, is an error of this host's."""
     assert proc.stderr is not None
     fd = proc.stderr.fileno()
-    buffer = b""
-    diagnostics: list[str] = []
+    buffer = bytearray()  # grown in place: a hello near HELLO_LIMIT is not copied at every chunk
+    searched = 0  # the bytes of `buffer` known to hold no newline: a long hello is searched once, not at every chunk
+    diagnostics: deque[str] = deque(maxlen=DIAGNOSTICS)
     prefix = nonce.encode() + b" "
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         while True:
-            while b"\n" in buffer:
-                raw, buffer = buffer.split(b"\n", 1)
+            while (end := buffer.find(b"\n", searched)) >= 0:
+                raw = bytes(buffer[:end])
+                del buffer[: end + 1]
+                searched = 0
                 if raw.startswith(prefix):
-                    kind, _, value = raw[len(prefix) :].decode().partition(" ")
-                    if kind == "hello":
-                        return Hello.parse(value), None, buffer, diagnostics
-                    if kind == "error":
-                        return None, message(value), buffer, diagnostics
+                    kind, _, value = raw[len(prefix) :].decode("utf-8", "replace").partition(" ")
+                    if kind in ("hello", "error"):
+                        return (*_hello_or_error(kind, value), bytes(buffer), list(diagnostics))
                 elif raw.strip():
-                    diagnostics.append(raw.decode("utf-8", "replace").strip())
+                    diagnostics.append(_diagnostic(raw))
+            if len(buffer) > (HELLO_LIMIT if buffer.startswith(prefix) else LINE_PIECE):
+                if buffer.startswith(prefix):
+                    return None, f"its agent's hello is longer than {HELLO_LIMIT} bytes, more than any agent says", b"", list(diagnostics)
+                diagnostics.append(_diagnostic(buffer))  # a line of ssh's without end: its start is enough to show
+                buffer.clear()
+            searched = len(buffer)
             left = deadline - time.monotonic()
             if left <= 0 or not selector.select(timeout=left):
-                return None, None, buffer, [*diagnostics, f"no answer within {HELLO_TIMEOUT_S:g}s"]
+                return None, None, bytes(buffer), [*diagnostics, f"no answer within {HELLO_TIMEOUT_S:g}s"]
             chunk = os.read(fd, 65536)
             if not chunk:
                 if buffer.strip():
-                    diagnostics.append(buffer.decode("utf-8", "replace").strip())
-                return None, None, b"", diagnostics
+                    diagnostics.append(_diagnostic(buffer))
+                return None, None, b"", list(diagnostics)
             buffer += chunk
+
+
+def _hello_or_error(kind: str, value: str) -> tuple[Hello | None, str | None]:
+    """An agent's `hello` or `error` line read; one that is not packed as an agent packs it (a host that answers in
+    its stead) is an error of that host's, not a traceback."""
+    try:
+        return (Hello.parse(value), None) if kind == "hello" else (None, message(value))
+    except ValueError:
+        return None, f"its agent's {kind} line is not one tpuctl's agent writes"
+
+
+def _diagnostic(raw: bytes | bytearray) -> str:
+    return raw[: DIAGNOSTIC_CHARS * 4].decode("utf-8", "replace").strip()[:DIAGNOSTIC_CHARS]
 
 
 class SshHandle(Handle):
@@ -156,12 +189,12 @@ class SshHandle(Handle):
         self.proc = session.proc
         self.pgid: int | None = None
         self.status: int | None = None  # what the agent reported; None: never heard
-        self._messages: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._messages: queue.SimpleQueue[str | _End | None] = queue.SimpleQueue()
         self._finished = threading.Event()  # exit reported, or both streams ended
         self.output = _SessionStream(self, session)
 
-    def messages(self) -> Iterator[str]:
-        while (message := self._messages.get()) is not None:
+    def messages(self) -> Iterator[str | None]:
+        while not isinstance(message := self._messages.get(), _End):
             yield message
 
     def wait(self) -> int:
@@ -200,25 +233,42 @@ class SshHandle(Handle):
 
     # called by _SessionStream as lines arrive
     def _on_marker(self, kind: str, value: str) -> bytes | None:
-        if kind == "msg":
-            self._messages.put(value)
-        elif kind == "pgid":
-            self.pgid = int(value)
-        elif kind == "exit":
-            self.status = int(value)
-            self._finished.set()
-        elif kind == "error":
-            return f"tpuctl: {message(value)}\n".encode()
+        """One of the agent's lines; one no agent writes (a host that answers in its stead) is passed over."""
+        try:
+            if kind == "msg":
+                self._messages.put(value)
+            elif kind == "dropped":  # the agent dropped a line of the worker's longer than any message
+                self._messages.put(None)
+            elif kind == "pgid":
+                self.pgid = int(value)
+            elif kind == "exit":
+                self.status = int(value)
+                self._finished.set()
+            elif kind == "error":
+                return f"tpuctl: {message(value)}\n".encode()
+        except ValueError:
+            pass
         return None
 
     def _on_end(self) -> None:
-        self._messages.put(None)
+        self._messages.put(_END)
         self._finished.set()
+
+
+class _End:
+    """The end of a handle's messages (None is taken: a dropped message)."""
+
+
+_END = _End()
 
 
 class _SessionStream:
     """`readline()` over a session's stdout (the worker's output) and stderr (agent
-    markers, which are taken out, and ssh's own messages, which are kept)."""
+    markers, which are taken out, and ssh's own messages, which are kept).
+
+    Nothing is held whole past a bound, whatever the host sends: output with no newline comes in pieces of
+    LINE_PIECE bytes, and a marker line longer than MARKER_LIMIT (no agent writes one) is dropped as it comes,
+    its message counted as a dropped one."""
 
     def __init__(self, handle: SshHandle, session: Session) -> None:
         proc = session.proc
@@ -231,21 +281,19 @@ class _SessionStream:
         for fd in self._buffers:
             self._selector.register(fd, selectors.EVENT_READ)
         self._open = set(self._buffers)
+        self._midline: set[int] = set()  # streams whose buffer goes on with a line already given in part: no marker
+        self._dropping = False  # inside a marker line past MARKER_LIMIT: stderr's bytes are dropped up to its newline
         self._ended = False
 
     def readline(self) -> bytes:
         while True:
-            for fd, buffer in self._buffers.items():
-                if b"\n" in buffer or (buffer and fd not in self._open):
-                    line, newline, rest = buffer.partition(b"\n")
-                    self._buffers[fd] = rest
-                    if fd == self._stderr and line.startswith(self._prefix):
-                        kind, _, value = line[len(self._prefix) :].decode("utf-8", "replace").partition(" ")
-                        extra = self._handle._on_marker(kind, value)
-                        if extra:
-                            return extra
-                        break
-                    return line + newline
+            for fd in self._buffers:
+                taken = self._take(fd)
+                if taken is None:
+                    continue
+                if taken:
+                    return taken
+                break  # a marker was taken out (or dropped): look again
             else:
                 if not self._open:
                     if not self._ended:
@@ -261,6 +309,42 @@ class _SessionStream:
                     else:
                         self._open.discard(fd)
                         self._selector.unregister(fd)
+
+    def _take(self, fd: int) -> bytes | None:
+        """The next line or piece of `fd`'s buffer to show; b"" where a marker was taken out or bytes dropped; None
+        where the buffer holds nothing to take yet."""
+        buffer, ended = self._buffers[fd], fd not in self._open
+        if not buffer:
+            return None
+        end = buffer.find(b"\n")
+        if fd == self._stderr and self._dropping:
+            self._buffers[fd] = buffer[end + 1 :] if end >= 0 else b""
+            self._dropping = end < 0
+            return b""
+        if fd == self._stderr and fd not in self._midline and self._prefix.startswith(buffer[: len(self._prefix)]):
+            return self._marker(buffer, end, ended)
+        if end < 0 and len(buffer) < LINE_PIECE and not ended:
+            return None
+        cut = end + 1 if 0 <= end < LINE_PIECE else LINE_PIECE
+        piece, self._buffers[fd] = buffer[:cut], buffer[cut:]
+        (self._midline.discard if piece.endswith(b"\n") else self._midline.add)(fd)
+        return piece
+
+    def _marker(self, buffer: bytes, end: int, ended: bool) -> bytes | None:
+        """A line that starts as the agent's markers do (or may, once more of it comes)."""
+        line = buffer[:end] if end >= 0 else buffer
+        if len(line) > MARKER_LIMIT:
+            self._buffers[self._stderr] = buffer[end + 1 :] if end >= 0 else b""
+            self._dropping = end < 0
+            self._handle._on_marker("dropped", "")
+            return b""
+        if end < 0 and not ended:
+            return None
+        self._buffers[self._stderr] = buffer[end + 1 :] if end >= 0 else b""
+        if not line.startswith(self._prefix):
+            return line + b"\n"  # the start of the nonce, and no more: ssh's, after all
+        kind, _, value = line[len(self._prefix) :].decode("utf-8", "replace").partition(" ")
+        return self._handle._on_marker(kind, value) or b""
 
 
 def message(packed: str) -> str:

@@ -33,6 +33,7 @@ from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
 from tpuctl.launch.process.plan import WorkerSpec
 from tpuctl.launch.process.starter import Starter
+from tpuctl.safety import stack_dump
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.ssh.remote_source import install_source
@@ -187,6 +188,7 @@ class SshStarter(Starter):
     def _hello(self, first: bool) -> list[tuple[str, str]]:
         """What an agent is asked to do before it says hello; the first per host prepares the host."""
         hello = [("nonce", self.nonce), ("cwd", self.paths.workdir), ("control_fd", contract.CONTROL_FD), ("reserved_fd", contract.RESERVED_FD)]
+        hello.append(("message_limit", str(stack_dump.MESSAGE_LIMIT)))
         hello.append(("runtime", self.runtime.digest))
         if self.profiler:
             hello.append(("profiler_fd", contract.PROFILER_FD))

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection
 
 NUL = chr(0)
+MAX_DEPTH = 200
 
 
 # key, value, key, value... as one hex word: one shell word and one line for any text.
@@ -30,11 +31,14 @@ def unpack(text: str) -> "list[tuple[str, str]]":
     return [(words[i], words[i + 1]) for i in range(0, len(words) - 1, 2)]
 
 
-# Relative path -> (size, whole-second mtime) of each regular file: what --sync compares.
+# Relative path -> (size, whole-second mtime) of each regular file: what --sync compares. Folders deeper than
+# MAX_DEPTH are not walked (os.walk recurses a level a frame before Python 3.12: RecursionError near 1,000); their
+# files count as missing, so --sync sends them again, which is safe.
 def manifest(folder: str, exclude: "Collection[str]") -> "dict[str, tuple[int, int]]":
     found = {}  # type: dict[str, tuple[int, int]]
     for top, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if d not in exclude]
+        deep = top.count(os.sep) - folder.count(os.sep) >= MAX_DEPTH
+        dirs[:] = [] if deep else [d for d in dirs if d not in exclude]
         for name in files:
             path = os.path.join(top, name)
             try:

@@ -35,6 +35,9 @@ IGNORE_FILES = (".tpuctlignore", ".gitignore")
 ALWAYS_IGNORED = (".git/", ".hg/", ".svn/", ".venv/", "venv/", "__pycache__/", "*.pyc", ".mypy_cache/", ".pytest_cache/", ".ipynb_checkpoints/")
 MAX_BYTES = 256 * 1024 * 1024  # data belongs in a bucket of its own, not in the code bundle
 MAX_FILES = 20_000
+# Folders below the script's folder a bundle may nest: past any package's layout. os.walk recurses once a level before
+# Python 3.12, so a folder 1,000 deep would end in RecursionError; a deeper one is refused in one line instead.
+MAX_DEPTH = 100
 _SETUP = '''from setuptools import setup
 
 setup(
@@ -96,6 +99,9 @@ def _walk(folder: Path, patterns: list[str], skipped: list[str]) -> Iterator[tup
             elif not ignored(prefix + name, True, patterns):
                 kept.append(name)
         dirs[:] = kept
+        if dirs and prefix.count("/") >= MAX_DEPTH:
+            where = f"{one_line(str(folder))} nests folders deeper than {MAX_DEPTH} levels (at {one_line(prefix, 120)})"
+            raise TpuctlError(where, hint="ship the code alone: data belongs in a bucket")
         for name in sorted(files):
             path = here / name
             if ignored(prefix + name, False, patterns):

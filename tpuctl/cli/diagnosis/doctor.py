@@ -22,6 +22,7 @@ from tpuctl.doctor.local import DEFAULT_IMPORT_DEADLINE_S, Request
 from tpuctl.doctor.verdict import Check, Context
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import Seconds
+from tpuctl.inputs.terminal import printable
 from tpuctl.launch.option_fields import click_options
 
 MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
@@ -76,7 +77,7 @@ def doctor(
 
         if dry_run:
             for line in plan_hosts(options, interpreter or sys.executable, request, script):
-                click.echo(line)
+                click.echo(printable(line))
             return
         found = probe_hosts(options, interpreter or sys.executable, request, script)
         context = replace(context, runtime_version=found.runtime_version)
@@ -87,7 +88,7 @@ def doctor(
         if given:
             raise TpuctlError(f"{', '.join(given)}: for --hosts, --hostfile or --tpu NAME", hint="this machine is checked without ssh")
         if dry_run:
-            click.echo(f"here: {interpreter or sys.executable} -c <the probe> {request.argument()}")
+            click.echo(printable(f"here: {interpreter or sys.executable} -c <the probe> {request.argument()}"))
             return
         rows = _here(interpreter or sys.executable, request, context)
         if script is not None:
@@ -106,7 +107,7 @@ def _here(python: str, request: Request, context: Context) -> list[Row]:
     from tpuctl.cli.display import StatusLine
     from tpuctl.doctor.local import probe_here
 
-    with StatusLine(f"checking {python}" + ("" if not request.import_tensorflow else " (importing TensorFlow)")):
+    with StatusLine(f"checking {printable(python)}" + ("" if not request.import_tensorflow else " (importing TensorFlow)")):
         facts = probe_here(python, request)
     return [Row(check) for check in run_checks(facts, context)]
 
@@ -145,12 +146,13 @@ def _show(rows: list[Row], remote: bool, as_json: bool) -> None:
     for row in rows:
         check = row.check
         mark = click.style(MARKS[check.status], fg=COLOURS[check.status], bold=check.status != "ok")
-        line = f"{mark}  {check.name.ljust(width)}  {check.found}"
+        # What a check found quotes the hosts' facts (versions, paths, names, messages, env values): made safe to show.
+        line = f"{check.name.ljust(width)}  {check.found}"
         if check.fix:
             line += f" -> fix: {check.fix}"
         if remote:
             line += f"  [{_hosts(row.hosts)}]"
-        click.echo(line)
+        click.echo(f"{mark}  {printable(line)}")
 
 
 def _hosts(hosts: tuple[str, ...]) -> str:

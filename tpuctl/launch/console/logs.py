@@ -9,7 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Protocol, TextIO
+from typing import IO, BinaryIO, Protocol, TextIO
 
 from tpuctl.inputs.terminal import printable
 from tpuctl.launch.console.tracebacks import is_exception_line
@@ -114,9 +114,26 @@ class Tail(deque[str]):
 
 
 class LineSource(Protocol):
-    """Where a worker's output comes from: a pipe, or an ssh session's merged streams (only `readline` is used)."""
+    """Where a worker's output comes from: a pipe, or an ssh session's merged streams (only `readline` is used).
+    A line longer than LINE_PIECE comes in pieces of at most that many bytes, so that no line is held whole."""
 
     def readline(self) -> bytes: ...
+
+
+# Bytes of a line held at once: past any line a person reads (a Keras bar's carriage returns included), and a bound on
+# what an endless line with no newline (a binary's bytes written to the console) costs while it is copied on.
+LINE_PIECE = 1 << 20
+
+
+class Pieces:
+    """A pipe as a LineSource: readline() stops at LINE_PIECE bytes; the line's rest is the next piece. The log file
+    still gets every byte, in order; the console shows each piece as a line of its own."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def readline(self) -> bytes:
+        return self._stream.readline(LINE_PIECE)
 
 
 def pump(

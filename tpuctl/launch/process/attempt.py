@@ -34,6 +34,7 @@ from tpuctl.launch.process.starter import Handle, Starter
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.safety import stack_view
+from tpuctl.safety.stack_dump import MESSAGE_LIMIT
 
 STOP_GRACE_S = 3.0
 REAP_S = 2.0  # for the workers' reapers to kill what is left once their channels close
@@ -218,8 +219,13 @@ class _Attempt:
         return self.wiring.folder.worker_log(self.number, spec.name, self._host_tag(spec))
 
     def _read_messages(self, position: int, handle: Handle) -> None:
+        dropped = False
         for message in handle.messages():
-            if message == "ready":
+            if message is None:  # a line longer than any message: said once a worker, the rest dropped quietly
+                if not dropped:
+                    self.wiring.notice(f"warning: {handle.spec.name} sent a control line longer than {MESSAGE_LIMIT} bytes; dropped it (and any more)")
+                dropped = True
+            elif message == "ready":
                 self.wiring.inbox.put(Ready(self.number, position))
             elif message.startswith(tl.MESSAGE_PREFIX):
                 self._from_worker(position, message)

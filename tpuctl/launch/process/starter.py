@@ -27,8 +27,9 @@ class Handle(ABC):
     can_give_stacks = False  # True where request_stacks() gets an answer: the stacks view waits only for those
 
     @abstractmethod
-    def messages(self) -> Iterator[str]:
-        """Lines the worker's runtime sends on its control channel ("ready", reaper news, stacks), until it ends."""
+    def messages(self) -> Iterator[str | None]:
+        """Lines the worker's runtime sends on its control channel ("ready", reaper news, stacks), until it ends;
+        None for a line longer than any message (safety/stack_dump.py MESSAGE_LIMIT), which was dropped unread."""
 
     @abstractmethod
     def wait(self) -> int:
