@@ -24,6 +24,7 @@ RUNTIME_IMPORTS = (
     "tpuctl/inputs/__init__.py",
     "tpuctl/inputs/errors.py",
     "tpuctl/inputs/parse.py",
+    "tpuctl/inputs/private_files.py",
     "tpuctl/safety/__init__.py",
     "tpuctl/safety/reaper.py",
     "tpuctl/safety/stack_dump.py",
