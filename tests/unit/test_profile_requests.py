@@ -403,3 +403,20 @@ def test_an_ssh_agent_passes_profile_requests_to_its_workers_reaper() -> None:
     assert rest == b"PROF"
     worker_end.settimeout(5)
     assert worker_end.recv(4096) == b"profile s8 250\nstacks\n"
+
+
+def test_a_requests_folder_that_is_a_link_is_neither_written_through_nor_served(run: RunRecord, tmp_path: Path) -> None:
+    """A link where LOG_DIR/profile-requests goes (planted, or left by a copy) leads out of the run's folder: the
+    command refuses it in one line, and the launcher reads no request and writes no answer through it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (elsewhere / "planted.json").write_text('{"seconds": 1}')
+    run.folder.profile_requests.symlink_to(elsewhere)
+    desk, workers = _desk(run, _written(tmp_path / "model"))
+    try:
+        with pytest.raises(TpuctlError, match="is not a directory"):
+            profiling.capture(run, 0.1)
+        time.sleep(3 * profiles.POLL_S)
+    finally:
+        desk.close()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["planted.json"] and not any(w.asked for w in workers)

@@ -24,7 +24,7 @@ from tpuctl.ssh.fanout import parallel
 
 
 def recorded_options(recorded: dict[str, Any] | None) -> SshOptions | None:
-    """The ssh options the launch recorded with its profiler servers (profilers.json `connection`); None without."""
+    """The ssh options the launch recorded with its workers (profilers.json `connection`); None without."""
     connection = (recorded or {}).get("connection")
     if not isinstance(connection, dict):
         return None

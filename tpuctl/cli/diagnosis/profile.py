@@ -83,7 +83,7 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
             raise TpuctlError(f"run {record.run_id} ended during the capture ({now.state}): no worker sent a profile", exit_code=FAILED)
         first = next(iter(result.missing.items()), ("", "no worker was asked"))
         hint = "`tpuctl logs` shows whether the workers are still training"
-        raise TpuctlError(f"no worker sent a profile ({first[0]} {first[1]})", hint=hint, exit_code=FAILED)
+        raise TpuctlError(f"no worker sent a profile ({first[0]}: {first[1]})", hint=hint, exit_code=FAILED)
     for worker, why in result.missing.items():
         _say(f"warning: {worker} sent no profile: {why}; the others' are in the session")
 

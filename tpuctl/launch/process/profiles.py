@@ -28,7 +28,7 @@ from pathlib import Path
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.parse import read_small_bytes
-from tpuctl.inputs.private_files import write_private
+from tpuctl.inputs.private_files import check_private, write_private
 from tpuctl.launch.process.starter import Handle
 from tpuctl.runs.folder import RunFolder
 
@@ -125,12 +125,11 @@ class Desk:
     def _watch(self) -> None:
         place = self.folder.profile_requests
         while not self._stop.wait(POLL_S):
-            if not place.is_dir():
-                continue
             try:
+                check_private(place)  # never served through a link, nor from a folder someone else can write into
                 waiting = sorted((p for p in place.iterdir() if p.name.endswith(REQUEST) and not p.name.endswith(ANSWER)), key=_mtime)[:8]
-            except OSError:
-                continue
+            except (OSError, TpuctlError):
+                continue  # absent, mostly: no request was ever left
             for request in waiting:
                 if self._stop.is_set():
                     return
