@@ -12,7 +12,7 @@ names freed memory, and merging the start's name into it frees a pointer the all
 worker's backtrace here). Under MultiWorkerMirroredStrategy every step of a worker that is not the collective group's
 leader has such a pair: `CollectiveExecutor::CompleteParams` starts on a collective thread and ends on the gRPC
 thread that receives the leader's answer (one per step: the instance cache is keyed by step). Whether a given stop
-crashes depends on the order TensorFlow reads its threads in (a hash table's): one capture in 2 to 20 here.
+crashes depends on the order TensorFlow reads its threads in (a hash table's): 6 captures in 64 here (docs/profile.md).
 
 The fix keeps split events away from TensorFlow's recorder: `TraceMeRecorder::Record(Event&&)`, which every TraceMe
 calls through the dynamic linker's symbol table, is interposed by a function of the same (mangled) name in a library
