@@ -234,6 +234,8 @@ class Steps:
             self.window = None  # once per process
             if self.next == window.steps[0]:
                 self._start(window)
+            else:  # its first step came while a `tpuctl profile` capture recorded
+                window.refuse("a tpuctl profile capture was recording at its first step")
             return
         if self._asked is None:
             return  # the training thread's cost of a boundary with nothing asked: this attribute's read
