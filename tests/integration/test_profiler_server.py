@@ -1,5 +1,6 @@
-"""Real launches with the profiler: every worker's server answers on 127.0.0.1 (and on nothing else) while
-the run trains, at the address profilers.json records; `--profile START-END` leaves one profile per worker."""
+"""Real launches with the profiler: with --profiler-server every worker's server answers on 127.0.0.1 (and on
+nothing else) while the run trains, at the address profilers.json records; `--profile START-END` leaves one profile
+per worker; without --profiler-server no worker listens for one."""
 
 from __future__ import annotations
 
@@ -65,11 +66,11 @@ def test_two_workers_serve_the_profiler_on_loopback_and_profile_their_window(tmp
     script = tmp_path / "fit.py"
     script.write_text(SCRIPT)
     logs, model = tmp_path / "logs", tmp_path / "model"
-    # Independent workers (--strategy none): under MultiWorkerMirroredStrategy TensorFlow 2.21 aborts a worker in the
-    # profiler's stop now and then (heap corruption, docs/profile.md), which this test is not about.
+    # Independent workers (--strategy none): the window and the server are what this test is about;
+    # tests/integration/test_profile_collectives.py profiles MultiWorkerMirroredStrategy.
     argv = tpuctl_cmd(
         "launch", str(script), "--workers", "2", "--strategy", "none", "--log-dir", str(logs), "--model-dir", str(model), "--profile", "2-4",
-        "--", "40", "0.25",
+        "--profiler-server", "--", "40", "0.25",
     )  # fmt: skip
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         try:
@@ -110,11 +111,12 @@ def test_keras_3_steps_get_markers_in_the_window(tmp_path: Path) -> None:
     script.write_text(SCRIPT)
     model = tmp_path / "model"
     argv = tpuctl_cmd(
-        "launch", str(script), "--log-dir", str(tmp_path / "logs"), "--model-dir", str(model), "--profile", "3-5", "--no-profiler-server", "--", "8", "0"
+        "launch", str(script), "--log-dir", str(tmp_path / "logs"), "--model-dir", str(model), "--profile", "3-5", "--", "8", "0"
     )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert not (tmp_path / "logs" / "attempt-1" / "profilers.json").exists()  # --no-profiler-server
+    recorded = json.loads((tmp_path / "logs" / "attempt-1" / "profilers.json").read_text())
+    assert [set(w) for w in recorded["workers"]] == [{"worker", "host", "python"}]  # no server by default: no port
     [found] = list((model / "plugins" / "profile").glob("*/*.xplane.pb"))
     data, _ = convert.xspace_to_tool_data([str(found)], "input_pipeline_analyzer", {"use_saved_result": False})
     steps = [row["c"][0]["v"] for row in json.loads(data)[1]["rows"]]
@@ -138,5 +140,5 @@ def test_a_port_taken_before_the_server_binds_it_is_one_warning_line() -> None:
         taken = _start_server_on(port)
     assert taken.returncode == 0, taken.stderr
     said = [line for line in taken.stderr.splitlines() if line.startswith("tpuctl:")]
-    warning = f"tpuctl: warning: this worker's profiler server could not take port {port} (another process holds it): `tpuctl profile` names it missing"
+    warning = f"tpuctl: warning: this worker's profiler server could not take port {port} (another process holds it)"
     assert said == [warning], taken.stderr

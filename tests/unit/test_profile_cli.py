@@ -1,6 +1,7 @@
-"""`tpuctl profile`'s arguments, the refusals before anything is captured, and the capture's answer under hostile input.
+"""`tpuctl profile`'s arguments, the refusals before anything is asked, and the launcher's answer under hostile input.
 
-The capture itself (real workers, a real TensorFlow trace) is tests/integration/test_profile.py.
+The exchange with a launcher is tests/unit/test_profile_requests.py; the capture itself (real workers, a real
+TensorFlow trace) is tests/integration/test_profile.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import profiling, records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
-from tpuctl.runtime import profile_capture
 
 WORKERS = ["worker:0", "worker:1"]
 
@@ -46,7 +46,7 @@ def _record(tmp_path: Path, backend: str = "local", state: str = endings.RUNNING
 def _servers(record: RunRecord, profile_dir: str, backend: str = "local") -> None:
     folder = RunFolder(Path(record.log_dir))
     folder.make_attempt(1)
-    workers: list[dict[str, object]] = [{"worker": w, "host": "127.0.0.1", "port": 40000 + i, "python": "/usr/bin/python3"} for i, w in enumerate(WORKERS)]
+    workers: list[dict[str, object]] = [{"worker": w, "host": "127.0.0.1", "python": "/usr/bin/python3"} for w in WORKERS]
     folder.write_profilers(1, workers, profile_dir, backend)
 
 
@@ -69,16 +69,30 @@ def test_a_run_that_ended_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("backend", ["kubernetes", "vertex"])
 def test_a_job_backend_says_why_it_cannot_be_captured(tmp_path: Path, backend: str) -> None:
-    with pytest.raises(TpuctlError, match=f"is a {backend} job: its workers' profiler ports are not reachable") as caught:
+    with pytest.raises(TpuctlError, match=f"is a {backend} job: tpuctl cannot reach its workers") as caught:
         profiling.capture(_record(tmp_path, backend), 1.0)
     assert "--profile START-END" in str(caught.value.hint)
 
 
-def test_a_run_without_profiler_servers_names_the_flag(tmp_path: Path) -> None:
+def test_a_run_whose_workers_have_not_started_is_one_line(tmp_path: Path) -> None:
     record = _record(tmp_path)
     RunFolder(Path(record.log_dir)).make_attempt(1)
-    with pytest.raises(TpuctlError, match=r"no profiler servers.*--no-profiler-server"):
+    with pytest.raises(TpuctlError, match=r"has no workers running yet"):
         profiling.capture(record, 1.0)
+
+
+def test_a_run_launched_by_an_older_tpuctl_is_not_captured_through_its_profiler_server(tmp_path: Path) -> None:
+    """An older launch's profilers.json names profiler servers and no "captures": its launcher serves no requests, and
+    capturing through the servers is what crashed multi-worker runs (issue 46)."""
+    record = _record(tmp_path)
+    folder = RunFolder(Path(record.log_dir))
+    folder.make_attempt(1)
+    workers = [{"worker": w, "host": "127.0.0.1", "port": 40000 + i, "python": "/usr/bin/python3"} for i, w in enumerate(WORKERS)]
+    folder.profilers_file(1).write_text(json.dumps({"workers": workers, "profile_dir": str(tmp_path / "m"), "backend": "local"}))
+    with pytest.raises(TpuctlError, match=r"launched by an older tpuctl.*profiler server") as caught:
+        profiling.capture(record, 1.0)
+    assert "--profile START-END" in str(caught.value.hint)
+    assert not folder.profile_requests.exists()  # nothing was asked
 
 
 def test_an_ssh_run_with_a_profile_dir_on_its_hosts_disks_is_refused(tmp_path: Path) -> None:
@@ -106,73 +120,48 @@ def test_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         profiling.capture(record, 1.0)
 
 
-def test_the_answer_is_the_last_line_and_in_the_workers_order() -> None:
-    line = json.dumps({"session": "/m/plugins/profile/s", "files": {"worker:1": "/m/b.xplane.pb"}, "missing": {"worker:0": "did not\nanswer"}})
-    answer = profiling.parse_answer(f"a sitecustomize says hello\n{line}\n", WORKERS)
-    assert answer == {"session": "/m/plugins/profile/s", "files": {"worker:1": "/m/b.xplane.pb"}, "missing": {"worker:0": "did not answer"}}
+def test_the_answer_is_read_with_its_session_files_and_reasons() -> None:
+    line = json.dumps({"session": "2026_01_01_00_00_00", "attempt": 1, "files": {"worker:1": "/m/b.xplane.pb"}, "missing": {"worker:0": "did not\nanswer"}})
+    answer = profiling.read_answer(line.encode())
+    assert answer == {"session": "2026_01_01_00_00_00", "files": {"worker:1": "/m/b.xplane.pb"}, "missing": {"worker:0": "did not answer"}}
+
+
+def test_the_launchers_error_is_one_line() -> None:
+    with pytest.raises(TpuctlError, match="the launcher took no capture: the run has no workers") as caught:
+        profiling.read_answer(b'{"error": "the run has no workers\\nrunning now"}')
+    assert "\n" not in caught.value.message
 
 
 @pytest.mark.parametrize(
-    "stdout",
+    "data",
     [
         "",
         "not json",
         "[]",
         '{"session": 1, "files": {}, "missing": {"worker:0": "x", "worker:1": "x"}}',
-        '{"session": null, "files": {"worker:0": "/f"}, "missing": {"worker:1": "x"}}',
-        '{"session": "/s", "files": {"worker:0": "/f", "worker:9": "/g"}, "missing": {"worker:1": "x"}}',
-        '{"session": "/s", "files": {"worker:0": "/f", "worker:1": "/g"}, "missing": {"worker:1": "x"}}',
-        '{"session": "/s", "files": {"worker:0": 5, "worker:1": "/g"}, "missing": {}}',
-        '{"session": "/s", "files": [], "missing": {}}',
+        '{"session": "../../etc", "files": {}, "missing": {}}',
+        '{"session": "s/t", "files": {}, "missing": {}}',
+        '{"session": null, "files": {"worker:0": "/f.xplane.pb"}, "missing": {}}',
+        '{"session": "s", "files": {"worker:0": "/f.xplane.pb"}, "missing": {"worker:0": "x"}}',
+        '{"session": "s", "files": {"worker:0": 5}, "missing": {}}',
+        '{"session": "s", "files": {"worker:0": "/etc/passwd"}, "missing": {}}',
+        '{"session": "s", "files": [], "missing": {}}',
         "[" * 100_000,
-        '{"session": "/s", "files": {"worker:0": "/f"}}',
+        '{"session": "s", "files": {"worker:0": "/f.xplane.pb"}}',
+        '{"error": 7}',
     ],
 )
-def test_a_hostile_answer_is_one_line(stdout: str) -> None:
-    with pytest.raises(TpuctlError, match="did not answer with a session"):
-        profiling.parse_answer(stdout, WORKERS)
+def test_a_hostile_answer_is_one_line(data: str) -> None:
+    with pytest.raises(TpuctlError, match="answer is not one tpuctl wrote"):
+        profiling.read_answer(data.encode())
 
 
-@given(st.text(max_size=300))
-def test_any_text_is_an_answer_or_one_line(stdout: str) -> None:
+@given(st.binary(max_size=300))
+def test_any_bytes_are_an_answer_or_one_line(data: bytes) -> None:
     try:
-        profiling.parse_answer(stdout, WORKERS)
+        profiling.read_answer(data)
     except TpuctlError as err:
         assert "\n" not in err.message
-
-
-@pytest.mark.parametrize(
-    "request_text",
-    [
-        "",
-        "{}",
-        '{"logdir": "relative", "duration_ms": 1000, "workers": [{"worker": "w", "address": "h:1"}]}',
-        '{"logdir": "/abs", "duration_ms": 0, "workers": [{"worker": "w", "address": "h:1"}]}',
-        '{"logdir": "/abs", "duration_ms": 1.5, "workers": [{"worker": "w", "address": "h:1"}]}',
-        '{"logdir": "/abs", "duration_ms": true, "workers": [{"worker": "w", "address": "h:1"}]}',
-        '{"logdir": "/abs", "duration_ms": 1000, "workers": []}',
-        '{"logdir": "/abs", "duration_ms": 1000, "workers": [{"worker": "w", "address": "h:1,grpc://x:2"}]}',
-        '{"logdir": "/abs", "duration_ms": 1000, "workers": [{"worker": 3, "address": "h:1"}]}',
-    ],
-)
-def test_the_capture_refuses_a_request_it_was_not_built_for(request_text: str) -> None:
-    with pytest.raises(TpuctlError):
-        profile_capture.read_request(request_text)
-
-
-def test_the_capture_names_why_each_worker_sent_nothing() -> None:
-    addresses = ["127.0.0.1:7101", "127.0.0.1:7102"]
-    log = (
-        "I0000 00:00:1 profiler_client.cc:1] fine\n"
-        "E0000 00:00:17 7139 profiler_client.cc:212] UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: "
-        "ipv4:127.0.0.1:7102: connection attempt timed out before receiving SETTINGS frame\n"
-        "E0000 00:00:18 7140 profiler_client.cc:212] INTERNAL: Another profiling session active.\n"
-    )
-    errors = profile_capture._errors(log)
-    assert "stopped" in profile_capture.why(addresses[1], addresses, errors, silent=2)
-    # A line naming no address is the silent worker's when it is the only one; with two, it is nobody's.
-    assert "busy with another capture" in profile_capture.why(addresses[0], addresses, errors[1:], silent=1)
-    assert profile_capture.why(addresses[0], addresses, errors[1:], silent=2) == profile_capture._NO_ANSWER
 
 
 def _running(tmp_path: Path) -> tuple[RunRecord, int]:
@@ -186,7 +175,7 @@ def _running(tmp_path: Path) -> tuple[RunRecord, int]:
 
 @pytest.mark.parametrize("relative", [False, True])
 def test_a_log_dir_names_its_run_as_report_takes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool) -> None:
-    """The folder resolves to its run's record: this run has no profiler servers, which only its record can say."""
+    """The folder resolves to its run's record: this run has no workers yet, which only its record can say."""
     record, claim = _running(tmp_path)
     try:
         if relative:
@@ -195,7 +184,7 @@ def test_a_log_dir_names_its_run_as_report_takes_it(tmp_path: Path, monkeypatch:
     finally:
         os.close(claim)
     assert (code, out) == (1, "")
-    assert err.count("Error:") == 1 and f"run {record.run_id} has no profiler servers" in err, err
+    assert err.count("Error:") == 1 and f"run {record.run_id} has no workers running yet" in err, err
 
 
 def test_a_log_dir_no_record_names_is_one_line(tmp_path: Path) -> None:
@@ -219,31 +208,3 @@ def test_a_capture_that_no_worker_answered_names_no_session() -> None:
     capture = profiling.Capture("train-1", "/m", 3.0, None, {}, {"worker:0": "gone", "worker:1": "gone"})
     lines = render(capture, None)
     assert lines == ["profile of train-1 (0 of 2 workers, 3s): no session written"]
-
-
-def test_a_worker_whose_rpc_failed_is_named_from_tensorflows_warning_and_asked_again_only_where_it_may_answer() -> None:
-    """capture_profile.cc logs a failed worker's status as a warning naming its address, once another sent data
-    (lines as TensorFlow 2.21 printed them when a MultiWorkerMirroredStrategy worker aborted during a capture)."""
-    addresses = ["127.0.0.1:36145", "127.0.0.1:40701"]
-    log = (
-        "W0000 00:00:1795875958.651514   19968 capture_profile.cc:150] No trace event is collected from 127.0.0.1:40701\n"
-        "W0000 00:00:1795875958.651517   19968 capture_profile.cc:162] 127.0.0.1:40701 returned UNAVAILABLE: Socket closed\n"
-    )
-    errors = profile_capture._errors(log)
-    assert errors == ["127.0.0.1:40701 returned UNAVAILABLE: Socket closed"]
-    assert profile_capture.why(addresses[1], addresses, errors, silent=1) == "127.0.0.1:40701 returned UNAVAILABLE: Socket closed"
-    assert profile_capture.worth_asking_again(addresses[1], addresses, errors, silent=1)
-    timed_out = ["UNAVAILABLE: failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:40701: connection attempt timed out"]
-    assert not profile_capture.worth_asking_again(addresses[1], addresses, timed_out, silent=1)
-    assert not profile_capture.worth_asking_again(addresses[1], addresses, ["INTERNAL: Another profiling session active."], silent=1)
-
-
-def test_a_port_is_listening_while_a_server_holds_it_and_not_after() -> None:
-    import socket
-
-    server = socket.create_server(("127.0.0.1", 0))
-    address = f"127.0.0.1:{server.getsockname()[1]}"
-    assert profile_capture.listening(address)
-    server.close()
-    assert not profile_capture.listening(address)
-    assert not profile_capture.listening("no-port-here")

@@ -1,5 +1,6 @@
 """--profiler-server and --profile START-END: parsed, refused in one line, carried to the workers; the run
-folder's profilers.json, written and read back, and read safely when someone else wrote it."""
+folder's profilers.json (what `tpuctl profile` knows of the workers), written and read back, and read safely when
+someone else wrote it."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_the_window_goes_to_the_model_dir_else_the_log_dir() -> None:
     assert {w.env[contract.PROFILE_DIR] for w in without.workers} == {"/logs/r"}
     assert all(contract.profile_steps(w.env) == (2, 4) for w in without.workers)
     plain = build_plan(Job(script="train.py"), ADDRESSES[:1], run_id="r", attempt=1, log_dir="/logs/r")
-    assert not {contract.PROFILE_STEPS, contract.PROFILE_DIR} & set(plain.workers[0].env)
+    assert contract.PROFILE_STEPS not in plain.workers[0].env
+    assert plain.workers[0].env[contract.PROFILE_DIR] == "/logs/r"  # where `tpuctl profile`'s captures go
 
 
 def test_the_runtime_reads_the_variables_as_the_launch_writes_them() -> None:
@@ -75,11 +77,12 @@ def test_the_runtime_reads_the_variables_as_the_launch_writes_them() -> None:
         contract.profile_steps({contract.PROFILE_STEPS: "5-1"})
 
 
-def test_the_profiler_server_is_a_launch_key_and_on_by_default() -> None:
+def test_the_profiler_server_is_a_launch_key_and_off_by_default() -> None:
+    """`tpuctl profile` captures inside the workers: a server nobody uses would cost a port and risk a crash (issue 46)."""
     from tpuctl.launch.launch_options import CONFIG_KEYS
 
     assert CONFIG_KEYS["profiler_server"] is bool
-    assert Job(script="train.py").profiler_server is True
+    assert Job(script="train.py").profiler_server is False
 
 
 def test_a_local_worker_gets_a_second_held_loopback_port_for_its_profiler(tmp_path: Path) -> None:
@@ -105,8 +108,8 @@ def test_profilers_json_is_read_back_from_the_newest_attempt(tmp_path: Path) -> 
     assert folder.latest_profilers() is None
     for attempt in (1, 2):
         folder.make_attempt(attempt)
-    entry = {"worker": "worker:0", "host": "127.0.0.1", "port": 40123, "python": "/usr/bin/python3"}
-    folder.write_profilers(1, [entry], "/m", "local")
+    entry = {"worker": "worker:0", "host": "127.0.0.1", "python": "/usr/bin/python3"}
+    folder.write_profilers(1, [{**entry, "port": 40123}], "/m", "local")
     assert folder.latest_profilers() is None  # attempt 2's workers have not all started: attempt 1's are gone
     connection = {"config": "/home/me/.ssh/tpu_config", "options": ["ProxyJump=bastion"], "fanout": 8}
     folder.write_profilers(2, [entry, {**entry, "worker": "worker:1", "ssh": "h2"}], "/m", "ssh", connection)
@@ -114,7 +117,7 @@ def test_profilers_json_is_read_back_from_the_newest_attempt(tmp_path: Path) -> 
     assert found is not None
     assert found["workers"][1] == {**entry, "worker": "worker:1", "ssh": "h2"}
     assert found["connection"] == connection  # how the launch reached the hosts, for `tpuctl profile`
-    assert (found["profile_dir"], found["backend"]) == ("/m", "ssh")
+    assert (found["profile_dir"], found["backend"], found["captures"]) == ("/m", "ssh", 1)  # its launcher serves captures
     assert folder.profilers_file(2) == tmp_path / "attempt-2" / "profilers.json"
     assert os.stat(folder.profilers_file(2)).st_mode & 0o077 == 0
 
@@ -129,6 +132,7 @@ HOSTILE = [
     b'{"workers": [{"worker": "w", "host": "h", "port": 70000, "python": "p"}], "profile_dir": "/m", "backend": "local"}',
     b'{"workers": [{"worker": "w", "host": "h", "port": true, "python": "p"}], "profile_dir": "/m", "backend": "local"}',
     b'{"workers": [{"worker": "w\\u001b[2J", "host": "h", "port": 1, "python": "p"}], "profile_dir": "/m", "backend": "local"}',
+    b'{"workers": [{"worker": "w", "host": "h", "python": "p"}], "profile_dir": "/m", "backend": "local", "captures": "1"}',
     b"[" * 100_000,
     b"\xff\xfe",
     *(

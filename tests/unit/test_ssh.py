@@ -15,9 +15,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -30,9 +28,6 @@ from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.cloud.run_nodes import label_value
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.inputs.errors import TpuctlError
-from tpuctl.runs import profiling
-from tpuctl.runs.folder import RunFolder
-from tpuctl.runs.records import RunRecord
 from tpuctl.ssh import client_args as ssh_options
 from tpuctl.ssh import remote_source
 from tpuctl.ssh import shipment as runtime_files
@@ -200,35 +195,6 @@ def test_a_fetched_session_keeps_only_the_named_plain_files(tmp_path: Path) -> N
         SshHosts._untar(stream, names, into)
     assert [p.name for p in tmp_path.rglob("*") if p.is_file() and p != archive] == ["h_1.xplane.pb"]
     assert (into / "h_1.xplane.pb").read_bytes() == b"one"
-
-
-class _Hosts:
-    """The hosts of an ssh run, as runs/profiling.py sees them: worker:0's file comes back, worker:1's host is lost."""
-
-    def capture(self, servers: dict[str, Any], request: str, timeout: float) -> tuple[int, str]:
-        assert json.loads(request)["elsewhere"] is True and json.loads(request)["logdir"] == "/data/model"
-        return 0, json.dumps({"session": "/data/model/plugins/profile/S", "files": {"worker:0": "/data/model/plugins/profile/S/a_1.xplane.pb"},
-                              "missing": {"worker:1": "sent no profile"}})  # fmt: skip
-
-    def fetch(self, servers: dict[str, Any], session: str, into: Path, timeout: float) -> dict[str, str]:
-        into.mkdir(parents=True)
-        (into / "a_1.xplane.pb").write_bytes(b"x")
-        return {"worker:1": "cannot copy it from host2: refused"}
-
-
-def test_an_ssh_runs_capture_is_read_from_the_copies_in_its_log_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    logs = tmp_path / "logs"
-    folder = RunFolder(logs)
-    folder.make_attempt(1)
-    workers: list[dict[str, object]] = [{"worker": f"worker:{i}", "host": "a" if i == 0 else "b", "port": 1, "python": "python3", "ssh": f"host{i + 1}"} for i in range(2)]
-    folder.write_profilers(1, workers, "/data/model", "ssh")
-    record = RunRecord("train-20260101-000000-abcd", "ssh", "train.py", str(logs), time.time(), os.getpid(), "here")
-    result = profiling.capture(record, 1.0, _Hosts())
-    session = logs / "plugins" / "profile" / "S"
-    assert (result.profile_dir, result.session, result.hosts_dir) == (str(logs), str(session), "/data/model")
-    assert result.files == {"worker:0": str(session / "a_1.xplane.pb")}
-    assert result.missing == {"worker:1": "cannot copy it from host2: refused"}
 
 
 def test_user_options_come_first_because_ssh_keeps_the_first_value() -> None:

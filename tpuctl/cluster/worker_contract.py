@@ -66,6 +66,13 @@ PROFILER_FD = "TPUCTL_PROFILER_FD"
 # into PROFILE_DIR (the run's model dir, else its log dir; where it is unset, the model dir).
 PROFILE_STEPS = "TPUCTL_PROFILE_STEPS"
 PROFILE_DIR = "TPUCTL_PROFILE_DIR"
+# `tpuctl profile`: the launcher asks each worker's reaper on its control channel ("profile SESSION MILLISECONDS"),
+# the reaper hands that on to the worker (profile_line), which answers on the channel ("profile {json}": taken, with
+# its file, or not_taken, with why). A capture begins at a step boundary within PROFILE_BEGIN_S of the reaper's
+# receipt, and its file is written within PROFILE_SAVE_S of its end; past that nobody waits for it.
+PROFILE_BEGIN_S = 20.0
+PROFILE_SAVE_S = 120.0
+PROFILE_MAX_MS = 300_000
 # Digits enough for any step count or port; more is a typo, or input meant to make int() slow.
 _MAX_DIGITS = 9
 
@@ -175,3 +182,18 @@ def profile_steps(environ: Mapping[str, str]) -> tuple[int, int] | None:
 
 def profile_dir(environ: Mapping[str, str]) -> str | None:
     return environ.get(PROFILE_DIR) or model_dir(environ)
+
+
+def profile_session(name: str) -> bool:
+    """A capture's session folder name as the launcher makes it (letters, digits, `_`, `-`, `.`; not `.` first): one
+    path component, one word on the control channel."""
+    return 0 < len(name) <= 100 and name.isascii() and name[0] != "." and all(c.isalnum() or c in "_-." for c in name)
+
+
+def profile_line(line: bytes) -> tuple[str, int] | None:
+    """"SESSION MILLISECONDS" as the launcher sends it after "profile "; None for anything else."""
+    words = line.decode("ascii", "replace").split()
+    if len(words) != 2 or not profile_session(words[0]) or not (words[1].isdigit() and len(words[1]) <= _MAX_DIGITS):
+        return None
+    milliseconds = int(words[1])
+    return (words[0], milliseconds) if 0 < milliseconds <= PROFILE_MAX_MS else None

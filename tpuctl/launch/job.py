@@ -233,10 +233,10 @@ class Job:
     )
     profiler_server: bool = option(
         "--profiler-server/--no-profiler-server",
-        default=True,
+        default=False,
         show_default=True,
-        help="Start TensorFlow's profiler server in every local and ssh worker, on a port tpuctl reserves (local ones on "
-        "127.0.0.1 only), for `tpuctl profile`. Kubernetes and Vertex workers get none: their ports are not reachable from here.",
+        help="Also start TensorFlow's profiler server in every local and ssh worker, on a port tpuctl reserves (local ones on "
+        "127.0.0.1 only), for tools that capture through it (TensorBoard's Capture Profile). `tpuctl profile` does not use it.",
         config=True,
     )
     profile: str | None = option(

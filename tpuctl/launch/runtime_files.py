@@ -24,6 +24,7 @@ RUNTIME_IMPORTS = (
     "tpuctl/inputs/__init__.py",
     "tpuctl/inputs/errors.py",
     "tpuctl/inputs/parse.py",
+    "tpuctl/inputs/private_files.py",
     "tpuctl/inputs/terminal.py",
     "tpuctl/safety/__init__.py",
     "tpuctl/safety/child_output.py",

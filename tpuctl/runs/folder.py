@@ -9,9 +9,10 @@ stacks`, run history, timelines, profiles) reads one shape:
     LOG_DIR/console.log                      a detached run's console (`tpuctl attach` follows it)
     LOG_DIR/timeline.jsonl                   what happened when (runs/timeline.py): the time report reads it
     LOG_DIR/stop-requested                   `tpuctl stop` asked the run to stop (a job backend then deletes its job)
+    LOG_DIR/profile-requests/                `tpuctl profile`'s requests and the launcher's answers (launch/process/profiles.py)
     LOG_DIR/attempt-N/                       one folder per attempt (a Kubernetes container restart is one)
     LOG_DIR/attempt-N/plan.json              the attempt's processes (process backends)
-    LOG_DIR/attempt-N/profilers.json         where its workers' profiler servers listen (local, ssh; `tpuctl profile`)
+    LOG_DIR/attempt-N/profilers.json         its workers, where they write profiles, how to reach them (local, ssh; `tpuctl profile`)
     LOG_DIR/attempt-N/manifest.yaml          what a Kubernetes launch applied
     LOG_DIR/attempt-N/TYPE-INDEX[@HOST].log  one worker's output (HOST where workers run on several hosts)
     LOG_DIR/attempt-N/stacks-M/              every worker's stacks, taken the M-th time, and their view
@@ -42,6 +43,8 @@ FULL_STACKS = "full stacks: "  # a stacks view's last line, then the private fol
 CONSOLE_LOG = "console.log"
 STOP_REQUEST = "stop-requested"
 TIMELINE = "timeline.jsonl"
+PROFILE_REQUESTS = "profile-requests"
+CAPTURES = 1  # profilers.json's "captures": the workers take `tpuctl profile`'s captures themselves (not a server's)
 # The inverse of the names below (attempt_dir, worker_log), for what reads a folder back: `tpuctl logs`.
 _ATTEMPT_NAME = re.compile(r"attempt-([0-9]{1,6})\Z")
 _WORKER_LOG = re.compile(r"([a-z]+)-([0-9]{1,6})(?:@(.+))?\.log\Z")
@@ -63,6 +66,10 @@ class RunFolder:
     @property
     def stacks_view(self) -> Path:
         return self.path / STACKS_VIEW
+
+    @property
+    def profile_requests(self) -> Path:
+        return self.path / PROFILE_REQUESTS
 
     def earlier(self) -> list[str]:
         """What in the folder shows that a launch used it already (names in the folder), empty for a fresh one."""
@@ -90,17 +97,18 @@ class RunFolder:
     def write_profilers(
         self, attempt: int, workers: list[dict[str, object]], profile_dir: str, backend: str, connection: dict[str, object] | None = None
     ) -> None:
-        """Where each worker's profiler server listens: `{"workers": [{"worker", "host", "port", "python"}, ...],
-        "profile_dir", "backend"}` (an ssh worker's entry adds "ssh", the host it was reached as, and the record
-        `connection`, the ssh options the launch took: user, key, options, config, fanout). Raises OSError."""
-        record: dict[str, object] = {"workers": workers, "profile_dir": profile_dir, "backend": backend}
+        """The attempt's workers for `tpuctl profile`: `{"workers": [{"worker", "host", "python"}, ...], "profile_dir",
+        "backend", "captures"}`: "captures" (CAPTURES) says the launcher serves profile requests; a worker's entry adds
+        "port" where its profiler server listens (--profiler-server), "ssh" (the host it was reached as); the record
+        `connection`, the ssh options the launch took: user, key, options, config, fanout. Raises OSError."""
+        record: dict[str, object] = {"workers": workers, "profile_dir": profile_dir, "backend": backend, "captures": CAPTURES}
         if connection is not None:
             record["connection"] = connection
         write_private(self.profilers_file(attempt), json.dumps(record, indent=2) + "\n")
 
     def latest_profilers(self) -> dict[str, Any] | None:
-        """The newest attempt's profilers.json, checked; None when that attempt has none (--no-profiler-server,
-        a job backend, workers not all started yet). A file no launch wrote is one line (TpuctlError), never a traceback."""
+        """The newest attempt's profilers.json, checked; None when that attempt has none (a job backend, workers not all
+        started yet). A file no launch wrote is one line (TpuctlError), never a traceback."""
         attempts = [n for entry in _entries(self.path) if (n := self.attempt_of(entry)) is not None]
         if not attempts:
             return None
@@ -217,16 +225,22 @@ def _checked_profilers(found: Any) -> dict[str, Any]:
     """Each field of a profilers.json as write_profilers writes it, else ValueError/TypeError/KeyError."""
     workers = []
     for entry in found["workers"]:
-        port = entry["port"]
-        if not (type(port) is int and 0 < port < 65536):
-            raise ValueError(port)
-        worker = {name: _text(entry[name]) for name in ("worker", "host", "python")} | {"port": port}
+        worker: dict[str, Any] = {name: _text(entry[name]) for name in ("worker", "host", "python")}
+        if "port" in entry:
+            port = entry["port"]
+            if not (type(port) is int and 0 < port < 65536):
+                raise ValueError(port)
+            worker["port"] = port
         if "ssh" in entry:
             worker["ssh"] = _text(entry["ssh"])
         workers.append(worker)
     if not workers:
         raise ValueError("no workers")
     checked: dict[str, Any] = {"workers": workers, "profile_dir": _text(found["profile_dir"]), "backend": _text(found["backend"])}
+    captures = found.get("captures")  # absent: a launch by an older tpuctl, whose workers only ran a profiler server
+    if captures is not None and type(captures) is not int:
+        raise ValueError(captures)
+    checked["captures"] = captures
     if "connection" in found:
         checked["connection"] = _checked_connection(found["connection"])
     return checked

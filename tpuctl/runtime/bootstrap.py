@@ -51,30 +51,37 @@ def say(message: str) -> None:
     print(f"tpuctl: {message}", file=sys.stderr, flush=True)
 
 
-def adopt_control_channel() -> int | None:
+def adopt_control_channel() -> tuple[int | None, int | None]:
     """Watch the launcher: when its end of the channel (a socket) closes, kill everything this worker started.
+    Returns the channel, and the pipe the launcher's `tpuctl profile` requests come through (None, None: no launcher).
 
     Where it can (Linux), this process forks: the parent stays behind as the
     worker's reaper (tpuctl/safety/reaper.py), which kills every descendant, also those
     in sessions of their own, when the channel closes or the worker's main
-    process ends, even while the worker holds the GIL. Elsewhere a thread kills
-    this worker's process group when the channel closes.
+    process ends, even while the worker holds the GIL. The reaper alone reads the
+    channel, and hands profile requests on through the pipe. Elsewhere a thread kills
+    this worker's process group when the channel closes, and hands them on itself.
     """
     raw = os.environ.pop(contract.CONTROL_FD, None)
     if raw is None:
-        return None
+        return None, None
     channel = int(raw)
     os.set_inheritable(channel, False)
     # The reaper must not keep the held ports: TensorFlow binds them in the worker once these close.
     held = [int(fd) for fd in (os.environ.get(contract.RESERVED_FD), os.environ.get(contract.PROFILER_FD)) if fd]
+    relay = os.pipe()
     from tpuctl.safety import stack_dump
-    if reaper.guard(channel, drop=held, stacks=stack_dump):
-        return channel
+    if reaper.guard(channel, drop=held, stacks=stack_dump, relay=relay):
+        return channel, relay[0]
 
     def watch() -> None:
+        pending = b""
         try:
-            while os.read(channel, 64):
-                pass
+            while chunk := os.read(channel, 256):
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if line.startswith(b"profile "):
+                        reaper.hand_on(relay[1], line[8:].strip())
         except OSError:
             pass
         if os.getpgrp() == os.getpid():
@@ -82,7 +89,7 @@ def adopt_control_channel() -> int | None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="tpuctl-launcher-watch", daemon=True).start()
-    return channel
+    return channel, relay[0]
 
 
 def release_reserved_port() -> None:
@@ -263,11 +270,15 @@ def main(argv: list[str] | None = None) -> None:
     from tpuctl.runtime import after_import
 
     after_import.frozen_after("tensorflow")  # whoever imports it: tpuctl's strategy or the script
-    channel = adopt_control_channel()
+    channel, requests = adopt_control_channel()
     from tpuctl.runtime.timeline import profiler
 
     profiler.install_server(os.environ)  # once TensorFlow loads
-    steps = profiler.steps_from(os.environ)
+    steps = profiler.steps_from(os.environ, on_demand=requests is not None)
+    if steps is not None and requests is not None:
+        from tpuctl.runtime.profile_capture import requests as profile_requests
+
+        profile_requests.listen(requests, steps, channel)
     timeline = channel is not None and contract.timeline(os.environ)
     if timeline or steps is not None:
         from tpuctl.runtime.timeline import channel as timeline_channel

@@ -183,12 +183,15 @@ class _Reaper:
         os._exit(os.WEXITSTATUS(status))
 
 
-def watch(main: int, lifeline: int, stacks: Callable[[], bytes] | None = None) -> NoReturn:
+def watch(main: int, lifeline: int, stacks: Callable[[], bytes] | None = None, relay: int | None = None) -> NoReturn:
     """The reaper's life: wait for the command's main process to end or the lifeline to close,
     then kill every descendant and exit as the command did. Never returns.
 
     With `stacks` (a worker's: what takes its stacks), a "stacks" line on the
-    lifeline is answered on it with `stacks HEX`: what `stacks()` returned."""
+    lifeline is answered on it with `stacks HEX`: what `stacks()` returned. With
+    `relay` (a worker's pipe), each "profile SESSION MS" line goes on into it as
+    "SESSION MS STAMP" (tpuctl/runtime/profile_capture/requests.py), STAMP being
+    this host's time.monotonic() on receipt; a full pipe drops it."""
     import select
 
     for sig in STOPPING:
@@ -206,6 +209,7 @@ def watch(main: int, lifeline: int, stacks: Callable[[], bytes] | None = None) -
     poller.register(lifeline, select.POLLIN)
     poller.register(wake_read, select.POLLIN)
     reaper = _Reaper(main)
+    pending = b""
     try:
         while True:
             reaper.reap()
@@ -219,8 +223,13 @@ def watch(main: int, lifeline: int, stacks: Callable[[], bytes] | None = None) -
                 request = _read(lifeline)
                 if not request:
                     break  # EOF: the launcher stopped us or is gone
-                if stacks is not None and b"stacks" in request:
-                    _say(lifeline, b"stacks " + stacks().hex().encode() + b"\n")
+                *lines, pending = (pending + request).split(b"\n")
+                pending = pending[-512:]  # no request is that long
+                for line in lines:
+                    if stacks is not None and line.strip() == b"stacks":
+                        _say(lifeline, b"stacks " + stacks().hex().encode() + b"\n")
+                    elif relay is not None and line.startswith(b"profile "):
+                        hand_on(relay, line[8:].strip())
     finally:
         # Whatever happened, this process must never go back to the caller (it would run the worker twice).
         try:
@@ -241,6 +250,15 @@ def _say(lifeline: int, line: bytes) -> None:
             line = line[os.write(lifeline, line) :]
 
 
+def hand_on(relay: int, request: bytes) -> None:
+    """A "profile" request into the worker's pipe, stamped with its time of receipt, in one write (a pipe takes up to
+    PIPE_BUF bytes whole) that never waits: a worker that does not read loses it, and the launcher hears nothing."""
+    import time
+
+    with suppress(OSError):
+        os.write(relay, request + b" " + repr(time.monotonic()).encode() + b"\n")
+
+
 def _read(fd: int) -> bytes:
     """Up to 256 bytes; b"" at EOF, and also for an empty non-blocking pipe or a broken channel."""
     try:
@@ -249,11 +267,13 @@ def _read(fd: int) -> bytes:
         return b""
 
 
-def guard(lifeline: int, drop: Sequence[int] = (), stacks: Stacks | None = None) -> bool:
+def guard(lifeline: int, drop: Sequence[int] = (), stacks: Stacks | None = None, relay: tuple[int, int] | None = None) -> bool:
     """Fork this (worker) process: the parent becomes its reaper and never returns, the child
     returns True and goes on as the worker. False where no reaper can be had (then nothing forked).
     `drop`: descriptors the reaper must not keep (a reserved port, which must be free for the worker).
-    `stacks`: how the reaper takes the worker's stacks when the launcher asks for them (tpuctl/safety/stack_dump.py)."""
+    `stacks`: how the reaper takes the worker's stacks when the launcher asks for them (tpuctl/safety/stack_dump.py).
+    `relay`: a pipe (read end, write end) whose write end the reaper keeps for the launcher's "profile" requests
+    (`watch`); the worker keeps the read end."""
     if not become_subreaper():
         return False
     taking = None if stacks is None else (stacks, *os.pipe())  # with the pipe the worker's stacks come through
@@ -275,18 +295,22 @@ def guard(lifeline: int, drop: Sequence[int] = (), stacks: Stacks | None = None)
             how, answers, dumps = taking
             os.close(answers)
             how.register(dumps)
+        if relay is not None:
+            os.close(relay[1])
         return True
     on_parent_death(signal.SIGCONT, os.getppid())
     _say(lifeline, b"reaper\n")  # so the launcher can tell this reaper killed from its worker killed
-    for fd in drop:
+    for fd in (*drop, *(relay[:1] if relay is not None else ())):
         with suppress(OSError):
             os.close(fd)
+    if relay is not None:
+        os.set_blocking(relay[1], False)
     if taking is None:
-        watch(pid, lifeline)
+        watch(pid, lifeline, relay=None if relay is None else relay[1])
     how, answers, dumps = taking
     os.close(dumps)
     os.set_blocking(answers, False)
-    watch(pid, lifeline, lambda: how.capture(pid, answers))
+    watch(pid, lifeline, lambda: how.capture(pid, answers), None if relay is None else relay[1])
 
 
 # ---- the launcher's side ----------------------------------------------------------------------

@@ -3,12 +3,9 @@ own MultiWorkerMirroredStrategy from TF_CONFIG), with a wide model and a tiny pe
 reduces ~12M gradients across the workers for little compute.
 
 usage: allreduce_fit.py OUT SECONDS. Each worker writes OUT/ready-<index> after its third batch and trains until
-OUT/stop exists (at most SECONDS); steps are marked by tf-keras itself. After it a worker waits for
-the test's profiler session to begin recording it before it steps on: steps taken before the capture show nothing,
-and on the test's two cores they would slow everything else (the capture's own TensorFlow import among them). The
-wait sits between steps, inside a step whose marker began unrecorded, so the captured steps are whole steps as
-trained; once the session began, the worker trains on (a wait again after it could leave one worker of the pair
-stepping into an all-reduce the other never joins).
+OUT/stop exists (at most SECONDS); steps are marked by tf-keras itself. Nothing waits for the profiler: `tpuctl
+profile` captures at the workers' own step boundaries, so a script that held its steps until a capture began would
+hold off the capture too.
 """
 
 import os
@@ -17,7 +14,6 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.profiler import trace  # trace.enabled(): whether a profiler session records this process
 
 out, seconds = sys.argv[1], float(sys.argv[2])
 READY_BATCH = 2  # the third: the first traces the train step, unlike the steps after it
@@ -43,8 +39,7 @@ with strategy.scope():
 
 
 class Until(tf.keras.callbacks.Callback):
-    """Says the run is training after its third batch, then waits for a profiler session to begin, and ends the run
-    when OUT/stop appears or SECONDS pass."""
+    """Says the run is training after its third batch, and ends the run when OUT/stop appears or SECONDS pass."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -53,8 +48,6 @@ class Until(tf.keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if batch == READY_BATCH:
             open(os.path.join(out, f"ready-{index}"), "w").close()
-        while batch == READY_BATCH and not trace.enabled() and not self.ending():
-            time.sleep(0.02)
         if self.ending():
             self.model.stop_training = True
 

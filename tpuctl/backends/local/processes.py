@@ -64,6 +64,14 @@ class LocalHandle(Handle):
         with contextlib.suppress(OSError):
             self._control.send(b"stacks\n")
 
+    def request_profile(self, session: str, milliseconds: int) -> bool:
+        """Ask the worker's reaper for a capture; its answer comes back among `messages()` as `profile {json}`."""
+        try:
+            self._control.send(f"profile {session} {milliseconds}\n".encode())
+        except OSError:
+            return False
+        return True
+
     def process_group(self) -> int:
         """The worker's own group: it was started in a session of its own, so its pid."""
         return self.proc.pid

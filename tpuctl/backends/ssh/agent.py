@@ -28,7 +28,8 @@
 #      relayed as NONCE msg TEXT; a line longer than the hello's message_limit is
 #      dropped as it comes and said as NONCE dropped.
 #   4. stdin lines INT / TERM / KILL signal the worker group; STACKS asks the
-#      worker's reaper for its stacks (relayed back as NONCE msg stacks HEX); EOF (the
+#      worker's reaper for its stacks (relayed back as NONCE msg stacks HEX);
+#      PROFILE SESSION MS asks it for a capture (answered as NONCE msg profile JSON); EOF (the
 #      launcher or its connection is gone) ends the control socket, on which
 #      the worker's reaper kills all it started; the group is killed 2 s later.
 #   5. when the worker exits, kill what is left of its group, report
@@ -224,18 +225,19 @@ def kill(pid: int, sig: int) -> None:
         pass
 
 
-# Signal the worker group for each whole INT / TERM / KILL line, pass STACKS on to the worker's
-# reaper; returns the unfinished rest.
+# Signal the worker group for each whole INT / TERM / KILL line, pass STACKS and PROFILE on to the
+# worker's reaper (which checks a request's words itself); returns the unfinished rest.
 def obey(pid: int, ours: "_socket.socket", pending: bytes) -> bytes:
     while EOL in pending:
         word, pending = pending.split(EOL, 1)
         word = word.strip()
         sig = SIGNALS.get(word.decode("ascii", "replace"))
+        passed = b"stacks" if word == b"STACKS" else b"profile " + word[8:] if word.startswith(b"PROFILE ") else None
         if sig is not None:
             kill(pid, sig)
-        elif word == b"STACKS":
+        elif passed is not None:
             try:  # noqa: SIM105
-                ours.send(b"stacks" + EOL)
+                ours.send(passed + EOL)
             except OSError:
                 pass
     return pending

@@ -222,6 +222,10 @@ class SshHandle(Handle):
         if self.status is None:
             self._session.send("STACKS")
 
+    def request_profile(self, session: str, milliseconds: int) -> bool:
+        """Ask the agent to pass a capture request to the worker's reaper; the answer comes back among `messages()`."""
+        return self.status is None and self._session.send(f"PROFILE {session} {milliseconds}")
+
     def close(self) -> None:
         """End the session's input: an agent still running kills its worker group."""
         self._session.close_stdin()

@@ -1,7 +1,8 @@
 """`tpuctl profile [RUN] --duration SECONDS`: profile every worker of a running launch at once (docs/profile.md).
 
-RUN is what `tpuctl stacks` takes, or a launch's LOG_DIR as `tpuctl report` takes it. The capture is tpuctl/runs/profiling.py; the verdict is
-tpuctl/profiling/ (a higher layer than the run records, so it is called from here).
+RUN is what `tpuctl stacks` takes, or a launch's LOG_DIR as `tpuctl report` takes it. The capture is tpuctl/runs/profiling.py (asked
+of the run's launcher, taken inside each worker); the verdict is tpuctl/profiling/ (a higher layer than the run records, so it is
+called from here).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _say(line: str) -> None:
 @click.argument("run_id", metavar="[RUN|LOG_DIR]", required=False)
 @click.option(
     "--duration", "duration_s", type=Seconds(maximum=MAX_DURATION_S), metavar="S", default=2.0, show_default=True,
-    help=f"Seconds to trace every worker (0 < S <= {MAX_DURATION_S:g}).",
+    help=f"Seconds to trace every worker, from a step's end to the end of the step running then (0 < S <= {MAX_DURATION_S:g}).",
 )
 @click.option(
     "--json", "as_json", is_flag=True,
@@ -47,13 +48,17 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
 
     RUN is a run id or a unique prefix, or the path of the launch's log folder (LOG_DIR).
 
-    The session is written in TensorBoard's layout, PROFILE_DIR/plugins/profile/SESSION/, one
-    .xplane.pb per worker; PROFILE_DIR is the run's model dir, else its log dir. The run keeps
-    running. A worker that does not answer is named and the others are still captured (exit 0);
-    exit 1 when none answered. Local launches (--rehearse ones too), ssh and TPU VM launches;
-    Kubernetes and Vertex AI jobs take `launch --profile START-END` instead. An ssh run's capture
-    runs on its first host, reached as the launch reached it (--ssh-* options here replace those) and, unless its model dir
-    is gs://, each host's file is copied back into LOG_DIR/plugins/profile/SESSION/.
+    Each worker traces itself from the end of its next training step (Keras fit's) for about
+    --duration seconds, to the end of the step then running; the run keeps training. The session
+    is written in TensorBoard's layout, PROFILE_DIR/plugins/profile/SESSION/, one
+    HOST_TASK.xplane.pb per worker; PROFILE_DIR is the run's model dir, else its log dir. A worker
+    that takes no capture is named with why (no training step within 20 s: a custom loop, a
+    stopped or hung worker; a multi-worker run where stopping a profile is not safe) and the
+    others are still captured (exit 0); exit 1 when none was. Local launches (--rehearse ones
+    too), ssh and TPU VM launches; Kubernetes and Vertex AI jobs take `launch --profile
+    START-END` instead. An ssh run's files, unless its model dir is gs://, are copied back from
+    its hosts (reached as the launch reached them; --ssh-* options here replace those) into
+    LOG_DIR/plugins/profile/SESSION/.
     """
     from tpuctl.runs import profiling, records
 
@@ -78,7 +83,7 @@ def profile(run_id: str | None, duration_s: float, as_json: bool, no_verdict: bo
             raise TpuctlError(f"run {record.run_id} ended during the capture ({now.state}): no worker sent a profile", exit_code=FAILED)
         first = next(iter(result.missing.items()), ("", "no worker was asked"))
         hint = "`tpuctl logs` shows whether the workers are still training"
-        raise TpuctlError(f"no worker sent a profile ({first[0]} {first[1]})", hint=hint, exit_code=FAILED)
+        raise TpuctlError(f"no worker sent a profile ({first[0]}: {first[1]})", hint=hint, exit_code=FAILED)
     for worker, why in result.missing.items():
         _say(f"warning: {worker} sent no profile: {why}; the others' are in the session")
 

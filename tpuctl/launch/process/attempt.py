@@ -26,7 +26,7 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Failure, Outcome
-from tpuctl.launch.process import quiet, stacks
+from tpuctl.launch.process import profiles, quiet, stacks
 from tpuctl.launch.process.events import Exited, Inbox, Ready, ReaperNews, StacksRequested, StopSignal, WorkerEvent, WorkerState
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
 from tpuctl.launch.process.progress import ProgressClock, StepWatch
@@ -57,6 +57,7 @@ class Wiring:
     colour: bool
     fold: Fold | None  # TensorFlow's start-up log lines, kept out of the console (--verbose shows them)
     timeline: tl.Timeline | None = None  # the run's timeline (tpuctl/runs/timeline.py), where the launch keeps one
+    profiles: profiles.Desk | None = None  # `tpuctl profile`'s requests, served to the attempt's workers
 
 
 @dataclass
@@ -109,6 +110,8 @@ class _Attempt:
             starter.started()
             self._record_profilers(job)
             self._watch()
+            if self.wiring.profiles is not None:
+                self.wiring.profiles.attach(self.number, [w.handle for w in self.workers], lambda p: self.workers[p].state.live)
             steps = StepWatch(job.model_dir, self.clock.touch, self._summary_step, job.hang_timeout, job.quiet_notice) if job.model_dir else None
             if steps is not None:
                 steps.start()
@@ -119,20 +122,24 @@ class _Attempt:
                 if steps is not None:
                     steps.stop()
         finally:
+            if self.wiring.profiles is not None:
+                self.wiring.profiles.detach()
             self._stop()
             starter.release()
             self._ended(outcome)
 
     def _record_profilers(self, job: Job) -> None:
-        """Where `tpuctl profile` finds each worker's profiler server: the port its Starter gave it
-        (PROFILER_PORT in what was started), on the host its TensorFlow address names."""
+        """What `tpuctl profile` needs of the attempt's workers: their names and hosts, where they write profiles, how
+        the launch reached them; and each one's profiler server's port (PROFILER_PORT in what was started), if any."""
         workers: list[dict[str, object]] = []
         for worker in self.workers:
             spec = worker.handle.spec
-            port = spec.env.get(PROFILER_PORT)
-            if port is None or spec.address is None:
+            if spec.address is None:
                 continue
-            entry: dict[str, object] = {"worker": spec.name, "host": spec.address.rsplit(":", 1)[0].strip("[]"), "port": int(port), "python": spec.argv[0]}
+            entry: dict[str, object] = {"worker": spec.name, "host": spec.address.rsplit(":", 1)[0].strip("[]"), "python": spec.argv[0]}
+            port = spec.env.get(PROFILER_PORT)
+            if port is not None:
+                entry["port"] = int(port)
             if self.wiring.starter.remote:
                 entry["ssh"] = spec.host
             workers.append(entry)
@@ -231,7 +238,7 @@ class _Attempt:
                 self._from_worker(position, message)
             elif message in ("reaper", "ended"):  # the worker's reaper started, and ended as it should
                 self.wiring.inbox.put(ReaperNews(self.number, position, ended=message == "ended"))
-            else:
+            elif self.wiring.profiles is None or not self.wiring.profiles.offer(self.number, position, message):
                 self.wiring.collector.offer(position, message)
 
     def _wait_exit(self, position: int, handle: Handle, pump: threading.Thread, reader: threading.Thread) -> None:
@@ -257,6 +264,8 @@ class _Attempt:
         elif isinstance(event, Exited):
             worker.state = worker.state.on_exit(event.returncode)
             worker.ended_at = time.monotonic()
+            if self.wiring.profiles is not None:
+                self.wiring.profiles.changed()  # a capture waiting for this worker's answer stops waiting
 
     # deciding -------------------------------------------------------------------------------------
 

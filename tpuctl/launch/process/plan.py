@@ -134,7 +134,7 @@ def build_plan(
     """Turn a Job and one address per worker into every worker's argv and env.
 
     Every worker runs on `host`, unless `hosts` names one host per task (in task order).
-    `log_dir`: the run's, where --profile writes when there is no model dir. `gpus`: each task's
+    `log_dir`: the run's, where profiles go when there is no model dir. `gpus`: each task's
     CUDA_VISIBLE_DEVICES (and memory growth where workers share a card), over the user's --env.
     """
     cluster = make_cluster(job.workers, addresses, chief=job.parameter_server, ps=job.ps)
@@ -162,7 +162,7 @@ def build_plan(
         }
         if job.model_dir:
             env[contract.MODEL_DIR] = job.model_dir
-        if job.profile and (job.model_dir or log_dir):
+        if job.model_dir or log_dir:  # where --profile's window and `tpuctl profile`'s captures go
             env[contract.PROFILE_DIR] = job.model_dir or log_dir or ""
         specs.append(
             WorkerSpec(

@@ -51,6 +51,11 @@ class Handle(ABC):
         """Ask for the worker's stacks; they come back among `messages()` as `stacks HEX`. Only where can_give_stacks."""
         return None
 
+    def request_profile(self, session: str, milliseconds: int) -> bool:
+        """Ask the worker's reaper for a capture (`tpuctl profile`); its answer comes back among `messages()` as
+        `profile {json}`. False where the request could not be sent (a backend without a reaper to ask)."""
+        return False
+
     def process_group(self) -> int | None:
         """The process group on this machine whose stopped state (SIGSTOP, Ctrl-Z) freezes this worker,
         for naming a frozen peer as a failure's cause; None where tpuctl has none to look at."""

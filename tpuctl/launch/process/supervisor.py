@@ -22,7 +22,7 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Failure, Outcome
-from tpuctl.launch.process import stacks
+from tpuctl.launch.process import profiles, stacks
 from tpuctl.launch.process.attempt import Wiring, preempted, run_attempt
 from tpuctl.launch.process.events import Inbox, StacksRequested
 from tpuctl.launch.process.starter import Starter
@@ -55,6 +55,7 @@ class Supervisor:
         self.notes: list[str] = []  # what went wrong beside the workers (a log that could not be written)
         self.timeline = timeline  # attempts, workers, failures and restarts go there as they happen
         self._inbox = Inbox()
+        self._profiles = profiles.Desk(RunFolder(log_dir), self._log_warning)
         self._wiring = Wiring(
             starter=starter,
             folder=RunFolder(log_dir),
@@ -66,6 +67,7 @@ class Supervisor:
             colour=colour,
             fold=fold,
             timeline=timeline,
+            profiles=self._profiles,
         )
 
     def run(self, job: Job, run_id: str) -> Outcome:
@@ -73,7 +75,8 @@ class Supervisor:
         one of --max-preemptions, any other failure one of --max-restarts."""
         started = time.monotonic()
         restarts = preemptions = 0
-        with signals.handled(self._on_signal), self._stacks_on_request():
+        self._profiles.start()
+        with signals.handled(self._on_signal), self._stacks_on_request(), contextlib.closing(self._profiles):
             attempt = 0
             while True:
                 attempt += 1

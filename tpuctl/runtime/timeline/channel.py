@@ -18,17 +18,19 @@ PREFIX = b"timeline "  # tpuctl/runs/timeline.py's MESSAGE_PREFIX (the runtime i
 
 
 class Channel:
-    """Sends `timeline {json}` lines on the worker's control channel (the fd bootstrap.py adopted)."""
+    """Sends `timeline {json}` lines on the worker's control channel (the fd bootstrap.py adopted); with another
+    `prefix`, its other lines (`profile {json}`: tpuctl/runtime/profile_capture/requests.py)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, prefix: bytes = PREFIX) -> None:
         self._fd = fd
+        self._prefix = prefix
         self._socket: Any = None
         self._flags = 0
         self.dropped = 0
         self.first_step_sent = False  # once per process: a second fit (fine-tuning) is not a first step
 
     def send(self, event: str, **fields: object) -> None:
-        line = PREFIX + json.dumps({"event": event, **fields}).encode() + b"\n"
+        line = self._prefix + json.dumps({"event": event, **fields}).encode() + b"\n"
         try:
             if self._socket is None:
                 import socket  # here, not at the worker's start: see bootstrap.py

@@ -1,30 +1,38 @@
-"""The worker's profiling: TensorFlow's profiler server on the port tpuctl reserved (`tpuctl profile` captures
-from it), step markers where Keras fit sets none, and `launch --profile START-END`'s window.
+"""The worker's profiling: `tpuctl profile`'s captures and `launch --profile START-END`'s window, both taken inside
+the worker at its training steps' boundaries, step markers where Keras fit sets none, and (with --profiler-server)
+TensorFlow's profiler server for tools that capture through it.
 
-No script needs a line for any of it. The server starts the moment TensorFlow has been imported
-(after_import.py), before the script runs, whoever imports it: tpuctl building the strategy, or the
-script building its own. Until then the launch's bound socket (PROFILER_FD) holds the port, as
-RESERVED_FD holds the TensorFlow server's. A server that cannot start costs the run nothing but one
-warning line (from the chief, as every worker's would say the same).
+No script needs a line for any of it. A capture starts with `tf.profiler.experimental.start` between two steps, on
+the thread that runs them, and stops the same way: at the step boundary where its last step (a window's) ended, or
+the first one once its seconds passed (`tpuctl profile`'s, asked through the worker's reaper: tpuctl/runtime/
+profile_capture/requests.py). Both kinds go through the same start and stop below. Where stopping a profile can
+crash the worker (TensorFlow's fault with several processes' collectives, profile_capture/tracefix.py) and tpuctl's
+fix for it could not be loaded, nothing is captured: the window's warning or the request's answer says why.
 
 Steps are counted from 0 across epochs and fits, in this process. Keras 3's fit marks no steps, so a
-capture would have no step times (xprof: "No step marker observed"): on Keras 3 each batch is wrapped
+capture would have no step times (xprof: "No step marker observed"): on Keras 3 each batch recorded is wrapped
 in a `Trace("train", step_num=N, _r=1)`, the marker tf-keras and Keras 2 put around their own steps.
 Keras 3 runs on_train_batch_end on a thread of its own (asynchronous dispatch, kept for speed), and a
 marker must begin and end on one thread, so a Keras 3 step runs from one on_train_batch_begin to the
 next (or to the epoch's end): what the step really costs, the callbacks between steps included.
 
-The window writes through a private folder: TensorFlow names its file after the host and its
-session folder after the second it stopped, so two workers on one machine would overwrite each
-other's file, and workers stopping a second apart would land in two sessions. Each worker's file is
-copied into PROFILE_DIR/plugins/profile/<session>/ as <host>_<task>.xplane.pb, <session> named by
-the run and the steps, the same on every worker.
+A capture writes through a private folder: TensorFlow names its file after the host and its session folder after
+the second it stopped, so two workers on one machine would overwrite each other's file, and workers stopping a
+second apart would land in two sessions. Each worker's file is copied into PROFILE_DIR/plugins/profile/<session>/ as
+<host>_<task>.xplane.pb, <session> named by the run and the steps (a window) or by the launcher (`tpuctl profile`),
+the same on every worker.
+
+The server starts the moment TensorFlow has been imported (after_import.py), before the script runs, whoever
+imports it. Until then the launch's bound socket (PROFILER_FD) holds the port, as RESERVED_FD holds the TensorFlow
+server's. A server that cannot start costs the run nothing but one warning line (from the chief).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import TpuctlError
@@ -32,11 +40,12 @@ from tpuctl.runtime import after_import
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from types import ModuleType
     from typing import Any
 
 SESSION_PREFIX = "tpuctl-"  # a window's session folder: tpuctl-<run id>-attempt-<N>-steps-<START>-<END>
+FAULT = "stopping a profile can crash a worker of a multi-worker run in TensorFlow (docs/profile.md, Known TensorFlow fault)"
 
 
 def _say(message: str) -> None:
@@ -74,11 +83,10 @@ def install_server(environ: Mapping[str, str]) -> None:
             tf.profiler.experimental.server.start(port)
         except Exception as err:  # noqa: BLE001 - a profiler that cannot start is no reason for training to stop
             if _chief():
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                _say(f"warning: the profiler server did not start on port {port} ({first[:200]}); `tpuctl profile` cannot capture this run")
+                _say(f"warning: the profiler server did not start on port {port} ({_first(err)})")
             return
         if _listening_here(port) is False:  # TensorFlow only logs a port it could not bind, and goes on without a server
-            _say(f"warning: this worker's profiler server could not take port {port} (another process holds it): `tpuctl profile` names it missing")
+            _say(f"warning: this worker's profiler server could not take port {port} (another process holds it)")
 
     after_import.when_imported("tensorflow", start)
 
@@ -104,30 +112,91 @@ def _listening_here(port: int) -> bool | None:
     return any(len(row) > 9 and row[1].endswith(wanted) and row[3] == "0A" and f"socket:[{row[9]}]" in mine for row in rows)
 
 
+class Window:
+    """One profile to record: its session, and when it begins and ends. A window (`launch --profile`) has its steps;
+    a capture (`tpuctl profile`) its seconds, the time by which it must have begun and ended, and whom to answer."""
+
+    def __init__(
+        self,
+        session: str,
+        *,
+        steps: tuple[int, int] | None = None,
+        seconds: float = 0.0,
+        begin_by: float = 0.0,
+        end_by: float = 0.0,
+        answer: Callable[..., None] | None = None,
+    ) -> None:
+        self.session = session
+        self.steps = steps
+        self.seconds = seconds
+        self.begin_by = begin_by  # time.monotonic(): a capture not begun by then is not taken (requests.py answers)
+        self.end_by = end_by  # time.monotonic(): past it, the launcher no longer waits for the file
+        self.answer = answer
+        self.began = 0.0
+        self.first_step = 0
+
+    def refuse(self, why: str) -> None:
+        if self.answer is not None:
+            self.answer("not_taken", session=self.session, why=why)
+        elif self.steps is not None:
+            _say(f"warning: --profile {self.steps[0]}-{self.steps[1]} not captured: {why}")
+
+    def over(self, done: int) -> bool:
+        """Whether the step `done` that just ended is the window's last, or ends a capture's seconds."""
+        if self.steps is not None:
+            return done >= self.steps[1]
+        return time.monotonic() - self.began >= self.seconds
+
+
 class Steps:
-    """This process's training steps as Keras' callbacks see them: the count, Keras 3's markers, the window."""
+    """This process's training steps as Keras' callbacks see them: the count, Keras 3's markers, the profiles."""
 
     def __init__(self, window: tuple[int, int] | None, logdir: str | None, session: str) -> None:
-        self.window = window if logdir else None
         self.logdir = logdir or ""
-        self.session = session
+        self.window = Window(session, steps=window) if window is not None and logdir else None
+        self.unsafe: str | None = None  # why a profile is not safe to stop in this process; None: it is
         self.next = 0  # the number of the step to come
         self._open = False  # a step has begun and not ended
         self._trace: Any = None
-        self._scratch: str | None = None  # the private folder TensorFlow writes the window into
-        self._stop_due = False  # the window's last step has ended
+        self._asked: Window | None = None  # a capture waiting for a step boundary (requests.py puts it here)
+        self._lock = threading.Lock()  # between requests.py's thread and the training thread, over `_asked`
+        self._recording: Window | None = None
+        self._scratch: str | None = None  # the private folder TensorFlow writes the profile into
+        self._stop_due = False  # the profile's last step has ended
+
+    # what requests.py asks, from its own thread
+
+    def ask(self, capture: Window) -> str | None:
+        """Take `capture` at the next step boundary; why not, where it cannot be."""
+        if not self.logdir:
+            return "the worker has no folder to write a profile to"
+        with self._lock:
+            if self._asked is not None or self._recording is not None:
+                return "its profiler is busy with another capture (a --profile window, or another tpuctl profile)"
+            self._asked = capture
+        return None
+
+    def withdraw(self, capture: Window) -> bool:
+        """Take back `capture` if no step boundary took it: True when it was still waiting."""
+        with self._lock:
+            if self._asked is not capture:
+                return False
+            self._asked = None
+            return True
+
+    # the training thread's, from the fit callback (hooks.py)
 
     def train_begins(self) -> None:
         self._start_if_due()
 
     def step_begins(self, markers: bool) -> None:
-        """markers: Keras 3, whose previous step ends here and whose step gets its Trace."""
+        """markers: Keras 3, whose previous step ends here and whose step gets its Trace while a profile records."""
         if markers:
             self.step_ends()
         if self._stop_due:
             self._stop()
         self._open = True
-        if markers:
+        if markers and self._recording is not None:
             import tensorflow as tf
 
             self._trace = tf.profiler.experimental.Trace("train", step_num=self.next, _r=1)
@@ -141,10 +210,10 @@ class Steps:
             trace, self._trace = self._trace, None
             trace.__exit__(None, None, None)
         done, self.next = self.next, self.next + 1
-        if self.window is not None and done == self.window[1]:
+        if self._recording is not None:
             # Stopped once the step is over: tf-keras calls on_train_batch_end inside its step's marker, which a
             # session stopped there would lose.
-            self._stop_due = True
+            self._stop_due = self._recording.over(done)
         else:
             self._start_if_due()  # before the next step begins: tf-keras opens its marker before on_train_batch_begin
 
@@ -154,32 +223,55 @@ class Steps:
             self._stop()
 
     def train_ends(self) -> None:
-        """Training ended (or left fit) inside the window: what was captured is kept."""
+        """Training ended (or left fit) while a profile recorded: what was captured is kept."""
         self.step_ends()
-        if self._scratch is not None:
+        if self._recording is not None:
             self._stop()
 
     def _start_if_due(self) -> None:
         window = self.window
-        if window is None or self.next != window[0] or self._scratch is not None:
+        if window is not None and window.steps is not None and self.next >= window.steps[0]:
+            self.window = None  # once per process
+            if self.next == window.steps[0]:
+                self._start(window)
+            else:  # its first step came while a `tpuctl profile` capture recorded
+                window.refuse("a tpuctl profile capture was recording at its first step")
             return
+        if self._asked is None:
+            return  # the training thread's cost of a boundary with nothing asked: this attribute's read
+        with self._lock:
+            asked = self._asked
+            if asked is None or time.monotonic() > asked.begin_by:
+                return  # late (the worker was stopped meanwhile): requests.py withdraws it and says so
+            self._asked = None
+        self._start(asked)
+
+    def _start(self, window: Window) -> None:
+        if self.unsafe is not None:
+            window.refuse(f"{FAULT}, and {self.unsafe}")
+            return
+        import shutil
         import tempfile
 
         import tensorflow as tf
 
+        scratch = tempfile.mkdtemp(prefix="tpuctl-profile-")
         try:
-            self._scratch = tempfile.mkdtemp(prefix="tpuctl-profile-")
-            tf.profiler.experimental.start(self._scratch)
-        except Exception as err:  # noqa: BLE001 - e.g. `tpuctl profile` capturing right now: the window is lost, not the run
-            self._scratch = None
-            self.window = None
-            _say(f"warning: --profile {window[0]}-{window[1]} not captured: {_first(err)}")
+            tf.profiler.experimental.start(scratch)
+        except Exception as err:  # noqa: BLE001 - e.g. another profiler session active: the profile is lost, not the run
+            shutil.rmtree(scratch, ignore_errors=True)
+            window.refuse(f"TensorFlow's profiler did not start: {_first(err)}")
+            return
+        window.began, window.first_step = time.monotonic(), self.next
+        self._recording, self._scratch = window, scratch
+        if window.answer is not None:
+            window.answer("began", session=window.session)  # the launcher now waits for the file, not for a start
 
     def _stop(self) -> None:
         self._stop_due = False
-        scratch, self._scratch = self._scratch, None
-        window, self.window = self.window, None  # once per process
-        if scratch is None or window is None:
+        window, scratch = self._recording, self._scratch
+        self._recording = self._scratch = None
+        if window is None or scratch is None:
             return
         import shutil
 
@@ -187,17 +279,23 @@ class Steps:
 
         try:
             tf.profiler.experimental.stop()
-            target = f"{self.logdir.rstrip('/')}/plugins/profile/{self.session}"
+            target = f"{self.logdir.rstrip('/')}/plugins/profile/{window.session}"
             written = []
             for folder, _, files in os.walk(scratch):
                 written += [os.path.join(folder, name) for name in files if name.endswith(".xplane.pb")]
+            if not written:
+                raise RuntimeError("TensorFlow wrote no trace")
+            if window.answer is not None and time.monotonic() > window.end_by:
+                return  # the launcher stopped waiting for it (the worker was stopped meanwhile): no file it did not name
+            file = f"{target}/{_file_name()}"
             tf.io.gfile.makedirs(target)
-            for path in written:
-                tf.io.gfile.copy(path, f"{target}/{_file_name()}", overwrite=True)
-            if _chief():
-                _say(f"profiled steps {window[0]}-{window[1]} into {target}")
+            tf.io.gfile.copy(written[0], file, overwrite=True)
+            if window.answer is not None:
+                window.answer("taken", session=window.session, file=file, steps=self.next - window.first_step)
+            elif window.steps is not None and _chief():
+                _say(f"profiled steps {window.steps[0]}-{window.steps[1]} into {target}")
         except Exception as err:  # noqa: BLE001 - a full disk or a refused bucket loses the profile, not the run
-            _say(f"warning: the --profile window was not saved: {_first(err)}")
+            window.refuse(f"the profile was not saved: {_first(err)}")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -215,15 +313,16 @@ def _file_name() -> str:
     return f"{host}_{task}.xplane.pb"
 
 
-def steps_from(environ: Mapping[str, str]) -> Steps | None:
-    """The Steps a worker keeps, or None where nothing needs them (no server, no window)."""
+def steps_from(environ: Mapping[str, str], on_demand: bool) -> Steps | None:
+    """The Steps a worker keeps, or None where nothing needs them (no window, no `tpuctl profile` to answer).
+    `on_demand`: the launcher can ask this worker for captures (a local or ssh worker, reached through its reaper)."""
     try:
         window = contract.profile_steps(environ)
     except TpuctlError as err:
         if _chief():
             _say(f"warning: --profile ignored: {err.message}")
         window = None
-    if window is None and not environ.get(contract.PROFILER_PORT):
+    if window is None and not on_demand:
         return None
     logdir = contract.profile_dir(environ)
     if window is not None and not logdir and _chief():
@@ -231,4 +330,22 @@ def steps_from(environ: Mapping[str, str]) -> Steps | None:
     run = environ.get(contract.RUN_ID) or "run"
     start, end = window or (0, 0)
     session = f"{SESSION_PREFIX}{run}-attempt-{environ.get(contract.ATTEMPT, '1')}-steps-{start}-{end}"
-    return Steps(window, logdir, session)
+    steps = Steps(window, logdir, session)
+    if "TF_CONFIG" in environ:  # several processes: their collectives are what makes TensorFlow's stop crash
+        _guard(steps, environ)
+    return steps
+
+
+def _guard(steps: Steps, environ: Mapping[str, str]) -> None:
+    """Load tpuctl's fix for TensorFlow's crash before TensorFlow is imported, and see that it took once it is."""
+    from tpuctl.runtime.profile_capture import tracefix
+
+    steps.unsafe = tracefix.load(environ)
+    if steps.unsafe is not None:
+        return
+
+    def check(tf: ModuleType) -> None:
+        if not tracefix.active():
+            steps.unsafe = "tpuctl's fix for it did not take effect in this process"
+
+    after_import.when_imported("tensorflow", check)

@@ -1,3 +1,0 @@
-from tpuctl.runtime.profile_capture import main
-
-main()
