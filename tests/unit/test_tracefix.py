@@ -86,6 +86,62 @@ def test_split_events_reach_the_recorder_as_complete_ones_and_nothing_else_chang
     assert len(built) == 1 and built[0].stat().st_mode & 0o077 == 0 and (tmp_path / "cache" / "tpuctl").stat().st_mode & 0o077 == 0
 
 
+# The same recorder built with libstdc++'s old copy-on-write std::string (one pointer, _GLIBCXX_USE_CXX11_ABI=0): where
+# the fix reads a length, this Event has its start time.
+OLD_ABI = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+struct event { const char *name; int64_t start_time; int64_t end_time; };
+static char seen[4096];
+static size_t used;
+void _ZdlPv(void *p) { (void)p; }
+void _ZN3tsl8profiler15TraceMeRecorder6RecordEONS1_5EventE(struct event *e) {
+  used += snprintf(seen + used, sizeof seen - used, "%s|%lld|%lld\n", e->name, (long long)e->start_time, (long long)e->end_time);
+}
+void trace(const char *name, int64_t start, int64_t end) {
+  struct event e = {name, start, end};
+  _ZN3tsl8profiler15TraceMeRecorder6RecordEONS1_5EventE(&e);
+}
+const char *recorded(void) { return seen; }
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("cc") is None, reason="the fix is built with the host's C compiler, on Linux")
+def test_events_laid_out_otherwise_reach_the_recorder_untouched(tmp_path: Path) -> None:
+    """An Event the fix cannot read as it expects (another std::string) turns it off: every event, split ones too,
+    reaches the recorder exactly as it was made, and nothing is held or freed."""
+    stand_in = tmp_path / "libold.so"
+    subprocess.run(["cc", "-x", "c", "-shared", "-fPIC", "-O2", "-o", str(stand_in), "-"], input=OLD_ABI.encode(), check=True, timeout=60)
+    code = textwrap.dedent(
+        f"""
+        import ctypes, os
+        from tpuctl.runtime.profile_capture import tracefix
+        assert tracefix.load(os.environ) is None
+        tf = ctypes.CDLL({str(stand_in)!r})
+        assert tracefix.active()
+        trace = tf.trace
+        trace.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64]
+        activity = 5 << 32
+        trace(b"start", 1765000000000000000, -activity)
+        trace(b"end", -activity, 1765000000000000900)
+        trace(b"complete", 1765000000000001000, 1765000000000002000)
+        tf.recorded.restype = ctypes.c_char_p
+        print(tf.recorded().decode(), end="")
+        print("joined", tracefix.joined(), "foreign", tracefix._call("tpuctl_tracefix_foreign"))
+        """
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"start|1765000000000000000|{-(5 << 32)}",
+        f"end|{-(5 << 32)}|1765000000000000900",
+        "complete|1765000000000001000|1765000000000002000",
+        "joined 0 foreign 1",
+    ]
+
+
 def test_where_the_fix_cannot_be_built_the_worker_is_told_why(tmp_path: Path) -> None:
     code = "import os; from tpuctl.runtime.profile_capture import tracefix; print(tracefix.load(os.environ))"
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "CC": "no-such-compiler", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

@@ -27,7 +27,10 @@ int64 nanoseconds, negative for the activity id of a split event's missing half:
 traceme_recorder.h, the same in every TensorFlow release up to 2.21) and on libstdc++'s std::string (a pointer, a
 length, then 16 bytes of inline buffer or the capacity). It is loaded only for TensorFlow versions checked
 (TraceMeRecorder in the `tsl::profiler` namespace, up to 2.21); elsewhere `tpuctl profile` says it cannot capture a
-multi-worker run safely. It is compiled on first use with the host's C compiler (`cc -x c -`, as tpuctl's bind shim
+multi-worker run safely. And it checks every event before it touches one: a name whose length and storage are not
+what libstdc++'s std::string holds (as in a build with the old copy-on-write string, one pointer wide, where the
+length's place holds the start time) turns the library off for good, and from then on every event reaches
+TensorFlow's recorder as TensorFlow made it. It is compiled on first use with the host's C compiler (`cc -x c -`, as tpuctl's bind shim
 is) into a private cache folder, and loaded from there.
 """
 
@@ -113,11 +116,27 @@ long tpuctl_tracefix_joined(void) { return joined; }
 
 static struct held *slot_of(int64_t id) { return &held[((uint64_t)id * 0x9E3779B97F4A7C15ull >> 20) % SLOTS]; }
 
+/* A std::string of libstdc++'s new ABI: its text inline (at most 15 characters) or on the heap within its capacity. */
+static int plausible(const struct text *text) {
+  if (text->length > (1u << 24)) return 0;
+  if (text->data == text->rest.inline_buffer) return text->length < sizeof text->rest.inline_buffer;
+  return text->data != 0 && text->rest.capacity >= text->length && text->rest.capacity <= (1u << 24);
+}
+
+static volatile int foreign;  /* an event not laid out as this library reads it was seen: pass every one on as it is */
+
+long tpuctl_tracefix_foreign(void) { return foreign; }
+
 void _ZN3tsl8profiler15TraceMeRecorder6RecordEONS1_5EventE(struct event *event) {
   struct held *slot;
   int complete = 1;
   pthread_once(&once, find_record);
   if (record == 0 || release == 0) return;
+  if (foreign || !plausible(&event->name)) {
+    foreign = 1;
+    record(event);
+    return;
+  }
   if (event->end_time < 0) {
     slot = slot_of(-event->end_time);
     pthread_mutex_lock(&lock);
