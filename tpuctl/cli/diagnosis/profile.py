@@ -107,6 +107,8 @@ def _keep(folder: RunFolder, result: Capture, verdict: dict[str, Any] | None) ->
         view.keep_profile(folder, str(result.session), result.profile_dir, verdict)
     except OSError as err:
         _say(f"warning: cannot keep the verdict in {folder.path}: {err.strerror or err}")
+    except TpuctlError as err:  # LOG_DIR/profiles is not a private folder of the user's (a link): the capture stands
+        _say(f"warning: the verdict is not kept: {err.message}")
 
 
 def _verdict(result: Capture) -> Verdict:
