@@ -420,3 +420,13 @@ def test_a_requests_folder_that_is_a_link_is_neither_written_through_nor_served(
     finally:
         desk.close()
     assert sorted(p.name for p in elsewhere.iterdir()) == ["planted.json"] and not any(w.asked for w in workers)
+
+
+def test_a_record_naming_another_runs_folder_leaves_no_request_there(run: RunRecord, tmp_path: Path) -> None:
+    """A record whose log_dir is another live run's folder (copied or edited): the request would reach that run's
+    launcher, so it is refused in one line and nothing is written into the folder."""
+    stray = RunRecord("other-20260101-000000-dcba", "local", "train.py", run.log_dir, time.time(), run.pid, "here")
+    records.write(stray)
+    with pytest.raises(TpuctlError, match="is claimed by train-20260101-000000-abcd, pid .*, not by this run; nothing asked"):
+        profiling.capture(stray, 0.1)
+    assert not run.folder.profile_requests.exists()

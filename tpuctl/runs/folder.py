@@ -184,12 +184,12 @@ class RunFolder:
     def _taken(self, found: str) -> TpuctlError:
         fresh = "pass a new --log-dir (or leave it out: each launch then gets its own folder)"
         if found == RUN_FILE and self.is_running():
-            return TpuctlError(f"--log-dir {self.path} is in use by a running launch ({self._claimed_by()})", hint=fresh)
+            return TpuctlError(f"--log-dir {self.path} is in use by a running launch ({self.claimed_by()})", hint=fresh)
         return TpuctlError(
-            f"--log-dir {self.path} already holds a launch ({self._claimed_by() or found})", hint=f"{fresh}, or remove {self.path} first"
+            f"--log-dir {self.path} already holds a launch ({self.claimed_by() or found})", hint=f"{fresh}, or remove {self.path} first"
         )
 
-    def _claimed_by(self) -> str:
+    def claimed_by(self) -> str:
         """`RUN_ID, pid N` from a claimed folder's run.json, or "" where it cannot be read."""
         try:
             raw = json.loads(read_small_bytes(self.run_file, "run record", limit=4096) or b"")

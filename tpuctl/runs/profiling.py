@@ -29,6 +29,7 @@ from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.parse import read_small_bytes
 from tpuctl.inputs.private_files import private_dir, write_private
+from tpuctl.runs import records
 from tpuctl.runs.folder import CAPTURES
 from tpuctl.runs.records import RunRecord
 
@@ -121,6 +122,11 @@ def capture(record: RunRecord, duration_s: float, hosts: Hosts | None = None) ->
 
 def ask(record: RunRecord, duration_s: float) -> dict[str, Any]:
     """Leave the request in the run's folder and wait for the launcher's answer: session, files, missing."""
+    records.proven(record, "asked")  # the request goes only into the folder of a record that is the user's own
+    claimant = record.folder.claimed_by()
+    if claimant != f"{record.run_id}, pid {record.pid}":
+        said = f"claimed by {claimant}" if claimant else "not claimed by any launch"
+        raise TpuctlError(f"run {record.run_id}'s log folder {one_line(record.log_dir)} is {one_line(said)}, not by this run; nothing asked", exit_code=FAILED)
     place = record.folder.profile_requests
     ident = secrets.token_hex(8)
     request, taken, answered = (place / f"{ident}{suffix}" for suffix in (".json", ".taken", ".answer.json"))
