@@ -99,3 +99,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/profiler_overhead.py
 	$(BIN)/python benchmarks/report_big_timeline.py
 	$(BIN)/python benchmarks/plugin_view.py
+	$(BIN)/python benchmarks/sync_ignore.py

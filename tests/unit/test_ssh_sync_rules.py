@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_launch_runners import invoke
-from tpuctl.backends.ssh.ignore_rules import walk
+from tpuctl.backends.ssh.ignore_rules import RuleFile, parse, walk
 from tpuctl.backends.ssh.selection import select
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.parse import MAX_SIZE, parse_size
@@ -80,12 +81,85 @@ def test_the_fallback_chooses_exactly_what_git_does(tmp_path_factory: pytest.Tem
     assert ours == git_selection(root)
 
 
+# The glob grammar in pieces (issue 46): every kind of `*` and `**` with and without slashes around it, escapes,
+# classes (ranges, negation, a first `]`, POSIX names, unclosed), on names that hold glob characters themselves.
+SEGMENTS = [
+    b"a", b"b", b"ab", b"ba", b"*", b"**", b"***", b"?", b"a*", b"*a", b"a**", b"**b", b"*a*", b"?a", b"b?", b".", b"\\", b"\\*", b"\\ ", b" ",
+    b"!", b"#", b"\xff", b"[ab]", b"[!a]", b"[^b]", b"[a-c]*", b"[]a]", b"[a-]", b"[[:alpha:]]", b"[[:punct:]b]", b"[[:nope:]]", b"[", b"[/]", b"[\\]]",
+]
+# A line: how it starts, its segments each with what joins it to the next (mostly a slash), how it ends.
+glob_lines = st.tuples(
+    st.sampled_from([b"", b"!", b"/", b"!/", b"**/"]),
+    st.lists(st.tuples(st.sampled_from(SEGMENTS), st.sampled_from([b"/", b"/", b"/", b""])), min_size=1, max_size=5),
+    st.sampled_from([b"", b"/", b"/**", b"  ", b"\r"]),
+)
+# Every name in every folder four deep: most globs match something, and a folder's verdict hides what is below it.
+GLOB_TREE = [
+    b"/".join([*folder, name])
+    for folder in ([], *([a] for a in (b"a", b"ab")), *([a, b] for a in (b"a", b"ab") for b in (b"a", b"b")), [b"a", b"b", b"a"], [b"a", b"a", b"b", b"a"])
+    for name in (b"bab", b"ba", b"aab", b".a", b"b.a", b"*", b"a b", b"[a]", b"\xff", b"!b", b"#b")
+]
+
+
+@pytest.fixture(scope="module")
+def glob_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("globs")
+    git_init(root)
+    return root
+
+
+def _check_ignore(root: Path, paths: list[bytes]) -> set[bytes]:
+    """The paths git says are ignored: `git check-ignore -v --no-index`, a verdict for each (the deciding line, or none).
+    A leading folder of a path counts as a folder (dir.c: prep_exclude), and a path that does not exist as a file."""
+    done = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", "-z", "-v", "--no-index", "--non-matching", "--stdin"],
+        input=b"".join(path + b"\0" for path in paths), env=GIT_ENV, capture_output=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    fields = done.stdout.split(b"\0")
+    answers = [fields[i : i + 4] for i in range(0, len(fields) - 1, 4)]  # source, line, pattern, path
+    assert sorted(path for *_, path in answers) == sorted(paths)
+    return {path for _, _, pattern, path in answers if pattern and not pattern.startswith(b"!")}
+
+
+def _ignored(rules: RuleFile, path: bytes) -> bool:
+    """The fallback's verdict for a file: a folder above it excluded hides it (nothing below is read), else its own."""
+    parts = path.split(b"/")
+    folders = [(b"/".join(parts[:i]), True) for i in range(len(rules.base.split(b"/")), len(parts))]
+    for name, is_dir in [*folders, (path, False)]:
+        rule = rules.last_match(name, is_dir)
+        if rule is not None and not rule.negative:
+            return True
+    return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(rule_sets=st.lists(st.lists(glob_lines, min_size=1, max_size=2), min_size=1, max_size=12))
+def test_every_glob_is_judged_as_git_check_ignore_judges_it(glob_repository: Path, rule_sets: list) -> None:  # type: ignore[type-arg]
+    """Generated globs against a tree of names (glob characters in them too): each rule file of one or two lines in a
+    folder of its own, one git call for them all. Every file git calls ignored (itself, or a folder above it), and
+    only those, the fallback leaves out."""
+    root = Path(tempfile.mkdtemp(dir=glob_repository))
+    paths, ours = [], set()
+    for number, lines in enumerate(rule_sets):
+        text = b"".join(start + b"".join(a + b for a, b in parts)[: -len(parts[-1][1]) or None] + end + b"\n" for start, parts, end in lines)
+        (root / str(number)).mkdir()
+        (root / str(number) / ".gitignore").write_bytes(text)
+        base = os.fsencode(root.relative_to(glob_repository)) + b"/%d/" % number
+        rules = RuleFile(parse(text), base)
+        paths += [base + path for path in GLOB_TREE]
+        ours |= {path for path in paths[-len(GLOB_TREE) :] if _ignored(rules, path)}
+    assert ours == _check_ignore(glob_repository, paths)
+
+
 @pytest.mark.parametrize(
     "gitignore",
     [
         "/a*/x\n", "a/*\n!a/b\n", "**/y.txt\n", "a/**/x\n", "a/**\n!a/x\n", "*\n!*/\n!x\n", "b/\n!b/x\n", "[[:upper:]]*\n",
         "\\#h\n\\!n\n", "t\\ \n", "t \n", "s?p\n[!x]\n", "*.txt\r\n!a/*.txt\n", "d d/\n", "**/a/x\n", "/*/*/x\n", "x/\n",
         "/a**/y.txt\n", "b**/x\n",  # `**` right after a literal head: at the start of what wildmatch sees
+        "**/**/x\n", "a/**/**/x\n", "a/**/b/x\n", "**/[ab]/**/?.txt\n", "a[!x]b/x\n", "a[/]b/x\n", "a?b/*\n", "*/**/*[!y].*\n",  # issue 46
+        "x\0y\n!a/x\0\n",  # a NUL ends a line (git reads each as a C string)
     ],
 )
 def test_the_fallback_agrees_with_git_on_the_constructs_the_issue_names(tmp_path: Path, gitignore: str) -> None:

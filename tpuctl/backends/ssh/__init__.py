@@ -35,7 +35,7 @@ a host is reached, and the runtime shipped to it, is the transport's
   placement  which host runs which task; paths as the hosts see them
   session    one agent session: spawn, hello, the worker's Handle
   sync       --sync: rsync, or a tar of the changed files without it
-  selection, ignore_rules  which files --sync sends
+  selection, ignore_rules, globs  which files --sync sends
   starter    SshStarter, the Supervisor's Starter over ssh
   wire, agent  the remote agent's source (wire is also imported here; the
              transport's cache.py is sent between them)
