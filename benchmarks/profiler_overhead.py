@@ -1,22 +1,21 @@
-"""What the worker's profiler costs a training step when nobody captures: a Keras fit with the server and markers, and without.
+"""What the opt-in profiler server costs a training step when nobody captures: a Keras fit with --profiler-server, and without.
 
 Both sides are the same one-worker `tpuctl launch` of the same small Keras 3 fit (a two-layer Dense model
-on random data, batch 32, no progress bar); the only difference is --no-profiler-server on one side. With
-the server on, the worker runs TensorFlow's profiler server on its reserved port and, Keras 3's fit marking
-no steps, wraps every batch in a profiler Trace (tpuctl/runtime/timeline/profiler.py), which records
-nothing while no capture runs. Keras 3 because only there tpuctl adds per-step work (tf-keras marks its
-own steps either way).
+on random data, batch 32, no progress bar); the only difference is --profiler-server on one side. Both sides
+are ready for `tpuctl profile` (its capture is taken inside the worker at step boundaries, which costs a step
+one check while nothing records: tpuctl/runtime/timeline/profiler.py); the subject also runs TensorFlow's
+profiler server on its reserved port, for TensorBoard's Capture Profile button or a client of one's own.
 
 The fit and its timing are benchmarks/timeline_overhead.py's: a warm-up fit, then the best per-step time of
 five timed fits of --steps batches; the sides' medians are compared. Its steps take about a millisecond on a
 CPU, so a per-step cost is as visible as it can be. --keras keras3 keeps tf.keras Keras 3.
 
-    subject  server on     (the default: server + step markers)
-    anchor   server off    --no-profiler-server (no markers either)
+    subject  server on     --profiler-server
+    anchor   server off    the default
 
 Target: median per-step time, on / off <= 1.01. The sides alternate, the order flipping every round,
-after one untimed run of each; each run's log dir is checked: the "on" side has a profilers.json, the
-"off" side none. A measurement, not a test: it exits 0 even when the target is missed.
+after one untimed run of each; each run's log dir is checked: the "on" side's profilers.json names the
+server's port, the "off" side's names none. A measurement, not a test: it exits 0 even when the target is missed.
 
     .venv/bin/python benchmarks/profiler_overhead.py [--runs N] [--steps N]
 """
@@ -43,14 +42,15 @@ def run_once(tpuctl: list[str], script: Path, log_dir: Path, steps: int, on: boo
     """One launch; the worker's per-step time in microseconds."""
     env = {**os.environ, "BENCH_STEPS": str(steps), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     argv = [*tpuctl, "launch", str(script), "--keras", "keras3", "--log-dir", str(log_dir)]
-    if not on:
-        argv.append("--no-profiler-server")
+    if on:
+        argv.append("--profiler-server")
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=RUN_TIMEOUT_S)
     found = PER_STEP.findall(done.stdout)
     if done.returncode != 0 or len(found) != 1:
         raise SystemExit(f"the launch failed (status {done.returncode}): {' '.join(argv)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    if (log_dir / "attempt-1" / "profilers.json").exists() != on:
-        raise SystemExit(f"{log_dir}: profilers.json is {'missing' if on else 'there'}")
+    served = '"port"' in (log_dir / "attempt-1" / "profilers.json").read_text()
+    if served != on:
+        raise SystemExit(f"{log_dir}: profilers.json {'names no' if on else 'names a'} server port")
     return float(found[0])
 
 
