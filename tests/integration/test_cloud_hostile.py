@@ -48,14 +48,16 @@ def _cases(tmp_path: Path, g: GoogleStandin) -> dict[str, Case]:
     script = tmp_path / "train.py"
     script.write_text("print('never started')\n")
     by_setting = {"TPUCTL_API_TIMEOUT": str(DEADLINE_S)}
-    launch = ["launch", str(script), "--new-tpu", "v4-8", "--strategy", "none", "--log-dir", str(tmp_path / "logs")]
+    launch = ["launch", "--api-timeout", str(DEADLINE_S), str(script), "--new-tpu", "v4-8", "--strategy", "none", "--log-dir", str(tmp_path / "logs")]
     key = {"TPUCTL_CREDENTIALS": str(write_service_account_key(g, tmp_path / "key.json")), "TPUCTL_ACCESS_TOKEN_FILE": "", **by_setting}
     in_project = f"in project {g.project}"
     return {
         "offers": Case(["offers", "v4-8"], by_setting, f"(api-timeout setting) while trying to list zones {in_project}"),
         # The api-timeout setting is left at its 60 s: the listing of the offers counts against --hunt-timeout.
         "create": Case(["create", "n", "--zones", "all", "--hunt-timeout", str(DEADLINE_S)], {}, f"(--hunt-timeout) while trying to list zones {in_project}"),
-        "launch": Case(launch, by_setting, f"(api-timeout setting) while trying to list zones {in_project}"),
+        "launch": Case(launch, {}, f"(--api-timeout) while trying to list zones {in_project}"),
+        # A command that is not about the cloud but may ask it: doctor --tpu NAME asks the TPU API for the hosts.
+        "doctor": Case(["doctor", "--tpu", "gone", "--no-import"], by_setting, f"(api-timeout setting) while trying to get node gone {in_project}"),
         "list": Case(["list"], by_setting, f"(api-timeout setting) while trying to list nodes {in_project}"),
         "delete": Case(["delete", "gone", "--yes"], by_setting, f"(api-timeout setting) while trying to get node gone {in_project}"),
         "describe": Case(["describe", "gone", "--api-timeout", str(DEADLINE_S)], {}, f"(--api-timeout) while trying to get node gone {in_project}"),
@@ -67,7 +69,7 @@ def _cases(tmp_path: Path, g: GoogleStandin) -> dict[str, Case]:
 def test_a_silent_endpoint_ends_each_command_within_its_deadline(tmp_path: Path) -> None:
     """Each command against a stand-in of its own whose every API and token endpoint accept, read and never answer,
     all at once, each timed from its first unanswered request (a busy machine may take seconds to start Python)."""
-    names = ("offers", "create", "launch", "list", "delete", "describe", "token")
+    names = ("offers", "create", "launch", "list", "delete", "describe", "doctor", "token")
     for name, case, g, result, took in _each_against_its_own(tmp_path, names, _cases):
         assert error_line(result).startswith(f"Error: {g.url}{case.path} did not answer within {DEADLINE_S} s {case.said}"), f"{name}: {result.stderr}"
         assert took <= DEADLINE_S + GRACE_S, name
