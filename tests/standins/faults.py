@@ -48,6 +48,19 @@ class Faults:
     # A DELETE answered with its operation already done and a `response` without "@type" (an Any google-cloud-tpu
     # cannot turn into the Empty it expects: TypeError after the DELETE went out), the deletion going on meanwhile.
     untyped_delete_replies: bool = False
+    # Replies to requests whose "METHOD /path" starts with one of these are sent a byte at a time (status line, headers,
+    # body), `trickle_every_s` apart: an endpoint that answers, each byte just inside a client's per-read timeout.
+    trickled: tuple[str, ...] = ()
+    trickle_every_s: float = 0.5
+    # Replies to these requests carry `padding` bytes of JSON whitespace before their body: still the API's JSON, but
+    # larger than any reply a Google API sends.
+    padded: tuple[str, ...] = ()
+    padding: int = 0
+    # List replies (GET, a path ending in one of these) always name a nextPageToken: a new one each page, or
+    # (`same_page_token`) the first one again; after `endless_for` pages (None: never) the listing ends as usual.
+    endless: tuple[str, ...] = ()
+    same_page_token: bool = False
+    endless_for: int | None = None
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -57,6 +70,7 @@ class Faults:
         self._burst_after: list[int] = []
         self._cycle = 0
         self._failing_operations: list[str] = []
+        self._pages = 0  # list replies an endless listing has answered
 
     def burst(self, n: int, status: int = 503) -> None:
         """The next n API requests fail with `status`, before they take effect."""
@@ -101,6 +115,23 @@ class Faults:
             status = TRANSIENT_CYCLE[self._cycle % len(TRANSIENT_CYCLE)]
             self._cycle += 1
             return Decision(status, after_effect=self._rng.random() < 0.5)
+
+    def trickles(self, method: str, path: str) -> bool:
+        return bool(self.trickled) and f"{method} {path}".startswith(self.trickled)
+
+    def padding_of(self, method: str, path: str) -> int:
+        return self.padding if self.padded and f"{method} {path}".startswith(self.padded) else 0
+
+    def endless_start(self, method: str, path: str) -> int | None:
+        """Where the nextPageToken an endless listing adds to this reply starts, if it is one (a List method: a GET,
+        or Logging's POST entries:list): past every item, so an empty page, and new each page unless `same_page_token`."""
+        if not self.endless or not path.endswith(self.endless) or (method != "GET" and not path.endswith(":list")):
+            return None
+        with self._lock:
+            self._pages += 1
+            if self.endless_for is not None and self._pages > self.endless_for:
+                return None
+            return 10**6 if self.same_page_token else 10**6 + self._pages
 
     def take_operation_failure(self) -> str | None:
         """The message for a long-running operation about to start, if it is to fail."""

@@ -156,6 +156,7 @@ _OTHER_ROUTES: list[tuple[str, re.Pattern[str], str, str, str, str]] = [
         ),
     ]
 ]
+METHODS = ("GET", "POST", "DELETE", "PATCH", "PUT")
 _SKUS = re.compile(r"/v1/services/(?P<s>[^/:]+)/skus\Z")
 BILLING = "cloudbilling.googleapis.com"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -219,15 +220,32 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
-        if self.server.standin.keeps_silent(self.command, self.path):
+        standin = self.server.standin
+        if standin.keeps_silent(self.command, self.path):
             return  # read, never answered: the connection closes when the stand-in stops
-        status, payload = self.server.standin._respond(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
-        data = encode(payload)
+        status, payload = standin._respond(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+        path = urlsplit(self.path).path
+        data = b" " * standin.faults.padding_of(self.command, path) + encode(payload)
+        if standin.faults.trickles(self.command, path):
+            self._trickle(status, data)
+            return
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _trickle(self, status: int, data: bytes) -> None:
+        """The whole reply, status line and headers too, a byte at a time (faults.trickle_every_s apart) until it is
+        sent, the client hangs up or the stand-in stops."""
+        standin = self.server.standin
+        standin.held()
+        head = f"{self.protocol_version} {status} {self.responses.get(status, ('',))[0]}\r\n"
+        head += f"Content-Type: application/json; charset=UTF-8\r\nContent-Length: {len(data)}\r\n\r\n"
+        for byte in head.encode() + data:
+            if standin._stopping.wait(standin.faults.trickle_every_s):
+                return
+            self.wfile.write(bytes((byte,)))
 
     do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _serve
 
@@ -266,7 +284,7 @@ class GoogleStandin:
         # the client while its request is in flight, tests/integration/test_signals_cloud.py).
         self.on_request: Callable[[str, str], None] | None = None
         self.silent_prefixes: tuple[str, ...] = ()  # requests to these paths are read and never answered (silence())
-        self.first_silent_at: float | None = None  # time.monotonic() when the first of them arrived
+        self.first_held_at: float | None = None  # time.monotonic() when the first request silence() or trickle() holds arrived
         self._stopping = threading.Event()
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -313,9 +331,30 @@ class GoogleStandin:
             return False
         with self._lock:
             self._requests.append((method, target, 0))
-            self.first_silent_at = self.first_silent_at or time.monotonic()
+        self.held()
         self._stopping.wait()
         return True
+
+    def held(self) -> None:
+        with self._lock:
+            self.first_held_at = self.first_held_at or time.monotonic()
+
+    def trickle(self, *prefixes: str, every_s: float = 0.5, methods: tuple[str, ...] = METHODS) -> None:
+        """Replies to `methods` requests whose path starts with one of `prefixes` are sent a byte at a time, `every_s`
+        apart, status line and headers included: an endpoint that answers, each byte inside a client's read timeout."""
+        self.faults.trickled = tuple(f"{method} {prefix}" for method in methods for prefix in prefixes)
+        self.faults.trickle_every_s = every_s
+
+    def pad(self, *prefixes: str, size: int, methods: tuple[str, ...] = METHODS) -> None:
+        """Replies to these requests start with `size` bytes of JSON whitespace: the API's JSON still, but larger than
+        any reply a Google API sends."""
+        self.faults.padded = tuple(f"{method} {prefix}" for method in methods for prefix in prefixes)
+        self.faults.padding = size
+
+    def endless_pages(self, *suffixes: str, same_token: bool = False, pages: int | None = None) -> None:
+        """List replies (GET, a path ending in one of `suffixes`: "/nodes", "/locations", ...) always name a
+        nextPageToken, a new one each page or (`same_token`) one page's again; after `pages` pages they end as usual."""
+        self.faults.endless, self.faults.same_page_token, self.faults.endless_for = suffixes, same_token, pages
 
     @property
     def zones(self) -> list[str]:
@@ -419,6 +458,10 @@ class GoogleStandin:
             if self.on_request is not None:
                 self.on_request(method, path)
             status, payload = self._api(method, path, dict(parse_qsl(split.query, keep_blank_values=True)), headers, raw)
+            start = self.faults.endless_start(method, path) if status == 200 else None
+            if start is not None:  # each API's own token: Logging's names an offset in JSON, the others' a start (wire.page)
+                token = json.dumps({"offset": start}) if path.endswith("entries:list") else str(start)
+                payload = {**payload, "nextPageToken": base64.urlsafe_b64encode(token.encode()).decode()}
         with self._lock:
             self._requests.append((method, target, status))
         return status, payload

@@ -12,8 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tpuctl.cloud import retry
+from tests.standins.google_apis import GoogleStandin
+from tpuctl.cloud import retry, vertex_api
 from tpuctl.cloud.api_errors import Where, guarded
+from tpuctl.cloud.credentials import Identity
 from tpuctl.inputs.errors import FAILED, TpuctlError
 
 ENDPOINT = "https://tpu.example.test"
@@ -133,3 +135,17 @@ def test_an_endpoint_that_keeps_answering_try_again_is_named_by_its_answer() -> 
 
     with retry.limited(0.3, "--api-timeout"), pytest.raises(api.ServiceUnavailable):
         retry.call(busy, sleep=lambda seconds: None)
+
+
+@pytest.mark.parametrize("same_token", [False, True])
+def test_a_jobs_logs_read_a_bounded_share_of_endless_pages_each_poll(google_standin: GoogleStandin, same_token: bool) -> None:
+    """Cloud Logging paging without end (or in a circle) costs a Vertex run's follower LOG_PAGES pages a poll, not the
+    run: the next poll asks again from the newest entry read."""
+    from google.oauth2.credentials import Credentials
+
+    g = google_standin
+    g.endless_pages("entries:list", same_token=same_token, pages=3 * vertex_api.LOG_PAGES)  # ends after all, for a reader without a bound
+    identity = Identity(Credentials(g.token), None, g.project, "a test token")
+    logs = vertex_api.JobLogs(identity, g.url, g.project, f"projects/{g.project}/locations/us-central1/customJobs/1")
+    assert logs.new_lines() == []
+    assert g.count("POST", "entries:list") == (2 if same_token else vertex_api.LOG_PAGES)

@@ -17,12 +17,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def project_options(fn: F) -> F:
     """--project, the two ways to give credentials other than Application Default Credentials, and --api-timeout."""
-    return _project_options(_api_timeout_option(fn))
+    return _project_options(api_timeout_option(fn))
 
 
 def project_options_each_call(fn: F) -> F:
     """project_options for a command that runs for days (babysit): --api-timeout bounds each call, not all together."""
-    return _project_options(_api_timeout_option(fn, each_call=True))
+    return _project_options(api_timeout_option(fn, each_call=True))
 
 
 def _project_options(fn: F) -> F:
@@ -39,9 +39,10 @@ def _project_options(fn: F) -> F:
     return click.option("--project", metavar="ID", help="Google Cloud project [env TPUCTL_PROJECT].")(fn)
 
 
-def _api_timeout_option(fn: F, *, each_call: bool = False) -> F:
+def api_timeout_option(fn: F, *, each_call: bool = False) -> F:
     """--api-timeout: the command's deadline for Google API requests that go unanswered (tpuctl/cloud/retry.py), all of
-    them together; `each_call`, for a command that runs for days (babysit): each call's own."""
+    them together; `each_call`, for a command that runs for days (babysit, launch): each call's own. Every command that
+    calls a Google API takes it, with --project or alone (runs --delete-lost-vms, doctor --tpu)."""
     whose = "each request's own" if each_call else "all of this command's together"
     return click.option(
         "--api-timeout",

@@ -7,12 +7,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 
 import click
 from click.core import ParameterSource
 
 from tpuctl.cli import output_flags
-from tpuctl.cli.cloud_options import api_deadline
+from tpuctl.cli.cloud_options import api_timeout_option
 from tpuctl.inputs.terminal import printable
 from tpuctl.launch import option_fields, script_flags
 from tpuctl.launch.execute import execute
@@ -42,7 +43,7 @@ _FIRST = ("workers", "strategy", "model_dir", "log_dir")
 # added later): a newcomer reads --workers, --strategy, --model-dir, --dry-run and --backend, not 30 tuning knobs.
 _COMMON_SECTIONS = (
     ("How each worker builds its strategy", ("strategy_builder", "scope", "keras", "ps", "communication", "devices")),
-    ("Failures, restarts and deadlines", ("max_restarts", "max_preemptions", "hang_timeout", "start_timeout", "tpu_timeout")),
+    ("Failures, restarts and deadlines", ("max_restarts", "max_preemptions", "hang_timeout", "start_timeout", "tpu_timeout", "api_timeout")),
     ("Rehearsal and watching", ("rehearse", "simulate_devices", "verbose", "tail_view")),
 )
 
@@ -89,6 +90,7 @@ class _LaunchCommand(click.Command):
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click_options(Job, LaunchOptions, *(backend_module(name).Options for name in BACKENDS))
+@partial(api_timeout_option, each_call=True)  # a run lasts hours: each Google API call (--tpu, --new-tpu, Vertex AI, gs://) its own
 @click.pass_context
 def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **params: object) -> None:
     """Run SCRIPT as N workers, each with its own TF_CONFIG, under a distribution strategy.
@@ -108,7 +110,6 @@ def launch(ctx: click.Context, /, script: str, script_args: tuple[str, ...], **p
         if typed in output_flags.ALIASES:  # gcloud's --format json, kubectl's -o json; after SCRIPT they are the script's
             raise click.NoSuchOption(typed, f"No such option {typed!r}. Did you mean '--json'?", ctx=ctx)
         raise click.NoSuchOption(typed, possibilities=difflib.get_close_matches(typed, names, n=2, cutoff=0.75), ctx=ctx)
-    api_deadline(ctx, each_call=True)  # a run lasts hours: each Google API call gets the api-timeout setting's seconds
     reading = script_flags.read(ctx.meta.get("tpuctl.raw_args", []), script, names)
     if reading.note:
         click.echo(f"tpuctl: {printable(reading.note)}", err=True)

@@ -17,7 +17,7 @@ import click
 
 from tpuctl import endings
 from tpuctl.cli import run_vms
-from tpuctl.cli.cloud_options import project_options, zone_option
+from tpuctl.cli.cloud_options import api_timeout_option, project_options, zone_option
 from tpuctl.cli.display import age, print_table, rich_wanted
 from tpuctl.endings import Kind
 from tpuctl.inputs import parse as inputs
@@ -69,6 +69,7 @@ def _limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int
 @click.option("--prune", "prune_days", metavar="DAYS", callback=_days, help="Remove the records of runs that ended more than DAYS ago.")
 @click.option("--delete-lost-vms", is_flag=True, help="Delete the TPU VMs tpuctl created for runs that are lost and still bill (asks first).")
 @click.option("--yes", "-y", is_flag=True, help="With --delete-lost-vms: do not ask for confirmation.")
+@api_timeout_option
 def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float | None, delete_lost_vms: bool, yes: bool) -> None:
     """List your runs, newest first: running and ended, every backend, launched attached or with --detach.
 

@@ -150,7 +150,10 @@ def tail(model_dir: str, once: bool, follow_flag: bool, until_idle: float | None
     """Follow the scalars and checkpoints a training run writes under MODEL_DIR (a folder or gs://BUCKET/PATH).
 
     Reads only the bytes appended since the last poll, checks every record's
-    CRC, and never imports TensorFlow.
+    CRC, and never imports TensorFlow. On gs:// each request waits at most 5 s
+    to connect and 60 s for its whole reply, retried for 5 s: a bucket that does
+    not answer ends --once in about a minute, in one line; following, it is
+    said and the next poll tries again.
     """
     from tpuctl.cli.display import rich_wanted
     from tpuctl.watch.follow_loop import follow

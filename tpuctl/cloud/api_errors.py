@@ -87,7 +87,7 @@ def is_api_failure(exc: BaseException) -> bool:
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
 
-    return isinstance(exc, (api.GoogleAPICallError, requests.RequestException, auth.GoogleAuthError, ConnectionError, TimeoutError))
+    return isinstance(exc, (api.GoogleAPICallError, requests.RequestException, auth.GoogleAuthError, ConnectionError, TimeoutError, retry.Unusable))
 
 
 def explain(exc: BaseException, where: Where) -> TpuctlError:
@@ -132,6 +132,8 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
         return TpuctlError(f"cannot {where.action}: not found in {where.place()} ({message})", exit_code=FAILED)
     if isinstance(exc, retry.NoAnswer):
         return no_answer(exc, where)
+    if isinstance(exc, retry.Unusable):  # a reply larger than any, a listing without end
+        return Unanswered(f"{exc} while trying to {where.action} in {where.place()}")
     if isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)):
         return TpuctlError(
             f"cannot reach the Google API to {where.action}: {exc.__class__.__name__}",
@@ -144,9 +146,16 @@ def explain(exc: BaseException, where: Where) -> TpuctlError:
     return TpuctlError(f"cannot {where.action} in {where.place()}: {status}{message}{suffix}", exit_code=FAILED)
 
 
+class Unanswered(TpuctlError):
+    """A call that got no usable answer (none within the deadline, or one no API gives): whatever it asked for may or
+    may not have been done, so a create's caller says how to delete what it may have made."""
+
+    default_exit = FAILED
+
+
 def no_answer(exc: retry.NoAnswer, where: Where) -> TpuctlError:
     """The deadline of a command's API calls ran out: the endpoint named, and how to give it longer."""
-    return TpuctlError(f"{exc} while trying to {where.action} in {where.place()}", hint=no_answer_hint(exc), exit_code=FAILED)
+    return Unanswered(f"{exc} while trying to {where.action} in {where.place()}", hint=no_answer_hint(exc))
 
 
 def no_answer_hint(exc: retry.NoAnswer) -> str:

@@ -128,24 +128,26 @@ def check_token(identity: Identity) -> None:
     """Refresh once now so a bad login is one clear line here, not a traceback mid-operation. The token endpoint is a
     Google API like any other: its request is bounded by the command's deadline (cloud/retry.py), not by google-auth's
     two minutes."""
+    import requests
     from google.auth import exceptions
     from google.auth.transport.requests import Request
 
     from tpuctl.cloud import retry
-
     if identity.credentials.valid:
         return
-    send = Request()
+    send = Request(retry.bounded(requests.Session()))  # the token's reply read whole within the request's time, as every reply
 
-    def bounded(url: str, method: str = "GET", body: Any = None, headers: Any = None, timeout: Any = None, **kwargs: Any) -> Any:
+    def timed(url: str, method: str = "GET", body: Any = None, headers: Any = None, timeout: Any = None, **kwargs: Any) -> Any:
         return send(url, method, body, headers, timeout=retry.timeout(retry.REQUEST_S, url), **kwargs)
 
     try:
-        retry.call(lambda: identity.credentials.refresh(bounded), attempts=1)
+        retry.call(lambda: identity.credentials.refresh(timed), attempts=1)
     except retry.NoAnswer as err:
         from tpuctl.cloud.api_errors import no_answer_hint
 
         raise TpuctlError(f"{err} while getting an access token with the {identity.source}", hint=no_answer_hint(err), exit_code=FAILED) from None
+    except retry.TooLarge as err:
+        raise TpuctlError(f"{err} while getting an access token with the {identity.source}", exit_code=FAILED) from None
     except exceptions.RefreshError as err:
         # RefreshError carries the token endpoint's reply; keep only its first short reason.
         reason = str(err.args[0]) if err.args else "refused"

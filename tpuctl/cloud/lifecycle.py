@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tpuctl.cloud import nodespec
-from tpuctl.cloud.api_errors import INTERNAL, Where, operation_failed
+from tpuctl.cloud.api_errors import INTERNAL, Unanswered, Where, operation_failed
 from tpuctl.cloud.node import Node, last_part
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.cloud.tpu import NodeApi, Queued
@@ -72,17 +72,16 @@ def ensure(
 ) -> Ensured:
     """The node as specified: reused when it exists with this spec, created otherwise.
 
-    Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with
-    the accelerator type: an existing node's own runtime is then the one asked for, not a conflict.
-    A create that stocks out (CapacityError, with its kind), meets a quota or fails after the service accepted it
-    leaves nothing behind: what it made (node, queued resource) is deleted and the spec it saved taken back. A node
-    found DELETING (an interrupted delete) is waited for, then made anew; a node reused waits for READY at most
-    `deadline_s` too. `deadline_s`: how long one create may stay CREATING;
-    `queued_deadline_s`: how long a queued request may wait (None: as long as the queue keeps it, a plain
-    `create --queued`; a hunt bounds it, or a flex-start first would never reach the next kind). `before_create` is
-    called once the service accepted the request, before the wait (not for a reused node or a refused one): `create` says the price.
-    `naming` is called with the spec just before the create request is sent: the service may make the node before
-    its reply comes back, so whoever must delete it after a stop or a kill (a run's record) learns its name and zone first."""
+    Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with the
+    accelerator type: an existing node's own runtime is then the one asked for, not a conflict. A create that stocks out
+    (CapacityError, with its kind), meets a quota or fails after the service accepted it leaves nothing behind: what it
+    made (node, queued resource) is deleted and the spec it saved taken back; one whose request got no usable answer
+    says how to delete what the service may still make. A node found DELETING (an interrupted delete) is waited for,
+    then made anew; a node reused waits for READY at most `deadline_s` too. `deadline_s`: how long one create may stay CREATING;
+    `queued_deadline_s`: how long a queued request may wait (None: as long as the queue keeps it, a plain `create --queued`; a hunt bounds it, or a flex-start
+    first would never reach the next kind). `before_create` is called once the service accepted the request, before the wait (not for a reused node or a
+    refused one): `create` says the price. `naming` is called with the spec just before the create request is sent: the service may make the node before its
+    reply comes back, so whoever must delete it after a stop or a kill (a run's record) learns its name and zone first."""
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None and existing.state == "DELETING":  # an interrupted delete's: gone soon, then made anew
         _gone(api, Removed(spec.name, spec.zone, existing.state, None), None, progress, sleep, deadline_s)
@@ -97,20 +96,22 @@ def ensure(
     operation: str | None = None
     made = True  # False: the create met a node or queued resource of that name, an earlier create's or someone's
     naming(spec)
-    if spec.queues():
-        made = api.create_queued(spec.zone, spec.name, spec.queued_resource())
-    else:
-        try:
-            operation = api.create_node(spec.zone, spec.name, spec.resource())
-        except CapacityError as refused:
-            raise _cleaned(api, spec, refused, progress, sleep) from None
-        if operation is None:
-            # 409: our own earlier attempt (a lost reply) or someone else's node.
-            made = False
-            raced = api.get_node(spec.zone, spec.name)
-            if raced is not None:
-                spec = _adopt(spec, raced, runtime_given)
-                _check_reusable(spec, raced)
+    try:
+        if spec.queues():
+            made = api.create_queued(spec.zone, spec.name, spec.queued_resource())
+        else:
+            try:
+                operation = api.create_node(spec.zone, spec.name, spec.resource())
+            except CapacityError as refused:
+                raise _cleaned(api, spec, refused, progress, sleep) from None
+    except Unanswered as lost:  # the request went out (a reply lost, cut short or unreadable): the node may be made all the same
+        raise lost.retold(f"{lost.message}; the service may still make {spec.name}: {delete_command(spec.name, spec.zone)}") from None
+    if not spec.queues() and operation is None:
+        made = False  # 409: our own earlier attempt (a lost reply) or someone else's node
+        raced = api.get_node(spec.zone, spec.name)
+        if raced is not None:
+            spec = _adopt(spec, raced, runtime_given)
+            _check_reusable(spec, raced)
     # Saved before the wait, so an interrupted create can still be recreated or deleted by name; a try that
     # fails takes back the spec it saved (not one an earlier create saved: recreate and babysit need that).
     pending = nodespec.load(spec.project, spec.zone, spec.name) is None

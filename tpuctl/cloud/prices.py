@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -41,7 +42,7 @@ from tpuctl.tpu.capacity import ON_DEMAND, PREEMPTIBLE, SPOT
 
 PAGE_SIZE = 5000  # the API's own maximum (billing/v1/how-tos/catalog-api)
 MAX_PAGES = 40  # Compute Engine's catalogue is a few pages of 5000; forty is a catalogue gone wrong
-MAX_PAGE_BYTES = 32 << 20
+MAX_PAGE_BYTES = retry.MAX_REPLY_BYTES  # a page of 5000 SKUs is about 4 MiB
 DEADLINE_S = 15.0  # every command (list, offers, create, a hunt, a launch) reads prices for at most this long, then goes on
 NOTICE_AFTER_S = 1.0  # a read not answered from the cache that takes longer says so in one line; a quick one says nothing
 ATTEMPTS = 3  # per page, for failures that waiting may cure
@@ -211,22 +212,21 @@ def read_catalogue(
     deadline = time.monotonic() + min(deadline_s, retry.left())  # within the command's deadline too (retry.py)
     rates: list[Rate] = []
     for service in sorted(set(list_prices.SERVICES.values())):
-        token = ""
-        for _ in range(MAX_PAGES):
-            reply = _page_retried(endpoint, service, token, bearer, api_key, deadline, max_page_bytes)
-            skus = reply.get("skus", [])
-            rates += rates_of(skus if isinstance(skus, list) else [], service)
-            token = str(reply.get("nextPageToken") or "")
-            if not token:
-                break
-        else:
-            raise Unreadable(f"the Billing Catalog at {endpoint} was still paging after {MAX_PAGES} pages of service {service}")
+        fetch = partial(_page_retried, endpoint, service, bearer=bearer, api_key=api_key, deadline=deadline, cap=max_page_bytes)
+        try:
+            for reply in retry.pages(fetch, f"the Billing Catalog at {endpoint} (service {service})", MAX_PAGES):
+                skus = reply.get("skus", [])
+                rates += rates_of(skus if isinstance(skus, list) else [], service)
+        except retry.Endless as err:
+            raise Unreadable(str(err)) from None
     if not rates:
         raise Unreadable(f"the Billing Catalog at {endpoint} listed no TPU SKUs")
     return tuple(rates)
 
 
-def _page_retried(endpoint: str, service: str, token: str, bearer: Callable[[], str] | None, api_key: str | None, deadline: float, cap: int) -> dict[str, Any]:
+def _page_retried(
+    endpoint: str, service: str, token: str, *, bearer: Callable[[], str] | None, api_key: str | None, deadline: float, cap: int
+) -> dict[str, Any]:
     def once() -> dict[str, Any]:
         began = time.monotonic()
         try:
@@ -257,20 +257,21 @@ def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | N
     try:
         if not api_key and bearer is not None:
             headers["Authorization"] = f"Bearer {bearer()}"
-        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        connection = kind(parts.hostname or "", parts.port, timeout=min(left, 30.0))
+        connection = retry.connection(parts, min(left, 30.0), until=deadline, cap=cap)  # read whole by the deadline, at most cap bytes
         try:
             connection.request("GET", f"{parts.path}/v1/services/{service}/skus?{urlencode(query)}", headers=headers)
             response = connection.getresponse()
-            body = _read_bounded(response, connection, cap, deadline, endpoint)
+            body = response.read()
         finally:
             connection.close()
     except TpuctlError as err:
         raise Unreadable(err.message) from None
+    except retry.TooLarge:
+        raise Unreadable(f"a page of the Billing Catalog at {endpoint} is over {cap >> 20} MiB") from None
+    except retry.Cut:
+        raise Unreadable(f"the Billing Catalog at {endpoint} had not answered in full at the deadline") from None
     except (OSError, http.client.HTTPException) as exc:
         raise _Passing(f"cannot reach the Billing Catalog at {endpoint}: {one_line(str(exc) or type(exc).__name__)}") from None
-    if len(body) > cap:
-        raise Unreadable(f"a page of the Billing Catalog at {endpoint} is over {cap >> 20} MiB")
     if response.status >= 400:
         raise (_Passing if response.status in _PASSING else Unreadable)(f"the Billing Catalog at {endpoint} answered {response.status}: {_error_message(body)}")
     try:
@@ -280,24 +281,6 @@ def _page(endpoint: str, service: str, token: str, bearer: Callable[[], str] | N
     if not isinstance(reply, dict):
         raise Unreadable(f"the Billing Catalog at {endpoint} answered with no list of SKUs")
     return reply
-
-
-def _read_bounded(response: http.client.HTTPResponse, connection: http.client.HTTPConnection, cap: int, deadline: float, endpoint: str) -> bytes:
-    """At most cap + 1 bytes, and never past the deadline: a reply that trickles in a byte at a time is cut there."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= cap:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise Unreadable(f"the Billing Catalog at {endpoint} had not answered in full at the deadline")
-        if connection.sock is not None:
-            connection.sock.settimeout(min(left, 30.0))
-        chunk = response.read1(min(1 << 20, cap + 1 - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def _error_message(body: bytes) -> str:

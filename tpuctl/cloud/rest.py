@@ -19,7 +19,7 @@ class RestApi:
     def __init__(self, identity: Identity, endpoint: str) -> None:
         from google.auth.transport.requests import AuthorizedSession
 
-        self._session = AuthorizedSession(identity.credentials)
+        self._session = retry.bounded(AuthorizedSession(identity.credentials))
         self.endpoint = endpoint.rstrip("/")
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -17,7 +17,6 @@ permission.
 
 from __future__ import annotations
 
-import http.client
 import json
 import sys
 import threading
@@ -107,9 +106,7 @@ class TpuApi:
         self.settings = settings
         self.project = settings.require("project")
         self.endpoint = settings.require("tpu-endpoint").rstrip("/")
-        parts = urlsplit(self.endpoint)
-        self._https = parts.scheme == "https"
-        self._host, self._port, self._base = parts.hostname or "", parts.port, parts.path
+        self._parts = urlsplit(self.endpoint)
         self._lock = threading.Lock()
         self._identity = identity
         self._token_file_token: str | None = None
@@ -169,12 +166,8 @@ class TpuApi:
 
     def _call(self, method: str, path: str, query: dict[str, str] | None, body: JSON | None, version: str) -> JSON:
         """One plain HTTP call to the TPU API (`version`: v2, or v2alpha1 for what only it has), its JSON reply."""
-        connection: http.client.HTTPConnection
-        if self._https:
-            connection = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout())
-        else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout())
-        target = f"{self._base}/{version}/{path}" + (f"?{urlencode(query)}" if query else "")
+        connection = retry.connection(self._parts, self._timeout())  # its reply read whole within that time, at most MAX_REPLY_BYTES
+        target = f"{self._parts.path}/{version}/{path}" + (f"?{urlencode(query)}" if query else "")
         headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json", "User-Agent": f"tpuctl/{__version__}"}
         payload = None if body is None else json.dumps(body).encode()
         if payload is not None:
@@ -194,14 +187,12 @@ class TpuApi:
         return reply if isinstance(reply, dict) else {}
 
     def _pages(self, path: str, key: str, version: str = "v2") -> list[JSON]:
+        """Every item of a listing, page after page (retry.pages: a listing that never ends is one line)."""
         items: list[JSON] = []
-        token = ""
-        while True:
-            reply = self._get(path, {"pageToken": token} if token else None, version)
-            items += reply.get(key, [])
-            token = reply.get("nextPageToken", "")
-            if not token:
-                return items
+        for reply in retry.pages(lambda token: self._get(path, {"pageToken": token} if token else None, version), f"the TPU API at {self.endpoint}"):
+            found = reply.get(key, [])
+            items += found if isinstance(found, list) else []
+        return items
 
     def _get_or_none(self, path: str, where: Where) -> JSON | None:
         """The resource, or None when it does not exist; a 404 about the zone itself stays an error."""
@@ -288,6 +279,7 @@ class TpuApi:
             default = BY_KEY["tpu-endpoint"].default
             options = None if self.settings.get("tpu-endpoint") == default else {"api_endpoint": self.endpoint}
             self._client = client.TpuClient(transport="rest", client_options=options, credentials=self._credentials().credentials)
+            retry.bounded(self._client.transport._session)  # type: ignore[union-attr]  # the REST transport's AuthorizedSession (transports/rest.py)
         return self._client
 
     def service_identity(self, zone: str) -> str:

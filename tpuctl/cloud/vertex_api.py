@@ -43,6 +43,7 @@ CREATE_ATTEMPTS = 4
 # and entries already shown are recognised by their insertId.
 LATE_S = 60
 SHOWN_KEPT = 100_000  # insertIds remembered: far more than one LATE_S window of a job's lines
+LOG_PAGES = 20  # a poll reads at most 20,000 entries; a job writing more than that between polls is read on at the next
 _STAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,9}))?Z\Z")
 
 
@@ -135,19 +136,19 @@ class JobLogs:
         return text + (f' AND timestamp>="{since}"' if since else "")
 
     def new_lines(self) -> list[LogLine]:
+        """The entries not shown yet, at most LOG_PAGES pages of them: the next poll goes on from the newest one read."""
         found: list[LogLine] = []
         body: dict[str, Any] = {"resourceNames": [f"projects/{self.project}"], "filter": self.filter(), "orderBy": "timestamp asc", "pageSize": PAGE_SIZE}
         where = Where("read the job's logs", self.project, permission="logging.logEntries.list", service="logging.googleapis.com", role="roles/logging.viewer")
-        while True:
-            reply = self._page(body, where)
-            for entry in reply.get("entries") or []:
-                line = self._line(entry)
-                if line is not None:
-                    found.append(line)
-            token = reply.get("nextPageToken")
-            if not isinstance(token, str) or not token:
-                return found
-            body = {**body, "pageToken": token}
+        try:
+            for reply in retry.pages(lambda token: self._page({**body, "pageToken": token} if token else body, where), self.api.endpoint, LOG_PAGES):
+                for entry in reply.get("entries") or []:
+                    line = self._line(entry)
+                    if line is not None:
+                        found.append(line)
+        except retry.Endless:
+            pass  # a poll's share read; the next poll asks again from the newest entry seen (or, paged in a circle, anew)
+        return found
 
     def _page(self, body: dict[str, Any], where: Where) -> dict[str, Any]:
         return explained(lambda: self.api.call("POST", "v2/entries:list", body), where)

@@ -116,7 +116,7 @@ class StorageUnreachable(ConnectionError):
 # before a RetryError traceback). A tail retries for a few seconds per poll: following,
 # the next poll is the next retry; once, the user learns in seconds, not minutes.
 RETRY_S = 5.0
-TIMEOUT_S = (5.0, 60.0)  # connect, read (per socket read, not per download)
+TIMEOUT_S = (5.0, 60.0)  # connect, read: the whole reply (a listing page, a range of tailer.READ_CHUNK at most) within it
 
 
 class GcsSource:
@@ -136,7 +136,7 @@ class GcsSource:
         if not bucket:
             raise TpuctlError(f"{location} names no bucket", hint="gs://BUCKET/PATH")
         self._prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        self._bucket = storage.client().bucket(bucket)
+        self._bucket = storage.client(small_replies=True).bucket(bucket)  # each reply whole within TIMEOUT_S's read time
         self._checked = False
         self._retry = DEFAULT_RETRY.with_timeout(RETRY_S).with_delay(initial=0.25, maximum=2.0)
 

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from tpuctl.backends.ssh.runner import Options
+from tpuctl.cli.cloud_options import api_timeout_option
 from tpuctl.doctor.across import Row, grouped
 from tpuctl.doctor.checks import run_checks
 from tpuctl.doctor.local import DEFAULT_IMPORT_DEADLINE_S, Request
@@ -48,6 +49,7 @@ COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
 @click.option("--dry-run", is_flag=True, help="Print where the probe would run (each host's ssh command); run nothing.")
 @click.option("--json", "as_json", is_flag=True, help='JSON: {"checks": [{"name", "status", "found", "fix", "hosts"}]}.')
 @click_options(Options)
+@api_timeout_option  # --tpu NAME: the TPU API's answer
 def doctor(
     script: str | None,
     python: str | None,

@@ -185,7 +185,7 @@ def bucket_location(settings: Settings, bucket: str) -> str:
     from tpuctl.cloud import retry, storage
     from tpuctl.cloud.api_errors import Where, guarded
 
-    client = storage.client(settings)
+    client = storage.client(settings, small_replies=True)
     where = Where(f"read bucket gs://{bucket}", client.project, None, "storage.buckets.get", "storage.googleapis.com", "roles/storage.legacyBucketReader")
     location = guarded(lambda: client.get_bucket(bucket, timeout=retry.timeout(retry.REQUEST_S, client.api_endpoint), retry=None).location, where)
     return str(location or "")

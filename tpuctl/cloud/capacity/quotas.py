@@ -74,7 +74,7 @@ def limit(limits: Mapping[str, Limits], quota_id: str | None, location: str) -> 
 
 def read(settings: Settings, project: str) -> list[Any] | str:
     """The project's TPU QuotaInfos, or the one line saying why they could not be read."""
-    from tpuctl.cloud import credentials
+    from tpuctl.cloud import credentials, retry
     from tpuctl.cloud.api_errors import Where, explained
     from tpuctl.cloud.rest import RestApi
 
@@ -84,16 +84,12 @@ def read(settings: Settings, project: str) -> list[Any] | str:
     try:
         api = RestApi(credentials.load(settings), endpoint)
         infos: list[Any] = []
-        token = ""
-        for _ in range(MAX_PAGES):
-            reply = explained(partial(api.call, "GET", path + (f"?pageToken={quote(token)}" if token else "")), where)
+        page_of = lambda token: explained(partial(api.call, "GET", path + (f"?pageToken={quote(token)}" if token else "")), where)  # noqa: E731
+        for reply in retry.pages(page_of, f"the Cloud Quotas API at {endpoint}", MAX_PAGES):
             page = reply.get("quotaInfos")
             infos += page if isinstance(page, list) else []
-            token = str(reply.get("nextPageToken") or "")
-            if not token:
-                return infos
-        return f"the Cloud Quotas API at {endpoint} was still paging after {MAX_PAGES} pages"
-    except TpuctlError as err:
+        return infos
+    except (TpuctlError, retry.Endless) as err:
         return str(err)
     except ValueError:
         return f"the Cloud Quotas API at {endpoint} did not answer with JSON"
