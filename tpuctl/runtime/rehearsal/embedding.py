@@ -20,10 +20,13 @@ TPU of the rehearsed type answers, where a source says it:
   in the step, checked as any other step.
 - v4, v5p and v6e have SparseCores (OpenXLA's table: 4, 4 and 2 per chip; for v5p
   also https://cloud.google.com/tpu/docs/v5p, "Number of SparseCores per chip: 4"):
-  whichever path a layer picks there runs on them, which this CPU has no stand-in
-  for. Reading the feature stops the rehearsal in one line that says so.
+  whichever path a layer picks there runs on them, which no CPU runs. Reading the
+  feature is answered UNSUPPORTED *in that path's place*, and said:
+  the report's `TPU embeddings` line names what was not rehearsed and why, and that
+  TPUEmbeddingV0's lookups on the TensorCores stood in for it, so the rest of the
+  script (its dense layers, its input, its batch split) is rehearsed all the same.
 - v2 and v3: no source tpuctl knows says which embedding feature they report; the
-  same one-line stop, saying that instead.
+  same stand-in, said the same way with that reason.
 
 Whatever a script builds itself: TPUEmbedding under the rehearsal's strategy is in
 TensorFlow's CPU mode (it checks for the real TPUStrategy class), so its TPU calls
@@ -68,15 +71,13 @@ _TPU_ONLY = ("enqueue", "dequeue", "apply_gradients")
 
 
 def _answer(generation: str) -> str | None:
-    """Why the rehearsal cannot answer `embedding_feature` as a TPU of this generation would; None where it can."""
+    """Why the rehearsal cannot answer `embedding_feature` as a TPU of this generation would; None where it can. Short:
+    the report shows a check's detail to 300 characters, and what stood in must fit too."""
     if generation in _NO_ACCELERATOR:
         return None
     if generation in _SPARSECORES:
-        return (
-            f"a {generation} TPU looks up and updates embedding tables on its SparseCores ({_SPARSECORES[generation]} per chip), "
-            "outside the XLA program: whichever embedding API a layer picks from this answer runs there, and this CPU has no stand-in for them"
-        )
-    return f"tpuctl knows no source that says which embedding feature a {generation} TPU reports, so it cannot answer as that TPU would"
+        return f"a {generation} TPU looks tables up on its {_SPARSECORES[generation]} SparseCores per chip, which no CPU runs"
+    return f"no source tpuctl knows says which embedding feature a {generation} TPU reports"
 
 
 def _needs_hardware(generation: str) -> str:
@@ -90,8 +91,9 @@ class _Feature(tpu_hardware_feature.HardwareFeature):  # type: ignore[misc]
     """TPUStrategy's `extended.tpu_hardware_feature` for the rehearsed generation.
 
     Where that TPU has no embedding accelerator it answers as TensorFlow does for one
-    (UNSUPPORTED, no embedding devices); elsewhere reading it stops the rehearsal: what
-    a layer builds from the answer needs hardware this CPU does not have.
+    (UNSUPPORTED, no embedding devices); elsewhere it gives the same answer as a stand-in
+    and says so: what a layer would build from the real answer needs hardware this CPU
+    does not have, and stopping there would leave the rest of the script unrehearsed.
     """
 
     def __init__(self, generation: str, not_rehearsed: list[tuple[str, str]]) -> None:
@@ -112,8 +114,10 @@ class _Feature(tpu_hardware_feature.HardwareFeature):  # type: ignore[misc]
         return found
 
     def _answerable(self, read: str) -> None:
-        if self._why_not is not None:
-            _stop(self._not_rehearsed, read, self._why_not)
+        """Where the rehearsal cannot answer as the rehearsed TPU does, it answers UNSUPPORTED in its place and says so
+        (once): the layer then builds TPUEmbeddingV0, which runs here, and the script goes on."""
+        if self._why_not is not None and not any(what == read for what, _ in self._not_rehearsed):
+            self._not_rehearsed.append((read, f"{self._why_not}; {V0}'s TensorCore lookups stood in (answered UNSUPPORTED)"))
 
 
 def install(generation: str, not_rehearsed: list[tuple[str, str]], tensorcore: list[str], strategy_class: type) -> Any:
