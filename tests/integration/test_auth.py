@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -399,11 +400,27 @@ def test_concurrent_writers_never_lose_a_binding(tmp_path: Path, writers: list[A
 
 
 def test_simultaneous_writers_conflict_and_all_get_their_bindings(tmp_path: Path) -> None:
-    """Slow replies make four simultaneous read-modify-writes overlap: most meet a 409 and re-read."""
+    """Four read-modify-writes that overlap: most meet a 409 and re-read. The stand-in holds each writer's first read
+    of the project's policy until all four have asked (processes that start seconds apart on a loaded machine would
+    otherwise never overlap), so they all read one etag."""
+    roles = ["roles/tpu.viewer", "roles/monitoring.metricWriter", "roles/storage.objectViewer", "roles/viewer"]
+    first_reads = threading.Barrier(len(roles), timeout=60)
+    held: list[str] = []
+    counting = threading.Lock()
+
+    def together(method: str, path: str) -> None:
+        with counting:
+            first = path.endswith(":getIamPolicy") and "/projects/" in path and len(held) < len(roles)
+            if first:
+                held.append(path)
+        if first:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                first_reads.wait()
+
     with GoogleStandin(project="tpuctl-test", seed=7) as g:
         g.faults.latency_s = 0.15
+        g.on_request = together
         env = standin_env(g, tmp_path)
-        roles = ["roles/tpu.viewer", "roles/monitoring.metricWriter", "roles/storage.objectViewer", "roles/viewer"]
         procs = [
             subprocess.Popen(
                 tpuctl_cmd("auth", "--zone", g.zones[0], "--yes", "--role", role),
@@ -415,6 +432,7 @@ def test_simultaneous_writers_conflict_and_all_get_their_bindings(tmp_path: Path
         assert [proc.returncode for proc in procs] == [0] * len(roles), outputs
         conflicts = sum(1 for _, path, status in g.requests if status == 409 and ":setIamPolicy" in path)
         policy = g.iam_policy()
+    assert len(held) == len(roles) and not first_reads.broken, held  # every writer's first read was held for the others
     assert conflicts >= 1, "the writers did not overlap; the test proves nothing"
     assert sum("concurrent change(s)" in out for out, _ in outputs) >= 1
     have = granted(policy)
