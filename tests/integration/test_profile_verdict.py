@@ -138,6 +138,18 @@ def _worker(v: Verdict, name: str) -> Worker:
     return next(w for w in v.workers if w.worker == name)
 
 
+def _agree(w: Worker, own: list[float]) -> None:
+    """The profile's mean step within 20% of the worker's own, as they are or each without its slowest step: the trace's
+    window and the worker's own edges differ by a step or two, and on a loaded machine one of those can be a 467 ms
+    stall among 20 ms steps (seen in CI), which moves one side's mean and not the other's. A step time read wrongly
+    (another event, another unit) is off by far more than that either way."""
+    assert w.step_ms is not None and w.steps >= 3 and len(own) >= 3, (w, own)
+    whole = abs(w.step_ms.mean - statistics.fmean(own)) <= 0.2 * statistics.fmean(own)
+    theirs = (w.step_ms.mean * w.steps - w.step_ms.max) / (w.steps - 1)
+    mine = (sum(own) - max(own)) / (len(own) - 1)
+    assert whole or abs(theirs - mine) <= 0.2 * mine, (w.step_ms, w.steps, statistics.fmean(own), mine, len(own))
+
+
 def test_the_input_bound_worker_is_named_the_straggler(judged: Verdict) -> None:
     fast, slow = _worker(judged, "worker:0"), _worker(judged, "worker:1")
     assert judged.straggler == "worker:1", judged.lines()
@@ -157,10 +169,10 @@ def test_step_times_agree_with_the_workers_own_clock(capture: Capture, judged: V
     w = _worker(judged, name)
     own = capture.own_ms[name]
     assert w.markers and w.steps > 0 and w.step_ms is not None, w
-    assert abs(w.step_ms.mean - statistics.fmean(own)) <= 0.2 * statistics.fmean(own), (w.step_ms, statistics.fmean(own), len(own))
+    _agree(w, own)
     assert w.step_ms.min <= w.step_ms.mean <= w.step_ms.max and w.step_ms.stdev >= 0
     # Steps the trace saw are steps the worker ran during the trace call (which also waits for the servers).
-    assert w.steps <= len(own) + max(2, len(own) // 20), (w.steps, len(own))  # a loaded machine blurs the window's edges
+    assert w.steps <= len(own) + max(3, len(own) // 10), (w.steps, len(own))  # a loaded machine blurs the window's edges
 
 
 def test_a_worker_without_step_markers_is_told_what_to_add(judged: Verdict) -> None:
@@ -177,7 +189,7 @@ def test_tensorflow_2_15_files(capture: Capture, judged: Verdict) -> None:
     old = _worker(judged, "tf215")
     own = capture.own_ms["tf215"]
     assert old.markers and old.steps > 0 and old.step_ms is not None, old
-    assert abs(old.step_ms.mean - statistics.fmean(own)) <= 0.2 * statistics.fmean(own), (old.step_ms, statistics.fmean(own))
+    _agree(old, own)
 
 
 def test_json_shape(capture: Capture, judged: Verdict) -> None:
