@@ -189,13 +189,18 @@ class RunFolder:
             f"--log-dir {self.path} already holds a launch ({self.claimed_by() or found})", hint=f"{fresh}, or remove {self.path} first"
         )
 
-    def claimed_by(self) -> str:
-        """`RUN_ID, pid N` from a claimed folder's run.json, or "" where it cannot be read."""
+    def claimant(self) -> tuple[str, int] | None:
+        """The run id and pid a claimed folder's run.json names, or None where it cannot be read."""
         try:
             raw = json.loads(read_small_bytes(self.run_file, "run record", limit=4096) or b"")
-            return f"{raw['run_id']}, pid {int(raw['pid'])}"
+            return str(raw["run_id"]), int(raw["pid"])
         except (TpuctlError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: 4 KB of `[` nest past json's depth
-            return ""
+            return None
+
+    def claimed_by(self) -> str:
+        """`RUN_ID, pid N` from a claimed folder's run.json, or "" where it cannot be read."""
+        found = self.claimant()
+        return "" if found is None else f"{found[0]}, pid {found[1]}"
 
     @staticmethod
     def attempt_of(name: str) -> int | None:

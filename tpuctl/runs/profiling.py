@@ -123,9 +123,9 @@ def capture(record: RunRecord, duration_s: float, hosts: Hosts | None = None) ->
 def ask(record: RunRecord, duration_s: float) -> dict[str, Any]:
     """Leave the request in the run's folder and wait for the launcher's answer: session, files, missing."""
     records.proven(record, "asked")  # the request goes only into the folder of a record that is the user's own
-    claimant = record.folder.claimed_by()
-    if claimant != f"{record.run_id}, pid {record.pid}":
-        said = f"claimed by {claimant}" if claimant else "not claimed by any launch"
+    claimant = record.folder.claimant()
+    if claimant != (record.run_id, record.pid):
+        said = f"claimed by {claimant[0]}, pid {claimant[1]}" if claimant else "not claimed by any launch"
         raise TpuctlError(f"run {record.run_id}'s log folder {one_line(record.log_dir)} is {one_line(said)}, not by this run; nothing asked", exit_code=FAILED)
     place = record.folder.profile_requests
     ident = secrets.token_hex(8)
