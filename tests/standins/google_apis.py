@@ -369,6 +369,11 @@ class GoogleStandin:
         with self._lock:
             self.tpu.zones = {z: catalog.full_offer(z, types) for z in zones}
 
+    def hurry(self) -> None:
+        """Every operation and state change still pending ends at the next request (a test's fast-forward)."""
+        with self._lock:
+            self.tpu.hurry()
+
     def preempt(self, zone: str, name: str) -> None:
         """The node turns PREEMPTED with no health, as the service does to spot/preemptible nodes."""
         with self._lock:

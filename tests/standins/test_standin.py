@@ -116,6 +116,7 @@ def test_list_pages(g: GoogleStandin, client: tpu_v2.TpuClient) -> None:
 
 
 def test_operation_shape(g: GoogleStandin, client: tpu_v2.TpuClient, http: requests.Session) -> None:
+    g.create_delay_s = 3600  # pending until hurried, however slow the machine
     op = client.create_node(parent=parent(g), node_id="shape", node=v4())
     name = op.operation.name
     assert name.startswith(f"{parent(g)}/operations/operation-")
@@ -123,10 +124,12 @@ def test_operation_shape(g: GoogleStandin, client: tpu_v2.TpuClient, http: reque
     assert raw["done"] is False
     assert raw["metadata"]["@type"] == "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
     assert raw["metadata"]["verb"] == "create" and raw["metadata"]["target"] == f"{parent(g)}/nodes/shape"
+    g.hurry()
     op.result(polling=FAST)
     raw = http.get(f"{g.url}/v2/{name}").json()
     assert raw["done"] is True and raw["response"]["@type"] == "type.googleapis.com/google.cloud.tpu.v2.Node"
     delete = client.delete_node(name=f"{parent(g)}/nodes/shape")
+    g.hurry()
     delete.result(polling=FAST)
     raw = http.get(f"{g.url}/v2/{delete.operation.name}").json()
     assert raw["response"] == {"@type": "type.googleapis.com/google.protobuf.Empty"}

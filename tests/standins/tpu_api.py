@@ -150,6 +150,11 @@ class TpuService:
     def later(self, delay: float, run: Callable[[], None]) -> None:
         heapq.heappush(self._events, _Event(time.monotonic() + max(0.0, delay), next(self._seq), run))
 
+    def hurry(self) -> None:
+        """Make every pending timed change due now, so a test can watch a slow one end without sleeping."""
+        now = time.monotonic()
+        self._events = sorted(_Event(min(event.due, now), event.seq, event.run) for event in self._events)
+
     def advance(self) -> None:
         """Apply every state change whose time has come (called under the host's lock)."""
         now = time.monotonic()
