@@ -14,9 +14,9 @@ import pytest
 from tests.integration.test_stockouts import ZONE, Cli, error_line
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud import lifecycle
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import TpuApi
+from tpuctl.cloud.nodes import lifecycle
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.tpu import TpuApi
 from tpuctl.settings import cloud as settings
 
 TYPE = "v5litepod-16"

@@ -27,7 +27,7 @@ from tests.conftest import run_tpuctl, tpuctl_cmd
 from tests.integration.test_cloud_nodes import ZONE, error_line
 from tests.standins.fixtures import standin_env, write_service_account_key
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud import retry
+from tpuctl.cloud.plumbing import retry
 
 DEADLINE_S = 2
 GRACE_S = 10  # from the deadline to the command's exit: the line printed, on a busy 2-core machine

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import run_tpuctl
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud.run_nodes import LABEL_KEY, label_value
+from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import NODE_DELETED, NODE_LIVE, RunRecord

@@ -25,7 +25,7 @@ from tests.integration.test_tpu_preemption import Launch
 from tests.standins import catalog
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud.run_nodes import LABEL_KEY, label_value
+from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 
 ZONES = ["us-central2-a", "us-central2-b"]  # v4 is priced in us-central2 (the billing stand-in's SKUs)
 OTHER_RUN = "20261127-080000-other-beef"

@@ -1,5 +1,5 @@
 """The tpuctl tab on a gs:// logdir: TensorBoard's real server lists and serves views from a bucket (the GCS
-emulator in this process, reached through STORAGE_EMULATOR_HOST as tpuctl.cloud.storage.client() does), and what a
+emulator in this process, reached through STORAGE_EMULATOR_HOST as tpuctl.cloud.plumbing.storage.client() does), and what a
 listing costs: the objects the server sends back (counted in the emulator) and how long is_active waits."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one deadline of a command's Google API calls (tpuctl/cloud/retry.py): what it counts, what it stops, whose it is.
+"""The one deadline of a command's Google API calls (tpuctl/cloud/plumbing/retry.py): what it counts, what it stops, whose it is.
 
 A "request" here is what a transport does: ask `retry.timeout` for its timeout, then wait that long for an answer
 (`silent`) or get one (`answered`). The seconds are small and real: the deadline is read from the monotonic clock.
@@ -13,9 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud import retry, vertex_api
-from tpuctl.cloud.api_errors import Where, guarded
-from tpuctl.cloud.credentials import Identity
+from tpuctl.cloud.auth.credentials import Identity
+from tpuctl.cloud.plumbing import retry
+from tpuctl.cloud.plumbing.api_errors import Where, guarded
+from tpuctl.cloud.vertex import vertex_api
 from tpuctl.inputs.errors import FAILED, TpuctlError
 
 ENDPOINT = "https://tpu.example.test"

@@ -135,7 +135,7 @@ SEAMS = {
     "Starter": "tpuctl/launch/process/starter.py",
     "Handle": "tpuctl/launch/process/starter.py",
     "Scheduler": "tpuctl/launch/follow/scheduler.py",
-    "NodeWatch": "tpuctl/cloud/babysit.py",
+    "NodeWatch": "tpuctl/cloud/nodes/babysit.py",
 }
 RETIRED_NAMES = {"Backend", "Watch"}
 
@@ -424,7 +424,7 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
     ("module", "source", "offense"),
     [
         ("tpuctl.inputs.errors", "import tpuctl.cli.auth", "tpuctl.inputs.errors -> tpuctl.cli.auth (rank 0 -> 12)"),
-        ("tpuctl.cloud.iam", "def f():\n    from tpuctl.runs import folder", "tpuctl.cloud.iam -> tpuctl.runs.folder (rank 4 -> 4)"),
+        ("tpuctl.cloud.auth.iam", "def f():\n    from tpuctl.runs import folder", "tpuctl.cloud.auth.iam -> tpuctl.runs.folder (rank 4 -> 4)"),
         (
             "tpuctl.launch.console.logs",
             "if TYPE_CHECKING:\n    from tpuctl.launch.job import Job",

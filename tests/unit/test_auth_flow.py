@@ -10,8 +10,8 @@ import pytest
 
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud.auth_flow import authorize
-from tpuctl.cloud.auth_request import AuthRequest
+from tpuctl.cloud.auth.auth_flow import authorize
+from tpuctl.cloud.auth.auth_request import AuthRequest
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 MODEL_DIR = "gs://tpuctl-test-models/runs"

@@ -22,8 +22,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
 from tpuctl import endings
-from tpuctl.cloud import babysit
-from tpuctl.cloud.babysit import Command, NodeWatch
+from tpuctl.cloud.nodes import babysit
+from tpuctl.cloud.nodes.babysit import Command, NodeWatch
 from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import records
@@ -290,7 +290,7 @@ DETACHED_BABYSIT = """\
 import sys
 from tests.unit.test_lifecycle import SPEC, FakeApi
 from tpuctl.cli import babysit, main
-from tpuctl.cloud import nodespec
+from tpuctl.cloud.nodes import nodespec
 
 api = FakeApi()
 api.add(SPEC.name, "READY", **SPEC.resource())

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.tpu.capacity import FLEX_START, KINDS, ON_DEMAND, RESERVED, SPOT, Capacity, parse_capacities
 

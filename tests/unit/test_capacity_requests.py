@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.test_hostile_cli import invoke
-from tpuctl.cloud.node import Node
-from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.nodes.node import Node
+from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.tpu.capacity import MAX_RUN_S, run_duration_s
 

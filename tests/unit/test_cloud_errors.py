@@ -8,8 +8,8 @@ import pytest
 import requests
 from google.api_core import exceptions as api
 
-from tpuctl.cloud import retry
-from tpuctl.cloud.api_errors import Where, explain, operation_failed
+from tpuctl.cloud.plumbing import retry
+from tpuctl.cloud.plumbing.api_errors import Where, explain, operation_failed
 from tpuctl.inputs.errors import AccessDenied, CapacityError, QuotaError, Stockout, TpuctlError
 
 WHERE = Where("create node my-tpu", "tpuctl-test", "us-central2-b", "tpu.nodes.create")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tpuctl import devices as dev
 from tpuctl.cli import main
-from tpuctl.cloud.node import Node
+from tpuctl.cloud.nodes.node import Node
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 # -- API rows -----------------------------------------------------------------

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tpuctl.cli import main
-from tpuctl.cloud import nodespec
+from tpuctl.cloud.nodes import nodespec
 from tpuctl.cluster import hosts, worker_contract
 from tpuctl.cluster import tf_config as cluster
 from tpuctl.inputs import parse as inputs

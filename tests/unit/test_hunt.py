@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped, hunt
-from tpuctl.cloud.node import Node
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import Operation, Queued
+from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.node import Node
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.tpu import Operation, Queued
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, CapacityError, TpuctlError
 from tpuctl.tpu import stockouts

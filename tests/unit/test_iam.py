@@ -14,8 +14,8 @@ from google.api_core import exceptions as api
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuctl.cloud import iam, resource_iam
-from tpuctl.cloud.iam import Condition, Grant
+from tpuctl.cloud.auth import iam, resource_iam
+from tpuctl.cloud.auth.iam import Condition, Grant
 from tpuctl.inputs.errors import AccessDenied, TpuctlError
 
 ROLES = ["roles/storage.objectAdmin", "roles/logging.logWriter", "roles/viewer", "projects/my-proj/roles/custom.one"]

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tpuctl.cloud import lifecycle, nodespec
-from tpuctl.cloud.node import Node
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import Operation, Queued
+from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.node import Node
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.tpu import Operation, Queued
 from tpuctl.inputs.errors import CapacityError, Stockout, TpuctlError
 
 ZONE = "us-central2-b"

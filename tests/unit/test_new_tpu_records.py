@@ -17,7 +17,7 @@ import pytest
 from tests.unit.test_hostile_cli import invoke
 from tests.unit.test_lifecycle import FakeApi
 from tests.unit.test_run_vm import RUN, _vm
-from tpuctl.cloud.run_nodes import label_value
+from tpuctl.cloud.nodes.run_nodes import label_value
 from tpuctl.runs import records
 from tpuctl.runs.records import NODE_LIVE, RunRecord
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.cloud import nodespec
-from tpuctl.cloud.nodespec import NodeSpec
+from tpuctl.cloud.nodes import nodespec
+from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.inputs.errors import FAILED, TpuctlError
 
 SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone="us-central2-b", runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")

@@ -1,4 +1,4 @@
-"""List prices (tpuctl/cloud/prices.py): SKUs read as the Billing Catalog writes them, hostile catalogues, the cache, the table.
+"""List prices (tpuctl/cloud/capacity/prices.py): SKUs read as the Billing Catalog writes them, hostile catalogues, the cache, the table.
 
 The catalogue is the stand-in's (tests/standins/billing_api.py), served over HTTP: its SKUs are
 built the way the v1 services.skus.list reference shapes them, and its faults are what a broken
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.standins.billing_api import CLOUD_TPU, COMPUTE_ENGINE, sku
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud import prices
+from tpuctl.cloud.capacity import prices
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings import cloud as cloud_settings
 from tpuctl.tpu import list_prices

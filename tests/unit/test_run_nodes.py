@@ -7,9 +7,9 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.cloud.node import Node
-from tpuctl.cloud.nodespec import LABEL_KEY as KEY_RULE
-from tpuctl.cloud.run_nodes import LABEL_KEY, label_value, owned_by
+from tpuctl.cloud.nodes.node import Node
+from tpuctl.cloud.nodes.nodespec import LABEL_KEY as KEY_RULE
+from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value, owned_by
 from tpuctl.runs.naming import run_id
 
 # The strictest form Google APIs check a label value against (RFC 1035: a letter first, no `-` last), at most 63.

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from tests.unit.test_lifecycle import ZONE, FakeApi, no_sleep
 from tpuctl.backends.ssh.new_tpu import keeps
-from tpuctl.cloud import nodespec
 from tpuctl.cloud.capacity.candidates import Plan
 from tpuctl.cloud.capacity.run_vm import RunVm, Wanted, node_name
-from tpuctl.cloud.nodespec import NODE_ID, NodeSpec
-from tpuctl.cloud.run_nodes import LABEL_KEY, label_value
+from tpuctl.cloud.nodes import nodespec
+from tpuctl.cloud.nodes.nodespec import NODE_ID, NodeSpec
+from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 from tpuctl.endings import Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings import cloud as settings

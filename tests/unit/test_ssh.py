@@ -25,7 +25,7 @@ from tests.conftest import ROOT, run_tpuctl
 from tests.unit.test_hostile_cli import in_process
 from tpuctl.backends.ssh import session, sync, wire
 from tpuctl.backends.ssh.placement import RemotePaths, place
-from tpuctl.cloud.run_nodes import label_value
+from tpuctl.cloud.nodes.run_nodes import label_value
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.ssh import client_args as ssh_options

@@ -1,4 +1,4 @@
-"""google-cloud-tpu is imported without aiohttp (tpuctl/cloud/tpu.py: client_module), and nothing else changes.
+"""google-cloud-tpu is imported without aiohttp (tpuctl/cloud/nodes/tpu.py: client_module), and nothing else changes.
 
 Each case runs in a fresh interpreter: which modules an import loads is a property of the process.
 """
@@ -12,7 +12,7 @@ import pytest
 
 MAKE_CLIENT = """
 from google.auth.credentials import AnonymousCredentials
-from tpuctl.cloud.tpu import client_module
+from tpuctl.cloud.nodes.tpu import client_module
 tpu_v2 = client_module()
 client = tpu_v2.TpuClient(transport="rest", credentials=AnonymousCredentials(), client_options={"api_endpoint": "http://127.0.0.1:9"})
 assert type(client._transport).__name__ == "TpuRestTransport", type(client._transport)

@@ -1,6 +1,6 @@
 """`tpuctl auth`: credentials, the TPU service identity, and the IAM roles a TPU job needs.
 
-The flow itself is tpuctl.cloud.auth_flow; this module parses the flags and
+The flow itself is tpuctl.cloud.auth.auth_flow; this module parses the flags and
 gives it its channels: results to stdout as plain lines, progress and warnings
 to stderr, questions on a terminal. Nothing ever prints a token or key
 material: only account names, file paths and the settings layer each value
@@ -101,8 +101,8 @@ def auth(
     account jobs run as (the custom code service agent, or --service-account) object
     access to the staging and model-dir buckets, and lets you act as --service-account.
     """
-    from tpuctl.cloud.auth_flow import authorize
-    from tpuctl.cloud.auth_request import AuthRequest
+    from tpuctl.cloud.auth.auth_flow import authorize
+    from tpuctl.cloud.auth.auth_request import AuthRequest
 
     request = AuthRequest(
         project, credentials, access_token_file, zone, model_dir, roles, service_account, dry_run, yes, legacy_ai_platform, vertex, staging_bucket

@@ -1,4 +1,4 @@
-"""`tpuctl babysit`: keep a (spot) TPU VM alive and a command running on it (tpuctl.cloud.babysit).
+"""`tpuctl babysit`: keep a (spot) TPU VM alive and a command running on it (tpuctl.cloud.nodes.babysit).
 
 The loop is kept as a run (tpuctl.runs.recorded): `tpuctl runs` lists it, `tpuctl stop` stops
 it; with --detach it goes on in a process of its own (tpuctl.runs.detach), as `launch --detach` does.
@@ -15,13 +15,13 @@ import click
 
 from tpuctl.cli.cloud_options import project_options_each_call, resolve, tpu_api, zone_option
 from tpuctl.cli.display import StatusLine
-from tpuctl.cloud.babysit import DEFAULT_MAX_RECREATES
 from tpuctl.cloud.capacity.recovery import DEFAULTS
+from tpuctl.cloud.nodes.babysit import DEFAULT_MAX_RECREATES
 
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.candidates import Plan
     from tpuctl.cloud.capacity.recovery import Candidates
-    from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.cloud.nodes.nodespec import NodeSpec
     from tpuctl.runs.recorded import Recorded
     from tpuctl.settings.cloud import Settings
 
@@ -95,10 +95,10 @@ def babysit(
     stops it. With --detach it survives the terminal: its console goes to the
     run's folder (`tpuctl attach RUN` follows it).
     """
-    from tpuctl.cloud import babysit as sitter
-    from tpuctl.cloud import nodespec
     from tpuctl.cloud.capacity import recovery as policies
-    from tpuctl.cloud.node_lookup import landed_zone
+    from tpuctl.cloud.nodes import babysit as sitter
+    from tpuctl.cloud.nodes import nodespec
+    from tpuctl.cloud.nodes.node_lookup import landed_zone
     from tpuctl.launch.secret_values import shown_args
     from tpuctl.runs.recorded import Recorded
 

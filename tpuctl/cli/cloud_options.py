@@ -10,7 +10,7 @@ import click
 from tpuctl.settings import cloud as settings
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.nodes.tpu import TpuApi
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,7 +40,7 @@ def _project_options(fn: F) -> F:
 
 
 def api_timeout_option(fn: F, *, each_call: bool = False) -> F:
-    """--api-timeout: the command's deadline for Google API requests that go unanswered (tpuctl/cloud/retry.py), all of
+    """--api-timeout: the command's deadline for Google API requests that go unanswered (tpuctl/cloud/plumbing/retry.py), all of
     them together; `each_call`, for a command that runs for days (babysit, launch): each call's own. Every command that
     calls a Google API takes it, with --project or alone (runs --delete-lost-vms, doctor --tpu)."""
     whose = "each request's own" if each_call else "all of this command's together"
@@ -55,7 +55,7 @@ def api_timeout_option(fn: F, *, each_call: bool = False) -> F:
 
 def api_deadline(ctx: click.Context, flag: str | None = None, *, each_call: bool = False) -> None:
     """The api-timeout deadline (`flag`: --api-timeout's value, if the command has one), in force until it returns."""
-    from tpuctl.cloud import retry
+    from tpuctl.cloud.plumbing import retry
 
     seconds = float(settings.value_of("api-timeout", flag) or retry.DEFAULT_S)
     ctx.with_resource(retry.limited(seconds, "--api-timeout" if flag else "api-timeout setting", each_call=each_call))
@@ -72,7 +72,7 @@ def resolve(**flags: Any) -> settings.Settings:
 
 
 def tpu_api(resolved: settings.Settings) -> TpuApi:
-    """The TPU API client, its credentials checked once up front (see tpuctl.cloud.tpu)."""
-    from tpuctl.cloud.tpu import TpuApi
+    """The TPU API client, its credentials checked once up front (see tpuctl.cloud.nodes.tpu)."""
+    from tpuctl.cloud.nodes.tpu import TpuApi
 
     return TpuApi.connect(resolved)

@@ -26,15 +26,15 @@ from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, PREEMPTIBLE, RESERVED, SP
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.gather import Found
     from tpuctl.cloud.capacity.hunt import Candidate, Hunted, Tried
-    from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.cloud.nodes.nodespec import NodeSpec
 
 _CLOUD = ("project", "credentials", "access_token_file")
 
 
 def plan(flags: dict[str, Any], zones: str | None, capacity: str | None, hunt_timeout: int | None) -> Plan | None:
     """The hunt this create asks for, or None for a plain create in one zone (`flags` then carry its kind)."""
-    from tpuctl.cloud import nodespec
     from tpuctl.cloud.capacity.candidates import parse_types
+    from tpuctl.cloud.nodes import nodespec
     from tpuctl.settings.cloud import zones_of
     from tpuctl.tpu.capacity import parse_capacities
 
@@ -82,8 +82,8 @@ def _named(flags: dict[str, Any]) -> Capacity | None:
 def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool, settle: Callable[[], None]) -> None:
     """Gather the offers, hunt through them, and report where the node landed and what was tried (`settle` first:
     signals.as_interrupt)."""
-    from tpuctl.cloud import nodespec
     from tpuctl.cloud.capacity.hunt import HuntStopped, hunt, spec_for
+    from tpuctl.cloud.nodes import nodespec
 
     resolved = hunt_plan.resolved
     api = tpu_api(resolved)
@@ -133,7 +133,7 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
 def _listing_bound(timeout_s: float | None) -> AbstractContextManager[object]:
     """--hunt-timeout bounds the listing of the offers as well as the tries: every request of the listing ends by then.
     Not the tries' requests: a try cut short at the bound still deletes what it left (lifecycle.attempt)."""
-    from tpuctl.cloud import retry
+    from tpuctl.cloud.plumbing import retry
 
     return nullcontext() if timeout_s is None else retry.limited(timeout_s, "--hunt-timeout", wall=True)
 

@@ -12,10 +12,10 @@ import click
 from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.lifecycle import Ensured
-    from tpuctl.cloud.node import Node
-    from tpuctl.cloud.nodespec import NodeSpec
-    from tpuctl.cloud.prices import PriceBook
+    from tpuctl.cloud.capacity.prices import PriceBook
+    from tpuctl.cloud.nodes.lifecycle import Ensured
+    from tpuctl.cloud.nodes.node import Node
+    from tpuctl.cloud.nodes.nodespec import NodeSpec
 
 
 def _hosts(node: Node) -> str:

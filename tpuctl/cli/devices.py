@@ -139,7 +139,7 @@ def connect(target: str | None, colab: bool) -> None:
         target = dev.grpc_target(target)
         about = f"TPU at {target} (a legacy TPU Node's gRPC address; not contacted)"
     else:
-        from tpuctl.cloud import nodespec
+        from tpuctl.cloud.nodes import nodespec
 
         nodespec.check_name(target)
         about = f"TPU VM named {target}: run this on its worker 0; TensorFlow finds the slice's hosts through the Cloud TPU API"

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
-from tpuctl.cloud.node_lookup import check_defaults
+from tpuctl.cloud.nodes.node_lookup import check_defaults
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings import cloud as settings
 from tpuctl.settings import files as config

@@ -13,8 +13,8 @@ from tpuctl.cli.display import age, print_table
 from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.node import Node
-    from tpuctl.cloud.prices import PriceBook
+    from tpuctl.cloud.capacity.prices import PriceBook
+    from tpuctl.cloud.nodes.node import Node
 
 
 def node_age(node: Node) -> str:
@@ -38,7 +38,7 @@ def list_nodes(
     as_json: bool,
 ) -> None:
     """List TPU VMs in a zone (or all zones), and any queued resource that outlived its node (it still counts against quota)."""
-    from tpuctl.cloud.node_lookup import QUEUED_ON_THE_WAY, list_zones, with_kinds
+    from tpuctl.cloud.nodes.node_lookup import QUEUED_ON_THE_WAY, list_zones, with_kinds
     from tpuctl.settings.cloud import zones_of
 
     if sum(bool(given) for given in (all_zones, zone, zones)) > 1:
@@ -60,7 +60,7 @@ def list_nodes(
     if not found and not listed.lone_queued and not as_json:
         click.echo(f"no TPU nodes in {'any zone' if every else ', '.join(named or [resolved.zone])} of project {api.project}", err=True)
         return
-    from tpuctl.cloud.prices import price_book
+    from tpuctl.cloud.capacity.prices import price_book
 
     book = price_book(resolved, api.bearer_token, waiting=lambda line: click.echo(f"tpuctl: {line}", err=True)) if found else None
     hourly = [book.slice_price(n.accelerator, n.zone, n.capacity) if book else None for n in found]
@@ -116,7 +116,7 @@ def total_line(hourly: list[float | None], book: PriceBook) -> str:
 @click.option("--json", "as_json", is_flag=True, help="The node as the v2 API returns it, plus zone.")
 def describe(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, as_json: bool) -> None:
     """Show one TPU VM: state, health, accelerator, hosts and their IPs, runtime, capacity, age."""
-    from tpuctl.cloud.node_lookup import find_node
+    from tpuctl.cloud.nodes.node_lookup import find_node
 
     node = find_node(name, "`tpuctl list --all-zones` shows every node", project, zone, credentials, access_token_file, kinds=not as_json)
     if as_json:

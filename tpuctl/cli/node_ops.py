@@ -16,8 +16,8 @@ from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.prices import PriceBook
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.capacity.prices import PriceBook
+    from tpuctl.cloud.nodes.tpu import TpuApi
     from tpuctl.settings.cloud import Settings
 
 
@@ -61,7 +61,7 @@ def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity:
     another, best first, until one holds (docs/capacity.md, How tpuctl chooses).
     """
     from tpuctl.cli import create_hunt
-    from tpuctl.cloud import nodespec
+    from tpuctl.cloud.nodes import nodespec
     from tpuctl.safety import signals
 
     nodespec.check_name(name)
@@ -75,7 +75,7 @@ def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity:
 
 def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], None], flags: dict[str, Any]) -> None:
     """A create in one zone as one kind (no hunt); `settle` once the node is there, before its report."""
-    from tpuctl.cloud import lifecycle, nodespec
+    from tpuctl.cloud.nodes import lifecycle, nodespec
     from tpuctl.inputs.errors import CapacityError
     from tpuctl.tpu import stockouts
 
@@ -104,9 +104,9 @@ def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], No
 
 
 def _price_book(resolved: Settings, api: TpuApi) -> PriceBook | str:
-    """The price book `tpuctl list` uses (tpuctl/cloud/prices.py): the catalogue, else the dated table, marked; or why
+    """The price book `tpuctl list` uses (tpuctl/cloud/capacity/prices.py): the catalogue, else the dated table, marked; or why
     prices could not be had at all, which never stops a create."""
-    from tpuctl.cloud.prices import price_book
+    from tpuctl.cloud.capacity.prices import price_book
 
     try:  # every create reads it, a reused node's too: bounded (prices.DEADLINE_S), and a slow read says so
         return price_book(resolved, api.bearer_token, waiting=lambda line: click.echo(f"tpuctl: {line}", err=True))
@@ -125,11 +125,11 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
     (as the service does after preemption) is simply created; a live node
     with the same spec is left alone.
     """
-    from tpuctl.cloud import lifecycle, nodespec
+    from tpuctl.cloud.nodes import lifecycle, nodespec
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
-    from tpuctl.cloud.node_lookup import landed_zone
+    from tpuctl.cloud.nodes.node_lookup import landed_zone
 
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "recreate")
     api = tpu_api(resolved)
@@ -146,8 +146,8 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
 def delete(name: str, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None, yes: bool) -> None:
     """Delete the TPU VM NAME, and the queued resource that made it, and wait until they are gone (a gone node is not an
     error). A queued resource that outlived its node (SUSPENDED, still counted against quota) is deleted the same way."""
-    from tpuctl.cloud import lifecycle, nodespec
-    from tpuctl.cloud.node_lookup import landed_zone
+    from tpuctl.cloud.nodes import lifecycle, nodespec
+    from tpuctl.cloud.nodes.node_lookup import landed_zone
     from tpuctl.safety import signals
 
     nodespec.check_name(name)
@@ -185,7 +185,7 @@ def confirm(question: str) -> None:
 
 
 def _power(name: str, stop: bool, **flags: str | None) -> None:
-    from tpuctl.cloud import lifecycle, nodespec
+    from tpuctl.cloud.nodes import lifecycle, nodespec
 
     nodespec.check_name(name)
     resolved = resolve(**flags)
@@ -212,7 +212,7 @@ def stop_vm_by_old_name(name: str, **flags: str | None) -> bool:
     """`tpuctl stop NAME` where NAME is no run: the TPU VM NAME stopped, as before `stop-vm`, with a notice; False
     where NAME is not a node the API shows. Without cloud flags a failed look-up (no project, no credentials) is
     False too: the name was most likely a mistyped run; with them, the user meant a TPU VM and its error stands."""
-    from tpuctl.cloud import nodespec
+    from tpuctl.cloud.nodes import nodespec
 
     try:
         nodespec.check_name(name)

@@ -17,7 +17,7 @@ from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.gather import Found
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.nodes.tpu import TpuApi
     from tpuctl.tpu.offers import Offer
 
 
@@ -89,7 +89,7 @@ def _kinds(text: str) -> list[str]:
 def _bucket(model_dir: str | None) -> str | None:
     if not model_dir:
         return None
-    from tpuctl.cloud.iam import bucket_of
+    from tpuctl.cloud.auth.iam import bucket_of
 
     return bucket_of(model_dir)
 

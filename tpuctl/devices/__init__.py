@@ -34,7 +34,7 @@ from tpuctl.safety import child_output
 from tpuctl.tpu.accelerators import Shape, shape_from_config, shape_of
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.node import Node  # a type only: the worker runtime imports this module
+    from tpuctl.cloud.nodes.node import Node  # a type only: the worker runtime imports this module
 
 Row = dict[str, Any]
 

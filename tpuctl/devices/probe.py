@@ -129,7 +129,7 @@ def fast_rows(say: Say) -> list[dev.Row]:
 
 
 def _cloud_rows(query: DeviceQuery, say: Say) -> list[dev.Row]:
-    from tpuctl.cloud.node_lookup import find_node
+    from tpuctl.cloud.nodes.node_lookup import find_node
 
     assert query.target is not None
     hint = "`tpuctl list --all-zones` shows every node; `--tpu local` or grpc://HOST:PORT asks TensorFlow instead"

@@ -41,8 +41,8 @@ class TpuctlError(Exception):
 
 
 class Stockout(str, enum.Enum):
-    """How a zone said it has no capacity now; each is told where the reply is read (cloud/api_errors.py,
-    cloud/lifecycle.py). The value is the short reason a stockout line shows."""
+    """How a zone said it has no capacity now; each is told where the reply is read (cloud/plumbing/api_errors.py,
+    cloud/nodes/lifecycle.py). The value is the short reason a stockout line shows."""
 
     REFUSED = "refused at once"  # the create call itself: RESOURCE_EXHAUSTED naming capacity
     ZONE = "code 8"  # the operation: "There is no more capacity in the zone"

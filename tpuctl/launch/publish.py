@@ -128,7 +128,7 @@ def write(uri: str, body: str, *, timeout_s: float = UPLOAD_TIMEOUT_S) -> None:
     """The whole file at `uri`: local, to a temporary name in the same folder then renamed; gs://, one object upload,
     one try of at most `timeout_s` a request (the storage client's default retries wait up to 120 s)."""
     if uri.startswith("gs://"):
-        from tpuctl.cloud import storage
+        from tpuctl.cloud.plumbing import storage
 
         bucket, _, name = uri[len("gs://") :].partition("/")
         blob = storage.client().bucket(bucket).blob(name)

@@ -51,7 +51,7 @@ def _from_bucket(profile_dir: str, session: str | None) -> list[Path]:
     from google.api_core import exceptions as api
     from google.cloud.storage.retry import DEFAULT_RETRY
 
-    from tpuctl.cloud import storage
+    from tpuctl.cloud.plumbing import storage
 
     bucket_name, _, prefix = profile_dir[len("gs://") :].partition("/")
     if not bucket_name:

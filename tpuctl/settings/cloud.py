@@ -114,7 +114,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zones", "zones a create hunts across, best first: all (or auto) or Z1,Z2,...", _zones),
     Setting("capacity", "capacity kinds a create tries, in your order, e.g. spot,on-demand", _capacity),
     Setting("create-deadline", "seconds one create may stay CREATING before it counts as a stockout", _check(_WHOLE_SECONDS, "1800"), "1800"),
-    # One request could always wait 60 s; now a whole command's requests that go unanswered share it (cloud/retry.py).
+    # One request could always wait 60 s; now a whole command's requests that go unanswered share it (cloud/plumbing/retry.py).
     Setting("api-timeout", "seconds of unanswered Google API calls before a command gives up (babysit, launch: per call)", _check(_WHOLE_SECONDS, "60"), "60"),
     # No fixed default: it follows the lost node's kind (recovery.Recovery.default_for).
     Setting("recovery", "where babysit and launch --new-tpu recreate a lost node first: same-zone-first or elsewhere-first", _recovery),

@@ -78,8 +78,8 @@ def plan_on_slice(request: SliceCommand) -> list[str]:
 
 def _targets(request: SliceCommand) -> tuple[list[str], list[str], list[list[str]]]:
     """The chosen workers' labels and addresses, and the commands to run there in order (--cleanup's first)."""
-    from tpuctl.cloud.node_lookup import find_node
-    from tpuctl.cloud.slice_hosts import pick_workers, slice_hosts
+    from tpuctl.cloud.nodes.node_lookup import find_node
+    from tpuctl.cloud.nodes.slice_hosts import pick_workers, slice_hosts
     from tpuctl.ssh.tpu_cleanup import cleanup_argv
 
     if not request.command and not request.cleanup:

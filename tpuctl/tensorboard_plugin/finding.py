@@ -111,7 +111,7 @@ def _in_bucket(bucket: str, prefix: str) -> tuple[list[Found], str | None]:
     `*` stops at a slash, `**/` is any number of folders), so a model dir's thousands of checkpoints, events and
     traces never cross the network. The prefix narrows by itself and stays out of the glob (it may hold glob
     characters of its own); the regular expression here keeps the check of the names."""
-    from tpuctl.cloud import storage
+    from tpuctl.cloud.plumbing import storage
 
     found: list[Found] = []
     views = storage.client().list_blobs(bucket, prefix=prefix, match_glob=f"**/{FOLDER}/*/{VIEW_NAME}", max_results=MAX_VIEWS + 1)
@@ -156,7 +156,7 @@ def _read_file(path: str, limit: int) -> bytes:
 
 
 def _read_object(bucket: str, name: str, limit: int) -> bytes:
-    from tpuctl.cloud import storage
+    from tpuctl.cloud.plumbing import storage
 
     blob = storage.client().bucket(bucket).get_blob(name)
     if blob is None:

@@ -35,7 +35,7 @@ SERVICES: dict[str, str] = {
 VERSIONS: dict[str, str] = {"v2": "v2", "v3": "v3", "v4": "v4", "v5e": "v5litepod", "v5p": "v5p", "v6e": "v6e"}
 
 # Generations whose single hosts are sold by the device (one host of 4 chips: "a v2-8 at $4.50 an hour", TABLE_SOURCE),
-# so a SKU description of theirs that names no unit is a device's hour unless it says Pod (tpuctl/cloud/prices.py).
+# so a SKU description of theirs that names no unit is a device's hour unless it says Pod (tpuctl/cloud/capacity/prices.py).
 # Their Pod slices (more than one host) have no on-demand or preemptible price: "available only if you have
 # evaluation quota or purchase a 1 year or 3 year commitment" (TABLE_SOURCE). The table prices their single devices only.
 DEVICES_ONLY = frozenset({"v2", "v3"})

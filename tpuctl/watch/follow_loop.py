@@ -44,7 +44,7 @@ def follow(source: Source, tags: tuple[str, ...], show: Show, say: Say, *, once:
 
 
 def _passing(err: Exception) -> bool:
-    from tpuctl.cloud import retry
+    from tpuctl.cloud.plumbing import retry
 
     return isinstance(err, OSError) or retry.is_transient(err)
 
@@ -54,7 +54,7 @@ def _reason(err: Exception) -> str:
 
 
 def _unreadable(root: str, err: Exception) -> Exception:
-    from tpuctl.cloud.api_errors import is_api_failure
+    from tpuctl.cloud.plumbing.api_errors import is_api_failure
 
     if isinstance(err, TpuctlError):
         return err

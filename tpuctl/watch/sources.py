@@ -129,7 +129,7 @@ class GcsSource:
     def __init__(self, location: str) -> None:
         from google.cloud.storage.retry import DEFAULT_RETRY
 
-        from tpuctl.cloud import storage
+        from tpuctl.cloud.plumbing import storage
 
         self.root = location
         bucket, _, prefix = location[len("gs://") :].partition("/")

@@ -25,8 +25,8 @@ from tpuctl.inputs.errors import TpuctlError
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.hunt import Candidate, Tried
     from tpuctl.cloud.capacity.run_vm import RunVm, Wanted
-    from tpuctl.cloud.node import Node
-    from tpuctl.cloud.nodespec import NodeSpec
+    from tpuctl.cloud.nodes.node import Node
+    from tpuctl.cloud.nodes.nodespec import NodeSpec
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.runner import RunContext
@@ -139,7 +139,7 @@ class NewTpu:
     def run(self, job: Job, context: RunContext, body: Callable[[], Outcome]) -> Outcome:
         """Provision the VM, run `body` on its hosts, then delete or keep it however the run ended."""
         from tpuctl.cloud.capacity.run_vm import RunVm
-        from tpuctl.cloud.tpu import TpuApi
+        from tpuctl.cloud.nodes.tpu import TpuApi
         from tpuctl.safety import signals
 
         vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job), _Log(context, self), context.notice)
@@ -177,7 +177,7 @@ class NewTpu:
                 self._end(vm, ended, context)
 
     def _hosts(self, node: Node) -> list[HostEntry]:
-        from tpuctl.cloud.slice_hosts import slice_hosts
+        from tpuctl.cloud.nodes.slice_hosts import slice_hosts
 
         return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(node)]
 
@@ -198,7 +198,7 @@ class NewTpu:
 
     def down(self) -> str | None:
         """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
-        from tpuctl.cloud.babysit import down_now
+        from tpuctl.cloud.nodes.babysit import down_now
 
         vm = self.vm
         if vm is None or vm.spec is None:
@@ -211,7 +211,7 @@ class NewTpu:
     def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
         """After a preemption: a node that is lost (PREEMPTED, TERMINATED, gone) is recreated, one that is only not READY
         yet is waited for (babysit's wait); then its hosts as they are now. A stopping signal ends it with 130."""
-        from tpuctl.cloud.babysit import wait_ready_again
+        from tpuctl.cloud.nodes.babysit import wait_ready_again
         from tpuctl.safety import signals
 
         vm = self.vm

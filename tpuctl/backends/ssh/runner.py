@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from tpuctl.backends.ssh.new_tpu import NewTpu
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.nodes.tpu import TpuApi
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
@@ -136,7 +136,7 @@ class TpuSlice:
     program on all of them), looked up before the launch and again after a preemption."""
 
     def __init__(self, options: Options) -> None:
-        from tpuctl.cloud.node_lookup import find_node
+        from tpuctl.cloud.nodes.node_lookup import find_node
 
         assert options.tpu_name is not None
         self.options = options
@@ -144,12 +144,12 @@ class TpuSlice:
         self.entries = self._entries()
 
     def _entries(self) -> list[HostEntry]:
-        from tpuctl.cloud.slice_hosts import slice_hosts
+        from tpuctl.cloud.nodes.slice_hosts import slice_hosts
 
         return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(self.node)]
 
     def _api(self) -> TpuApi:
-        from tpuctl.cloud.tpu import TpuApi
+        from tpuctl.cloud.nodes.tpu import TpuApi
         from tpuctl.settings import cloud as settings
 
         flags = {"project": self.options.project, "zone": self.node.zone, "credentials": None, "access_token_file": None}
@@ -157,10 +157,10 @@ class TpuSlice:
 
     def cost(self, notice: Callable[[str], None]) -> SliceCost:
         """What the run's record keeps to price it: the node's type, zone and kind, and its slice's list price now
-        (tpuctl/cloud/prices.py: the catalogue, else the dated table, said as such). A reserved node is billed by its
+        (tpuctl/cloud/capacity/prices.py: the catalogue, else the dated table, said as such). A reserved node is billed by its
         reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch; a slow
         read says so to `notice`."""
-        from tpuctl.cloud.prices import price_book
+        from tpuctl.cloud.capacity.prices import price_book
         from tpuctl.inputs.errors import one_line
         from tpuctl.runs.records import SliceCost
 
@@ -177,7 +177,7 @@ class TpuSlice:
 
     def down(self) -> str | None:
         """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
-        from tpuctl.cloud.babysit import down_now
+        from tpuctl.cloud.nodes.babysit import down_now
 
         try:
             return down_now(self._api(), self.node.zone, self.node.name)
@@ -185,9 +185,9 @@ class TpuSlice:
             return None  # cannot tell: the lost connection stays a failure
 
     def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
-        """After a preemption: wait until the node is READY again (tpuctl.cloud.babysit), then its
+        """After a preemption: wait until the node is READY again (tpuctl.cloud.nodes.babysit), then its
         hosts as they are now. Ctrl-C, SIGTERM or SIGHUP end the wait with 130."""
-        from tpuctl.cloud.babysit import wait_ready_again
+        from tpuctl.cloud.nodes.babysit import wait_ready_again
         from tpuctl.endings import INTERRUPTED
         from tpuctl.safety import signals
 

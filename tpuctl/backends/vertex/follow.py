@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tpuctl.cloud.vertex_api import TERMINAL, JobLogs, VertexJobs, job_id
+from tpuctl.cloud.vertex.vertex_api import TERMINAL, JobLogs, VertexJobs, job_id
 from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tpuctl.cloud.vertex_api import RUN_LABEL
+from tpuctl.cloud.vertex.vertex_api import RUN_LABEL
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.launch.job import Job, worker_env
 from tpuctl.tpu.accelerators import VertexMachine

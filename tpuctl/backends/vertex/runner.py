@@ -194,8 +194,8 @@ class VertexRunner(Runner):
         from tpuctl.backends.vertex import staging
         from tpuctl.backends.vertex.follow import VertexRun, poll_interval
         from tpuctl.backends.vertex.job_body import custom_job
-        from tpuctl.cloud import credentials
-        from tpuctl.cloud.vertex_api import JobLogs, VertexJobs, regional_endpoint
+        from tpuctl.cloud.auth import credentials
+        from tpuctl.cloud.vertex.vertex_api import JobLogs, VertexJobs, regional_endpoint
         from tpuctl.settings import cloud as settings
 
         poll_s = poll_interval()

@@ -190,7 +190,7 @@ def upload(bundle: Bundle, uri: str) -> None:
     """Write the bundle once (never over another object); a missing bucket or a refusal is one line."""
     from google.api_core import exceptions as api
 
-    from tpuctl.cloud import api_errors, storage
+    from tpuctl.cloud.plumbing import api_errors, storage
 
     bucket_name, _, name = uri[len("gs://") :].partition("/")
     blob = storage.client().bucket(bucket_name).blob(name)

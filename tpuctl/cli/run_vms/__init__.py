@@ -4,7 +4,7 @@ A run deletes its VM as it ends; a launcher killed (SIGKILL, a laptop shut) cann
 on. Such a run's record still names the VM, so `tpuctl runs` says it bills, and `tpuctl stop RUN` or
 `tpuctl runs --delete-lost-vms` delete it. What may be deleted is decided by the record alone, never
 by a search: a node named in a record of this machine's, whose run has no supervisor left (its
-folder's lock is free), and which carries that run's label (cloud/run_nodes.py). A node the user
+folder's lock is free), and which carries that run's label (cloud/nodes/run_nodes.py). A node the user
 made, or another run's, is left alone with one line saying why.
 """
 
@@ -62,7 +62,7 @@ def delete_vm(record: RunRecord, others: list[RunRecord]) -> str:
     (the moment its VM went: its workers could not outlive it); an ended run keeps its state."""
     from tpuctl.cli.cloud_options import resolve, tpu_api
     from tpuctl.cli.display import StatusLine
-    from tpuctl.cloud.run_nodes import LABEL_KEY, Deletion, delete_owned, label_value
+    from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, Deletion, delete_owned, label_value
 
     name, zone, project = _checked(record)
     here = elsewhere(record)
@@ -122,7 +122,7 @@ def delete_every(found: list[RunRecord], yes: bool, say: Callable[[str], None]) 
 
 def _checked(record: RunRecord) -> tuple[str, str, str]:
     """The record's node, zone and project, each a valid name, or one line: a record is a file anyone could edit."""
-    from tpuctl.cloud.nodespec import NODE_ID
+    from tpuctl.cloud.nodes.nodespec import NODE_ID
     from tpuctl.settings.cloud import BY_KEY
 
     name, zone, project = record.created_node or "", record.zone or "", record.project or ""

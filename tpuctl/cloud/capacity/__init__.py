@@ -1,1 +1,2 @@
-"""What a project can get where: per-zone offers of a TPU type, its quota, the bucket's distance (`tpuctl offers`)."""
+"""Where a TPU type can be had and what it costs: list prices, quotas, the per-zone offers (`tpuctl offers`), the
+hunt that creates over ranked candidates until one holds, where a lost node comes back, and a run's own VM."""

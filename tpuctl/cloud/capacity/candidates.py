@@ -21,7 +21,7 @@ from tpuctl.tpu.offers import QuotaBound
 if TYPE_CHECKING:
     from tpuctl.cloud.capacity.gather import Found
     from tpuctl.cloud.capacity.hunt import Candidate
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.nodes.tpu import TpuApi
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,6 @@ def ranked(api: TpuApi, hunt_plan: Plan, note: Callable[[str], None]) -> list[Ca
 def _bucket(model_dir: str | None) -> str | None:
     if not model_dir:
         return None
-    from tpuctl.cloud.iam import bucket_of
+    from tpuctl.cloud.auth.iam import bucket_of
 
     return bucket_of(model_dir)

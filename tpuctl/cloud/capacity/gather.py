@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tpuctl.cloud.capacity import quotas
-from tpuctl.cloud.node_lookup import MAX_ZONE_THREADS, short_list
+from tpuctl.cloud.nodes.node_lookup import MAX_ZONE_THREADS, short_list
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings.cloud import Settings
 from tpuctl.tpu import offers as ranking
@@ -25,9 +25,9 @@ from tpuctl.tpu import quota_ids, stockouts
 from tpuctl.tpu.accelerators import Shape, shape_of
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.node import Node
-    from tpuctl.cloud.prices import PriceBook
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.capacity.prices import PriceBook
+    from tpuctl.cloud.nodes.node import Node
+    from tpuctl.cloud.nodes.tpu import TpuApi
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def gather(
     bucket: str | None,
     waiting: Callable[[str], None] | None = None,
 ) -> Found:
-    """The ranked offers; `waiting` hears the one line a slow price read says while it waits (tpuctl/cloud/prices.py)."""
+    """The ranked offers; `waiting` hears the one line a slow price read says while it waits (tpuctl/cloud/capacity/prices.py)."""
     shapes = {name: shape_of(name) for name in types}
     every, asked = _zones(api, zones)
     answered = zone_types(api, asked)
@@ -101,7 +101,7 @@ def gather(
             whose = "of project" if zones is None else "listed in --zones for project"
             also = f" ({notes[0]})" if notes else ""
             raise TpuctlError(f"no zone {whose} {api.project} offers {name}{also}", hint="`tpuctl offers` lists what each zone offers")
-    from tpuctl.cloud.prices import price_book
+    from tpuctl.cloud.capacity.prices import price_book
 
     book = price_book(settings, api.bearer_token, waiting=waiting)
     infos = quotas.read(settings, api.project)
@@ -181,9 +181,9 @@ def _headroom(limits: Mapping[str, quotas.Limits], holding: Holding, shape: Shap
 
 def bucket_location(settings: Settings, bucket: str) -> str:
     """The bucket's `location` (a region, dual-region or multi-region), through google-cloud-storage, retried and bounded as
-    every Google API call is (tpuctl/cloud/retry.py), not by the storage client's own two-minute retry."""
-    from tpuctl.cloud import retry, storage
-    from tpuctl.cloud.api_errors import Where, guarded
+    every Google API call is (tpuctl/cloud/plumbing/retry.py), not by the storage client's own two-minute retry."""
+    from tpuctl.cloud.plumbing import retry, storage
+    from tpuctl.cloud.plumbing.api_errors import Where, guarded
 
     client = storage.client(settings, small_replies=True)
     where = Where(f"read bucket gs://{bucket}", client.project, None, "storage.buckets.get", "storage.googleapis.com", "roles/storage.legacyBucketReader")

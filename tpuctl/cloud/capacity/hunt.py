@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from tpuctl.cloud import lifecycle, nodespec
-from tpuctl.cloud.lifecycle import Ensured, Progress
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import NodeApi
+from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.lifecycle import Ensured, Progress
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.tpu import NodeApi
 from tpuctl.inputs.errors import FAILED, CapacityError, QuotaError, Stockout, TpuctlError
 from tpuctl.settings.cloud import default_runtime
 from tpuctl.tpu import stockouts

@@ -74,9 +74,10 @@ def limit(limits: Mapping[str, Limits], quota_id: str | None, location: str) -> 
 
 def read(settings: Settings, project: str) -> list[Any] | str:
     """The project's TPU QuotaInfos, or the one line saying why they could not be read."""
-    from tpuctl.cloud import credentials, retry
-    from tpuctl.cloud.api_errors import Where, explained
-    from tpuctl.cloud.rest import RestApi
+    from tpuctl.cloud.auth import credentials
+    from tpuctl.cloud.plumbing import retry
+    from tpuctl.cloud.plumbing.api_errors import Where, explained
+    from tpuctl.cloud.plumbing.rest import RestApi
 
     endpoint = settings.require("quotas-endpoint")
     where = Where("read TPU quotas", project, None, "cloudquotas.quotas.get", "cloudquotas.googleapis.com", "roles/cloudquotas.viewer")

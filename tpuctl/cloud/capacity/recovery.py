@@ -32,11 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud import lifecycle, nodespec
 from tpuctl.cloud.capacity.hunt import Candidate, hunt
-from tpuctl.cloud.lifecycle import Ensured, Progress
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import NodeApi
+from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.lifecycle import Ensured, Progress
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.tpu import NodeApi
 from tpuctl.inputs.errors import CapacityError, Stockout
 from tpuctl.tpu import stockouts
 from tpuctl.tpu.capacity import TAKEN_BACK, Capacity, Recovery

@@ -18,20 +18,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
-from tpuctl.cloud import lifecycle, nodespec
-from tpuctl.cloud.babysit import condition
 from tpuctl.cloud.capacity import candidates as ranking
 from tpuctl.cloud.capacity.hunt import Candidate, Tried, hunt, spec_for
 from tpuctl.cloud.capacity.recovery import own_capacity, recover
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.run_nodes import LABEL_KEY, label_value, owned_by
+from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.babysit import condition
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value, owned_by
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.tpu.capacity import Recovery
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.node import Node
-    from tpuctl.cloud.prices import PriceBook
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.capacity.prices import PriceBook
+    from tpuctl.cloud.nodes.node import Node
+    from tpuctl.cloud.nodes.tpu import TpuApi
 
 Say = Callable[[str], None]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tpuctl.cloud import retry
+from tpuctl.cloud.plumbing import retry
 from tpuctl.inputs.errors import FAILED, USAGE, AccessDenied, CapacityError, QuotaError, Stockout, TpuctlError, one_line
 from tpuctl.tpu.offers import region_of
 

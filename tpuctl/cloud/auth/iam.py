@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl.cloud import api_errors, retry
+from tpuctl.cloud.plumbing import api_errors, retry
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 POLICY_VERSION = 3  # the version that can hold conditions
@@ -415,7 +415,7 @@ class ProjectIam(PolicyApi):
     write_permission = "resourcemanager.projects.setIamPolicy"
 
     def __init__(self, identity: Any, endpoint: str, project: str) -> None:
-        from tpuctl.cloud.rest import RestApi
+        from tpuctl.cloud.plumbing.rest import RestApi
 
         self.api = RestApi(identity, endpoint)
         self.project = project

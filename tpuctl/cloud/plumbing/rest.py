@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpuctl.cloud import retry
-from tpuctl.cloud.api_errors import error_from_reply
-from tpuctl.cloud.credentials import Identity
+from tpuctl.cloud.auth.credentials import Identity
+from tpuctl.cloud.plumbing import retry
+from tpuctl.cloud.plumbing.api_errors import error_from_reply
 
 
 class RestApi:
@@ -23,7 +23,7 @@ class RestApi:
         self.endpoint = endpoint.rstrip("/")
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One call, retried on transient failures within the command's deadline (tpuctl/cloud/retry.py)."""
+        """One call, retried on transient failures within the command's deadline (tpuctl/cloud/plumbing/retry.py)."""
         return retry.call(lambda: self._once(method, path, body))
 
     def call_once(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,12 +1,12 @@
 """IAM policies on single resources (a bucket, a service account), which Vertex AI jobs need beside
-the project's: the same safe read-modify-write as tpuctl/cloud/iam.py, on those resources' own APIs."""
+the project's: the same safe read-modify-write as tpuctl/cloud/auth/iam.py, on those resources' own APIs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tpuctl.cloud import api_errors
-from tpuctl.cloud.iam import ACT_AS, POLICY_VERSION, SA_DOMAIN, PolicyApi
+from tpuctl.cloud.auth.iam import ACT_AS, POLICY_VERSION, SA_DOMAIN, PolicyApi
+from tpuctl.cloud.plumbing import api_errors
 from tpuctl.inputs.errors import FAILED, AccessDenied, TpuctlError
 
 
@@ -18,7 +18,7 @@ class BucketIam(PolicyApi):
     write_permission = "storage.buckets.setIamPolicy"
 
     def __init__(self, identity: Any, endpoint: str, bucket: str, project: str) -> None:
-        from tpuctl.cloud.rest import RestApi
+        from tpuctl.cloud.plumbing.rest import RestApi
 
         self.api = RestApi(identity, endpoint)
         self.bucket = bucket
@@ -58,7 +58,7 @@ class ServiceAccountIam(PolicyApi):
     write_permission = "iam.serviceAccounts.setIamPolicy"
 
     def __init__(self, identity: Any, endpoint: str, email: str, project: str) -> None:
-        from tpuctl.cloud.rest import RestApi
+        from tpuctl.cloud.plumbing.rest import RestApi
 
         self.api = RestApi(identity, endpoint)
         self.email = email

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tpuctl.cloud import nodespec
-from tpuctl.cloud.api_errors import INTERNAL, Unanswered, Where, operation_failed
-from tpuctl.cloud.node import Node, last_part
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import NodeApi, Queued
+from tpuctl.cloud.nodes import nodespec
+from tpuctl.cloud.nodes.node import Node, last_part
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.tpu import NodeApi, Queued
+from tpuctl.cloud.plumbing.api_errors import INTERNAL, Unanswered, Where, operation_failed
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, CapacityError, QuotaError, Stockout, TpuctlError
 

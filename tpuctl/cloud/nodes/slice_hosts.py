@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpuctl.cloud.node import Node
+from tpuctl.cloud.nodes.node import Node
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 

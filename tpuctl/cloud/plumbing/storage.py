@@ -23,7 +23,7 @@ def client(resolved: Settings | None = None, *, small_replies: bool = False) -> 
 
         made = storage.Client(project="tpuctl-emulator", credentials=AnonymousCredentials())
     else:
-        from tpuctl.cloud import credentials
+        from tpuctl.cloud.auth import credentials
         from tpuctl.settings import cloud as settings
 
         resolved = resolved or settings.resolve()
@@ -31,7 +31,7 @@ def client(resolved: Settings | None = None, *, small_replies: bool = False) -> 
         endpoint = {"api_endpoint": resolved.require("storage-endpoint")}
         made = storage.Client(project=resolved.get("project") or identity.project, credentials=identity.credentials, client_options=endpoint)
     if small_replies:
-        from tpuctl.cloud.retry import bounded
+        from tpuctl.cloud.plumbing.retry import bounded
 
         bounded(made._http)  # its AuthorizedSession (google-cloud-core's Client._http), made on first use
     return made

@@ -24,12 +24,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-from tpuctl.cloud import lifecycle
 from tpuctl.cloud.capacity.recovery import Candidates, recover
-from tpuctl.cloud.lifecycle import Progress
-from tpuctl.cloud.node import Node
-from tpuctl.cloud.nodespec import NodeSpec
-from tpuctl.cloud.tpu import NodeApi
+from tpuctl.cloud.nodes import lifecycle
+from tpuctl.cloud.nodes.lifecycle import Progress
+from tpuctl.cloud.nodes.node import Node
+from tpuctl.cloud.nodes.nodespec import NodeSpec
+from tpuctl.cloud.nodes.tpu import NodeApi
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.safety import reaper, signals

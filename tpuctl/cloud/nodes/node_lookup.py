@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.node import Node, last_part
+from tpuctl.cloud.nodes.node import Node, last_part
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings import cloud as settings
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.tpu import Queued, TpuApi
+    from tpuctl.cloud.nodes.tpu import Queued, TpuApi
 
 MAX_ZONE_THREADS = 16
 
@@ -26,11 +26,11 @@ def find_node(
     """The node, or one line saying where it was looked for (exit 1, with `hint`).
 
     The flags (None where not given) sit over every other settings layer. A
-    look-up is a read, so it costs no google-cloud-tpu import (tpuctl.cloud.tpu).
+    look-up is a read, so it costs no google-cloud-tpu import (tpuctl.cloud.nodes.tpu).
     `kinds`: a flex-start node is marked so and read as v2alpha1 shows it, with its termination time.
     """
-    from tpuctl.cloud import nodespec
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.nodes import nodespec
+    from tpuctl.cloud.nodes.tpu import TpuApi
 
     nodespec.check_name(name)
     resolved = settings.resolve({"project": project, "zone": zone, "credentials": credentials, "access_token_file": access_token_file})
@@ -68,7 +68,7 @@ def landed_zone(resolved: settings.Settings, name: str) -> str:
 
     The saved spec outranks the zone setting: most users have gcloud's compute/zone set, and a node tpuctl put
     elsewhere must still be found by name alone."""
-    from tpuctl.cloud import nodespec
+    from tpuctl.cloud.nodes import nodespec
 
     if resolved.source("zone") == "--zone":
         return resolved.zone

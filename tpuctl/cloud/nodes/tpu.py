@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 from tpuctl import __version__
-from tpuctl.cloud import retry
-from tpuctl.cloud.api_errors import Where, error_from_reply, guarded, names_location
-from tpuctl.cloud.node import JSON, Node, mapping
+from tpuctl.cloud.nodes.node import JSON, Node, mapping
+from tpuctl.cloud.plumbing import retry
+from tpuctl.cloud.plumbing.api_errors import Where, error_from_reply, guarded, names_location
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings.cloud import BY_KEY, Settings
 
 if TYPE_CHECKING:
     from google.cloud import tpu_v2
 
-    from tpuctl.cloud.credentials import Identity
+    from tpuctl.cloud.auth.credentials import Identity
 
 _CLIENT_IMPORT = threading.Lock()  # client_module's first import
 ALPHA = "v2alpha1"  # flex-start only: the one API version with a queued resource's provisioningModel and runDuration
@@ -138,11 +138,11 @@ class TpuApi:
         with self._lock:
             if self._identity is None and self.settings.get("access-token-file"):
                 if self._token_file_token is None:
-                    from tpuctl.cloud.credentials import bearer_token
+                    from tpuctl.cloud.auth.credentials import bearer_token
 
                     self._token_file_token = bearer_token(self.settings)
                 return self._token_file_token
-            from tpuctl.cloud.credentials import check_token
+            from tpuctl.cloud.auth.credentials import check_token
 
             identity = self._credentials()
             check_token(identity)  # a refresh only when the token expired: babysit runs for days
@@ -150,7 +150,7 @@ class TpuApi:
 
     def _credentials(self) -> Identity:
         if self._identity is None:
-            from tpuctl.cloud.credentials import load
+            from tpuctl.cloud.auth.credentials import load
 
             self._identity = load(self.settings)
         return self._identity
@@ -158,7 +158,7 @@ class TpuApi:
     # Reads: stdlib HTTP, the API's JSON.
 
     def _timeout(self) -> float:
-        """A request's timeout: retry.REQUEST_S, or what is left of the command's deadline (tpuctl/cloud/retry.py) if less."""
+        """A request's timeout: retry.REQUEST_S, or what is left of the command's deadline (tpuctl/cloud/plumbing/retry.py) if less."""
         return retry.timeout(retry.REQUEST_S, self.endpoint)
 
     def _get(self, path: str, query: dict[str, str] | None = None, version: str = "v2") -> JSON:

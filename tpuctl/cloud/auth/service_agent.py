@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from tpuctl.cloud.api_errors import Where, explained, operation_failed
-from tpuctl.cloud.credentials import Identity
+from tpuctl.cloud.auth.credentials import Identity
+from tpuctl.cloud.plumbing.api_errors import Where, explained, operation_failed
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings.cloud import Settings
 
@@ -36,7 +36,7 @@ def gcloud_identity_command(project: str, service: str = TPU_SERVICE) -> str:
 
 def tpu_service_identity(identity: Identity, settings: Settings, zone: str) -> str:
     """The Cloud TPU service agent's email (TPU v2 generateServiceIdentity)."""
-    from tpuctl.cloud.tpu import TpuApi
+    from tpuctl.cloud.nodes.tpu import TpuApi
 
     email = TpuApi(settings, identity).service_identity(zone)
     if not email:
@@ -55,7 +55,7 @@ class LegacyIdentity:
 def legacy_identity(
     identity: Identity, settings: Settings, project: str, *, sleep: Callable[[float], None] = time.sleep
 ) -> LegacyIdentity:
-    from tpuctl.cloud.rest import RestApi
+    from tpuctl.cloud.plumbing.rest import RestApi
 
     ml = RestApi(identity, settings.get("ml-endpoint") or "https://ml.googleapis.com")
     where = Where("read the AI Platform config", project, None, "ml.projects.getConfig", "ml.googleapis.com")
@@ -80,7 +80,7 @@ def generate_service_identity(
 
     A long-running operation; agents created this way get no roles by themselves.
     """
-    from tpuctl.cloud.rest import RestApi
+    from tpuctl.cloud.plumbing.rest import RestApi
 
     usage = RestApi(identity, settings.get("serviceusage-endpoint") or "https://serviceusage.googleapis.com")
     where = Where(f"generate the service identity of {service}", project, None, "serviceusage.services.use", "serviceusage.googleapis.com")
@@ -104,7 +104,7 @@ def generate_service_identity(
 
 def disabled_services(identity: Identity, settings: Settings, project: str, services: tuple[str, ...]) -> list[str]:
     """Which of `services` are not ENABLED in the project (Service Usage v1 services.get)."""
-    from tpuctl.cloud.rest import RestApi
+    from tpuctl.cloud.plumbing.rest import RestApi
 
     usage = RestApi(identity, settings.get("serviceusage-endpoint") or "https://serviceusage.googleapis.com")
     off = []

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.credentials import Identity
+    from tpuctl.cloud.auth.credentials import Identity
     from tpuctl.settings import cloud as settings
 
 RESOURCE_MANAGER = "https://cloudresourcemanager.googleapis.com"

@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.auth_request import RESOURCE_MANAGER, AuthRequest, AuthUi, Target, Who, consent
+from tpuctl.cloud.auth.auth_request import RESOURCE_MANAGER, AuthRequest, AuthUi, Target, Who, consent
 from tpuctl.inputs.errors import FAILED, TpuctlError
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.iam import Grant, PolicyApi
+    from tpuctl.cloud.auth.iam import Grant, PolicyApi
 
 AIPLATFORM = "aiplatform.googleapis.com"
 SERVICES = (AIPLATFORM, "storage.googleapis.com", "logging.googleapis.com")
@@ -57,7 +57,7 @@ class _Policy:
 
 
 def authorize_vertex(request: AuthRequest, target: Target, who: Who, ui: AuthUi) -> None:
-    from tpuctl.cloud import iam, resource_iam, service_agent
+    from tpuctl.cloud.auth import iam, resource_iam, service_agent
 
     project, resolved, identity = who.project, who.resolved, who.identity
     ui.progress(f"checking the APIs of project {project}")
@@ -144,7 +144,7 @@ def _conflict_note(label: str, ui: AuthUi) -> Callable[[int], None]:
 
 def _act_as(request: AuthRequest, member: str, who: Who, ui: AuthUi) -> _Policy | None:
     """roles/iam.serviceAccountUser for the caller on the job's account, unless the caller can act as it already."""
-    from tpuctl.cloud import iam, resource_iam
+    from tpuctl.cloud.auth import iam, resource_iam
 
     email = member.partition(":")[2]
     accounts = resource_iam.ServiceAccountIam(who.identity, who.resolved.get("iam-endpoint") or "https://iam.googleapis.com", email, who.project)

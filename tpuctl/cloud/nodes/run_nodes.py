@@ -21,11 +21,11 @@ import re
 import time
 from collections.abc import Callable
 
-from tpuctl.cloud import lifecycle
-from tpuctl.cloud.node import Node
-from tpuctl.cloud.tpu import NodeApi
+from tpuctl.cloud.nodes import lifecycle
+from tpuctl.cloud.nodes.node import Node
+from tpuctl.cloud.nodes.tpu import NodeApi
 
-LABEL_KEY = "tpuctl-run"  # the same key Vertex AI jobs carry their run id under (cloud/vertex_api.py RUN_LABEL)
+LABEL_KEY = "tpuctl-run"  # the same key Vertex AI jobs carry their run id under (cloud/vertex/vertex_api.py RUN_LABEL)
 MAX_VALUE = 63
 _DIGEST = 16  # hex digits of the run id's SHA-256 (64 bits): what tells two ids apart, whatever their spelling
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")

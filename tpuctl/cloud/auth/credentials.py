@@ -126,13 +126,13 @@ def _with_token_uri(credentials: Any, token_uri: str | None) -> Any:
 
 def check_token(identity: Identity) -> None:
     """Refresh once now so a bad login is one clear line here, not a traceback mid-operation. The token endpoint is a
-    Google API like any other: its request is bounded by the command's deadline (cloud/retry.py), not by google-auth's
+    Google API like any other: its request is bounded by the command's deadline (cloud/plumbing/retry.py), not by google-auth's
     two minutes."""
     import requests
     from google.auth import exceptions
     from google.auth.transport.requests import Request
 
-    from tpuctl.cloud import retry
+    from tpuctl.cloud.plumbing import retry
     if identity.credentials.valid:
         return
     send = Request(retry.bounded(requests.Session()))  # the token's reply read whole within the request's time, as every reply
@@ -143,7 +143,7 @@ def check_token(identity: Identity) -> None:
     try:
         retry.call(lambda: identity.credentials.refresh(timed), attempts=1)
     except retry.NoAnswer as err:
-        from tpuctl.cloud.api_errors import no_answer_hint
+        from tpuctl.cloud.plumbing.api_errors import no_answer_hint
 
         raise TpuctlError(f"{err} while getting an access token with the {identity.source}", hint=no_answer_hint(err), exit_code=FAILED) from None
     except retry.TooLarge as err:

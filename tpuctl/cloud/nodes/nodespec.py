@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tpuctl.cloud.node import JSON, Node, last_part
+from tpuctl.cloud.nodes.node import JSON, Node, last_part
 from tpuctl.inputs import parse as inputs
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings import cloud as settings

@@ -12,19 +12,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.auth_request import RESOURCE_MANAGER, AuthRequest, AuthUi, Target, Who, consent
+from tpuctl.cloud.auth.auth_request import RESOURCE_MANAGER, AuthRequest, AuthUi, Target, Who, consent
 from tpuctl.inputs.errors import USAGE, TpuctlError
 from tpuctl.settings import cloud as settings
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.iam import Grant
+    from tpuctl.cloud.auth.iam import Grant
 
 
 def authorize(request: AuthRequest, ui: AuthUi) -> None:
     """Run the whole flow; re-running it changes nothing once every binding is in place."""
     target = _check(request, ui)
     if request.vertex:
-        from tpuctl.cloud import vertex_auth
+        from tpuctl.cloud.vertex import vertex_auth
 
         vertex_auth.authorize_vertex(request, target, _credentials(target.resolved, ui), ui)
         return
@@ -35,7 +35,7 @@ def authorize(request: AuthRequest, ui: AuthUi) -> None:
 
 def _check(request: AuthRequest, ui: AuthUi) -> Target:
     """Bad input first, before any file or network is touched: exit 2."""
-    from tpuctl.cloud import iam
+    from tpuctl.cloud.auth import iam
 
     extra_roles = [iam.check_role(role) for role in request.roles]
     extra_member = iam.service_account_member(request.service_account) if request.service_account else None
@@ -60,7 +60,7 @@ def _check(request: AuthRequest, ui: AuthUi) -> Target:
     if not request.legacy_ai_platform:
         chosen_dir = resolved.get("model-dir")
         return Target(resolved, extra_roles, extra_member, iam.bucket_of(chosen_dir) if chosen_dir else None, resolved.zone)
-    from tpuctl.cloud.service_agent import LEGACY_WARNING
+    from tpuctl.cloud.auth.service_agent import LEGACY_WARNING
 
     if request.model_dir is not None:
         raise TpuctlError(
@@ -73,7 +73,7 @@ def _check(request: AuthRequest, ui: AuthUi) -> Target:
 
 def _credentials(resolved: settings.Settings, ui: AuthUi) -> Who:
     """The credentials, checked, and the project: the settings', else the one the credentials name."""
-    from tpuctl.cloud import credentials as creds
+    from tpuctl.cloud.auth import credentials as creds
 
     identity = creds.load(resolved)
     project = resolved.get("project")
@@ -94,7 +94,7 @@ def _credentials(resolved: settings.Settings, ui: AuthUi) -> Who:
 
 def _service_members(request: AuthRequest, target: Target, who: Who, ui: AuthUi) -> list[str]:
     """The IAM members to grant: the TPU service identity (or the legacy pair's account), plus --service-account."""
-    from tpuctl.cloud import iam, service_agent
+    from tpuctl.cloud.auth import iam, service_agent
 
     project = who.project
     if request.legacy_ai_platform:
@@ -116,7 +116,7 @@ def _service_members(request: AuthRequest, target: Target, who: Who, ui: AuthUi)
 
 def _update_policy(request: AuthRequest, target: Target, who: Who, members: list[str], ui: AuthUi) -> None:
     """The IAM policy: read, diff, (dry run: show the gcloud commands), ask, write with the etag."""
-    from tpuctl.cloud import iam
+    from tpuctl.cloud.auth import iam
 
     project = who.project
     grants = iam.legacy_grants(members, target.extra_roles) if request.legacy_ai_platform else iam.job_grants(members, target.bucket, target.extra_roles)
@@ -145,7 +145,7 @@ def _update_policy(request: AuthRequest, target: Target, who: Who, members: list
 
 
 def _show_dry_run(project: str, todo: list[Grant], ui: AuthUi) -> None:
-    from tpuctl.cloud import iam, service_agent
+    from tpuctl.cloud.auth import iam, service_agent
 
     ui.say("equivalent gcloud commands:")
     ui.say(f"  {service_agent.gcloud_identity_command(project)}")

@@ -10,7 +10,7 @@ read for the generation its description names, however worded, and for its
 regions from serviceRegions; usageUnit must be "h", and the description's "chip"
 or "device" says whose hour it is (a v2/v3 device is one host), where it says
 neither the generation decides (`_unit`). Paging is bounded by pages, bytes and
-one deadline (DEADLINE_S, for every command, within the command's own: cloud/retry.py), so a catalogue that is slow, pages
+one deadline (DEADLINE_S, for every command, within the command's own: cloud/plumbing/retry.py), so a catalogue that is slow, pages
 forever, is huge or is not JSON ends in one line, and the table is used, marked
 as such, with that line as the reason. A pair with no SKU has no price.
 """
@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from tpuctl import __version__
-from tpuctl.cloud import retry
+from tpuctl.cloud.plumbing import retry
 from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.settings.cloud import Settings
 from tpuctl.tpu import list_prices

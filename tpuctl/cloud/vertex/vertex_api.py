@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from tpuctl.cloud import retry
-from tpuctl.cloud.api_errors import Where, explain, explained, is_api_failure
-from tpuctl.cloud.credentials import Identity
-from tpuctl.cloud.rest import RestApi
+from tpuctl.cloud.auth.credentials import Identity
+from tpuctl.cloud.plumbing import retry
+from tpuctl.cloud.plumbing.api_errors import Where, explain, explained, is_api_failure
+from tpuctl.cloud.plumbing.rest import RestApi
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 
