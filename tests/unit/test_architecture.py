@@ -423,7 +423,7 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "offense"),
     [
-        ("tpuctl.inputs.errors", "import tpuctl.cli.auth", "tpuctl.inputs.errors -> tpuctl.cli.auth (rank 0 -> 12)"),
+        ("tpuctl.inputs.errors", "import tpuctl.cli.project.auth", "tpuctl.inputs.errors -> tpuctl.cli.project.auth (rank 0 -> 12)"),
         ("tpuctl.cloud.auth.iam", "def f():\n    from tpuctl.runs import folder", "tpuctl.cloud.auth.iam -> tpuctl.runs.folder (rank 4 -> 4)"),
         (
             "tpuctl.launch.console.logs",

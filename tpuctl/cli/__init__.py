@@ -27,18 +27,18 @@ from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 
 # command name -> (module, attribute, one-line help shown in `tpuctl --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "auth": ("tpuctl.cli.auth", "auth", "Check credentials; give the TPU service identity the roles a job needs."),
+    "auth": ("tpuctl.cli.project.auth", "auth", "Check credentials; give the TPU service identity the roles a job needs."),
     "accelerators": ("tpuctl.cli.offers", "accelerators", "The old name of `tpuctl offers`."),
     "attach": ("tpuctl.cli.runs", "attach", "Follow a detached run's console to its end; Ctrl-C detaches, the run goes on."),
     "babysit": ("tpuctl.cli.babysit", "babysit", "Watch a TPU VM; recreate it when preempted and rerun a command."),
-    "config": ("tpuctl.cli.config_cmd", "config_group", "Show every setting and where its value came from."),
+    "config": ("tpuctl.cli.project.config_cmd", "config_group", "Show every setting and where its value came from."),
     "connect": ("tpuctl.cli.devices", "connect", "Print the Python that reaches a TPU here, in Colab, at grpc://, or by name."),
     "create": ("tpuctl.cli.node_ops", "create", "Create a TPU VM (spot, queued) and wait until it is READY."),
     "delete": ("tpuctl.cli.node_ops", "delete", "Delete a TPU VM."),
     "describe": ("tpuctl.cli.node_info", "describe", "Show a TPU VM: state, health, hosts and their IPs."),
     "doctor": ("tpuctl.cli.diagnosis.doctor", "doctor", "Check that this machine (or every worker host) can run TensorFlow on its accelerator."),
     "devices": ("tpuctl.cli.devices", "devices", "List the TPU cores, GPUs and CPUs a script will see, here or on a TPU VM."),
-    "init": ("tpuctl.cli.init", "init", "Choose project, zone, accelerator and runtime once; checked with the API."),
+    "init": ("tpuctl.cli.project.init", "init", "Choose project, zone, accelerator and runtime once; checked with the API."),
     "launch": ("tpuctl.cli.launch", "launch", "Run a training script as N workers under a distribution strategy."),
     "list": ("tpuctl.cli.node_info", "list_nodes", "List TPU VMs in a zone or in every zone."),
     "logs": ("tpuctl.cli.runs", "logs", "Print a run's worker output, while it runs or after; -f follows it to the end."),
