@@ -63,12 +63,8 @@ class Ending:
         """A process's end as subprocess reports it (negative: killed by that signal); a death by signal N
         exits 128+N, as a shell reports it. Only an exit status of PREEMPTED_EXIT_CODE is a preemption."""
         if returncode < 0:
-            try:
-                name = signal.Signals(-returncode).name
-            except ValueError:
-                name = f"signal {-returncode}"
-            return cls(Kind.FAILED, 128 - returncode, f"killed by {name}")
-        return cls.of_exit(returncode, f"exit status {returncode}")
+            return cls(Kind.FAILED, 128 - returncode, exit_words(returncode))
+        return cls.of_exit(returncode, exit_words(returncode))
 
     @classmethod
     def of_exit(cls, exit_code: int, words: str) -> Ending:
@@ -102,3 +98,17 @@ def state_of(ending: Ending) -> str:
     """How a run ended, in the words of `tpuctl runs` (its record, the timeline's run_end): stopped, succeeded,
     preempted (once more than --max-preemptions allowed), else failed: a hang, a lost worker, a cancelled job."""
     return ending.kind.value if ending.kind in (Kind.SUCCEEDED, Kind.STOPPED, Kind.PREEMPTED) else Kind.FAILED.value
+
+
+def signal_name(number: int) -> str:
+    """A signal by its name ("SIGKILL"), or by its number where this platform names none ("signal 99")."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def exit_words(returncode: int) -> str:
+    """How any process tpuctl ran ended, a worker's or a tool's (ssh, kubectl, a compiler), in the words of
+    `Ending.of_returncode`: "exit status 7", or "killed by SIGKILL" where subprocess reports -9."""
+    return f"killed by {signal_name(-returncode)}" if returncode < 0 else f"exit status {returncode}"

@@ -467,6 +467,13 @@ ENDINGS_HOME = "tpuctl/endings.py"
 # The words of the run states and of the ends they were spelt with before (the outcome's `interrupted`, a job's `cancelled`).
 _END_WORDS = {"running", "succeeded", "failed", "preempted", "stopped", "lost", "interrupted", "cancelled"}
 _EXITS = {"exit", "SystemExit", "sys.exit", "_exit", "os._exit"}
+# Modules whose end words the walk of function bodies passes by, and why.
+_SPEAKS_FOR_ITSELF = {
+    "tpuctl/doctor/probe.py": "runs alone in the workers' interpreter (python -c SOURCE): the standard library only, no tpuctl to import",
+    "tpuctl/runs/view.py": "runs/view.py: the view helper's branch",
+}
+# A string that an exit status or a signal number is formatted or added onto: "exit status {code}", "signal " + str(n).
+_EXIT_WORDING = re.compile(r"(?:\bexit status|\bsignal) (?:$|%d|\{)")
 
 
 def _words(node: ast.AST | None) -> set[str]:
@@ -499,11 +506,64 @@ def _ending_vocabularies(name: str, tree: ast.AST) -> Iterator[str]:
             called = ast.unparse(node.func)
             if (called in _EXITS and any(_is_130(a) for a in node.args)) or any(k.arg == "exit_code" and _is_130(k.value) for k in node.keywords):
                 yield f"{name}:{node.lineno} {called}(130)"
+    if name not in _SPEAKS_FOR_ITSELF:
+        yield from _end_words_spoken(name, tree)
+
+
+def _spelt(node: ast.AST | None) -> set[str]:
+    """The end words an expression yields as it is: a literal or a collection of them, either branch of an `if` expression."""
+    if isinstance(node, ast.IfExp):
+        return _spelt(node.body) | _spelt(node.orelse)
+    return _words(node)
+
+
+def _own_words(tree: ast.AST) -> set[str]:
+    """End words of a module's own vocabulary: a constant collection of it that holds other words too, as a
+    rehearsal's `VERDICTS = ("ok", "warning", "failed", "not checked")` does; there `failed` is a verdict."""
+    own: set[str] = set()
+    for node in tree.body if isinstance(tree, ast.Module) else []:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Tuple | ast.List | ast.Set):
+            texts = {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            own |= texts & _END_WORDS if texts - _END_WORDS else set()
+    return own
+
+
+def _compared(node: ast.Compare) -> set[str]:
+    """The end words a value is compared with: either side of == or !=; the collection after `in` (a word before it
+    is a key looked up, as Kubernetes' `"running" in state`)."""
+    found: set[str] = set()
+    for left, op, right in zip([node.left, *node.comparators[:-1]], node.ops, node.comparators, strict=True):
+        if isinstance(op, ast.Eq | ast.NotEq):
+            found |= _spelt(left) | _spelt(right)
+        elif isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
+            found |= _words(right)
+    return found
+
+
+def _end_words_spoken(name: str, tree: ast.AST) -> Iterator[str]:
+    """Where code speaks an end's word for itself instead of naming endings' values: an end word as a mapping's value,
+    a function's result, or what a value is compared with; an exit status or a signal formatted into words
+    (f"exit status {code}", "signal " + str(n)), which `endings.exit_words` says once."""
+    own = _own_words(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            spoken, where = set().union(*(_spelt(v) for v in node.values)), "in a mapping"
+        elif isinstance(node, ast.Return):
+            spoken, where = _spelt(node.value), "returned"
+        elif isinstance(node, ast.Compare):
+            spoken, where = _compared(node), "compared with"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _EXIT_WORDING.search(node.value):
+            spoken, where = {node.value.strip()}, "words an exit"
+        else:
+            continue
+        if spoken - own:
+            yield f"{name}:{node.lineno} {where} {sorted(spoken - own)}"
 
 
 def test_ends_are_spelt_in_one_place() -> None:
     """Issue 35: how a run, an attempt or a worker ended (its kinds, the run states, INTERRUPTED = 130, `state_of`)
-    is defined in tpuctl/endings.py alone; everyone else names its values."""
+    is defined in tpuctl/endings.py alone; everyone else names its values. Issue 47: function bodies too, where an
+    end word was returned, compared or kept in a mapping, and an exit status or a signal was worded in 16 places."""
     found = [hit for path in _modules() if _rel(path) != ENDINGS_HOME for hit in _ending_vocabularies(_rel(path), _tree(path))]
     assert not found, f"use tpuctl/endings.py: {found}"
 
@@ -521,6 +581,17 @@ def test_ends_are_spelt_in_one_place() -> None:
         "raise SystemExit(130)",
         "raise TpuctlError('x', exit_code=130)",
         "def state_of(code):\n    return code",
+        'def job_result(job):\n    return "succeeded" if job.ok else "failed"',
+        'def detach(pid):\n    echo({"pid": pid, "state": "running"})',
+        'if result == "succeeded":\n    pass',
+        'ended = state in ("succeeded", "stopped")',
+        'VERDICTS = ("ok", "failed")\nfine = state != "succeeded"',  # a vocabulary of its own holds failed, not succeeded
+        'why = f"exit status {code}"',
+        'why = f"ssh -G exit status {done.returncode}"',
+        'why = "exit status " + str(code)',
+        'why = "exit status %d" % code',
+        'why = f"killed by signal {-code}"',
+        "why = f'signal {-status}' if status < 0 else 'ok'",
     ],
 )
 def test_the_endings_walk_sees_every_spelling(source: str) -> None:
@@ -528,6 +599,12 @@ def test_the_endings_walk_sees_every_spelling(source: str) -> None:
 
 
 def test_the_endings_walk_leaves_other_words_alone() -> None:
-    """A verdict list that holds `failed` once, a width of 130 columns in a call, a message: not an end's vocabulary."""
-    source = 'VERDICTS = ("ok", "warning", "failed", "not checked")\nshow(width=130)\nsay("the job failed")\nMARK = {"failed": "FAIL"}'
+    """A verdict list that holds `failed` once and a verdict compared with it, a width of 130 columns in a call, a
+    message, a mapping's key, Kubernetes' container state looked up by its key, prose about an exit status."""
+    source = (
+        'VERDICTS = ("ok", "warning", "failed", "not checked")\nshow(width=130)\nsay("the job failed")\nMARK = {"failed": "FAIL"}\n'
+        'def problems(checks):\n    return [c for c in checks if c["verdict"] == "failed"]\n'
+        'def see(state, end):\n    if "running" in state:\n        send(end, **{"failed": True})\n'
+        'HELP = "List your runs: state, exit status, logs."\nNOTE = f"it exits with {code}, the exit status of its command"'
+    )
     assert not list(_ending_vocabularies("tpuctl/example.py", ast.parse(source)))

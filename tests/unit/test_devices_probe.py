@@ -100,7 +100,7 @@ def test_the_workers_own_error_line_is_the_message(tmp_path: Path) -> None:
 
 
 def test_a_worker_killed_by_a_signal(tmp_path: Path) -> None:
-    with pytest.raises(TpuctlError, match=r"was killed by signal 9"):
+    with pytest.raises(TpuctlError, match=r"was killed by SIGKILL"):
         ask(interpreter(tmp_path, "kill -9 $$\n"))
 
 
@@ -110,7 +110,7 @@ def test_worker_failure_lines() -> None:
     crash = worker_failure("py", 1, "Traceback (most recent call last):\n  ...\nSegfaultish: boom\n", True)
     assert crash.message == "TensorFlow worker failed: Segfaultish: boom" and crash.hint
     assert worker_failure("py", 3, "", False).message == "TensorFlow worker failed: exit status 3, no message"
-    assert worker_failure("py", -9, "", False).message == "TensorFlow worker (py) was killed by signal 9"
+    assert worker_failure("py", -9, "", False).message == "TensorFlow worker (py) was killed by SIGKILL"
 
 
 @pytest.mark.parametrize("stdout", ["", "hello\n", "[1, 2]\n", '{"devices": [1]}\n', '{"devices": [{"name": 1, "device_type": "CPU"}]}\n'])

@@ -153,7 +153,7 @@ def test_one_tensorflow_per_folder_is_ok() -> None:
         ({"status": "skipped"}, "ok", "not tried", ""),
         ({"status": "ok", "version": "2.21.0", "seconds": 5.04}, "ok", "TensorFlow 2.21.0 imported in 5.0s", ""),
         ({"status": "ok", "version": "2.21.0", "seconds": 31.5}, "warn", "imported in 31.5s", "slow file system"),
-        ({"status": "crash", "signal": 11, "seconds": 2.5, "stage": "import"}, "fail", "killed by signal 11 during import after 2.5s", "--force-reinstall"),
+        ({"status": "crash", "signal": 11, "seconds": 2.5, "stage": "import"}, "fail", "killed by SIGSEGV during import after 2.5s", "--force-reinstall"),
         ({"status": "hang", "seconds": 60.0, "stage": "devices"}, "fail", "no answer within 60s (during devices)", "tpu-busy"),
         (
             {"status": "error", "exit_code": 1, "stage": "import", "message": "ImportError: numpy.core.multiarray failed to import"},

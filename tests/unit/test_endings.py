@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.unit.test_supervisor import Script, supervise
 from tpuctl.backends.ssh.starter import HostProblem, launch_error
 from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
-from tpuctl.endings import INTERRUPTED, RUN_STATES, Ending, Kind, state_of
+from tpuctl.endings import INTERRUPTED, RUN_STATES, Ending, Kind, exit_words, state_of
 from tpuctl.inputs.errors import FAILED, LostConnection, PreflightFailed, TpuctlError
 from tpuctl.launch.job import Job
 from tpuctl.runs import timeline as tl
@@ -35,8 +35,10 @@ from tpuctl.runs.folder import RunFolder
     ],
 )
 def test_a_returncode_is_read_once_into_its_kind(returncode: int, kind: Kind, exit_code: int, words: str) -> None:
-    """Only an exit status of 42 is a preemption: a death by signal 42 is not, whatever its words say."""
+    """Only an exit status of 42 is a preemption: a death by signal 42 is not, whatever its words say. A tool's end
+    (ssh, kubectl, a compiler) is worded as a worker's."""
     assert Ending.of_returncode(returncode) == Ending(kind, exit_code, words)
+    assert exit_words(returncode) == words
 
 
 def test_the_words_on_disk_are_the_ones_older_files_hold() -> None:

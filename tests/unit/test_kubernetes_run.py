@@ -8,6 +8,7 @@ import pytest
 
 from tpuctl.backends.kubernetes.follow import Ended, Kubectl, KubeScheduler, job_result, worker_name
 from tpuctl.backends.kubernetes.manifest import KubeOptions, render
+from tpuctl.endings import Kind
 from tpuctl.launch.job import Job
 
 
@@ -16,17 +17,18 @@ from tpuctl.launch.job import Job
     [
         ("TFJob", {}, None),
         ("TFJob", {"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]}, None),
-        ("TFJob", {"conditions": [{"type": "Running", "status": "False"}, {"type": "Succeeded", "status": "True"}]}, "succeeded"),
-        ("TFJob", {"conditions": [{"type": "Failed", "status": "True", "message": "boom"}]}, "failed"),
+        ("TFJob", {"conditions": [{"type": "Running", "status": "False"}, {"type": "Succeeded", "status": "True"}]}, Kind.SUCCEEDED),
+        ("TFJob", {"conditions": [{"type": "Failed", "status": "True", "message": "boom"}]}, Kind.FAILED),
         ("TFJob", {"conditions": [{"type": "Failed", "status": "False"}]}, None),
-        ("JobSet", {"terminalState": "Completed"}, "succeeded"),
-        ("JobSet", {"terminalState": "Failed"}, "failed"),
-        ("JobSet", {"conditions": [{"type": "Completed", "status": "True"}]}, "succeeded"),
+        ("JobSet", {"terminalState": "Completed"}, Kind.SUCCEEDED),
+        ("JobSet", {"terminalState": "Failed"}, Kind.FAILED),
+        ("JobSet", {"conditions": [{"type": "Completed", "status": "True"}]}, Kind.SUCCEEDED),
         ("JobSet", {"conditions": [{"type": "Succeeded", "status": "True"}]}, None),
     ],
 )
-def test_job_result(kind: str, status: dict[str, Any], result: str | None) -> None:
-    assert job_result(kind, {"status": status}) == result
+def test_job_result(kind: str, status: dict[str, Any], result: Kind | None) -> None:
+    """The job's end as endings' Kind itself, never a word spelt here."""
+    assert job_result(kind, {"status": status}) is result
 
 
 def test_worker_names_come_from_the_operators_labels() -> None:

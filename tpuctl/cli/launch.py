@@ -14,6 +14,7 @@ from click.core import ParameterSource
 
 from tpuctl.cli import output_flags
 from tpuctl.cli.cloud_options import api_timeout_option
+from tpuctl.endings import RUNNING
 from tpuctl.inputs.terminal import printable
 from tpuctl.launch import option_fields, script_flags
 from tpuctl.launch.execute import execute
@@ -147,7 +148,7 @@ def _detach(prepared: Launch) -> None:
     pid = detach.start(lambda ready: _run(prepared, started=lambda: ready(folder.console_log)))
     run = prepared.run_id
     if prepared.options.as_json:
-        state = {"run_id": run, "backend": prepared.runner.name, "state": "running", "pid": pid, "log_dir": str(folder.path)}
+        state = {"run_id": run, "backend": prepared.runner.name, "state": RUNNING, "pid": pid, "log_dir": str(folder.path)}
         click.echo(json.dumps({**state, "console": str(folder.console_log)}))
         return
     click.echo(run)

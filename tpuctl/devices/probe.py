@@ -25,6 +25,7 @@ from typing import Any
 
 from tpuctl import devices as dev
 from tpuctl.cluster import worker_contract as contract
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runtime_path import put_tpuctl_on_path
 from tpuctl.safety import child_output, reaper
@@ -209,9 +210,9 @@ def worker_failure(python: str, code: int, stderr: str, fast_hint: bool) -> Tpuc
     if ours:  # the worker's own line, hint included
         message, hint = dev.one_line(ours[-1].removeprefix("tpuctl: error: "), 600), None
     elif code < 0:
-        message = f"TensorFlow worker ({python}) was killed by signal {-code}"
+        message = f"TensorFlow worker ({python}) was {exit_words(code)}"
     else:
-        message = f"TensorFlow worker failed: {dev.one_line(lines[-1], 300) if lines else f'exit status {code}, no message'}"
+        message = f"TensorFlow worker failed: {dev.one_line(lines[-1], 300) if lines else f'{exit_words(code)}, no message'}"
     return TpuctlError(message, hint=hint, exit_code=FAILED)
 
 

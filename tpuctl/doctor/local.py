@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpuctl.doctor.facts import MAX_ANSWER, Facts, parse
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.safety import child_output
 from tpuctl.safety.child_output import TAIL
@@ -54,11 +55,12 @@ def probe_here(python: str, request: Request) -> Facts:
         raise TpuctlError(f"the doctor's probe ({python}) gave no answer within {request.limit:.0f}s", exit_code=FAILED) from None
     except OSError as err:
         raise TpuctlError(f"cannot run {python}: {err.strerror or err}", hint="pass --python an interpreter that exists", exit_code=FAILED) from None
+    assert done.returncode is not None  # TAIL reads to the end: only the deadline stops the probe
     out = done.stdout.decode("utf-8", "replace")
     if done.returncode == 127 and b"cannot run " in done.stderr:
         said = one_line(done.stderr.decode("utf-8", "replace"), 200, last=True).rpartition(": ")[2]
         raise TpuctlError(f"cannot run {python}: {said}", hint="pass --python an interpreter that exists", exit_code=FAILED)
     if done.returncode != 0 and "tpuctl-doctor " not in out:
-        said = one_line(done.stderr.decode("utf-8", "replace"), 200, last=True) or f"exit status {done.returncode}"
+        said = one_line(done.stderr.decode("utf-8", "replace"), 200, last=True) or exit_words(done.returncode)
         raise TpuctlError(f"the doctor's probe failed in {python}: {said}", exit_code=FAILED)
     return parse(out, python)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from tpuctl.doctor import versions
 from tpuctl.doctor.facts import Dist, Facts, number, text
 from tpuctl.doctor.verdict import Check, Context, ok, pin, tf_minor, tpu_chips
+from tpuctl.endings import signal_name
 from tpuctl.inputs.errors import one_line
 from tpuctl.tpu import software as sw
 
@@ -91,11 +92,11 @@ def check_import(facts: Facts, _: Context) -> Check:
             return Check("import", "warn", f"{found}: every worker pays this at start", "look for a slow file system under site-packages (NFS, gcsfuse)")
         return ok("import", found)
     if status == "crash":
-        signal_number = int(number(result, "signal") or 0)
+        signal_number = int(number(result, "signal") or 0)  # a garbled answer's 0 or 99 reads as "signal 0", "signal 99"
         return Check(
             "import",
             "fail",
-            f"killed by signal {signal_number} during {stage} after {seconds:.1f}s",
+            f"killed by {signal_name(signal_number)} during {stage} after {seconds:.1f}s",
             "reinstall TensorFlow: pip install --force-reinstall tensorflow-tpu (or tensorflow) matching the runtime image",
         )
     if status == "hang":

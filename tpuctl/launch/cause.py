@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
-from tpuctl.endings import Kind
+from tpuctl.endings import Kind, exit_words, signal_name
 from tpuctl.launch.console.tracebacks import ANSI, NAME_ENDS, split_exception
 
 if TYPE_CHECKING:
@@ -118,11 +118,11 @@ def classify(
     if oom_reported:
         return Cause(OOM, "killed by the OOM killer (Kubernetes reports OOMKilled): it went over its memory limit")
     if reaper_killed and returncode < 0:
-        return Cause(SIGNAL, _REAPER_KILLED.format(_SIGNAL_NAMES.get(-returncode, f"signal {-returncode}")))
+        return Cause(SIGNAL, _REAPER_KILLED.format(signal_name(-returncode)))
     if returncode == PREEMPTED_EXIT_CODE:
-        return Cause(PREEMPTED, f"preempted (exit status {returncode}): restarted from the last checkpoint while --max-preemptions allows")
+        return Cause(PREEMPTED, f"preempted ({exit_words(returncode)}): restarted from the last checkpoint while --max-preemptions allows")
     if returncode < 0:
-        return _signal(_SIGNAL_NAMES.get(-returncode, f"signal {-returncode}"), lines, killed_by_tpuctl)
+        return _signal(signal_name(-returncode), lines, killed_by_tpuctl)
     at = _exception_at(lines)
     peer = _peer_lost(lines[at:] if at is not None else lines)  # a generic exception beats older peer noise
     if peer is not None:
@@ -131,9 +131,9 @@ def classify(
         return Cause(EXCEPTION, f"uncaught Python exception: {_exception_text(lines, at)}{_fix(lines[at:])}")
     said = [x.removeprefix(_TPUCTL_ERROR) for x in lines if x.startswith(_TPUCTL_ERROR)]
     if said:
-        return Cause(EXIT, f"exit status {returncode}: {_clip(said[-1])}")
+        return Cause(EXIT, f"{exit_words(returncode)}: {_clip(said[-1])}")
     shell = f" (128+{returncode - 128}: how a shell or container reports {_SIGNAL_NAMES[returncode - 128]})" if returncode - 128 in _SIGNAL_NAMES else ""
-    return Cause(EXIT, f"exit status {returncode}{shell}; no Python exception in its last lines")
+    return Cause(EXIT, f"{exit_words(returncode)}{shell}; no Python exception in its last lines")
 
 
 def never_started(workers: list[str], seconds: float) -> Cause:

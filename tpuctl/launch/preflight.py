@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import PreflightFailed, TpuctlError, one_line
 from tpuctl.launch.job import Job
 from tpuctl.safety import reaper
@@ -99,7 +100,7 @@ def check_tensorflow(python: str, env: dict[str, str], doctor: str) -> None:
     if done.returncode == NO_TENSORFLOW:
         raise no_tensorflow(python, doctor)
     if done.returncode:
-        said = one_line(done.stderr.decode("utf-8", "replace"), last=True) or f"exit status {done.returncode}"
+        said = one_line(done.stderr.decode("utf-8", "replace"), last=True) or exit_words(done.returncode)
         raise PreflightFailed(f"the workers' interpreter {python} cannot run: {said}", hint=doctor_hint(doctor))
 
 

@@ -21,6 +21,7 @@ RUNTIME_IMPORTS = (
     "tpuctl/cluster/tf_config.py",
     "tpuctl/cluster/worker_contract.py",
     "tpuctl/devices/__init__.py",
+    "tpuctl/endings.py",
     "tpuctl/inputs/__init__.py",
     "tpuctl/inputs/errors.py",
     "tpuctl/inputs/parse.py",

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import one_line
 from tpuctl.safety import reaper
 
@@ -171,8 +172,7 @@ def _convert(files: list[Path], timeout: float) -> dict[str, dict[str, Any]] | N
             late = f"was not converted: xprof took over {timeout:g} s for this capture"
             found |= {f: {"file": f, "error": late} for f in pending}
         elif pending and status is not None:  # the converter died on the first file it did not answer for
-            why = f"signal {-status}" if status < 0 else f"exit status {status}"
-            found[pending[0]] = {"file": pending[0], "error": f"crashed xprof's converter ({why})"}
+            found[pending[0]] = {"file": pending[0], "error": f"crashed xprof's converter ({exit_words(status)})"}
         pending = [f for f in pending if f not in found]
     return found
 

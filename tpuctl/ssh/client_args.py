@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tpuctl.cluster.hosts import HostEntry
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 from tpuctl.inputs.parse import read_small_text, tool_file
 from tpuctl.safety import reaper
@@ -103,7 +104,7 @@ class SshOptions:
                 f"ssh -G did not finish reading its configuration within {SSH_G_TIMEOUT_S}s", hint="check --ssh-config and the files it includes"
             ) from None
         if done.returncode != 0:
-            problem = one_line(done.stderr, last=True) or f"ssh -G exit status {done.returncode}"
+            problem = one_line(done.stderr, last=True) or f"ssh -G {exit_words(done.returncode)}"
             raise TpuctlError(f"ssh rejects the options: {problem}", hint="check --ssh-option / --ssh-config", exit_code=USAGE)
 
 

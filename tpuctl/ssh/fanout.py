@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tpuctl.cluster.hosts import HostEntry
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import one_line
 from tpuctl.safety import child_output
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions, remote_command
@@ -126,7 +127,7 @@ def _run_on(
         text, connected = _strip_marker(done.stdout.decode("utf-8", "replace"), marker)
         if connected or done.dropped or done.returncode != SSH_FAILED:  # more than ssh's own words: the command ran
             return HostResult(name, done.returncode, text, None, attempt, done.dropped)
-        error = one_line(text, last=True) or f"ssh exit status {done.returncode}"
+        error = one_line(text, last=True) or f"ssh {exit_words(done.returncode)}"
         if attempt < options.attempts:
             time.sleep(0.25 * 2 ** (attempt - 1))
     return HostResult(name, SSH_FAILED, "", error, options.attempts)

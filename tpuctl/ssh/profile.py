@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import one_line
 from tpuctl.safety import reaper
 from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
@@ -69,7 +70,7 @@ class SshHosts:
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
                 return f"copying it from {host} took over {timeout:.0f}s"
-            said = one_line(done.stderr.decode("utf-8", "replace"), last=True) or f"exit status {done.returncode}"
+            said = one_line(done.stderr.decode("utf-8", "replace"), last=True) or exit_words(done.returncode)
             if not stream.tell():  # no file of the session there: ssh's failure, else for the capture's reasons
                 return f"cannot copy it from {host}: {said}" if done.returncode == SSH_FAILED else None
             stream.seek(0)

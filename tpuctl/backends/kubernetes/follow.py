@@ -35,7 +35,7 @@ from tpuctl.backends.kubernetes.manifest import (
     TFJOB_TYPE_LABEL,
     Manifest,
 )
-from tpuctl.endings import Kind
+from tpuctl.endings import Kind, exit_words
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
 from tpuctl.launch.console.logs import LINE_PIECE
@@ -85,7 +85,7 @@ class Kubectl:
         if done.returncode is None:
             raise TpuctlError(f"kubectl {args[0]} printed more than {KUBECTL_LIMIT} bytes (stopped)", exit_code=FAILED)
         if done.returncode != 0:
-            why = one_line(done.stderr.decode("utf-8", "replace"), last=True) or f"exit status {done.returncode}"
+            why = one_line(done.stderr.decode("utf-8", "replace"), last=True) or exit_words(done.returncode)
             raise TpuctlError(f"kubectl {args[0]} failed: {why}", hint=hint, exit_code=FAILED)
         return done.stdout.decode("utf-8", "replace")
 
@@ -113,16 +113,16 @@ class Kubectl:
 # ---- reading job and pod objects ------------------------------------------------------------
 
 
-def job_result(kind: str, job: JSON) -> str | None:
-    """`succeeded`, `failed`, or None while the job runs."""
+def job_result(kind: str, job: JSON) -> Kind | None:
+    """SUCCEEDED, FAILED, or None while the job runs."""
     status = job.get("status") or {}
     if kind == "JobSet":
         terminal = status.get("terminalState")
         if terminal in ("Completed", "Failed"):
-            return "succeeded" if terminal == "Completed" else "failed"
-        done = {"Completed": "succeeded", "Failed": "failed"}
+            return Kind.SUCCEEDED if terminal == "Completed" else Kind.FAILED
+        done = {"Completed": Kind.SUCCEEDED, "Failed": Kind.FAILED}
     else:
-        done = {"Succeeded": "succeeded", "Failed": "failed"}
+        done = {"Succeeded": Kind.SUCCEEDED, "Failed": Kind.FAILED}
     for condition in status.get("conditions") or []:
         if condition.get("type") in done and str(condition.get("status")) == "True":
             return done[condition["type"]]
@@ -253,8 +253,8 @@ class KubeScheduler(Scheduler):
         if result is None:
             return JobStatus(running=tuple(running))
         self._poll(running)  # pods that finished since the last look
-        if result == "succeeded":
-            return JobStatus(end=Kind.SUCCEEDED, running=tuple(running))
+        if result is Kind.SUCCEEDED:
+            return JobStatus(end=result, running=tuple(running))
         failure = self._first_failure()
         return JobStatus(
             end=Kind.FAILED,

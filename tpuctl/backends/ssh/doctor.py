@@ -14,6 +14,7 @@ from tpuctl.backends.ssh.runner import Options, SshRunner, TpuSlice
 from tpuctl.doctor.across import HostAnswer
 from tpuctl.doctor.facts import parse
 from tpuctl.doctor.local import Request, remote_argv, source
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.ssh.fanout import run_everywhere
 
@@ -66,7 +67,7 @@ def probe_hosts(options: Options, python: str, request: Request, script: str | N
             answers.append(HostAnswer(result.host, parse(result.output, result.host)))
         except TpuctlError as err:
             said = one_line(result.output, 160, last=True) if result.exit_code else err.message
-            answers.append(HostAnswer(result.host, None, said or f"exit status {result.exit_code}"))
+            answers.append(HostAnswer(result.host, None, said or exit_words(result.exit_code)))
     if all(answer.facts is None for answer in answers):
         first = answers[0]
         raise TpuctlError(

@@ -20,6 +20,7 @@ import click
 
 from tpuctl import __version__
 from tpuctl.cluster.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
+from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import shared_options
 from tpuctl.launch.option_fields import option
@@ -385,7 +386,7 @@ class SshRunner(Runner):
         failed = [result for result in results if not result.ok]
         if failed:
             first = failed[0]
-            raise TpuctlError(f"--cleanup failed on {first.host}: {first.error or f'exit status {first.exit_code}'}", exit_code=FAILED)
+            raise TpuctlError(f"--cleanup failed on {first.host}: {first.error or exit_words(first.exit_code)}", exit_code=FAILED)
 
 
 @dataclass(frozen=True)

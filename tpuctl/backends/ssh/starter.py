@@ -27,7 +27,7 @@ from tpuctl.backends.ssh.sync import SYNC_EXCLUDES, FolderSync
 from tpuctl.backends.ssh.wire import pack
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.hosts import HostEntry
-from tpuctl.endings import Kind
+from tpuctl.endings import Kind, exit_words
 from tpuctl.inputs.errors import FAILED, LostConnection, PreflightFailed, TpuctlError, one_line
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.preflight import doctor_hint
@@ -221,7 +221,7 @@ class SshStarter(Starter):
             if error is not None:
                 hint = " (pass --sync, or copy it there)" if error.startswith("script not found") else ""
                 raise HostProblem(host, TpuctlError(f"{host}: {error}{hint}", exit_code=FAILED))
-            said = diagnostics[-1] if diagnostics else f"ssh exit status {status}"
+            said = diagnostics[-1] if diagnostics else f"ssh {exit_words(status)}"
             if status != SSH_FAILED and not said.startswith("no answer"):
                 raise HostProblem(host, TpuctlError(f"{host}: {self.python} could not run tpuctl's agent: {said} (pass --python)", exit_code=FAILED))
             problem = said
@@ -237,7 +237,7 @@ class SshStarter(Starter):
             [host], [self.python, "-S", "-c", install_source(), self.runtime.digest], self.options, stdin=self.runtime.payload, timeout=120.0
         )
         if not result.ok:
-            said = result.error or one_line(result.output, last=True) or f"exit status {result.exit_code}"
+            said = result.error or one_line(result.output, last=True) or exit_words(result.exit_code)
             raise HostProblem(host, TpuctlError(f"{host}: cannot install tpuctl's runtime: {said}", exit_code=FAILED))
         with self._lock:
             self.installed.append((host, why))

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpuctl.cloud.vertex.vertex_api import TERMINAL, JobLogs, VertexJobs, job_id
-from tpuctl.endings import INTERRUPTED, Kind
+from tpuctl.endings import INTERRUPTED, Kind, exit_words
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
 from tpuctl.launch.console.tf_noise import Fold
@@ -137,7 +137,7 @@ def _replica(message: str, label: str) -> Replica | None:
     return Replica(
         worker=worker_name(found[1]),
         host=found[1],
-        status=f"exit status {status} ({label})",
+        status=f"{exit_words(status)} ({label})",
         returncode=status,
         exit_code=status or FAILED,
     )

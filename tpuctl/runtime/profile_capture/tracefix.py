@@ -248,6 +248,7 @@ def _compile(path: str, folder: str, environ: Mapping[str, str]) -> None:
     import subprocess
     from pathlib import Path
 
+    from tpuctl.endings import exit_words
     from tpuctl.inputs.private_files import private_dir
     from tpuctl.safety import reaper
 
@@ -261,7 +262,7 @@ def _compile(path: str, folder: str, environ: Mapping[str, str]) -> None:
     try:
         done = reaper.run(argv, input=SOURCE.encode(), capture_output=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
-            said = next((line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()), f"exit status {done.returncode}")
+            said = next((line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()), exit_words(done.returncode))
             raise ValueError(f"{compiler} failed: {said.strip()}")
         os.chmod(partial, 0o700)
         os.replace(partial, path)

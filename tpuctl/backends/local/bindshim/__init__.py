@@ -30,6 +30,7 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 from tpuctl.cluster import worker_contract as contract
+from tpuctl.endings import exit_words
 from tpuctl.safety import reaper
 
 SOURCE = Path(__file__).with_name("bindshim.c")
@@ -123,7 +124,7 @@ def _compile(target: Path) -> None:
         except (OSError, subprocess.TimeoutExpired) as err:
             raise Unavailable(f"{compiler} did not run: {err}") from None
         if done.returncode != 0:
-            first = next((line for line in done.stderr.splitlines() if line.strip()), f"exit status {done.returncode}")
+            first = next((line for line in done.stderr.splitlines() if line.strip()), exit_words(done.returncode))
             raise Unavailable(f"{compiler} failed: {first.strip()}")
         _check_loads(partial)
         os.chmod(partial, 0o700)
