@@ -25,6 +25,7 @@ from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
+from tpuctl.runs.recorded import Keeper
 from tpuctl.runs.records import RunRecord, SliceCost
 from tpuctl.runs.timeline import Timeline
 
@@ -36,9 +37,12 @@ class Request(Protocol):
     def render(self) -> str: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
-    """What a run needs from the command line besides the Job: where its output and logs go."""
+    """What a run needs from the command line besides the Job: where its output and logs go.
+
+    A value, built once by the launch flow (tpuctl/launch/execute.py) when the run holds its folder, its record
+    and its timeline; what changes while the run goes (the record) changes in its keeper, the record's one writer."""
 
     run_id: str
     log_dir: Path
@@ -47,11 +51,20 @@ class RunContext:
     colour: bool
     tail_view: bool = False  # --tail: the model dir's scalars beside the logs
     verbose: bool = False  # --verbose: TensorFlow's start-up log lines on the console too
-    record: RunRecord | None = None  # the run's record (tpuctl/runs/records.py), where the supervisor says what it answers
     timeline: Timeline | None = None  # the run's timeline (tpuctl/runs/timeline.py): the engines write what happens when
-    # Change fields of the run's record while it runs (Keeper.amend, the record's one writer): a run's own TPU VM, named
-    # the moment it exists; the supervisor's answers_stacks. None where the run keeps no record.
-    amend_record: Callable[..., None] | None = None
+    keeper: Keeper | None = None  # the run's record and its one writer (tpuctl/runs/recorded.py); None where the run keeps none
+
+    @property
+    def record(self) -> RunRecord | None:
+        """The run's record as last written (where the supervisor says what it answers, a run's own TPU VM is named);
+        None where it keeps none or its first write failed."""
+        return self.keeper.record if self.keeper is not None and self.keeper.written else None
+
+    @property
+    def amend_record(self) -> Callable[..., None] | None:
+        """Change fields of the run's record while it runs (Keeper.amend): a run's own TPU VM, named the moment it
+        exists; the supervisor's answers_stacks. None where the run keeps no record."""
+        return self.keeper.amend if self.keeper is not None else None
 
 
 class BackendOptions:
