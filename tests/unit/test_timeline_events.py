@@ -145,7 +145,7 @@ def test_a_hang_says_how_long_nothing_moved(tmp_path: Path) -> None:
 class _Runner(Runner):
     name = "fake"
 
-    def dry_run(self, job: Job, run_id: str) -> Any:
+    def request(self, job: Job, run_id: str) -> Any:
         raise AssertionError("not dry")
 
     def run(self, job: Job, context: RunContext) -> Outcome:

@@ -6,11 +6,13 @@ A backend is a package under tpuctl/backends/ whose `runner` module defines
                            a BackendOptions; importing the module must stay cheap: `launch --help` reads it
     runner(options)        -> a Runner
 
-and a Runner turns a Job into either the exact request it would make (`dry_run`)
-or an Outcome (`run`). Process backends (local, ssh) run through the process
-engine (tpuctl/launch/process/); job backends (Kubernetes, Vertex AI) submit a
-job and follow it with the job engine (tpuctl/launch/follow/). Every optional
-member is declared here with its default, so the flow calls it without probing.
+and a Runner turns a Job into the exact request a run makes (`request`, what
+--dry-run prints) or an Outcome (`run`). Process backends (local, ssh) run
+through the process engine (tpuctl/launch/process/); job backends (Kubernetes,
+Vertex AI) are JobRunners: their run submits the very request `request` built
+(TorchX's `schedule(dryrun(...))`) and follows the job with the job engine
+(tpuctl/launch/follow/). Every optional member is declared here with its
+default, so the flow calls it without probing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, final
 
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.console import logs
@@ -35,6 +37,9 @@ class Request(Protocol):
 
     def to_json(self) -> Any: ...
     def render(self) -> str: ...
+
+
+R = TypeVar("R", bound=Request)
 
 
 @dataclass(frozen=True)
@@ -109,10 +114,28 @@ class Runner(ABC):
         return None
 
     @abstractmethod
-    def dry_run(self, job: Job, run_id: str) -> Request: ...
+    def request(self, job: Job, run_id: str) -> Request:
+        """The request a run of `job` makes, unsent, built without credentials or requests: --dry-run prints it, of the
+        job with its secret values hidden (tpuctl/launch/prepare.py)."""
 
     @abstractmethod
     def run(self, job: Job, context: RunContext) -> Outcome: ...
+
+
+class JobRunner(Runner, Generic[R]):
+    """A backend that submits one request to a cluster and follows the job: its run builds the request once, the
+    same way its dry run does, and submits exactly that, so what a dry run printed is what runs."""
+
+    @abstractmethod
+    def request(self, job: Job, run_id: str) -> R: ...
+
+    @final
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        return self.submit(self.request(job, context.run_id), context)
+
+    @abstractmethod
+    def submit(self, request: R, context: RunContext) -> Outcome:
+        """Send `request`, as it is, and follow the job to its end."""
 
 
 def refuse_unsupported(runner: Runner, given: Iterable[str], flag: Callable[[str], str]) -> None:

@@ -64,7 +64,7 @@ class LocalRunner(Runner):
         self.gpus = share_gpus(job, self.options.gpus_per_worker if "gpus_per_worker" in given else None)
         return job
 
-    def dry_run(self, job: Job, run_id: str) -> Plan:
+    def request(self, job: Job, run_id: str) -> Plan:
         """The plan with real free ports, each bound and released in turn (a launch picks afresh).
 
         A dry run holds nothing: reserving every port at once took two descriptors per
