@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -82,6 +83,30 @@ def test_a_staged_tpu_job_is_submitted_followed_and_succeeds(google_standin: Goo
     # A job backend's run publishes its view into the model dir too (issue 37): the launcher's timeline of the job.
     view = json.loads(models.blob(f"run1/tpuctl/{outcome['run_id']}/view.json").download_as_bytes())
     assert view["run"]["backend"] == "vertex" and view["run"]["state"] == "succeeded" and "cannot publish" not in result.stderr
+
+
+def test_the_run_stages_and_submits_the_request_its_dry_run_printed(google_standin: GoogleStandin, tmp_path: Path, gcs_emulator: str) -> None:
+    """TorchX's `schedule(dryrun(...))`: the body and the address a dry run prints are what the run sends (issue 47)."""
+    g = google_standin
+    bucket = _staging_bucket(gcs_emulator, "stage")
+    env = _env(g, tmp_path, gcs_emulator)
+    args = ("--workers", "2", "--staging-bucket", "gs://stage/runs", "--env", "NOTE=x: y", "--region", "europe-west4", "--", "--epochs", "2")
+    dry = _launch(env, tmp_path, "--dry-run", *args)
+    assert dry.returncode == 0, dry.stderr
+    head, text = dry.stdout.split("\n", 1)
+    where = head.split(": POST ", 1)[1]
+    printed = json.loads(text[text.index("{") : text.rindex("\n(dry run")])
+    assert g.vertex.created_bodies == [] and not list(bucket.list_blobs())
+    real = _launch(env, tmp_path, "--json", *args)
+    assert real.returncode == 0, real.stderr
+    run_id = json.loads(real.stdout)["run_id"]
+    # The dry run's run id (its display name, its label, its TPUCTL_RUN_ID, its bundle's path) is its own; the rest is the run's request.
+    (body,) = g.vertex.created_bodies
+    assert json.loads(json.dumps(printed).replace(printed["displayName"], run_id)) == body
+    (posted,) = [path for method, path, *_ in g.requests if method == "POST" and path.endswith("/customJobs")]
+    assert posted == urlsplit(where).path == "/v1/projects/tpuctl-test/locations/europe-west4/customJobs"
+    (uri,) = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    assert [blob.name for blob in bucket.list_blobs()] == [uri.removeprefix("gs://stage/")]
 
 
 def test_a_failed_replica_is_named_with_its_status_and_last_lines(google_standin: GoogleStandin, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from tpuctl.launch.outcome import JobRef
 from tpuctl.launch.runner import RunContext
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.recorded import Keeper
 from tpuctl.runs.records import RunRecord
 
 RUNNING = JobStatus("RUNNING")
@@ -163,7 +165,7 @@ def test_a_failure_names_its_replica_with_its_last_lines_and_cause(launch: Launc
     assert (outcome.exit_code, outcome.ending.result) == (7, "failed")
     failure = outcome.failure
     assert failure is not None and (failure.worker, failure.host, failure.status, failure.exit_code) == ("worker:1", "pod-1", "exited with 7", 7)
-    assert failure.tail == ["step 1", "Traceback (most recent call last):", '  File "t.py", line 1', "ValueError: bad batch"]
+    assert failure.tail == ("step 1", "Traceback (most recent call last):", '  File "t.py", line 1', "ValueError: bad batch")
     assert failure.cause is not None and failure.cause.summary.startswith(cause)
     assert failure.log == launch.folder.worker_log(1, "worker:1")
     assert outcome.job is not None and outcome.job.message == "replica failed"
@@ -238,7 +240,7 @@ def test_the_runs_record_names_the_job_while_it_runs(launch: Launch, tmp_path: P
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     record = RunRecord("run-1", "fake", "train.py", str(launch.folder.path), 0.0, os.getpid(), "host")
     records.write(record)
-    launch.context.record = record
+    launch.context = replace(launch.context, keeper=Keeper(record, launch.notices.append))
     seen: list[str | None] = []
 
     class Watched(Script):

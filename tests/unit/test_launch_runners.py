@@ -18,6 +18,7 @@ from tpuctl.launch import option_fields
 from tpuctl.launch.job import Job
 from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.registry import BACKENDS, backend_module
+from tpuctl.launch.runner import JobRunner
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
 
@@ -37,6 +38,14 @@ def test_each_backend_declares_its_options_as_a_frozen_dataclass(name: str) -> N
     options = backend_module(name).Options
     assert dataclasses.is_dataclass(options) and options.__dataclass_params__.frozen  # type: ignore[attr-defined]
     assert options() == option_fields.from_params(options, {})  # every option has a default
+
+
+@pytest.mark.parametrize("name", ["kubernetes", "vertex"])
+def test_a_job_backend_s_run_submits_the_request_its_dry_run_prints(name: str) -> None:
+    """A backend that submits a job has no run of its own: JobRunner's builds the request with `request`, as the dry
+    run does, and hands exactly that to `submit` (issue 47: the Vertex runner once built its body twice)."""
+    runner = type(backend_module(name).runner(backend_module(name).Options()))
+    assert issubclass(runner, JobRunner) and runner.run is JobRunner.run
 
 
 def test_two_option_groups_share_a_name_only_as_one_shared_option() -> None:

@@ -177,7 +177,7 @@ def test_the_first_failure_decides_the_exit_status_and_stops_the_rest(tmp_path: 
     assert outcome.exit_code == 7
     assert outcome.failure is not None
     assert (outcome.failure.worker, outcome.failure.host, outcome.failure.status) == ("worker:1", "fakehost", "exit status 7")
-    assert outcome.failure.tail == ["step 1", "Traceback: boom"]
+    assert outcome.failure.tail == ("step 1", "Traceback: boom")
     assert outcome.failure.log == tmp_path / "attempt-1" / "worker-1.log"
     survivors = [h for h in starter.handles if h.spec.name != "worker:1"]
     assert all(h.signals[0] == signal.SIGINT for h in survivors)  # asked first

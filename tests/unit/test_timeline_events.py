@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +145,7 @@ def test_a_hang_says_how_long_nothing_moved(tmp_path: Path) -> None:
 class _Runner(Runner):
     name = "fake"
 
-    def dry_run(self, job: Job, run_id: str) -> Any:
+    def request(self, job: Job, run_id: str) -> Any:
         raise AssertionError("not dry")
 
     def run(self, job: Job, context: RunContext) -> Outcome:
@@ -272,10 +273,11 @@ def test_a_step_left_out_by_sampling_is_written_at_its_attempts_end_with_the_tim
 
 def test_the_job_engine_writes_each_state_the_job_is_seen_in_once(tmp_path: Path) -> None:
     launch = FollowedLaunch(tmp_path)
-    launch.context.timeline = tl.Timeline(launch.folder.timeline)
+    job_timeline = tl.Timeline(launch.folder.timeline)
+    launch.context = replace(launch.context, timeline=job_timeline)
     states = [JobStatus("JOB_QUEUED", "QUEUED"), JobStatus("JOB_QUEUED", "QUEUED"), RUNNING, RUNNING, DONE]
     assert JobFollower(FakeJob(states), launch.context).run().exit_code == 0
-    launch.context.timeline.close()
+    job_timeline.close()
     events = tl.read(launch.folder.timeline.read_text().splitlines()).events
     assert [(e.event, e.fields["state"], e.fields["label"]) for e in events] == [
         (tl.JOB_STATE, "JOB_QUEUED", "QUEUED"),

@@ -18,6 +18,8 @@ from tpuctl.endings import Kind, exit_words, signal_name
 from tpuctl.launch.console.tracebacks import ANSI, NAME_ENDS, split_exception
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tpuctl.safety.stack_view import Comparison
 
 # Why, more finely than how it ended (tpuctl/endings.py); a preemption and a hang are named as the ending names them.
@@ -105,7 +107,7 @@ _REAPER_KILLED = (
 
 
 def classify(
-    returncode: int, tail: list[str], *, killed_by_tpuctl: bool = False, oom_reported: bool = False, reaper_killed: bool = False
+    returncode: int, tail: Sequence[str], *, killed_by_tpuctl: bool = False, oom_reported: bool = False, reaper_killed: bool = False
 ) -> Cause:
     """One worker's failure from its status (negative: killed by that signal) and its last lines.
 

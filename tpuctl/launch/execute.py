@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TextIO
 
 from tpuctl.endings import state_of
@@ -16,6 +17,7 @@ from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.private_files import write_private
 from tpuctl.launch import publish, secret_values
 from tpuctl.launch.console import logs
+from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
 from tpuctl.launch.runner import RunContext
@@ -35,42 +37,36 @@ def execute(
     """
     folder = RunFolder(launch.log_dir)
     job = launch.job
-    context = RunContext(
-        run_id=launch.run_id,
-        log_dir=launch.log_dir,
-        writer=logs.LineWriter(stream),
-        notice=lambda line: notice(secret_values.scrub(line, job)),
-        colour=logs.use_colour(stream),
-        tail_view=launch.options.tail_view,
-        verbose=launch.options.verbose,
-    )
-    on = launch.runner.slice_cost(context.notice)
-    with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached, on=on) as keeper:
-        context.record = keeper.record if keeper.written else None
-
-        def amend(**fields: object) -> None:
-            keeper.amend(**fields)
-            if context.record is not None:
-                context.record = keeper.record  # what the supervisor and a run's own VM read is the record as written
-
-        context.amend_record = amend
-        context.timeline = tl.Timeline(folder.timeline, warn=context.notice)  # opened once the run holds its folder
+    say = _scrubbing(notice, job)
+    on = launch.runner.slice_cost(say)
+    with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, say, detached=detached, on=on) as keeper:
+        timeline = tl.Timeline(folder.timeline, warn=say)  # opened once the run holds its folder
+        context = RunContext(
+            run_id=launch.run_id,
+            log_dir=launch.log_dir,
+            writer=logs.LineWriter(stream),
+            notice=say,
+            colour=logs.use_colour(stream),
+            tail_view=launch.options.tail_view,
+            verbose=launch.options.verbose,
+            timeline=timeline,
+            keeper=keeper,
+        )
         try:
             if started is not None:
                 started()
-            context.timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name, script=os.path.basename(job.script))
+            timeline.event(tl.RUN_START, run_id=launch.run_id, backend=launch.runner.name, script=os.path.basename(job.script))
             publisher = _publisher(launch, job.model_dir, folder, context)
             if publisher is not None:
-                publisher.start(context.timeline)
+                publisher.start(timeline)
             try:
                 outcome = launch.runner.run(job, context)
-                context.timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome.ending))
+                timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome.ending))
             finally:
-                context.timeline.close()
+                timeline.close()
                 if publisher is not None:
                     publisher.stop()  # the run's last view, with its end
-            outcome.goodput = _goodput(folder)
-            secret_values.scrub_outcome(outcome, job)
+            outcome = secret_values.scrubbed_outcome(replace(outcome, goodput=_goodput(folder)), job)
             summary = outcome.to_json(backend=launch.runner.name, run_id=launch.run_id, log_dir=launch.log_dir)
             try:
                 write_private(folder.outcome_file, json.dumps(summary, indent=2) + "\n")
@@ -82,6 +78,11 @@ def execute(
             secret_values.scrub_error(err, job)
             raise
     return outcome
+
+
+def _scrubbing(notice: Callable[[str], None], job: Job) -> Callable[[str], None]:
+    """`notice` for tpuctl's own lines, which never carry the job's secret values."""
+    return lambda line: notice(secret_values.scrub(line, job))
 
 
 def _goodput(folder: RunFolder) -> goodput.Report | None:

@@ -3,12 +3,16 @@
 A local process group, a worker on an ssh host and a Kubernetes pod end the
 same way as far as a user is concerned (who failed, where, with what status,
 its last lines), so `--json` prints one schema whatever ran the job.
+
+Values, all three: each step of a launch (an attempt, the restart policy, a
+rehearsal's report, the scrubbing of secret values) returns a new one built with
+`dataclasses.replace` to the layer that called it, never edits the one it was given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ from tpuctl.launch.cause import Cause
 from tpuctl.runs.goodput import Report
 
 
-@dataclass
+@dataclass(frozen=True)
 class Failure:
     """The first worker that failed: the one whose status the launch exits with."""
 
@@ -25,7 +29,7 @@ class Failure:
     host: str  # a host name, or the pod a Kubernetes worker ran in
     ending: Ending  # how it ended: its kind, the exit status the launch exits with, its words ("killed by SIGKILL")
     runtime_s: float | None  # None where the backend cannot tell (a pod's run)
-    tail: list[str]
+    tail: tuple[str, ...]  # its last lines, as it printed them
     log: Path | None
     cause: Cause | None = None  # why, classified (tpuctl.launch.cause); None where nobody classified it
 
@@ -39,7 +43,7 @@ class Failure:
         return self.ending.exit_code if self.ending.exit_code is not None else 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobRef:
     """A job a cluster keeps after tpuctl exits (Kubernetes): what it is and how to remove it."""
 
@@ -62,7 +66,7 @@ class JobRef:
         return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "message": self.message, "deleted": self.deleted}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
     exit_code: int
     attempts: int
@@ -71,7 +75,7 @@ class Outcome:
     interrupted: bool = False
     job: JobRef | None = None
     preemptions: int = 0  # attempts that ended in a preemption and were restarted
-    notes: list[str] = field(default_factory=list)  # what tpuctl reported beside the workers, already shown (the --tail summary)
+    notes: tuple[str, ...] = ()  # what tpuctl reported beside the workers, already shown (the --tail summary)
     rehearsal: dict[str, Any] | None = None  # --rehearse: the worker's report (tpuctl/launch/rehearsal_report.py)
     goodput: Report | None = None  # where the wall time went, from the run's timeline (tpuctl/runs/goodput.py); None: no timeline
 
@@ -107,12 +111,12 @@ class Outcome:
                 "status": failure.status,
                 "exit_code": failure.exit_code,
                 "runtime_s": None if failure.runtime_s is None else round(failure.runtime_s, 3),
-                "tail": failure.tail,
+                "tail": list(failure.tail),
                 "log": None if failure.log is None else str(failure.log),
                 "cause": None if failure.cause is None else {"kind": failure.cause.kind, "summary": failure.cause.summary},
             },
             "job": None if self.job is None else self.job.to_json(),
-            "notes": self.notes,
+            "notes": list(self.notes),
             "rehearsal": self.rehearsal,
             "goodput": None if self.goodput is None else {**self.goodput.to_json(), "line": self.goodput.summary_line()},
         }

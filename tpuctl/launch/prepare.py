@@ -110,4 +110,4 @@ def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any]
 
 def request(launch: Launch) -> Request:
     """What --dry-run prints, for every backend: the request a run would make, secret values hidden (docs/security.md)."""
-    return launch.runner.dry_run(secret_values.for_display(launch.job), launch.run_id)
+    return launch.runner.request(secret_values.for_display(launch.job), launch.run_id)

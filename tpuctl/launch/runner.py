@@ -6,11 +6,13 @@ A backend is a package under tpuctl/backends/ whose `runner` module defines
                            a BackendOptions; importing the module must stay cheap: `launch --help` reads it
     runner(options)        -> a Runner
 
-and a Runner turns a Job into either the exact request it would make (`dry_run`)
-or an Outcome (`run`). Process backends (local, ssh) run through the process
-engine (tpuctl/launch/process/); job backends (Kubernetes, Vertex AI) submit a
-job and follow it with the job engine (tpuctl/launch/follow/). Every optional
-member is declared here with its default, so the flow calls it without probing.
+and a Runner turns a Job into the exact request a run makes (`request`, what
+--dry-run prints) or an Outcome (`run`). Process backends (local, ssh) run
+through the process engine (tpuctl/launch/process/); job backends (Kubernetes,
+Vertex AI) are JobRunners: their run submits the very request `request` built
+(TorchX's `schedule(dryrun(...))`) and follows the job with the job engine
+(tpuctl/launch/follow/). Every optional member is declared here with its
+default, so the flow calls it without probing.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, final
 
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
+from tpuctl.runs.recorded import Keeper
 from tpuctl.runs.records import RunRecord, SliceCost
 from tpuctl.runs.timeline import Timeline
 
@@ -36,9 +39,15 @@ class Request(Protocol):
     def render(self) -> str: ...
 
 
-@dataclass
+R = TypeVar("R", bound=Request)
+
+
+@dataclass(frozen=True)
 class RunContext:
-    """What a run needs from the command line besides the Job: where its output and logs go."""
+    """What a run needs from the command line besides the Job: where its output and logs go.
+
+    A value, built once by the launch flow (tpuctl/launch/execute.py) when the run holds its folder, its record
+    and its timeline; what changes while the run goes (the record) changes in its keeper, the record's one writer."""
 
     run_id: str
     log_dir: Path
@@ -47,11 +56,20 @@ class RunContext:
     colour: bool
     tail_view: bool = False  # --tail: the model dir's scalars beside the logs
     verbose: bool = False  # --verbose: TensorFlow's start-up log lines on the console too
-    record: RunRecord | None = None  # the run's record (tpuctl/runs/records.py), where the supervisor says what it answers
     timeline: Timeline | None = None  # the run's timeline (tpuctl/runs/timeline.py): the engines write what happens when
-    # Change fields of the run's record while it runs (Keeper.amend, the record's one writer): a run's own TPU VM, named
-    # the moment it exists; the supervisor's answers_stacks. None where the run keeps no record.
-    amend_record: Callable[..., None] | None = None
+    keeper: Keeper | None = None  # the run's record and its one writer (tpuctl/runs/recorded.py); None where the run keeps none
+
+    @property
+    def record(self) -> RunRecord | None:
+        """The run's record as last written (where the supervisor says what it answers, a run's own TPU VM is named);
+        None where it keeps none or its first write failed."""
+        return self.keeper.record if self.keeper is not None and self.keeper.written else None
+
+    @property
+    def amend_record(self) -> Callable[..., None] | None:
+        """Change fields of the run's record while it runs (Keeper.amend): a run's own TPU VM, named the moment it
+        exists; the supervisor's answers_stacks. None where the run keeps no record."""
+        return self.keeper.amend if self.keeper is not None else None
 
 
 class BackendOptions:
@@ -96,10 +114,28 @@ class Runner(ABC):
         return None
 
     @abstractmethod
-    def dry_run(self, job: Job, run_id: str) -> Request: ...
+    def request(self, job: Job, run_id: str) -> Request:
+        """The request a run of `job` makes, unsent, built without credentials or requests: --dry-run prints it, of the
+        job with its secret values hidden (tpuctl/launch/prepare.py)."""
 
     @abstractmethod
     def run(self, job: Job, context: RunContext) -> Outcome: ...
+
+
+class JobRunner(Runner, Generic[R]):
+    """A backend that submits one request to a cluster and follows the job: its run builds the request once, the
+    same way its dry run does, and submits exactly that, so what a dry run printed is what runs."""
+
+    @abstractmethod
+    def request(self, job: Job, run_id: str) -> R: ...
+
+    @final
+    def run(self, job: Job, context: RunContext) -> Outcome:
+        return self.submit(self.request(job, context.run_id), context)
+
+    @abstractmethod
+    def submit(self, request: R, context: RunContext) -> Outcome:
+        """Send `request`, as it is, and follow the job to its end."""
 
 
 def refuse_unsupported(runner: Runner, given: Iterable[str], flag: Callable[[str], str]) -> None:

@@ -94,14 +94,15 @@ def scrub_error(err: TpuctlError, job: Job) -> None:
     err.args = (err.message, *err.args[1:])
 
 
-def scrub_outcome(outcome: Outcome, job: Job) -> None:
-    """Take the job's hidden values out of what an outcome relays from elsewhere: a cluster's or an API's last
-    word on the job (a failed Vertex job's error can quote the request) and the failure's cause, which the summary,
+def scrubbed_outcome(outcome: Outcome, job: Job) -> Outcome:
+    """The outcome with the job's hidden values taken out of what it relays from elsewhere: a cluster's or an API's
+    last word on the job (a failed Vertex job's error can quote the request) and the failure's cause, which the summary,
     `--json` and outcome.json print. The failure's last lines stay as the worker printed them: they are its own."""
-    if outcome.job is not None:
-        outcome.job.message = scrub(outcome.job.message, job)
+    relayed = outcome.job
+    if relayed is not None:
+        relayed = replace(relayed, message=scrub(relayed.message, job))
     failure = outcome.failure
     if failure is not None:
-        failure.ending = replace(failure.ending, words=scrub(failure.ending.words, job))
-        if failure.cause is not None:
-            failure.cause = replace(failure.cause, summary=scrub(failure.cause.summary, job))
+        cause = None if failure.cause is None else replace(failure.cause, summary=scrub(failure.cause.summary, job))
+        failure = replace(failure, ending=replace(failure.ending, words=scrub(failure.ending.words, job)), cause=cause)
+    return replace(outcome, job=relayed, failure=failure)

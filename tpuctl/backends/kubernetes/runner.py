@@ -16,7 +16,7 @@ import click
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch import shared_options
 from tpuctl.launch.option_fields import option
-from tpuctl.launch.runner import BackendOptions, Runner, Unsupported
+from tpuctl.launch.runner import BackendOptions, JobRunner, Unsupported
 
 if TYPE_CHECKING:
     from tpuctl.backends.kubernetes.manifest import Manifest
@@ -50,7 +50,8 @@ class Options(BackendOptions):
 
 @dataclass(frozen=True)
 class ManifestRequest:
-    """What `kubectl apply -f -` would receive."""
+    """What `kubectl apply -f -` receives: built once by `KubernetesRunner.request`, printed by the dry run,
+    applied by the run."""
 
     manifest: Manifest
 
@@ -62,7 +63,7 @@ class ManifestRequest:
         return self.manifest.text.rstrip("\n")
 
 
-class KubernetesRunner(Runner):
+class KubernetesRunner(JobRunner[ManifestRequest]):
     name = "kubernetes"
     unsupported: ClassVar[Mapping[str, Unsupported]] = {
         "start_timeout": Unsupported("on Kubernetes, pods wait for the scheduler as long as it takes"),
@@ -80,7 +81,7 @@ class KubernetesRunner(Runner):
             raise TpuctlError("--backend kubernetes needs --image IMAGE", hint="an image with SCRIPT, TensorFlow and tpuctl installed")
         return replace(job, python=job.python or IMAGE_PYTHON)
 
-    def dry_run(self, job: Job, run_id: str) -> ManifestRequest:
+    def request(self, job: Job, run_id: str) -> ManifestRequest:
         from tpuctl.backends.kubernetes.manifest import KubeOptions, render
 
         o = self.options
@@ -96,12 +97,13 @@ class KubernetesRunner(Runner):
         )
         return ManifestRequest(render(job, kube))
 
-    def run(self, job: Job, context: RunContext) -> Outcome:
+    def submit(self, request: ManifestRequest, context: RunContext) -> Outcome:
+        """Keep the manifest in the run's folder, apply it and follow the job."""
         from tpuctl.backends.kubernetes.follow import follow
         from tpuctl.inputs.private_files import write_private
         from tpuctl.runs.folder import RunFolder
 
-        manifest = self.dry_run(job, context.run_id).manifest
+        manifest = request.manifest
         folder = RunFolder(context.log_dir)
         folder.make_attempt(1)  # private: the manifest holds --env values
         path = folder.manifest_file(1)

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tpuctl.backends.local import bindshim
 from tpuctl.cluster import worker_contract as contract
@@ -63,7 +64,7 @@ class LocalRunner(Runner):
         self.gpus = share_gpus(job, self.options.gpus_per_worker if "gpus_per_worker" in given else None)
         return job
 
-    def dry_run(self, job: Job, run_id: str) -> Plan:
+    def request(self, job: Job, run_id: str) -> Plan:
         """The plan with real free ports, each bound and released in turn (a launch picks afresh).
 
         A dry run holds nothing: reserving every port at once took two descriptors per
@@ -91,18 +92,25 @@ class LocalRunner(Runner):
         report = context.log_dir / rehearsal_report.FILE_NAME  # LOG_DIR is this launch's alone: no earlier report
         job = replace(job, env=(*job.env, (contract.REHEARSAL_REPORT, str(report))))
         outcome = run_supervised(starter, job, context)
-        outcome.rehearsal = rehearsal_report.read(report)
-        if outcome.rehearsal is None and outcome.exit_code == 0:
-            context.notice(
-                f"the rehearsal wrote no report ({report} is missing or unreadable): nothing was checked; "
-                "a script that leaves through os._exit() skips the report, see the worker's log"
-            )
-        if outcome.rehearsal is not None and outcome.exit_code == 0 and rehearsal_report.problems(outcome.rehearsal):
-            outcome.exit_code = FAILED
-        failure = outcome.failure
-        if outcome.rehearsal is not None and failure is not None and failure.cause is not None:
-            failure.cause = rehearsal_report.explained(failure.cause, outcome.rehearsal)
-        return outcome
+        rehearsal = rehearsal_report.read(report)
+        if rehearsal is None:
+            if outcome.exit_code == 0:
+                context.notice(
+                    f"the rehearsal wrote no report ({report} is missing or unreadable): nothing was checked; "
+                    "a script that leaves through os._exit() skips the report, see the worker's log"
+                )
+            return outcome
+        return _rehearsed(outcome, rehearsal)
+
+
+def _rehearsed(outcome: Outcome, rehearsal: dict[str, Any]) -> Outcome:
+    """The run's outcome with the rehearsal's report in it: a run that exited 0 but whose report found problems
+    failed, and a failure's cause is read with what the report knows."""
+    failure = outcome.failure
+    if failure is not None and failure.cause is not None:
+        failure = replace(failure, cause=rehearsal_report.explained(failure.cause, rehearsal))
+    failed = outcome.exit_code == 0 and bool(rehearsal_report.problems(rehearsal))
+    return replace(outcome, rehearsal=rehearsal, failure=failure, exit_code=FAILED if failed else outcome.exit_code)
 
 
 def share_gpus(job: Job, per_worker: int | None) -> gpus.Share | None:

@@ -306,7 +306,7 @@ class SshRunner(Runner):
         if over is not None and not self.options.sync_large:
             raise TpuctlError(f"{over}; nothing was sent", hint=LIMIT_HINT)
 
-    def dry_run(self, job: Job, run_id: str) -> ShippedPlan:
+    def request(self, job: Job, run_id: str) -> ShippedPlan:
         """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
         from tpuctl.backends.ssh.placement import place
         from tpuctl.launch.process.plan import build_plan

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.launch import shared_options
 from tpuctl.launch.option_fields import option
-from tpuctl.launch.runner import BackendOptions, Runner, Unsupported
+from tpuctl.launch.runner import BackendOptions, JobRunner, Unsupported
 from tpuctl.tpu import accelerators
 
 if TYPE_CHECKING:
@@ -66,11 +66,24 @@ class Options(BackendOptions):
 
 @dataclass(frozen=True)
 class BodyRequest:
-    """What a run would POST to .../customJobs: the body, exactly."""
+    """What a run POSTs to .../customJobs, exactly: the body, where it goes, and the folder it stages first.
+
+    Built once by `VertexRunner.request`: the dry run prints it, the run stages and submits this very value."""
 
     body: dict[str, Any]
-    where: str
-    staged_from: str | None
+    endpoint: str
+    project: str | None  # None: not set; a dry run shows PROJECT, a run refuses in one line
+    region: str
+    staged_script: str | None  # --staging-bucket: the script whose folder is bundled to the body's package URI
+
+    @property
+    def where(self) -> str:
+        return f"{self.endpoint}/v1/projects/{self.project or 'PROJECT'}/locations/{self.region}/customJobs"
+
+    @property
+    def package_uri(self) -> str | None:
+        pools = self.body["jobSpec"]["workerPoolSpecs"]
+        return str(pools[0]["pythonPackageSpec"]["packageUris"][0]) if self.staged_script is not None else None
 
     def to_json(self) -> dict[str, Any]:
         return self.body
@@ -78,8 +91,8 @@ class BodyRequest:
     def render(self) -> str:
         pools = self.body["jobSpec"]["workerPoolSpecs"]
         lines = [f"CustomJob {self.body['displayName']}: POST {self.where}"]
-        if self.staged_from:
-            lines.append(f"stages {self.staged_from} to {pools[0]['pythonPackageSpec']['packageUris'][0]}")
+        if self.staged_script is not None:
+            lines.append(f"stages {Path(os.path.abspath(self.staged_script)).parent} to {self.package_uri}")
         for index, pool in enumerate(pools):
             machine = pool["machineSpec"]
             extra = ", ".join(f"{k} {v}" for k, v in machine.items() if k != "machineType")
@@ -89,7 +102,7 @@ class BodyRequest:
         return "\n".join(lines)
 
 
-class VertexRunner(Runner):
+class VertexRunner(JobRunner[BodyRequest]):
     name = "vertex"
     unsupported: ClassVar[Mapping[str, Unsupported]] = {
         "start_timeout": Unsupported("on Vertex AI, Vertex queues and provisions as long as it takes"),
@@ -171,50 +184,40 @@ class VertexRunner(Runner):
         """With a staged bundle the script runs from its folder's copy: only its name travels."""
         return replace(job, script=os.path.basename(job.script)) if self.options.staging_bucket else job
 
-    def _region(self, resolved: Any = None) -> str:
-        if self.options.region:
-            return self.options.region
-        if resolved is not None:
-            return str(resolved.get("region") or DEFAULT_REGION)
-        return DEFAULT_REGION
-
-    def dry_run(self, job: Job, run_id: str) -> BodyRequest:
-        """The body, and where a run would send it (from the settings, as a run reads them): no credentials, no request."""
+    def request(self, job: Job, run_id: str) -> BodyRequest:
+        """The body, and where it goes (from the settings, as a run reads them): no credentials, no request."""
         from tpuctl.backends.vertex.job_body import custom_job
+        from tpuctl.cloud.vertex.vertex_api import regional_endpoint
         from tpuctl.settings import cloud as settings
 
         body = custom_job(self._job_for_body(job), self._spec(job, run_id))
         resolved = settings.resolve({"project": self.options.project, "region": self.options.region})
-        project, region = resolved.get("project") or "PROJECT", self._region(resolved)
-        endpoint = resolved.get("vertex-endpoint") or f"https://{region}-aiplatform.googleapis.com"
-        where = f"{endpoint}/v1/projects/{project}/locations/{region}/customJobs"
-        return BodyRequest(body, where, str(Path(os.path.abspath(job.script)).parent) if self.options.staging_bucket else None)
+        region = self.options.region or resolved.get("region") or DEFAULT_REGION
+        endpoint = resolved.get("vertex-endpoint") or regional_endpoint(region)
+        return BodyRequest(body, endpoint, resolved.get("project"), region, job.script if self.options.staging_bucket else None)
 
-    def run(self, job: Job, context: RunContext) -> Outcome:
+    def submit(self, request: BodyRequest, context: RunContext) -> Outcome:
+        """Stage the script's folder where the body says it is, POST the body and follow the job."""
         from tpuctl.backends.vertex import staging
         from tpuctl.backends.vertex.follow import VertexRun, poll_interval
-        from tpuctl.backends.vertex.job_body import custom_job
         from tpuctl.cloud.auth import credentials
-        from tpuctl.cloud.vertex.vertex_api import JobLogs, VertexJobs, regional_endpoint
+        from tpuctl.cloud.vertex.vertex_api import JobLogs, VertexJobs
         from tpuctl.settings import cloud as settings
 
         poll_s = poll_interval()
         resolved = settings.resolve({"project": self.options.project, "region": self.options.region})
-        project, region = resolved.project, self._region(resolved)
+        project = request.project or resolved.project  # none set: one line, before any credential is read
         identity = credentials.load(resolved)
-        spec = self._spec(job, context.run_id)
-        if spec.package_uri is not None:
-            bundle = staging.build(job.script)
+        if request.staged_script is not None and request.package_uri is not None:
+            bundle = staging.build(request.staged_script)
             for link in bundle.skipped_links:
                 context.notice(f"left out of the bundle: {link} (a symlinked folder, or a link leading out of the script's folder)")
-            staging.upload(bundle, spec.package_uri)
-            context.notice(f"staged {bundle.files} file(s) ({len(bundle.data) // 1024} KiB) at {spec.package_uri}")
-        body = custom_job(self._job_for_body(job), spec)
-        endpoint = resolved.get("vertex-endpoint") or regional_endpoint(region)
+            staging.upload(bundle, request.package_uri)
+            context.notice(f"staged {bundle.files} file(s) ({len(bundle.data) // 1024} KiB) at {request.package_uri}")
         logging_endpoint = resolved.require("logging-endpoint")
-        jobs = VertexJobs(identity, endpoint, project, region)
-        run = VertexRun(jobs, lambda name: JobLogs(identity, logging_endpoint, project, name), context, region, poll_s)
-        outcome = run.run(body)
+        jobs = VertexJobs(identity, request.endpoint, project, request.region)
+        run = VertexRun(jobs, lambda name: JobLogs(identity, logging_endpoint, project, name), context, request.region, poll_s)
+        outcome = run.run(request.body)
         folded = run.fold.note()
         if folded is not None:
             context.notice(folded)

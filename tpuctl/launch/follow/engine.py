@@ -27,7 +27,7 @@ from tpuctl.launch.cause import classify
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.follow.scheduler import JobStatus, OnInterrupt, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.follow.sinks import Pump, Sinks
-from tpuctl.launch.outcome import Failure, Outcome
+from tpuctl.launch.outcome import Failure, JobRef, Outcome
 from tpuctl.launch.runner import RunContext
 from tpuctl.runs import records
 from tpuctl.runs import timeline as tl
@@ -149,19 +149,18 @@ class JobFollower:
             cause=classify(replica.returncode, tail, oom_reported=replica.oom_reported),
         )
 
-    def _outcome(self, code: int, failure: Failure | None = None, message: str = "", ended_as: str = "") -> Outcome:
+    def _outcome(self, code: int, failure: Failure | None = None, message: str = "", ended_as: str = "", interrupted: bool = False) -> Outcome:
         return Outcome(
             exit_code=code,
             attempts=self.scheduler.attempts(),
             elapsed_s=time.monotonic() - self.started,
             failure=failure,
+            interrupted=interrupted,
             job=replace(self.scheduler.job_ref(), message=message, ended_as=ended_as),
         )
 
     def _interrupted(self, ended_as: str = "") -> Outcome:
-        outcome = self._outcome(INTERRUPTED, message=self.state, ended_as=ended_as)
-        outcome.interrupted = True
-        return outcome
+        return self._outcome(INTERRUPTED, message=self.state, ended_as=ended_as, interrupted=True)
 
     # -- a signal ------------------------------------------------------------------------------
 
@@ -182,8 +181,7 @@ class JobFollower:
         if self.folder.stop_request.exists():  # `tpuctl stop`: the user asked for the run to end, job and all
             self.scheduler.cancel()
             self.notice(f"stopped by tpuctl stop: deleted {where}")
-            job.deleted = True
-            return outcome
+            return _deleted(outcome, job)
         if signum == signal.SIGINT and _interactive():
             import click
 
@@ -194,8 +192,7 @@ class JobFollower:
             if delete:
                 self.scheduler.cancel()
                 self.notice(f"deleted {where}")
-                job.deleted = True
-                return outcome
+                return _deleted(outcome, job)
         self.notice(f"received {signal.Signals(signum).name}; {where} keeps running. Delete it with: {job.delete_command}")
         return outcome
 
@@ -223,6 +220,11 @@ class JobFollower:
                 self.notice(f"could not cancel {ref.kind} {ref.name}: {err}")
                 return self._interrupted(f"left running: cancel it with {ref.delete_command}")
         return self._interrupted(f"asked to cancel (still {self.label} after {time.monotonic() - started:.0f}s)")
+
+
+def _deleted(outcome: Outcome, job: JobRef) -> Outcome:
+    """The outcome of a job this launch deleted as it was interrupted: a new value, its job marked deleted."""
+    return replace(outcome, job=replace(job, deleted=True))
 
 
 def _interactive() -> bool:

@@ -61,9 +61,9 @@ class Sinks:
     def log_path(self, worker: str, attempt: int) -> Path:
         return self.folder.worker_log(attempt, worker)
 
-    def tail(self, worker: str) -> list[str]:
+    def tail(self, worker: str) -> tuple[str, ...]:
         """The worker's last lines so far (none where nothing came from it)."""
-        return list(self._tails.get(worker, ()))
+        return tuple(self._tails.get(worker, ()))
 
     def _position(self, worker: str) -> int:
         """Known workers by their order; others after them, as they first appear: a worker keeps its colour."""

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tpuctl.cluster.worker_contract import PROFILER_PORT
@@ -353,10 +353,9 @@ class _Attempt:
         names = [worker.handle.spec.name for worker in self.workers]
         live = self._live()
         suspect = names.index(differing[0]) if differing else (live[0] if live else 0)
-        failure = self._failure(suspect, 0)
         stuck = f" ({', '.join(differing)} stuck elsewhere than the rest)" if differing else ""
-        failure.ending = Ending(Kind.HANG, EXIT_HANG, f"made no progress for {hang_timeout:g}s{stuck}")
-        failure.cause = cause.hang(hang_timeout, comparison)
+        ending = Ending(Kind.HANG, EXIT_HANG, f"made no progress for {hang_timeout:g}s{stuck}")
+        failure = replace(self._failure(suspect, 0), ending=ending, cause=cause.hang(hang_timeout, comparison))
         return Outcome(exit_code=EXIT_HANG, attempts=0, elapsed_s=0.0, failure=failure)
 
     def _failure(self, position: int, returncode: int) -> Failure:
@@ -364,7 +363,7 @@ class _Attempt:
         spec = worker.handle.spec
         explained = worker.handle.describe_exit(returncode)
         ended = worker.ended_at if worker.ended_at is not None else time.monotonic()
-        tail = list(worker.tail)
+        tail = tuple(worker.tail)
         reaper_killed = worker.reaper_started and not worker.reaper_ended
         found = cause.Cause(cause.EXIT, explained.words) if explained else cause.classify(returncode, tail, reaper_killed=reaper_killed)
         if found.kind == cause.PEER_LOST:
@@ -386,9 +385,8 @@ class _Attempt:
     def _start_timeout(self, start_timeout: float) -> Outcome:
         late = self._starting()
         names = [self.workers[p].handle.spec.name for p in late]
-        failure = self._failure(late[0], 0)
-        failure.ending = Ending(Kind.FAILED, EXIT_START_TIMEOUT, f"did not start within {start_timeout:g}s")
-        failure.cause = cause.never_started(names, start_timeout)
+        ending = Ending(Kind.FAILED, EXIT_START_TIMEOUT, f"did not start within {start_timeout:g}s")
+        failure = replace(self._failure(late[0], 0), ending=ending, cause=cause.never_started(names, start_timeout))
         self._mark(tl.FAILURE, worker=failure.worker, status=failure.status)
         self.wiring.notice(f"{', '.join(names)} did not start within {start_timeout:g}s (--start-timeout); stopping all workers")
         return Outcome(exit_code=EXIT_START_TIMEOUT, attempts=0, elapsed_s=0.0, failure=failure)

@@ -6,6 +6,8 @@ that (logs, fail-fast, restarts, the --tail view) is the same code.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tpuctl.launch.console.side_tail import SideTail
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
@@ -32,16 +34,17 @@ def run_supervised(starter: Starter, job: Job, context: RunContext) -> Outcome:
         if side is not None:
             side.stop()
         escaped = reaper.kill_adopted(before) if before is not None else []
+    notes: list[str] = []  # said as they come, and kept in the outcome's notes
     if escaped:
-        outcome.notes.append(f"killed {len(escaped)} process(es) that had escaped their worker's reaper: {', '.join(map(str, escaped))}")
-        context.notice(outcome.notes[-1])
+        notes.append(f"killed {len(escaped)} process(es) that had escaped their worker's reaper: {', '.join(map(str, escaped))}")
+        context.notice(notes[-1])
     for folded in (fold.note(), fold.shutdown_note()):
         if folded is not None:
             context.notice(folded)
     if side is not None:
         for line in side.finish():
             context.notice(line)
-            outcome.notes.append(line)
+            notes.append(line)
         if side.failure is not None:
-            outcome.notes.append(side.failure)  # already shown when it happened, among the workers' lines
-    return outcome
+            notes.append(side.failure)  # already shown when it happened, among the workers' lines
+    return replace(outcome, notes=(*outcome.notes, *notes))

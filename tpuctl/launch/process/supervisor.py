@@ -13,6 +13,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -80,8 +81,7 @@ class Supervisor:
             attempt = 0
             while True:
                 attempt += 1
-                outcome = run_attempt(self._wiring, job, run_id, attempt)
-                outcome.attempts, outcome.preemptions = attempt, preemptions
+                outcome = replace(run_attempt(self._wiring, job, run_id, attempt), attempts=attempt, preemptions=preemptions)
                 if self._inbox.signals and not outcome.interrupted:
                     outcome = Outcome(INTERRUPTED, attempt, 0.0, outcome.failure, interrupted=True, preemptions=preemptions)
                 if outcome.exit_code == 0 or outcome.interrupted:
@@ -106,9 +106,7 @@ class Supervisor:
                 why = f": {failure.cause.summary}" if failure.cause is not None and failure.cause.kind != cause.EXIT else ""
                 self.notice(f"{failure.worker} failed ({failure.status}){why}; restarting all workers (attempt {attempt + 1}/{job.attempts + preemptions})")
                 self._restart(attempt, "failure")
-        outcome.elapsed_s = time.monotonic() - started
-        outcome.notes.extend(self.notes)
-        return outcome
+        return replace(outcome, elapsed_s=time.monotonic() - started, notes=(*outcome.notes, *self.notes))
 
     def _restart(self, attempt: int, why: str) -> None:
         if self.timeline is not None:
