@@ -1,1 +1,2 @@
-"""The local backend: workers as processes on this machine."""
+"""The local backend: workers as process groups on this machine, their TensorFlow servers kept on loopback by a
+bind() shim, and a rehearsal of a TPU run on this machine's CPU."""
