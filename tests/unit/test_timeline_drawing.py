@@ -1,5 +1,6 @@
 """cli/diagnosis/timeline_drawing.py: `report --timeline`'s picture of a run's view, from views built by hand in the
-contract's shape ("tpuctl.run-view/1"), with the goodput of a real goodput.Report over a hand-built timeline."""
+contract's shape ("tpuctl.run-view/1"), with the goodput of a real goodput.Report over a hand-built timeline, each
+checked first (tensorboard_plugin/checking.py), as `report --timeline` checks the view it draws."""
 
 from __future__ import annotations
 
@@ -17,14 +18,21 @@ from rich.cells import cell_len
 
 from tests.standins.timelines import WALL0, Clock, one_worker_until_ready
 from tpuctl.cli.diagnosis import timeline_drawing
-from tpuctl.cli.diagnosis.timeline_drawing import GLYPHS, LEVELS, MIN_WIDTH, RESTART, draw
+from tpuctl.cli.diagnosis.timeline_drawing import GLYPHS, LEVELS, MIN_WIDTH, RESTART
 from tpuctl.runs import goodput
 from tpuctl.runs import timeline as tl
 from tpuctl.runs import view as run_view
 from tpuctl.runs.folder import RunFolder
+from tpuctl.runs.view_schema import SCHEMA
+from tpuctl.tensorboard_plugin import checking
 
 T0 = 1_764_340_000.0  # 2025-11-28 14:26:40 UTC, on the wall clock
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def draw(the_view: Any, *, width: int, color: bool) -> list[str]:
+    """The view drawn as `report --timeline` draws the one it built: checked, then drawn."""
+    return timeline_drawing.draw(checking.checked(the_view, logdir=""), width=width, color=color)
 
 
 def seg(kind: str, start: float, end: float) -> dict[str, Any]:
@@ -38,7 +46,7 @@ def row(attempt: int, worker: str, segments: list[dict[str, Any]], ending: dict[
 def view(rows: list[dict[str, Any]], *, end: float | None, written: float, restarts: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
     run: dict[str, Any] = {"id": "20261128-101500-train-ab12", "script": "train.py", "backend": "local", "state": "succeeded" if end else "running"}
     run |= {"start": T0, "end": None if end is None else T0 + end, "workers": 2, "model_dir": "gs://b/m"}
-    return {"schema": "tpuctl.run-view/1", "written": T0 + written, "run": run, "rows": rows, "restarts": restarts or [], **extra}
+    return {"schema": SCHEMA, "written": T0 + written, "run": run, "rows": rows, "restarts": restarts or [], **extra}
 
 
 def ev(t: float, name: str, attempt: int | None = None, worker: str | None = None, **fields: Any) -> tl.Event:
@@ -226,8 +234,10 @@ _KINDS = st.sampled_from([*GLYPHS, "steps", "bogus"]) | _LEAVES
 
 
 def _views() -> Iterator[st.SearchStrategy[Any]]:
-    """Arbitrary JSON, and views of the contract's shape whose every field is arbitrary (deep parts get reached)."""
-    yield _json(_LEAVES)
+    """Views whose every field is arbitrary JSON, and views of the contract's shape whose every field is arbitrary (deep
+    parts get reached). What is no view at all the checker refuses (test_tensorboard_plugin_static.py)."""
+    fields = ("written", "run", "attempts", "rows", "restarts", "goodput")
+    yield st.fixed_dictionaries({"schema": st.just(SCHEMA)}, optional=dict.fromkeys(fields, _json(_LEAVES)))
     segment = st.fixed_dictionaries({"kind": _KINDS, "start": _TIMES, "end": _TIMES}) | _json(_LEAVES)
     rate = st.fixed_dictionaries({"start": _TIMES, "bin_s": _TIMES, "steps_per_s": st.lists(_TIMES, max_size=20) | _LEAVES})
     ending = st.fixed_dictionaries({"state": _LEAVES, "words": _LEAVES, "at": _TIMES}) | _LEAVES
@@ -238,7 +248,8 @@ def _views() -> Iterator[st.SearchStrategy[Any]]:
     report = st.fixed_dictionaries({"wall_s": _TIMES, "goodput": _LEAVES, "attempts": st.lists(split | _LEAVES, max_size=3) | _LEAVES}) | split | _LEAVES
     restart = st.fixed_dictionaries({"at": _TIMES, "attempt": _LEAVES, "cause": _LEAVES, "words": _LEAVES}) | _LEAVES
     rows, restarts = st.lists(one_row, max_size=4) | _LEAVES, st.lists(restart, max_size=3)
-    yield st.fixed_dictionaries({"written": _TIMES, "run": run, "attempts": _json(_TIMES), "rows": rows, "restarts": restarts, "goodput": report})
+    shaped = {"written": _TIMES, "run": run, "attempts": _json(_TIMES), "rows": rows, "restarts": restarts, "goodput": report}
+    yield st.fixed_dictionaries({"schema": st.just(SCHEMA), **shaped})
 
 
 @settings(max_examples=400, deadline=None)
@@ -274,7 +285,7 @@ def test_a_week_over_the_end_of_summer_time_labels_each_day_once_at_its_midnight
     timeline.event(tl.ATTEMPT_END, attempt=1)
     timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
     timeline.close()
-    lines = timeline_drawing.draw(run_view.build(RunFolder(tmp_path), live=False), width=120, color=False)
+    lines = draw(run_view.build(RunFolder(tmp_path), live=False), width=120, color=False)
     labels = lines[2].split()
     days = [" ".join(labels[i : i + 2]) for i in range(0, len(labels), 2)]
     assert days[:3] == ["Thu 22", "Fri 23", "Sat 24"]
