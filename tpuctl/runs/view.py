@@ -2,11 +2,11 @@
 
 Built from the run folder alone: the timeline read compactly (runs/compact.py), the report's own numbers (the view's
 "goodput" is goodput.of_compact's object, never a second computation), the profile verdicts `tpuctl profile` kept and
-the stacks views `tpuctl stacks` left. The contract (field by field) is in docs/report.md. Every list is bounded, so
-a week of 64 workers stays under 2 MB: a row's step rate is binned here (<= view_schema.py RATE_BINS), the goodput over time is
-GOODPUT_WINDOWS windows, stacks are cut to STACKS_LIMIT, the kept verdicts and stacks views are the newest that fit
-PROFILES_BUDGET and HANGS_BUDGET. Its schema (kinds, bounds) is runs/view_schema.py; its words for an end are
-tpuctl's own (endings.py). Nothing in it comes from --env, a plan or a log, and no path in the log dir: a model
+the stacks views `tpuctl stacks` left. The contract (field by field) is in docs/report.md, its schema (segment kinds,
+bounds) in runs/view_schema.py, its words for an end are tpuctl's own (endings.py). Every list is bounded, so a week of
+64 workers stays under 2 MB: a row's step rate is binned here (<= RATE_BINS), the goodput over time is GOODPUT_WINDOWS
+windows, stacks are cut to STACKS_LIMIT, the kept verdicts and stacks views are the newest that fit PROFILES_BUDGET
+and HANGS_BUDGET. Nothing in it comes from --env, a plan or a log, and no path in the log dir: a model
 dir is often a shared bucket. Strings are as the timeline has them: plain text, for a page to show as text.
 """
 

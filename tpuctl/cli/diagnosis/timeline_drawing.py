@@ -36,7 +36,8 @@ GLYPHS = {START_UP: "░", FIRST_STEP: "▒", EVALUATION: "▟", CHECKPOINT_REST
 GLYPHS[HANG] = "╳"  # noqa: RUF001  # a box-drawing cross, meant: no letter X in a bar of blocks
 LEVELS = "▁▂▃▄▅▆▇█"  # steps, by step rate against the row's fastest; █ where no rate is known
 RESTART = "┃"
-_WORDS = {kind: kind.replace("-", " ") for kind in ORDER} | {START_UP: START_UP}  # "checkpoint save"; start-up stays
+_WORDS = {START_UP: "start-up", FIRST_STEP: "first step", STEPS: "steps", EVALUATION: "evaluation"}  # the legend's
+_WORDS |= {CHECKPOINT_RESTORE: "checkpoint restore", CHECKPOINT_SAVE: "checkpoint save", STALL: "stall", HANG: "hang"}
 # ANSI SGR parameters per kind (and the restart boundary); used only when colour is wanted.
 _COLOURS = {START_UP: "2;33", FIRST_STEP: "33", STEPS: "32", EVALUATION: "35", CHECKPOINT_RESTORE: "36"}
 _COLOURS |= {CHECKPOINT_SAVE: "34", STALL: "91", HANG: "1;31", RESTART: "1"}
@@ -249,7 +250,7 @@ def _tail(ending: dict[str, Any] | None) -> str:
 
 def _restart_lines(restarts: list[dict[str, Any]]) -> list[str]:
     lines = []
-    for restart in sorted(restarts, key=lambda r: float(r["at"]))[:_RESTARTS_LISTED]:
+    for restart in sorted(restarts, key=lambda r: r["at"])[:_RESTARTS_LISTED]:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restart["at"]))
         into = f" into attempt {restart['attempt']}" if restart["attempt"] is not None else ""
         cause, words = restart["cause"] or "cause unknown", restart["words"] or ""
