@@ -7,7 +7,7 @@ preempted 9 times (10 attempts, the contract's size case). Then, on the same fil
     anchor   reading all its bytes and counting its lines, in this process (the least any reader does)
     subject  `tpuctl report LOG_DIR --json` (the console script, a process of its own: what users type)
     info     tpuctl.runs.view.build (the view the launcher publishes into the model dir), in this process; its JSON size;
-             and `report --timeline`'s drawing of that view, 200 columns wide
+             and `report --timeline`'s check (tensorboard_plugin/checking.py) and drawing of that view, 200 columns wide
 
 Target: the report in under 5 s (PASS), the ratio to the anchor printed beside the absolute seconds. The view must
 stay under 2 MB. Then a run of many short attempts (16 workers, 1000 attempts: a crash-looping run within
@@ -39,6 +39,7 @@ from tpuctl.cli.diagnosis.timeline_drawing import draw  # noqa: E402
 from tpuctl.runs import goodput, view  # noqa: E402 - after the checkout is on the path
 from tpuctl.runs import timeline as tl  # noqa: E402
 from tpuctl.runs.folder import RunFolder  # noqa: E402
+from tpuctl.tensorboard_plugin import checking  # noqa: E402
 
 TARGET_S = 5.0
 MANY_TARGET = 2.5  # view.build's CPU time over the report's, for a run of many attempts
@@ -87,14 +88,14 @@ def main() -> None:
         building = time.perf_counter() - started
         shipped = len(json.dumps(built).encode())
         started = time.perf_counter()
-        drawn = draw(built, width=200, color=True)
+        drawn = draw(checking.checked(built, logdir=""), width=200, color=True)
         drawing = time.perf_counter() - started
 
     same = all(report.get(key) == value for key, value in built["goodput"].items())  # the report adds run_id, log_dir, costs
     print(f"anchor  read raw ({counted} lines): {anchor:.2f} s")
     print(f"subject tpuctl report --json: {subject:.2f} s ({subject / anchor:.0f}x the raw read), goodput {report['goodput']}")
     print(f"info    view.build: {building:.2f} s, {shipped / 1e6:.2f} MB JSON, {len(built['rows'])} rows; its goodput is the report's: {same}")
-    print(f"info    report --timeline's drawing of the view: {drawing:.2f} s, {len(drawn)} lines")
+    print(f"info    report --timeline's check and drawing of the view: {drawing:.2f} s, {len(drawn)} lines")
     ok = subject < TARGET_S and shipped < VIEW_LIMIT and same
     print(f"{'PASS' if ok else 'MISS'}: report {subject:.2f} s (target < {TARGET_S:g} s), view {shipped / 1e6:.2f} MB (< 2 MB)")
     many_attempts(args.many)

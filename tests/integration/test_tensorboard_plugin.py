@@ -151,7 +151,7 @@ def test_wrong_types_are_left_out_and_counted(server: Server) -> None:
     assert view["goodput"]["categories"] == {"other": 3.0} and view["goodput"]["attempts"] == []
     assert view["goodput_over_time"] == [{"start": 1.0, "end": 2.0, "goodput": None}]
     assert [p["session"] for p in view["profiles"]] == [SESSION] and view["profiles"][0]["dir"] is None
-    assert view["profiles"][0]["verdict"] == {"workers": [], "straggler": None, "notes": ["ok"]}
+    assert view["profiles"][0]["verdict"] == {"session": None, "workers": [], "straggler": None, "notes": ["ok"], "unreadable": []}
     assert view["hangs"] == [{"at": 1.0, "attempt": None, "summary": None, "stacks": None}]
     assert view["left_out"] >= 10
 

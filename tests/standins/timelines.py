@@ -41,6 +41,16 @@ def one_worker_until_ready(folder: Path, clock: Clock, *, ready_after: float = 1
 PREEMPTION = "lost with its TPU VM (PREEMPTED)"
 
 
+def start_attempt(timeline: tl.Timeline, clock: Clock, attempt: int, names: Sequence[str]) -> None:
+    """An attempt's start as the launcher writes it: its workers started, their runtimes ready 40 s later."""
+    timeline.event(tl.ATTEMPT_START, attempt=attempt)
+    for name in names:
+        timeline.event(tl.WORKER_START, attempt=attempt, worker=name)
+    clock.t += 40
+    for name in names:
+        timeline.event(tl.RUNTIME_READY, attempt=attempt, worker=name)
+
+
 def write_run(
     folder: Path, *, workers: int, samples: int, restarts: Sequence[int] = (), save_every: int = 0, eval_every: int = 0,
     step_each: int = 50, names: Sequence[str] = (), run_id: str = "run-standin", cause: str = PREEMPTION,
@@ -63,12 +73,7 @@ def write_run(
                 timeline.event(tl.RESTART, attempt=attempt, why="preemption", next_attempt=attempt + 1)
                 attempt, step = attempt + 1, step - 1000
                 clock.t += 120
-            timeline.event(tl.ATTEMPT_START, attempt=attempt)
-            for name in names:
-                timeline.event(tl.WORKER_START, attempt=attempt, worker=name)
-            clock.t += 40
-            for name in names:
-                timeline.event(tl.RUNTIME_READY, attempt=attempt, worker=name)
+            start_attempt(timeline, clock, attempt, names)
             clock.t += 20
         clock.t += tl.STEP_EVERY_S
         step += step_each

@@ -29,6 +29,7 @@ from tpuctl.runs import proof, records, view
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
+from tpuctl.tensorboard_plugin import checking
 
 CLEAR, TITLE, LINK = "\x1b[2J\x1b[H", "\x1b]0;owned\x07", "\x1b]8;;https://x.invalid/\x1b\\click\x1b]8;;\x1b\\"
 C1 = "\x9b2J\x9d0;owned\x9c"
@@ -116,7 +117,8 @@ OTHERS = (["report", RUN_ID + "-b"], ["stop", RUN_ID + "-b"], ["stacks", "--list
 def test_no_field_of_a_record_or_event_of_a_timeline_reaches_the_terminal_as_a_control_sequence(state: Path) -> None:
     """Each string field of a record in turn (a record whose field fails its checks is passed over with one warning,
     which quotes it), beside a record escape-laden where no check looks; the run's timeline escape-laden throughout,
-    and the view drawn from it, in colour too, with every string of it escape-laden once more."""
+    and the view drawn from it as `report --timeline` draws it (checked, then drawn), in colour too, with every string of it
+    escape-laden once more (but its schema's name: a view of another schema is refused in one line, never drawn)."""
     folder = state / "logs" / RUN_ID
     write_timeline(folder)
     write_record(folder, RUN_ID + "-b", job=NASTY, backend=NASTY, script=NASTY, host=NASTY)
@@ -128,9 +130,9 @@ def test_no_field_of_a_record_or_event_of_a_timeline_reaches_the_terminal_as_a_c
     for args in OTHERS:
         assert_clean(invoke(args), args)
     built, _ = view.with_report(RunFolder(folder), live=False)
-    for shown in (built, _laden(built)):
+    for shown in (built, {**_laden(built), "schema": built["schema"]}):
         for color in (False, True):
-            lines = timeline_drawing.draw(shown, width=120, color=color)
+            lines = timeline_drawing.draw(checking.checked(shown, logdir=""), width=120, color=color)
             assert not leaks(_SGR.sub("", "\n".join(lines))), (color, [line for line in lines if leaks(_SGR.sub("", line))][:3])
 
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
+from tpuctl.runs import view_schema
 from tpuctl.tensorboard_plugin import checking, finding
 from tpuctl.tensorboard_plugin.finding import Unreadable
 
@@ -43,7 +44,7 @@ _json = st.recursive(
     max_leaves=30,
 )
 _FIELDS = ["written", "run", "attempts", "rows", "restarts", "goodput", "goodput_over_time", "profiles", "hangs"]
-_views = st.fixed_dictionaries({"schema": st.just(checking.SCHEMA)}, optional={name: _json for name in _FIELDS})
+_views = st.fixed_dictionaries({"schema": st.just(view_schema.SCHEMA)}, optional={name: _json for name in _FIELDS})
 
 
 @settings(max_examples=300, deadline=None)
@@ -53,7 +54,7 @@ def test_any_view_is_checked_into_json_the_page_can_take(found: dict[str, Any]) 
     json.dumps(shown, allow_nan=False)  # no NaN or infinity reaches the page
     assert set(shown) == {"schema", *_FIELDS, "left_out"}
     for row in shown["rows"]:
-        assert isinstance(row["worker"], str) and all(s["kind"] in checking.KINDS for s in row["segments"])
+        assert isinstance(row["worker"], str) and all(s["kind"] in view_schema.KINDS for s in row["segments"])
 
 
 def test_an_attempt_keeps_the_vm_it_ran_on_and_loses_a_vm_that_is_not_one() -> None:
@@ -61,7 +62,7 @@ def test_an_attempt_keeps_the_vm_it_ran_on_and_loses_a_vm_that_is_not_one() -> N
     vm = {"node": "r20261128-1", "zone": "us-central2-b", "capacity": "spot", "price_per_hour": 8.16}
     odd = [{"node": "x"}, {"node": 3, "zone": "z"}, "vm", {"node": "x", "zone": "z", "price_per_hour": -1}]
     attempts = [{"attempt": 1, "vm": vm}, *({"attempt": n + 2, "vm": bad} for n, bad in enumerate(odd))]
-    shown = checking.view(json.dumps({"schema": checking.SCHEMA, "goodput": {"attempts": attempts}}).encode(), logdir="/logs")
+    shown = checking.view(json.dumps({"schema": view_schema.SCHEMA, "goodput": {"attempts": attempts}}).encode(), logdir="/logs")
     got = [a["vm"] for a in shown["goodput"]["attempts"]]
     assert got == [vm, None, None, None, {"node": "x", "zone": "z", "capacity": None, "price_per_hour": None}]
 
@@ -109,7 +110,7 @@ def test_the_tensorboard_extra_admits_the_tensorboard_of_tf_2_15() -> None:
 def _publish(model_dir: Path, run_id: str) -> None:
     folder = model_dir / finding.FOLDER / run_id
     folder.mkdir(parents=True)
-    (folder / finding.VIEW_NAME).write_text(json.dumps({"schema": checking.SCHEMA, "run": {"id": run_id}}))
+    (folder / finding.VIEW_NAME).write_text(json.dumps({"schema": view_schema.SCHEMA, "run": {"id": run_id}}))
 
 
 def test_runs_under_a_folder_named_tpuctl_are_listed(tmp_path: Path) -> None:
@@ -151,7 +152,7 @@ def test_a_walk_within_the_bound_says_nothing(tmp_path: Path) -> None:
 # --- the routes, in this process through TensorBoard's own router (issue 46) ---------------------------------
 
 
-ROUTES = ("/index.js", "/style.css", "/runs", "/view")
+ROUTES = ("/index.js", "/style.css", "/schema", "/runs", "/view")
 VARIANTS = ("{}", "{}/", "{}//", "{}/.", "{}/..", "{}/x", "{}%00", "{}%2f", "{}.map", "{}/?run=", "/./{}", "/{}", "{}?run=%00", "{}?run=../../x&run=y")
 
 
@@ -181,6 +182,19 @@ def test_every_route_with_any_path_variant_answers_the_file_its_data_or_404_neve
             except Exception as raised:  # noqa: BLE001 - what TensorBoard's server answers with a 500 and a traceback
                 pytest.fail(f"{path}: 500, {type(raised).__name__}: {raised}")
             assert reply.status_code in (200, 404), (path, reply.status_code, reply.get_data()[:300])
-            if reply.status_code == 200 and route in ("/runs", "/view"):
+            if reply.status_code == 200 and route in ("/schema", "/runs", "/view"):
                 assert isinstance(json.loads(reply.get_data()), dict), path
     assert client.get("/data/plugin/tpuctl/index.js/").get_data() == (STATIC / "index.js").read_bytes()
+
+
+def test_the_page_draws_by_the_kinds_the_plugin_serves_each_with_its_colour(tmp_path: Path) -> None:
+    """The segment kinds and the good end are the schema's (runs/view_schema.py), served to the page: it spells none."""
+    from werkzeug.test import Client
+
+    served = json.loads(Client(_app(tmp_path)).get("/data/plugin/tpuctl/schema").get_data())
+    assert served == view_schema.page_words() and served["kinds"] == list(view_schema.KINDS)
+    script = (STATIC / "index.js").read_text(encoding="utf-8")
+    spelled = re.findall(r'"(first-step|checkpoint-save|checkpoint-restore|stall|succeeded)"', script)  # not goodput's categories' words
+    assert not spelled, spelled
+    style = (STATIC / "style.css").read_text(encoding="utf-8")
+    assert all(f".seg-{kind} {{" in style for kind in view_schema.KINDS), "a kind without its colour"

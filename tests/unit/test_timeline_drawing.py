@@ -1,5 +1,6 @@
 """cli/diagnosis/timeline_drawing.py: `report --timeline`'s picture of a run's view, from views built by hand in the
-contract's shape ("tpuctl.run-view/1"), with the goodput of a real goodput.Report over a hand-built timeline."""
+contract's shape ("tpuctl.run-view/1"), with the goodput of a real goodput.Report over a hand-built timeline, each
+checked first (tensorboard_plugin/checking.py), as `report --timeline` checks the view it draws."""
 
 from __future__ import annotations
 
@@ -17,14 +18,20 @@ from rich.cells import cell_len
 
 from tests.standins.timelines import WALL0, Clock, one_worker_until_ready
 from tpuctl.cli.diagnosis import timeline_drawing
-from tpuctl.cli.diagnosis.timeline_drawing import GLYPHS, LEVELS, MIN_WIDTH, RESTART, draw
-from tpuctl.runs import goodput
+from tpuctl.cli.diagnosis.timeline_drawing import GLYPHS, LEVELS, MIN_WIDTH, ORDER, RESTART
+from tpuctl.runs import goodput, view_schema
 from tpuctl.runs import timeline as tl
 from tpuctl.runs import view as run_view
 from tpuctl.runs.folder import RunFolder
+from tpuctl.tensorboard_plugin import checking
 
 T0 = 1_764_340_000.0  # 2025-11-28 14:26:40 UTC, on the wall clock
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def draw(the_view: Any, *, width: int, color: bool) -> list[str]:
+    """The view drawn as `report --timeline` draws the one it built: checked, then drawn."""
+    return timeline_drawing.draw(checking.checked(the_view, logdir=""), width=width, color=color)
 
 
 def seg(kind: str, start: float, end: float) -> dict[str, Any]:
@@ -38,7 +45,7 @@ def row(attempt: int, worker: str, segments: list[dict[str, Any]], ending: dict[
 def view(rows: list[dict[str, Any]], *, end: float | None, written: float, restarts: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
     run: dict[str, Any] = {"id": "20261128-101500-train-ab12", "script": "train.py", "backend": "local", "state": "succeeded" if end else "running"}
     run |= {"start": T0, "end": None if end is None else T0 + end, "workers": 2, "model_dir": "gs://b/m"}
-    return {"schema": "tpuctl.run-view/1", "written": T0 + written, "run": run, "rows": rows, "restarts": restarts or [], **extra}
+    return {"schema": view_schema.SCHEMA, "written": T0 + written, "run": run, "rows": rows, "restarts": restarts or [], **extra}
 
 
 def ev(t: float, name: str, attempt: int | None = None, worker: str | None = None, **fields: Any) -> tl.Event:
@@ -116,6 +123,13 @@ def test_without_colour_every_kind_is_a_character_of_its_own_and_colour_only_add
     assert "\x1b[1;31m" + GLYPHS["hang"] in "".join(coloured)  # hangs in red where colour is wanted
     legend = " ".join(bare[-3:])
     assert all(f"{glyph} " in legend for glyph in [*kinds, RESTART])
+
+
+def test_every_kind_of_the_schema_has_its_place_in_the_order_and_a_character() -> None:
+    """The checker lets every kind of the schema through and the drawing has no guard of its own: a kind added to the
+    schema must be given its importance and its character here, or the drawing would not know it."""
+    assert sorted(ORDER) == sorted(view_schema.KINDS) and len(set(ORDER)) == len(ORDER)
+    assert set(GLYPHS) == set(view_schema.KINDS) - {view_schema.STEPS}
 
 
 def test_a_slice_shows_the_kind_that_matters_most_so_a_short_checkpoint_or_hang_survives_a_long_row() -> None:
@@ -226,19 +240,32 @@ _KINDS = st.sampled_from([*GLYPHS, "steps", "bogus"]) | _LEAVES
 
 
 def _views() -> Iterator[st.SearchStrategy[Any]]:
-    """Arbitrary JSON, and views of the contract's shape whose every field is arbitrary (deep parts get reached)."""
-    yield _json(_LEAVES)
+    """Views whose every field is arbitrary JSON, views of the contract's shape whose every field is arbitrary, and views
+    of it that the checker keeps most of (deep parts get reached). What is no view at all the checker refuses in one
+    line (test_tensorboard_plugin_static.py)."""
+    fields = ("written", "run", "attempts", "rows", "restarts", "goodput")
+    yield st.fixed_dictionaries({"schema": st.just(view_schema.SCHEMA)}, optional=dict.fromkeys(fields, _json(_LEAVES)))
     segment = st.fixed_dictionaries({"kind": _KINDS, "start": _TIMES, "end": _TIMES}) | _json(_LEAVES)
     rate = st.fixed_dictionaries({"start": _TIMES, "bin_s": _TIMES, "steps_per_s": st.lists(_TIMES, max_size=20) | _LEAVES})
     ending = st.fixed_dictionaries({"state": _LEAVES, "words": _LEAVES, "at": _TIMES}) | _LEAVES
     segments = st.lists(segment, max_size=6) | _LEAVES
-    one_row = st.fixed_dictionaries({"attempt": _LEAVES, "worker": _LEAVES, "segments": segments, "rate": rate | _LEAVES, "ending": ending})
-    run = st.fixed_dictionaries({"id": _LEAVES, "state": _LEAVES, "start": _TIMES, "end": _TIMES, "workers": _LEAVES}) | _LEAVES
+    attempt, worker = st.integers(min_value=-3, max_value=10**7) | _LEAVES, st.text(max_size=20) | _LEAVES  # mostly a row the checker keeps
+    one_row = st.fixed_dictionaries({"attempt": attempt, "worker": worker, "segments": segments, "rate": rate | _LEAVES, "ending": ending})
+    start, end = st.floats(min_value=T0 - 10, max_value=T0) | _TIMES, st.floats(min_value=T0 + 1, max_value=T0 + 1e6) | _TIMES  # a span
+    run = st.fixed_dictionaries({"id": _LEAVES, "state": _LEAVES, "start": start, "end": end, "workers": _LEAVES})  # other types: the first strategy
     split = st.fixed_dictionaries({"wall_s": _TIMES, "goodput": _LEAVES, "categories": st.dictionaries(st.sampled_from(goodput.CATEGORIES), _TIMES) | _LEAVES})
     report = st.fixed_dictionaries({"wall_s": _TIMES, "goodput": _LEAVES, "attempts": st.lists(split | _LEAVES, max_size=3) | _LEAVES}) | split | _LEAVES
     restart = st.fixed_dictionaries({"at": _TIMES, "attempt": _LEAVES, "cause": _LEAVES, "words": _LEAVES}) | _LEAVES
-    rows, restarts = st.lists(one_row, max_size=4) | _LEAVES, st.lists(restart, max_size=3)
-    yield st.fixed_dictionaries({"written": _TIMES, "run": run, "attempts": _json(_TIMES), "rows": rows, "restarts": restarts, "goodput": report})
+    rows, restarts = st.lists(one_row, max_size=4), st.lists(restart, max_size=3)
+    shaped = {"written": _TIMES, "run": run, "attempts": _json(_TIMES), "rows": rows, "restarts": restarts, "goodput": report}
+    yield st.fixed_dictionaries({"schema": st.just(view_schema.SCHEMA), **shaped})
+    # and views the checker keeps most of (its times, kinds and rows), so that the drawing's every part is reached
+    moment = st.floats(min_value=T0 - 10, max_value=T0 + 1e6)
+    segment = st.fixed_dictionaries({"kind": st.sampled_from(view_schema.KINDS), "start": moment, "end": moment})
+    kept_row = {"attempt": st.integers(min_value=-3, max_value=10**7), "worker": st.text(max_size=20), "segments": st.lists(segment, max_size=6)}
+    kept_rows = st.lists(st.fixed_dictionaries({**kept_row, "rate": rate | _LEAVES, "ending": ending}), min_size=1, max_size=4)
+    kept_run = st.fixed_dictionaries({"id": _LEAVES, "state": _LEAVES, "start": st.floats(min_value=T0 - 10, max_value=T0), "end": moment | st.none()})
+    yield st.fixed_dictionaries({"schema": st.just(view_schema.SCHEMA), **shaped, "written": moment, "run": kept_run, "rows": kept_rows})
 
 
 @settings(max_examples=400, deadline=None)
@@ -274,7 +301,7 @@ def test_a_week_over_the_end_of_summer_time_labels_each_day_once_at_its_midnight
     timeline.event(tl.ATTEMPT_END, attempt=1)
     timeline.event(tl.RUN_END, exit_code=0, state="succeeded")
     timeline.close()
-    lines = timeline_drawing.draw(run_view.build(RunFolder(tmp_path), live=False), width=120, color=False)
+    lines = draw(run_view.build(RunFolder(tmp_path), live=False), width=120, color=False)
     labels = lines[2].split()
     days = [" ".join(labels[i : i + 2]) for i in range(0, len(labels), 2)]
     assert days[:3] == ["Thu 22", "Fri 23", "Sat 24"]

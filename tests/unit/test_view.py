@@ -14,7 +14,7 @@ from tpuctl.cluster.tf_config import Task
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.process import stacks
 from tpuctl.launch.process.plan import WorkerSpec
-from tpuctl.runs import goodput, view
+from tpuctl.runs import goodput, view, view_schema
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 
@@ -24,7 +24,7 @@ KINDS = {"start-up", "first-step", "steps", "checkpoint-save", "checkpoint-resto
 def test_a_preempted_run_has_its_rows_segments_restart_and_the_reports_goodput(tmp_path: Path) -> None:
     write_run(tmp_path, workers=2, samples=40, restarts=[20], save_every=10)
     built = view.build(RunFolder(tmp_path), live=False)
-    assert built["schema"] == view.SCHEMA
+    assert built["schema"] == view_schema.SCHEMA
     assert built["goodput"] == goodput.of_folder(RunFolder(tmp_path), live=False).to_json()
     assert built["run"]["state"] == "succeeded" and built["run"]["workers"] == 2 and built["run"]["id"] == "run-standin"
     assert [(r["attempt"], r["worker"]) for r in built["rows"]] == [(1, "worker:0"), (1, "worker:1"), (2, "worker:0"), (2, "worker:1")]
@@ -41,7 +41,7 @@ def test_a_preempted_run_has_its_rows_segments_restart_and_the_reports_goodput(t
     assert built["restarts"][0]["at"] == built["attempts"][0]["end"]
     assert [a["ending"] and a["ending"]["state"] for a in built["attempts"]] == ["preempted", None]
     windows = built["goodput_over_time"]
-    assert len(windows) == view.GOODPUT_WINDOWS and windows[0]["start"] == built["run"]["start"]
+    assert len(windows) == view_schema.GOODPUT_WINDOWS and windows[0]["start"] == built["run"]["start"]
     assert windows[0]["goodput"] == 0.0 and max(w["goodput"] for w in windows) == 1.0  # start-up first, then training
     json.dumps(built, allow_nan=False)
 
@@ -77,11 +77,11 @@ def test_a_week_of_steps_is_binned_and_windowed_never_shipped_whole(tmp_path: Pa
     write_run(tmp_path, workers=12, samples=20160, restarts=range(2016, 20160, 2016), save_every=120)
     built = view.build(RunFolder(tmp_path), live=False)
     rows = built["rows"]
-    assert len(rows) == 120 and all(len(r["rate"]["steps_per_s"]) <= view.RATE_BINS for r in rows)
+    assert len(rows) == 120 and all(len(r["rate"]["steps_per_s"]) <= view_schema.RATE_BINS for r in rows)
     assert [r["worker"] for r in rows[:12]] == [f"worker:{i}" for i in range(12)]  # by number, not as text
     assert sum(len(r["rate"]["steps_per_s"]) for r in rows) <= view.RATE_BUDGET
     assert all(r["segments"][2]["kind"] == "steps" for r in rows)  # after start-up and first step, whatever was cut
-    assert len(built["goodput_over_time"]) == view.GOODPUT_WINDOWS
+    assert len(built["goodput_over_time"]) == view_schema.GOODPUT_WINDOWS
     assert len(json.dumps(built)) < 2 << 20
 
 
@@ -119,7 +119,7 @@ def test_stacks_views_and_kept_profile_verdicts_are_listed(tmp_path: Path) -> No
     built = view.build(folder, live=False)
     [hang] = built["hangs"]
     assert hang["attempt"] == 1 and hang["at"] == WALL0 + 500 and hang["summary"] == "worker:0 waits in a collective"
-    assert len(hang["stacks"]) == view.STACKS_LIMIT
+    assert len(hang["stacks"]) == view_schema.STACKS_LIMIT
     [profile] = built["profiles"]
     assert profile == {"session": "2026_11_28_10_20_00", "at": profile["at"], "dir": "gs://b/m", "verdict": {"straggler": None}}
     assert kept.stat().st_mode & 0o077 == 0  # in the private run folder until the view publishes it

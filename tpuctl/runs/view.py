@@ -2,10 +2,11 @@
 
 Built from the run folder alone: the timeline read compactly (runs/compact.py), the report's own numbers (the view's
 "goodput" is goodput.of_compact's object, never a second computation), the profile verdicts `tpuctl profile` kept and
-the stacks views `tpuctl stacks` left. The contract (field by field) is in docs/report.md. Every list is bounded, so
-a week of 64 workers stays under 2 MB: a row's step rate is binned here (<= RATE_BINS), the goodput over time is
-GOODPUT_WINDOWS windows, stacks are cut to STACKS_LIMIT, the kept verdicts and stacks views are the newest that fit
-PROFILES_BUDGET and HANGS_BUDGET. Nothing in it comes from --env, a plan or a log, and no path in the log dir: a model
+the stacks views `tpuctl stacks` left. The contract (field by field) is in docs/report.md, its schema (segment kinds,
+bounds) in runs/view_schema.py, its words for an end are tpuctl's own (endings.py). Every list is bounded, so a week of
+64 workers stays under 2 MB: a row's step rate is binned here (<= RATE_BINS), the goodput over time is GOODPUT_WINDOWS
+windows, stacks are cut to STACKS_LIMIT, the kept verdicts and stacks views are the newest that fit PROFILES_BUDGET
+and HANGS_BUDGET. Nothing in it comes from --env, a plan or a log, and no path in the log dir: a model
 dir is often a shared bucket. Strings are as the timeline has them: plain text, for a page to show as text.
 """
 
@@ -20,25 +21,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tpuctl.endings import RUNNING, Kind
 from tpuctl.inputs.parse import read_small_bytes
 from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs import compact, goodput
 from tpuctl.runs import timeline as tl
+from tpuctl.runs import view_schema as vs
 from tpuctl.runs.folder import FULL_STACKS, RunFolder
 
-SCHEMA = "tpuctl.run-view/1"
-RATE_BINS = 600  # a row's step-rate bins, at most
 RATE_BUDGET = 96_000  # every row's bins together (~7 bytes each): 640 rows (64 workers x 10 attempts) get 150 each
 SEGMENT_BUDGET = 16_000  # every row's segments together (~70 bytes each); each row keeps at least MIN_SEGMENTS
 MIN_SEGMENTS = 24
-GOODPUT_WINDOWS = 200
-STACKS_LIMIT = 64 << 10
 STALL_S = 3 * tl.STEP_EVERY_S  # no step sample for this long while steps were flowing: the worker stalled
-_WORDS = 300  # a cause's words, cut
-_ENDINGS = {tl.FAILURE: "failed", tl.PREEMPTED: "preempted", tl.HANG: "hang"}
+_ENDINGS = {tl.FAILURE: Kind.FAILED.value, tl.PREEMPTED: Kind.PREEMPTED.value, tl.HANG: Kind.HANG.value}
 _PROFILES = "profiles"  # LOG_DIR/profiles/<session>.json: `tpuctl profile`'s verdict, kept for the view
 _PROFILE_LIMIT = 1 << 20
-_HANGS = 100
 PROFILES_BUDGET = 64 << 10  # the kept verdicts' JSON together, newest first (64 workers' verdict: ~20 KB)
 HANGS_BUDGET = 96 << 10  # the stacks views' JSON together, newest first: the newest whole (STACKS_LIMIT) and more
 
@@ -51,7 +48,7 @@ def build(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> dic
 def with_report(folder: RunFolder, *, live: bool, model_dir: str | None = None) -> tuple[dict[str, Any], goodput.Report]:
     """The view and the report it holds, from one read of the timeline (`report --timeline` prints both)."""
     read = goodput.read_folder(folder)
-    report = goodput.of_compact(read, now=goodput.now_of(read) if live else None, windows=GOODPUT_WINDOWS)
+    report = goodput.of_compact(read, now=goodput.now_of(read) if live else None, windows=vs.GOODPUT_WINDOWS)
     return of_compact(read, report, folder, live=live, model_dir=model_dir), report
 
 
@@ -65,13 +62,13 @@ def of_compact(read: compact.Compact, report: goodput.Report, folder: RunFolder,
     rows = list(_rows(read, wall, end))
     attempts = _attempts(events, report, wall)
     return {
-        "schema": SCHEMA,
+        "schema": vs.SCHEMA,
         "written": round(time.time(), 3),
         "run": {
-            "id": _text(start_ev.fields.get("run_id")) if start_ev is not None else None,
-            "script": _text(start_ev.fields.get("script")) if start_ev is not None else None,  # its file name, never its path
-            "backend": _text(start_ev.fields.get("backend")) if start_ev is not None else None,
-            "state": _text(end_ev.fields.get("state")) if end_ev is not None else ("running" if live else "lost"),
+            "id": _text(start_ev.fields.get("run_id"), vs.NAME) if start_ev is not None else None,
+            "script": _text(start_ev.fields.get("script"), vs.SCRIPT) if start_ev is not None else None,  # its file name, never its path
+            "backend": _text(start_ev.fields.get("backend"), vs.WORD) if start_ev is not None else None,
+            "state": _text(end_ev.fields.get("state"), vs.WORD) if end_ev is not None else (RUNNING if live else Kind.LOST.value),
             "start": round(start, 3),
             "end": None if end is None else round(end, 3),
             "workers": len({row["worker"] for row in rows}),
@@ -148,7 +145,7 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
     own: dict[tuple[int | None, str | None], list[tl.Event]] = {}
     for e in read.events:
         own.setdefault((e.attempt, e.worker), []).append(e)
-    bins = max(1, min(RATE_BINS, RATE_BUDGET // max(1, len(rows))))
+    bins = max(1, min(vs.RATE_BINS, RATE_BUDGET // max(1, len(rows))))
     causes: dict[int, _Row] = {}  # attempt -> the row whose own ending ended it (the earliest), for the rows the launcher stopped with it
     for row in sorted((r for r in rows.values() if r.ending is not None), key=lambda r: r.ending["at"] if r.ending else 0.0):
         causes.setdefault(row.attempt, row)
@@ -158,12 +155,12 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
         ends = attempt_end.get(row.attempt) or run_end
         hangs = [e for e in own.get((row.attempt, None), []) if e.event == tl.HANG]  # the launcher's: every worker stopped
         if hangs and row.ending is None:
-            row.ending = {"state": "hang", "words": _words(hangs[0]), "at": round(wall.of(hangs[0]), 3)}
+            row.ending = {"state": Kind.HANG.value, "words": _words(hangs[0]), "at": round(wall.of(hangs[0]), 3)}
         cause = causes.get(row.attempt)
         if row.ending is None and cause is not None and cause.ending is not None and row.attempt in attempt_end:
             # fail-fast: the launcher stopped the rest of the attempt when this one worker ended it
             words = f"{cause.worker} {cause.ending['state']}"  # drawn 'stopped: worker:1 failed'
-            row.ending = {"state": "stopped", "words": words, "at": round(attempt_end[row.attempt], 3)}
+            row.ending = {"state": Kind.STOPPED.value, "words": words, "at": round(attempt_end[row.attempt], 3)}
         yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins, wall)
 
 
@@ -174,17 +171,17 @@ def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float
     begin = row.started if row.started is not None else attempt_start
     first = steps.t[0] if steps is not None else None
     if begin is not None and row.ready is not None:
-        row.add("start-up", begin, row.ready)
+        row.add(vs.START_UP, begin, row.ready)
     if row.ready is not None and first is not None:
-        row.add("first-step", row.ready, first)
+        row.add(vs.FIRST_STEP, row.ready, first)
     if steps is not None:
-        row.add("steps", steps.t[0], steps.t[-1])
+        row.add(vs.STEPS, steps.t[0], steps.t[-1])
     for e in own:
         if e.event == tl.HANG:
             idle, at = compact.number(e.fields.get("idle_s")), wall.of(e)
-            row.add("hang", at - idle if idle is not None and 0 <= idle < at else at, at)
-    spans = {"checkpoint-save": (tl.SAVE_BEGIN, tl.SAVE_END), "checkpoint-restore": (tl.RESTORE_BEGIN, tl.RESTORE_END)}
-    spans["evaluation"] = (tl.EVAL_BEGIN, tl.EVAL_END)
+            row.add(vs.HANG, at - idle if idle is not None and 0 <= idle < at else at, at)
+    spans = {vs.CHECKPOINT_SAVE: (tl.SAVE_BEGIN, tl.SAVE_END), vs.CHECKPOINT_RESTORE: (tl.RESTORE_BEGIN, tl.RESTORE_END)}
+    spans[vs.EVALUATION] = (tl.EVAL_BEGIN, tl.EVAL_END)
     busy: list[tuple[float, float]] = []  # the worker's own work between steps: never a stall
     for kind, (opening, closing) in spans.items():
         opened: float | None = None
@@ -202,7 +199,7 @@ def _row(row: _Row, steps: _Steps | None, own: list[tl.Event], span: tuple[float
         for a, b in steps.gaps(STALL_S):
             for free_a, free_b in _outside(a, b, sorted(busy)):
                 if free_b - free_a > STALL_S:
-                    row.add("stall", free_a, free_b)
+                    row.add(vs.STALL, free_a, free_b)
     row.segments.sort(key=lambda s: (s["start"], s["end"]))
     return {"attempt": row.attempt, "worker": row.worker, "segments": row.segments, "rate": steps.rate(bins) if steps else None, "ending": row.ending}
 
@@ -284,9 +281,10 @@ def _restarts(events: list[tl.Event], attempts: list[dict[str, Any]], wall: _Wal
             continue
         ending = endings.get(e.attempt) or {}
         why = e.fields.get("why")
-        cause = ending.get("state") or ("preempted" if why == "preemption" else "failed")
-        found.append({"at": round(wall.of(e), 3), "attempt": _int(e.fields.get("next_attempt")), "cause": cause, "words": ending.get("words") or _text(why)})
-    return found[:1000]
+        cause = ending.get("state") or (Kind.PREEMPTED.value if why == "preemption" else Kind.FAILED.value)  # launch/process/supervisor.py's why
+        words = ending.get("words") or _text(why, vs.WORDS)
+        found.append({"at": round(wall.of(e), 3), "attempt": _int(e.fields.get("next_attempt")), "cause": cause, "words": words})
+    return found[: vs.MAX_ATTEMPTS]
 
 
 def _attempts(events: list[tl.Event], report: goodput.Report, wall: _Wall) -> list[dict[str, Any]]:
@@ -321,7 +319,7 @@ def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
     """The verdicts `tpuctl profile` kept in LOG_DIR/profiles/ (one JSON file a session), newest last."""
     place = folder.path / _PROFILES
     try:
-        names = sorted(p.name for p in place.iterdir() if p.suffix == ".json")[-100:]
+        names = sorted(p.name for p in place.iterdir() if p.suffix == ".json")[-vs.MAX_PROFILES :]
     except OSError:
         return []
     found = []
@@ -332,10 +330,10 @@ def _profiles(folder: RunFolder) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a damaged record is left out of a view, never a reason for no view
             continue
         if isinstance(kept, dict):
-            where = _text(kept.get("profile_dir"))
+            where = _text(kept.get("profile_dir"), vs.PATH)
             public = None if where is None or _private(where, folder) else where  # a run on other hosts: its files came to LOG_DIR
             verdict = _public(_base_names(kept.get("verdict")), folder)
-            found.append({"session": _text(kept.get("session")), "at": kept.get("at"), "dir": public, "verdict": verdict})
+            found.append({"session": _text(kept.get("session"), vs.NAME), "at": kept.get("at"), "dir": public, "verdict": verdict})
     return _newest_within(found, PROFILES_BUDGET)
 
 
@@ -391,7 +389,7 @@ def _public(value: object, folder: RunFolder) -> object:
 
 
 def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
-    """The newest _HANGS stacks views `tpuctl stacks` (or a hang) left, LOG_DIR/attempt-N/stacks-M/view.txt, oldest
+    """The newest MAX_HANGS stacks views `tpuctl stacks` (or a hang) left, LOG_DIR/attempt-N/stacks-M/view.txt, oldest
     first: past a hundred `tpuctl stacks` calls the hang that ended the run is still in."""
     taken: list[tuple[float, int, Path]] = []
     try:
@@ -404,15 +402,15 @@ def _hangs(folder: RunFolder) -> list[dict[str, Any]]:
         except OSError:  # an attempt folder that went away
             continue
     found = []
-    for at, number, view in sorted(taken, key=lambda item: (item[0], item[1]))[-_HANGS:]:
+    for at, number, view in sorted(taken, key=lambda item: (item[0], item[1]))[-vs.MAX_HANGS :]:
         try:
-            data = read_small_bytes(view, "stacks view", limit=STACKS_LIMIT * 4) or b""
+            data = read_small_bytes(view, "stacks view", limit=vs.STACKS_LIMIT * 4) or b""
         except Exception:  # noqa: BLE001 - a stacks view that went away or cannot be read is left out
             continue
-        text = data.decode("utf-8", errors="replace")[:STACKS_LIMIT]
+        text = data.decode("utf-8", errors="replace")[: vs.STACKS_LIMIT]
         text = str(_public("".join(line for line in text.splitlines(keepends=True) if not line.startswith(FULL_STACKS)), folder))
         summary = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        found.append({"at": round(at, 3), "attempt": number, "summary": summary[:_WORDS], "stacks": text})
+        found.append({"at": round(at, 3), "attempt": number, "summary": summary[: vs.WORDS], "stacks": text})
     return _newest_within(found, HANGS_BUDGET)
 
 
@@ -425,16 +423,16 @@ def _order(key: tuple[int, str]) -> tuple[int, str, int, str]:
 def _words(event: tl.Event) -> str:
     if event.event == tl.HANG:
         idle = compact.number(event.fields.get("idle_s"))
-        return f"no step for {idle:.0f} s" if idle is not None else "hang"
+        return f"no step for {idle:.0f} s" if idle is not None else Kind.HANG.value
     for key in ("status", "why"):
         value = event.fields.get(key)
         if isinstance(value, str) and value:
-            return value[:_WORDS]
+            return value[: vs.WORDS]
     return _ENDINGS.get(event.event, event.event)
 
 
-def _text(value: object) -> str | None:
-    return value[:_WORDS] if isinstance(value, str) else None
+def _text(value: object, limit: int) -> str | None:
+    return value[:limit] if isinstance(value, str) else None
 
 
 def _int(value: object) -> int | None:

@@ -2,9 +2,10 @@
 
 TensorBoard's dynamic plugins (tensorboard/plugins/base_plugin.py, backend/application.py) are served in an
 iframe whose page imports the module named by `es_module_path` from the plugin's routes and calls its render():
-so this module serves static/index.js and two JSON routes, `runs` (the listing) and `view?run=KEY` (one checked
-view). A route never answers with a traceback: whatever a run's files hold, the page gets JSON with either the
-data or a `message`, one line it shows as text.
+so this module serves static/index.js and three JSON routes, `schema` (the run view's words the page draws by:
+runs/view_schema.py), `runs` (the listing) and `view?run=KEY` (one checked view). A route never answers with a
+traceback: whatever a run's files hold, the page gets JSON with either the data or a `message`, one line it shows as
+text.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tpuctl.inputs.errors import one_line
+from tpuctl.runs import view_schema
 from tpuctl.tensorboard_plugin import checking, finding
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
 
     def get_plugin_apps(self) -> dict[str, WSGIApplication]:
         apps = {path: _wsgi(functools.partial(self._static, path)) for path in _STATIC}
-        return {**apps, "/runs": _wsgi(self._runs), "/view": _wsgi(self._view)}
+        return {**apps, "/schema": _wsgi(self._schema), "/runs": _wsgi(self._runs), "/view": _wsgi(self._view)}
 
     def is_active(self) -> bool:
         """Whether the logdir holds a run view; answered from the listing's cache (TensorBoard asks on every page load)."""
@@ -59,6 +61,9 @@ class Plugin(base_plugin.TBPlugin):  # type: ignore[misc]  # tensorboard ships n
         (application.py, _clean_path), so the file is the route's, never read from the request's path."""
         body = resources.files(__package__).joinpath("static").joinpath(route.lstrip("/")).read_bytes()
         return _respond(request, body, _STATIC[route])
+
+    def _schema(self, request: wrappers.Request) -> wrappers.Response:
+        return _json(request, view_schema.page_words())
 
     def _runs(self, request: wrappers.Request) -> wrappers.Response:
         runs = self._listing.runs()

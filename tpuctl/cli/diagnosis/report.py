@@ -83,14 +83,16 @@ def report(run: str | None, as_json: bool, price_per_hour: float | None, timelin
 
 
 def _drawn(folder: RunFolder, live: bool) -> tuple[list[str], goodput.Report]:
-    """The run's view drawn for this terminal (timeline_drawing.py), and the report it holds: one read of the timeline."""
+    """The run's view drawn for this terminal (timeline_drawing.py), and the report it holds: one read of the timeline.
+    The view is checked as the TensorBoard tab checks the ones it serves, so both draw one checked view."""
     from tpuctl.cli.diagnosis import timeline_drawing
     from tpuctl.launch.console.logs import use_colour
     from tpuctl.runs import view
+    from tpuctl.tensorboard_plugin import checking
 
     built, result = view.with_report(folder, live=live)
     colour = use_colour(sys.stdout)
-    lines: list[str] = timeline_drawing.draw(built, width=columns(), color=colour)
+    lines: list[str] = timeline_drawing.draw(checking.checked(built, logdir=""), width=columns(), color=colour)
     return ["", *lines], result
 
 

@@ -1,5 +1,5 @@
-"""`tpuctl report RUN --timeline`: a run's view (the "tpuctl.run-view/1" dict the TensorBoard tab draws too) as
-lines for a terminal (docs/report.md, "In the terminal").
+"""`tpuctl report RUN --timeline`: a run's view (runs/view_schema.py), checked as the TensorBoard tab checks the views
+it serves (tensorboard_plugin/checking.py), as lines for a terminal (docs/report.md, "In the terminal").
 
 Each column of a row is a slice of wall time. A slice that holds several kinds of segment shows the one that
 matters most: hang > stall > checkpoint (save, then restore) > evaluation > steps > first step > start-up, so a
@@ -7,10 +7,10 @@ one-second checkpoint or a hang stays visible in a week-long row. Steps are draw
 the row's own fastest step rate; every kind has a character of its own, so without colour (NO_COLOR) nothing is told
 by colour alone.
 
-The view may come from a file someone else wrote (a shared model dir), so every field is read as untrusted: one
-missing, of the wrong type or out of range leaves its part undrawn and never raises, and its text is escaped for the
-terminal (tpuctl.inputs.terminal.printable, through one_line where it is one line of words). Drawing never walks steps: a row costs its
-segments plus its rate bins (at most 600) plus its columns, so a week of 64 workers draws as fast as a minute of one.
+It draws only a checked view (checking.Checked): every field is of its type or None, within the schema's bounds (a
+time is a time the clock can show), and every text is one line escaped for the terminal (inputs.terminal.printable),
+so drawing has no guards of its own. It never walks steps: a row costs its segments plus its rate bins (at most
+RATE_BINS) plus its columns, so a week of 64 workers draws as fast as a minute of one.
 """
 
 from __future__ import annotations
@@ -25,48 +25,44 @@ from typing import Any
 from rich.cells import cell_len, set_cell_size
 
 from tpuctl.cli.display import age
-from tpuctl.inputs.errors import one_line
-from tpuctl.inputs.terminal import printable
 from tpuctl.runs import goodput
+from tpuctl.runs.view_schema import CHECKPOINT_RESTORE, CHECKPOINT_SAVE, EVALUATION, FIRST_STEP, HANG, STALL, START_UP, STEPS
+from tpuctl.tensorboard_plugin.checking import Checked
 
 MIN_WIDTH = 40
 # Kinds of segment, least important first: a column shows the last of these it holds.
-ORDER = ("start-up", "first-step", "steps", "evaluation", "checkpoint-restore", "checkpoint-save", "stall", "hang")
-GLYPHS = {"start-up": "░", "first-step": "▒", "evaluation": "▟", "checkpoint-restore": "▞", "checkpoint-save": "▚", "stall": "╌"}
-GLYPHS["hang"] = "╳"  # noqa: RUF001  # a box-drawing cross, meant: no letter X in a bar of blocks
+ORDER = (START_UP, FIRST_STEP, STEPS, EVALUATION, CHECKPOINT_RESTORE, CHECKPOINT_SAVE, STALL, HANG)
+GLYPHS = {START_UP: "░", FIRST_STEP: "▒", EVALUATION: "▟", CHECKPOINT_RESTORE: "▞", CHECKPOINT_SAVE: "▚", STALL: "╌"}
+GLYPHS[HANG] = "╳"  # noqa: RUF001  # a box-drawing cross, meant: no letter X in a bar of blocks
 LEVELS = "▁▂▃▄▅▆▇█"  # steps, by step rate against the row's fastest; █ where no rate is known
 RESTART = "┃"
-_WORDS = {"start-up": "start-up", "first-step": "first step", "steps": "steps", "evaluation": "evaluation"}
-_WORDS |= {"checkpoint-restore": "checkpoint restore", "checkpoint-save": "checkpoint save", "stall": "stall", "hang": "hang"}
+_WORDS = {START_UP: "start-up", FIRST_STEP: "first step", STEPS: "steps", EVALUATION: "evaluation"}  # the legend's
+_WORDS |= {CHECKPOINT_RESTORE: "checkpoint restore", CHECKPOINT_SAVE: "checkpoint save", STALL: "stall", HANG: "hang"}
 # ANSI SGR parameters per kind (and the restart boundary); used only when colour is wanted.
-_COLOURS = {"start-up": "2;33", "first-step": "33", "steps": "32", "evaluation": "35", "checkpoint-restore": "36"}
-_COLOURS |= {"checkpoint-save": "34", "stall": "91", "hang": "1;31", RESTART: "1"}
-_TIME_LIMIT = 1e11  # seconds since the epoch (year 5138): beyond it, or before 1970, a time is not one
-_ROWS, _SEGMENTS, _BINS, _RESTARTS_LISTED, _TEXT = 1000, 10_000, 600, 20, 1000
+_COLOURS = {START_UP: "2;33", FIRST_STEP: "33", STEPS: "32", EVALUATION: "35", CHECKPOINT_RESTORE: "36"}
+_COLOURS |= {CHECKPOINT_SAVE: "34", STALL: "91", HANG: "1;31", RESTART: "1"}
+_ROWS, _RESTARTS_LISTED = 1000, 20
 _TICKS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 
 
-def draw(view: dict[str, Any], *, width: int, color: bool) -> list[str]:
+def draw(view: Checked, *, width: int, color: bool) -> list[str]:
     """The lines to print, each at most `width` columns as a terminal shows them (wide characters count two):
     a header, the time axis, a line per (attempt, worker) row with its ending's cause at its end, the restarts,
     the goodput of the run and of each attempt, and a legend of the characters used."""
     if width < MIN_WIDTH:
         return [_fit(f"the timeline needs a terminal {MIN_WIDTH} columns wide or more", max(width, 0))]
-    view = view if isinstance(view, dict) else {}
-    run = _dict(view.get("run"))
-    span = _span(view, run)
-    lines = [_fit(line, width) for line in _header(run, span, _time(view.get("written")))]
-    rows = [row for row in _list(view.get("rows"))[:_ROWS] if isinstance(row, dict)]
-    restarts = [r for r in _list(view.get("restarts")) if isinstance(r, dict) and _time(r.get("at")) is not None]
+    span = _span(view)
+    lines = [_fit(line, width) for line in _header(view["run"], span, view["written"])]
+    rows, restarts = view["rows"][:_ROWS], view["restarts"]
     if span is None or not rows:
         lines.append(_fit("no timeline to draw: the view has no rows or no span of time", width))
     else:
         lines += _rows(rows, restarts, span, width, color)
-        hidden = len(_list(view.get("rows"))) - len(rows)
+        hidden = len(view["rows"]) - len(rows)
         if hidden > 0:
             lines.append(_fit(f"… and {hidden} more row(s) not drawn", width))
     lines += [_colour_mark(_fit(line, width), color) for line in _restart_lines(restarts)]
-    lines += [_fit(line, width) for line in _goodput_lines(_dict(view.get("goodput")))]
+    lines += [_fit(line, width) for line in _goodput_lines(view["goodput"])]
     lines += _legend(width, color)
     return lines
 
@@ -74,13 +70,13 @@ def draw(view: dict[str, Any], *, width: int, color: bool) -> list[str]:
 def _rows(rows: list[dict[str, Any]], restarts: list[dict[str, Any]], span: tuple[float, float], width: int, color: bool) -> list[str]:
     """The axis and one line per row: label, bar, ending. The label and the ending take what the bar leaves."""
     labels = [_label(row) for row in rows]
-    tails = [_tail(_dict(row.get("ending"))) for row in rows]
+    tails = [_tail(row["ending"]) for row in rows]
     label_w = min(max(cell_len(label) for label in labels), max(11, width // 4))
     tail_w = min(max(cell_len(tail) for tail in tails), max(8, width // 3))
     columns = width - label_w - 1 - (tail_w + 1 if tail_w else 0)
     t0, t1 = span
     slice_s = (t1 - t0) / columns
-    boundaries = {c for r in restarts if (c := _column(_time(r.get("at")), t0, slice_s, columns)) is not None}
+    boundaries = {c for r in restarts if (c := _column(r["at"], t0, slice_s, columns)) is not None}
     pad = " " * (label_w + 1)
     labels_line, ruler = _axis(t0, t1, columns)
     lines = [pad + labels_line, pad + ruler]
@@ -96,15 +92,11 @@ def _rows(rows: list[dict[str, Any]], restarts: list[dict[str, Any]], span: tupl
 def _cells(row: dict[str, Any], t0: float, slice_s: float, columns: int) -> list[tuple[str, str]]:
     """(character, kind) per column: the most important kind each time slice holds, steps by their rate."""
     marks = [[0] * (columns + 1) for _ in ORDER]  # per kind a difference array: +1 where a segment enters, -1 after it leaves
-    for segment in _list(row.get("segments"))[:_SEGMENTS]:
-        segment = _dict(segment)
-        kind, start, end = segment.get("kind"), _time(segment.get("start")), _time(segment.get("end"))
-        if kind not in ORDER or start is None or end is None or end < start:
-            continue
-        first, last = _columns(start, end, t0, slice_s, columns)
+    for segment in row["segments"]:
+        first, last = _columns(segment["start"], segment["end"], t0, slice_s, columns)
         if first <= last:
-            marks[ORDER.index(kind)][first] += 1
-            marks[ORDER.index(kind)][last + 1] -= 1
+            marks[ORDER.index(segment["kind"])][first] += 1
+            marks[ORDER.index(segment["kind"])][last + 1] -= 1
     cells: list[tuple[str, str]] = [(" ", "")] * columns
     for kind, mark in zip(ORDER, marks, strict=True):  # least important first: a later kind overwrites
         if any(mark):
@@ -112,22 +104,22 @@ def _cells(row: dict[str, Any], t0: float, slice_s: float, columns: int) -> list
             for column, depth in enumerate(itertools.accumulate(mark[:columns])):
                 if depth > 0:
                     cells[column] = glyph
-    steps = [column for column, (_, kind) in enumerate(cells) if kind == "steps"]
+    steps = [column for column, (_, kind) in enumerate(cells) if kind == STEPS]
     if steps:
-        rates = _rates(_dict(row.get("rate")), t0, slice_s, steps)
+        rates = _rates(row["rate"], t0, slice_s, steps)
         fastest = max((r for r in rates.values() if r is not None), default=0.0)
         for column in steps:
-            cells[column] = (_level(rates[column], fastest), "steps")
+            cells[column] = (_level(rates[column], fastest), STEPS)
     return cells
 
 
-def _rates(rate: dict[str, Any], t0: float, slice_s: float, wanted: list[int]) -> dict[int, float | None]:
+def _rates(rate: dict[str, Any] | None, t0: float, slice_s: float, wanted: list[int]) -> dict[int, float | None]:
     """For each wanted column the highest step rate of the rate bins that overlap it (None: no bin says).
     A slice of the bins per column: a row costs its bins once plus its steps' columns."""
-    start, bin_s, values = _time(rate.get("start")), _number(rate.get("bin_s")), _list(rate.get("steps_per_s"))[:_BINS]
-    if start is None or bin_s is None or bin_s < 1e-3:
+    if rate is None:
         return dict.fromkeys(wanted)
-    known = [float(v) if type(v) in (int, float) and 0 <= v < 1e300 else -1.0 for v in values]  # -1: not a rate
+    start, bin_s = rate["start"], rate["bin_s"]
+    known = [-1.0 if v is None else v for v in rate["steps_per_s"]]  # -1: not a rate
     found: dict[int, float | None] = {}
     for column in wanted:
         first = max(0, math.floor((t0 + column * slice_s - start) / bin_s))
@@ -217,15 +209,14 @@ def _tick_step(span: float, columns: int) -> tuple[float, str]:
 
 def _header(run: dict[str, Any], span: tuple[float, float] | None, written: float | None) -> list[str]:
     """Which run and how it stands; then its span on the local clock (up to now, for a run still going)."""
-    name = " ".join(_plain(run.get(key)) for key in ("id", "script") if _plain(run.get(key)))
-    head = f"run {name or '(no id)'}: {_plain(run.get('state')) or 'state unknown'}"
-    workers = run.get("workers")
-    if isinstance(workers, int) and not isinstance(workers, bool) and 0 < workers < 1_000_000:
-        head += f", {workers} worker(s)"
+    name = " ".join(run[key] for key in ("id", "script") if run[key])
+    head = f"run {name or '(no id)'}: {run['state'] or 'state unknown'}"
+    if (run["workers"] or 0) > 0:
+        head += f", {run['workers']} worker(s)"
     if span is None:
         return [head]
     t0, t1 = span
-    if _time(run.get("end")) is None:
+    if run["end"] is None:
         written_at = f" (view written {time.strftime('%H:%M:%S', time.localtime(written))})" if written is not None else ""
         return [head, f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t0))} → now{written_at}: {age(t1 - t0)} so far, local time"]
     same_day = time.localtime(t0)[:3] == time.localtime(t1)[:3]
@@ -233,39 +224,36 @@ def _header(run: dict[str, Any], span: tuple[float, float] | None, written: floa
     return [head, f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t0))} → {end}: {age(t1 - t0)}, local time"]
 
 
-def _span(view: dict[str, Any], run: dict[str, Any]) -> tuple[float, float] | None:
+def _span(view: Checked) -> tuple[float, float] | None:
     """Run start .. run end, or .. `written` for a run still going; where the view lacks them, its attempts' times."""
-    attempts = [_dict(a) for a in _list(view.get("attempts"))[:_ROWS]]
-    start = _time(run.get("start"))
+    run, attempts = view["run"], view["attempts"]
+    start = run["start"]
     if start is None:
-        start = min((t for a in attempts if (t := _time(a.get("start"))) is not None), default=None)
-    end = _time(run.get("end"))
+        start = min((a["start"] for a in attempts), default=None)
+    end = run["end"]
     if end is None:
-        end = _time(view.get("written"))
+        end = view["written"]
     if end is None:
-        end = max((t for a in attempts if (t := _time(a.get("end"))) is not None), default=None)
+        end = max((a["end"] for a in attempts if a["end"] is not None), default=None)
     return (start, end) if start is not None and end is not None and end - start >= 1e-3 else None
 
 
 def _label(row: dict[str, Any]) -> str:
-    attempt = row.get("attempt")
-    number = f"a{attempt}" if isinstance(attempt, int) and not isinstance(attempt, bool) and 0 <= attempt < 10**6 else "a?"
-    return f"{number} {_plain(row.get('worker')) or '?'}"
+    return f"a{row['attempt']} {row['worker'] or '?'}"
 
 
-def _tail(ending: dict[str, Any]) -> str:
+def _tail(ending: dict[str, Any] | None) -> str:
     """A row's ending: its state and why, as the row's last words."""
-    state, words = _plain(ending.get("state")), _words(ending.get("words"))
+    state, words = (ending["state"] or "", ending["words"] or "") if ending is not None else ("", "")
     return f"{state}: {words}" if state and words else state or words
 
 
 def _restart_lines(restarts: list[dict[str, Any]]) -> list[str]:
     lines = []
-    for restart in sorted(restarts, key=lambda r: _time(r.get("at")) or 0.0)[:_RESTARTS_LISTED]:
-        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(_time(restart.get("at"))))
-        attempt = restart.get("attempt")
-        into = f" into attempt {attempt}" if isinstance(attempt, int) and not isinstance(attempt, bool) and 0 <= attempt < 10**6 else ""
-        cause, words = _plain(restart.get("cause")) or "cause unknown", _words(restart.get("words"))
+    for restart in sorted(restarts, key=lambda r: r["at"])[:_RESTARTS_LISTED]:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restart["at"]))
+        into = f" into attempt {restart['attempt']}" if restart["attempt"] is not None else ""
+        cause, words = restart["cause"] or "cause unknown", restart["words"] or ""
         lines.append(f"{RESTART} restart at {at}{into}: {cause}" + (f": {words}" if words else ""))
     if len(restarts) > _RESTARTS_LISTED:
         lines.append(f"  … and {len(restarts) - _RESTARTS_LISTED} more restart(s)")
@@ -277,39 +265,33 @@ def _colour_mark(line: str, color: bool) -> str:
     return f"\x1b[{_COLOURS[RESTART]}m{RESTART}\x1b[0m{line[1:]}" if color and line.startswith(RESTART) else line
 
 
-def _goodput_lines(report: dict[str, Any]) -> list[str]:
+def _goodput_lines(report: dict[str, Any] | None) -> list[str]:
     """The run's goodput and each attempt's, in `tpuctl report`'s own words (goodput.Report.summary_line), from the
     numbers of `report --json` the view carries."""
-    if not report:
+    if report is None:
         return ["goodput: not in the view"]
     lines = [_summary("run", report, "")]
-    for attempt in _list(report.get("attempts"))[:_ROWS]:
-        attempt = _dict(attempt)
-        number = attempt.get("attempt")
-        ended = _plain(attempt.get("ended"))
-        name = f"a{number}" if isinstance(number, int) and not isinstance(number, bool) and 0 <= number < 10**6 else "a?"
-        lines.append(_summary(name, attempt, f", ended: {ended}" if ended else ""))
+    for attempt in report["attempts"][:_ROWS]:
+        lines.append(_summary(f"a{attempt['attempt']}", attempt, f", ended: {attempt['ended']}" if attempt["ended"] else ""))
     return lines
 
 
 def _summary(name: str, split: dict[str, Any], ended: str) -> str:
     """`a2 (35m, ended: hang): goodput 60%: 40% restart`: a split of `report --json` as the report says it."""
-    wall = _number(split.get("wall_s"))
+    wall = split["wall_s"]
     if wall is None or wall <= 0:
         return f"{name}{f' ({ended[2:]})' if ended else ''}: goodput unknown (no wall time)"
     categories = dict.fromkeys(goodput.CATEGORIES, 0.0)
-    for category, seconds in _dict(split.get("categories")).items():
-        if category in categories and (value := _number(seconds)) is not None and value >= 0:
-            categories[category] = value
-    steps_seen = _number(split.get("goodput")) is not None
+    categories |= {category: seconds for category, seconds in split["categories"].items() if category in categories}
+    steps_seen = split["goodput"] is not None
     report = goodput.Report(goodput.Split(wall, categories, steps_seen), [], None, finished=False)
     return f"{name} ({age(wall)}{ended}): {report.summary_line()}"
 
 
 def _legend(width: int, color: bool) -> list[str]:
     """What each character means, wrapped to the width."""
-    items = [(GLYPHS[kind] if kind != "steps" else "▁▄█", _WORDS[kind], kind) for kind in ORDER]
-    items[2] = ("▁▄█", "steps by rate (█ the row's fastest)", "steps")
+    items = [(GLYPHS[kind] if kind != STEPS else "▁▄█", _WORDS[kind], kind) for kind in ORDER]
+    items[2] = ("▁▄█", "steps by rate (█ the row's fastest)", STEPS)
     items.append((RESTART, "restart", RESTART))
     lines, line, used = [], "", 0
     for glyphs, words, kind in items:
@@ -328,33 +310,3 @@ def _fit(text: str, width: int, *, pad: bool = False) -> str:
     if cell_len(text) <= width:
         return set_cell_size(text, width) if pad else text
     return set_cell_size(text, width - 1) + "…" if width > 0 else ""
-
-
-def _plain(value: object) -> str:
-    """A name from the view (a worker, a state, an id) safe for a terminal: escapes instead of control characters."""
-    return " ".join(printable(value[:_TEXT]).split()) if isinstance(value, str) else ""
-
-
-def _words(value: object) -> str:
-    """One line of why from the view, whitespace collapsed and control characters escaped."""
-    return one_line(value[:_TEXT], _TEXT) if isinstance(value, str) else ""
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value) if abs(value) < 1e300 else math.inf
-    return number if math.isfinite(number) else None
-
-
-def _time(value: object) -> float | None:
-    number = _number(value)
-    return number if number is not None and 0 <= number < _TIME_LIMIT else None
-
-
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []

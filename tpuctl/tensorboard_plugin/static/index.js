@@ -3,7 +3,9 @@
 // setAttribute (numbers and fixed class names), never as markup (tests/unit/test_tensorboard_plugin_static.py).
 
 const SVG = "http://www.w3.org/2000/svg";
-const KINDS = ["start-up", "first-step", "steps", "checkpoint-save", "checkpoint-restore", "evaluation", "stall", "hang"];
+// The run view's words (tpuctl/runs/view_schema.py, served by the plugin's `schema` route before anything is drawn):
+// the segment kinds, in the legend's order, and the ending state drawn as a good end. Spelled there, never here.
+let schema = {kinds: [], succeeded: null};
 // The report's categories (tpuctl/runs/goodput.py CATEGORIES); a name not here is drawn grey.
 const CATEGORIES = ["training steps", "start-up", "first step", "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other", "evaluation"];
 const MIN_WIDTH = 480; // px: narrower, a chart keeps this width and its section scrolls sideways
@@ -84,6 +86,12 @@ export async function render() {
   const select = el("select", {id: "run-select"}, null, bar);
   const page = el("div", {id: "run-page"}, null, root);
   let shown = null; // [key, the reply's text] of the run on the page
+  try {
+    schema = await getJson("./schema");
+  } catch (error) {
+    notice.replaceChildren(say(null, `cannot load the tab: ${error.message}`));
+    return;
+  }
 
   const list = async () => {
     let listing;
@@ -264,14 +272,14 @@ function drawTimeline(section, view, width) {
     const group = svg("g", {class: "row", "data-attempt": row.attempt, "data-worker": row.worker}, plot);
     svg("text", {x: 0, y: y + 15, class: "label"}, group, `a${row.attempt} ${row.worker}`);
     for (const seg of row.segments) {
-      const kind = KINDS.includes(seg.kind) ? seg.kind : "other";
+      const kind = schema.kinds.includes(seg.kind) ? seg.kind : "other";
       titled(svg("rect", {x: x(seg.start), y: y + 2, width: Math.max(x(seg.end) - x(seg.start), 0.5), height: ROW - 4, class: `seg seg-${kind}`}, group),
         `${seg.kind}: ${when(seg.start)}, ${duration(seg.end - seg.start)}`);
     }
     if (row.rate && maxRate > 0) rateBand(group, row.rate, y, maxRate, x, rowSpan(row));
     if (row.ending && typeof row.ending.at === "number") {
       const ex = x(row.ending.at);
-      titled(svg("path", {d: `M${ex - 4} ${y + 4} L${ex + 4} ${y + ROW - 4} M${ex + 4} ${y + 4} L${ex - 4} ${y + ROW - 4}`, class: `ending ending-${row.ending.state === "succeeded" ? "ok" : "bad"}`}, group),
+      titled(svg("path", {d: `M${ex - 4} ${y + 4} L${ex + 4} ${y + ROW - 4} M${ex + 4} ${y + 4} L${ex - 4} ${y + ROW - 4}`, class: `ending ending-${row.ending.state === schema.succeeded ? "ok" : "bad"}`}, group),
         `${row.ending.state ?? "ended"}: ${row.ending.words ?? ""}`);
     }
   });
@@ -295,7 +303,7 @@ function drawTimeline(section, view, width) {
     svg("text", {x: x(t), y: height - 5, class: "tick", "text-anchor": frac === 0 ? "start" : frac === 1 ? "end" : "middle"}, plot, when(t));
   }
   const legend = el("div", {class: "legend"}, null, section);
-  for (const kind of KINDS) {
+  for (const kind of schema.kinds) {
     const item = el("span", {class: "key"}, null, legend);
     el("span", {class: `swatch seg-${kind}`}, null, item);
     el("span", {}, kind, item);
