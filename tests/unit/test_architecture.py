@@ -470,7 +470,6 @@ _EXITS = {"exit", "SystemExit", "sys.exit", "_exit", "os._exit"}
 # Modules whose end words the walk of function bodies passes by, and why.
 _SPEAKS_FOR_ITSELF = {
     "tpuctl/doctor/probe.py": "runs alone in the workers' interpreter (python -c SOURCE): the standard library only, no tpuctl to import",
-    "tpuctl/runs/view.py": "runs/view.py: the view helper's branch",
 }
 # A string that an exit status or a signal number is formatted or added onto: "exit status {code}", "signal " + str(n).
 _EXIT_WORDING = re.compile(r"(?:\bexit status|\bsignal) (?:$|%d|\{)")
