@@ -83,12 +83,12 @@ class Outcome:
     def ending(self) -> Ending:
         """How the launch (or one attempt) ended: stopped, succeeded, else as its first failure did (failed if none is known)."""
         if self.interrupted:
-            return Ending(Kind.STOPPED, self.exit_code, "interrupted")
+            return Ending(Kind.STOPPED, self.exit_code, Kind.STOPPED.word)
         if self.exit_code == 0:
-            return Ending(Kind.SUCCEEDED, 0, "succeeded")
+            return Ending(Kind.SUCCEEDED, 0, Kind.SUCCEEDED.word)
         failure = self.failure
         kind = failure.ending.kind if failure is not None and failure.ending.kind is not Kind.SUCCEEDED else Kind.FAILED
-        return Ending(kind, self.exit_code, failure.status if failure is not None else "failed")
+        return Ending(kind, self.exit_code, failure.status if failure is not None else Kind.FAILED.word)
 
     def to_json(self, *, backend: str, run_id: str, log_dir: Path) -> dict[str, Any]:
         """The `launch --json` record, the same keys for every backend (docs/launch.md)."""
