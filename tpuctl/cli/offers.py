@@ -39,25 +39,6 @@ def offers(
     zones: str | None, capacity: str, model_dir: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Where a TPU type can be had: zone, capacity kind, price per hour, quota left, distance to your bucket, recent stockouts; best first."""
-    _offers(types, project, credentials, access_token_file, zone, zones, capacity, model_dir, as_json)
-
-
-@click.command("accelerators")
-@_options
-def accelerators(
-    types: str | None, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None,
-    zones: str | None, capacity: str, model_dir: str | None, as_json: bool,
-) -> None:  # fmt: skip
-    """The old name of `tpuctl offers` (without TYPE: the types a zone offers)."""
-    _offers(types, project, credentials, access_token_file, zone, zones, capacity, model_dir, as_json)
-    # After the answer: a refusal stays the one error line, as every command's does.
-    click.echo("note: `tpuctl accelerators` is now `tpuctl offers`; the same options work there", err=True)
-
-
-def _offers(
-    types: str | None, project: str | None, credentials: str | None, access_token_file: str | None, zone: str | None,
-    zones: str | None, capacity: str, model_dir: str | None, as_json: bool,
-) -> None:  # fmt: skip
     from tpuctl.settings.cloud import zones_of
 
     if zone and zones:
@@ -77,6 +58,16 @@ def _offers(
         click.echo(json.dumps([_json(o, found) for o in found.offers], indent=2))
         return
     _table(found)
+
+
+@click.command("accelerators")
+@_options
+@click.pass_context
+def accelerators(ctx: click.Context, /, **given: Any) -> None:
+    """The old name of `tpuctl offers` (without TYPE: the types a zone offers)."""
+    ctx.invoke(offers, **given)
+    # After the answer: a refusal stays the one error line, as every command's does.
+    click.echo("note: `tpuctl accelerators` is now `tpuctl offers`; the same options work there", err=True)
 
 
 def _kinds(text: str) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,27 +161,22 @@ def _check_total(entries: Sequence[HostEntry], source: str) -> None:
 
 def parse_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
     """Parse a comma-separated `host[:port]` list (one slot each), e.g. a `--hosts` value."""
-    if not value.strip():
-        raise TpuctlError(f"{source}: no hosts given", hint="e.g. host1:2222,host2:2222")
-    entries = []
-    for number, item in enumerate((part.strip() for part in value.split(",")), start=1):
-        try:
-            entries.append(parse_host(item))
-        except ValueError as err:
-            raise TpuctlError(f"{source} entry {number} {item!r}: {err}") from None
-    _reject_duplicates(entries, f"{source} entry", range(1, len(entries) + 1))
-    _check_total(entries, source)
-    return entries
+    return _parse_list(value, source, parse_host, "e.g. host1:2222,host2:2222")
 
 
 def parse_slot_hosts(value: str, *, source: str = "--hosts") -> list[HostEntry]:
     """Parse a comma-separated `host[:slots]` list, e.g. `launch --hosts h1,h2:4` (ssh hosts, not ports)."""
+    return _parse_list(value, source, parse_slot_host, "e.g. host1,host2 or host1:4,host2:4 (host:SLOTS)")
+
+
+def _parse_list(value: str, source: str, parse_entry: Callable[[str], HostEntry], example: str) -> list[HostEntry]:
+    """A comma-separated list, each entry read by `parse_entry` (its ValueError names the entry), checked as a whole."""
     if not value.strip():
-        raise TpuctlError(f"{source}: no hosts given", hint="e.g. host1,host2 or host1:4,host2:4 (host:SLOTS)")
+        raise TpuctlError(f"{source}: no hosts given", hint=example)
     entries = []
     for number, item in enumerate((part.strip() for part in value.split(",")), start=1):
         try:
-            entries.append(parse_slot_host(item))
+            entries.append(parse_entry(item))
         except ValueError as err:
             raise TpuctlError(f"{source} entry {number} {item!r}: {err}") from None
     _reject_duplicates(entries, f"{source} entry", range(1, len(entries) + 1))

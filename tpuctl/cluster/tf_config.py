@@ -216,7 +216,7 @@ def parse_tf_config(text: str) -> tuple[ClusterSpec, Task]:
     if not isinstance(config, dict):
         raise _invalid("TF_CONFIG", f"expected a JSON object, got {json_kind(config)}")
     jobs = _parse_cluster(config.get("cluster", _MISSING))
-    task = _parse_task_field(config.get("task", _MISSING), jobs)
+    task = _parse_task_field(config, jobs)
     return ClusterSpec(jobs=jobs, evaluator=task.type == "evaluator"), task
 
 
@@ -279,23 +279,37 @@ def _check_job(role: str, addresses: object) -> None:
             raise _invalid(f"{where}[{index}]", f"expected an address string, got {json_kind(address)}")
 
 
-def _parse_task_field(task: object, jobs: Mapping[str, Sequence[str]]) -> Task:
+def task_type(config: Mapping[str, object], *, example: str, variable: str = "") -> tuple[str, object]:
+    """The type of the `task` object in a parsed TF_CONFIG or Vertex's CLUSTER_SPEC (the same object in both),
+    checked to be a string, and its index as written. The caller checks the type against its own names, then
+    the index with task_index, so a task wrong in both is told by its type first. `variable` prefixes each message."""
+    task = config.get("task", _MISSING)
     if task is _MISSING:
-        raise _invalid("task", "missing", hint='each task needs its own, e.g. "task": {"type": "worker", "index": 0}')
+        raise _invalid("task", "missing", hint=example, variable=variable)
     if not isinstance(task, dict):
-        raise _invalid("task", f"expected an object with type and index, got {json_kind(task)}")
-    role = task.get("type", _MISSING)
-    index = task.get("index", _MISSING)
-    if role is _MISSING:
-        raise _invalid("task.type", "missing")
-    if not isinstance(role, str):
-        raise _invalid("task.type", f"expected a string, got {json_kind(role)}")
+        raise _invalid("task", f"expected an object with type and index, got {json_kind(task)}", variable=variable)
+    kind = task.get("type", _MISSING)
+    if kind is _MISSING:
+        raise _invalid("task.type", "missing", variable=variable)
+    if not isinstance(kind, str):
+        raise _invalid("task.type", f"expected a string, got {json_kind(kind)}", variable=variable)
+    return kind, task.get("index", _MISSING)
+
+
+def task_index(index: object, *, variable: str = "") -> int:
+    """The index task_type returned, checked to be a JSON integer."""
+    if index is _MISSING:
+        raise _invalid("task.index", "missing", variable=variable)
+    if type(index) is not int:  # bool is an int to Python, not to TF_CONFIG's or CLUSTER_SPEC's readers
+        raise _invalid("task.index", f"expected an integer, got {json_kind(index)}", variable=variable)
+    return index
+
+
+def _parse_task_field(config: Mapping[str, object], jobs: Mapping[str, Sequence[str]]) -> Task:
+    role, given = task_type(config, example='each task needs its own, e.g. "task": {"type": "worker", "index": 0}')
     if role not in ROLES:
         raise _invalid("task.type", f"unknown task type {role!r} (expected one of {', '.join(ROLES)})")
-    if index is _MISSING:
-        raise _invalid("task.index", "missing")
-    if type(index) is not int:  # bool is an int to Python, not to TF_CONFIG's readers
-        raise _invalid("task.index", f"expected an integer, got {json_kind(index)}")
+    index = task_index(given)
     if role == "evaluator":
         if index != 0:
             raise _invalid("task.index", f"{index} out of range: there is only one evaluator (index 0)")
@@ -325,5 +339,6 @@ def json_kind(value: object) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def _invalid(where: str, problem: str, *, hint: str | None = None) -> TpuctlError:
-    return TpuctlError(f"{where}: {problem}", hint=hint)
+def _invalid(where: str, problem: str, *, hint: str | None = None, variable: str = "") -> TpuctlError:
+    field = f"{variable} {where}" if variable and where else variable or where
+    return TpuctlError(f"{field}: {problem}", hint=hint)

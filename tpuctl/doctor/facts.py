@@ -9,13 +9,13 @@ through tpuctl.inputs.errors.one_line).
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
+from tpuctl.runs import compact
 
 MARK = "tpuctl-doctor "
 MAX_ANSWER = 1 << 20
@@ -35,17 +35,6 @@ def _token(value: Any, limit: int = 400) -> str | None:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _num(value: Any) -> float | None:
-    """A finite number: JSON as Python reads it allows Infinity, NaN and integers too large for a float."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    try:
-        found = float(value)
-    except OverflowError:
-        return None
-    return found if math.isfinite(found) else None
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -188,7 +177,7 @@ def from_json(raw: Mapping[str, Any]) -> Facts:
 
 
 def number(mapping: Mapping[str, Any], key: str) -> float | None:
-    return _num(mapping.get(key))
+    return compact.number(mapping.get(key))  # JSON as Python reads it allows Infinity, NaN and integers too large for a float
 
 
 def text(mapping: Mapping[str, Any], key: str, limit: int = 400) -> str | None:

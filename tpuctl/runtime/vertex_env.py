@@ -20,7 +20,7 @@ TpuctlError naming the field, never a traceback.
 from __future__ import annotations
 
 from tpuctl.cluster.hosts import MAX_TASKS
-from tpuctl.cluster.tf_config import ClusterSpec, Task, check_addresses, json_kind, load_json
+from tpuctl.cluster.tf_config import ClusterSpec, Task, check_addresses, json_kind, load_json, task_index, task_type
 from tpuctl.inputs.errors import TpuctlError, one_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see runtime/bootstrap.py)
@@ -60,7 +60,7 @@ def parse_cluster_spec(text: str) -> tuple[ClusterSpec | None, Task]:
     if not isinstance(spec, dict):
         raise _invalid("", f"expected a JSON object, got {json_kind(spec)}", hint=_HINT)
     pools = _parse_pools(spec.get("cluster", _MISSING))
-    pool, index = _parse_task(spec.get("task", _MISSING), pools)
+    pool, index = _parse_task(spec, pools)
     role = POOL_ROLES[pool]
     jobs = {POOL_ROLES[name]: addresses for name, addresses in pools.items() if POOL_ROLES[name] != "evaluator"}
     evaluator = "workerpool3" in pools
@@ -111,25 +111,13 @@ def _parse_pools(cluster: object) -> dict[str, tuple[str, ...]]:
     return pools
 
 
-def _parse_task(task: object, pools: Mapping[str, tuple[str, ...]]) -> tuple[str, int]:
-    if task is _MISSING:
-        raise _invalid("task", "missing", hint='e.g. "task": {"type": "workerpool1", "index": 0}')
-    if not isinstance(task, dict):
-        raise _invalid("task", f"expected an object with type and index, got {json_kind(task)}")
-    pool = task.get("type", _MISSING)
-    index = task.get("index", _MISSING)
-    if pool is _MISSING:
-        raise _invalid("task.type", "missing")
-    if not isinstance(pool, str):
-        raise _invalid("task.type", f"expected a string, got {json_kind(pool)}")
+def _parse_task(spec: Mapping[str, object], pools: Mapping[str, tuple[str, ...]]) -> tuple[str, int]:
+    pool, given = task_type(spec, example='e.g. "task": {"type": "workerpool1", "index": 0}', variable=CLUSTER_SPEC)
     if pool not in POOL_ROLES:
         raise _invalid("task.type", f"unknown worker pool {_show(pool)} (expected {', '.join(POOL_ROLES)})")
     if pool not in pools:
         raise _invalid("task.type", f"{pool} is not in cluster")
-    if index is _MISSING:
-        raise _invalid("task.index", "missing")
-    if type(index) is not int:  # bool is an int to Python, not to CLUSTER_SPEC
-        raise _invalid("task.index", f"expected an integer, got {json_kind(index)}")
+    index = task_index(given, variable=CLUSTER_SPEC)
     if not 0 <= index < len(pools[pool]):
         raise _invalid("task.index", f"{_show(index)} out of range: cluster.{pool} has {len(pools[pool])} replica(s)")
     return pool, index

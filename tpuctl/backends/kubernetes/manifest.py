@@ -25,7 +25,7 @@ from tpuctl.backends.kubernetes import yaml_values
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import Job
-from tpuctl.launch.process.plan import WorkerSpec, build_plan
+from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
 from tpuctl.tpu.accelerators import GkeSlice, gke_slice, is_type_name
 
 if TYPE_CHECKING:
@@ -221,15 +221,15 @@ def _render_tfjob(job: Job, options: KubeOptions, name: str, namespace: str) -> 
                 "tf_config": tfjob_tf_config(name, namespace, counts, role, 0),
             }
         )
-    text = _render(
-        "tfjob.yaml.j2",
-        name=name,
-        namespace=namespace,
-        labels=_labels(name),
+    return _manifest(
+        "TFJob",
+        "tfjobs.kubeflow.org",
+        plan,
+        options,
+        name,
+        namespace,
         # Kubeflow's own namespaces inject an Istio sidecar that keeps pods from ever finishing.
         annotations={"sidecar.istio.io/inject": "false"},
-        image=options.image,
-        command=list(plan.workers[0].argv),
         replicas=replicas,
         restart_policy="OnFailure" if job.max_restarts else "Never",
         backoff_limit=job.max_restarts or None,
@@ -237,15 +237,6 @@ def _render_tfjob(job: Job, options: KubeOptions, name: str, namespace: str) -> 
         success_policy=None if job.parameter_server else "AllWorkers",
         node_selector=node_selector,
         port=TFJOB_PORT,
-    )
-    return Manifest(
-        kind="TFJob",
-        resource="tfjobs.kubeflow.org",
-        name=name,
-        namespace=namespace,
-        text=text,
-        workers=tuple(w.name for w in plan.workers),
-        selector=f"{LABEL_MANAGED_BY}=tpuctl,{LABEL_INSTANCE}={name}",
     )
 
 
@@ -267,13 +258,14 @@ def _render_jobset(job: Job, options: KubeOptions, name: str, namespace: str) ->
     plan = build_plan(job, [f"{name}-slice-0-{i}.{name}:{TFJOB_PORT}" for i in range(tpu.hosts)], run_id=name, attempt=1, host="kubernetes")
     env = _env(plan.workers[0], _field(f"metadata.annotations['{JOB_INDEX_ANNOTATION}']"))
     chips = str(tpu.chips_per_host)  # quantities as strings: an int is not a Quantity for typed clients
-    text = _render(
-        "jobset.yaml.j2",
-        name=name,
-        namespace=namespace,
-        labels=_labels(name),
-        image=options.image,
-        command=list(plan.workers[0].argv),
+    return _manifest(
+        "JobSet",
+        "jobsets.jobset.x-k8s.io",
+        plan,
+        options,
+        name,
+        namespace,
+        tpu=tpu,
         env=env,
         hosts=tpu.hosts,
         chips=tpu.chips,
@@ -284,13 +276,22 @@ def _render_jobset(job: Job, options: KubeOptions, name: str, namespace: str) ->
         resources={"requests": {TPU_RESOURCE: chips}, "limits": {TPU_RESOURCE: chips}},
         max_restarts=job.max_restarts,
     )
-    return Manifest(
-        kind="JobSet",
-        resource="jobsets.jobset.x-k8s.io",
+
+
+def _manifest(
+    kind: str, resource: str, plan: Plan, options: KubeOptions, name: str, namespace: str, *, tpu: GkeSlice | None = None, **context: object
+) -> Manifest:
+    """The job of `kind` rendered from its template (kind.lower().yaml.j2) with what every job has, its name, labels,
+    image and the plan's command, and `context`; its pods carry the labels the Manifest's selector matches."""
+    text = _render(
+        f"{kind.lower()}.yaml.j2",
         name=name,
         namespace=namespace,
-        text=text,
-        workers=tuple(w.name for w in plan.workers),
-        selector=f"{LABEL_MANAGED_BY}=tpuctl,{LABEL_INSTANCE}={name}",
-        tpu=tpu,
+        labels=_labels(name),
+        image=options.image,
+        command=list(plan.workers[0].argv),
+        **context,
     )
+    workers = tuple(w.name for w in plan.workers)
+    selector = ",".join(f"{label}={value}" for label, value in _labels(name).items())
+    return Manifest(kind=kind, resource=resource, name=name, namespace=namespace, text=text, workers=workers, selector=selector, tpu=tpu)
