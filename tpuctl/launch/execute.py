@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from tpuctl.endings import state_of
 from tpuctl.inputs.errors import TpuctlError
@@ -48,7 +48,7 @@ def execute(
     with recorded.kept(folder, launch.run_id, launch.runner.name, job.script, context.notice, detached=detached, on=on) as keeper:
         context.record = keeper.record if keeper.written else None
 
-        def amend(**fields: object) -> None:
+        def amend(**fields: Any) -> None:  # Keeper.amend's keywords, each typed there
             keeper.amend(**fields)
             if context.record is not None:
                 context.record = keeper.record  # what the supervisor and a run's own VM read is the record as written
