@@ -10,6 +10,7 @@ report's provisioning, stockout hunting and preemption recovery: runs/goodput.py
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from tpuctl.cloud.capacity.run_vm import Creating, Ended, Hunting, Provisioned, Recreated, Recreating, VmEvent
@@ -45,8 +46,9 @@ class VmJournal:
             priced = {"capacity": event.spec.capacity(), "price_per_hour": event.usd_per_hour}  # what each attempt on it is priced at (runs/goodput.py)
             self._event(tl.PROVISION_END, node=event.spec.name, zone=event.spec.zone, hunting_s=round(hunted, 3), tried=said, **priced)
         elif isinstance(event, Recreating):
-            now, record = time.time(), self.context.record
-            self._write(self.vm.recreating(record.cost(now) if record is not None else None, now))  # the attempt on this VM ends at its price
+            now, record = time.time(), self.context.record  # its start: the VM's own value is this journal's, never a stale copy's
+            cost = replace(record, vm=self.vm).cost(now) if record is not None else None
+            self._write(self.vm.recreating(cost, now))  # the attempt on this VM ends at its price
             self._event(tl.RECREATE_BEGIN, node=event.spec.name, zone=event.spec.zone, condition=event.why)
         elif isinstance(event, Recreated):
             self._write(self._priced(event.spec, event.usd_per_hour, event.note).ready())
