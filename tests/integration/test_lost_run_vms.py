@@ -22,7 +22,8 @@ from tests.standins.google_apis import GoogleStandin
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
-from tpuctl.runs.records import NODE_DELETED, NODE_LIVE, RunRecord
+from tpuctl.runs.records import RunRecord
+from tpuctl.runs.vm_record import NODE_DELETED, NODE_LIVE
 
 ZONE = "us-central2-b"
 HOUR = 3600.0
@@ -53,7 +54,7 @@ def _record(tmp_path: Path, run_id: str, node: str, **fields: Any) -> RunRecord:
         "tpu": "v4-8", "zone": ZONE, "capacity": "spot", "price_per_hour": 2.0, "price_note": "list price",
         "created_node": node, "project": "tpuctl-test", "node_fate": NODE_LIVE,
     }  # fmt: skip
-    record = RunRecord(run_id=run_id, log_dir=str(tmp_path / "runs" / run_id), **(values | fields))
+    record = RunRecord.from_json({"run_id": run_id, "log_dir": str(tmp_path / "runs" / run_id), **(values | fields)})  # as a record file spells it
     records.write(record)
     return record
 
@@ -70,7 +71,7 @@ def _nodes(g: GoogleStandin) -> set[str]:
 
 def _fate(run_id: str) -> tuple[str, str | None]:
     record = records.find(run_id, lambda line: None)[0]
-    return record.state, record.node_fate
+    return record.state, record.vm.node_fate if record.vm is not None else None
 
 
 def test_lost_runs_vms_bill_until_deleted_and_nothing_else_is_ever_deleted(google_standin: GoogleStandin, cli: Cli, tmp_path: Path) -> None:

@@ -220,7 +220,8 @@ def test_a_detached_babysit_recreates_a_preempted_node_and_stop_ends_it(google_s
     google_standin.preempt(zone, "sat")
     wait_for(lambda: ran.read_text() == "run\nrun\n")  # recreated, and the command run again
     row = listed(run_id)
-    assert (row["backend"], row["state"], row["job"], row["detached"], row["script"]) == ("babysit", "running", "sat", True, shlex.join(command))
+    said = (row["kind"], row["backend"], row["state"], row["job"], row["detached"], row["script"])
+    assert said == ("babysit", None, "running", "sat", True, shlex.join(command))  # a run that is no launch has no backend
     started = processes_of_command(record_of(run_id).pid)
     assert len(started) >= 2, started  # the command's reaper and the command
     stop = run_tpuctl("stop", run_id, env=env, cwd=tmp_path, timeout=60)

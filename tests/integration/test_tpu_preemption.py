@@ -25,7 +25,7 @@ from tests.conftest import tpuctl_cmd, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cloud.nodes.babysit import wait_ready_again
+from tpuctl.cloud.nodes.health import wait_ready_again
 from tpuctl.cloud.nodes.tpu import TpuApi
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.settings import cloud as settings

@@ -135,7 +135,7 @@ SEAMS = {
     "Starter": "tpuctl/launch/process/starter.py",
     "Handle": "tpuctl/launch/process/starter.py",
     "Scheduler": "tpuctl/launch/follow/scheduler.py",
-    "NodeWatch": "tpuctl/cloud/nodes/babysit.py",
+    "BabysitTerms": "tpuctl/cloud/nodes/babysit.py",
 }
 RETIRED_NAMES = {"Backend", "Watch"}
 

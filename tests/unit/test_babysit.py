@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
 from tpuctl import endings
 from tpuctl.cloud.nodes import babysit
-from tpuctl.cloud.nodes.babysit import Command, NodeWatch
+from tpuctl.cloud.nodes.babysit import BabysitTerms, Command
 from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import records
@@ -65,9 +65,9 @@ class Runs:
         return command
 
 
-def _watch(runs: Runs | None, notes: list[str], **options: Any) -> NodeWatch:
+def _watch(runs: Runs | None, notes: list[str], **options: Any) -> BabysitTerms:
     start = runs if runs is not None else Command
-    return NodeWatch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep, **options)
+    return BabysitTerms(("train",), 0.01, note=notes.append, start=start, pause=no_sleep, **options)
 
 
 def _ready_api() -> FakeApi:
@@ -218,7 +218,7 @@ def test_a_stopping_signal_stops_the_command_and_all_it_started_and_exits_130(tm
         return started[-1]
 
     notes: list[str] = []
-    watch = NodeWatch(("train",), 0.01, note=notes.append, start=start, pause=no_sleep)
+    watch = BabysitTerms(("train",), 0.01, note=notes.append, start=start, pause=no_sleep)
     assert babysit.babysit(_ready_api(), SPEC, watch) == INTERRUPTED
     assert notes[-1] == "interrupted" and f"received {sig.name}; stopping the command" in notes
     _assert_gone([started[0].process.pid, *_wait_for_pids(pids, 2)])
@@ -236,7 +236,7 @@ def test_an_api_that_keeps_failing_stops_the_command_before_the_error_leaves(tmp
         return started[-1]
 
     with pytest.raises(TpuctlError, match="permission denied"):
-        babysit.babysit(api, SPEC, NodeWatch(("train",), 0.01, start=start, pause=no_sleep))
+        babysit.babysit(api, SPEC, BabysitTerms(("train",), 0.01, start=start, pause=no_sleep))
     _assert_gone([started[0].process.pid, *_wait_for_pids(pids, 2)])
 
 
@@ -254,7 +254,8 @@ def test_the_loop_is_kept_as_a_run_its_record_saying_running_then_how_it_ended(t
         seen: list[RunRecord] = []
         assert kept.run(functools.partial(_seen_running, kept, seen, code), _no_warning) == code
         (during,) = seen
-        assert (during.state, during.backend, during.job, during.pid, during.detached) == (endings.RUNNING, "babysit", "my-tpu", os.getpid(), False)
+        said = (during.state, during.backend, during.kind, during.job, during.pid, during.detached)
+        assert said == (endings.RUNNING, None, "babysit", "my-tpu", os.getpid(), False)
         assert during.log_dir == str(tmp_path / "state" / "tpuctl" / "runs" / kept.run_id) and kept.run_id.split("-")[2:4] == ["babysit", "my"]
         after = records.find(kept.run_id, _no_warning)[0]
         assert (after.state, after.exit_code, after.script) == (state, code, "sh -c 'exit 3'") and after.ended is not None
@@ -315,7 +316,7 @@ def test_a_detached_babysit_outlives_its_command_and_stop_ends_it_as_stopped(tmp
     assert time.monotonic() - started < 20
     run_id = cli.stdout.strip()
     record = records.find(run_id, _no_warning)[0]
-    assert (record.state, record.backend, record.job, record.detached) == (endings.RUNNING, "babysit", SPEC.name, True)
+    assert (record.state, record.backend, record.kind, record.job, record.detached) == (endings.RUNNING, None, "babysit", SPEC.name, True)
     assert f"babysit: {run_id} runs detached (pid {record.pid})" in cli.stderr and f"tpuctl stop {run_id}" in cli.stderr
     assert os.getsid(record.pid) != os.getsid(0)  # a session of its own: no terminal, no shell's hangup reaches it
     (sleeper,) = _wait_for_pids(pids, 1)

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped, hunt
+from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped, HuntTerms, hunt
 from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.creating import Terms
 from tpuctl.cloud.nodes.node import Node
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.tpu import Operation, Queued
@@ -147,7 +148,7 @@ def run(api: ZonedApi, candidates: list[Candidate], **extra: Any) -> tuple[Any, 
     said: list[str] = []
     options: dict[str, Any] = {"runtime_given": False, "sleep": no_sleep, "clock": lambda: api.clock[0], **extra}
     base = options.pop("base", BASE)
-    return hunt(api, base, candidates, lambda state, elapsed: None, say=said.append, **options), said
+    return hunt(api, base, candidates, lambda state, elapsed: None, HuntTerms(**options), say=said.append), said
 
 
 def zones(*names: str, kind: Capacity = SPOT, accelerator_type: str = "v5litepod-16") -> list[Candidate]:
@@ -244,8 +245,8 @@ def test_the_hunt_timeout_caps_each_try_and_ends_the_hunt(tmp_path: Path) -> Non
     began = time.monotonic()
     said: list[str] = []
     with pytest.raises(HuntStopped, match=r"^no capacity found within --hunt-timeout 0.3 s; tried before: z1-west1-a ") as stopped:
-        hunt(api, BASE, zones("z1-west1-a", "z2-west1-a"), lambda state, elapsed: None, say=said.append, runtime_given=False, timeout_s=0.3,
-             clock=time.monotonic, sleep=lambda s: time.sleep(0.02), create_deadline_s=3600.0)  # fmt: skip
+        terms = HuntTerms(runtime_given=False, timeout_s=0.3, clock=time.monotonic, sleep=lambda s: time.sleep(0.02), create_deadline_s=3600.0)
+        hunt(api, BASE, zones("z1-west1-a", "z2-west1-a"), lambda state, elapsed: None, terms, say=said.append)
     assert 0.3 <= time.monotonic() - began < 5.0
     assert [t.why for t in stopped.value.tried] == ["no capacity (stuck in CREATING)"] and api.nodes == {}
     assert [(r["zone"], r["why"]) for r in memory(tmp_path)] == [("z1-west1-a", stockouts.SLOW)]  # no stockout: slow
@@ -310,7 +311,7 @@ def test_ctrl_c_leaves_a_node_that_was_there_before() -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(HuntStopped, match="was there before and is left as it is") as stopped:
-        hunt(api, BASE, zones("z1-west1-a"), interrupt, say=print, runtime_given=False, sleep=no_sleep)
+        hunt(api, BASE, zones("z1-west1-a"), interrupt, HuntTerms(runtime_given=False, sleep=no_sleep), say=print)
     assert stopped.value.exit_code == INTERRUPTED and ("z1-west1-a", "hunt") in api.nodes
 
 
@@ -354,7 +355,7 @@ def test_a_plain_queued_create_keeps_waiting_past_create_deadline() -> None:
     api = ZonedApi(queue_endings={"z1-west1-a": ["waiting"]})
     spec = replace(FLEX_BASE.with_capacity(FLEX), zone="z1-west1-a")
     with pytest.raises(AssertionError, match="the wait never ended"):
-        lifecycle.ensure(api, spec, lambda state, elapsed: None, deadline_s=0.0, sleep=no_sleep)
+        lifecycle.ensure(api, spec, lambda state, elapsed: None, Terms(deadline_s=0.0, sleep=no_sleep))
 
 
 def test_a_rerun_asking_elsewhere_stops_rather_than_make_a_second_node() -> None:
@@ -383,6 +384,6 @@ def test_the_internal_error_retry_gets_only_the_time_left() -> None:
     seen: list[str] = []
     spec = replace(BASE.with_capacity(SPOT), zone="z1-west1-a")
     with pytest.raises(CapacityError, match="stuck in CREATING"):
-        lifecycle.ensure(api, spec, lambda state, elapsed: seen.append(state), deadline_s=1.0, sleep=lambda s: time.sleep(0.01))
+        lifecycle.ensure(api, spec, lambda state, elapsed: seen.append(state), Terms(deadline_s=1.0, sleep=lambda s: time.sleep(0.01)))
     retried = seen[seen.index("internal error; trying once more") + 1 :]
     assert retried.count("CREATING") <= 2  # the full deadline again polls for a second (~30 polls)

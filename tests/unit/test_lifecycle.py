@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.creating import Terms
 from tpuctl.cloud.nodes.node import Node
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.tpu import Operation, Queued
@@ -124,7 +125,9 @@ def no_sleep(seconds: float) -> None:
 
 def _run(step: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:
     seen: list[str] = []
-    result = step(*args, lambda state, elapsed: seen.append(state), sleep=no_sleep)
+    progress = lambda state, elapsed: seen.append(state)  # noqa: E731 - one line, the same for every step
+    creates = step in (lifecycle.ensure, lifecycle.recreate)  # their terms are one value (creating.Terms)
+    result = step(*args, progress, Terms(sleep=no_sleep)) if creates else step(*args, progress, sleep=no_sleep)
     return result, seen
 
 
@@ -216,7 +219,7 @@ def test_a_node_preempted_or_stuck_while_created_is_a_stockout() -> None:
     stuck = FakeApi()
     stuck.script["my-tpu"] = ["GONE", *["CREATING"] * 3]
     with pytest.raises(CapacityError) as caught:
-        lifecycle.ensure(stuck, SPEC, lambda state, elapsed: None, deadline_s=0.0, sleep=no_sleep)
+        lifecycle.ensure(stuck, SPEC, lambda state, elapsed: None, Terms(deadline_s=0.0, sleep=no_sleep))
     assert caught.value.kind is Stockout.STUCK and "my-tpu" not in stuck.nodes
 
 

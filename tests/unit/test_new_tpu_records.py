@@ -19,7 +19,8 @@ from tests.unit.test_lifecycle import FakeApi
 from tests.unit.test_run_vm import RUN, _vm
 from tpuctl.cloud.nodes.run_nodes import label_value
 from tpuctl.runs import records
-from tpuctl.runs.records import NODE_LIVE, RunRecord
+from tpuctl.runs.records import RunRecord
+from tpuctl.runs.vm_record import NODE_LIVE
 
 DAY = 86400.0
 
@@ -35,11 +36,11 @@ def _private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _lost_run_with_its_vm(tmp_path: Path, started: float) -> RunRecord:
     """The record a SIGKILLed `launch --new-tpu` leaves: running, its VM named and live, its folder's lock free."""
-    record = RunRecord(
-        run_id=RUN, backend="ssh", script="train.py", log_dir=str(tmp_path / "logs" / RUN), started=started, pid=4242,
-        host=socket.gethostname(), tpu="v4-16", zone="us-central2-a", capacity="on-demand", price_per_hour=27.2,
-        price_note="list price", created_node=label_value(RUN), project="tpuctl-test", node_fate=NODE_LIVE,
-    )  # fmt: skip
+    record = RunRecord.from_json({
+        "run_id": RUN, "backend": "ssh", "script": "train.py", "log_dir": str(tmp_path / "logs" / RUN), "started": started, "pid": 4242,
+        "host": socket.gethostname(), "tpu": "v4-16", "zone": "us-central2-a", "capacity": "on-demand", "price_per_hour": 27.2,
+        "price_note": "list price", "created_node": label_value(RUN), "project": "tpuctl-test", "node_fate": NODE_LIVE,
+    })  # fmt: skip
     records.write(record)
     return record
 
@@ -60,4 +61,4 @@ def test_the_end_of_a_launch_whose_named_node_is_not_the_run_s_stops_saying_it_b
     api.add(vm.name, "READY", labels={"team": "ml"})  # a node of that name the user made: the run's own VM is gone
     line = vm.delete(vm.name)
     assert "is not this run's to delete" in line and vm.name in api.nodes  # left alone: right
-    assert ("ended", False) in log.said  # and the record no longer says the run's VM may bill
+    assert ("ended", "lost") in log.said  # and the record no longer says the run's VM may bill

@@ -17,7 +17,7 @@ from tests.unit.test_hunt import BASE, ON_DEMAND, PROJECT, ZonedApi, memory, no_
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped
 from tpuctl.cloud.capacity.recovery import Recovered, own_capacity, recover
 from tpuctl.cloud.nodes import babysit, nodespec
-from tpuctl.cloud.nodes.babysit import NodeWatch
+from tpuctl.cloud.nodes.babysit import BabysitTerms
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.inputs.errors import CapacityError, TpuctlError
 from tpuctl.tpu.capacity import Recovery
@@ -124,7 +124,7 @@ def test_babysit_reruns_the_command_against_the_node_in_its_new_zone(api: ZonedA
     api.endings = {OWN: ["capacity"]}
     notes: list[str] = []
     runs = Runs(Preempting(api), FakeCommand(0))
-    watch = NodeWatch(("train",), 0.01, note=notes.append, start=runs, pause=no_sleep, candidates=Asked(zones(ELSEWHERE)), recovery=Recovery.SAME_ZONE_FIRST)
+    watch = BabysitTerms(("train",), 0.01, note=notes.append, start=runs, pause=no_sleep, candidates=Asked(zones(ELSEWHERE)), recovery=Recovery.SAME_ZONE_FIRST)
     assert babysit.babysit(api, LOST, watch) == 0
     assert notes[notes.index("hunt is PREEMPTED; stopping the command") :] == [
         "hunt is PREEMPTED; stopping the command",

@@ -6,13 +6,14 @@ import json
 import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.unit.test_hostile_cli import Result, invoke
 from tpuctl.endings import Kind
-from tpuctl.runs import records
+from tpuctl.runs import records, vm_record
 from tpuctl.runs.folder import TIMELINE, RunFolder
 from tpuctl.runs.records import RunRecord
 
@@ -143,7 +144,7 @@ def test_runs_shows_a_finished_runs_goodput_as_a_column_and_in_json(run_dir: Pat
     records.write(base)
     plain = invoke(["runs"])
     assert "GOODPUT" not in plain.out  # no run trained: no column
-    records.write(RunRecord(**{**base.to_json(), "goodput": 0.714}))
+    records.write(replace(base, goodput=0.714))
     table = invoke(["runs"])
     head, row = table.out.splitlines()[:2]
     assert head.split()[-1] == "GOODPUT" and row.split()[-1] == "71%"
@@ -238,7 +239,7 @@ PREEMPTED_ONCE = [
 def test_a_run_on_a_vm_tpuctl_created_names_it_its_fate_and_each_attempts_cost(run_dir: Path) -> None:
     """`launch --new-tpu`: the record names the VM; the report prices each attempt goodput.py splits at the list price."""
     (run_dir / TIMELINE).write_text("\n".join(PREEMPTED_ONCE) + "\n")
-    created = {"created_node": "train-abc123", "project": "my-project", "node_fate": records.NODE_DELETED, "price_per_hour": 4.0}
+    created = {"created_node": "train-abc123", "project": "my-project", "node_fate": vm_record.NODE_DELETED, "price_per_hour": 4.0}
     _write_raw(_tpu_record(run_dir, **created))
     text = report(RUN_ID).out
     assert "cost: 4.00 USD, 1.00 h at 4 USD/h" in text
@@ -250,9 +251,9 @@ def test_a_run_on_a_vm_tpuctl_created_names_it_its_fate_and_each_attempts_cost(r
     assert f"attempt 2: {second:.1f}s, {second / 3600 * 4:.2f} USD" in text
     assert body["vm"] == {"name": "train-abc123", "project": "my-project", "zone": "us-west4-a", "fate": "deleted", "at_end": None, "orphaned": False}
 
-    _write_raw(_tpu_record(run_dir, **(created | {"node_fate": records.NODE_KEPT})))
+    _write_raw(_tpu_record(run_dir, **(created | {"node_fate": vm_record.NODE_KEPT})))
     assert "created for this run: kept (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`" in report(RUN_ID).out
-    lost = {"state": "running", "ended": None, "exit_code": None, "node_fate": records.NODE_LIVE}  # nobody holds its folder's lock
+    lost = {"state": "running", "ended": None, "exit_code": None, "node_fate": vm_record.NODE_LIVE}  # nobody holds its folder's lock
     _write_raw(_tpu_record(run_dir, **(created | lost)))
     assert f"created for this run: still billing, and nobody is left to delete it: `tpuctl stop {RUN_ID}` does" in report(RUN_ID).out
     assert json.loads(report(RUN_ID, "--json").out)["vm"]["orphaned"] is True
@@ -263,12 +264,12 @@ def test_the_vm_line_of_a_running_run_says_what_its_end_will_do_as_the_launch_as
     launch will keep it; a VM kept because the run failed says so."""
     claim = RunFolder(run_dir).claim(RUN_ID)  # the launch holds its folder: the run is running, not lost
     (run_dir / TIMELINE).write_text("\n".join(PREEMPTED_ONCE[:-1]) + "\n")
-    created = {"created_node": "train-abc123", "project": "my-project", "node_fate": records.NODE_LIVE, "price_per_hour": 4.0}
+    created = {"created_node": "train-abc123", "project": "my-project", "node_fate": vm_record.NODE_LIVE, "price_per_hour": 4.0}
     running = {"state": "running", "ended": None, "exit_code": None}
     expected = {
-        records.NODE_DELETE: "created for this run: deleted as the run ends",
-        records.NODE_KEEP: "created for this run: kept after the run (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`",
-        records.NODE_KEEP_ON_FAILURE: "created for this run: deleted as the run ends if it succeeds or is stopped, kept if it fails (--keep-on-failure)",
+        vm_record.NODE_DELETE: "created for this run: deleted as the run ends",
+        vm_record.NODE_KEEP: "created for this run: kept after the run (--keep), billing until `tpuctl delete train-abc123 --zone us-west4-a`",
+        vm_record.NODE_KEEP_ON_FAILURE: "created for this run: deleted as the run ends if it succeeds or is stopped, kept if it fails (--keep-on-failure)",
     }
     try:
         for end, said in expected.items():
@@ -277,7 +278,7 @@ def test_the_vm_line_of_a_running_run_says_what_its_end_will_do_as_the_launch_as
             assert json.loads(report(RUN_ID, "--json").out)["vm"]["at_end"] == end
     finally:
         os.close(claim)
-    kept = {"node_fate": records.NODE_KEPT, "node_end": records.NODE_KEEP_ON_FAILURE}
+    kept = {"node_fate": vm_record.NODE_KEPT, "node_end": vm_record.NODE_KEEP_ON_FAILURE}
     _write_raw(_tpu_record(run_dir, **(created | kept)))
     assert "created for this run: kept (--keep-on-failure: the run failed), billing until" in report(RUN_ID).out
 
@@ -290,7 +291,7 @@ def test_each_attempt_is_priced_at_the_vm_it_ran_on_when_a_recreate_changed_the_
     recreated = line(1850, "recreate_end", node=node, zone="us-east5-a", capacity="on-demand", price_per_hour=8.0)
     events = [*PREEMPTED_ONCE[:1], provisioned, *PREEMPTED_ONCE[1:7], recreated, *PREEMPTED_ONCE[7:]]
     (run_dir / TIMELINE).write_text("\n".join(events) + "\n")
-    created = {"created_node": node, "project": "my-project", "node_fate": records.NODE_DELETED, "capacity": "on-demand", "price_per_hour": 8.0}
+    created = {"created_node": node, "project": "my-project", "node_fate": vm_record.NODE_DELETED, "capacity": "on-demand", "price_per_hour": 8.0}
     _write_raw(_tpu_record(run_dir, **created))
     body = json.loads(report(RUN_ID, "--json").out)
     first, second = (attempt["wall_s"] for attempt in body["attempts"])
@@ -311,7 +312,7 @@ def test_an_attempt_on_a_vm_with_no_list_price_leaves_the_cost_unknown(run_dir: 
     recreated = line(1850, "recreate_end", node=node, zone="us-east5-a", capacity="on-demand", price_per_hour=8.0)
     events = [*PREEMPTED_ONCE[:1], provisioned, *PREEMPTED_ONCE[1:7], recreated, *PREEMPTED_ONCE[7:]]
     (run_dir / TIMELINE).write_text("\n".join(events) + "\n")
-    _write_raw(_tpu_record(run_dir, created_node=node, project="my-project", node_fate=records.NODE_DELETED, price_per_hour=8.0))
+    _write_raw(_tpu_record(run_dir, created_node=node, project="my-project", node_fate=vm_record.NODE_DELETED, price_per_hour=8.0))
     body = json.loads(report(RUN_ID, "--json").out)
     assert body["cost"] is None and body["cost_by_attempt"] is None
     assert body["price_note"].startswith("no list price for attempt 1's TPU VM (reserved in us-west4-a)")

@@ -32,6 +32,7 @@ from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
+from tpuctl.runs.vm_record import NODE_DELETE, NODE_ENDS, NODE_FATES, VM_NAMES, NodeState, VmRecord
 
 NOW = 1_790_000_000.0  # 2026-09
 DAY = 86400.0
@@ -57,7 +58,8 @@ class Warnings(list[str]):
 def _record(tmp_path: Path, run_id: str, **fields: Any) -> RunRecord:
     values: dict[str, Any] = {"backend": "local", "script": "train.py", "started": NOW - DAY, "pid": 4242, "host": "vm-0"}
     values.update(fields)
-    return RunRecord(run_id=run_id, log_dir=str(tmp_path / "logs" / run_id), **values)
+    raw = {"run_id": run_id, "log_dir": str(tmp_path / "logs" / run_id), **values}
+    return RunRecord.from_json(json.loads(json.dumps(raw)))  # its VM's fields as a record file spells them
 
 
 def _ended(tmp_path: Path, run_id: str, **fields: Any) -> RunRecord:
@@ -92,12 +94,13 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)  # wha
 _RUN_IDS = st.from_regex(r"\A[0-9]{8}-[0-9]{6}-[A-Za-z0-9_.-]{1,40}-[0-9a-f]{4}\Z")
 _TIMES = st.floats(min_value=0, max_value=4e9) | st.integers(min_value=0, max_value=4_000_000_000)
 _VALID = st.builds(
-    RunRecord, run_id=_RUN_IDS, backend=st.sampled_from(("local", "ssh", "kubernetes", "vertex", "babysit")), script=_TEXT,
+    RunRecord, run_id=_RUN_IDS, backend=st.sampled_from(("local", "ssh", "kubernetes", "vertex")), script=_TEXT,
     log_dir=_TEXT.map(lambda text: "/" + text.replace("\x00", "")), started=_TIMES, pid=st.integers(1, 4_194_304), host=_TEXT,
     detached=st.booleans(), state=st.sampled_from(endings.RUN_STATES), ended=st.none() | _TIMES, exit_code=st.none() | st.integers(-255, 255),
     job=st.none() | _TEXT, answers_stacks=st.booleans(),
-    created_node=st.just("tpuctl-run-1"), project=st.none() | st.just("demo-project"), node_fate=st.sampled_from(records.NODE_FATES),
-    node_end=st.none() | st.sampled_from(records.NODE_ENDS), pid_start=st.none() | st.integers(0, (1 << 63) - 1),
+    pid_start=st.none() | st.integers(0, (1 << 63) - 1),
+    vm=st.none() | st.builds(VmRecord, created_node=st.just("tpuctl-run-1"), project=st.none() | st.just("demo-project"),
+                             state=st.sampled_from(NodeState), node_end=st.none() | st.sampled_from(NODE_ENDS)),
 )  # fmt: skip
 
 
@@ -105,7 +108,7 @@ _VALID = st.builds(
 @given(record=_VALID)
 def test_a_record_reads_back_as_it_was_written(record: RunRecord) -> None:
     data = record.to_json()
-    assert list(data) == [field.name for field in fields(RunRecord)]
+    assert list(data) == [field.name for field in fields(RunRecord) if field.name != "vm"] + list(VM_NAMES)
     assert RunRecord.from_json(json.loads(json.dumps(data))) == record
 
 
@@ -176,21 +179,23 @@ def test_a_run_whose_vm_came_back_at_another_price_costs_each_vm_s_time_at_its_o
     """launch --new-tpu: an hour on a spot VM at 2 USD/h, then recreated (price_cut as the attempt ends) and two hours on
     an on-demand one at 8 USD/h; `runs`' COST is the sum, not three hours at the last price. A VM with no list price
     before the recreate leaves the whole cost unknown."""
-    spot = RunRecord("run-1", "ssh", "t.py", "/logs/run-1", NOW, 1, "vm", capacity="spot", price_per_hour=2.0)
-    recreated = replace(spot, **records.price_cut(spot, NOW + 3600))
-    assert recreated.cost_before == pytest.approx(2.0) and recreated.priced_since == NOW + 3600
-    on_demand = replace(recreated, capacity="on-demand", price_per_hour=8.0)
+    vm = VmRecord().naming("tpuctl-run-1", "p", "z", NODE_DELETE).priced("v4-8", "z", "spot", 2.0, "list").ready()
+    spot = RunRecord("run-1", "ssh", "t.py", "/logs/run-1", NOW, 1, "vm", vm=vm)
+    recreated = replace(spot, vm=vm.recreating(spot.cost(NOW + 3600), NOW + 3600))
+    assert recreated.vm is not None and recreated.vm.cost_before == pytest.approx(2.0) and recreated.vm.priced_since == NOW + 3600
+    on_demand = replace(recreated, vm=recreated.vm.priced("v4-8", "z", "on-demand", 8.0, "list").ready())
     assert on_demand.cost(NOW + 3 * 3600) == pytest.approx(2.0 + 16.0)
     assert replace(on_demand, ended=NOW + 2 * 3600).cost(NOW + 5 * 3600) == pytest.approx(2.0 + 8.0)  # an ended run's stops
     assert RunRecord.from_json(json.loads(json.dumps(on_demand.to_json()))) == on_demand
-    reserved = replace(spot, price_per_hour=None)
-    assert replace(reserved, **records.price_cut(reserved, NOW + 3600), price_per_hour=8.0).cost(NOW + 7200) is None
-    assert records.price_cut(None, NOW) == {}
+    reserved = replace(spot, vm=replace(vm, price_per_hour=None))
+    assert reserved.vm is not None
+    moved = reserved.vm.recreating(reserved.cost(NOW + 3600), NOW + 3600).priced("v4-8", "z", "on-demand", 8.0, "")
+    assert replace(reserved, vm=moved).cost(NOW + 7200) is None
 
 
 def test_only_a_created_node_still_live_bills(tmp_path: Path) -> None:
     assert not _ended(tmp_path, "run-1").bills
-    assert [_ended(tmp_path, "run-1", created_node="vm", node_fate=fate).bills for fate in records.NODE_FATES] == [True, False, False]
+    assert [_ended(tmp_path, "run-1", created_node="vm", node_fate=fate).bills for fate in NODE_FATES] == [True, False, False]
 
 
 @pytest.mark.parametrize("raw", [[], "record", 1, None, True, 1.5, [{"run_id": "x"}]])

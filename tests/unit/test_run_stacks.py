@@ -24,6 +24,7 @@ from tpuctl.runs import records
 from tpuctl.runs import stacks as stacks_request
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
+from tpuctl.runs.vm_record import NODE_DELETE, VmRecord
 
 
 @pytest.fixture
@@ -120,8 +121,8 @@ def test_answering_through_the_record_s_keeper_keeps_what_the_run_changed_meanwh
 
     keeper = Keeper(_record(tmp_path, "20260101-000000-train-move", os.getpid()), print)
     with stacks_request.answering(keeper.record, keeper.amend):
-        keeper.amend(zone="us-east5-a", created_node="r20260101-000000-train-move", node_fate="live")
+        keeper.amend(vm=VmRecord().naming("r20260101-000000-train-move", "p", "us-east5-a", NODE_DELETE))
         (found,) = records.read_all(print)
-        assert (found.answers_stacks, found.zone) == (True, "us-east5-a")
+        assert found.vm is not None and (found.answers_stacks, found.vm.zone) == (True, "us-east5-a")
     (found,) = records.read_all(print)
-    assert (found.answers_stacks, found.zone, found.created_node) == (False, "us-east5-a", "r20260101-000000-train-move")
+    assert found.vm is not None and (found.answers_stacks, found.vm.zone, found.vm.created_node) == (False, "us-east5-a", "r20260101-000000-train-move")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.unit.test_lifecycle import ZONE, FakeApi, no_sleep
 from tpuctl.backends.ssh.new_tpu import keeps
 from tpuctl.cloud.capacity.candidates import Plan
-from tpuctl.cloud.capacity.run_vm import RunVm, Wanted, node_name
+from tpuctl.cloud.capacity.run_vm import Ended, Hunting, Recreating, RunVm, VmEvent, Wanted, node_name
 from tpuctl.cloud.nodes import nodespec
 from tpuctl.cloud.nodes.nodespec import NODE_ID, NodeSpec
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
@@ -62,35 +62,20 @@ def test_when_the_vm_outlives_its_run(ended: Kind | None, keep: bool, on_failure
 
 
 class Log:
+    """The run's VM events as the test reads them: each event's kind and the one fact it is checked for."""
+
     def __init__(self) -> None:
         self.said: list[tuple[str, Any]] = []
 
-    def hunting(self, tries: Any) -> None:
-        self.said.append(("hunting", len(tries)))
-
-    def naming(self, spec: NodeSpec) -> None:
-        self.said.append(("naming", spec.zone))
-
-    def creating(self, spec: NodeSpec, usd: float | None) -> None:
-        self.said.append(("creating", spec.zone))
-
-    def provisioned(self, spec: NodeSpec, tried: Any) -> None:
-        self.said.append(("provisioned", spec.zone))
-
-    def recreating(self, spec: NodeSpec, why: str) -> None:
-        self.said.append(("recreating", why))
-
-    def recreated(self, spec: NodeSpec, usd: float | None) -> None:
-        self.said.append(("recreated", spec.zone))
-
-    def ended(self, spec: NodeSpec, kept: bool) -> None:
-        self.said.append(("ended", kept))
+    def hear(self, event: VmEvent) -> None:
+        fact = {Hunting: lambda e: len(e.tries), Recreating: lambda e: e.why, Ended: lambda e: e.how}.get(type(event), lambda e: e.spec.zone)
+        self.said.append((type(event).__name__.lower(), fact(event)))
 
 
 def _vm(api: FakeApi, run_id: str = RUN, max_preemptions: int = 10, say: Callable[[str], None] = lambda line: None) -> tuple[RunVm, Log]:
     plan = Plan(["v4-8"], [Capacity("on-demand")], [ZONE], settings.resolve({"project": api.project, "zone": ZONE}), None)
     log = Log()
-    vm = RunVm(api, run_id, Wanted(plan, None, max_preemptions), log, say, sleep=no_sleep)  # type: ignore[arg-type]
+    vm = RunVm(api, run_id, Wanted(plan, None, max_preemptions), log.hear, say, sleep=no_sleep)
     vm.spec = NodeSpec(vm.name, api.project, ZONE, "tpu-ubuntu2204-base", "v4-8", labels={LABEL_KEY: label_value(run_id)})
     nodespec.save(vm.spec)
     return vm, log
@@ -102,7 +87,7 @@ def test_the_run_s_own_node_is_deleted_and_its_fate_logged() -> None:
     api.add(vm.name, "READY", labels={LABEL_KEY: label_value(RUN)})
     line = vm.delete(vm.name)
     assert line == f"deleting TPU VM {vm.name} in {ZONE}: the service accepted the delete"
-    assert api.calls == [f"delete {vm.name}"] and log.said == [("ended", False)]
+    assert api.calls == [f"delete {vm.name}"] and log.said == [("ended", "deleted")]
     assert nodespec.load(api.project, ZONE, vm.name) is None
 
 
@@ -123,7 +108,7 @@ def test_a_node_that_is_not_the_run_s_is_never_deleted(labels: dict[str, str], r
     assert "is not this run's to delete" in line and "left as it is" in line
     assert api.calls == [] and vm.name in api.nodes
     # A node the record names but without the run's label is another's: the run's own VM is gone, as `stop` writes it.
-    assert log.said == ([("ended", False)] if recorded == "mine" else [])
+    assert log.said == ([("ended", "lost")] if recorded == "mine" else [])
 
 
 def test_a_node_gone_already_is_said_and_kept_says_how_to_delete() -> None:
@@ -134,7 +119,7 @@ def test_a_node_gone_already_is_said_and_kept_says_how_to_delete() -> None:
     api.add(vm.name, "READY", labels={LABEL_KEY: label_value(RUN)})
     kept = vm.keep("--keep-on-failure: the run failed")
     assert kept.endswith(f"it bills until deleted: tpuctl delete {vm.name} --zone {ZONE}")
-    assert log.said == [("ended", False), ("ended", False), ("ended", True)]
+    assert log.said == [("ended", "lost"), ("ended", "lost"), ("ended", "kept")]
 
 
 def test_a_lost_node_that_is_not_the_run_s_is_not_recreated() -> None:

@@ -101,6 +101,7 @@ def babysit(
     from tpuctl.cloud.nodes.node_lookup import landed_zone
     from tpuctl.launch.secret_values import shown_args
     from tpuctl.runs.recorded import Recorded
+    from tpuctl.runs.records import BABYSIT
 
     nodespec.check_name(name)
     given = {"zones": zones, "capacity": capacity, "recovery": recovery}
@@ -110,9 +111,9 @@ def babysit(
     hunting = _hunting(asked or _saved_hunt(spec, resolved), spec)
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
-    watch = sitter.NodeWatch(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting,
+    watch = sitter.BabysitTerms(command, interval, max_recreates, note=_note, status=StatusLine, create_deadline_s=deadline, candidates=hunting,
                              recovery=policies.asked(resolved))  # fmt: skip
-    kept = Recorded.new("babysit", f"babysit-{name}", shlex.join(shown_args(command)), job=name)
+    kept = Recorded.new(BABYSIT, f"babysit-{name}", shlex.join(shown_args(command)), job=name)
     if detach:
         _detach(kept, lambda: sitter.babysit(api, spec, watch))
         return

@@ -82,7 +82,7 @@ def _named(flags: dict[str, Any]) -> Capacity | None:
 def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool, settle: Callable[[], None]) -> None:
     """Gather the offers, hunt through them, and report where the node landed and what was tried (`settle` first:
     signals.as_interrupt)."""
-    from tpuctl.cloud.capacity.hunt import HuntStopped, hunt, spec_for
+    from tpuctl.cloud.capacity.hunt import Chosen, HuntStopped, HuntTerms, hunt, spec_for
     from tpuctl.cloud.nodes import nodespec
 
     resolved = hunt_plan.resolved
@@ -109,18 +109,19 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
     given = own.given("runtime-version")
     listed: dict[str, object] = {}
 
-    def price(candidate: Candidate) -> None:
+    def price(event: object) -> None:
         from tpuctl.cli.created import list_price
 
-        listed["price"] = list_price(spec_for(base, candidate, given), found.book)
+        if isinstance(event, Chosen):  # the service accepted this candidate's create: its price line, before the wait
+            listed["price"] = list_price(spec_for(base, event.candidate, given), found.book)
 
     def say(line: str) -> None:
         click.echo(f"tpuctl: {line}", err=True)
 
     try:
         with StatusLine(f"creating {name}") as progress:
-            done = hunt(api, base, candidates, progress, say=say, runtime_given=given, create_deadline_s=float(resolved.require("create-deadline")),
-                        timeout_s=hunt_plan.timeout_s, spent_s=time.monotonic() - began, wait=not no_wait, before_create=price)  # fmt: skip
+            terms = HuntTerms(given, float(resolved.require("create-deadline")), hunt_plan.timeout_s, time.monotonic() - began, wait=not no_wait)
+            done = hunt(api, base, candidates, progress, terms, say=say, heard=price)
     except TpuctlError as stopped:
         if as_json:
             tried = _tries(stopped.tried) if isinstance(stopped, HuntStopped) else []
@@ -160,7 +161,7 @@ def _skips(skipped: list[Skipped]) -> list[dict[str, object]]:
 
 def _report(done: Hunted, found: Found, price: object, no_wait: bool, as_json: bool, skipped: list[Skipped]) -> None:
     from tpuctl.cli.created import report
-    from tpuctl.cli.node_info import price_text
+    from tpuctl.cloud.capacity.prices import price_text
 
     spec: NodeSpec = done.ensured.spec
     if as_json:

@@ -26,7 +26,8 @@ def _hosts(node: Node) -> str:
 
 def list_price(spec: NodeSpec, book: PriceBook | str) -> dict[str, object] | None:
     """Say on stderr, before the wait, what an hour of the slice costs at list price; where no SKU prices it, say so."""
-    from tpuctl.cli.node_info import price_json, price_text
+    from tpuctl.cli.node_info import price_json
+    from tpuctl.cloud.capacity.prices import price_text
     from tpuctl.tpu.accelerators import shape_from_config
 
     if isinstance(book, str):

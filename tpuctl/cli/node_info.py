@@ -10,6 +10,7 @@ import click
 
 from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.display import age, print_table
+from tpuctl.cloud.capacity.prices import price_text
 from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
@@ -89,10 +90,6 @@ def ends_text(node: Node) -> str:
     hours, rest = divmod(rest, 3600)
     span = f"{days}d {hours}h" if days else f"{hours}h {rest // 60}m" if hours else f"{rest // 60}m {rest % 60}s"
     return f"{ends.isoformat().replace('+00:00', 'Z')} (in {span}); the service deletes the node then"
-
-
-def price_text(usd: float | None) -> str:
-    return "no list price" if usd is None else f"${usd:,.2f}"
 
 
 def price_json(book: PriceBook | None, usd: float | None) -> dict[str, object] | None:

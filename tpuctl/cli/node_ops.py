@@ -76,6 +76,7 @@ def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity:
 def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], None], flags: dict[str, Any]) -> None:
     """A create in one zone as one kind (no hunt); `settle` once the node is there, before its report."""
     from tpuctl.cloud.nodes import lifecycle, nodespec
+    from tpuctl.cloud.nodes.creating import Accepted, Naming, Terms
     from tpuctl.inputs.errors import CapacityError
     from tpuctl.tpu import stockouts
 
@@ -85,13 +86,14 @@ def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], No
     listed: list[dict[str, object] | None] = [None]  # what the price line said, once a node is to be created
     book = _price_book(resolved, api)  # read before the create: between its acceptance and the wait it would hide CREATING
 
-    def price() -> None:
-        listed[0] = list_price(spec, book)
+    def price(event: Naming | Accepted) -> None:
+        if isinstance(event, Accepted):  # the service accepted the create: its price line, before the wait
+            listed[0] = list_price(spec, book)
 
     try:
         with StatusLine(f"creating {name}") as progress:
-            given = resolved.given("runtime-version")
-            result = lifecycle.attempt(api, spec, progress, wait=not no_wait, runtime_given=given, deadline_s=deadline, before_create=price)
+            terms = Terms(wait=not no_wait, runtime_given=resolved.given("runtime-version"), deadline_s=deadline)
+            result = lifecycle.attempt(api, spec, progress, terms, price)
     except CapacityError as stockout:
         stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
         raise
@@ -126,6 +128,7 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
     with the same spec is left alone.
     """
     from tpuctl.cloud.nodes import lifecycle, nodespec
+    from tpuctl.cloud.nodes.creating import Terms
 
     nodespec.check_name(name)
     resolved = resolve(project=project, zone=zone, credentials=credentials, access_token_file=access_token_file)
@@ -134,7 +137,7 @@ def recreate(name: str, project: str | None, credentials: str | None, access_tok
     spec = nodespec.load_saved(resolved.project, landed_zone(resolved, name), name, "recreate")
     api = tpu_api(resolved)
     with StatusLine(f"recreating {name}") as progress:
-        result = lifecycle.recreate(api, spec, progress, deadline_s=float(resolved.require("create-deadline")))
+        result = lifecycle.recreate(api, spec, progress, Terms(deadline_s=float(resolved.require("create-deadline"))))
     report(result, no_wait=False)
 
 

@@ -126,7 +126,7 @@ def _stockout(offer: Offer, project: str) -> str:
 
 
 def _table(found: Found) -> None:
-    from tpuctl.cli.node_info import price_text
+    from tpuctl.cloud.capacity.prices import price_text
     from tpuctl.tpu.offers import SORT_LINE
 
     if not found.offers:

@@ -3,6 +3,13 @@
 RUN is a run id or a unique prefix of one; left out, the newest running run (and a line on
 stderr says which). The machinery is tpuctl/runs/ (records, reading, attaching, stopping);
 these commands parse, call it and render.
+
+A run deletes the TPU VM tpuctl created for it (`launch --new-tpu`) as it ends; a launcher killed (SIGKILL, a laptop
+shut) cannot, and its VM bills on. Such a run's record still names the VM (RunRecord.orphaned), so `tpuctl runs` says
+it bills, and `tpuctl stop RUN` or `tpuctl runs --delete-lost-vms` delete it (docs/managed-runs.md). What may be deleted
+is decided by the record alone, never by a search: a node named in a record of this machine's, whose run has no
+supervisor left, and which carries that run's label (cloud/nodes/run_nodes.py). A node the user made, or another run's,
+is left alone with one line saying why.
 """
 
 from __future__ import annotations
@@ -12,11 +19,11 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 
 import click
 
 from tpuctl import endings
-from tpuctl.cli import run_vms
 from tpuctl.cli.cloud_options import api_timeout_option, project_options, zone_option
 from tpuctl.cli.display import age, print_table, rich_wanted
 from tpuctl.endings import Kind
@@ -26,9 +33,11 @@ from tpuctl.inputs.seconds import Seconds
 from tpuctl.inputs.terminal import printable
 from tpuctl.runs import records
 from tpuctl.runs.naming import default_log_dir
+from tpuctl.runs.proof import elsewhere
 from tpuctl.runs.records import RunRecord
 from tpuctl.runs.stopping import DEFAULT_WAIT_S
 from tpuctl.runs.stopping import stop as stop_run
+from tpuctl.runs.vm_record import VmRecord
 
 _DAYS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?\Z")
 MAX_DAYS = 36500.0
@@ -85,7 +94,7 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
     if delete_lost_vms:
         if state is not None or limit is not None or as_json or prune_days is not None:
             raise TpuctlError("--delete-lost-vms goes alone (no --state, --limit, --json or --prune)", hint="`tpuctl runs` lists the VMs", exit_code=USAGE)
-        sys.exit(run_vms.delete_every(records.read_all(_say), yes, _say))
+        sys.exit(_delete_every(records.read_all(_say), yes, _say))
     if prune_days is not None:
         if state is not None or limit is not None:
             raise TpuctlError("--prune does not combine with --state or --limit", hint="prune first, then list", exit_code=USAGE)
@@ -107,7 +116,7 @@ def runs(as_json: bool, state: str | None, limit: int | None, prune_days: float 
         _say("no runs" + (f" {state}" if state else "") + " (a launch adds one: tpuctl launch train.py --detach)")
         return
     _table(found, now, capped=limit is None)
-    run_vms.warn_billing(found, _say)
+    _warn_billing(found, _say)
 
 
 def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
@@ -120,8 +129,9 @@ def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
     default = str(default_log_dir("RUN")) if terminal else None
     with_job = any(record.job for record in found)
     with_goodput = any(record.goodput is not None for record in found)  # a column only once a run trained (docs/report.md)
-    with_vm = any(record.created_node is not None for record in found)  # a VM tpuctl created for a run (launch --new-tpu)
-    with_cost = with_vm or any(record.price_per_hour is not None for record in found)  # a column only once a run was priced (a TPU VM's)
+    vms = [record.vm for record in found if record.vm is not None]
+    with_vm = any(vm.created_node is not None for vm in vms)  # a VM tpuctl created for a run (launch --new-tpu)
+    with_cost = with_vm or any(vm.price_per_hour is not None for vm in vms)  # a column only once a run was priced (a TPU VM's)
     rows = [
         _row(record, now, with_job, default)
         + ([_goodput(record)] if with_goodput else [])
@@ -141,7 +151,8 @@ def _table(found: list[RunRecord], now: float, *, capped: bool) -> None:
 def _row(record: RunRecord, now: float, with_job: bool, default: str | None) -> list[str]:
     log_dir = "default" if default is not None and record.log_dir == default.replace("RUN", record.run_id) else _home(record.log_dir)
     exit_code = "-" if record.exit_code is None else str(record.exit_code)
-    row = [record.run_id, record.backend, record.script, f"{age(now - record.started)} ago", age(record.duration(now)), record.state, exit_code, log_dir]
+    started, took = f"{age(now - record.started)} ago", age(record.duration(now))
+    row = [record.run_id, record.backend or record.kind, record.script, started, took, record.state, exit_code, log_dir]
     return [*row, record.job or "-"] if with_job else row
 
 
@@ -159,20 +170,21 @@ def _cost(record: RunRecord, now: float) -> float | None:
 def _cost_text(record: RunRecord, now: float) -> str:
     cost = _cost(record, now)
     if cost is None:
-        return "no list price" if record.created_node is not None else "-"  # a reservation's, flex-start's: tpuctl never guesses
+        return "no list price" if record.vm is not None and record.vm.created_node is not None else "-"  # a reservation's, flex-start's: tpuctl never guesses
     return f"${cost:,.2f}"
 
 
 def _vm_row(record: RunRecord) -> list[str]:
     """VM, ZONE, KIND of a run on a TPU VM tpuctl created for it; dashes for any other run."""
-    if record.created_node is None:
+    vm = record.vm
+    if vm is None or vm.created_node is None:
         return ["-", "-", "-"]
-    return [run_vms.vm_text(record), record.zone or "-", record.capacity or "-"]
+    return [_vm_text(vm, record.orphaned), vm.zone or "-", vm.capacity or "-"]
 
 
 def _vm_json(record: RunRecord) -> dict[str, bool]:
     """vm_billing: the VM tpuctl created for the run may still bill; vm_orphaned: and nobody is left to delete it."""
-    return {"vm_billing": record.bills, "vm_orphaned": run_vms.orphaned(record)}
+    return {"vm_billing": record.bills, "vm_orphaned": record.orphaned}
 
 
 def _home(path: str) -> str:
@@ -246,8 +258,8 @@ def stop(run_id: str | None, wait_s: float, **cloud: str | None) -> None:
     if any(value is not None for value in cloud.values()):
         raise TpuctlError("--project, --zone and the credentials options are for a TPU VM (tpuctl stop-vm NAME), not a run", exit_code=USAGE)
     record = _find(run_id, running=True)
-    if run_vms.orphaned(record):  # lost (or ended with its launcher dead) and its VM still bills: ending it is deleting that
-        click.echo(printable(run_vms.delete_vm(record, records.read_all(_say))))
+    if record.orphaned:  # lost (or ended with its launcher dead) and its VM still bills: ending it is deleting that
+        click.echo(printable(_delete_vm(record, records.read_all(_say))))
         return
     if record.state != endings.RUNNING:
         click.echo(printable(f"run {record.run_id} already ended: {_how(record)}"))
@@ -288,3 +300,115 @@ def attach(run_id: str | None) -> None:
     if ended.exit_code is None:
         raise TpuctlError(f"run {ended.run_id} {_how(ended)}", hint=f"its workers' output: tpuctl logs {ended.run_id}", exit_code=FAILED)
     sys.exit(ended.exit_code)
+
+
+def _vm_text(vm: VmRecord, orphaned: bool) -> str:
+    """The VM column of `tpuctl runs`: the node's name and, once it is no longer simply the run's, what became of it."""
+    if orphaned:
+        return f"{vm.created_node} (BILLING)"
+    return f"{vm.created_node}" if vm.bills else f"{vm.created_node} ({vm.node_fate})"
+
+
+def _warn_billing(found: list[RunRecord], say: Callable[[str], None]) -> None:
+    """One line per orphaned VM under the listing (at most 5, then a count): what bills, where, and how to end it."""
+    left = [record for record in found if record.orphaned]
+    for record in left[:5]:
+        vm = f"TPU VM {_vm(record).created_node} in {_vm(record).zone}"
+        say(f"run {record.run_id} ({record.state}) left its {vm} billing: `tpuctl stop {record.run_id}` deletes it")
+    if len(left) > 5:
+        say(f"... and {len(left) - 5} more run(s) that left a VM billing")
+    if left:
+        say("`tpuctl runs --delete-lost-vms` deletes every lost run's VM (only VMs tpuctl created for them)")
+
+
+def _delete_vm(record: RunRecord, others: list[RunRecord]) -> str:
+    """Delete the VM an orphaned run's record names, then write its fate; the line that says so, or one line
+    (TpuctlError) where it may not be.
+
+    The record is the whole authority: its node name, project and zone, checked as names before any call; its file
+    must be the user's own in a folder only the user can write (records.proven), and no other record (`others`:
+    this machine's) may map to the same label value; the node must still carry the run's label (a node of that name without it is not the run's VM, which is
+    then gone: the fate is written, the node left alone). What the record says then is RunRecord.vm_gone's."""
+    from tpuctl.cli.cloud_options import resolve, tpu_api
+    from tpuctl.cli.display import StatusLine
+    from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, Deletion, delete_owned, label_value
+
+    name, zone, project = _checked(record)
+    here = elsewhere(record)
+    if here is not None:
+        raise TpuctlError(
+            f"run {record.run_id} was launched on {inputs.shown(record.host)}, not on this machine ({here}); its VM {name} was not touched",
+            hint=f"run `tpuctl stop {record.run_id}` there, or `tpuctl delete {name} --zone {zone}` if you know it is done",
+            exit_code=FAILED,
+        )
+    records.proven(record)
+    shared = [other.run_id for other in others if other.run_id != record.run_id and label_value(other.run_id) == label_value(record.run_id)]
+    if shared:  # a 64-bit hash apart: never seen, but then the label proves nothing, and nothing is deleted on its word
+        raise TpuctlError(f"run {record.run_id}'s label value is also run {shared[0]}'s; its VM {name} was not touched", exit_code=FAILED)
+    api = tpu_api(resolve(project=project, zone=zone))
+    with StatusLine(f"deleting {name}") as progress:
+        outcome = delete_owned(api, zone, name, record.run_id, progress)
+    try:
+        records.write(record.vm_gone(outcome is not Deletion.NOT_OURS, time.time()))
+    except OSError as err:
+        raise TpuctlError(f"{name}: {outcome.value}, but run {record.run_id}'s record could not be written: {err.strerror or err}", exit_code=FAILED) from None
+    if outcome is Deletion.NOT_OURS:
+        raise TpuctlError(
+            f"TPU VM {name} in {zone} does not carry run {record.run_id}'s label ({LABEL_KEY}={label_value(record.run_id)}): not deleted;"
+            " the run's own VM is gone (its record says so now)",
+            hint=f"tpuctl deletes only a VM it created for the run; if this one is yours to delete: tpuctl delete {name} --zone {zone}",
+            exit_code=FAILED,
+        )
+    done = f"deleted TPU VM {name} in {zone}" if outcome is Deletion.DELETED else f"TPU VM {name} in {zone} was already gone"
+    return f"{done} (run {record.run_id}, {record.state}); its record says so"
+
+
+def _delete_every(found: list[RunRecord], yes: bool, say: Callable[[str], None]) -> int:
+    """`tpuctl runs --delete-lost-vms`: every orphaned VM of this machine's records, after one confirmation; the
+    exit status (1 where any was refused or failed: each gets its line, the others are still deleted)."""
+    left = [record for record in found if record.orphaned]
+    if not left:
+        click.echo("no lost run has a TPU VM that still bills")
+        return 0
+    for record in left:
+        vm = _vm(record)
+        click.echo(f"  {vm.created_node} in {vm.zone} (project {vm.project}): run {record.run_id}, {record.state}")
+    if not yes:
+        from tpuctl.cli.node_ops import confirm
+
+        confirm(f"delete these {len(left)} TPU VM(s)?")
+    failed = 0
+    for record in left:
+        try:
+            click.echo(_delete_vm(record, found))
+        except TpuctlError as err:
+            failed += 1
+            say(f"run {record.run_id}: {err.message}")
+    return FAILED if failed else 0
+
+
+def _checked(record: RunRecord) -> tuple[str, str, str]:
+    """The record's node, zone and project, each a valid name, or one line: a record is a file anyone could edit."""
+    from tpuctl.cloud.nodes.nodespec import NODE_ID
+    from tpuctl.settings.cloud import BY_KEY
+
+    vm = _vm(record)
+    name, zone, project = vm.created_node or "", vm.zone or "", vm.project or ""
+    bad = (
+        f"names {inputs.shown(name)} as its TPU VM, which is no TPU node name"
+        if not NODE_ID.match(name)
+        else f"names zone {inputs.shown(zone)}, which is no zone"
+        if BY_KEY["zone"].check(zone) is not None
+        else f"names project {inputs.shown(project)}, which is no project id"
+        if BY_KEY["project"].check(project) is not None
+        else None
+    )
+    if bad is not None:
+        raise TpuctlError(f"run {record.run_id}'s record {bad}; nothing deleted", hint="the record is not as tpuctl wrote it", exit_code=USAGE)
+    return name, zone, project
+
+
+def _vm(record: RunRecord) -> VmRecord:
+    """The VM an orphaned run's record names (RunRecord.orphaned: it has one)."""
+    assert record.vm is not None
+    return record.vm

@@ -28,8 +28,9 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
 from tpuctl.runs.recorded import Keeper
-from tpuctl.runs.records import RunRecord, SliceCost
+from tpuctl.runs.records import RunRecord
 from tpuctl.runs.timeline import Timeline
+from tpuctl.runs.vm_record import VmRecord
 
 
 class Request(Protocol):
@@ -108,7 +109,7 @@ class Runner(ABC):
         """
         return job
 
-    def slice_cost(self, notice: Callable[[str], None]) -> SliceCost | None:
+    def slice_cost(self, notice: Callable[[str], None]) -> VmRecord | None:
         """The TPU VM the run will run on, for its record (what its cost is priced at); None where it runs on no TPU VM.
         `notice` hears the line a slow price read says while it waits."""
         return None

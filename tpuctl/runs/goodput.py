@@ -24,7 +24,7 @@ from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.runs import compact
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
-from tpuctl.runs.records import MAX_PRICE
+from tpuctl.runs.vm_record import MAX_PRICE
 
 START_UP, FIRST_STEP, TRAINING = "start-up", "first step", "training steps"
 SAVE, RESTORE, LOST_WORK, RESTART, HANG, OTHER = "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other"

@@ -16,14 +16,15 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tpuctl.endings import INTERRUPTED, Ending, Kind, state_of
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs import naming, proof, records
 from tpuctl.runs.folder import RunFolder
-from tpuctl.runs.records import RunRecord, SliceCost
+from tpuctl.runs.records import RunRecord
+from tpuctl.runs.vm_record import VmRecord
 
 
 @dataclass(frozen=True)
@@ -31,16 +32,16 @@ class Recorded:
     """What a kept run is called, what it runs and where its folder is; `run` keeps it."""
 
     run_id: str
-    backend: str
+    kind: str  # records.RUN_KINDS: what the run is (babysit's loop); it has no launch backend
     script: str  # what `tpuctl runs` shows in its script column: babysit's command line
     job: str | None  # what it looks after: babysit's TPU VM
     folder: RunFolder
 
     @classmethod
-    def new(cls, backend: str, name: str, script: str, job: str | None = None) -> Recorded:
+    def new(cls, kind: str, name: str, script: str, job: str | None = None) -> Recorded:
         """A fresh run id made from `name`, its folder in the user's state folder, as a launch's is by default."""
         run_id = naming.run_id(name)
-        return cls(run_id, backend, script, job, RunFolder(naming.default_log_dir(run_id).absolute()))
+        return cls(run_id, kind, script, job, RunFolder(naming.default_log_dir(run_id).absolute()))
 
     def run(self, body: Callable[[], int], notice: Callable[[str], None], *, started: Callable[[Path], None] | None = None) -> int:
         """Claim the folder, say running, run `body`, say how it ended; `body`'s exit status, or its TpuctlError.
@@ -48,7 +49,7 @@ class Recorded:
         `started` (a detached run's `ready`) is called with the console file once the folder is
         claimed and the record says running.
         """
-        with kept(self.folder, self.run_id, self.backend, self.script, notice, detached=started is not None, job=self.job) as keeper:
+        with kept(self.folder, self.run_id, None, self.script, notice, detached=started is not None, job=self.job, kind=self.kind) as keeper:
             if started is not None:
                 started(self.folder.console_log)
             code = body()
@@ -70,10 +71,14 @@ class Keeper:
         self.ended = False
         self.written = self._write(record)
 
-    def amend(self, **fields: object) -> None:
-        """Change fields of the running record (a run's own TPU VM, as it is created, moved and ended) and write it
-        at once, so a launcher killed the next moment leaves a record naming the VM; `end` keeps them."""
-        self.record = replace(self.record, **fields)  # type: ignore[arg-type]
+    def amend(self, *, vm: VmRecord | None = None, answers_stacks: bool | None = None) -> None:
+        """What changes in a running record, written at once: its VM (`vm`, the next value of its life, from the one
+        owner of it: a launcher killed the next moment leaves a record naming the VM), and whether its supervisor
+        answers SIGQUIT with stacks (runs/stacks.py); `end` keeps both."""
+        if vm is not None:
+            self.record = replace(self.record, vm=vm)
+        if answers_stacks is not None:
+            self.record = replace(self.record, answers_stacks=answers_stacks)
         self._write(self.record)
 
     def end(self, state: str, exit_code: int | None, job: str | None = None, goodput: float | None = None) -> None:
@@ -93,13 +98,14 @@ class Keeper:
 def kept(
     folder: RunFolder,
     run_id: str,
-    backend: str,
+    backend: str | None,
     script: str,
     notice: Callable[[str], None],
     *,
     detached: bool = False,
     job: str | None = None,
-    on: SliceCost | None = None,
+    on: VmRecord | None = None,
+    kind: str = records.LAUNCH,
 ) -> Iterator[Keeper]:
     """Claim the run's folder (a folder that cannot be claimed is an error before anything runs) and keep its record
     for as long as the block runs; a block that raises before it said how the run ended ends it `failed`."""
@@ -116,7 +122,8 @@ def kept(
             host=socket.gethostname(),
             detached=detached,
             job=job,
-            **(asdict(on) if on is not None else {}),
+            vm=on,
+            kind=kind,
         )
         keeper = Keeper(record, notice)
         try:

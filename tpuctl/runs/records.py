@@ -30,14 +30,11 @@ from tpuctl.inputs.errors import FAILED, USAGE, TpuctlError, one_line
 from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.owned import mine, open_own
+from tpuctl.runs.vm_record import NO_VM_JSON, VM_KINDS, VM_NAMES, NodeState, VmRecord
 
-NODE_LIVE, NODE_DELETED, NODE_KEPT = "live", "deleted", "kept"
-NODE_FATES = (NODE_LIVE, NODE_DELETED, NODE_KEPT)
-# What the launch does with its VM as the run ends, as asked: delete it, keep it (--keep), keep it if the run fails.
-NODE_DELETE, NODE_KEEP, NODE_KEEP_ON_FAILURE = "delete", "keep", "keep-on-failure"
-NODE_ENDS = (NODE_DELETE, NODE_KEEP, NODE_KEEP_ON_FAILURE)
-MAX_PRICE = 1e6  # USD an hour: far above any slice's list price, low enough to catch a unit slip
-MAX_COST = MAX_PRICE * 24 * 366 * 10  # USD: ten years at MAX_PRICE
+# What a run is: a launch (its backend says where it runs), or `tpuctl babysit`'s loop, kept as a run (runs/recorded.py).
+LAUNCH, BABYSIT = "launch", "babysit"
+RUN_KINDS = (LAUNCH, BABYSIT)
 RECORD_LIMIT = 16 * 1024  # a record is a few hundred bytes; a bigger file is not one of ours
 _SUFFIX = ".json"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -46,7 +43,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_C
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
-    backend: str
+    backend: str | None  # the launch backend (local, ssh, kubernetes, vertex); None for a run that is no launch (`kind`)
     script: str
     log_dir: str
     started: float  # wall clock, seconds since the epoch
@@ -59,30 +56,18 @@ class RunRecord:
     job: str | None = None  # what a cluster keeps: `TFJob x (namespace default)`, `CustomJob 123 (us-central1)`
     answers_stacks: bool = False  # the supervisor's SIGQUIT handler is in place: `tpuctl stacks` may signal it
     goodput: float | None = None  # an ended run's training steps / wall time (runs/goodput.py); None: no steps seen
-    # The TPU VM a `launch --tpu` ran on, what its cost needs (docs/capacity.md#cost); None on any other backend.
-    tpu: str | None = None  # its accelerator type: v5litepod-16
-    zone: str | None = None
-    capacity: str | None = None  # on-demand, spot, preemptible or reserved (billed by the reservation: no list price)
-    price_per_hour: float | None = None  # its slice's list price in USD as the run started; None: no SKU prices it
-    price_note: str | None = None  # where that price came from (prices.PriceBook.describe())
-    # The TPU VM tpuctl created for this run (`launch --new-tpu`), the only node a run may delete; None for any other run.
-    # `tpu`, `zone` and `capacity` above describe it (the current one, after a recreate in another zone).
-    created_node: str | None = None  # its name, in `project` and `zone`
-    project: str | None = None
-    node_fate: str | None = None  # NODE_FATES: live while the run may still delete it; deleted or kept after its end
-    node_end: str | None = None  # NODE_ENDS: what the launch will do with it as the run ends (None: a record from before it was kept)
-    # A run whose VM was recreated at another price (another kind or zone): what its attempts on the earlier VMs cost,
-    # each at its own VM's list price (None: one of them had none), and when price_per_hour began to apply.
-    cost_before: float | None = None  # USD
-    priced_since: float | None = None  # wall clock; None: since `started`
     # When `pid`'s process started, in clock ticks after boot (/proc/PID/stat's field 22, proc(5)): a pid reused by another
     # process has another. None: a record of a tpuctl before issue 46, or a machine without /proc; its pid is never signalled.
     pid_start: int | None = None
+    kind: str = LAUNCH  # RUN_KINDS: a launch, or babysit's loop kept as a run (runs/recorded.py)
+    # The TPU VM the run ran on (vm_record.py: its cost, and the life of one tpuctl created for the run); None on any
+    # other backend. The last field: from_json fills the others by position.
+    vm: VmRecord | None = None
 
     @property
     def bills(self) -> bool:
-        """Whether a VM this run created may still exist and bill: one that is neither deleted nor kept on purpose."""
-        return self.created_node is not None and self.node_fate == NODE_LIVE
+        """Whether a VM this run created may still exist and bill: one that is neither deleted, kept nor lost."""
+        return self.vm is not None and self.vm.bills
 
     @property
     def folder(self) -> RunFolder:
@@ -94,14 +79,18 @@ class RunRecord:
     def cost(self, now: float | None = None) -> float | None:
         """USD of the run on its TPU VM(s) at their list prices, so far for a running one: the time since price_per_hour
         applied at it, plus the earlier VMs' (cost_before). None where a price is not known: tpuctl never guesses."""
-        if self.price_per_hour is None or (self.priced_since is not None and self.cost_before is None):
+        vm = self.vm
+        if vm is None or vm.price_per_hour is None or (vm.priced_since is not None and vm.cost_before is None):
             return None
-        since = self.started if self.priced_since is None else self.priced_since
+        since = self.started if vm.priced_since is None else vm.priced_since
         seconds = max(0.0, (self.ended if self.ended is not None else (now or time.time())) - since)
-        return (self.cost_before or 0.0) + seconds / 3600 * self.price_per_hour
+        return (vm.cost_before or 0.0) + seconds / 3600 * vm.price_per_hour
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)  # every field is a scalar: asdict's deep copy (20 us a record) would copy nothing more
+        """The record file's fields: the run's, then its VM's as records always kept them, flat (null without a VM)."""
+        run = dict(self.__dict__)  # scalars but the VM: asdict's deep copy (20 us a record) would copy nothing more
+        del run["vm"]
+        return run | (self.vm.to_json() if self.vm is not None else NO_VM_JSON)
 
     @classmethod
     def from_json(cls, raw: object) -> RunRecord:
@@ -112,11 +101,18 @@ class RunRecord:
         caller's whole group), a log dir that the OS can open."""
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
+        if raw.get("backend") == BABYSIT and "kind" not in raw:  # a babysit record from before `kind`: its backend said it
+            raw = {**raw, "backend": None, "kind": BABYSIT}
         values = tuple(map(raw.get, _NAMES, _DEFAULTS))  # fields it lacks get their defaults (a required one, _ABSENT)
-        shape = tuple(map(type, values))
-        if shape[:_HALF] not in _SHAPES[0] or shape[_HALF:] not in _SHAPES[1]:  # two set lookups, not a check per field: `tpuctl runs` reads thousands
-            raise ValueError(_misfit(values))
-        record = cls(*values)
+        if tuple(map(type, values)) not in _SHAPES:  # one set lookup, not a check per field: `tpuctl runs` reads thousands
+            raise ValueError(_misfit(values, _NAMES, _KINDS))
+        vm_values = tuple(map(raw.get, VM_NAMES))
+        if vm_values == _NO_VM:
+            record = cls(*values)  # most runs: no TPU VM
+        else:
+            if not all(type(value) in kinds for value, kinds in zip(vm_values, VM_KINDS.values(), strict=True)):
+                raise ValueError(_misfit(vm_values, VM_NAMES, VM_KINDS))
+            record = replace(cls(*values), vm=VmRecord.from_fields(vm_values))
         problem = record._problem()
         if problem:
             raise ValueError(problem)
@@ -125,6 +121,8 @@ class RunRecord:
     def _problem(self) -> str | None:
         if not _is_run_id(self.run_id):
             return "run_id is not a run id"
+        if self.kind not in RUN_KINDS or (self.backend is None) != (self.kind != LAUNCH) or self.backend == BABYSIT:
+            return "kind is not one of " + ", ".join(RUN_KINDS) + " with a backend for a launch alone"
         if self.state not in RUN_STATES:
             return "state is not one of " + ", ".join(RUN_STATES)
         if not 0 < self.pid < _LIMIT:
@@ -137,70 +135,36 @@ class RunRecord:
             return "exit_code is out of range"
         if self.goodput is not None and not 0 <= self.goodput <= 1:  # NaN fails both
             return "goodput is not a share between 0 and 1"
-        if self.price_per_hour is not None and not 0 <= self.price_per_hour <= MAX_PRICE:  # NaN fails both
-            return f"price_per_hour is not a price in USD an hour (0 to {MAX_PRICE:g})"
-        if self.cost_before is not None and not 0 <= self.cost_before <= MAX_COST:
-            return f"cost_before is not a cost in USD (0 to {MAX_COST:g})"
-        if self.priced_since is not None and not _is_time(self.priced_since):
-            return "priced_since is not a time"
-        if any(text is not None and not (len(text) <= 400 and text.isprintable()) for text in (self.tpu, self.zone, self.capacity, self.price_note)):
-            return "tpu, zone, capacity or price_note is not one printable line"
         if not os.path.isabs(self.log_dir) or "\x00" in self.log_dir:
             return "log_dir is not an absolute path"
-        if self.created_node is None and self.project is None and self.node_fate is None and self.node_end is None:
-            return None  # most runs: no VM of their own (`tpuctl runs` reads thousands)
-        return self._node_problem()
-
-    def _node_problem(self) -> str | None:
-        if any(text is not None and not (len(text) <= 200 and text.isprintable()) for text in (self.created_node, self.project)):
-            return "created_node or project is not one printable line"
-        if (self.node_fate is None) != (self.created_node is None) or (self.node_fate is not None and self.node_fate not in NODE_FATES):
-            return "node_fate is not one of " + ", ".join(NODE_FATES) + " for a created_node (and null without one)"
-        if self.node_end is not None and (self.created_node is None or self.node_end not in NODE_ENDS):
-            return "node_end is not one of " + ", ".join(NODE_ENDS) + " for a created_node (and null without one)"
         return None
 
+    @property
+    def orphaned(self) -> bool:
+        """A VM this run created that may still bill, with nobody left to delete it: the run is lost, or it ended but its
+        launcher died before the delete (a run holds its folder's lock until its VM is gone)."""
+        return self.bills and self.state != RUNNING and not self.folder.is_running()
 
-def price_cut(record: RunRecord | None, now: float) -> dict[str, float | None]:
-    """The fields that close the current VM's time at its price as its run's VM is recreated (the attempt on it ended):
-    the next VM's price, which a recreate may change, applies from `now`. Nothing for a run with no record."""
-    if record is None:
-        return {}
-    return {"cost_before": record.cost(now), "priced_since": now}
-
-
-def node_end(keep: bool, keep_on_failure: bool) -> str:
-    """What the launch's end does with the run's VM, as `launch --keep` / `--keep-on-failure` ask (NODE_ENDS)."""
-    return NODE_KEEP if keep else NODE_KEEP_ON_FAILURE if keep_on_failure else NODE_DELETE
-
-
-@dataclass(frozen=True)
-class SliceCost:
-    """The TPU VM a run runs on, as its record keeps it: what `report` and `runs` price the run's wall time at."""
-
-    tpu: str
-    zone: str
-    capacity: str
-    price_per_hour: float | None
-    price_note: str
+    def vm_gone(self, deleted: bool, now: float) -> RunRecord:
+        """The record of an orphaned run once its VM is gone (`tpuctl stop`, `runs --delete-lost-vms`): deleted, or lost
+        (a node of its name without the run's label is another's: the run's own is gone either way). A lost run ends
+        as its VM went (its workers could not outlive it); an ended run keeps its end."""
+        assert self.vm is not None
+        vm = self.vm.ended(NodeState.DELETED if deleted else NodeState.LOST)
+        return replace(self, vm=vm, ended=now if self.state == Kind.LOST and self.ended is None else self.ended)
 
 
 # The JSON types each field may have, compared exactly (to isinstance, `true` is an int).
 _KINDS: dict[str, tuple[type, ...]] = {
-    "run_id": (str,), "backend": (str,), "script": (str,), "log_dir": (str,), "started": (int, float), "pid": (int,), "host": (str,),
+    "run_id": (str,), "backend": (str, type(None)), "script": (str,), "log_dir": (str,), "started": (int, float), "pid": (int,), "host": (str,),
     "detached": (bool,), "state": (str,), "ended": (int, float, type(None)), "exit_code": (int, type(None)), "job": (str, type(None)),
-    "answers_stacks": (bool,), "goodput": (int, float, type(None)), "tpu": (str, type(None)), "zone": (str, type(None)),
-    "capacity": (str, type(None)), "price_per_hour": (int, float, type(None)), "price_note": (str, type(None)),
-    "created_node": (str, type(None)), "project": (str, type(None)), "node_fate": (str, type(None)),
-    "node_end": (str, type(None)), "cost_before": (int, float, type(None)), "priced_since": (int, float, type(None)),
-    "pid_start": (int, type(None)),
+    "answers_stacks": (bool,), "goodput": (int, float, type(None)), "pid_start": (int, type(None)), "kind": (str,),
 }  # fmt: skip
 _ABSENT = object()  # a required field's "default": no field may be an object
-_NAMES = tuple(field.name for field in fields(RunRecord))
-_DEFAULTS = tuple(_ABSENT if field.default is MISSING else field.default for field in fields(RunRecord))
-_HALF = len(_NAMES) // 2
-# Every record's field types, for each half of the fields: one set of all of them would be their product (27,648 tuples, 30 ms).
-_SHAPES = tuple(frozenset(itertools.product(*(_KINDS[name] for name in half))) for half in (_NAMES[:_HALF], _NAMES[_HALF:]))
+_NAMES = tuple(field.name for field in fields(RunRecord) if field.name != "vm")
+_DEFAULTS = tuple(_ABSENT if field.default is MISSING else field.default for field in fields(RunRecord) if field.name != "vm")
+_SHAPES = frozenset(itertools.product(*(_KINDS[name] for name in _NAMES)))  # every run part's field types (288 tuples)
+_NO_VM = tuple(NO_VM_JSON.values())
 _LIMIT = 1 << 31  # pids and exit statuses are C ints
 
 
@@ -251,7 +215,8 @@ def _own_folder(nothing: str) -> int:
 
 def _identity(record: RunRecord) -> tuple[object, ...]:
     """What a record's word acts on: the VM it deletes, the process it signals and where."""
-    return record.created_node, record.project, record.zone, record.pid, record.pid_start, record.log_dir, record.host
+    vm = record.vm or VmRecord()
+    return vm.created_node, vm.project, vm.zone, record.pid, record.pid_start, record.log_dir, record.host
 
 
 def live_state(record: RunRecord) -> RunRecord:
@@ -457,10 +422,10 @@ def _ended_or_lost(record: RunRecord, again: RunRecord | None) -> RunRecord:
     return replace(record, state=Kind.LOST.value)
 
 
-def _misfit(values: tuple[object, ...]) -> str:
-    """What is wrong with the first field of `values` (in _NAMES' order) that no record may hold."""
-    for name, value in zip(_NAMES, values, strict=True):
-        kinds = _KINDS[name]
+def _misfit(values: tuple[object, ...], names: tuple[str, ...], types: dict[str, tuple[type, ...]]) -> str:
+    """What is wrong with the first field of `values` (in `names`' order) that no record may hold."""
+    for name, value in zip(names, values, strict=True):
+        kinds = types[name]
         if value is _ABSENT:
             return f"it has no {name}"
         if type(value) not in kinds:

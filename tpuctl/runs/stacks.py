@@ -54,7 +54,7 @@ def request(record: RunRecord, wait_s: float = DEFAULT_WAIT_S) -> str:
         raise TpuctlError(f"run {record.run_id} is not running ({record.state})", hint="`tpuctl runs` lists the running ones", exit_code=FAILED)
     if not record.answers_stacks:
         raise TpuctlError(
-            f"run {record.run_id} ({record.backend}) has no stacks to show",
+            f"run {record.run_id} ({record.backend or record.kind}) has no stacks to show",
             hint="stacks are taken from local and ssh workers while they run",
             exit_code=FAILED,
         )

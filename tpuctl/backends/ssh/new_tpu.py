@@ -5,32 +5,41 @@ host of it exactly as `--tpu NAME` runs them (the ssh backend's run, its hosts f
 it before the next attempt, and the run's end deletes it — succeeded, failed, stopped, or a launch that failed between
 the create and the first worker — unless --keep, or --keep-on-failure on a failed run. What happens to the VM goes
 into the run's record the moment it happens (its name while it is still CREATING, its zone after a recreate, its fate
-at the end: part B's `runs` and `stop` read them) and into its timeline (the report's provisioning, stockout hunting
-and preemption recovery).
+at the end: `runs` and `stop` read them) and into its timeline: the provisioner (RunVm) tells it as typed events, which
+the launch's provisioning step writes down (launch/provisioning.py). NewTpu is that step for the ssh backend: it hands
+the backend's run the VM's hosts once it is READY, and again after a recreate.
 """
 
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from tpuctl.cloud.capacity import recovery
+from tpuctl.cloud.capacity.candidates import Plan, parse_types
+from tpuctl.cloud.capacity.run_vm import RunVm, Wanted, node_name
+from tpuctl.cloud.nodes.health import down_now, wait_ready_again
+from tpuctl.cloud.nodes.slice_hosts import slice_hosts
+from tpuctl.cloud.nodes.tpu import TpuApi
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.launch.provisioning import VmJournal
+from tpuctl.runs.vm_record import node_end
+from tpuctl.safety import signals
+from tpuctl.settings import cloud as settings
+from tpuctl.tpu.accelerators import shape_of
+from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, parse_capacities
 
 if TYPE_CHECKING:
-    from tpuctl.cloud.capacity.hunt import Candidate, Tried
-    from tpuctl.cloud.capacity.run_vm import RunVm, Wanted
     from tpuctl.cloud.nodes.node import Node
-    from tpuctl.cloud.nodes.nodespec import NodeSpec
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.runner import RunContext
-    from tpuctl.runs.records import SliceCost
+    from tpuctl.runs.vm_record import VmRecord
 
 
 class Asked(Protocol):
@@ -82,11 +91,6 @@ class NewTpu:
     for the plan and the dry run), looked at and recreated after a preemption, deleted or kept at the end."""
 
     def __init__(self, options: Asked) -> None:
-        from tpuctl.cloud.capacity.candidates import Plan, parse_types
-        from tpuctl.settings import cloud as settings
-        from tpuctl.tpu.accelerators import shape_of
-        from tpuctl.tpu.capacity import FLEX_START, ON_DEMAND, parse_capacities
-
         assert options.new_tpu is not None
         self.options = options
         types = parse_types(options.new_tpu)
@@ -111,10 +115,6 @@ class NewTpu:
         """The hunt as the launch asks it, and its recovery: where a preempted VM comes back first (the recovery setting,
         else its kind's default) and as often as the run's --max-preemptions allows. A gs:// --model-dir ranks zones by
         their distance to its bucket, as the model-dir setting does for `tpuctl create --zones` (candidates.offers)."""
-        from tpuctl.cloud.capacity import recovery
-        from tpuctl.cloud.capacity.run_vm import Wanted
-        from tpuctl.settings import cloud as settings
-
         plan = self.plan
         if job.model_dir and job.model_dir.startswith("gs://"):
             plan = replace(plan, resolved=settings.resolve({**self.flags, "model_dir": job.model_dir}))
@@ -122,27 +122,21 @@ class NewTpu:
         image = resolved.get("runtime-version") if resolved.given("runtime-version") else None
         return Wanted(plan, image, job.max_preemptions, recovery.asked(resolved), float(resolved.require("create-deadline")))
 
-    def cost(self, notice: Callable[[str], None]) -> SliceCost | None:
+    def cost(self, notice: Callable[[str], None]) -> VmRecord | None:
         return None  # no VM yet: the record is told its type, zone and price the moment the create is accepted
 
     def describe(self, run_id: str) -> dict[str, object]:
         """What a dry run says of the VM: its name, the hunt, where a preempted one comes back first, what happens at the end."""
-        from tpuctl.cloud.capacity.recovery import DEFAULTS
-        from tpuctl.cloud.capacity.run_vm import node_name
-
         end = "kept" if self.options.keep else "kept if the run fails, deleted otherwise" if self.options.keep_on_failure else "deleted"
         zones = "every zone" if self.plan.zones is None else ",".join(self.plan.zones)
-        recovery = self.plan.resolved.get("recovery") or DEFAULTS
+        policy = self.plan.resolved.get("recovery") or recovery.DEFAULTS
         made = {"name": node_name(run_id), "types": self.plan.types, "capacity": [str(c) for c in self.plan.capacities], "zones": zones}
-        return {**made, "recovery": recovery, "at_end": end}
+        return {**made, "recovery": policy, "at_end": end}
 
-    def run(self, job: Job, context: RunContext, body: Callable[[], Outcome]) -> Outcome:
-        """Provision the VM, run `body` on its hosts, then delete or keep it however the run ended."""
-        from tpuctl.cloud.capacity.run_vm import RunVm
-        from tpuctl.cloud.nodes.tpu import TpuApi
-        from tpuctl.safety import signals
-
-        vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job), _Log(context, self), context.notice)
+    def run(self, job: Job, context: RunContext, body: Callable[[list[HostEntry]], Outcome]) -> Outcome:
+        """Provision the VM, hand `body` its hosts, then delete or keep it however the run ended."""
+        journal = VmJournal(context, node_end(self.options.keep, self.options.keep_on_failure))
+        vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job), journal.hear, context.notice)
         self.vm, self.name = vm, vm.name
         ended: Kind | None = None
         # A stopping signal ends the run, however far it got, with its VM deleted: it raises Stopped from the first
@@ -161,7 +155,7 @@ class NewTpu:
                 try:
                     node = vm.provision()
                     self.entries = self._hosts(node)
-                    outcome = body()
+                    outcome = body(self.entries)
                 except (KeyboardInterrupt, signals.Stopped) as stopped:
                     ended = Kind.STOPPED
                     doing = f"creating TPU VM {vm.name}" if node is None else f"running on TPU VM {vm.name}"
@@ -174,14 +168,12 @@ class NewTpu:
                 raise
             finally:
                 stopping[0] = False
-                self._end(vm, ended, context)
+                self._end(vm, ended, context, journal)
 
     def _hosts(self, node: Node) -> list[HostEntry]:
-        from tpuctl.cloud.nodes.slice_hosts import slice_hosts
-
         return [HostEntry(host.address(self.options.internal_ip)) for host in slice_hosts(node)]
 
-    def _end(self, vm: RunVm, ended: Kind | None, context: RunContext) -> None:
+    def _end(self, vm: RunVm, ended: Kind | None, context: RunContext, journal: VmJournal) -> None:
         """Delete the VM (or keep it), in one line; the caller ignores stopping signals meanwhile, so none cuts it short."""
         try:
             if keeps(ended, self.options.keep, self.options.keep_on_failure):
@@ -189,7 +181,7 @@ class NewTpu:
             else:
                 # The node the record names; a record that could not be written leaves this launch the witness of
                 # what it created (it holds the run's folder): the node's label is checked either way.
-                line = vm.delete(context.record.created_node if context.record is not None else vm.name)
+                line = vm.delete(journal.vm.created_node if context.record is not None else vm.name)
         except TpuctlError as err:
             spec = vm.spec
             where = f" --zone {spec.zone}" if spec is not None else ""
@@ -198,8 +190,6 @@ class NewTpu:
 
     def down(self) -> str | None:
         """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
-        from tpuctl.cloud.nodes.babysit import down_now
-
         vm = self.vm
         if vm is None or vm.spec is None:
             return None
@@ -211,9 +201,6 @@ class NewTpu:
     def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
         """After a preemption: a node that is lost (PREEMPTED, TERMINATED, gone) is recreated, one that is only not READY
         yet is waited for (babysit's wait); then its hosts as they are now. A stopping signal ends it with 130."""
-        from tpuctl.cloud.nodes.babysit import wait_ready_again
-        from tpuctl.safety import signals
-
         vm = self.vm
         assert vm is not None and vm.spec is not None
         with signals.handled(signals.raise_stopped):
@@ -228,77 +215,6 @@ class NewTpu:
         return self.entries
 
 
-class _Log:
-    """run_vm.VmLog for a launch: the run's timeline and record, as each thing happens."""
-
-    def __init__(self, context: RunContext, made: NewTpu) -> None:
-        self.context, self.made = context, made
-        self.usd: float | None = None  # the list price of the VM being made: its provision_end says it
-
-    def _amend(self, **fields: Any) -> None:
-        if self.context.amend_record is not None:
-            self.context.amend_record(**fields)
-
-    def _event(self, name: str, **fields: Any) -> None:
-        if self.context.timeline is not None:
-            self.context.timeline.event(name, **fields)
-
-    def _where(self, spec: NodeSpec, usd: float | None, **also: Any) -> None:
-        vm = self.made.vm
-        note = vm.book.describe() if vm is not None and vm.book is not None else None
-        self._amend(tpu=spec.accelerator(), zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd, price_note=note, **also)
-        self.usd = usd
-
-    def hunting(self, tries: Sequence[Candidate]) -> None:
-        from tpuctl.runs import timeline as tl
-
-        self._event(tl.PROVISION_BEGIN, types=",".join(self.made.plan.types), candidates=len(tries))
-
-    def naming(self, spec: NodeSpec) -> None:
-        from tpuctl.runs import records
-
-        self._amend(created_node=spec.name, project=spec.project, zone=spec.zone, node_fate=records.NODE_LIVE)
-
-    def creating(self, spec: NodeSpec, usd_per_hour: float | None) -> None:
-        from tpuctl.runs import records
-        from tpuctl.runs import timeline as tl
-
-        end = records.node_end(self.made.options.keep, self.made.options.keep_on_failure)  # what report says the end will do
-        self._where(spec, usd_per_hour, created_node=spec.name, project=spec.project, node_fate=records.NODE_LIVE, node_end=end)  # one write
-        self._event(tl.NODE_CREATE, node=spec.name, zone=spec.zone, type=spec.accelerator(), capacity=spec.capacity())
-
-    def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None:
-        from tpuctl.runs import timeline as tl
-
-        hunted = sum(t.seconds for t in tried)
-        said = [f"{t.candidate}: {t.why}" for t in tried[:20]]
-        priced = {"capacity": spec.capacity(), "price_per_hour": self.usd}  # what each attempt on it is priced at (runs/goodput.py)
-        self._event(tl.PROVISION_END, node=spec.name, zone=spec.zone, hunting_s=round(hunted, 3), tried=said, **priced)
-
-    def recreating(self, spec: NodeSpec, why: str) -> None:
-        from tpuctl.runs import records
-        from tpuctl.runs import timeline as tl
-
-        self._amend(**records.price_cut(self.context.record, time.time()))  # the attempt on this VM is priced at its price
-        self._event(tl.RECREATE_BEGIN, node=spec.name, zone=spec.zone, condition=why)
-
-    def recreated(self, spec: NodeSpec, usd_per_hour: float | None) -> None:
-        from tpuctl.runs import timeline as tl
-
-        self._where(spec, usd_per_hour)
-        self._event(tl.RECREATE_END, node=spec.name, zone=spec.zone, capacity=spec.capacity(), price_per_hour=usd_per_hour)
-
-    def ended(self, spec: NodeSpec, kept: bool) -> None:
-        from tpuctl.runs import records
-        from tpuctl.runs import timeline as tl
-
-        fate = records.NODE_KEPT if kept else records.NODE_DELETED
-        self._amend(node_fate=fate)
-        self._event(tl.NODE_DELETE, node=spec.name, zone=spec.zone, fate=fate)
-
-
 def _name(stopped: BaseException) -> str:
-    from tpuctl.safety import signals
-
     return signal.Signals(stopped.signum).name if isinstance(stopped, signals.Stopped) else "SIGINT"
 

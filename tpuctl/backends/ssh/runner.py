@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
     from tpuctl.launch.runner import RunContext
-    from tpuctl.runs.records import SliceCost
+    from tpuctl.runs.vm_record import VmRecord
     from tpuctl.ssh.shipment import Shipment
 
 SYNC_LIMIT_ENV = "TPUCTL_SYNC_LIMIT"
@@ -156,29 +156,29 @@ class TpuSlice:
         flags = {"project": self.options.project, "zone": self.node.zone, "credentials": None, "access_token_file": None}
         return TpuApi.connect(settings.resolve(flags))
 
-    def cost(self, notice: Callable[[str], None]) -> SliceCost:
+    def cost(self, notice: Callable[[str], None]) -> VmRecord:
         """What the run's record keeps to price it: the node's type, zone and kind, and its slice's list price now
         (tpuctl/cloud/capacity/prices.py: the catalogue, else the dated table, said as such). A reserved node is billed by its
         reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch; a slow
         read says so to `notice`."""
         from tpuctl.cloud.capacity.prices import price_book
         from tpuctl.inputs.errors import one_line
-        from tpuctl.runs.records import SliceCost
+        from tpuctl.runs.vm_record import VmRecord
 
         node = self.node
         if node.reserved:
-            return SliceCost(node.accelerator, node.zone, "reserved", None, "billed by its reservation, not at a list price")
+            return VmRecord(node.accelerator, node.zone, "reserved", None, "billed by its reservation, not at a list price")
         try:
             api = self._api()
             book = price_book(api.settings, api.bearer_token, waiting=notice)
         except (TpuctlError, OSError) as err:
-            return SliceCost(node.accelerator, node.zone, node.capacity, None, one_line(f"prices could not be read: {err}", 300))
+            return VmRecord(node.accelerator, node.zone, node.capacity, None, one_line(f"prices could not be read: {err}", 300))
         usd = book.slice_price(node.accelerator, node.zone, node.capacity)
-        return SliceCost(node.accelerator, node.zone, node.capacity, usd, one_line(book.describe(), 300))
+        return VmRecord(node.accelerator, node.zone, node.capacity, usd, one_line(book.describe(), 300))
 
     def down(self) -> str | None:
         """The node's condition if it is not READY and HEALTHY now; None when it is, or when the API cannot tell."""
-        from tpuctl.cloud.nodes.babysit import down_now
+        from tpuctl.cloud.nodes.health import down_now
 
         try:
             return down_now(self._api(), self.node.zone, self.node.name)
@@ -188,7 +188,7 @@ class TpuSlice:
     def hosts_again(self, notice: Callable[[str], None]) -> list[HostEntry]:
         """After a preemption: wait until the node is READY again (tpuctl.cloud.nodes.babysit), then its
         hosts as they are now. Ctrl-C, SIGTERM or SIGHUP end the wait with 130."""
-        from tpuctl.cloud.nodes.babysit import wait_ready_again
+        from tpuctl.cloud.nodes.health import wait_ready_again
         from tpuctl.endings import INTERRUPTED
         from tpuctl.safety import signals
 
@@ -250,7 +250,7 @@ class SshRunner(Runner):
     def slots(self) -> int:
         return sum(entry.slots for entry in self.entries)
 
-    def slice_cost(self, notice: Callable[[str], None]) -> SliceCost | None:
+    def slice_cost(self, notice: Callable[[str], None]) -> VmRecord | None:
         return self.slice.cost(notice) if self.slice is not None else None
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
@@ -337,7 +337,7 @@ class SshRunner(Runner):
 
         if isinstance(self.slice, NewTpu):
             made = self.slice
-            return made.run(job, context, lambda: self._run_on_hosts(job, context, made.entries, made.name))
+            return made.run(job, context, lambda entries: self._run_on_hosts(job, context, entries, made.name))
         return self._run_on_hosts(job, context, self.entries, self.options.tpu_name)
 
     def _run_on_hosts(self, job: Job, context: RunContext, entries: list[HostEntry], tpu_name: str | None) -> Outcome:

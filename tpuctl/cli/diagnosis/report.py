@@ -18,7 +18,8 @@ from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.terminal import columns, printable
 from tpuctl.runs import goodput, records
 from tpuctl.runs.folder import RunFolder
-from tpuctl.runs.records import MAX_PRICE, RunRecord
+from tpuctl.runs.records import RunRecord
+from tpuctl.runs.vm_record import MAX_PRICE, NODE_DELETED, NODE_KEEP, NODE_KEEP_ON_FAILURE, NODE_KEPT
 
 
 class Price(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2
@@ -101,12 +102,13 @@ def _price(record: RunRecord | None, given: float | None) -> tuple[float | None,
     else the list price the run's record kept for its TPU VM (a run on no TPU VM has none: tpuctl does not guess)."""
     if given is not None:
         return given, "user", "your price_per_hour (--price-per-hour or a [report] table)"
-    if record is None or record.tpu is None:
+    vm = record.vm if record is not None else None
+    if vm is None or vm.tpu is None:
         return None, None, ""
-    where = f"{record.tpu} ({record.capacity}) in {record.zone}"
-    if record.price_per_hour is None:
-        return None, None, f"no list price for {where} ({record.price_note}); --price-per-hour prices the run"
-    return record.price_per_hour, "list", f"list price of {where} as the run started; {record.price_note}"
+    where = f"{vm.tpu} ({vm.capacity}) in {vm.zone}"
+    if vm.price_per_hour is None:
+        return None, None, f"no list price for {where} ({vm.price_note}); --price-per-hour prices the run"
+    return vm.price_per_hour, "list", f"list price of {where} as the run started; {vm.price_note}"
 
 
 def _prices(result: goodput.Report, record: RunRecord | None, given: float | None) -> tuple[float | None, str | None, str, dict[int, float]]:
@@ -123,7 +125,7 @@ def _prices(result: goodput.Report, record: RunRecord | None, given: float | Non
     by_attempt = {number: usd for number, usd in listed.items() if usd is not None}
     if len(set(by_attempt.values())) > 1:
         each = "; ".join(f"attempt {a.number}: {_vm_kind(a)} {by_attempt[a.number]:g} USD/h" for a in result.attempts)
-        note = f"list price of the TPU VM each attempt ran on: {each}; {record.price_note if record else ''}"
+        note = f"list price of the TPU VM each attempt ran on: {each}; {record.vm.price_note if record and record.vm else ''}"
     elif by_attempt:
         price = next(iter(by_attempt.values()))
     return price, source, note, by_attempt
@@ -139,43 +141,41 @@ def _attempt_cost(attempt: goodput.AttemptSplit, price: float, by_attempt: dict[
 
 
 def _slice_json(record: RunRecord | None) -> dict[str, object]:
-    if record is None or record.tpu is None:
+    vm = record.vm if record is not None else None
+    if vm is None or vm.tpu is None:
         return {"tpu": None}
-    return {"tpu": {"type": record.tpu, "zone": record.zone, "capacity": record.capacity}}
+    return {"tpu": {"type": vm.tpu, "zone": vm.zone, "capacity": vm.capacity}}
 
 
 def _vm_json(record: RunRecord | None) -> dict[str, object] | None:
     """The TPU VM tpuctl created for the run (`launch --new-tpu`), and whether it may still bill; None for any other run."""
-    if record is None or record.created_node is None:
+    vm = record.vm if record is not None else None
+    if record is None or vm is None or vm.created_node is None:
         return None
-    from tpuctl.cli.run_vms import orphaned
-
-    vm = {"name": record.created_node, "project": record.project, "zone": record.zone, "fate": record.node_fate, "at_end": record.node_end}
-    return {**vm, "orphaned": orphaned(record)}
+    return {"name": vm.created_node, "project": vm.project, "zone": vm.zone, "fate": vm.node_fate, "at_end": vm.node_end, "orphaned": record.orphaned}
 
 
 def _vm_line(record: RunRecord | None) -> str:
     """What became of the VM tpuctl created for the run: the run deletes it as it ends, unless asked to keep it (the
     record says which); a lost run cannot."""
-    if record is None or record.created_node is None:
+    vm = record.vm if record is not None else None
+    if record is None or vm is None or vm.created_node is None:
         return ""
-    from tpuctl.cli.run_vms import orphaned
-
-    name, zone = record.created_node, record.zone
-    if orphaned(record):
+    name, zone = vm.created_node, vm.zone
+    if record.orphaned:
         fate = f"still billing, and nobody is left to delete it: `tpuctl stop {record.run_id}` does"
-    elif record.node_fate == records.NODE_KEPT:
-        why = "--keep-on-failure: the run failed" if record.node_end == records.NODE_KEEP_ON_FAILURE else "--keep"
+    elif vm.node_fate == NODE_KEPT:
+        why = "--keep-on-failure: the run failed" if vm.node_end == NODE_KEEP_ON_FAILURE else "--keep"
         fate = f"kept ({why}), billing until `tpuctl delete {name} --zone {zone}`"
-    elif record.node_fate == records.NODE_DELETED:
+    elif vm.node_fate == NODE_DELETED:
         fate = "deleted"
-    elif record.node_end == records.NODE_KEEP:
+    elif vm.node_end == NODE_KEEP:
         fate = f"kept after the run (--keep), billing until `tpuctl delete {name} --zone {zone}`"
-    elif record.node_end == records.NODE_KEEP_ON_FAILURE:
+    elif vm.node_end == NODE_KEEP_ON_FAILURE:
         fate = "deleted as the run ends if it succeeds or is stopped, kept if it fails (--keep-on-failure)"
     else:
         fate = "deleted as the run ends"
-    return f"TPU VM {name} ({record.tpu}, {record.capacity}, {zone}), created for this run: {fate}"
+    return f"TPU VM {name} ({vm.tpu}, {vm.capacity}, {zone}), created for this run: {fate}"
 
 
 def _lost(costs: dict[str, float]) -> float:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.creating import CREATE_DEADLINE_S, Accepted, Naming, Terms
 from tpuctl.cloud.nodes.lifecycle import Ensured, Progress
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.tpu import NodeApi
@@ -70,6 +70,36 @@ class HuntStopped(TpuctlError):
 Say = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """The service accepted this candidate's create (its spec): the hunt waits for it to be READY now."""
+
+    candidate: Candidate
+    spec: NodeSpec
+
+
+Heard = Callable[[Naming | Chosen], None]
+
+
+@dataclass(frozen=True)
+class HuntTerms:
+    """How a hunt goes: each try's terms (creating.Terms: the create deadline, the runtime the user named, whether to
+    wait) and the hunt's own bound (`timeout_s`, --hunt-timeout; `spent_s`: what the listing of the candidates already
+    took of it). `clock` and `sleep` are injected so tests and babysit's recovery hunt the same way."""
+
+    runtime_given: bool
+    create_deadline_s: float = CREATE_DEADLINE_S
+    timeout_s: float | None = None
+    spent_s: float = 0.0
+    wait: bool = True
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def _deaf(event: Naming | Chosen) -> None:
+    """A sink for a hunt whose caller needs to hear nothing."""
+
+
 def spec_for(base: NodeSpec, candidate: Candidate, runtime_given: bool) -> NodeSpec:
     """The spec of one try: the user's, in the candidate's zone, type and kind; a type's own runtime image unless
     the user named one (a v6e fallback needs v6e's image, not the v5e one the first type would have had)."""
@@ -118,30 +148,17 @@ def _landed_first(api: NodeApi, base: NodeSpec, candidates: list[Candidate]) -> 
 
 
 def hunt(
-    api: NodeApi,
-    base: NodeSpec,
-    candidates: Sequence[Candidate],
-    progress: Progress,
-    *,
-    say: Say,
-    runtime_given: bool,
-    create_deadline_s: float = lifecycle.CREATE_DEADLINE_S,
-    timeout_s: float | None = None,
-    spent_s: float = 0.0,
-    wait: bool = True,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    before_create: Callable[[Candidate], None] = lambda candidate: None,
-    naming: Callable[[NodeSpec], None] = lambda spec: None,
+    api: NodeApi, base: NodeSpec, candidates: Sequence[Candidate], progress: Progress, terms: HuntTerms, *, say: Say, heard: Heard = _deaf
 ) -> Hunted:
-    """Try `candidates` in order (`tpu.offers.rank`'s order) until one holds; see the module's docstring. `spent_s`: of
-    `timeout_s`, what the listing of the candidates took (it counts against --hunt-timeout too)."""
+    """Try `candidates` in order (`tpu.offers.rank`'s order) until one holds; see the module's docstring. `heard` hears
+    each try's Naming before its create is sent, and Chosen once the service accepted one."""
+    runtime_given, clock, timeout_s, create_deadline_s = terms.runtime_given, terms.clock, terms.timeout_s, terms.create_deadline_s
     if not candidates:
         raise TpuctlError("no candidate to try: no zone offers these types for these capacity kinds")
     specs = {c: spec_for(base, c, runtime_given) for c in candidates}  # every type's image checked before any create
     first = specs[candidates[0]]
     order = _landed_first(api, base, list(candidates))
-    started = clock() - spent_s
+    started = clock() - terms.spent_s
     tried: list[Tried] = []
     for index, candidate in enumerate(order):
         left = None if timeout_s is None else timeout_s - (clock() - started)
@@ -153,8 +170,8 @@ def hunt(
         queued_deadline = left if spec.queued else deadline
         began = clock()
         try:
-                ensured = lifecycle.attempt(api, spec, progress, wait=wait, runtime_given=runtime_given, deadline_s=deadline, sleep=sleep,
-                           queued_deadline_s=queued_deadline, before_create=partial(before_create, candidate), naming=naming)  # fmt: skip
+            one = Terms(terms.wait, runtime_given, deadline, queued_deadline, terms.sleep)
+            ensured = lifecycle.attempt(api, spec, progress, one, _telling(heard, candidate))
         except CapacityError as stockout:
             bound = queued_deadline if spec.queues() else deadline
             cut_short = stockout.kind in (Stockout.STUCK, Stockout.QUEUED) and left is not None and bound is not None and bound >= left
@@ -191,6 +208,15 @@ def hunt(
         return Hunted(ensured, candidate, tried, changes(first, ensured.spec))
     raise HuntStopped(f"no capacity in any of {len(order)} candidates; {_summary(tried)}", tried=tried,
                       hint="`tpuctl offers` shows the order and what stocked out; try later, more zones, other kinds or --queued")  # fmt: skip
+
+
+def _telling(heard: Heard, candidate: Candidate) -> Callable[[Naming | Accepted], None]:
+    """One try's create events as the hunt tells them: its Naming as it is, its Accepted as the candidate Chosen."""
+
+    def told(event: Naming | Accepted) -> None:
+        heard(Chosen(candidate, event.spec) if isinstance(event, Accepted) else event)
+
+    return told
 
 
 def _same_quota(refused_at: Candidate, refused: QuotaError, later: Sequence[Candidate]) -> list[Candidate]:

@@ -113,6 +113,11 @@ class PriceBook:
         return rate.usd * (shape.chips if rate.per == "chip" else shape.hosts)
 
 
+def price_text(usd: float | None, unit: str = "") -> str:
+    """A list price as every command says it (`unit`: "/h" where the line does not say per hour)."""
+    return "no list price" if usd is None else f"${usd:,.2f}{unit}"
+
+
 def money(value: object) -> float | None:
     """A google.type.Money in USD as a float: units (an int64, a string in JSON) + nanos / 1e9."""
     if not isinstance(value, Mapping) or value.get("currencyCode", "USD") != "USD":

@@ -32,8 +32,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tpuctl.cloud.capacity.hunt import Candidate, hunt
+from tpuctl.cloud.capacity.hunt import Candidate, HuntTerms, hunt
 from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes.creating import CREATE_DEADLINE_S, Naming, Terms
 from tpuctl.cloud.nodes.lifecycle import Ensured, Progress
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.tpu import NodeApi
@@ -60,6 +61,23 @@ def asked(resolved: Settings) -> Recovery | None:
     return Recovery(resolved.require("recovery")) if resolved.given("recovery") else None
 
 
+Named = Callable[[Naming], None]  # what a recovery tells: each try's Naming (its Accepted is no news: the wait is for READY)
+
+
+def _unheard(event: Naming) -> None:
+    """A sink for a recovery whose caller needs to hear nothing."""
+
+
+def _named(naming: Named) -> Callable[[object], None]:
+    """The create events of a recovery's tries, as `naming` hears them: their Naming alone."""
+
+    def told(event: object) -> None:
+        if isinstance(event, Naming):
+            naming(event)
+
+    return told
+
+
 @dataclass(frozen=True)
 class Recovered:
     ensured: Ensured
@@ -79,12 +97,12 @@ def recover(
     say: Callable[[str], None],
     candidates: Candidates | None,
     recovery: Recovery | None = None,
-    deadline_s: float = lifecycle.CREATE_DEADLINE_S,
+    deadline_s: float = CREATE_DEADLINE_S,
     sleep: Callable[[float], None] = time.sleep,
-    naming: Callable[[NodeSpec], None] = lambda spec: None,
+    naming: Named = _unheard,
 ) -> Recovered:
     """The lost node back from `spec`, by `recovery` (None: the default for its kind), over `candidates` when given;
-    `naming` hears each spec before its create is sent (lifecycle.ensure). A queued resource, and a node named by
+    `naming` hears each try's Naming before its create is sent (creating.py). A queued resource, and a node named by
     --type/--topology, come back in their zone only: a queued request waits where it was placed, and the hunt's
     candidates are accelerator types."""
     movable = candidates if candidates is not None and not spec.queues() and spec.accelerator_type else None
@@ -93,7 +111,7 @@ def recover(
         return _elsewhere_first(api, spec, progress, say, movable, deadline_s, sleep, naming)
     first = deadline_s * FIRST_LOOK_SHARE if movable is not None and spec.capacity() in TAKEN_BACK else deadline_s
     try:
-        ensured = lifecycle.recreate(api, spec, progress, deadline_s=first, sleep=sleep, naming=naming)
+        ensured = lifecycle.recreate(api, spec, progress, Terms(deadline_s=first, sleep=sleep), _named(naming))
     except CapacityError as stockout:
         cut_short = stockout.kind is Stockout.STUCK and first < deadline_s
         if not cut_short:  # as the hunt's: a try a shorter bound ended says nothing about the zone
@@ -118,7 +136,7 @@ def _elsewhere_first(
     candidates: Candidates,
     deadline_s: float,
     sleep: Callable[[float], None],
-    naming: Callable[[NodeSpec], None],
+    naming: Named,
 ) -> Recovered:
     """The other candidates first, the own zone as the hunt's last try. The lost node goes first: the hunt would find
     it by its saved spec and try its zone first (a rerun's rule), and a node of that name in its zone is of no use.
@@ -126,7 +144,8 @@ def _elsewhere_first(
     existing = api.get_node(spec.zone, spec.name)
     others = [] if existing is not None and not existing.lost else _others(candidates, spec)
     if not others:
-        return Recovered(lifecycle.recreate(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming), f"recreated in its own zone {spec.zone}")
+        back = lifecycle.recreate(api, spec, progress, Terms(deadline_s=deadline_s, sleep=sleep), _named(naming))
+        return Recovered(back, f"recreated in its own zone {spec.zone}")
     lifecycle.clear_lost(api, spec, existing, progress, sleep)
     say(f"elsewhere-first: hunting over {_count(others, 'other candidate')} before {spec.zone}, next: {others[0].zone}")
     own = Candidate(str(spec.accelerator_type), own_capacity(spec), spec.zone)
@@ -147,14 +166,14 @@ def _hunted(
     say: Callable[[str], None],
     deadline_s: float,
     sleep: Callable[[float], None],
-    naming: Callable[[NodeSpec], None],
+    naming: Named,
     *,
     why: str,
     before: str,
 ) -> Recovered:
     """The hunt over `order`, each try bounded by create-deadline; the node's own spec kept saved when it finds nothing."""
     try:
-        done = hunt(api, spec, order, progress, say=say, runtime_given=True, create_deadline_s=deadline_s, sleep=sleep, naming=naming)
+        done = hunt(api, spec, order, progress, HuntTerms(runtime_given=True, create_deadline_s=deadline_s, sleep=sleep), say=say, heard=_named(naming))
     except BaseException:
         nodespec.save(spec)  # a try of another kind in this zone overwrote it: recreate and babysit need the node's own
         raise

@@ -7,8 +7,9 @@ run's --max-preemptions, the one budget of both. What is the run's own is the no
 full id in the description) and the one guard before every delete or recreate: the node must be the one the run's
 record names AND carry the run's label, so a node the user made, or one another run made, is never touched.
 
-What happens is told through `VmLog` (the launch writes it into the run's timeline and record: tpuctl/runs/ is not
-imported from here) and one line at a time through `say`.
+What happens is told as typed events (`VmEvent`: Hunting, Naming, Creating, Provisioned, Recreating, Recreated,
+Ended), values handed to the one sink the launch gives (launch/provisioning.py writes them into the run's timeline
+and record: tpuctl/runs/ is not imported from here), and to the user one line at a time through `say`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from tpuctl.cloud.capacity import candidates as ranking
-from tpuctl.cloud.capacity.hunt import Candidate, Tried, hunt, spec_for
+from tpuctl.cloud.capacity.hunt import Candidate, Chosen, HuntTerms, Tried, hunt
+from tpuctl.cloud.capacity.prices import price_text
 from tpuctl.cloud.capacity.recovery import own_capacity, recover
 from tpuctl.cloud.nodes import lifecycle, nodespec
-from tpuctl.cloud.nodes.babysit import condition
+from tpuctl.cloud.nodes.creating import CREATE_DEADLINE_S, Naming
+from tpuctl.cloud.nodes.health import condition
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value, owned_by
 from tpuctl.inputs.errors import FAILED, TpuctlError
@@ -42,16 +45,61 @@ def node_name(run_id: str) -> str:
     return nodespec.check_name(label_value(run_id))
 
 
-class VmLog(Protocol):
-    """Where the run keeps what happened to its VM (the launch: its timeline and its record)."""
+@dataclass(frozen=True)
+class Hunting:
+    """The hunt begins over these candidates, best first, for these types."""
 
-    def hunting(self, tries: Sequence[Candidate]) -> None: ...
-    def naming(self, spec: NodeSpec) -> None: ...  # a create of this spec is about to be sent: the node may exist from now on
-    def creating(self, spec: NodeSpec, usd_per_hour: float | None) -> None: ...  # the service accepted this try
-    def provisioned(self, spec: NodeSpec, tried: Sequence[Tried]) -> None: ...
-    def recreating(self, spec: NodeSpec, why: str) -> None: ...
-    def recreated(self, spec: NodeSpec, usd_per_hour: float | None) -> None: ...
-    def ended(self, spec: NodeSpec, kept: bool) -> None: ...  # deleted (the service accepted it), or kept on purpose
+    types: tuple[str, ...]
+    tries: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class Creating:
+    """The service accepted this try (creating.Naming came before its request): the VM is this spec, at this list price
+    (None: no SKU prices it) from the price book `note` describes."""
+
+    spec: NodeSpec
+    usd_per_hour: float | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """The VM is READY; `tried`: the candidates before it that did not hold."""
+
+    spec: NodeSpec
+    tried: tuple[Tried, ...]
+    usd_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class Recreating:
+    """The VM was lost (`why`: its condition) and is being made again."""
+
+    spec: NodeSpec
+    why: str
+
+
+@dataclass(frozen=True)
+class Recreated:
+    """The VM is READY again as this spec (its zone and kind may be new), at this list price."""
+
+    spec: NodeSpec
+    usd_per_hour: float | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run is done with its VM: deleted (the service accepted the delete), kept on purpose, or lost (gone without
+    this delete, or a node of its name that does not carry the run's label: the run's own is gone)."""
+
+    spec: NodeSpec
+    how: Literal["deleted", "kept", "lost"]
+
+
+VmEvent = Hunting | Naming | Creating | Provisioned | Recreating | Recreated | Ended
+OnEvent = Callable[[VmEvent], None]
 
 
 @dataclass(frozen=True)
@@ -63,14 +111,14 @@ class Wanted:
     runtime_version: str | None  # None: each type's default image (settings.default_runtime)
     max_preemptions: int
     recovery: Recovery | None = None  # None: the default for the lost VM's kind
-    create_deadline_s: float = lifecycle.CREATE_DEADLINE_S
+    create_deadline_s: float = CREATE_DEADLINE_S
 
 
 class RunVm:
     """The VM of one run. `provision` makes it READY, `recreate` brings it back after a preemption, `delete` ends it."""
 
-    def __init__(self, api: TpuApi, run_id: str, wanted: Wanted, log: VmLog, say: Say, *, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.api, self.run_id, self.wanted, self.log, self.say, self.sleep = api, run_id, wanted, log, say, sleep
+    def __init__(self, api: TpuApi, run_id: str, wanted: Wanted, on_event: OnEvent, say: Say, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api, self.run_id, self.wanted, self.on_event, self.say, self.sleep = api, run_id, wanted, on_event, say, sleep
         self.name = node_name(run_id)
         self.spec: NodeSpec | None = None  # the node as it was last asked for: its zone, type and kind
         self.book: PriceBook | None = None
@@ -105,22 +153,28 @@ class RunVm:
         for skip in skipped:
             self.say(f"{skip.candidate}: {skip.why}")
         self.say(f"TPU VM {self.name} for this run: {len(tries)} candidate(s), best first, at list price ({found.book.describe()}): " + price_list(tries))
-        base = self.base(tries[0])
-        given = self.wanted.runtime_version is not None
-        self.log.hunting(tries)
-
-        def accepted(candidate: Candidate) -> None:
-            self.spec = spec_for(base, candidate, given)
-            self.unanswered = False
-            self.log.creating(self.spec, candidate.usd_per_hour)
-            self.say(f"creating TPU VM {self.name}: {candidate}, {price_text(candidate.usd_per_hour)}; waiting for it to be READY")
-
-        done = hunt(self.api, base, tries, _states(self.say, self.name), say=self.say, runtime_given=given,
-                    create_deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, before_create=accepted, naming=self._naming)  # fmt: skip
-        self.spec, self.unanswered = done.ensured.spec, False
-        self.log.provisioned(self.spec, done.tried)
-        self.say(f"TPU VM {self.name} is READY in {self.spec.zone} ({done.candidate.capacity})")
+        self.on_event(Hunting(tuple(self.wanted.plan.types), tuple(tries)))
+        terms = HuntTerms(self.wanted.runtime_version is not None, self.wanted.create_deadline_s, sleep=self.sleep)
+        done = hunt(self.api, self.base(tries[0]), tries, _states(self.say, self.name), terms, say=self.say, heard=self._heard)
+        spec = self._now(done.ensured.spec, unanswered=False)
+        self.on_event(Provisioned(spec, tuple(done.tried), done.candidate.usd_per_hour))
+        self.say(f"TPU VM {self.name} is READY in {spec.zone} ({done.candidate.capacity})")
         return done.ensured.node
+
+    def _heard(self, event: Naming | Chosen) -> None:
+        """A try's create events: its Naming (_naming), and its candidate Chosen once the service accepted it."""
+        if isinstance(event, Naming):
+            self._naming(event)
+            return
+        candidate = event.candidate
+        self.on_event(Creating(self._now(event.spec, unanswered=False), candidate.usd_per_hour, self.book.describe() if self.book else None))
+        self.say(f"creating TPU VM {self.name}: {candidate}, {price_text(candidate.usd_per_hour, '/h')}; waiting for it to be READY")
+
+    def _now(self, spec: NodeSpec, *, unanswered: bool) -> NodeSpec:
+        """The one place the VM's spec changes: as each create is named, accepted, or READY (`unanswered`: a create
+        request was sent and its reply not read yet, so the node may still come)."""
+        self.spec, self.unanswered = spec, unanswered
+        return spec
 
     def down(self) -> str | None:
         """The node's condition when it cannot run workers (preempted, terminated, gone), else None."""
@@ -139,21 +193,21 @@ class RunVm:
             raise TpuctlError(f"TPU VM {self.name} in {spec.zone} does not carry this run's label; tpuctl leaves it alone", exit_code=FAILED)
         self.recreated += 1
         self.say(f"TPU VM {self.name} is {why}; recreating it ({self.recreated}/{self.wanted.max_preemptions})")
-        self.log.recreating(spec, why)
+        self.on_event(Recreating(spec, why))
         back = recover(self.api, spec, _states(self.say, self.name), say=self.say, candidates=self._elsewhere(spec), recovery=self.wanted.recovery,
                        deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, naming=self._naming)  # fmt: skip
-        self.spec, self.unanswered = back.ensured.spec, False
-        usd = self.book.slice_price(self.spec.accelerator(), self.spec.zone, self.spec.capacity()) if self.book is not None else None
-        self.log.recreated(self.spec, usd)
+        spec = self._now(back.ensured.spec, unanswered=False)
+        usd = self.book.slice_price(spec.accelerator(), spec.zone, spec.capacity()) if self.book is not None else None
+        self.on_event(Recreated(spec, usd, self.book.describe() if self.book is not None else None))
         self.say(f"TPU VM {self.name} is READY again: {back.line}")
         return back.ensured.node
 
-    def _naming(self, spec: NodeSpec) -> None:
+    def _naming(self, event: Naming) -> None:
         """Before every create request, the first and each recreate's, in whichever zone: the service may make the node
         before its reply comes back, so a stop meanwhile (`delete`) and the record a killed launcher leaves (`tpuctl stop`)
         must already name the node where it is being made, not where it was."""
-        self.spec, self.unanswered = spec, True
-        self.log.naming(spec)
+        self._now(event.spec, unanswered=True)
+        self.on_event(event)
 
     def _elsewhere(self, spec: NodeSpec) -> Callable[[], list[Candidate]] | None:
         """Where the node may go once its own zone stocked out: the run's zones and kinds, its own type (the hosts the
@@ -176,8 +230,8 @@ class RunVm:
         node = self.api.get_node(spec.zone, self.name)
         if node is not None and not owned_by(node, self.run_id):
             # A node of that name without the run's label is another's: the run's own VM is gone, as `tpuctl stop`
-            # (cli/run_vms.delete_vm) writes it too, so the record stops saying it may bill.
-            self.log.ended(spec, kept=False)
+            # (cli/runs.py) writes it too, so the record stops saying it may bill.
+            self.on_event(Ended(spec, "lost"))
             return (
                 f"TPU VM {self.name} in {spec.zone} is not this run's to delete (it does not carry the run's label): left as it is;"
                 " the run's own VM is gone"
@@ -190,7 +244,7 @@ class RunVm:
             removed = lifecycle.late(self.api, spec, progress, self.sleep, wait=False, forget=True)
             if not removed.found:  # the record keeps saying it may bill: `runs` shows it, `tpuctl stop` deletes it
                 return f"no TPU VM {self.name} showed in {spec.zone}; should the service still make it, {lifecycle.delete_command(self.name, spec.zone)}"
-        self.log.ended(spec, kept=False)
+        self.on_event(Ended(spec, "deleted" if removed.found else "lost"))
         if not removed.found:
             return f"TPU VM {self.name} in {spec.zone} is gone already"
         queued = f" and its queued resource ({removed.queued})" if removed.node and removed.queued else ""
@@ -208,18 +262,14 @@ class RunVm:
         if spec is None:
             return f"no TPU VM was created for this run ({self.name})"
         if self.api.get_node(spec.zone, self.name) is None:  # a hunt that found nothing left nothing to keep
-            self.log.ended(spec, kept=False)
+            self.on_event(Ended(spec, "lost"))
             return f"TPU VM {self.name} in {spec.zone} is gone already: nothing to keep"
-        self.log.ended(spec, kept=True)
+        self.on_event(Ended(spec, "kept"))
         return f"kept TPU VM {self.name} in {spec.zone} ({why}); it bills until deleted: tpuctl delete {self.name} --zone {spec.zone}"
 
 
-def price_text(usd: float | None) -> str:
-    return "no list price" if usd is None else f"${usd:,.2f}/h"
-
-
 def price_list(tries: Sequence[Candidate], limit: int = 6) -> str:
-    shown = ", ".join(f"{c} {price_text(c.usd_per_hour)}" for c in tries[:limit])
+    shown = ", ".join(f"{c} {price_text(c.usd_per_hour, '/h')}" for c in tries[:limit])
     return shown + (f", and {len(tries) - limit} more" if len(tries) > limit else "")
 
 

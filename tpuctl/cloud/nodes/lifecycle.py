@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tpuctl.cloud.nodes import nodespec
+from tpuctl.cloud.nodes.creating import AS_ASKED, Accepted, Heard, Naming, Terms, deaf
 from tpuctl.cloud.nodes.node import Node, last_part
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.tpu import NodeApi, Queued
@@ -30,7 +30,6 @@ FIRST_POLL_S = 0.1
 # quotas Google Cloud APIs are given per project (the TPU API's: console, IAM & Admin > Quotas, tpu.googleapis.com).
 MAX_POLL_S = 2.0
 QUEUED_WAITING = ("CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
-CREATE_DEADLINE_S = 1800.0  # the create-deadline setting's default (tpuctl/settings/cloud.py says why)
 DELETE_DEADLINE_S = 900.0  # a node is usually gone in a few minutes; one still DELETING after 15 is the service's to finish
 LATE_CREATE_S = 10.0  # how long a create request a Ctrl-C cut off (its reply never read) is watched for the node it may make
 
@@ -57,31 +56,15 @@ class Ensured:
     spec: NodeSpec  # what the node is: a reused node keeps its own runtime where the user named none
 
 
-def ensure(
-    api: NodeApi,
-    spec: NodeSpec,
-    progress: Progress,
-    *,
-    wait: bool = True,
-    runtime_given: bool = True,
-    deadline_s: float = CREATE_DEADLINE_S,
-    queued_deadline_s: float | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    before_create: Callable[[], None] = lambda: None,
-    naming: Callable[[NodeSpec], None] = lambda spec: None,
-) -> Ensured:
-    """The node as specified: reused when it exists with this spec, created otherwise.
+def ensure(api: NodeApi, spec: NodeSpec, progress: Progress, terms: Terms = AS_ASKED, heard: Heard = deaf) -> Ensured:
+    """The node as specified: reused when it exists with this spec, created otherwise, as `terms` say (creating.py);
+    `heard` hears the create's Naming before the request is sent and its Accepted before the wait.
 
-    Without `runtime_given` the spec's runtime is only tpuctl's default, which changes between releases and with the
-    accelerator type: an existing node's own runtime is then the one asked for, not a conflict. A create that stocks out
-    (CapacityError, with its kind), meets a quota or fails after the service accepted it leaves nothing behind: what it
-    made (node, queued resource) is deleted and the spec it saved taken back; one whose request got no usable answer
-    says how to delete what the service may still make. A node found DELETING (an interrupted delete) is waited for,
-    then made anew; a node reused waits for READY at most `deadline_s` too. `deadline_s`: how long one create may stay CREATING;
-    `queued_deadline_s`: how long a queued request may wait (None: as long as the queue keeps it, a plain `create --queued`; a hunt bounds it, or a flex-start
-    first would never reach the next kind). `before_create` is called once the service accepted the request, before the wait (not for a reused node or a
-    refused one): `create` says the price. `naming` is called with the spec just before the create request is sent: the service may make the node before its
-    reply comes back, so whoever must delete it after a stop or a kill (a run's record) learns its name and zone first."""
+    A create that stocks out (CapacityError, with its kind), meets a quota or fails after the service accepted it leaves
+    nothing behind: what it made (node, queued resource) is deleted and the spec it saved taken back; one whose request
+    got no usable answer says how to delete what the service may still make. A node found DELETING (an interrupted
+    delete) is waited for, then made anew."""
+    sleep, deadline_s, runtime_given = terms.sleep, terms.deadline_s, terms.runtime_given
     existing = api.get_node(spec.zone, spec.name)
     if existing is not None and existing.state == "DELETING":  # an interrupted delete's: gone soon, then made anew
         _gone(api, Removed(spec.name, spec.zone, existing.state, None), None, progress, sleep, deadline_s)
@@ -91,11 +74,11 @@ def ensure(
         _check_reusable(spec, existing)
         if nodespec.load(spec.project, spec.zone, spec.name) is None:
             nodespec.save(spec)
-        node = wait_ready(api, spec, None, progress, sleep=sleep, deadline_s=deadline_s, reused=True) if wait else existing
+        node = wait_ready(api, spec, None, progress, sleep=sleep, deadline_s=deadline_s, reused=True) if terms.wait else existing
         return Ensured(node, created=False, spec=spec)
     operation: str | None = None
     made = True  # False: the create met a node or queued resource of that name, an earlier create's or someone's
-    naming(spec)
+    heard(Naming(spec))
     try:
         if spec.queues():
             made = api.create_queued(spec.zone, spec.name, spec.queued_resource())
@@ -116,13 +99,13 @@ def ensure(
     # fails takes back the spec it saved (not one an earlier create saved: recreate and babysit need that).
     pending = nodespec.load(spec.project, spec.zone, spec.name) is None
     nodespec.save(spec)
-    before_create()  # after the save: a Ctrl-C while prices are read still leaves a node tpuctl can find by name
-    if not wait:
+    heard(Accepted(spec))  # after the save: a Ctrl-C while prices are read still leaves a node tpuctl can find by name
+    if not terms.wait:
         found = api.get_node(spec.zone, spec.name)
         return Ensured(found or Node({"name": spec.path()}, spec.zone), created=True, spec=spec)
     try:
         if spec.queues():
-            wait_queued(api, spec, progress, sleep=sleep, deadline_s=queued_deadline_s)
+            wait_queued(api, spec, progress, sleep=sleep, deadline_s=terms.queued_deadline_s)
             return Ensured(wait_ready(api, spec, None, progress, sleep=sleep), created=True, spec=spec)
         return Ensured(_created(api, spec, operation, progress, sleep, deadline_s), created=True, spec=spec)
     except (CapacityError, QuotaError) as failed:
@@ -143,21 +126,21 @@ class Interrupted(TpuctlError):
     default_exit = INTERRUPTED
 
 
-def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, *, sleep: Callable[[float], None] = time.sleep, **ensuring: Any) -> Ensured:
+def attempt(api: NodeApi, spec: NodeSpec, progress: Progress, terms: Terms = AS_ASKED, heard: Heard = deaf) -> Ensured:
     """One `ensure` that a Ctrl-C may cut short: what this call made (node, queued resource, saved spec) is deleted
     then, never a node that was there before; where that cannot be done (a second Ctrl-C, an API error) the line
-    names what may be left and the command that deletes it. `ensuring`: ensure's keywords."""
+    names what may be left and the command that deletes it."""
     existed = api.get_node(spec.zone, spec.name) is not None
     saved_before = nodespec.load(spec.project, spec.zone, spec.name) is not None
     sent = [False]
-    naming: Callable[[NodeSpec], None] = ensuring.pop("naming", lambda spec: None)
+    sleep = terms.sleep
 
-    def named(asked: NodeSpec) -> None:
-        naming(asked)
-        sent[0] = True  # the create request goes next: from here the service may make the node
+    def told(event: Naming | Accepted) -> None:
+        heard(event)
+        sent[0] = sent[0] or isinstance(event, Naming)  # the create request goes next: from here the service may make the node
 
     try:
-        return ensure(api, spec, progress, sleep=sleep, naming=named, **ensuring)
+        return ensure(api, spec, progress, terms, told)
     except KeyboardInterrupt:
         if existed:
             raise Interrupted(f"interrupted; {spec.name} in {spec.zone} was there before and is left as it is") from None
@@ -477,18 +460,10 @@ def change_power(api: NodeApi, zone: str, name: str, stop: bool, progress: Progr
         pause()
 
 
-def recreate(
-    api: NodeApi,
-    spec: NodeSpec,
-    progress: Progress,
-    *,
-    deadline_s: float = CREATE_DEADLINE_S,
-    sleep: Callable[[float], None] = time.sleep,
-    naming: Callable[[NodeSpec], None] = lambda spec: None,
-) -> Ensured:
+def recreate(api: NodeApi, spec: NodeSpec, progress: Progress, terms: Terms = AS_ASKED, heard: Heard = deaf) -> Ensured:
     """From the saved spec: a lost (preempted, terminated, deleted) node is replaced; a live one is kept."""
-    clear_lost(api, spec, api.get_node(spec.zone, spec.name), progress, sleep)
-    return ensure(api, spec, progress, deadline_s=deadline_s, sleep=sleep, naming=naming)
+    clear_lost(api, spec, api.get_node(spec.zone, spec.name), progress, terms.sleep)
+    return ensure(api, spec, progress, terms, heard)
 
 
 def clear_lost(api: NodeApi, spec: NodeSpec, existing: Node | None, progress: Progress, sleep: Callable[[float], None]) -> None:
