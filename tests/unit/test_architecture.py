@@ -409,10 +409,39 @@ def test_the_top_level_shows_the_architecture() -> None:
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(loose) <= MAX_LOOSE_MODULES, f"at most {MAX_LOOSE_MODULES} modules loose in tpuctl/, found {loose}"
     silent = [
-        _rel(init.parent) for init in PACKAGE.glob("*/__init__.py")
+        _rel(init.parent) for init in PACKAGE.rglob("__init__.py")
         if len((ast.get_docstring(_tree(init)) or "").split()) < 12
     ]
     assert not silent, f"say in a paragraph what each package holds (its __init__ docstring): {silent}"
+    loose_folders = sorted({_rel(p.parent) for p in _modules() if not (p.parent / "__init__.py").exists()})
+    assert not loose_folders, f"a folder of modules is a package, with an __init__ that says what it holds: {loose_folders}"
+
+
+def _one_module_packages(root: Path) -> list[str]:
+    """Packages that hold a single module and nothing else (no other module, subpackage or data file beside it):
+    a folder made to keep a module out of its parent's count, not a room of its own."""
+    found = []
+    for init in sorted(root.rglob("__init__.py")):
+        folder = init.parent
+        held = [p for p in folder.iterdir() if p.name not in ("__init__.py", "__pycache__") and (p.is_file() or (p / "__init__.py").exists())]
+        if len(held) <= 1 and all(p.suffix == ".py" for p in held):
+            found.append(_rel(folder) if folder.is_relative_to(ROOT) else folder.name)
+    return found
+
+
+def test_no_package_holds_one_module_only() -> None:
+    """Issue 47: `cloud/run_nodes/` and `cli/run_vms/` were packages of one module each, made to stay under the folder
+    cap; a job too small for a room of its own is a module of the package whose job it is."""
+    lonely = _one_module_packages(PACKAGE)
+    assert not lonely, f"make each a module of the package whose job it is, or give the package its job's modules: {lonely}"
+
+
+def test_the_one_module_rule_tells_a_lonely_package_from_a_package_with_data(tmp_path: Path) -> None:
+    for name, files in {"lonely": ["__init__.py"], "pair": ["__init__.py", "a.py"], "full": ["__init__.py", "a.py", "b.py"], "shim": ["__init__.py", "shim.c"]}.items():
+        for file in files:
+            (tmp_path / name).mkdir(exist_ok=True)
+            (tmp_path / name / file).write_text("")
+    assert _one_module_packages(tmp_path) == ["lonely", "pair"]
 
 
 def test_no_folder_holds_more_than_twenty_modules() -> None:

@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,16 +125,17 @@ def test_the_provisioning_step_writes_each_event_into_the_record_and_the_timelin
     folder = tmp_path / "run"
     folder.mkdir()
     first = RunRecord(RUN, "ssh", "train.py", str(folder), time.time() - 7200, os.getpid(), socket.gethostname())
-    keeper = Keeper(first, print)
     written: list[VmRecord | None] = []
 
-    def amend(*, vm: VmRecord) -> None:
-        keeper.amend(vm=vm)
-        context.record = keeper.record
-        written.append(records.read_all(print)[0].vm)
+    class Watched(Keeper):
+        """The run's keeper, each write it makes read back from the records folder."""
+
+        def amend(self, **fields: Any) -> None:
+            super().amend(**fields)
+            written.append(records.read_all(print)[0].vm)
 
     timeline = tl.Timeline(folder / "timeline.jsonl")
-    context = RunContext(RUN, folder, logs.LineWriter(io.StringIO()), print, False, record=first, timeline=timeline, amend_record=amend)
+    context = RunContext(RUN, folder, logs.LineWriter(io.StringIO()), print, False, timeline=timeline, keeper=Watched(first, print))
     journal = VmJournal(context, NODE_DELETE)
     tried = Tried(Candidate("v4-8", Capacity("spot"), "us-central2-c", 1.0), "no capacity (stockout)", 12.5)
     for event in (

@@ -71,14 +71,17 @@ class Keeper:
         self.ended = False
         self.written = self._write(record)
 
-    def amend(self, *, vm: VmRecord | None = None, answers_stacks: bool | None = None) -> None:
+    def amend(self, *, vm: VmRecord | None = None, answers_stacks: bool | None = None, job: str | None = None) -> None:
         """What changes in a running record, written at once: its VM (`vm`, the next value of its life, from the one
-        owner of it: a launcher killed the next moment leaves a record naming the VM), and whether its supervisor
-        answers SIGQUIT with stacks (runs/stacks.py); `end` keeps both."""
+        owner of it: a launcher killed the next moment leaves a record naming the VM), whether its supervisor
+        answers SIGQUIT with stacks (runs/stacks.py), the cluster job it submitted (`tpuctl runs` shows it while it
+        runs); `end` keeps them."""
         if vm is not None:
             self.record = replace(self.record, vm=vm)
         if answers_stacks is not None:
             self.record = replace(self.record, answers_stacks=answers_stacks)
+        if job is not None:
+            self.record = replace(self.record, job=job)
         self._write(self.record)
 
     def end(self, state: str, exit_code: int | None, job: str | None = None, goodput: float | None = None) -> None:

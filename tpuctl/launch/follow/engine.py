@@ -14,7 +14,6 @@ What is the cluster's (kubectl, REST) stays in its Scheduler (tpuctl/launch/foll
 
 from __future__ import annotations
 
-import contextlib
 import io
 import signal
 import sys
@@ -29,7 +28,6 @@ from tpuctl.launch.follow.scheduler import JobStatus, OnInterrupt, Replica, Repl
 from tpuctl.launch.follow.sinks import Pump, Sinks
 from tpuctl.launch.outcome import Failure, JobRef, Outcome
 from tpuctl.launch.runner import RunContext
-from tpuctl.runs import records
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
 from tpuctl.safety import signals
@@ -43,7 +41,7 @@ class JobFollower:
     def __init__(self, scheduler: Scheduler, context: RunContext, fold: Fold | None = None) -> None:
         self.scheduler = scheduler
         self.notice = context.notice
-        self.record = context.record  # the run's record: it names the job once it exists
+        self.context = context  # the run's record (its keeper the one writer) names the job once it exists
         self.timeline = context.timeline  # each state the job is seen in, as it is seen (job_state)
         # TensorFlow's start-up lines (tf_noise.py); whoever made the launch says the Fold's note at its end.
         self.fold = fold if fold is not None else Fold(context.verbose)
@@ -166,10 +164,9 @@ class JobFollower:
 
     def _record_job(self) -> None:
         """The run's record names the job as soon as it exists, so that `tpuctl runs` shows it while it runs."""
-        record = self.record
-        if record is not None:
-            with contextlib.suppress(OSError):  # the record is a view: the run goes on without it
-                records.write(replace(record, job=self.scheduler.job_ref().label))
+        amend = self.context.amend_record
+        if self.context.record is not None and amend is not None:  # the record is a view: a failed write costs a warning, never the run
+            amend(job=self.scheduler.job_ref().label)
 
     def _leave(self, signum: int) -> Outcome:
         """The job runs on. Only a person at a terminal pressing Ctrl-C is asked whether to delete it;
