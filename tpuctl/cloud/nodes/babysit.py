@@ -27,7 +27,7 @@ from tpuctl.cloud.nodes.health import condition
 from tpuctl.cloud.nodes.lifecycle import Progress
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.tpu import NodeApi
-from tpuctl.endings import INTERRUPTED
+from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.safety import reaper, signals
 from tpuctl.tpu.capacity import Recovery
@@ -95,7 +95,7 @@ def babysit(api: NodeApi, spec: NodeSpec, watch: BabysitTerms) -> int:
             name = signal.Signals(stopped.signum).name if isinstance(stopped, signals.Stopped) else "SIGINT"
             watch.note(f"received {name}; stopping the command" if sitter.running is not None else f"received {name}")
             sitter.stop_command()
-            watch.note("interrupted")
+            watch.note(Kind.STOPPED.word)
             return INTERRUPTED
         finally:
             sitter.stop_command()
