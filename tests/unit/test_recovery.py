@@ -15,7 +15,7 @@ import pytest
 from tests.unit.test_babysit import FakeCommand, Runs
 from tests.unit.test_hunt import BASE, ON_DEMAND, PROJECT, ZonedApi, memory, no_sleep, saved, zones
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped
-from tpuctl.cloud.capacity.recovery import Recovered, own_capacity, recover
+from tpuctl.cloud.capacity.recovery import STRATEGIES, ElsewhereFirst, Lost, Recovered, SameZoneFirst, Tries, own_capacity, recover, strategy
 from tpuctl.cloud.nodes import babysit, nodespec
 from tpuctl.cloud.nodes.babysit import BabysitTerms
 from tpuctl.cloud.nodes.nodespec import NodeSpec
@@ -50,11 +50,20 @@ class Asked:
 
 def back(api: ZonedApi, asked: Asked | None, recovery: Recovery | None = Recovery.SAME_ZONE_FIRST) -> tuple[Recovered, list[str]]:
     said: list[str] = []
-    return recover(api, LOST, lambda state, elapsed: None, say=said.append, candidates=asked, recovery=recovery, sleep=no_sleep), said
+    return recover(Lost(api, LOST, asked), Tries(lambda state, elapsed: None, said.append, sleep=no_sleep), recovery), said
 
 
 def creates(api: ZonedApi) -> list[str]:
     return [call.split()[1] for call in api.calls if call.startswith("create")]
+
+
+def test_each_recovery_setting_names_one_strategy_class_and_none_takes_the_node_s_kind_default() -> None:
+    """The strategies are classes registered under the recovery setting's names, as SkyPilot registers its own
+    (sky/jobs/recovery_strategy.py); elsewhere-first is a same-zone-first that goes elsewhere first, as EAGER_NEXT_REGION is a FAILOVER."""
+    assert {name: type(each) for name, each in STRATEGIES.items()} == {Recovery.SAME_ZONE_FIRST: SameZoneFirst, Recovery.ELSEWHERE_FIRST: ElsewhereFirst}
+    assert issubclass(ElsewhereFirst, SameZoneFirst) and all(each.name is name for name, each in STRATEGIES.items())
+    assert [type(strategy(None, replace(LOST, spot=spot))) for spot in (True, False)] == [ElsewhereFirst, SameZoneFirst]
+    assert type(strategy(Recovery.SAME_ZONE_FIRST, LOST)) is SameZoneFirst
 
 
 def test_the_own_zone_comes_first_and_gathers_no_offers(api: ZonedApi) -> None:
@@ -147,7 +156,7 @@ def test_a_queued_node_comes_back_in_its_own_zone_only(api: ZonedApi, kind: str)
     api.queue_endings = {OWN: ["capacity"]}
     asked = Asked(zones("z1-west1-a"))
     with pytest.raises(CapacityError):
-        recover(api, spec, lambda state, elapsed: None, say=print, candidates=asked, sleep=no_sleep)
+        recover(Lost(api, spec, asked), Tries(lambda state, elapsed: None, print, sleep=no_sleep))
     assert asked.times == 0 and not any(call.startswith("create z1") for call in api.calls)
 
 
@@ -200,7 +209,7 @@ def test_the_default_follows_the_kind(api: ZonedApi, spec: NodeSpec, first: str)
     nodespec.save(spec)
     api.nodes[(OWN, "hunt")] = {"name": spec.path(), "state": "PREEMPTED", **spec.resource()}
     kind = own_capacity(spec)
-    recover(api, spec, lambda state, elapsed: None, say=print, candidates=Asked(zones(OWN, ELSEWHERE, kind=kind)), sleep=no_sleep)
+    recover(Lost(api, spec, Asked(zones(OWN, ELSEWHERE, kind=kind))), Tries(lambda state, elapsed: None, print, sleep=no_sleep))
     assert creates(api)[0] == first
     assert Recovery.default_for(spec.capacity()) is (Recovery.ELSEWHERE_FIRST if first == ELSEWHERE else Recovery.SAME_ZONE_FIRST)
     assert Recovery.default_for("flex-start") is Recovery.SAME_ZONE_FIRST
@@ -217,8 +226,8 @@ def test_same_zone_first_gives_a_spot_node_s_own_zone_a_third_of_the_deadline_wh
     api.endings = {OWN: ["stuck"]}
     said: list[str] = []
     began = time.monotonic()
-    done = recover(api, spec, lambda state, elapsed: None, say=said.append, candidates=Asked(zones(ELSEWHERE, kind=own_capacity(spec))),
-                   recovery=Recovery.SAME_ZONE_FIRST, deadline_s=0.9, sleep=lambda s: time.sleep(min(s, 0.01)))  # fmt: skip
+    tries = Tries(lambda state, elapsed: None, said.append, deadline_s=0.9, sleep=lambda s: time.sleep(min(s, 0.01)))
+    done = recover(Lost(api, spec, Asked(zones(ELSEWHERE, kind=own_capacity(spec)))), tries, Recovery.SAME_ZONE_FIRST)
     took = time.monotonic() - began
     assert creates(api) == [OWN, ELSEWHERE] and done.ensured.spec.zone == ELSEWHERE
     if bounded:

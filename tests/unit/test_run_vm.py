@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.test_lifecycle import ZONE, FakeApi, no_sleep
-from tpuctl.backends.ssh.new_tpu import keeps
 from tpuctl.cloud.capacity.candidates import Plan
 from tpuctl.cloud.capacity.run_vm import Ended, Hunting, Recreating, RunVm, VmEvent, Wanted, node_name
 from tpuctl.cloud.nodes import nodespec
@@ -20,6 +19,7 @@ from tpuctl.cloud.nodes.nodespec import NODE_ID, NodeSpec
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 from tpuctl.endings import Kind
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.launch.provisioning import keeps
 from tpuctl.settings import cloud as settings
 from tpuctl.tpu.capacity import Capacity
 

@@ -1,18 +1,22 @@
-"""Run a prepared launch: claim its log folder, hand the Runner its context, keep the outcome.
+"""Run a prepared launch: claim its log folder, provision its machine if it has one, hand the Runner its context, keep the outcome.
 
-Every backend's run passes here, so the folder rule (one folder, one launch), the
-outcome record and the scrubbing of secret values from tpuctl's own words hold for all.
+Every backend's run passes here, so the folder rule (one folder, one launch), the provisioning step (a machine made
+for the run before the backend's run, handed to it as hosts, ended after it: `_provisioned`), the outcome record and
+the scrubbing of secret values from tpuctl's own words hold for all.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import replace
+from types import FrameType
 from typing import TextIO
 
-from tpuctl.endings import state_of
+from tpuctl.cluster.hosts import HostEntry
+from tpuctl.endings import INTERRUPTED, Kind, state_of
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.private_files import write_private
 from tpuctl.launch import publish, secret_values
@@ -20,10 +24,11 @@ from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.prepare import Launch
-from tpuctl.launch.runner import RunContext
+from tpuctl.launch.runner import Provisioner, RunContext
 from tpuctl.runs import goodput, recorded
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.folder import RunFolder
+from tpuctl.safety import signals
 
 
 def execute(
@@ -60,7 +65,8 @@ def execute(
             if publisher is not None:
                 publisher.start(timeline)
             try:
-                outcome = launch.runner.run(job, context)
+                made = launch.runner.provisioner()  # the step that makes the run's machine first, and ends it after the run
+                outcome = launch.runner.run(job, context) if made is None else _provisioned(made, job, context, launch.runner.run)
                 timeline.event(tl.RUN_END, exit_code=outcome.exit_code, state=state_of(outcome.ending))
             finally:
                 timeline.close()
@@ -78,6 +84,47 @@ def execute(
             secret_values.scrub_error(err, job)
             raise
     return outcome
+
+
+def _provisioned(provisioner: Provisioner, job: Job, context: RunContext, run: Callable[[Job, RunContext], Outcome]) -> Outcome:
+    """The backend's `run` on the machine `provisioner` makes for it, handed its hosts; then the machine ended by how
+    the run ended (Provisioner.finish).
+
+    A stopping signal ends the run, however far it got, with its machine deleted: it raises Stopped from the first
+    create to the run's end, save while the supervisor routes signals its own way (it stops the workers), and is
+    ignored once the end has begun. Nowhere between is SIGTERM's default left, which kills this process before the
+    delete (the gap between READY and the supervisor: --cleanup, the hosts' preflight)."""
+    ended: Kind | None = None
+    stopping = [True]
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stopping[0]:
+            raise signals.Stopped(signum)
+
+    with signals.handled(on_signal):
+        try:
+            hosts: list[HostEntry] | None = None
+            try:
+                hosts = provisioner.provision(job, context)
+                outcome = run(job, replace(context, hosts=tuple(hosts)))
+            except (KeyboardInterrupt, signals.Stopped) as stopped:
+                ended = Kind.STOPPED
+                doing = f"creating {provisioner.machine(context.run_id)}" if hosts is None else f"running on {provisioner.machine(context.run_id)}"
+                context.notice(f"received {_signal_name(stopped)}; no longer {doing}")
+                raise TpuctlError(f"interrupted while {doing} for the run", exit_code=INTERRUPTED) from None
+            ended = outcome.ending.kind
+            return outcome
+        except TpuctlError as err:
+            ended = Kind.STOPPED if err.exit_code == INTERRUPTED else ended
+            raise
+        finally:
+            stopping[0] = False
+            provisioner.finish(ended, context)
+
+
+def _signal_name(stopped: BaseException) -> str:
+    """The signal that stopped a wait, by name (a KeyboardInterrupt is SIGINT's)."""
+    return signal.Signals(stopped.signum).name if isinstance(stopped, signals.Stopped) else "SIGINT"
 
 
 def _scrubbing(notice: Callable[[str], None], job: Job) -> Callable[[str], None]:

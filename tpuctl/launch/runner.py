@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, final
 
+from tpuctl.cluster.hosts import HostEntry
+from tpuctl.endings import Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.console import logs
 from tpuctl.launch.job import Job
@@ -59,6 +61,7 @@ class RunContext:
     verbose: bool = False  # --verbose: TensorFlow's start-up log lines on the console too
     timeline: Timeline | None = None  # the run's timeline (tpuctl/runs/timeline.py): the engines write what happens when
     keeper: Keeper | None = None  # the run's record and its one writer (tpuctl/runs/recorded.py); None where the run keeps none
+    hosts: tuple[HostEntry, ...] | None = None  # the hosts of the machine the provisioning step made for the run; None: the backend's own
 
     @property
     def record(self) -> RunRecord | None:
@@ -71,6 +74,25 @@ class RunContext:
         """Change fields of the run's record while it runs (Keeper.amend): a run's own TPU VM, named the moment it
         exists; the supervisor's answers_stacks. None where the run keeps no record."""
         return self.keeper.amend if self.keeper is not None else None
+
+
+class Provisioner(ABC):
+    """A machine made for one run (`launch --new-tpu`: its own TPU VM). The launch flow's provisioning step
+    (tpuctl/launch/provisioning.py) makes it before the backend's run, hands that run its hosts (RunContext.hosts), and
+    ends it after, however the run ended; the backend never makes or deletes it."""
+
+    @abstractmethod
+    def machine(self, run_id: str) -> str:
+        """The machine in words, known before it exists: what the step says it was creating or running on when stopped."""
+
+    @abstractmethod
+    def provision(self, job: Job, context: RunContext) -> list[HostEntry]:
+        """Make the machine and return its hosts once they can run workers."""
+
+    @abstractmethod
+    def finish(self, ended: Kind | None, context: RunContext) -> None:
+        """Delete or keep what `provision` made (nothing, where it made nothing), by how the run `ended` (None: the
+        launch failed before the workers said anything); it says what it did in one line and raises nothing."""
 
 
 class BackendOptions:
@@ -112,6 +134,11 @@ class Runner(ABC):
     def slice_cost(self, notice: Callable[[str], None]) -> VmRecord | None:
         """The TPU VM the run will run on, for its record (what its cost is priced at); None where it runs on no TPU VM.
         `notice` hears the line a slow price read says while it waits."""
+        return None
+
+    def provisioner(self) -> Provisioner | None:
+        """What makes the machine the run runs on, for the launch's provisioning step; None where the backend runs on
+        what exists (hosts, a cluster, a managed service)."""
         return None
 
     @abstractmethod

@@ -28,14 +28,14 @@ from tpuctl.launch.runner import BackendOptions, Runner
 from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
-    from tpuctl.backends.ssh.new_tpu import NewTpu
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
     from tpuctl.cloud.nodes.tpu import TpuApi
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
-    from tpuctl.launch.runner import RunContext
+    from tpuctl.launch.provisioning import NewTpu
+    from tpuctl.launch.runner import Provisioner, RunContext
     from tpuctl.runs.vm_record import VmRecord
     from tpuctl.ssh.shipment import Shipment
 
@@ -216,7 +216,7 @@ def _entries(options: Options) -> tuple[list[HostEntry], str, TpuSlice | NewTpu 
             "--zones, --capacity, --recovery, --keep and --keep-on-failure are for --new-tpu TYPE", hint="`tpuctl create --zones` hunts for a VM you keep"
         )
     if options.new_tpu is not None:
-        from tpuctl.backends.ssh.new_tpu import NewTpu
+        from tpuctl.launch.provisioning import NewTpu
 
         if options.tpu_zone and options.zones:  # as `tpuctl create` and `tpuctl offers` refuse the pair
             raise TpuctlError("give --zone or --zones, not both", hint="--zone Z creates in Z alone; --zones hunts across zones")
@@ -252,6 +252,10 @@ class SshRunner(Runner):
 
     def slice_cost(self, notice: Callable[[str], None]) -> VmRecord | None:
         return self.slice.cost(notice) if self.slice is not None else None
+
+    def provisioner(self) -> Provisioner | None:
+        """--new-tpu's VM, which the launch's provisioning step makes before the run and ends after it."""
+        return self._new_tpu()
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         """The worker count, the script path and the model dir as the hosts see them.
@@ -326,27 +330,29 @@ class SshRunner(Runner):
         if self.selection is not None:
             sync = planned(self.ssh, self.paths, self.selection, len(set(hosts)), self.sync_limit, self.options.sync_large)
         remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
-        from tpuctl.backends.ssh.new_tpu import NewTpu
-
-        if isinstance(self.slice, NewTpu):  # its hosts are placeholders until the VM is READY
-            remote["new_tpu"] = self.slice.describe(run_id)
+        if (made := self._new_tpu()) is not None:  # its hosts are placeholders until the VM is READY
+            remote["new_tpu"] = made.describe(run_id)
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
 
+    def _new_tpu(self) -> NewTpu | None:
+        """--new-tpu's VM, where the launch makes one (its module loads only then)."""
+        if self.options.new_tpu is None:
+            return None
+        from tpuctl.launch.provisioning import NewTpu
+
+        return self.slice if isinstance(self.slice, NewTpu) else None
+
     def run(self, job: Job, context: RunContext) -> Outcome:
-        from tpuctl.backends.ssh.new_tpu import NewTpu
-
-        if isinstance(self.slice, NewTpu):
-            made = self.slice
-            return made.run(job, context, lambda entries: self._run_on_hosts(job, context, entries, made.name))
-        return self._run_on_hosts(job, context, self.entries, self.options.tpu_name)
-
-    def _run_on_hosts(self, job: Job, context: RunContext, entries: list[HostEntry], tpu_name: str | None) -> Outcome:
+        """The workers on the hosts: the launch's provisioning step hands --new-tpu's (context.hosts), the others are known."""
         from tpuctl.backends.ssh.starter import SshStarter
         from tpuctl.launch.preflight import remote_doctor, remote_hello
         from tpuctl.launch.process.supervised import run_supervised
 
         assert self.paths is not None, "prepare() first"
-        self.entries = entries
+        if context.hosts is not None:
+            self.entries = list(context.hosts)
+        made = self._new_tpu()
+        tpu_name = made.name if made is not None else self.options.tpu_name
         if self.options.cleanup:
             self._free_tpus(context)
         for warning in self.warnings:

@@ -1,15 +1,17 @@
-"""Where a lost node comes back, as a named policy: its own zone first, or elsewhere first and its own zone last.
+"""Where a lost node comes back, as named strategies: its own zone first, or elsewhere first and its own zone last.
 
 Kept apart from the mechanism (lifecycle.recreate deletes the lost node and creates it from its saved spec; the hunt
 tries one candidate after another), as SkyPilot keeps its recovery strategies apart from provisioning
-(sky/jobs/recovery_strategy.py, github.com/skypilot-org/skypilot at 027bbcdb): FAILOVER relaunches in the region the job ran in
-first and fails over only when that fails; EAGER_NEXT_REGION, registered as its default, relaunches with the region
-it ran in blocked first — "based on the observation that the preemption is likely to happen again shortly in the same
-region" — and comes back to it only when everything else failed. tpuctl's two policies are those two, by zone:
+(sky/jobs/recovery_strategy.py, github.com/skypilot-org/skypilot at 027bbcdb): each is a class registered under its
+name, with one `recover()`, chosen by the name the job asks for. FAILOVER relaunches in the region the job ran in
+first and fails over only when that fails; EAGER_NEXT_REGION, a FAILOVER that registers as the default, relaunches
+with the region it ran in blocked first — "based on the observation that the preemption is likely to happen again
+shortly in the same region" — and comes back to it only when everything else failed. tpuctl's two strategies are
+those two, by zone, registered under the recovery setting's names (`STRATEGIES`, `strategy`):
 
-- same-zone-first (FAILOVER): the own zone first, as the node was (same type, same kind): its disks, reservation and
+- same-zone-first (`SameZoneFirst`, FAILOVER): the own zone first, as the node was (same type, same kind): its disks, reservation and
   the user's data path were chosen for it; then, on a stockout there, the hunt over the other candidates.
-- elsewhere-first (EAGER_NEXT_REGION): the hunt over the other candidates first, the own zone as its last try
+- elsewhere-first (`ElsewhereFirst`, EAGER_NEXT_REGION): the hunt over the other candidates first, the own zone as its last try
   (when there is no other candidate, the own zone alone).
 
 The default follows the kind (`default_for`): a spot or preemptible node was taken back by its zone, so it goes
@@ -28,9 +30,10 @@ in another zone has its saved spec moved with it, so every command finds it by n
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuctl.cloud.capacity.hunt import Candidate, HuntTerms, hunt
 from tpuctl.cloud.nodes import lifecycle, nodespec
@@ -79,6 +82,39 @@ def _named(naming: Named) -> Callable[[object], None]:
 
 
 @dataclass(frozen=True)
+class Lost:
+    """The node to bring back: the API that makes it, its saved spec, and where else it may go (`candidates`, gathered
+    only when needed; None: its own zone alone)."""
+
+    api: NodeApi
+    spec: NodeSpec
+    candidates: Candidates | None = None
+
+    @property
+    def movable(self) -> Candidates | None:
+        """Where else it may go. A queued resource, and a node named by --type/--topology, come back in their zone only:
+        a queued request waits where it was placed, and the hunt's candidates are accelerator types."""
+        spec = self.spec
+        return self.candidates if self.candidates is not None and not spec.queues() and spec.accelerator_type else None
+
+
+@dataclass(frozen=True)
+class Tries:
+    """How each try of a recovery runs and whom it tells: the wait's progress, the user's lines (`say`), each try's
+    Naming before its create is sent (`naming`: creating.py), each try's create-deadline, and the pause between polls."""
+
+    progress: Progress
+    say: Callable[[str], None]
+    deadline_s: float = CREATE_DEADLINE_S
+    sleep: Callable[[float], None] = time.sleep
+    naming: Named = _unheard
+
+    def terms(self, deadline_s: float | None = None) -> Terms:
+        """One create's terms: this recovery's deadline unless a shorter look is asked for."""
+        return Terms(deadline_s=self.deadline_s if deadline_s is None else deadline_s, sleep=self.sleep)
+
+
+@dataclass(frozen=True)
 class Recovered:
     ensured: Ensured
     line: str  # where the node came back and why, for the user
@@ -89,99 +125,100 @@ def own_capacity(spec: NodeSpec) -> Capacity:
     return Capacity(spec.capacity(), spec.reservation if spec.reserved else None)
 
 
-def recover(
-    api: NodeApi,
-    spec: NodeSpec,
-    progress: Progress,
-    *,
-    say: Callable[[str], None],
-    candidates: Candidates | None,
-    recovery: Recovery | None = None,
-    deadline_s: float = CREATE_DEADLINE_S,
-    sleep: Callable[[float], None] = time.sleep,
-    naming: Named = _unheard,
-) -> Recovered:
-    """The lost node back from `spec`, by `recovery` (None: the default for its kind), over `candidates` when given;
-    `naming` hears each try's Naming before its create is sent (creating.py). A queued resource, and a node named by
-    --type/--topology, come back in their zone only: a queued request waits where it was placed, and the hunt's
-    candidates are accelerator types."""
-    movable = candidates if candidates is not None and not spec.queues() and spec.accelerator_type else None
-    policy = recovery or Recovery.default_for(spec.capacity())
-    if movable is not None and policy is Recovery.ELSEWHERE_FIRST:
-        return _elsewhere_first(api, spec, progress, say, movable, deadline_s, sleep, naming)
-    first = deadline_s * FIRST_LOOK_SHARE if movable is not None and spec.capacity() in TAKEN_BACK else deadline_s
-    try:
-        ensured = lifecycle.recreate(api, spec, progress, Terms(deadline_s=first, sleep=sleep), _named(naming))
-    except CapacityError as stockout:
-        cut_short = stockout.kind is Stockout.STUCK and first < deadline_s
-        if not cut_short:  # as the hunt's: a try a shorter bound ended says nothing about the zone
-            stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
-        others = _others(movable, spec) if movable is not None else []
-        if not others:
+STRATEGIES: dict[Recovery, Strategy] = {}  # each strategy by the name the recovery setting gives it
+
+
+class Strategy(ABC):
+    """A way to bring a lost node back; its subclasses register under the recovery setting's name for them."""
+
+    name: ClassVar[Recovery]
+
+    def __init_subclass__(cls, name: Recovery, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = name
+        STRATEGIES[name] = cls()
+
+    @abstractmethod
+    def recover(self, lost: Lost, tries: Tries) -> Recovered:
+        """The lost node back from its spec, by this strategy, over its other candidates where it may go elsewhere."""
+
+    @staticmethod
+    def _others(candidates: Candidates, spec: NodeSpec) -> list[Candidate]:
+        """The candidates that are not the node itself (its zone, type and kind)."""
+        own = (spec.zone, spec.accelerator_type, own_capacity(spec))
+        return [c for c in candidates() if (c.zone, c.accelerator_type, c.capacity) != own]
+
+    @staticmethod
+    def _hunted(lost: Lost, order: list[Candidate], tries: Tries, *, why: str, before: str) -> Recovered:
+        """The hunt over `order`, each try bounded by create-deadline; the node's own spec kept saved when it finds nothing."""
+        spec = lost.spec
+        terms = HuntTerms(runtime_given=True, create_deadline_s=tries.deadline_s, sleep=tries.sleep)
+        try:
+            done = hunt(lost.api, spec, order, tries.progress, terms, say=tries.say, heard=_named(tries.naming))
+        except BaseException:
+            nodespec.save(spec)  # a try of another kind in this zone overwrote it: recreate and babysit need the node's own
             raise
-        if cut_short:
-            why = f"{spec.zone} did not make it READY within {first:g} s (same-zone-first's look at a {spec.capacity()} node's own zone)"
-        else:
-            why = f"{spec.zone} has no capacity ({stockout.kind.value})"
-        say(f"{why}; hunting over {_count(others, 'other candidate')}, next: {others[0].zone}")
-        return _hunted(api, spec, others, progress, say, deadline_s, sleep, naming, why=why, before="more ")
-    return Recovered(ensured, f"recreated in its own zone {spec.zone}")
+        moved = done.ensured.spec
+        if moved.zone != spec.zone:
+            nodespec.forget(spec)  # the old zone's spec: describe, ssh, launch --tpu and delete now find the new one alone
+        tries_before = f" after {_count(done.tried, before + 'stocked-out candidate')}" if done.tried else ""
+        return Recovered(done.ensured, f"recreated in {moved.zone} as {done.candidate.capacity}: {why}{tries_before}")
 
 
-def _elsewhere_first(
-    api: NodeApi,
-    spec: NodeSpec,
-    progress: Progress,
-    say: Callable[[str], None],
-    candidates: Candidates,
-    deadline_s: float,
-    sleep: Callable[[float], None],
-    naming: Named,
-) -> Recovered:
-    """The other candidates first, the own zone as the hunt's last try. The lost node goes first: the hunt would find
-    it by its saved spec and try its zone first (a rerun's rule), and a node of that name in its zone is of no use.
-    A node that is not lost (the service brought it back meanwhile) is kept, as lifecycle.recreate keeps one."""
-    existing = api.get_node(spec.zone, spec.name)
-    others = [] if existing is not None and not existing.lost else _others(candidates, spec)
-    if not others:
-        back = lifecycle.recreate(api, spec, progress, Terms(deadline_s=deadline_s, sleep=sleep), _named(naming))
-        return Recovered(back, f"recreated in its own zone {spec.zone}")
-    lifecycle.clear_lost(api, spec, existing, progress, sleep)
-    say(f"elsewhere-first: hunting over {_count(others, 'other candidate')} before {spec.zone}, next: {others[0].zone}")
-    own = Candidate(str(spec.accelerator_type), own_capacity(spec), spec.zone)
-    return _hunted(api, spec, [*others, own], progress, say, deadline_s, sleep, naming, why=f"elsewhere-first ({spec.zone} last)", before="")
+class SameZoneFirst(Strategy, name=Recovery.SAME_ZONE_FIRST):
+    """Its own zone first, as the node was; on a stockout there, the hunt over the other candidates."""
+
+    def recover(self, lost: Lost, tries: Tries) -> Recovered:
+        spec, movable, deadline_s = lost.spec, lost.movable, tries.deadline_s
+        first = deadline_s * FIRST_LOOK_SHARE if movable is not None and spec.capacity() in TAKEN_BACK else deadline_s
+        try:
+            ensured = lifecycle.recreate(lost.api, spec, tries.progress, tries.terms(first), _named(tries.naming))
+        except CapacityError as stockout:
+            cut_short = stockout.kind is Stockout.STUCK and first < deadline_s
+            if not cut_short:  # as the hunt's: a try a shorter bound ended says nothing about the zone
+                stockouts.remember(spec.project, spec.zone, spec.accelerator(), spec.capacity(), stockout.kind.name.lower())
+            others = self._others(movable, spec) if movable is not None else []
+            if not others:
+                raise
+            if cut_short:
+                why = f"{spec.zone} did not make it READY within {first:g} s (same-zone-first's look at a {spec.capacity()} node's own zone)"
+            else:
+                why = f"{spec.zone} has no capacity ({stockout.kind.value})"
+            tries.say(f"{why}; hunting over {_count(others, 'other candidate')}, next: {others[0].zone}")
+            return self._hunted(lost, others, tries, why=why, before="more ")
+        return Recovered(ensured, f"recreated in its own zone {spec.zone}")
 
 
-def _others(candidates: Candidates, spec: NodeSpec) -> list[Candidate]:
-    """The candidates that are not the node itself (its zone, type and kind)."""
-    own = (spec.zone, spec.accelerator_type, own_capacity(spec))
-    return [c for c in candidates() if (c.zone, c.accelerator_type, c.capacity) != own]
+class ElsewhereFirst(SameZoneFirst, name=Recovery.ELSEWHERE_FIRST):
+    """The other candidates first, the own zone as the hunt's last try; a node that may go nowhere else comes back as
+    same-zone-first brings it."""
+
+    def recover(self, lost: Lost, tries: Tries) -> Recovered:
+        """The lost node goes first: the hunt would find it by its saved spec and try its zone first (a rerun's rule),
+        and a node of that name in its zone is of no use. A node that is not lost (the service brought it back
+        meanwhile) is kept, as lifecycle.recreate keeps one."""
+        spec, movable = lost.spec, lost.movable
+        if movable is None:
+            return super().recover(lost, tries)
+        existing = lost.api.get_node(spec.zone, spec.name)
+        others = [] if existing is not None and not existing.lost else self._others(movable, spec)
+        if not others:
+            back = lifecycle.recreate(lost.api, spec, tries.progress, tries.terms(), _named(tries.naming))
+            return Recovered(back, f"recreated in its own zone {spec.zone}")
+        lifecycle.clear_lost(lost.api, spec, existing, tries.progress, tries.sleep)
+        tries.say(f"elsewhere-first: hunting over {_count(others, 'other candidate')} before {spec.zone}, next: {others[0].zone}")
+        own = Candidate(str(spec.accelerator_type), own_capacity(spec), spec.zone)
+        return self._hunted(lost, [*others, own], tries, why=f"elsewhere-first ({spec.zone} last)", before="")
 
 
-def _hunted(
-    api: NodeApi,
-    spec: NodeSpec,
-    order: list[Candidate],
-    progress: Progress,
-    say: Callable[[str], None],
-    deadline_s: float,
-    sleep: Callable[[float], None],
-    naming: Named,
-    *,
-    why: str,
-    before: str,
-) -> Recovered:
-    """The hunt over `order`, each try bounded by create-deadline; the node's own spec kept saved when it finds nothing."""
-    try:
-        done = hunt(api, spec, order, progress, HuntTerms(runtime_given=True, create_deadline_s=deadline_s, sleep=sleep), say=say, heard=_named(naming))
-    except BaseException:
-        nodespec.save(spec)  # a try of another kind in this zone overwrote it: recreate and babysit need the node's own
-        raise
-    moved = done.ensured.spec
-    if moved.zone != spec.zone:
-        nodespec.forget(spec)  # the old zone's spec: describe, ssh, launch --tpu and delete now find the new one alone
-    tries = f" after {_count(done.tried, before + 'stocked-out candidate')}" if done.tried else ""
-    return Recovered(done.ensured, f"recreated in {moved.zone} as {done.candidate.capacity}: {why}{tries}")
+def strategy(recovery: Recovery | None, spec: NodeSpec) -> Strategy:
+    """The strategy the recovery setting names; None: the default for the node's kind (Recovery.default_for)."""
+    return STRATEGIES[recovery or Recovery.default_for(spec.capacity())]
+
+
+def recover(lost: Lost, tries: Tries, recovery: Recovery | None = None) -> Recovered:
+    """The lost node back by the strategy `recovery` names (None: its kind's default)."""
+    return strategy(recovery, lost.spec).recover(lost, tries)
 
 
 def _count(items: Sequence[object], noun: str) -> str:

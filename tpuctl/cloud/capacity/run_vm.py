@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from tpuctl.cloud.capacity import candidates as ranking
 from tpuctl.cloud.capacity.hunt import Candidate, Chosen, HuntTerms, Tried, hunt
 from tpuctl.cloud.capacity.prices import price_text
-from tpuctl.cloud.capacity.recovery import own_capacity, recover
+from tpuctl.cloud.capacity.recovery import Lost, Tries, own_capacity, recover
 from tpuctl.cloud.nodes import lifecycle, nodespec
 from tpuctl.cloud.nodes.creating import CREATE_DEADLINE_S, Naming
 from tpuctl.cloud.nodes.health import condition
@@ -194,8 +194,8 @@ class RunVm:
         self.recreated += 1
         self.say(f"TPU VM {self.name} is {why}; recreating it ({self.recreated}/{self.wanted.max_preemptions})")
         self.on_event(Recreating(spec, why))
-        back = recover(self.api, spec, _states(self.say, self.name), say=self.say, candidates=self._elsewhere(spec), recovery=self.wanted.recovery,
-                       deadline_s=self.wanted.create_deadline_s, sleep=self.sleep, naming=self._naming)  # fmt: skip
+        tries = Tries(_states(self.say, self.name), self.say, self.wanted.create_deadline_s, self.sleep, self._naming)
+        back = recover(Lost(self.api, spec, self._elsewhere(spec)), tries, self.wanted.recovery)
         spec = self._now(back.ensured.spec, unanswered=False)
         usd = self.book.slice_price(spec.accelerator(), spec.zone, spec.capacity()) if self.book is not None else None
         self.on_event(Recreated(spec, usd, self.book.describe() if self.book is not None else None))

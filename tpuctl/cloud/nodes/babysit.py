@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
-from tpuctl.cloud.capacity.recovery import Candidates, recover
+from tpuctl.cloud.capacity.recovery import Candidates, Lost, Tries, recover
 from tpuctl.cloud.nodes import lifecycle
 from tpuctl.cloud.nodes.creating import CREATE_DEADLINE_S
 from tpuctl.cloud.nodes.health import condition
@@ -130,8 +130,8 @@ class _Sitter:
         self.watch.note(f"{name} is {reason}; recreating it ({self.recreated}/{limit})")
         watch = self.watch
         with watch.status(f"recreating {name}") as progress:
-            back = recover(self.api, self.spec, progress, say=watch.note, candidates=watch.candidates, recovery=watch.recovery,
-                           deadline_s=watch.create_deadline_s, sleep=watch.pause)  # fmt: skip
+            tries = Tries(progress, watch.note, watch.create_deadline_s, watch.pause)
+            back = recover(Lost(self.api, self.spec, watch.candidates), tries, watch.recovery)
         self.spec = back.ensured.spec  # a node hunted into another zone is watched there, its command rerun against it
         watch.note(f"{name} is READY again: {back.line}")
 
