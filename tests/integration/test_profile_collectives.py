@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SCRIPTS, run_tpuctl, wait_for
-from tests.unit.test_hostile_cli import invoke
+from tests.standins.cli_calls import invoke
 
 pytestmark = pytest.mark.tf
 

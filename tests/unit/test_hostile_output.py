@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_hostile_cli import Result, invoke
+from tests.standins.cli_calls import Result, invoke
 from tpuctl.cli.diagnosis import timeline_drawing
 from tpuctl.runs import proof, records, view
 from tpuctl.runs import timeline as tl

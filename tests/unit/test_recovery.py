@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_babysit import FakeCommand, Runs
-from tests.unit.test_hunt import BASE, ON_DEMAND, PROJECT, ZonedApi, memory, no_sleep, saved, zones
+from tests.standins.scripted_workers import FakeCommand, Runs
+from tests.standins.tpu_fakes import BASE, ON_DEMAND, PROJECT, ZonedApi, memory, no_sleep, saved, zones
 from tpuctl.cloud import babysit, nodespec
 from tpuctl.cloud.babysit import NodeWatch
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped
 from tpuctl.cloud.capacity.recovery import Recovered, own_capacity, recover
-from tpuctl.tpu.capacity import Recovery
 from tpuctl.cloud.nodespec import NodeSpec
 from tpuctl.inputs.errors import CapacityError, TpuctlError
+from tpuctl.tpu.capacity import Recovery
 
 OWN = "z0-west1-a"
 LOST = replace(BASE, zone=OWN, spot=True)  # a spot node babysat in its own zone, its spec saved by create

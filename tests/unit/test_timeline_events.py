@@ -21,10 +21,10 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.standins.event_files import scalar, write_events
-from tests.unit.test_job_follower import DONE, RUNNING
-from tests.unit.test_job_follower import Launch as FollowedLaunch
-from tests.unit.test_job_follower import Script as FakeJob
-from tests.unit.test_supervisor import Script, supervise
+from tests.standins.scripted_jobs import DONE, RUNNING
+from tests.standins.scripted_jobs import Launch as FollowedLaunch
+from tests.standins.scripted_jobs import Script as FakeJob
+from tests.standins.scripted_workers import Script, supervise
 from tpuctl.cluster.worker_contract import TIMELINE, timeline
 from tpuctl.launch.execute import execute
 from tpuctl.launch.follow.engine import JobFollower
