@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import run_tpuctl, tpuctl_cmd
-from tests.integration.test_cloud_nodes import ZONE, error_line
+from tests.standins.cloud_cli import ZONE, error_line
 from tests.standins.fixtures import standin_env, write_service_account_key
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.cloud import retry
