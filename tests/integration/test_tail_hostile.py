@@ -16,31 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl, tpuctl_cmd
-from tests.integration.test_tail_files import header_event, scalar_event
+from tests.standins.event_files import header_event, malformed_events, scalar_event
 from tpuctl.watch.records import frame
 
 ESC = "\x1b[31mred\x1b]0;pwned\x07"  # colour, then a window title: neither may reach a terminal raw
-
-
-def _varint(number: int) -> bytes:
-    out = b""
-    while True:
-        low, number = number & 0x7F, number >> 7
-        if not number:
-            return out + bytes([low])
-        out += bytes([low | 0x80])
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def malformed_events() -> list[bytes]:
-    """CRC-valid records whose Event parses but whose value's metadata / tensor bytes are no protobuf."""
-    bad_metadata = _field(1, b"x") + _field(9, b"\x0a\xff")  # metadata: a string field that runs past its end
-    bad_tensor = _field(1, b"y") + _field(8, b"\x22\x7f\x00")  # tensor: tensor_content claims 127 bytes, has 1
-    bad_varint = _field(1, b"z") + _field(8, b"\x08" + b"\xff" * 11)  # dtype: an 11-byte varint
-    return [frame(b"\x10\x03" + _field(5, _field(1, value))) for value in (bad_metadata, bad_tensor, bad_varint)]
 
 
 def strict_json(line: str) -> dict[str, object]:

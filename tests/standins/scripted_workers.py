@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpuctl.cloud.babysit import Command
+from tpuctl.cluster.tf_config import Task
 from tpuctl.launch.console import logs
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
@@ -145,6 +146,25 @@ def supervise(
     writer = logs.LineWriter(Collect())  # type: ignore[arg-type]
     supervisor = Supervisor(starter, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False, fold=fold, timeline=timeline)
     return supervisor.run(job, "run-1"), starter, printed, notices
+
+
+class BareHandle(Handle):
+    """A worker that says nothing and has ended well: for a test of what a handle's owner does, not the handle."""
+
+    def __init__(self) -> None:
+        self.spec = WorkerSpec(task=Task("worker", 0), chief=True, host="h", address=None, argv=("python",))
+
+    def messages(self) -> Iterator[str]:
+        yield from ()
+
+    def wait(self) -> int:
+        return 0
+
+    def signal(self, sig: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 # --- babysit's commands --------------------------------------------------------------------------------

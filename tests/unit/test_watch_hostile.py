@@ -132,7 +132,7 @@ def test_five_megabytes_of_random_small_integers_are_skipped_in_under_a_second()
 
 
 def test_a_record_with_malformed_metadata_or_tensor_is_skipped_and_noted() -> None:
-    from tests.integration.test_tail_hostile import malformed_events
+    from tests.standins.event_files import malformed_events
 
     data = scalar("loss", 1, 0.5) + b"".join(malformed_events()) + scalar("loss", 2, 0.25)
     decoder, buffer = Decoder(), RecordBuffer()
@@ -142,7 +142,7 @@ def test_a_record_with_malformed_metadata_or_tensor_is_skipped_and_noted() -> No
 
 
 def test_the_launch_follower_survives_malformed_records_and_reports_them(tmp_path: Path) -> None:
-    from tests.integration.test_tail_hostile import malformed_events
+    from tests.standins.event_files import malformed_events
     from tpuctl.watch.follower import Follower
 
     (tmp_path / "events.out.tfevents.1").write_bytes(scalar("loss", 1, 0.5) + b"".join(malformed_events()) + scalar("loss\x1b[2J", 2, 0.25))
