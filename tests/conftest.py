@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,16 @@ def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """XDG data and state folders of the test's own: the node specs and run records it saves meet no other test's."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port on loopback that accepts TCP connections and never says a word: what makes TensorFlow's connect (and
+    any client without a deadline) hang."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        yield int(server.getsockname()[1])
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import run_tpuctl
 from tests.integration.sshd import SshCluster, running_cluster
-from tests.unit.test_preflight import python_without_tensorflow
+from tests.standins.processes import python_without_tensorflow
 
 # Writes a file, so that a worker that started cannot go unseen.
 SCRIPT = "import os, sys\nopen(os.path.join(sys.argv[1], 'started-%d' % os.getpid()), 'w').close()\n"

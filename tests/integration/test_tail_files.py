@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tpuctl
+from tests.conftest import run_tpuctl, tpuctl_cmd
 from tests.standins.event_files import header_event, scalar_event
+from tests.standins.processes import on_a_terminal
 from tpuctl.watch.sources import GcsSource, LocalSource
 from tpuctl.watch.tailer import Tailer
 
@@ -147,33 +148,12 @@ def test_gcs_reads_only_the_new_byte_range(gcs_emulator: str, monkeypatch: pytes
 
 def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     """On a TTY: one row per tag with value, step, steps/s, min/max and a sparkline, plus checkpoints."""
-    import subprocess
-
-    from tests.conftest import tpuctl_cmd
-
     values = [4.0, 3.0, 2.0, 1.0]
     body = header_event() + b"".join(scalar_event("loss", step * 10, value) for step, value in enumerate(values))
     (tmp_path / "events.out.tfevents.7").write_bytes(body)
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-30"\n')
     (tmp_path / "ckpt-30.index").write_bytes(b"")
-    primary, secondary = os.openpty()
-    try:
-        done = subprocess.run(
-            tpuctl_cmd("tail", str(tmp_path), "--once"), stdout=secondary, stderr=subprocess.PIPE,
-            env={**os.environ, "COLUMNS": "120", "TERM": "xterm"}, timeout=60,
-        )
-        os.close(secondary)
-        screen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            screen += chunk
-    finally:
-        os.close(primary)
+    done, screen = on_a_terminal(tpuctl_cmd("tail", str(tmp_path), "--once"), {**os.environ, "COLUMNS": "120", "TERM": "xterm"})
     assert done.returncode == 0, done.stderr
     text = screen.decode("utf-8", "replace")
     for words in ("run", "tag", "steps/s", "recent", "loss", "ckpt-30", "█"):

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import run_tpuctl, tpuctl_cmd
 from tests.standins.event_files import header_event, malformed_events, scalar_event
+from tests.standins.processes import on_a_terminal
 from tpuctl.watch.records import frame
 
 ESC = "\x1b[31mred\x1b]0;pwned\x07"  # colour, then a window title: neither may reach a terminal raw
@@ -80,22 +81,7 @@ def test_escape_sequences_in_tags_and_names_never_reach_the_terminal_raw(tmp_pat
     for stream in (plain.stdout, plain.stderr):
         assert "\x1b" not in stream and "\x07" not in stream, stream
     assert "\\x1b[31mred" in plain.stdout and "\\x1b" in plain.stderr  # shown, escaped
-    primary, secondary = os.openpty()
-    try:
-        env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}
-        done = subprocess.run(tpuctl_cmd("tail", str(tmp_path), "--once"), stdout=secondary, stderr=subprocess.PIPE, env=env, timeout=60)
-        os.close(secondary)
-        screen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            screen += chunk
-    finally:
-        os.close(primary)
+    done, screen = on_a_terminal(tpuctl_cmd("tail", str(tmp_path), "--once"), {**os.environ, "COLUMNS": "200", "TERM": "xterm"})
     assert done.returncode == 0, done.stderr
     assert ESC.encode() not in screen and b"\x1b[31mred" not in screen and b"\x07" not in screen and b"\x1b]0;" not in screen
     assert b"\x1b" not in done.stderr

@@ -100,3 +100,13 @@ def in_process(*args: str, env: dict[str, str | None] | None = None, limit_s: fl
     result = invoke(list(args), env, limit_s)
     assert result.crash is None, result.explain(list(args))
     return result
+
+
+def launch_in_process(*args: str) -> tuple[int, str, str]:
+    """`tpuctl launch ARGS` in this process, through the same entry point (and error lines) as the binary."""
+    with CliRunner().isolation() as (out, err, _):
+        try:
+            main(["launch", *args])
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+    return code, out.getvalue().decode(), err.getvalue().decode()
