@@ -9,22 +9,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_tpuctl
-from tests.integration.sshd import SshCluster, running_cluster
+from tests.integration.sshd import SshCluster
 from tests.standins.processes import python_without_tensorflow
 
 # Writes a file, so that a worker that started cannot go unseen.
 SCRIPT = "import os, sys\nopen(os.path.join(sys.argv[1], 'started-%d' % os.getpid()), 'w').close()\n"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
 
 
 def _script(tmp_path: Path) -> tuple[Path, Path]:

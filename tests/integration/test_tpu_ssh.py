@@ -8,23 +8,17 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import alive, run_tpuctl
-from tests.integration.sshd import SshCluster, running_cluster
+from tests.integration.sshd import SshCluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.ssh.tpu_cleanup import LOCKFILE
 
 ZONE = "us-central2-b"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
 
 
 @pytest.fixture
