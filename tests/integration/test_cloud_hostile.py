@@ -244,4 +244,4 @@ def test_tails_bucket_reads_that_trickle_end_within_their_read_time(google_stand
     began = time.monotonic()
     with pytest.raises(sources.StorageUnreachable, match="no answer from storage"):
         source.list()
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 30  # a reply trickled whole, a byte each 0.4 s, would take minutes

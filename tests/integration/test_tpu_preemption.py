@@ -237,9 +237,9 @@ def test_the_wait_ends_in_one_line_for_a_node_that_cannot_come_back(api: TpuApi,
         wait_ready_again(api, ZONE, name, lambda note: None, timeout_s=0.3)
     assert late.value.message == f"TPU VM {name} is still PREEMPTED after 0.3s; giving up"
     assert late.value.exit_code == FAILED and time.monotonic() - started < 5
-    google_standin.faults.latency_s = 3.0  # an API that hangs: each look is cut off, the wait still ends
+    google_standin.faults.latency_s = 30.0  # an API that hangs: each look is cut off, the wait still ends
     started = time.monotonic()
     with pytest.raises(TpuctlError) as hung:
         wait_ready_again(api, ZONE, name, lambda note: None, timeout_s=60, look_timeout_s=0.5)
     assert hung.value.message == f"the TPU API did not answer within 0.5s about TPU VM {name}"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # far less than one uncut look (30 s): a loaded machine's margin

@@ -218,14 +218,14 @@ def test_same_zone_first_gives_a_spot_node_s_own_zone_a_third_of_the_deadline_wh
     said: list[str] = []
     began = time.monotonic()
     done = recover(api, spec, lambda state, elapsed: None, say=said.append, candidates=Asked(zones(ELSEWHERE, kind=own_capacity(spec))),
-                   recovery=Recovery.SAME_ZONE_FIRST, deadline_s=0.9, sleep=lambda s: time.sleep(min(s, 0.01)))  # fmt: skip
+                   recovery=Recovery.SAME_ZONE_FIRST, deadline_s=1.5, sleep=lambda s: time.sleep(min(s, 0.01)))  # fmt: skip
     took = time.monotonic() - began
     assert creates(api) == [OWN, ELSEWHERE] and done.ensured.spec.zone == ELSEWHERE
     if bounded:
-        assert 0.3 <= took < 0.85, took
+        assert 0.5 <= took < 1.5, took  # a third of the deadline, then a hunt elsewhere that takes milliseconds
         look = "same-zone-first's look at a spot node's own zone"
-        assert said[0] == f"{OWN} did not make it READY within 0.3 s ({look}); hunting over 1 other candidate, next: {ELSEWHERE}"
+        assert said[0] == f"{OWN} did not make it READY within 0.5 s ({look}); hunting over 1 other candidate, next: {ELSEWHERE}"
         assert memory(tmp_path) == []
     else:
-        assert took >= 0.9
+        assert took >= 1.5
         assert said[0].startswith(f"{OWN} has no capacity (stuck in CREATING); hunting") and [r["zone"] for r in memory(tmp_path)] == [OWN]

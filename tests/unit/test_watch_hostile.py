@@ -125,7 +125,7 @@ def test_five_megabytes_of_random_small_integers_are_skipped_in_under_a_second()
         got += decoder.scan(buffer, data[at : at + (4 << 20)])[0]
     took = time.thread_time() - started
     assert [(tag, step) for tag, step, _, _ in got] == [("loss", 1), ("loss", 2)]
-    assert took < 0.8, f"{took:.2f} s"
+    assert took < 1.0, f"{took:.2f} s"  # 5x the idle figure, in CPU time: a filter testing candidates one by one takes many seconds
 
 
 # --- malformed protobuf inside a valid record ---------------------------------------------
