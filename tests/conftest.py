@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +24,11 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 # Every run a test starts keeps its record (and a default log folder) in a state folder of the test session's own,
 # never in the user's (~/.local/state/tpuctl); a test that needs its own sets XDG_STATE_HOME again.
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tpuctl-test-state-")
+# A shell without job control starts a background command (`make test &`, a second suite beside the first) with SIGINT
+# ignored, and every process the tests start would inherit that: a Ctrl-C the tests send (to a launch, a reaper, a
+# worker) would do nothing. Python's own handler here makes exec give each child the default action back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def tpuctl_cmd(*args: str) -> list[str]:
