@@ -24,11 +24,19 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 # Every run a test starts keeps its record (and a default log folder) in a state folder of the test session's own,
 # never in the user's (~/.local/state/tpuctl); a test that needs its own sets XDG_STATE_HOME again.
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tpuctl-test-state-")
+
+
+def _hangup_passes(signum: int, frame: object) -> None:
+    """This process goes on after a hangup, as under `nohup`; what it starts gets SIGHUP's default action back."""
+
+
 # A shell without job control starts a background command (`make test &`, a second suite beside the first) with SIGINT
-# ignored, and every process the tests start would inherit that: a Ctrl-C the tests send (to a launch, a reaper, a
-# worker) would do nothing. Python's own handler here makes exec give each child the default action back.
-if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+# ignored, and `nohup` ignores SIGHUP; every process the tests start would inherit that, and a Ctrl-C or hangup the
+# tests send (to a launch, a reaper, a worker, the supervisor in this process) would do nothing: a test that waits for
+# its end would wait forever. A handler of Python's here instead: exec gives each child the default action back.
+for _signal, _handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGHUP, _hangup_passes)):
+    if signal.getsignal(_signal) is signal.SIG_IGN:
+        signal.signal(_signal, _handler)
 
 
 def tpuctl_cmd(*args: str) -> list[str]:
