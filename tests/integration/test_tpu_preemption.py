@@ -71,11 +71,7 @@ def tpu(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path) -> S
     assert node is not None
     ips = [endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
     assert len(ips) == 2 and not set(ips) & set(NEW_IPS)
-    aliases = []
-    for ip, port in [*zip(ips, cluster.ports, strict=True), *zip(NEW_IPS, reversed(cluster.ports), strict=True)]:
-        aliases += [f"Host {ip}", "  HostName 127.0.0.1", f"  Port {port}", ""]
-    config = tmp_path / "ssh_config"
-    config.write_text("\n".join(aliases) + cluster.config.read_text())
+    config = cluster.aliased(tmp_path / "ssh_config", [*zip(ips, cluster.ports, strict=True), *zip(NEW_IPS, reversed(cluster.ports), strict=True)])
     script = tmp_path / "preempted_once.py"
     script.write_text(WORKER)
     flags = tmp_path / "flags"

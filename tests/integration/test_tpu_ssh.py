@@ -29,11 +29,7 @@ def slice_env(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path
     assert node is not None
     ips = [endpoint.get("accessConfig", {}).get("externalIp") or endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
     assert len(ips) == 2
-    aliases = []
-    for ip, port in zip(ips, cluster.ports):
-        aliases += [f"Host {ip}", "  HostName 127.0.0.1", f"  Port {port}", ""]
-    config = tmp_path / "ssh_config"
-    config.write_text("\n".join(aliases) + cluster.config.read_text())
+    config = cluster.aliased(tmp_path / "ssh_config", list(zip(ips, cluster.ports, strict=True)))
     env = {**standin_env(google_standin, tmp_path), "TPUCTL_ZONE": ZONE}
     return env, config, [name, *ips]
 

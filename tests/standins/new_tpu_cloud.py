@@ -142,11 +142,7 @@ def new_tpu_cloud(cluster: SshCluster, g: GoogleStandin, tmp_path: Path) -> Clou
         g.tpu.nodes[(ZONES[1], other)]["labels"] = {LABEL_KEY: label_value(OTHER_RUN)}
     # Every address a node of either zone may get (one counter a zone, in the region's range): even ones to the first sshd.
     base = catalog.cidr_block(ZONES[0]).split("/")[0].rsplit(".", 1)[0]
-    aliases = []
-    for n in range(24):
-        aliases += [f"Host {base}.{n + 2}", "  HostName 127.0.0.1", f"  Port {cluster.ports[n % 2]}", ""]
-    config = tmp_path / "ssh_config"
-    config.write_text("\n".join(aliases) + cluster.config.read_text())
+    config = cluster.aliased(tmp_path / "ssh_config", [(f"{base}.{n + 2}", cluster.ports[n % 2]) for n in range(24)])
     script = tmp_path / "train.py"
     script.write_text(WORKER)
     flags = tmp_path / "flags"
