@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.standins.fixtures import google_standin  # noqa: F401
+# The helpers the test modules share assert too: pytest rewrites their asserts as it does the tests' own (it must be
+# told before they are imported), so a failure there shows the values as it would in the test.
+pytest.register_assert_rewrite("tests.standins", "tests.integration")
+
+from tests.standins.fixtures import google_standin  # noqa: E402, F401
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "integration" / "scripts"
