@@ -16,7 +16,7 @@ import pytest
 
 # The helpers the test modules share assert too: pytest rewrites their asserts as it does the tests' own (it must be
 # told before they are imported), so a failure there shows the values as it would in the test.
-pytest.register_assert_rewrite("tests.standins", "tests.integration")
+pytest.register_assert_rewrite("tests.standins")
 
 from tests.standins.fixtures import google_standin  # noqa: E402, F401
 
