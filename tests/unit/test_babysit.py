@@ -1,6 +1,6 @@
 """Babysitting against a fake TPU API: when the node is lost it is recreated and the command runs again.
 
-The API is the fake of tests/unit/test_lifecycle.py (scripted node states);
+The API is the fake of tests/standins/tpu_fakes.py (scripted node states);
 the babysit loop, the lifecycle and the recreate are tpuctl's own. Commands
 are fakes too, except where the process group is the point.
 """

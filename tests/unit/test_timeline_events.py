@@ -1,4 +1,4 @@
-"""Every launch writes its timeline: the launcher's events, in order, through the fake backend of test_supervisor.py.
+"""Every launch writes its timeline: the launcher's events, in order, through the fake backend of tests/standins/scripted_workers.py.
 
 What a worker's runtime sends (`timeline {json}` on its control channel) is checked first as the launcher
 receives it, then as the runtime sends it (tpuctl/runtime/timeline/) from a tiny fit in real TensorFlow on CPU.
