@@ -73,7 +73,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="timed hunts (default 3)")
     parser.add_argument("--delay", type=float, default=10.0, help="seconds before each create's operation ends (default 10)")
-    args = parse_args(parser, runs=1, delay=0.5)
+    args = parse_args(parser, runs=1, delay=0.1)  # smoke: the ten operations end in 1 s, not 5; the path is the same
     tpuctl = tpuctl_command()
     print(f"tpuctl create hunt over {len(ZONES)} zones, 9 stocked out: {args.runs} runs; python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")
     print(f"stand-in: {LATENCY_S * 1000:.0f} ms before every API reply; each create's operation ends after {args.delay:g} s", flush=True)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.standins.fixtures import google_standin  # noqa: F401
+# The helpers the test modules share assert too: pytest rewrites their asserts as it does the tests' own (it must be
+# told before they are imported), so a failure there shows the values as it would in the test.
+pytest.register_assert_rewrite("tests.standins")
+
+from tests.standins.fixtures import google_standin  # noqa: E402, F401
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "integration" / "scripts"
@@ -21,6 +28,19 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 # Every run a test starts keeps its record (and a default log folder) in a state folder of the test session's own,
 # never in the user's (~/.local/state/tpuctl); a test that needs its own sets XDG_STATE_HOME again.
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="tpuctl-test-state-")
+
+
+def _hangup_passes(signum: int, frame: object) -> None:
+    """This process goes on after a hangup, as under `nohup`; what it starts gets SIGHUP's default action back."""
+
+
+# A shell without job control starts a background command (`make test &`, a second suite beside the first) with SIGINT
+# ignored, and `nohup` ignores SIGHUP; every process the tests start would inherit that, and a Ctrl-C or hangup the
+# tests send (to a launch, a reaper, a worker, the supervisor in this process) would do nothing: a test that waits for
+# its end would wait forever. A handler of Python's here instead: exec gives each child the default action back.
+for _signal, _handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGHUP, _hangup_passes)):
+    if signal.getsignal(_signal) is signal.SIG_IGN:
+        signal.signal(_signal, _handler)
 
 
 def tpuctl_cmd(*args: str) -> list[str]:
@@ -88,6 +108,16 @@ def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """XDG data and state folders of the test's own: the node specs and run records it saves meet no other test's."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port on loopback that accepts TCP connections and never says a word: what makes TensorFlow's connect (and
+    any client without a deadline) hang."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        yield int(server.getsockname()[1])
 
 
 @pytest.fixture

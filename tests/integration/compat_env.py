@@ -129,3 +129,16 @@ if __name__ == "__main__":  # python -m tests.integration.compat_env: what the f
     except (pytest.skip.Exception, pytest.fail.Exception) as error:
         print(f"{type(error).__name__}: {error}")
         sys.exit(1)
+
+
+def trained_in_sync(chief: dict[str, object], other: dict[str, object], model_dir: Path) -> None:
+    """What custom_loop_mwms.py's two workers report, checked: one model trained in sync (the reduced losses and the
+    final weights agree bit for bit, the loss fell), and the chief alone saved its checkpoint."""
+    assert chief["losses"] == other["losses"]
+    assert chief["weights_sha256"] == other["weights_sha256"]
+    losses = chief["losses"]
+    assert isinstance(losses, list) and sum(losses[-3:]) < sum(losses[:3]), losses
+    assert chief["is_chief"] is True and other["is_chief"] is False
+    assert chief["saved"] == "ckpt-1" and other["saved"] is None
+    # the chief's checkpoint alone, beside the run's view tpuctl publishes (MODEL_DIR/tpuctl/RUN_ID/view.json)
+    assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "tpuctl"]

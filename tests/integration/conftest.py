@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.integration.sshd import SshCluster, running_cluster
+from tests.standins.google_apis import GoogleStandin
+from tests.standins.new_tpu_cloud import Cloud, new_tpu_cloud
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
     """Two sshd hosts on loopback, host1 and host2 (a module may define its own, with another count)."""
     yield from running_cluster(tmp_path_factory, 2)
+
+
+@pytest.fixture
+def cloud(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path) -> Cloud:
+    """The new-TPU scenarios' cloud (tests/standins/new_tpu_cloud.py): two v4 zones, a user's node and another run's."""
+    return new_tpu_cloud(cluster, google_standin, tmp_path)
 
 
 @pytest.fixture(params=["local", "ssh"])

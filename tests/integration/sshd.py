@@ -74,6 +74,13 @@ class SshCluster:
     def config(self) -> Path:
         return self.folder / "ssh_config"
 
+    def aliased(self, path: Path, hosts: list[tuple[str, int]]) -> Path:
+        """An ssh config at `path` that sends each (host, port) of `hosts` to that sshd (a TPU VM's host IPs, as the
+        stand-in gives them), then this cluster's own host1..hostN."""
+        aliases = [line for host, port in hosts for line in (f"Host {host}", "  HostName 127.0.0.1", f"  Port {port}", "")]
+        path.write_text("\n".join(aliases) + self.config.read_text())
+        return path
+
     def cache(self, index: int) -> Path:
         """host<index>'s XDG_CACHE_HOME (where tpuctl keeps the runtime it ships)."""
         return self.folder / f"cache{index}"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_stockouts import ZONE, Cli, error_line
+from tests.standins.cloud_cli import OTHER_ZONE as ZONE
+from tests.standins.cloud_cli import Cli, error_line
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.cloud.nodes import lifecycle

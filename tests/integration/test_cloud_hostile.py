@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import run_tpuctl, tpuctl_cmd
-from tests.integration.test_cloud_nodes import ZONE, error_line
+from tests.standins.cloud_cli import ZONE, error_line
 from tests.standins.fixtures import standin_env, write_service_account_key
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.cloud.plumbing import retry
@@ -244,4 +244,4 @@ def test_tails_bucket_reads_that_trickle_end_within_their_read_time(google_stand
     began = time.monotonic()
     with pytest.raises(sources.StorageUnreachable, match="no answer from storage"):
         source.list()
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 30  # a reply trickled whole, a byte each 0.4 s, would take minutes

@@ -11,39 +11,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl, tpuctl_cmd
-from tests.standins.fixtures import standin_env
+from tests.standins.cloud_cli import ZONE, Cli, error_line
 from tests.standins.google_apis import GoogleStandin
 
-ZONE = "us-central2-b"
 NODE_FIELDS = {"name", "acceleratorType", "state", "health", "runtimeVersion", "networkEndpoints", "schedulingConfig", "zone"}
-
-
-class Cli:
-    """Runs tpuctl against the stand-in and keeps every output, to scan for secrets at the end."""
-
-    def __init__(self, g: GoogleStandin, tmp_path: Path) -> None:
-        self.env = {**standin_env(g, tmp_path), "TPUCTL_ZONE": ZONE}
-        self.cwd = tmp_path
-        self.outputs: list[str] = []
-
-    def __call__(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-        result = run_tpuctl(*args, env=self.env, cwd=self.cwd, timeout=120)
-        self.outputs += [result.stdout, result.stderr]
-        assert result.returncode == code, f"tpuctl {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
-        return result
 
 
 @pytest.fixture
 def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
-    return Cli(google_standin, tmp_path)
-
-
-def error_line(result: subprocess.CompletedProcess[str]) -> str:
-    """The one error line; progress lines (on stderr, when piped) may come before it, a traceback never."""
-    lines = result.stderr.splitlines()
-    assert "Traceback" not in result.stderr
-    assert [line for line in lines if line.startswith("Error:")] == lines[-1:], result.stderr
-    return lines[-1]
+    return Cli(google_standin, tmp_path, zone=ZONE)
 
 
 def creates(g: GoogleStandin, name: str) -> int:
@@ -66,7 +42,7 @@ def test_round_trip_and_every_rerun_is_a_no_op(google_standin: GoogleStandin, cl
 
     listed = json.loads(cli("list", "--json").stdout)
     assert [n["name"] for n in listed] == [f"projects/{g.project}/locations/{ZONE}/nodes/my-tpu"]
-    assert NODE_FIELDS <= set(listed[0]) and listed[0]["state"] == "READY" and listed[0]["health"] == "HEALTHY"
+    assert set(listed[0]) >= NODE_FIELDS and listed[0]["state"] == "READY" and listed[0]["health"] == "HEALTHY"
     assert listed[0]["zone"] == ZONE and listed[0]["labels"] == {"team": "ml"}
     plain = cli("list").stdout.splitlines()
     assert plain[0].split() == ["NAME", "ZONE", "ACCELERATOR", "STATE", "HEALTH", "RUNTIME", "CAPACITY", "AGE", "PRICE/H"]

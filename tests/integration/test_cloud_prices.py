@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl
-from tests.integration.test_cloud_nodes import Cli
+from tests.standins.cloud_cli import Cli
 from tests.standins.fixtures import write_service_account_key
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.tpu import list_prices
@@ -33,7 +33,7 @@ def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
     del google_standin.billing.prices[("Tpu-v4 Pod chip", "us-central2", "on-demand")]
     google_standin.billing.prices[("Tpu-v4 Pod", "us-central2", "on-demand")] = CATALOGUE_V4  # "Tpu-v4 Pod running in Americas"
     google_standin.add_ready_nodes(ZONE, 2, accelerator_type="v4-32")  # 16 chips each
-    return Cli(google_standin, tmp_path)
+    return Cli(google_standin, tmp_path, zone=ZONE)
 
 
 def _cache(cli: Cli) -> Path:

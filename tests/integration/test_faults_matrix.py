@@ -288,8 +288,8 @@ KUBE_CASES = {
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 @pytest.mark.parametrize(("exit_code", "action", "expected"), KUBE_CASES.values(), ids=KUBE_CASES.keys())
 def test_kubernetes_follower(tmp_path: Path, exit_code: int | None, action: str, expected: int | None) -> None:
-    from tests.integration.test_launch_kubernetes import read_until
     from tests.standins.kube_api import KubeStandin, PodScript
+    from tests.standins.processes import read_until
 
     run = Run(tmp_path)
     forever = action != "wait"

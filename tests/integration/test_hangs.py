@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, tpuctl_cmd, wait_for
-from tests.integration.test_tail_files import header_event, scalar_event
+from tests.standins.event_files import header_event, scalar_event
 
 VENV_BIN = str(Path(sys.executable).parent)
 WITHOUT_PY_SPY = "/usr/local/bin:/usr/bin:/bin"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tpuctl_cmd
-from tests.integration.test_stockouts import Cli, error_line
 from tests.standins import catalog
+from tests.standins.cloud_cli import Cli, error_line
 from tests.standins.gcloud import Gcloud
 from tests.standins.google_apis import GoogleStandin
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import SCRIPTS, run_tpuctl
-from tests.unit.test_gpu_split import launch_env
+from tests.standins.nvidia_smi import launch_env
 
 
 def test_each_local_worker_sees_only_its_own_gpus(tmp_path: Path) -> None:

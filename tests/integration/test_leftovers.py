@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_stockouts import ZONE, Cli, error_line
+from tests.standins.cloud_cli import OTHER_ZONE as ZONE
+from tests.standins.cloud_cli import Cli, error_line
 from tests.standins.google_apis import GoogleStandin
 
 TYPE = "v5litepod-16"

@@ -12,112 +12,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import run_tpuctl, wait_for
-from tests.integration.sshd import SshCluster, running_cluster
-from tests.integration.test_tpu_preemption import Launch
+from tests.integration.sshd import SshCluster
 from tests.standins import catalog
-from tests.standins.fixtures import standin_env
-from tests.standins.google_apis import GoogleStandin
+from tests.standins.new_tpu_cloud import ZONES, Cloud, Launch, agent_of_worker, preempted_where_no_capacity_is_left, ranked
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
-
-ZONES = ["us-central2-a", "us-central2-b"]  # v4 is priced in us-central2 (the billing stand-in's SKUs)
-OTHER_RUN = "20261127-080000-other-beef"
-# Each worker says where it runs, waits for the test's word on its first attempt, and exits with EXIT.
-WORKER = """\
-import os, sys, time
-from pathlib import Path
-
-flags = Path(os.environ["FLAGS"])
-index = os.environ["TPUCTL_WORKER_INDEX"]
-print(f"worker {index} of run {os.environ['TPUCTL_RUN_ID']}", flush=True)
-(flags / f"started-{index}").write_text("")
-end = time.monotonic() + 120
-while os.environ["TPUCTL_ATTEMPT"] == "1" and not (flags / "go").exists() and time.monotonic() < end:
-    time.sleep(0.05)
-sys.exit(int(os.environ.get("EXIT", "0")))
-"""
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
-
-
-@dataclass
-class Cloud:
-    g: GoogleStandin
-    env: dict[str, str]
-    config: Path
-    script: Path
-    flags: Path
-    tmp: Path
-    bystanders: list[tuple[str, str]]  # (zone, name): the user's node and another run's
-
-    def launch(self, *extra: str, env: dict[str, str] | None = None) -> Launch:
-        args = [str(self.script), "--new-tpu", "v4-16", "--ssh-config", str(self.config), "--strategy", "none",
-                "--log-dir", str(self.tmp / "logs"), "--env", f"FLAGS={self.flags}", *extra]  # fmt: skip
-        return Launch.start(args, {**self.env, **(env or {})}, self.tmp)
-
-    def ours(self) -> list[dict[str, Any]]:
-        """The nodes in the stand-in that a run of this test created (labelled, and not the other run's)."""
-        with self.g._lock:
-            self.g.tpu.advance()  # the service's scheduled changes (a delete's end) up to now
-            nodes = [dict(node) for node in self.g.tpu.nodes.values()]
-        return [n for n in nodes if LABEL_KEY in n.get("labels", {}) and n["labels"][LABEL_KEY] != label_value(OTHER_RUN)]
-
-    def record(self) -> dict[str, Any]:
-        (path,) = (Path(self.env["HOME"]) / ".local" / "state" / "tpuctl" / "records").glob("*.json")
-        found: dict[str, Any] = json.loads(path.read_text())
-        return found
-
-    def started(self, launch: Launch, workers: int = 2) -> None:
-        wait_for(lambda: all((self.flags / f"started-{i}").exists() for i in range(workers)) or launch.proc.poll() is not None, timeout=90)
-        assert launch.proc.poll() is None, launch.stderr
-
-    def assert_bystanders_survive(self) -> None:
-        for zone, name in self.bystanders:
-            assert self.g.node(zone, name) is not None, f"{name} in {zone} was deleted"
-
-
-@pytest.fixture
-def cloud(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path) -> Cloud:
-    g = google_standin
-    g.create_delay_s = 0.05
-    g.set_zones(ZONES, ["v4-8", "v4-16"])
-    mine = g.add_ready_nodes(ZONES[0], 1, prefix="mine", accelerator_type="v4-16")[0]
-    other = g.add_ready_nodes(ZONES[1], 1, prefix="other", accelerator_type="v4-16")[0]
-    with g._lock:
-        g.tpu.nodes[(ZONES[1], other)]["labels"] = {LABEL_KEY: label_value(OTHER_RUN)}
-    # Every address a node of either zone may get (one counter a zone, in the region's range): even ones to the first sshd.
-    base = catalog.cidr_block(ZONES[0]).split("/")[0].rsplit(".", 1)[0]
-    aliases = []
-    for n in range(24):
-        aliases += [f"Host {base}.{n + 2}", "  HostName 127.0.0.1", f"  Port {cluster.ports[n % 2]}", ""]
-    config = tmp_path / "ssh_config"
-    config.write_text("\n".join(aliases) + cluster.config.read_text())
-    script = tmp_path / "train.py"
-    script.write_text(WORKER)
-    flags = tmp_path / "flags"
-    flags.mkdir()
-    return Cloud(g, standin_env(g, tmp_path), config, script, flags, tmp_path, [(ZONES[0], mine), (ZONES[1], other)])
-
-
-def _ranked(cloud: Cloud) -> list[str]:
-    """The zones in the order `tpuctl offers` ranks them: the order the hunt tries."""
-    result = run_tpuctl("offers", "v4-16", "--zones", ",".join(ZONES), "--json", env=cloud.env, cwd=cloud.tmp, timeout=60)
-    assert result.returncode == 0, result.stderr
-    return [offer["zone"] for offer in json.loads(result.stdout)]
 
 
 def test_a_run_hunts_past_a_stockout_labels_its_vm_runs_on_every_host_and_deletes_it(cloud: Cloud) -> None:
-    order = _ranked(cloud)
+    order = ranked(cloud)
     cloud.g.faults.stockout(order[0], "capacity")
     launch = cloud.launch("--zones", ",".join(order))
     cloud.started(launch)
@@ -273,50 +180,6 @@ def test_ctrl_c_while_the_vm_is_being_created_deletes_it_and_exits_130(cloud: Cl
     cloud.assert_bystanders_survive()
 
 
-def _agent_of_worker(run_id: str, attempt: int) -> int | None:
-    """The remote agent above a worker of this run and attempt (worker -> its reaper -> the agent), found through
-    /proc as a host's own processes would be; None while there is none yet."""
-    wanted = {f"TPUCTL_RUN_ID={run_id}".encode(), f"TPUCTL_ATTEMPT={attempt}".encode()}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            variables = set((entry / "environ").read_bytes().split(b"\0"))
-            if wanted <= variables and b"TPUCTL_WORKER_INDEX=0" in variables:
-                reaper = _parent(int(entry.name))
-                return _parent(reaper)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def preempted_where_no_capacity_is_left(
-    cloud: Cloud, *, then: str | None = None, stocked_out: bool = True, extra: tuple[str, ...] = ()
-) -> tuple[Launch, str, str, list[str]]:
-    """A run on its own VM in the first zone of the ranked two (launched with `extra` too), that VM preempted with its
-    zone out of capacity unless not `stocked_out` (and the second zone given fault `then`, if any): the launch, run id,
-    VM name and zone order."""
-    order = _ranked(cloud)
-    launch = cloud.launch("--zones", ",".join(order), *extra)
-    cloud.started(launch)
-    record = cloud.record()
-    run_id, name = record["run_id"], record["created_node"]
-    assert record["zone"] == order[0]
-    agent = _agent_of_worker(run_id, 1)
-    assert agent is not None
-    if stocked_out:
-        cloud.g.faults.stockout(order[0], "capacity")
-    if then is not None:
-        cloud.g.faults.stockout(order[1], then)
-    cloud.g.preempt(order[0], name)
-    os.kill(agent, signal.SIGKILL)  # the preempted host takes worker 0's session with it
-    return launch, run_id, name, order
-
-
 def test_a_preempted_vm_whose_zone_has_no_capacity_comes_back_in_another_and_the_record_follows(cloud: Cloud) -> None:
     """Babysit's recovery: the own zone first; it stocks out, so the hunt over the run's zones makes the VM in the
     other one; the record follows it there (zone, price), and the VM is deleted there at the end."""
@@ -388,7 +251,7 @@ def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(
     assert [name for name in backups if not name.endswith("/")], backups  # in the bucket, not on the host that goes down
     record = cloud.record()
     run_id, name = record["run_id"], record["created_node"]
-    agent = _agent_of_worker(run_id, 1)
+    agent = agent_of_worker(run_id, 1)
     assert agent is not None
     cloud.g.preempt(ZONES[0], name)
     os.kill(agent, signal.SIGKILL)

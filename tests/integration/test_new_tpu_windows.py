@@ -1,7 +1,7 @@
 """`launch --new-tpu` at its awkward moments, against the TPU stand-in and real sshd hosts: a stop or a SIGKILL while the
 create is answered or a preempted VM is recreated elsewhere, a stop just after READY, hunts that find nothing, prices per
-attempt, the --keep report line. A review of issue 38 found each of them wrong; the scenarios reuse test_new_tpu.py's
-cloud (plain-Python workers, two hosts)."""
+attempt, the --keep report line. A review of issue 38 found each of them wrong; the scenarios share test_new_tpu.py's
+cloud (tests/standins/new_tpu_cloud.py: plain-Python workers, two hosts)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_tpuctl, wait_for
-from tests.integration import test_new_tpu as new_tpu
-from tests.integration.test_new_tpu import Cloud, _agent_of_worker, _ranked, preempted_where_no_capacity_is_left
-from tests.integration.test_tpu_preemption import Launch
-
-cluster = new_tpu.cluster  # test_new_tpu.py's fixtures: two sshd hosts, the stand-in with a user's node and another run's
-cloud = new_tpu.cloud
+from tests.standins.new_tpu_cloud import ZONES, Cloud, Launch, agent_of_worker, preempted_where_no_capacity_is_left, ranked
 
 
 def _recreating_elsewhere(cloud: Cloud) -> tuple[Launch, str, str, list[str]]:
@@ -67,13 +62,13 @@ def test_a_launcher_killed_while_the_vm_is_recreated_elsewhere_leaves_a_record_s
 def test_each_attempt_is_priced_at_the_list_price_of_the_vm_it_ran_on(cloud: Cloud) -> None:
     """--capacity spot,on-demand: attempt 1 on a spot VM; preempted, its zone and the other zone's spot stock out, so
     babysit's recovery brings it back on demand. The report's attempt 1 ran on spot: its cost is at spot's list price."""
-    order = list(dict.fromkeys(_ranked(cloud)))  # offers lists a zone once per kind
+    order = list(dict.fromkeys(ranked(cloud)))  # offers lists a zone once per kind
     launch = cloud.launch("--zones", ",".join(order), "--capacity", "spot,on-demand")
     cloud.started(launch)
     record = cloud.record()
     run_id, name, spot_price = record["run_id"], record["created_node"], record["price_per_hour"]
     assert record["capacity"] == "spot" and spot_price is not None
-    agent = _agent_of_worker(run_id, 1)
+    agent = agent_of_worker(run_id, 1)
     assert agent is not None
     for zone in order:
         cloud.g.faults.stockout(zone, "capacity")  # the own zone's spot, then the other zone's: on demand holds
@@ -91,9 +86,9 @@ def test_each_attempt_is_priced_at_the_list_price_of_the_vm_it_ran_on(cloud: Clo
 
 
 def test_a_hunt_with_no_capacity_anywhere_fails_in_one_line(cloud: Cloud) -> None:
-    for zone in new_tpu.ZONES:
+    for zone in ZONES:
         cloud.g.faults.stockout(zone, "capacity")
-    launch = cloud.launch("--zones", ",".join(new_tpu.ZONES))
+    launch = cloud.launch("--zones", ",".join(ZONES))
     code = launch.finish()
     assert "Traceback" not in launch.stderr, launch.stderr
     assert code == 1 and launch.lines[-1].startswith("Error: no capacity in any of 2 candidates"), launch.stderr
@@ -102,11 +97,11 @@ def test_a_hunt_with_no_capacity_anywhere_fails_in_one_line(cloud: Cloud) -> Non
 
 
 def test_a_one_zone_run_whose_vm_cannot_come_back_fails_in_one_line(cloud: Cloud) -> None:
-    zone = new_tpu.ZONES[0]
+    zone = ZONES[0]
     launch = cloud.launch("--zone", zone)
     cloud.started(launch)
     record = cloud.record()
-    agent = _agent_of_worker(record["run_id"], 1)
+    agent = agent_of_worker(record["run_id"], 1)
     assert agent is not None
     cloud.g.faults.stockout(zone, "capacity")
     cloud.g.preempt(zone, record["created_node"])
@@ -137,7 +132,7 @@ def _slow_create_reply(cloud: Cloud) -> threading.Event:
 
 def test_a_stop_while_the_create_is_answered_leaves_nothing_billing(cloud: Cloud) -> None:
     made = _slow_create_reply(cloud)
-    launch = cloud.launch("--zone", new_tpu.ZONES[0])
+    launch = cloud.launch("--zone", ZONES[0])
     assert made.wait(90), launch.stderr
     launch.proc.send_signal(signal.SIGTERM)
     assert launch.finish(timeout=60) == 130, launch.stderr
@@ -147,7 +142,7 @@ def test_a_stop_while_the_create_is_answered_leaves_nothing_billing(cloud: Cloud
 
 def test_a_launcher_killed_while_the_create_is_answered_leaves_a_record_naming_the_vm(cloud: Cloud) -> None:
     made = _slow_create_reply(cloud)
-    launch = cloud.launch("--zone", new_tpu.ZONES[0])
+    launch = cloud.launch("--zone", ZONES[0])
     assert made.wait(90), launch.stderr
     launch.proc.kill()
     launch.finish(timeout=30)
@@ -159,7 +154,7 @@ def test_a_launcher_killed_while_the_create_is_answered_leaves_a_record_naming_t
 
 
 def test_the_report_of_a_running_keep_run_does_not_say_its_vm_will_be_deleted(cloud: Cloud) -> None:
-    launch = cloud.launch("--zone", new_tpu.ZONES[0], "--keep")
+    launch = cloud.launch("--zone", ZONES[0], "--keep")
     cloud.started(launch)
     run_id = cloud.record()["run_id"]
     report = run_tpuctl("report", run_id, env=cloud.env, cwd=cloud.tmp, timeout=60)
@@ -171,7 +166,7 @@ def test_the_report_of_a_running_keep_run_does_not_say_its_vm_will_be_deleted(cl
 
 
 def test_a_stop_just_after_the_vm_is_ready_still_deletes_it(cloud: Cloud) -> None:
-    launch = cloud.launch("--zone", new_tpu.ZONES[0])  # before the fix, 3 of 3 such runs died by SIGTERM's default action
+    launch = cloud.launch("--zone", ZONES[0])  # before the fix, 3 of 3 such runs died by SIGTERM's default action
     launch.wait_line(" is READY in ")
     launch.proc.send_signal(signal.SIGTERM)
     code = launch.finish(timeout=120)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cloud_nodes import Cli, error_line
+from tests.standins.cloud_cli import ZONE, Cli, error_line
 from tests.standins.gcloud import Gcloud
 from tests.standins.google_apis import GoogleStandin
 
@@ -32,7 +32,7 @@ def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
         "TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI": {"us-central2-b": 32},  # sorted first: v5e's spot quota is on page 2
     }
     g.projects.add_bucket("models", "EUROPE-WEST4")
-    made = Cli(g, tmp_path)
+    made = Cli(g, tmp_path, zone=ZONE)
     made.env["TPUCTL_STORAGE_ENDPOINT"] = g.url
     return made
 
@@ -109,7 +109,8 @@ def test_each_quota_is_read_under_googles_id_and_in_its_unit(google_standin: Goo
     [v4] = g.add_ready_nodes("us-central2-b", 1, prefix="spot", accelerator_type="v4-8")  # 8 TensorCores of the 32
     g.tpu.nodes[("us-central2-b", v4)]["schedulingConfig"] = {"spot": True}
     g.add_ready_nodes("us-east5-a", 1, prefix="big", accelerator_type="v5p-8")  # 8 TensorCores of the 128
-    headroom = _headroom(Cli(g, tmp_path), "v5litepod-4,v5litepod-16,v6e-8,v4-16,v5p-16", "--zones", "us-west4-a,us-east1-d,us-central2-b,us-east5-a")
+    zones = "us-west4-a,us-east1-d,us-central2-b,us-east5-a"
+    headroom = _headroom(Cli(g, tmp_path, zone=ZONE), "v5litepod-4,v5litepod-16,v6e-8,v4-16,v5p-16", "--zones", zones)
     assert headroom == {
         ("v5litepod-4", "us-west4-a", "on-demand"): 4, ("v5litepod-4", "us-west4-a", "spot"): None,  # serving: no serving spot quota read
         ("v5litepod-16", "us-west4-a", "on-demand"): 64, ("v5litepod-16", "us-west4-a", "spot"): 32,
@@ -126,9 +127,9 @@ def test_the_default_dimensions_info_and_the_region_quota_bound_every_zone_witho
     g.projects.tpu_quotas = {"TPUV5sLitepodPerProjectPerZoneForTPUAPI": {"us-west4-a": 0}, "TPUV5sLitepodPerProjectPerRegionForTPUAPI": {"europe-west4": 16}}
     g.projects.tpu_quota_defaults = {"TPUV5sLitepodPerProjectPerZoneForTPUAPI": 32, "TPUV5sLitepodPerProjectPerRegionForTPUAPI": 64}
     g.add_ready_nodes("us-central1-a", 1, prefix="mine", accelerator_type="v5litepod-16")  # 16 of us-central1's 64, of us-central1-a's 32
-    headroom = _headroom(Cli(g, tmp_path), TYPE)
+    headroom = _headroom(Cli(g, tmp_path, zone=ZONE), TYPE)
     assert {zone: h for (_, zone, kind), h in headroom.items() if kind == "on-demand"} == {"us-west4-a": 0, "us-central1-a": 16, "europe-west4-a": 16}
-    table = Cli(g, tmp_path)("offers", TYPE, "--capacity", "on-demand").stdout
+    table = Cli(g, tmp_path, zone=ZONE)("offers", TYPE, "--capacity", "on-demand").stdout
     assert "16 chips" in next(line for line in table.splitlines() if "europe-west4-a" in line)
 
 

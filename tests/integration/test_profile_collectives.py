@@ -5,7 +5,7 @@ the run then ends as it would have, exit 0; a step dominated by the gradient all
 
 Each run is launched once for the one test that reads it, and ends when that test ends: a run kept for the module
 would train on beside the other run's test (4 busy TensorFlow processes on 2 cores). The ten captures are short
-(0.2 s: a few steps) and go through the CLI in this process (tests/unit/test_hostile_cli.py's `invoke`), so they cost
+(0.2 s: a few steps) and go through the CLI in this process (tests/standins/cli_calls.py's `invoke`), so they cost
 little besides the steps themselves; what crashed was stopping a profile, which each capture does once per worker.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SCRIPTS, run_tpuctl, wait_for
-from tests.unit.test_hostile_cli import invoke
+from tests.standins.cli_calls import invoke
 
 pytestmark = pytest.mark.tf
 

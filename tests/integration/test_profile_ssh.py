@@ -10,19 +10,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import SCRIPTS, run_tpuctl, wait_for
-from tests.integration.sshd import SshCluster, running_cluster
+from tests.integration.sshd import SshCluster
 from tpuctl.runs.folder import RunFolder
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
 
 
 @pytest.mark.tf

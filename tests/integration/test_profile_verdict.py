@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -139,15 +138,14 @@ def _worker(v: Verdict, name: str) -> Worker:
 
 
 def _agree(w: Worker, own: list[float]) -> None:
-    """The profile's mean step within 20% of the worker's own, as they are or each without its slowest step: the trace's
-    window and the worker's own edges differ by a step or two, and on a loaded machine one of those can be a 467 ms
-    stall among 20 ms steps (seen in CI), which moves one side's mean and not the other's. A step time read wrongly
-    (another event, another unit) is off by far more than that either way."""
+    """The profile's step times are the worker's own, told apart from a step time read wrongly (another event, another
+    unit: off by a factor of ten or a thousand) without holding a loaded machine to a speed. Load only lengthens steps,
+    and a stall (a 467 ms step among 20 ms ones was seen in CI) lands in one side's window and not the other's, so
+    means drift apart; the fastest step is the step undisturbed on both clocks, and it agrees within a factor of 2. The
+    profile's mean lies within the range of the worker's own steps (to a factor of 2: the windows' edges differ)."""
     assert w.step_ms is not None and w.steps >= 3 and len(own) >= 3, (w, own)
-    whole = abs(w.step_ms.mean - statistics.fmean(own)) <= 0.2 * statistics.fmean(own)
-    theirs = (w.step_ms.mean * w.steps - w.step_ms.max) / (w.steps - 1)
-    mine = (sum(own) - max(own)) / (len(own) - 1)
-    assert whole or abs(theirs - mine) <= 0.2 * mine, (w.step_ms, w.steps, statistics.fmean(own), mine, len(own))
+    assert min(own) / 2 <= w.step_ms.min <= 2 * min(own), (w.step_ms, sorted(own)[:3])
+    assert min(own) / 2 <= w.step_ms.mean <= 2 * max(own), (w.step_ms, min(own), max(own))
 
 
 def test_the_input_bound_worker_is_named_the_straggler(judged: Verdict) -> None:

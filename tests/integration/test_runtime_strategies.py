@@ -76,16 +76,6 @@ def test_parameter_server_training_ends_when_the_chief_is_done(tmp_path: Path) -
     assert "1 worker(s), a chief and 1 ps finished" in result.stderr  # as "launching 1 worker(s)" counted them
 
 
-@pytest.fixture
-def silent_port() -> object:
-    """A port that accepts TCP connections and never says a word: what makes TensorFlow hang."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    yield server.getsockname()[1]
-    server.close()
-
-
 def test_tpu_targets_fail_within_the_deadline(tmp_path: Path, silent_port: int) -> None:
     """Only the port that accepts and never answers gets as far as TensorFlow: `local` without chips and a closed
     port are refused before the import. The workers of those two cases find a stand-in `tensorflow` first on their

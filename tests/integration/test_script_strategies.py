@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import time
 from pathlib import Path
 
@@ -62,16 +61,6 @@ def test_start_up_lasts_until_the_scripts_strategy_is_built(tmp_path: Path) -> N
     assert graph.returncode == 0, graph.stdout + graph.stderr
     assert "[worker:0] tpuctl: worker:0: the script calls disable_eager_execution() on line 8: tpuctl builds no strategy" in graph.stdout
     assert "[worker:0] graph mode: True" in graph.stdout
-
-
-@pytest.fixture
-def silent_port() -> object:
-    """A port that accepts TCP connections and never says a word: what makes TensorFlow hang."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    yield server.getsockname()[1]
-    server.close()
 
 
 def test_a_scripts_own_tpu_connection_fails_within_the_deadline(tmp_path: Path, silent_port: int) -> None:

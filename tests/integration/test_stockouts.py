@@ -3,50 +3,21 @@ nothing left behind (no node, no saved spec), the stockout remembered, and a nod
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tpuctl
-from tests.standins.fixtures import standin_env
+from tests.standins.cloud_cli import OTHER_ZONE as ZONE
+from tests.standins.cloud_cli import Cli, error_line
 from tests.standins.google_apis import GoogleStandin
 
-ZONE = "us-west4-a"  # not the default zone (us-central2-b): every later look-up must find it from the saved spec
 TYPE = "v5litepod-16"
-
-
-class Cli:
-    def __init__(self, g: GoogleStandin, tmp_path: Path) -> None:
-        self.env = standin_env(g, tmp_path)  # no TPUCTL_ZONE, no zone in any config
-        self.cwd = tmp_path
-        self.home = Path(self.env["HOME"])
-
-    def __call__(self, *args: str, code: int = 0, **extra: str) -> subprocess.CompletedProcess[str]:
-        result = run_tpuctl(*args, env={**self.env, **extra}, cwd=self.cwd, timeout=120)
-        assert result.returncode == code, f"tpuctl {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
-        assert "Traceback" not in result.stderr
-        return result
-
-    def spec_file(self, name: str, zone: str = ZONE) -> Path:
-        return self.home / ".local" / "share" / "tpuctl" / "nodes" / "tpuctl-test" / zone / f"{name}.json"
-
-    def memory(self) -> list[dict[str, object]]:
-        path = self.home / ".local" / "state" / "tpuctl" / "stockouts.json"
-        return json.loads(path.read_text()) if path.exists() else []
 
 
 @pytest.fixture
 def cli(google_standin: GoogleStandin, tmp_path: Path) -> Cli:
     google_standin.create_delay_s = 0.05
     return Cli(google_standin, tmp_path)
-
-
-def error_line(result: subprocess.CompletedProcess[str]) -> str:
-    lines = result.stderr.splitlines()
-    assert [line for line in lines if line.startswith("Error:")] == lines[-1:], result.stderr
-    return lines[-1]
 
 
 # (stockout kind in the stand-in, times, extra create flags, what the line says, remembered as)

@@ -4,36 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import time
 from pathlib import Path
 
 import pytest
-from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
-from tests.conftest import run_tpuctl
-from tpuctl.watch.records import frame
+from tests.conftest import run_tpuctl, tpuctl_cmd
+from tests.standins.event_files import header_event, scalar_event
+from tests.standins.processes import on_a_terminal
 from tpuctl.watch.sources import GcsSource, LocalSource
 from tpuctl.watch.tailer import Tailer
-
-
-def scalar_event(tag: str, step: int, value: float, *, tf2: bool = True, plugin: str = "") -> bytes:
-    """An event in TensorFlow's layouts, serialized by TensorBoard's own protos (not ours). TF2's
-    writers name the plugin in every event (pass plugin="scalars"); the files they really write are
-    in tests/data/tfevents, read by `test_tail_reads_what_keras_fit_wrote`."""
-    if tf2:
-        tensor = tensor_pb2.TensorProto(dtype=1, tensor_content=struct.pack("<f", value))
-        tensor.tensor_shape.SetInParent()
-        entry = summary_pb2.Summary.Value(tag=tag, tensor=tensor)
-    else:
-        entry = summary_pb2.Summary.Value(tag=tag, simple_value=value)
-    if plugin:
-        entry.metadata.plugin_data.plugin_name = plugin
-    return frame(event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(value=[entry])).SerializeToString())
-
-
-def header_event() -> bytes:
-    return frame(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2").SerializeToString())
 
 
 def tail_once(path: Path | str, *args: str, env: dict[str, str] | None = None) -> tuple[list[dict[str, object]], str, int]:
@@ -168,33 +148,12 @@ def test_gcs_reads_only_the_new_byte_range(gcs_emulator: str, monkeypatch: pytes
 
 def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     """On a TTY: one row per tag with value, step, steps/s, min/max and a sparkline, plus checkpoints."""
-    import subprocess
-
-    from tests.conftest import tpuctl_cmd
-
     values = [4.0, 3.0, 2.0, 1.0]
     body = header_event() + b"".join(scalar_event("loss", step * 10, value) for step, value in enumerate(values))
     (tmp_path / "events.out.tfevents.7").write_bytes(body)
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-30"\n')
     (tmp_path / "ckpt-30.index").write_bytes(b"")
-    primary, secondary = os.openpty()
-    try:
-        done = subprocess.run(
-            tpuctl_cmd("tail", str(tmp_path), "--once"), stdout=secondary, stderr=subprocess.PIPE,
-            env={**os.environ, "COLUMNS": "120", "TERM": "xterm"}, timeout=60,
-        )
-        os.close(secondary)
-        screen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            screen += chunk
-    finally:
-        os.close(primary)
+    done, screen = on_a_terminal(tpuctl_cmd("tail", str(tmp_path), "--once"), {**os.environ, "COLUMNS": "120", "TERM": "xterm"})
     assert done.returncode == 0, done.stderr
     text = screen.decode("utf-8", "replace")
     for words in ("run", "tag", "steps/s", "recent", "loss", "ckpt-30", "█"):
@@ -207,7 +166,7 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
 def test_tail_reads_what_keras_fit_wrote(tmp_path: Path) -> None:
     """The train/ and validation/ files of a real Keras 3 fit (graph, per-batch and per-epoch scalars,
     histograms): every scalar TensorBoard's protos find, the rest counted by plugin, no warning."""
-    from tests.unit.test_watch_real_files import DATA, expected
+    from tests.standins.event_files import DATA, expected
 
     want: list[tuple[str, str, int, float]] = []
     for run in ("train", "validation"):

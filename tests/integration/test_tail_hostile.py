@@ -16,31 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl, tpuctl_cmd
-from tests.integration.test_tail_files import header_event, scalar_event
+from tests.standins.event_files import header_event, malformed_events, scalar_event
+from tests.standins.processes import on_a_terminal
 from tpuctl.watch.records import frame
 
 ESC = "\x1b[31mred\x1b]0;pwned\x07"  # colour, then a window title: neither may reach a terminal raw
-
-
-def _varint(number: int) -> bytes:
-    out = b""
-    while True:
-        low, number = number & 0x7F, number >> 7
-        if not number:
-            return out + bytes([low])
-        out += bytes([low | 0x80])
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def malformed_events() -> list[bytes]:
-    """CRC-valid records whose Event parses but whose value's metadata / tensor bytes are no protobuf."""
-    bad_metadata = _field(1, b"x") + _field(9, b"\x0a\xff")  # metadata: a string field that runs past its end
-    bad_tensor = _field(1, b"y") + _field(8, b"\x22\x7f\x00")  # tensor: tensor_content claims 127 bytes, has 1
-    bad_varint = _field(1, b"z") + _field(8, b"\x08" + b"\xff" * 11)  # dtype: an 11-byte varint
-    return [frame(b"\x10\x03" + _field(5, _field(1, value))) for value in (bad_metadata, bad_tensor, bad_varint)]
 
 
 def strict_json(line: str) -> dict[str, object]:
@@ -101,22 +81,7 @@ def test_escape_sequences_in_tags_and_names_never_reach_the_terminal_raw(tmp_pat
     for stream in (plain.stdout, plain.stderr):
         assert "\x1b" not in stream and "\x07" not in stream, stream
     assert "\\x1b[31mred" in plain.stdout and "\\x1b" in plain.stderr  # shown, escaped
-    primary, secondary = os.openpty()
-    try:
-        env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}
-        done = subprocess.run(tpuctl_cmd("tail", str(tmp_path), "--once"), stdout=secondary, stderr=subprocess.PIPE, env=env, timeout=60)
-        os.close(secondary)
-        screen = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            screen += chunk
-    finally:
-        os.close(primary)
+    done, screen = on_a_terminal(tpuctl_cmd("tail", str(tmp_path), "--once"), {**os.environ, "COLUMNS": "200", "TERM": "xterm"})
     assert done.returncode == 0, done.stderr
     assert ESC.encode() not in screen and b"\x1b[31mred" not in screen and b"\x07" not in screen and b"\x1b]0;" not in screen
     assert b"\x1b" not in done.stderr

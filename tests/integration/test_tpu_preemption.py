@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import pytest
 
-from tests.conftest import tpuctl_cmd, wait_for
-from tests.integration.sshd import SshCluster, running_cluster
+from tests.conftest import wait_for
+from tests.integration.sshd import SshCluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
+from tests.standins.new_tpu_cloud import Launch
 from tpuctl.cloud.nodes.health import wait_ready_again
 from tpuctl.cloud.nodes.tpu import TpuApi
 from tpuctl.inputs.errors import FAILED, TpuctlError
@@ -55,11 +52,6 @@ if attempt == "1":
 """
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
-
-
 @dataclass
 class Slice:
     name: str
@@ -79,75 +71,13 @@ def tpu(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path) -> S
     assert node is not None
     ips = [endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
     assert len(ips) == 2 and not set(ips) & set(NEW_IPS)
-    aliases = []
-    for ip, port in [*zip(ips, cluster.ports, strict=True), *zip(NEW_IPS, reversed(cluster.ports), strict=True)]:
-        aliases += [f"Host {ip}", "  HostName 127.0.0.1", f"  Port {port}", ""]
-    config = tmp_path / "ssh_config"
-    config.write_text("\n".join(aliases) + cluster.config.read_text())
+    config = cluster.aliased(tmp_path / "ssh_config", [*zip(ips, cluster.ports, strict=True), *zip(NEW_IPS, reversed(cluster.ports), strict=True)])
     script = tmp_path / "preempted_once.py"
     script.write_text(WORKER)
     flags = tmp_path / "flags"
     flags.mkdir()
     env = {**standin_env(google_standin, tmp_path), "TPUCTL_ZONE": ZONE}
     return Slice(name, ips, env, config, script, flags, tmp_path / "logs")
-
-
-@dataclass
-class Launch:
-    """A `tpuctl launch` running in the background; its stderr lines collected as they come."""
-
-    proc: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
-    readers: list[threading.Thread] = field(default_factory=list)
-
-    @classmethod
-    def start(cls, args: list[str], env: dict[str, str], cwd: Path) -> Launch:
-        proc = subprocess.Popen(tpuctl_cmd("launch", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
-        launch = cls(proc)
-        assert proc.stdout is not None and proc.stderr is not None
-        for stream, keep in ((proc.stderr, launch.lines), (proc.stdout, [])):  # stdout drained, so no pipe fills
-            reader = threading.Thread(target=_read_lines, args=(stream, keep), daemon=True)
-            reader.start()
-            launch.readers.append(reader)
-        return launch
-
-    def said(self, text: str) -> bool:
-        return any(text in line for line in self.lines)
-
-    def wait_line(self, text: str, timeout: float = 60.0) -> None:
-        try:
-            wait_for(lambda: self.said(text) or self.proc.poll() is not None, timeout=timeout)
-        finally:
-            if not self.said(text):
-                self.proc.kill()
-                self._drain()
-        assert self.said(text), f"no {text!r} in:\n{self.stderr}"
-
-    def finish(self, timeout: float = 120.0) -> int:
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        finally:
-            self._drain()
-        return code
-
-    def _drain(self) -> None:
-        for reader in self.readers:
-            reader.join(timeout=10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-    @property
-    def stderr(self) -> str:
-        return "\n".join(self.lines)
-
-
-def _read_lines(stream: IO[str], into: list[str]) -> None:
-    for line in stream:
-        into.append(line.rstrip("\n"))
 
 
 def _launch_and_preempt(tpu: Slice, standin: GoogleStandin, *extra: str) -> Launch:
@@ -167,6 +97,7 @@ def _launch_and_preempt(tpu: Slice, standin: GoogleStandin, *extra: str) -> Laun
     (tpu.flags / "preempt").write_text("")
     launch.wait_line(f"TPU VM {tpu.name} is PREEMPTED; waiting up to 30 min for it to be READY again")
     return launch
+
 
 
 def test_a_preempted_slice_is_waited_for_and_the_workers_relaunched_on_its_new_hosts(tpu: Slice, google_standin: GoogleStandin) -> None:
@@ -302,9 +233,9 @@ def test_the_wait_ends_in_one_line_for_a_node_that_cannot_come_back(api: TpuApi,
         wait_ready_again(api, ZONE, name, lambda note: None, timeout_s=0.3)
     assert late.value.message == f"TPU VM {name} is still PREEMPTED after 0.3s; giving up"
     assert late.value.exit_code == FAILED and time.monotonic() - started < 5
-    google_standin.faults.latency_s = 3.0  # an API that hangs: each look is cut off, the wait still ends
+    google_standin.faults.latency_s = 30.0  # an API that hangs: each look is cut off, the wait still ends
     started = time.monotonic()
     with pytest.raises(TpuctlError) as hung:
         wait_ready_again(api, ZONE, name, lambda note: None, timeout_s=60, look_timeout_s=0.5)
     assert hung.value.message == f"the TPU API did not answer within 0.5s about TPU VM {name}"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # far less than one uncut look (30 s): a loaded machine's margin

@@ -8,23 +8,17 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import alive, run_tpuctl
-from tests.integration.sshd import SshCluster, running_cluster
+from tests.integration.sshd import SshCluster
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
 from tpuctl.ssh.tpu_cleanup import LOCKFILE
 
 ZONE = "us-central2-b"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    yield from running_cluster(tmp_path_factory, 2)
 
 
 @pytest.fixture
@@ -35,11 +29,7 @@ def slice_env(cluster: SshCluster, google_standin: GoogleStandin, tmp_path: Path
     assert node is not None
     ips = [endpoint.get("accessConfig", {}).get("externalIp") or endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
     assert len(ips) == 2
-    aliases = []
-    for ip, port in zip(ips, cluster.ports):
-        aliases += [f"Host {ip}", "  HostName 127.0.0.1", f"  Port {port}", ""]
-    config = tmp_path / "ssh_config"
-    config.write_text("\n".join(aliases) + cluster.config.read_text())
+    config = cluster.aliased(tmp_path / "ssh_config", list(zip(ips, cluster.ports, strict=True)))
     env = {**standin_env(google_standin, tmp_path), "TPUCTL_ZONE": ZONE}
     return env, config, [name, *ips]
 

@@ -1,6 +1,6 @@
 """Babysitting against a fake TPU API: when the node is lost it is recreated and the command runs again.
 
-The API is the fake of tests/unit/test_lifecycle.py (scripted node states);
+The API is the fake of tests/standins/tpu_fakes.py (scripted node states);
 the babysit loop, the lifecycle and the recreate are tpuctl's own. Commands
 are fakes too, except where the process group is the point.
 """
@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.unit.test_lifecycle import SPEC, FakeApi, no_sleep
+from tests.standins.scripted_workers import FakeCommand, Runs
+from tests.standins.tpu_fakes import SPEC, FakeApi, no_sleep
 from tpuctl import endings
 from tpuctl.cloud.nodes import babysit
 from tpuctl.cloud.nodes.babysit import BabysitTerms, Command
@@ -35,34 +36,6 @@ from tpuctl.runs.records import RunRecord
 def _spec_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     yield
-
-
-class FakeCommand(Command):
-    """A command that runs for `polls` checks, then exits with `code` (None: runs until stopped)."""
-
-    def __init__(self, code: int | None, polls: int = 0) -> None:
-        self.code, self.polls, self.stopped = code, polls, False
-
-    def poll(self) -> int | None:
-        if self.stopped or self.code is None:
-            return None
-        self.polls -= 1
-        return self.code if self.polls < 0 else None
-
-    def stop(self) -> None:
-        self.stopped = True
-
-
-class Runs:
-    """Starts the scripted commands in order and keeps them, so a test can see which were stopped."""
-
-    def __init__(self, *commands: FakeCommand) -> None:
-        self.waiting, self.started = list(commands), []
-
-    def __call__(self, argv: tuple[str, ...]) -> Command:
-        command = self.waiting.pop(0)
-        self.started.append(command)
-        return command
 
 
 def _watch(runs: Runs | None, notes: list[str], **options: Any) -> BabysitTerms:
@@ -289,7 +262,7 @@ def _no_warning(line: str) -> None:
 # The real CLI in a process of its own, its TPU API the fake (a detached babysit forks: the fake goes with it).
 DETACHED_BABYSIT = """\
 import sys
-from tests.unit.test_lifecycle import SPEC, FakeApi
+from tests.standins.tpu_fakes import SPEC, FakeApi
 from tpuctl.cli import babysit, main
 from tpuctl.cloud.nodes import nodespec
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.test_hostile_cli import invoke
+from tests.standins.cli_calls import invoke
 from tpuctl.cloud.nodes.node import Node
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.inputs.errors import TpuctlError

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
-from tests.unit.test_hostile_cli import in_process
+from tests.standins.cli_calls import in_process
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import parse_env
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_hostile_cli import FAKE_SMI
+from tests.standins.nvidia_smi import FAKE_SMI
 from tpuctl.doctor import facts
 from tpuctl.doctor.checks import run_checks
 from tpuctl.doctor.local import PROBE, Request, probe_here

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.test_supervisor import Script, supervise
+from tests.standins.scripted_workers import Script, supervise
 from tpuctl.backends.ssh.starter import HostProblem, launch_error
 from tpuctl.cluster.worker_contract import PREEMPTED_EXIT_CODE
 from tpuctl.endings import INTERRUPTED, RUN_STATES, Ending, Kind, exit_words, state_of

@@ -9,8 +9,6 @@ TPUCTL_SYSFS_ROOT; the launch's dry run shows each worker's share, and a pool to
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections import Counter
 from pathlib import Path
 
@@ -19,22 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
+from tests.standins.nvidia_smi import fake_nvidia_smi, launch_env
 from tpuctl.devices.gpus import GROWTH, Pool, find_pool, split
 from tpuctl.inputs.errors import USAGE, TpuctlError
 from tpuctl.tpu.accelerators import visible_entries
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
-
-
-def fake_nvidia_smi(folder: Path, gpus: int, *, exit_code: int = 0) -> Path:
-    """An `nvidia-smi` in `folder` that lists `gpus` H200s as the real one answers tpuctl's query (or fails)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tool = folder / "nvidia-smi"
-    lines = "".join(f"echo '{index}, NVIDIA H200, 143771'\n" for index in range(gpus))
-    failure = "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'\n" if exit_code else ""
-    tool.write_text(f"#!/bin/sh\n{lines}{failure}exit {exit_code}\n", encoding="utf-8")
-    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-    return tool
 
 
 def pool(count: int) -> Pool:
@@ -155,12 +143,6 @@ def test_without_nvidia_smi_the_driver_s_proc_list_counts(tmp_path: Path, monkey
 
 
 # --- the launch ------------------------------------------------------------------------------------------------
-
-
-def launch_env(tmp_path: Path, gpus: int) -> dict[str, str]:
-    bin_dir = fake_nvidia_smi(tmp_path / "bin", gpus).parent
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", GROWTH)}
-    return {**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}"}
 
 
 def test_the_dry_run_shows_each_worker_s_gpus(tmp_path: Path) -> None:

@@ -13,123 +13,22 @@ import importlib
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 import click
 import pytest
-from click.testing import CliRunner
 
+from tests.standins.cli_calls import LIMIT_S, assert_bad_input, invoke
 from tests.standins.fixtures import write_access_token_file
 from tests.standins.google_apis import GoogleStandin
-from tpuctl.cli import COMMANDS, main
+from tests.standins.nvidia_smi import FAKE_SMI, fake_smi
+from tpuctl.cli import COMMANDS
 
 ZONE = "us-central2-b"
-LIMIT_S = 5.0  # per command: every case here fails (or finishes) in well under a second
-MEMORY_CAP = 1 << 30  # bytes of address space a command may add
-
-
-class Hang(Exception):
-    """Raised in the command by SIGALRM when it runs past LIMIT_S."""
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-    crash: BaseException | None  # an exception main() let escape: a traceback for the user
-
-    @property
-    def one_line_error(self) -> bool:
-        lines = [line for line in self.err.splitlines() if line.strip()]
-        return len(lines) == 1 and lines[0].startswith("Error:")
-
-    def explain(self, args: list[str]) -> str:
-        crash = f"{self.crash.__class__.__name__}: {self.crash}"[:300] if self.crash else None
-        return f"tpuctl {' '.join(repr(a)[:80] for a in args)} -> exit {self.code}, crash {crash}, stderr {self.err[-400:]!r}"
-
-
-def _on_alarm(signum: int, frame: FrameType | None) -> None:
-    raise Hang(f"still running after {LIMIT_S:g} s")
-
-
-@contextlib.contextmanager
-def memory_cap(extra: int = MEMORY_CAP) -> Iterator[None]:
-    """Address space capped a little above what this process has: a command that reads
-    /dev/zero meets MemoryError (a finding) instead of the machine's OOM killer."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    size = int(Path("/proc/self/statm").read_text().split()[0]) * page
-    previous = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (size + extra, previous[1]))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, previous)
-
-
-def invoke(args: list[str], env: dict[str, str | None] | None = None, limit_s: float = LIMIT_S) -> Result:
-    """`tpuctl ARGS` through main(), with stdout/stderr captured, a time limit and a memory cap."""
-    with memory_cap():
-        return _invoke(args, env, limit_s)
-
-
-def _invoke(args: list[str], env: dict[str, str | None] | None, limit_s: float) -> Result:
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit_s)
-    crash: BaseException | None = None
-    code = 0
-    with CliRunner().isolation(env=env) as (out, err, _):
-        try:
-            main(list(args))
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else 1
-        except BaseException as escaped:  # noqa: BLE001 - a traceback is what this test looks for
-            crash = escaped
-            code = -1
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-            sys.stdout.flush()
-    return Result(code, out.getvalue().decode(errors="replace"), err.getvalue().decode(errors="replace"), crash)
-
-
-def assert_bad_input(args: list[str], env: dict[str, str | None] | None = None, codes: tuple[int, ...] = (2,)) -> Result:
-    result = invoke(args, env)
-    assert result.crash is None and result.code in codes and result.one_line_error, result.explain(args)
-    assert "Traceback" not in result.out + result.err
-    return result
-
-
-def in_process(*args: str, env: dict[str, str | None] | None = None, limit_s: float = LIMIT_S) -> Result:
-    """`tpuctl ARGS` through invoke, for a test of what a command prints and the status it ends with (not of a process:
-    its streams, signals or imports); an exception main() let escape fails the test."""
-    result = invoke(list(args), env, limit_s)
-    assert result.crash is None, result.explain(list(args))
-    return result
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No user file, gcloud config or TPUCTL_* variable of the machine leaks in; cwd is empty."""
-    for name in list(os.environ):
-        if name.startswith(("TPUCTL_", "CLOUDSDK_", "TF_CONFIG")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("TPUCTL_CONFIG", str(tmp_path / "user.toml"))
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "train.py").write_text("import sys\nprint('ARGV', sys.argv[1:])\n")
-    monkeypatch.chdir(work)
-    return tmp_path
 
 
 @pytest.fixture
@@ -553,23 +452,6 @@ def test_run_records_that_are_no_small_files_are_passed_over(home: Path) -> None
 # --- helpers that print without end, garbage or binary: nvidia-smi (issue 46) ----------------------------------
 
 
-GPU_LINE = "0, NVIDIA H100 80GB HBM3, 81559"  # what the real one answers `devices`' query, once
-FAKE_SMI = {
-    "endless": f"import sys\nline = b'{GPU_LINE}\\n' * 4096\nwhile True:\n    sys.stdout.buffer.write(line)\n",
-    "binary": "import os, sys\nsys.stdout.buffer.write(os.urandom(1 << 18))\n",
-    "garbage": "print('NVIDIA H100 80GB HBM3')\nprint('NVIDIA H100 80GB HBM3')\n",  # a GPU's name, no query's answer
-}
-
-
-def fake_smi(folder: Path, kind: str) -> Path:
-    """A folder holding an `nvidia-smi` that prints FAKE_SMI[kind], for PATH."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tool = folder / "nvidia-smi"
-    tool.write_text(f"#!{sys.executable}\n{FAKE_SMI[kind]}")
-    tool.chmod(0o755)
-    return folder
-
-
 GPU_READERS = [(["devices", "--fast"], "; no GPU rows from nvidia-smi"), (["launch", "train.py", "--dry-run", "--workers", "2"], "GPUs: 0 GPU(s)")]
 
 
@@ -632,7 +514,6 @@ def test_a_timeline_of_nuls_with_no_newline_or_nested_past_any_event_is_read_in_
         file.write('{"t": 50, "wall": 1700000050, "event": "step", "x": ' + "[" * 1500 + "]" * 1500 + "}\n")
     os.truncate(timeline, timeline.stat().st_size + (384 << 20))
     for args in (["report", str(folder)], ["report", str(folder), "--timeline"]):
-        with memory_cap(192 << 20):  # less than the NULs: a reader that held them would meet MemoryError
-            result = _invoke(args, None, LIMIT_S)
+        result = invoke(args, cap=192 << 20)  # less than the NULs: a reader that held them would meet MemoryError
         assert result.crash is None and result.code == 0, result.explain(args)
         assert "goodput" in result.out and "skipped 2 line(s)" in result.out, result.explain(args)

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_hostile_cli import Result, invoke
+from tests.standins.cli_calls import Result, invoke
+from tests.standins.hostile_text import NASTY, leaks
 from tpuctl.cli.diagnosis import timeline_drawing
 from tpuctl.runs import proof, records, view
 from tpuctl.runs import timeline as tl
@@ -31,17 +32,9 @@ from tpuctl.runs.folder import RunFolder
 from tpuctl.runs.records import RunRecord
 from tpuctl.tensorboard_plugin import checking
 
-CLEAR, TITLE, LINK = "\x1b[2J\x1b[H", "\x1b]0;owned\x07", "\x1b]8;;https://x.invalid/\x1b\\click\x1b]8;;\x1b\\"
-C1 = "\x9b2J\x9d0;owned\x9c"
-NASTY = f"n{CLEAR}{TITLE}{LINK}{C1}\x07\x08\r\x7f\u202e\x00e"
 NAME = NASTY.replace("/", "|").replace("\x00", "")  # what a file name can hold
 RUN_ID = "20261125-103000-train-abc123"
 _SGR = re.compile(r"\x1b\[[0-9;]*m")  # the drawing's own colours, and only those
-
-
-def leaks(text: str) -> list[str]:
-    """The characters of `text` a terminal would act on (a newline ends a line: it is not one of them)."""
-    return sorted({repr(c) for c in text if not c.isprintable() and c != "\n"})
 
 
 def assert_clean(result: Result, args: list[str]) -> None:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_hostile_cli import invoke, memory_cap
-from tests.unit.test_hostile_output import NASTY, leaks
+from tests.standins.cli_calls import invoke, memory_cap
+from tests.standins.hostile_text import NASTY, leaks
 from tpuctl.backends.ssh import session, wire
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.tf_config import Task

@@ -8,140 +8,23 @@ Nothing sleeps: the hunt's clock is a counter the fake's polls advance.
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.standins.tpu_fakes import BASE, FLEX, FLEX_BASE, ON_DEMAND, PROJECT, RESERVATION, SPOT, ZonedApi, memory, no_sleep, saved, zones
 from tpuctl.cloud.capacity.hunt import Candidate, HuntStopped, HuntTerms, hunt
-from tpuctl.cloud.nodes import lifecycle, nodespec
+from tpuctl.cloud.nodes import lifecycle
 from tpuctl.cloud.nodes.creating import Terms
-from tpuctl.cloud.nodes.node import Node
-from tpuctl.cloud.nodes.nodespec import NodeSpec
-from tpuctl.cloud.nodes.tpu import Operation, Queued
 from tpuctl.endings import INTERRUPTED
 from tpuctl.inputs.errors import FAILED, CapacityError, TpuctlError
 from tpuctl.tpu import stockouts
 from tpuctl.tpu.capacity import Capacity
 
-PROJECT = "tpuctl-test"
-BASE = NodeSpec(name="hunt", project=PROJECT, zone="us-central2-b", runtime_version="tpu-vm-tf-2.16.1-pod-pjrt", accelerator_type="v5litepod-16")
-CODE_8 = 'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud TPU Nodes are offered'
-STOCKOUTS = {
-    "capacity": (8, CODE_8),
-    "reserved": (9, "Insufficient reserved capacity. Contact customer support to increase your reservation."),
-    "preempted": (3, "Cloud TPU received a bad request. update is not supported while in state PREEMPTED"),
-    "internal": (13, "an internal error has occurred"),
-    "quota": (8, "Quota 'TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI' exhausted. Limit 0 in zone {zone}"),
-    "region-quota": (8, "Quota 'TPUV5sPreemptibleLitepodPerProjectPerRegionForTPUAPI' exhausted. Limit 0 in region {region}"),
-    "permission": (7, "Permission 'tpu.nodes.create' denied on 'projects/tpuctl-test/locations/{zone}/nodes/hunt'"),
-}
-SPOT, ON_DEMAND = Capacity("spot"), Capacity("on-demand")
-FLEX, RESERVATION = Capacity("flex-start"), Capacity("reserved", "my-reservation")
-FLEX_BASE = replace(BASE, max_run_duration="2h")  # create checks flex-start's run duration before any hunt
-
 pytestmark = pytest.mark.usefixtures("private_dirs")
-
-
-@dataclass
-class ZonedApi:
-    """The TPU API as a hunt sees it: per zone, the creates' scripted endings ("ok" when none is left)."""
-
-    project: str = PROJECT
-    nodes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    endings: dict[str, list[str]] = field(default_factory=dict)  # zone -> STOCKOUTS keys, "stuck" or "interrupt"
-    pending: dict[tuple[str, str], str] = field(default_factory=dict)  # (zone, operation) -> how it ends
-    calls: list[str] = field(default_factory=list)
-    interrupt_deletes: bool = False  # a second Ctrl-C while the interrupted try is being deleted
-    queued: dict[tuple[str, str], Queued] = field(default_factory=dict)  # queued resources, as get_queued reads them
-    queue_endings: dict[str, list[str]] = field(default_factory=dict)  # zone -> "waiting", "active", "interrupt" or a STOCKOUTS key
-    queued_deletes_fail: bool = False
-    clock: list[float] = field(default_factory=lambda: [0.0])
-
-    def get_node(self, zone: str, name: str) -> Node | None:
-        self.clock[0] += 1.0
-        found = self.nodes.get((zone, name))
-        return None if found is None else Node(dict(found), zone)
-
-    def create_node(self, zone: str, name: str, resource: dict[str, Any]) -> str | None:
-        self.calls.append(f"create {zone} {resource.get('acceleratorType')} spot={bool(resource.get('schedulingConfig', {}).get('spot'))}")
-        if (zone, name) in self.nodes:
-            return None
-        ending = (self.endings.get(zone) or ["ok"]).pop(0)
-        path = f"projects/{self.project}/locations/{zone}/nodes/{name}"
-        if ending != "permission":  # a refused permission makes no node
-            self.nodes[(zone, name)] = {"name": path, "state": "PREEMPTED" if ending == "preempted" else "CREATING", **resource}
-        if ending == "interrupt":
-            raise KeyboardInterrupt
-        operation = f"operations/create-{len(self.calls)}"
-        self.pending[(zone, operation)] = ending
-        return operation
-
-    def operation(self, zone: str, name: str) -> Operation:
-        ending = self.pending.get((zone, name), "ok")
-        if ending == "late-internal":  # the internal error ends the operation only after a while (time passes)
-            time.sleep(1.0)
-            ending = "internal"
-        if ending == "stuck":
-            return Operation(done=False)
-        if ending == "ok":
-            node = self.nodes.get((zone, "hunt"))
-            if node is not None:
-                node.update(state="READY", health="HEALTHY")
-            return Operation(done=True)
-        code, message = STOCKOUTS[ending]
-        return Operation(True, code, message.format(zone=zone, region=zone.rsplit("-", 1)[0]))
-
-    def delete_node(self, zone: str, name: str) -> str | None:
-        self.calls.append(f"delete {zone}")
-        if self.interrupt_deletes:
-            raise KeyboardInterrupt
-        return None if self.nodes.pop((zone, name), None) is None else "operations/delete"
-
-    def stop_node(self, zone: str, name: str) -> str | None:
-        raise AssertionError("a hunt never stops a node")
-
-    def start_node(self, zone: str, name: str) -> str | None:
-        raise AssertionError("a hunt never starts a node")
-
-    def create_queued(self, zone: str, resource_id: str, resource: dict[str, Any]) -> bool:
-        """A queued request ends as scripted: stays WAITING_FOR_RESOURCES, becomes ACTIVE with its node READY, or
-        FAILED with a STOCKOUTS error (failedData.error, as the TPU API reports it)."""
-        self.calls.append(f"queue {zone} {sorted(resource)}")
-        ending = (self.queue_endings.get(zone) or ["active"]).pop(0)
-        self.queued[(zone, resource_id)] = Queued("WAITING_FOR_RESOURCES")
-        if ending == "interrupt":
-            raise KeyboardInterrupt
-        if ending == "active":
-            self.queued[(zone, resource_id)] = Queued("ACTIVE")
-            node = resource["tpu"]["nodeSpec"][0]["node"]
-            path = f"projects/{self.project}/locations/{zone}/nodes/{resource_id}"
-            self.nodes[(zone, resource_id)] = {**node, "name": path, "state": "READY", "health": "HEALTHY", "queuedResource": resource_id}
-        elif ending != "waiting":
-            code, message = STOCKOUTS[ending]
-            self.queued[(zone, resource_id)] = Queued("FAILED", code, message.format(zone=zone))
-        return True
-
-    def get_queued(self, zone: str, resource_id: str) -> Queued | None:
-        self.clock[0] += 1.0
-        found = self.queued.get((zone, resource_id))
-        return None if found is None else replace(found, resource_id=resource_id, node_ids=(resource_id,))  # tpuctl's: one node of its id
-
-    def delete_queued(self, zone: str, resource_id: str) -> None:
-        self.calls.append(f"delete queued {zone}")
-        if self.queued_deletes_fail:
-            raise TpuctlError(f"Permission 'tpu.queuedresources.delete' denied in {zone}")
-        self.queued.pop((zone, resource_id), None)
-        self.nodes.pop((zone, resource_id), None)  # force: the node it holds goes with it
-
-
-def no_sleep(seconds: float) -> None:
-    """A wait that never ends reaches the longest pause and fails instead of hanging the suite."""
-    if seconds >= lifecycle.MAX_POLL_S:
-        raise AssertionError("the wait never ended")
 
 
 def run(api: ZonedApi, candidates: list[Candidate], **extra: Any) -> tuple[Any, list[str]]:
@@ -149,19 +32,6 @@ def run(api: ZonedApi, candidates: list[Candidate], **extra: Any) -> tuple[Any, 
     options: dict[str, Any] = {"runtime_given": False, "sleep": no_sleep, "clock": lambda: api.clock[0], **extra}
     base = options.pop("base", BASE)
     return hunt(api, base, candidates, lambda state, elapsed: None, HuntTerms(**options), say=said.append), said
-
-
-def zones(*names: str, kind: Capacity = SPOT, accelerator_type: str = "v5litepod-16") -> list[Candidate]:
-    return [Candidate(accelerator_type, kind, zone, 7.28) for zone in names]
-
-
-def memory(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "state" / "tpuctl" / "stockouts.json"
-    return json.loads(path.read_text()) if path.exists() else []
-
-
-def saved(zone: str) -> NodeSpec | None:
-    return nodespec.load(PROJECT, zone, "hunt")
 
 
 def test_each_stockout_moves_on_leaves_nothing_and_is_remembered(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT
 from tests.standins import kube_schemas
-from tests.unit.test_hostile_cli import in_process
+from tests.standins.cli_calls import in_process
 from tpuctl.backends.kubernetes import yaml_values as k8s_yaml
 from tpuctl.backends.kubernetes.manifest import (
     KubeOptions,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, tpuctl_cmd
-from tests.unit.test_hostile_cli import Result, in_process
+from tests.standins.cli_calls import Result, in_process
 from tpuctl.cluster.hosts import MAX_TASKS, parse_hostfile, parse_slot_hosts
 from tpuctl.inputs.errors import TpuctlError
 

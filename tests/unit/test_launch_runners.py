@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from tests.conftest import ROOT, documented_outcome, run_tpuctl
-from tpuctl.cli import main
+from tests.standins.cli_calls import launch_in_process
 from tpuctl.launch import option_fields
 from tpuctl.launch.job import Job
 from tpuctl.launch.launch_options import LaunchOptions
@@ -21,16 +20,6 @@ from tpuctl.launch.registry import BACKENDS, backend_module
 from tpuctl.launch.runner import JobRunner
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    """`tpuctl launch ARGS` in this process, through the same entry point (and error lines) as the binary."""
-    with CliRunner().isolation() as (out, err, _):
-        try:
-            main(["launch", *args])
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else 1
-    return code, out.getvalue().decode(), err.getvalue().decode()
 
 
 @pytest.mark.parametrize("name", list(BACKENDS))
@@ -75,14 +64,14 @@ def test_the_launch_command_imports_no_backend_machinery() -> None:
 
 
 def test_a_local_dry_run_is_the_plan_with_real_ports() -> None:
-    code, out, _ = invoke(EXAMPLE, "--workers", "2", "--dry-run", "--json")
+    code, out, _ = launch_in_process(EXAMPLE, "--workers", "2", "--dry-run", "--json")
     plan = json.loads(out)
     assert code == 0 and [w["task"] for w in plan["workers"]] == ["worker:0", "worker:1"]
     assert all(w["address"].startswith("127.0.0.1:") and not w["address"].endswith(":<port>") for w in plan["workers"])
 
 
 def test_an_ssh_dry_run_places_workers_on_hosts_and_leaves_ports_open() -> None:
-    code, out, _ = invoke(EXAMPLE, "--hosts", "gpu-a:2,gpu-b", "--dry-run", "--json")
+    code, out, _ = launch_in_process(EXAMPLE, "--hosts", "gpu-a:2,gpu-b", "--dry-run", "--json")
     plan = json.loads(out)
     assert code == 0 and [(w["host"], w["address"]) for w in plan["workers"]] == [
         ("gpu-a", "gpu-a:<port>"),
@@ -95,7 +84,7 @@ def test_an_ssh_dry_run_shows_each_host_s_command_quoted_once_and_the_sync() -> 
     """Issue 30: the hosts' side of a dry run, as a launch builds it: a word with a space stays one word on the
     host (quoted once for its shell), the sync copies the script's folder to the remote one, with the same ssh."""
     args = (EXAMPLE, "--hosts", "gpu-a,gpu-b", "--python", "/opt/my env/bin/python", "--remote-dir", "/srv/my train", "--sync")
-    code, out, err = invoke(*args, "--ssh-option", "User=trainer", "--dry-run", "--json")
+    code, out, err = launch_in_process(*args, "--ssh-option", "User=trainer", "--dry-run", "--json")
     assert code == 0, err
     remote = json.loads(out)["remote"]
     assert (remote["workdir"], remote["python"], remote["warnings"]) == ("/srv/my train", "/opt/my env/bin/python", [])
@@ -107,7 +96,7 @@ def test_an_ssh_dry_run_shows_each_host_s_command_quoted_once_and_the_sync() -> 
     rsync = shlex.split(sync["command"])
     assert rsync[0] == "rsync" and rsync[-2:] == [str(Path(EXAMPLE).parent) + "/", "HOST:/srv/my train/examples/"]  # its place under the working directory
     assert "User=trainer" in shlex.split(rsync[rsync.index("-e") + 1])  # the same ssh as the sessions
-    code, text, _ = invoke(*args, "--dry-run")
+    code, text, _ = launch_in_process(*args, "--dry-run")
     assert code == 0 and f"sync: {Path(EXAMPLE).parent}/ -> each host's /srv/my train/examples/, the files chosen by git ls-files" in text
     assert sync["summary"] in text and "sync: with: rsync -a --protect-args --files-from=- --from0 -e " in text
     assert "remote: workers run in /srv/my train with /opt/my env/bin/python" in text and "warning:" not in text
@@ -115,8 +104,8 @@ def test_an_ssh_dry_run_shows_each_host_s_command_quoted_once_and_the_sync() -> 
 
 def test_a_kubernetes_dry_run_is_the_manifest_as_yaml_or_inside_json() -> None:
     args = ("train.py", "--backend", "kubernetes", "--image", "example.com/train:1", "--workers", "2", "--job-name", "demo", "--dry-run")
-    code, text, _ = invoke(*args)
-    code_json, out, _ = invoke(*args, "--json")
+    code, text, _ = launch_in_process(*args)
+    code_json, out, _ = launch_in_process(*args, "--json")
     request = json.loads(out)
     assert code == code_json == 0
     assert (request["kind"], request["name"], request["namespace"], request["workers"]) == ("TFJob", "demo", "default", ["worker:0", "worker:1"])
@@ -133,7 +122,7 @@ def test_a_kubernetes_dry_run_is_the_manifest_as_yaml_or_inside_json() -> None:
     ],
 )
 def test_an_option_of_another_backend_is_refused_in_one_line(args: list[str], message: str) -> None:
-    code, _, err = invoke(EXAMPLE, *args, "--dry-run")
+    code, _, err = launch_in_process(EXAMPLE, *args, "--dry-run")
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 

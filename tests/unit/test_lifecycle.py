@@ -8,119 +8,23 @@ Nothing sleeps: waits record their pauses instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
+from tests.standins.tpu_fakes import SPEC, ZONE, FakeApi, no_sleep
 from tpuctl.cloud.nodes import lifecycle, nodespec
 from tpuctl.cloud.nodes.creating import Terms
 from tpuctl.cloud.nodes.node import Node
 from tpuctl.cloud.nodes.nodespec import NodeSpec
-from tpuctl.cloud.nodes.tpu import Operation, Queued
+from tpuctl.cloud.nodes.tpu import Queued
 from tpuctl.inputs.errors import CapacityError, Stockout, TpuctlError
-
-ZONE = "us-central2-b"
-SPEC = NodeSpec(name="my-tpu", project="tpuctl-test", zone=ZONE, runtime_version="tpu-ubuntu2204-base", accelerator_type="v4-8")
-
-
-@dataclass
-class FakeApi:
-    """The TPU API as the lifecycle sees it: each poll of a node shows the next scripted state."""
-
-    project: str = "tpuctl-test"
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # name -> the states later polls will show; "GONE" removes the node
-    script: dict[str, list[str]] = field(default_factory=dict)
-    queued: dict[str, list[str | Queued]] = field(default_factory=dict)
-    failed_operation: tuple[int, str] | None = None  # how the next create's operation ends
-    then_failed: list[tuple[int, str]] = field(default_factory=list)  # ... and the creates after it
-    calls: list[str] = field(default_factory=list)
-
-    def add(self, name: str, state: str, health: str = "HEALTHY", **extra: Any) -> None:
-        self.nodes[name] = {"name": f"projects/{self.project}/locations/{ZONE}/nodes/{name}", "state": state, "health": health, **extra}
-
-    def get_node(self, zone: str, name: str) -> Node | None:
-        upcoming = self.script.get(name)
-        if upcoming:
-            state = upcoming.pop(0)
-            if state == "GONE":
-                self.nodes.pop(name, None)
-            elif name in self.nodes:
-                self.nodes[name]["state"] = state
-                if state == "READY" and not self.nodes[name]["health"]:
-                    self.nodes[name]["health"] = "HEALTHY"  # the service reports health once the node is up
-            else:
-                self.add(name, state, **SPEC.resource())
-        found = self.nodes.get(name)
-        return None if found is None else Node(dict(found), zone)
-
-    def create_node(self, zone: str, name: str, resource: dict[str, Any]) -> str | None:
-        self.calls.append(f"create {name}")
-        if name in self.nodes:
-            return None
-        self.add(name, "CREATING", health="", **resource)
-        self.script[name] = self.script.get(name) or ["CREATING", "READY"]
-        return "operations/create"
-
-    def delete_node(self, zone: str, name: str) -> str | None:
-        self.calls.append(f"delete {name}")
-        if name not in self.nodes:
-            return None
-        self.script[name] = ["DELETING", "GONE"]
-        return "operations/delete"
-
-    def stop_node(self, zone: str, name: str) -> str | None:
-        self.calls.append(f"stop {name}")
-        self.script[name] = ["STOPPING", "STOPPED"]
-        return "operations/stop"
-
-    def start_node(self, zone: str, name: str) -> str | None:
-        self.calls.append(f"start {name}")
-        self.script[name] = ["STARTING", "READY"]
-        return "operations/start"
-
-    def operation(self, zone: str, name: str) -> Operation:
-        if self.failed_operation and name == "operations/create":
-            failed = self.failed_operation
-            self.failed_operation = self.then_failed.pop(0) if self.then_failed else None
-            return Operation(True, *failed)
-        return Operation(done=False)
-
-    def create_queued(self, zone: str, resource_id: str, resource: dict[str, Any]) -> bool:
-        self.calls.append(f"queue {resource_id}")
-        self.queued.setdefault(resource_id, ["WAITING_FOR_RESOURCES", "ACTIVE"])
-        self.script[resource_id] = self.script.get(resource_id) or ["READY"]  # a test may script that no node comes
-        return True
-
-    def get_queued(self, zone: str, resource_id: str) -> Queued | None:
-        states = self.queued.get(resource_id)
-        if not states:
-            return None
-        state = states.pop(0) if len(states) > 1 else states[0]
-        found = state if isinstance(state, Queued) else Queued(state)
-        return replace(found, resource_id=resource_id, node_ids=found.node_ids or (resource_id,))  # as tpuctl queues: one node of its id
-
-    def delete_queued(self, zone: str, resource_id: str) -> None:
-        self.calls.append(f"delete queued {resource_id}")
-        self.queued.pop(resource_id, None)
-        if resource_id in self.nodes:  # force: the queued resource's node goes with it
-            self.script[resource_id] = ["DELETING", "GONE"]
-
-    def list_queued(self, zone: str) -> list[Queued]:
-        return [q for q in (self.get_queued(zone, resource_id) for resource_id in list(self.queued)) if q is not None]
 
 
 @pytest.fixture(autouse=True)
 def _spec_dir(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     yield
-
-
-def no_sleep(seconds: float) -> None:
-    """Waits cost nothing; a wait that never ends reaches the longest pause and fails instead of hanging the suite."""
-    if seconds >= lifecycle.MAX_POLL_S:
-        raise AssertionError("the wait never ended")
 
 
 def _run(step: Callable[..., Any], *args: Any) -> tuple[Any, list[str]]:

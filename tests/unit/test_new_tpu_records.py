@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_hostile_cli import invoke
-from tests.unit.test_lifecycle import FakeApi
-from tests.unit.test_run_vm import RUN, _vm
+from tests.standins.cli_calls import invoke
+from tests.standins.tpu_fakes import RUN, FakeApi, run_vm
 from tpuctl.cloud.nodes.run_nodes import label_value
 from tpuctl.runs import records
 from tpuctl.runs.records import RunRecord
@@ -57,7 +56,7 @@ def test_prune_keeps_the_record_of_a_lost_run_whose_vm_still_bills(tmp_path: Pat
 
 def test_the_end_of_a_launch_whose_named_node_is_not_the_run_s_stops_saying_it_bills() -> None:
     api = FakeApi()
-    vm, log = _vm(api)
+    vm, log = run_vm(api)
     api.add(vm.name, "READY", labels={"team": "ml"})  # a node of that name the user made: the run's own VM is gone
     line = vm.delete(vm.name)
     assert "is not this run's to delete" in line and vm.name in api.nodes  # left alone: right

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.standins.processes import python_without_tensorflow
 from tpuctl.backends.ssh import session, wire
 from tpuctl.inputs.errors import FAILED, TpuctlError
 from tpuctl.launch import preflight
@@ -22,17 +23,6 @@ from tpuctl.launch.job import Job
 from tpuctl.launch.prepare import prepare
 
 TPU7X, V4 = "0x0076", "0x005e"
-
-
-def python_without_tensorflow() -> str:
-    """A real interpreter on this machine whose sys.path has no TensorFlow (tests' own venv has it)."""
-    candidates = ["/root/.pyenv/versions/3.11.7/bin/python3", str(Path(sys.base_prefix) / "bin" / "python3"), "/usr/bin/python3"]
-    for python in candidates:
-        if os.access(python, os.X_OK):
-            done = subprocess.run([python, "-c", preflight.FIND_TENSORFLOW], capture_output=True, timeout=30)
-            if done.returncode == preflight.NO_TENSORFLOW:
-                return python
-    pytest.skip("every interpreter here has TensorFlow")
 
 
 def fake_sysfs(root: Path, device: str) -> Path:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from tpuctl.cluster.tf_config import Task
+from tests.standins.scripted_workers import BareHandle
 from tpuctl.endings import Ending
 from tpuctl.launch.outcome import Failure
 from tpuctl.launch.process.events import Exited, Inbox, Ready, StacksRequested, StopSignal, WorkerState
@@ -63,23 +62,6 @@ def test_the_inbox_counts_stopping_signals_and_keeps_events_in_order() -> None:
     assert time.monotonic() - started >= 0.04
 
 
-class _Bare(Handle):
-    def __init__(self) -> None:
-        self.spec = WorkerSpec(task=Task("worker", 0), chief=True, host="h", address=None, argv=("python",))
-
-    def messages(self) -> Iterator[str]:
-        yield from ()
-
-    def wait(self) -> int:
-        return 0
-
-    def signal(self, sig: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 class _BareStarter(Starter):
     name = "bare"
     host = "h"
@@ -88,7 +70,7 @@ class _BareStarter(Starter):
         return []
 
     def start(self, spec: WorkerSpec) -> Handle:
-        return _Bare()
+        return BareHandle()
 
     def started(self) -> None:
         pass
@@ -98,7 +80,7 @@ class _BareStarter(Starter):
 
 
 def test_a_backend_that_says_nothing_more_gets_the_declared_defaults() -> None:
-    starter, handle = _BareStarter(), _Bare()
+    starter, handle = _BareStarter(), BareHandle()
     failure = Failure(worker="worker:0", host="h", ending=Ending.of_returncode(1), runtime_s=1.0, tail=[], log=None)
     assert (starter.remote, starter.placement(2), starter.lost_to_preemption(failure)) == (False, None, None)
     assert (handle.can_give_stacks, handle.describe_exit(1), handle.process_group()) == (False, None, None)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.test_hostile_cli import invoke
+from tests.standins.cli_calls import invoke
 from tpuctl import endings
 from tpuctl.endings import Kind
 from tpuctl.inputs.errors import TpuctlError

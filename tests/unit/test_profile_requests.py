@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.test_process_events import _Bare
+from tests.standins.scripted_workers import BareHandle
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.tf_config import Task
 from tpuctl.inputs.errors import TpuctlError
@@ -41,7 +41,7 @@ WORKERS = ["worker:0", "worker:1"]
 Answer = Callable[[str, int], dict[str, object] | None]  # (session, position) -> the worker's last word, None: silence
 
 
-class Worker(_Bare):
+class Worker(BareHandle):
     """A worker as the desk sees it: asked through its Handle, answering through the desk as its messages would."""
 
     def __init__(self, position: int, answer: Answer, desk: profiles.Desk, server: bool = False) -> None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_hostile_cli import assert_bad_input, home, invoke  # noqa: F401 - home is a fixture
+from tests.standins.cli_calls import assert_bad_input, invoke
 from tpuctl.backends.local import bindshim
 from tpuctl.backends.local.processes import LocalStarter
 from tpuctl.cluster import worker_contract as contract

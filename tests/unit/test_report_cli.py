@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_hostile_cli import Result, invoke
+from tests.standins.cli_calls import Result, invoke
 from tpuctl.endings import Kind
 from tpuctl.runs import records, vm_record
 from tpuctl.runs.folder import TIMELINE, RunFolder

@@ -4,26 +4,18 @@ against the in-memory fake of the TPU API the lifecycle tests use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.test_lifecycle import ZONE, FakeApi, no_sleep
-from tpuctl.cloud.capacity.candidates import Plan
-from tpuctl.cloud.capacity.run_vm import Ended, Hunting, Recreating, RunVm, VmEvent, Wanted, node_name
+from tests.standins.tpu_fakes import RUN, ZONE, FakeApi, run_vm
+from tpuctl.cloud.capacity.run_vm import node_name
 from tpuctl.cloud.nodes import nodespec
-from tpuctl.cloud.nodes.nodespec import NODE_ID, NodeSpec
+from tpuctl.cloud.nodes.nodespec import NODE_ID
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 from tpuctl.endings import Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.provisioning import keeps
-from tpuctl.settings import cloud as settings
-from tpuctl.tpu.capacity import Capacity
-
-RUN = "20261128-142640-train-ab12"
 
 pytestmark = pytest.mark.usefixtures("private_dirs")
 
@@ -61,29 +53,9 @@ def test_when_the_vm_outlives_its_run(ended: Kind | None, keep: bool, on_failure
     assert keeps(ended, keep, on_failure) is kept
 
 
-class Log:
-    """The run's VM events as the test reads them: each event's kind and the one fact it is checked for."""
-
-    def __init__(self) -> None:
-        self.said: list[tuple[str, Any]] = []
-
-    def hear(self, event: VmEvent) -> None:
-        fact = {Hunting: lambda e: len(e.tries), Recreating: lambda e: e.why, Ended: lambda e: e.how}.get(type(event), lambda e: e.spec.zone)
-        self.said.append((type(event).__name__.lower(), fact(event)))
-
-
-def _vm(api: FakeApi, run_id: str = RUN, max_preemptions: int = 10, say: Callable[[str], None] = lambda line: None) -> tuple[RunVm, Log]:
-    plan = Plan(["v4-8"], [Capacity("on-demand")], [ZONE], settings.resolve({"project": api.project, "zone": ZONE}), None)
-    log = Log()
-    vm = RunVm(api, run_id, Wanted(plan, None, max_preemptions), log.hear, say, sleep=no_sleep)
-    vm.spec = NodeSpec(vm.name, api.project, ZONE, "tpu-ubuntu2204-base", "v4-8", labels={LABEL_KEY: label_value(run_id)})
-    nodespec.save(vm.spec)
-    return vm, log
-
-
 def test_the_run_s_own_node_is_deleted_and_its_fate_logged() -> None:
     api = FakeApi()
-    vm, log = _vm(api)
+    vm, log = run_vm(api)
     api.add(vm.name, "READY", labels={LABEL_KEY: label_value(RUN)})
     line = vm.delete(vm.name)
     assert line == f"deleting TPU VM {vm.name} in {ZONE}: the service accepted the delete"
@@ -102,7 +74,7 @@ def test_the_run_s_own_node_is_deleted_and_its_fate_logged() -> None:
 )
 def test_a_node_that_is_not_the_run_s_is_never_deleted(labels: dict[str, str], recorded: str | None) -> None:
     api = FakeApi()
-    vm, log = _vm(api)
+    vm, log = run_vm(api)
     api.add(vm.name, "READY", labels=labels)
     line = vm.delete(vm.name if recorded == "mine" else recorded)
     assert "is not this run's to delete" in line and "left as it is" in line
@@ -113,7 +85,7 @@ def test_a_node_that_is_not_the_run_s_is_never_deleted(labels: dict[str, str], r
 
 def test_a_node_gone_already_is_said_and_kept_says_how_to_delete() -> None:
     api = FakeApi()
-    vm, log = _vm(api)
+    vm, log = run_vm(api)
     assert vm.delete(vm.name) == f"TPU VM {vm.name} in {ZONE} is gone already" and api.calls == []
     assert vm.keep("--keep") == f"TPU VM {vm.name} in {ZONE} is gone already: nothing to keep"  # never "kept" what is not there
     api.add(vm.name, "READY", labels={LABEL_KEY: label_value(RUN)})
@@ -124,7 +96,7 @@ def test_a_node_gone_already_is_said_and_kept_says_how_to_delete() -> None:
 
 def test_a_lost_node_that_is_not_the_run_s_is_not_recreated() -> None:
     api = FakeApi()
-    vm, log = _vm(api)
+    vm, log = run_vm(api)
     api.add(vm.name, "PREEMPTED", labels={LABEL_KEY: "someone-else"})
     with pytest.raises(TpuctlError, match="does not carry this run's label; tpuctl leaves it alone"):
         vm.recreate("PREEMPTED")
@@ -136,7 +108,7 @@ def test_the_run_s_preempted_node_is_recreated_with_its_label_as_often_as_max_pr
     once stopped at babysit's 10, so a run with --max-preemptions 20 died at its 11th preemption)."""
     api = FakeApi()
     said: list[str] = []
-    vm, log = _vm(api, max_preemptions=20, say=said.append)
+    vm, log = run_vm(api, max_preemptions=20, say=said.append)
     api.add(vm.name, "PREEMPTED", labels={LABEL_KEY: label_value(RUN)})
     node = vm.recreate("PREEMPTED")
     assert node.ready and api.calls == [f"delete {vm.name}", f"create {vm.name}"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import alive, read_pids, run_tpuctl, tpuctl_cmd, wait_for
-from tests.unit.test_hostile_cli import Result, in_process, invoke
+from tests.standins.cli_calls import Result, in_process, invoke
 from tpuctl import endings
 from tpuctl.endings import Kind
 from tpuctl.runs import records

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import _stat, wait_for
-from tests.unit.test_hostile_cli import Result, home, invoke  # noqa: F401 - home is a fixture
+from tests.standins.cli_calls import Result, invoke
 from tpuctl.runs import records
 from tpuctl.runs.folder import RunFolder
 

@@ -5,23 +5,15 @@ connection calls (tpu_connect.py)."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.standins.processes import run_python
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import deferred, tpu_connect
-
-
-def run_python(code: str, tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def test_a_module_is_patched_as_it_loads_before_anyone_imports_from_it(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
-from tests.unit.test_hostile_cli import in_process
+from tests.standins.cli_calls import in_process
 from tpuctl.backends.ssh import session, sync, wire
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.cloud.nodes.run_nodes import label_value

@@ -12,33 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_launch_runners import invoke
+from tests.standins.cli_calls import launch_in_process
+from tests.standins.processes import GIT_ENV, git, git_init, git_selection
 from tpuctl.backends.ssh.ignore_rules import RuleFile, parse, walk
 from tpuctl.backends.ssh.selection import select
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.parse import MAX_SIZE, parse_size
-
-# git as a fresh user runs it: no global or system excludes, no config of this machine's.
-GIT_ENV = {"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "HOME": "/nonexistent", "LC_ALL": "C"}
-
-
-def git(folder: Path, *args: str) -> bytes:
-    return subprocess.run(["git", "-C", str(folder), *args], env=GIT_ENV, capture_output=True, check=True, timeout=60).stdout
-
-
-def git_init(folder: Path) -> None:
-    """A repository only to ask git what it lists: no template copied (sample hooks, and an info/exclude of comments
-    only: the same excludes): ~7 CPU-ms instead of ~11 for each generated tree."""
-    git(folder, "init", "-q", "--template=")
-
-
-def git_selection(folder: Path) -> set[str]:
-    """What git lists, less what git says .tpuctlignore files exclude: the two calls selection.py makes, run here
-    independently of it."""
-    kept = {os.fsdecode(p) for p in git(folder, "ls-files", "-z", "-co", "--exclude-standard").split(b"\0") if p}
-    dropped = {os.fsdecode(p) for p in git(folder, "ls-files", "-z", "-coi", "--exclude-per-directory=.tpuctlignore").split(b"\0") if p}
-    return kept - dropped
-
 
 DIRS = ["a", "b", "d d", "é"]
 FILES = ["x", "y.txt", "z.log", "A.TXT", "#h", "!n", "s p", "t ", "[q]", "k-1"]
@@ -242,18 +221,18 @@ def test_over_the_limit_the_launch_refuses_naming_the_largest_files(tmp_path: Pa
     monkeypatch.delenv("TPUCTL_SYNC_LIMIT", raising=False)
     monkeypatch.setenv("TPUCTL_CONFIG", str(tmp_path / "none.toml"))
     args = ("train.py", "--hosts", "h1,h2,h3", "--sync", "--python", "python3", "--dry-run")
-    code, out, err = invoke(*args, "--sync-limit", "2M")
+    code, out, err = launch_in_process(*args, "--sync-limit", "2M")
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [
         "Error: --sync would send 3.1 MiB to each host, over the 2.0 MiB limit; largest: data.npy (2.9 MiB), vocab.txt (195.3 KiB), "
         "notes.md (4.9 KiB); nothing was sent (add them to .tpuctlignore or .gitignore, raise --sync-limit SIZE, or pass --sync-large)"
     ]
-    code, out, err = invoke(*args, "--sync-limit", "2M", "--sync-large")
+    code, out, err = launch_in_process(*args, "--sync-limit", "2M", "--sync-large")
     assert code == 0, err
     assert "sync: 4 file(s), 3.1 MiB to each of 3 hosts (9.2 MiB in all)" in out.splitlines()
     assert "sync: largest: data.npy (2.9 MiB), vocab.txt (195.3 KiB), notes.md (4.9 KiB), train.py (12 bytes)" in out
     (project / ".tpuctlignore").write_text("*.npy\n")
-    code, out, err = invoke(*args, "--sync-limit", "2M")
+    code, out, err = launch_in_process(*args, "--sync-limit", "2M")
     assert code == 0 and "sync: 4 file(s), 200.2 KiB to each of 3 hosts (600.6 KiB in all)" in out, err
 
 
@@ -263,18 +242,18 @@ def test_the_limit_comes_from_the_flag_then_the_environment_then_the_config(tmp_
     monkeypatch.setenv("TPUCTL_CONFIG", str(tmp_path / "user.toml"))
     (tmp_path / "user.toml").write_text('[launch]\nsync-limit = "1M"\n')
     args = ("train.py", "--hosts", "h1", "--sync", "--python", "python3", "--dry-run", "--json")
-    assert "over the 1.0 MiB limit" in invoke(*args)[2]  # the user file
+    assert "over the 1.0 MiB limit" in launch_in_process(*args)[2]  # the user file
     (project / "tpuctl.toml").write_text('[launch]\nsync-limit = "5M"\n')
-    assert invoke(*args)[0] == 0  # ./tpuctl.toml beats it
+    assert launch_in_process(*args)[0] == 0  # ./tpuctl.toml beats it
     monkeypatch.setenv("TPUCTL_SYNC_LIMIT", "2M")
-    assert "over the 2.0 MiB limit" in invoke(*args)[2]  # the environment beats the files
-    assert invoke(*args, "--sync-limit", "4M")[0] == 0  # the flag beats all
+    assert "over the 2.0 MiB limit" in launch_in_process(*args)[2]  # the environment beats the files
+    assert launch_in_process(*args, "--sync-limit", "4M")[0] == 0  # the flag beats all
     (project / "tpuctl.toml").write_text('[launch]\nsync-limit = "lots"\n')
-    code, _, err = invoke(*args)
+    code, _, err = launch_in_process(*args)
     assert code == 2 and "tpuctl.toml: launch.sync-limit" in err and "'lots' is not a size" in err
     (project / "tpuctl.toml").unlink()
     monkeypatch.setenv("TPUCTL_SYNC_LIMIT", "-3G")
-    code, _, err = invoke(*args)
+    code, _, err = launch_in_process(*args)
     expected = "Error: TPUCTL_SYNC_LIMIT '-3G' is not a size (e.g. 1GiB, 500M, 2GB (K, M, G, T are powers of 1024; KB, MB, GB, TB of 1000))"
     assert (code, err.strip()) == (2, expected)
 
@@ -283,7 +262,7 @@ def test_a_script_the_ignore_files_exclude_is_refused(tmp_path: Path, monkeypatc
     project = _big_project(tmp_path)
     (project / ".tpuctlignore").write_text("train.py\n")
     monkeypatch.chdir(project)
-    code, _, err = invoke("train.py", "--hosts", "h1", "--sync", "--python", "python3", "--dry-run")
+    code, _, err = launch_in_process("train.py", "--hosts", "h1", "--sync", "--python", "python3", "--dry-run")
     assert code == 2 and err.startswith("Error: --sync would not send train.py: .gitignore or .tpuctlignore excludes it")
 
 

@@ -10,150 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
-from tpuctl.launch.console import logs
+from tests.standins.scripted_workers import Script, supervise
 from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
-from tpuctl.launch.outcome import Outcome
-from tpuctl.launch.process.plan import WorkerSpec
-from tpuctl.launch.process.starter import Handle, Starter
-from tpuctl.launch.process.supervisor import Supervisor
-from tpuctl.runs.timeline import Timeline
-
-
-@dataclass
-class Script:
-    """What one fake worker does, attempt after attempt (the last entry repeats)."""
-
-    lines: list[str] = field(default_factory=list)
-    ready: bool = True
-    exit: int | None = 0  # None: runs until signalled
-    delay: float = 0.0  # seconds before it exits
-    ignores_sigint: bool = False
-    on_sigint: list[str] = field(default_factory=list)  # printed as it stops (Python's KeyboardInterrupt traceback)
-    late_lines: list[str] = field(default_factory=list)  # printed after `delay`, just before it exits
-    messages: list[str] = field(default_factory=list)  # sent on its control channel after "ready" (`timeline {json}`)
-
-
-class _Stream:
-    def __init__(self) -> None:
-        self.chunks: queue.SimpleQueue[bytes] = queue.SimpleQueue()
-
-    def readline(self) -> bytes:
-        return self.chunks.get()
-
-
-class FakeHandle(Handle):
-    def __init__(self, spec: WorkerSpec, script: Script) -> None:
-        self.spec = spec
-        self.script = script
-        self.output = _Stream()
-        self._messages: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._exited = threading.Event()
-        self.returncode: int | None = None
-        self.signals: list[int] = []
-        self.closed = False
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self) -> None:
-        for line in self.script.lines:
-            self.output.chunks.put(line.encode() + b"\n")
-        if self.script.ready:
-            self._messages.put("ready")
-        for message in self.script.messages:
-            self._messages.put(message)
-        if self.script.exit is not None and not self._exited.wait(self.script.delay):
-            for line in self.script.late_lines:
-                self.output.chunks.put(line.encode() + b"\n")
-            self._end(self.script.exit)
-
-    def _end(self, returncode: int) -> None:
-        if self._exited.is_set():
-            return
-        self.returncode = returncode
-        self.output.chunks.put(b"")
-        self._messages.put(None)
-        self._exited.set()
-
-    def messages(self) -> Iterator[str]:
-        while (message := self._messages.get()) is not None:
-            yield message
-
-    def wait(self) -> int:
-        self._exited.wait()
-        assert self.returncode is not None
-        return self.returncode
-
-    def signal(self, sig: int) -> None:
-        if sig == signal.SIGCONT:
-            return  # a process that is not stopped goes on as it was
-        self.signals.append(sig)
-        if sig == signal.SIGINT and not self._exited.is_set():
-            for line in self.script.on_sigint:
-                self.output.chunks.put(line.encode() + b"\n")
-        if sig == signal.SIGKILL or not self.script.ignores_sigint:
-            self._end(-sig)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class FakeStarter(Starter):
-    name = "fake"
-    host = "fakehost"
-
-    def __init__(self, scripts: dict[str, list[Script]]) -> None:
-        self.scripts = scripts
-        self.handles: list[FakeHandle] = []
-        self.released = 0
-
-    def reserve(self, count: int) -> list[str]:
-        return [f"fakehost:{1000 + i}" for i in range(count)]
-
-    def start(self, spec: WorkerSpec) -> FakeHandle:
-        attempt = int(spec.env["TPUCTL_ATTEMPT"])
-        plays = self.scripts.get(spec.name, [Script()])
-        handle = FakeHandle(spec, plays[min(attempt, len(plays)) - 1])
-        self.handles.append(handle)
-        return handle
-
-    def started(self) -> None:
-        pass
-
-    def release(self) -> None:
-        self.released += 1
-
-
-def supervise(
-    tmp_path: Path, job: Job, scripts: dict[str, list[Script]], fold: Fold | None = None, timeline: Timeline | None = None
-) -> tuple[Outcome, FakeStarter, list[str], list[str]]:
-    starter = FakeStarter(scripts)
-    printed: list[str] = []
-    notices: list[str] = []
-
-    class Collect:
-        def write(self, text: str) -> None:
-            printed.extend(text.splitlines())
-
-        def flush(self) -> None:
-            pass
-
-        def isatty(self) -> bool:
-            return False
-
-    writer = logs.LineWriter(Collect())  # type: ignore[arg-type]
-    supervisor = Supervisor(starter, writer=writer, notice=notices.append, log_dir=tmp_path, colour=False, fold=fold, timeline=timeline)
-    return supervisor.run(job, "run-1"), starter, printed, notices
 
 
 def test_every_worker_succeeding_is_exit_0_with_each_log_saved(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from types import FrameType
 
 import pytest
 
-from tests.unit.test_ssh_sync_rules import git_init, git_selection
+from tests.standins.processes import git_init, git_selection
 from tpuctl.backends.ssh.ignore_rules import walk
 
 LIMIT_CPU_S = 10.0

@@ -1,4 +1,4 @@
-"""Every launch writes its timeline: the launcher's events, in order, through the fake backend of test_supervisor.py.
+"""Every launch writes its timeline: the launcher's events, in order, through the fake backend of tests/standins/scripted_workers.py.
 
 What a worker's runtime sends (`timeline {json}` on its control channel) is checked first as the launcher
 receives it, then as the runtime sends it (tpuctl/runtime/timeline/) from a tiny fit in real TensorFlow on CPU.
@@ -22,10 +22,10 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.standins.event_files import scalar, write_events
-from tests.unit.test_job_follower import DONE, RUNNING
-from tests.unit.test_job_follower import Launch as FollowedLaunch
-from tests.unit.test_job_follower import Script as FakeJob
-from tests.unit.test_supervisor import Script, supervise
+from tests.standins.scripted_jobs import DONE, RUNNING
+from tests.standins.scripted_jobs import Launch as FollowedLaunch
+from tests.standins.scripted_jobs import Script as FakeJob
+from tests.standins.scripted_workers import Script, supervise
 from tpuctl.cluster.worker_contract import TIMELINE, timeline
 from tpuctl.launch.execute import execute
 from tpuctl.launch.follow.engine import JobFollower

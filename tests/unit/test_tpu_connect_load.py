@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_runtime_hooks import run_python
+from tests.standins.processes import run_python
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import tpu_connect
 

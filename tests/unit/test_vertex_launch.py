@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.unit.test_hostile_cli import in_process
+from tests.standins.cli_calls import in_process
 
 EXAMPLE = str(ROOT / "examples" / "train_tpu.py")
 IMAGE = "us-docker.pkg.dev/my-project/train/tf:2.21"

@@ -125,14 +125,14 @@ def test_five_megabytes_of_random_small_integers_are_skipped_in_under_a_second()
         got += decoder.scan(buffer, data[at : at + (4 << 20)])[0]
     took = time.thread_time() - started
     assert [(tag, step) for tag, step, _, _ in got] == [("loss", 1), ("loss", 2)]
-    assert took < 0.8, f"{took:.2f} s"
+    assert took < 1.0, f"{took:.2f} s"  # 5x the idle figure, in CPU time: a filter testing candidates one by one takes many seconds
 
 
 # --- malformed protobuf inside a valid record ---------------------------------------------
 
 
 def test_a_record_with_malformed_metadata_or_tensor_is_skipped_and_noted() -> None:
-    from tests.integration.test_tail_hostile import malformed_events
+    from tests.standins.event_files import malformed_events
 
     data = scalar("loss", 1, 0.5) + b"".join(malformed_events()) + scalar("loss", 2, 0.25)
     decoder, buffer = Decoder(), RecordBuffer()
@@ -142,7 +142,7 @@ def test_a_record_with_malformed_metadata_or_tensor_is_skipped_and_noted() -> No
 
 
 def test_the_launch_follower_survives_malformed_records_and_reports_them(tmp_path: Path) -> None:
-    from tests.integration.test_tail_hostile import malformed_events
+    from tests.standins.event_files import malformed_events
     from tpuctl.watch.follower import Follower
 
     (tmp_path / "events.out.tfevents.1").write_bytes(scalar("loss", 1, 0.5) + b"".join(malformed_events()) + scalar("loss\x1b[2J", 2, 0.25))

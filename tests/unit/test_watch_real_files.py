@@ -9,8 +9,6 @@ in every scalar event; the bulk path must take those records, not hand them all 
 from __future__ import annotations
 
 import math
-import struct
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,50 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2
 
+from tests.standins.event_files import DATA, bodies, expected
 from tpuctl.watch.events import Decoder, Scalar
-from tpuctl.watch.records import FOOTER_SIZE, HEADER_SIZE, RecordBuffer, frame
+from tpuctl.watch.records import RecordBuffer, frame
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "tfevents"
 FILES = sorted(DATA.glob("*.tfevents"))
-_FLOAT = struct.Struct("<f")
 REAL_BODIES = [body for path in FILES for body in RecordBuffer().feed(path.read_bytes())]
-
-
-def bodies(data: bytes) -> list[bytes]:
-    """The records' payloads, framed as TensorFlow frames them (the files are whole and undamaged)."""
-    found = []
-    pos = 0
-    while pos < len(data):
-        length = int.from_bytes(data[pos : pos + 8], "little")
-        found.append(data[pos + HEADER_SIZE : pos + HEADER_SIZE + length])
-        pos += HEADER_SIZE + length + FOOTER_SIZE
-    return found
-
-
-def expected(data: bytes) -> tuple[list[Scalar], Counter[str], int]:
-    """(scalars, other summaries by plugin, records of the common float-scalar layout) by TensorBoard's protos."""
-    plugins: dict[str, str] = {}
-    scalars: list[Scalar] = []
-    others: Counter[str] = Counter()
-    common = 0
-    for body in bodies(data):
-        event = event_pb2.Event.FromString(body)
-        for value in event.summary.value:
-            plugin = plugins.setdefault(value.tag, value.metadata.plugin_data.plugin_name)
-            kind = value.WhichOneof("value")
-            tensor = value.tensor
-            if plugin not in ("", "scalars"):
-                others[plugin] += 1
-            elif kind == "simple_value":
-                scalars.append((value.tag, event.step, value.simple_value, event.wall_time))
-            elif kind == "tensor" and tensor.dtype == 1 and not tensor.tensor_shape.dim:
-                number = _FLOAT.unpack(tensor.tensor_content)[0] if tensor.tensor_content else tensor.float_val[0]
-                scalars.append((value.tag, event.step, number, event.wall_time))
-                # What the bulk path is for: one float scalar per event, in a record shorter than 128 bytes.
-                common += len(event.summary.value) == 1 and len(body) < 128
-            else:
-                others[plugin or kind or "empty"] += 1
-    return scalars, others, common
 
 
 def test_the_fixtures_are_what_the_writers_write() -> None:
