@@ -161,7 +161,9 @@ def test_a_real_run_with_a_restart_is_drawn(page: tuple[Server, Any], logdir: tu
     assert rows == [("1", "worker:0"), ("2", "worker:0")]
     kinds = [seg.get_attribute("class") for seg in _all(driver, "#timeline rect.seg")]
     assert kinds == [f"seg seg-{s['kind']}" for row in written["rows"] for s in row["segments"]]
-    assert {"seg seg-checkpoint-save", "seg seg-checkpoint-restore", "seg seg-steps"} <= set(kinds)
+    # A restore the launcher heard begin and end of in one read has no length and no segment (test_time_report checks
+    # it was told); the saves of two attempts and the steps always have one.
+    assert {"seg seg-checkpoint-save", "seg seg-steps"} <= set(kinds)
     assert [t.text for t in _all(driver, "#timeline g.restart text")] == ["restart: preempted"]
     band, cross = driver.execute_script(
         "const row = document.querySelector('#timeline g.row'); const box = (n) => { const b = n.getBBox(); return [b.x, b.x + b.width]; };"
