@@ -3,11 +3,13 @@ reached through real sshd servers (the stand-in's host IPs are mapped to them in
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,26 @@ from tests.standins.google_apis import GoogleStandin
 from tpuctl.ssh.tpu_cleanup import LOCKFILE
 
 ZONE = "us-central2-b"
+
+
+# /tmp/libtpu_lockfile is the machine's, not the test session's: a second test suite on this machine (another clone's
+# `make test`) plants and cleans it too, and its --cleanup would kill this one's stale process. The sessions take turns.
+MACHINE_TURN = Path("/tmp/tpuctl-tests-libtpu-lockfile.turn")
+TURN_WAIT_S = 600
+
+
+@pytest.fixture(scope="module", autouse=True)
+def machine_turn() -> Iterator[None]:
+    with MACHINE_TURN.open("a") as turn:
+        deadline = time.monotonic() + TURN_WAIT_S
+        while True:
+            try:
+                fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, f"another test session held {MACHINE_TURN} for {TURN_WAIT_S} s"
+                time.sleep(0.2)
+        yield
 
 
 @pytest.fixture
