@@ -152,8 +152,9 @@ def test_the_input_bound_worker_is_named_the_straggler(judged: Verdict) -> None:
     fast, slow = _worker(judged, "worker:0"), _worker(judged, "worker:1")
     assert judged.straggler == "worker:1", judged.lines()
     # Shares, not absolute thresholds: on a loaded machine compute stretches and the slow worker's input share
-    # drops (45% seen in CI against 80% on an idle one), but it stays far above the fast worker's.
-    assert slow.input_pct is not None and fast.input_pct is not None and slow.input_pct > max(30.0, 2 * fast.input_pct), (slow, fast)
+    # drops (80% on an idle machine, 45% seen in CI, 23% beside a second test suite), but it stays far above the
+    # fast worker's (0.5% in that run).
+    assert slow.input_pct is not None and fast.input_pct is not None and slow.input_pct > 2 * fast.input_pct + 5, (slow, fast)
     assert fast.compute_pct is not None and slow.compute_pct is not None and fast.compute_pct > slow.compute_pct, (fast, slow)
     said = [line for line in judged.lines() if line.startswith("straggler: worker:1")]
     assert said and "input-bound" in said[0], judged.lines()
