@@ -64,7 +64,7 @@ def test_a_rerun_waits_for_a_deleting_node_and_makes_it_anew(google_standin: Goo
     """An interrupted `delete` leaves the node DELETING: the rerun of its create waits for it to go, then creates."""
     g = google_standin
     cli("create", "hunt", "--zone", ZONE, "--accelerator-type", TYPE)
-    g.create_delay_s = 1.0
+    g.create_delay_s = 5.0  # the node is DELETING that long: the rerun's first look comes after its start (3 s seen under load)
     g.faults.untyped_delete_replies = True  # and a DELETE answered as a lost-typed reply does: nothing trips over it
     with g._lock:  # the DELETE a killed `tpuctl delete` sent before it died
         g.tpu.delete_node({"p": g.project, "z": ZONE, "n": "hunt"}, {}, {})

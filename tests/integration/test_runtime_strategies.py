@@ -107,8 +107,9 @@ def test_tpu_targets_fail_within_the_deadline(tmp_path: Path, silent_port: int) 
         assert "stand-in TensorFlow imported" not in result.stdout + result.stderr
         errors = [line for line in result.stdout.splitlines() if "tpuctl: error:" in line]
         assert len(errors) == 1 and words in errors[0] and detail in errors[0], result.stdout
-        # TensorFlow's import (a few seconds on 2 cores) comes on top of the deadline.
-        assert elapsed < timeout + 20, f"{target}: {elapsed:.1f}s"
+        # TensorFlow's import comes on top of the deadline: a few seconds on 2 cores, 25 s beside two other test suites;
+        # the error line above says the deadline fired, and a hang would run into run_tpuctl's 300 s.
+        assert elapsed < timeout + 60, f"{target}: {elapsed:.1f}s"
 
 
 def test_a_keras3_custom_loop_on_simulated_devices_gets_its_lazily_created_variables_built_in_scope(tmp_path: Path) -> None:

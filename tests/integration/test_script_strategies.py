@@ -77,8 +77,9 @@ def test_a_scripts_own_tpu_connection_fails_within_the_deadline(tmp_path: Path, 
     assert f"no TPU answered at 'grpc://127.0.0.1:{silent_port}' within 4s" in errors[0]
     assert "the script's experimental_connect_to_cluster hung" in errors[0]
     assert "Traceback" not in result.stdout
-    # TensorFlow's import (a few seconds on 2 cores) comes on top of the deadline.
-    assert elapsed < timeout + 20, f"{elapsed:.1f}s"
+    # TensorFlow's import comes on top of the deadline: a few seconds on 2 cores, 25 s beside two other test suites;
+    # the error line above says the deadline fired, and a hang would run into run_tpuctl's 300 s.
+    assert elapsed < timeout + 60, f"{elapsed:.1f}s"
 
 
 def test_a_script_with_its_own_in_process_parameter_server_cluster_gets_tf_keras(tmp_path: Path) -> None:
