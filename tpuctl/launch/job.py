@@ -115,6 +115,35 @@ class Job:
         parse=lambda given: given or "",
         field_default="python3",
     )
+    requirements: str | None = option(
+        "--requirements",
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help="Packages the script needs (a pip requirements file), installed on every host before any worker starts, in an "
+        "environment of tpuctl's over the host's Python that keeps the image's TensorFlow (docs/environments.md).",
+        config=True,
+    )
+    setup: str | None = option(
+        "--setup",
+        metavar="CMD",
+        help="A shell command run once per host for each environment (apt packages, a data download), before any worker "
+        "starts, within --start-timeout; its output goes to the run's logs.",
+        config=True,
+    )
+    index_url: str | None = option(
+        "--index-url",
+        metavar="URL",
+        help="The package index --requirements resolves from (pip's --index-url; its credentials are never printed).  "
+        "[default: the hosts' pip configuration, else PyPI]",
+        config=True,
+    )
+    replace_tensorflow: bool = option(
+        "--replace-tensorflow",
+        is_flag=True,
+        default=False,
+        help="Let --requirements or --setup install TensorFlow, libtpu or jaxlib on a TPU VM over the image's (for experts: "
+        "a TensorFlow not built for the image's TPU finds no TPU).",
+    )
     scope: bool = option(
         "--scope/--no-scope", default=True, show_default=True, help="Run the script inside strategy.scope().", config=True, worker=contract.SCOPE, always=True
     )
