@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.standins.tiny_wheels import make_wheel
 from tpuctl.inputs import pep508
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.requirements import (
@@ -442,29 +443,12 @@ absl_py[Extra_One] >= 1.0 , != 2.1.0
 """
 
 
-def _wheel(folder: Path, name: str, version: str) -> Path:
-    import zipfile
-
-    stem = f"{pep508.normalize(name).replace('-', '_')}-{version}"
-    path = folder / f"{stem}-py3-none-any.whl"
-    info = f"{stem}.dist-info"
-    files = {
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nProvides-Extra: extra-one\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tpuctl-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    with zipfile.ZipFile(path, "w") as wheel:
-        for member, text in files.items():
-            wheel.writestr(member, text)
-        wheel.writestr(f"{info}/RECORD", "".join(f"{member},,\n" for member in [*files, f"{info}/RECORD"]))
-    return path
-
-
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("wheels")
     for name, versions in WHEELS.items():
         for version in versions:
-            _wheel(folder, name, version)
+            make_wheel(folder, name, version)
     return folder
 
 
