@@ -158,3 +158,14 @@ def test_vertex_says_what_a_launch_table_sets_that_it_leaves_alone(work: Path) -
     assert "plain.txt's requirements (its install_requires)" in staged.out and "requirements are not installed" not in staged.out
 
 
+
+def test_every_template_ships_a_requirements_file_its_readme_installs() -> None:
+    """`tpuctl new`'s templates: a requirements.txt tpuctl reads (what the script imports beyond TensorFlow, a
+    commented example while that is nothing) that keeps a TPU image's TensorFlow, shown with --requirements."""
+    from tpuctl import scaffold
+    from tpuctl.inputs.requirements import read_requirements, refuse_image_software
+
+    for template in scaffold.available():
+        reqs = read_requirements(str(template.path / "requirements.txt"))
+        refuse_image_software(reqs, allowed=False, image="tpu-vm-tf-2.16.1-pjrt")
+        assert "--requirements requirements.txt" in (template.path / "README.md").read_text(), template.name
