@@ -143,7 +143,8 @@ def new_tpu_cloud(cluster: SshCluster, g: GoogleStandin, tmp_path: Path) -> Clou
     # Every address a node of either zone may get (one counter a zone, in the region's range): even ones to the first sshd.
     base = catalog.cidr_block(ZONES[0]).split("/")[0].rsplit(".", 1)[0]
     config = cluster.aliased(tmp_path / "ssh_config", [(f"{base}.{n + 2}", cluster.ports[n % 2]) for n in range(24)])
-    script = tmp_path / "train.py"
+    script = tmp_path / "project" / "train.py"  # its folder is what --sync sends to a new VM's hosts: the script alone
+    script.parent.mkdir()
     script.write_text(WORKER)
     flags = tmp_path / "flags"
     flags.mkdir()
