@@ -1,8 +1,7 @@
 """A TPU VM tpuctl made has nothing of this machine's (issue 48): its workers run the VM's own python3 and the script's
 folder goes with them, and every check that needs no VM refuses the launch before anything reaches the TPU API.
 
-The launches run in this process through the real entry point against the Google stand-in; its zone stocks out, so a
-launch that got past its checks would end at the hunt, with its create request recorded by the stand-in.
+The launches run in this process through the real entry point against the Google stand-in.
 """
 
 from __future__ import annotations
@@ -26,11 +25,11 @@ NEW_TPU = ("--new-tpu", "v4-16", "--zone", ZONE)
 
 @pytest.fixture
 def cloud(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GoogleStandin]:
-    """The stand-in with v4 in one zone that stocks out at the first create, a node of the user's (`mine-0000`) and
-    one a run of tpuctl's kept (`kept-0000`, with its label); tpuctl pointed at it."""
+    """The stand-in with v4 in one zone, a node of the user's (`mine-0000`) and one a run of tpuctl's kept (`kept-0000`,
+    with its label); tpuctl pointed at it."""
     with GoogleStandin(project="tpuctl-test", seed=0) as g:
         g.set_zones([ZONE], ["v4-8", "v4-16"])
-        g.faults.stockout(ZONE, "capacity", times=5)
+        g.create_delay_s = 0.05
         g.add_ready_nodes(ZONE, 1, prefix="mine", accelerator_type="v4-16")
         (kept,) = g.add_ready_nodes(ZONE, 1, prefix="kept", accelerator_type="v4-16")
         with g._lock:
@@ -50,8 +49,12 @@ def _remote(*args: str) -> tuple[dict[str, object], list[dict[str, object]], str
     return plan["remote"], plan["workers"], text.out
 
 
-@pytest.mark.parametrize("where", [NEW_TPU, ("--tpu", "kept-0000")], ids=["new-tpu", "tpu-a-run-made"])
+@pytest.mark.parametrize("where", [NEW_TPU, ("--tpu", "kept-0000"), ("--tpu", "made")], ids=["new-tpu", "tpu-a-run-kept", "tpu-tpuctl-created"])
 def test_a_vm_tpuctl_made_runs_its_own_python3_and_gets_the_script_s_folder(cloud: GoogleStandin, home: Path, where: tuple[str, ...]) -> None:
+    if "made" in where:  # a VM of `tpuctl create`'s, which saves its spec
+        created = in_process("create", "made", "--zone", ZONE, "--accelerator-type", "v4-16")
+        assert created.code == 0, created.err
+    posts = cloud.count("POST", "/nodes")
     remote, workers, text = _remote(*where)
     assert remote["python"] == "python3" and {w["argv"][0] for w in workers} == {"python3"}  # type: ignore[index]
     sync = remote["sync"]
@@ -63,7 +66,7 @@ def test_a_vm_tpuctl_made_runs_its_own_python3_and_gets_the_script_s_folder(clou
     for line in text.splitlines():
         if line.startswith("ssh to "):
             assert shlex.split(shlex.split(line)[-1])[:2] == ["exec", "python3"]
-    assert cloud.count("POST", "/nodes") == 0
+    assert cloud.count("POST", "/nodes") == posts  # a dry run makes nothing
 
 
 def test_a_vm_of_the_user_s_keeps_this_machine_s_defaults_and_their_warnings(cloud: GoogleStandin) -> None:
@@ -132,8 +135,9 @@ CHECKS: dict[str, tuple[Callable[[Path], list[str]], str]] = {
 
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_a_check_that_needs_no_vm_refuses_the_launch_before_any_api_call(cloud: GoogleStandin, home: Path, check: str) -> None:
-    """Not a dry run: a launch that gets past its checks hunts, and the stand-in records the create (its zone then
-    stocks out). Each refusal comes first: one line, exit 2, and the TPU API never asked anything."""
+    """Not a dry run: a launch that gets past its checks hunts, and the stand-in records the create (the zone stocks
+    out, so such a launch ends there). Each refusal comes first: one line, exit 2, and the TPU API never asked anything."""
+    cloud.faults.stockout(ZONE, "capacity", times=5)
     given, said = CHECKS[check]
     args = given(home)
     result = in_process("launch", "train.py", *NEW_TPU, *args, "--log-dir", str(home / "logs"), limit_s=20)

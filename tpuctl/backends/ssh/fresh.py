@@ -1,7 +1,7 @@
 """The hosts' side a launch may assume: a TPU VM tpuctl made, or hosts the user set up.
 
-A TPU VM tpuctl made — `--new-tpu`'s, or one a run's `--keep` left that `--tpu NAME` launches on again (it carries
-the `tpuctl-run` label: tpuctl/cloud/nodes/run_nodes.py) — has its image's software and nothing of this machine's:
+A TPU VM tpuctl made — `--new-tpu`'s, or one `--tpu NAME` launches on that a run kept (`--keep`) or `tpuctl create`
+made (made_by_tpuctl) — has its image's software and nothing of this machine's:
 not this machine's interpreter path, not the script's folder. On one, the workers run the VM's own `python3` and the
 script's folder goes with them (`--sync`) unless the user says otherwise (`--python`, `--no-sync`, `--remote-dir DIR`
 where the folder already is), and a `--python` that is plainly this machine's is refused before anything is created.
@@ -32,14 +32,26 @@ VM_PYTHON = "python3"
 
 
 def made_by_tpuctl(new_tpu: str | None, node: Node | None) -> str | None:
-    """Why the hosts have nothing of this machine's, in words; None for hosts the user set up (or a VM of theirs)."""
+    """Why the hosts have nothing of this machine's, in words; None for hosts the user set up (or a VM of theirs).
+
+    tpuctl marks what it makes two ways: a run's VM carries the `tpuctl-run` label (run_nodes.py), and `tpuctl create`
+    saves the node's spec on this machine (nodespec.save, what babysit and recreate read). A spec file that cannot be
+    read leaves the VM the user's: the dry run and the launch then name the paths it may lack."""
+    from tpuctl.cloud.nodes import nodespec
     from tpuctl.cloud.nodes.run_nodes import LABEL_KEY
 
     if new_tpu is not None:
         return "a TPU VM made for this run"
-    if node is not None and LABEL_KEY in node.labels:
+    if node is None:
+        return None
+    if LABEL_KEY in node.labels:
         return f"TPU VM {node.name}, which a tpuctl run made (its {LABEL_KEY} label)"
-    return None
+    parts = node.path.split("/")  # projects/P/locations/Z/nodes/N
+    try:
+        created = len(parts) == 6 and nodespec.load(parts[1], node.zone or parts[3], node.name) is not None
+    except TpuctlError:
+        created = False
+    return f"TPU VM {node.name}, which `tpuctl create` made (its saved spec)" if created else None
 
 
 def laptop_python(python: str) -> str | None:

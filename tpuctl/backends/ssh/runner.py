@@ -76,7 +76,7 @@ class Options(Connection, BackendOptions):
         default=None,
         help="Copy the script's folder to every host first (rsync; skips unchanged files), "
         "less what .gitignore and .tpuctlignore exclude (in a git checkout: the files `git ls-files` lists).  "
-        "[default: on for a TPU VM tpuctl makes (--new-tpu, or --tpu on a VM a tpuctl run made) unless --remote-dir is given; off otherwise]",
+        "[default: on for a TPU VM tpuctl made (--new-tpu, or --tpu on one that `tpuctl create` or a run made) unless --remote-dir is given; off otherwise]",
     )
     sync_limit: str | None = option(
         "--sync-limit",
