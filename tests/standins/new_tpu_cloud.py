@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +111,17 @@ class Cloud:
         args = [str(self.script), "--new-tpu", "v4-16", "--ssh-config", str(self.config), "--strategy", "none",
                 "--log-dir", str(self.tmp / "logs"), "--env", f"FLAGS={self.flags}", *extra]  # fmt: skip
         return Launch.start(args, {**self.env, **(env or {})}, self.tmp)
+
+    @property
+    def host_python(self) -> Path:
+        """An interpreter with TensorFlow for these hosts, at a path of the hosts' own. They share this machine's disk,
+        and a new VM's workers run its python3 (the system's here, without TensorFlow); the launcher's own interpreter is
+        refused as this machine's (tpuctl/backends/ssh/fresh.py), so a wrapper outside its environment and home runs it."""
+        wrapper = self.tmp / "host-python"
+        if not wrapper.exists():
+            wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+            wrapper.chmod(0o755)
+        return wrapper
 
     def ours(self) -> list[dict[str, Any]]:
         """The nodes in the stand-in that a run of this test created (labelled, and not the other run's)."""
