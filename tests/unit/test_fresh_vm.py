@@ -128,6 +128,7 @@ CHECKS: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     "this machine's home": (_home_python, "is in this machine's home folder"),
     "the script left out": (_script_left_out, "--sync would not send train.py"),
     "over the sync limit": (lambda home: ["--sync-limit", "8"], "to each host, over the 8 bytes limit"),
+    "the script left out, sync asked": (lambda home: [*_script_left_out(home), "--sync"], "--sync would not send train.py"),
     "options ssh rejects": (lambda home: ["--ssh-option", "Bogus=1"], "ssh rejects the options:"),
     "no script": (_no_script, "script not found: train.py"),
 }
@@ -143,4 +144,5 @@ def test_a_check_that_needs_no_vm_refuses_the_launch_before_any_api_call(cloud: 
     result = in_process("launch", "train.py", *NEW_TPU, *args, "--log-dir", str(home / "logs"), limit_s=20)
     assert result.code == 2 and result.one_line_error, result.err
     assert said in result.err
+    assert ("--no-sync --remote-dir DIR" in result.err) == (check in ("the script left out", "over the sync limit"))  # a default sync's way out
     assert cloud.requests == [], cloud.requests

@@ -310,14 +310,16 @@ class SshRunner(Runner):
         self.sync_limit = _sync_limit(self.options.sync_limit, "sync_limit" in given)
         self.selection = select(self.paths.sync_source)
         script = os.path.basename(job.script)
+        # A sync the user did not ask for (a new VM's default) can be turned off for a folder that is there already.
+        unasked = "; or --no-sync --remote-dir DIR where the hosts have the folder" if self.options.sync is None else ""
         if script not in {path for path, _ in self.selection.files}:
             raise TpuctlError(
                 f"--sync would not send {script}: .gitignore or .tpuctlignore excludes it, so the hosts would not have it",
-                hint=f"remove it from what excludes it (`git check-ignore -v {shlex.quote(script)}` names the line)",
+                hint=f"remove it from what excludes it (`git check-ignore -v {shlex.quote(script)}` names the line){unasked}",
             )
         over = self.selection.over(self.sync_limit)
         if over is not None and not self.options.sync_large:
-            raise TpuctlError(f"{over}; nothing was sent", hint=LIMIT_HINT)
+            raise TpuctlError(f"{over}; nothing was sent", hint=LIMIT_HINT + unasked)
 
     def request(self, job: Job, run_id: str) -> ShippedPlan:
         """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
