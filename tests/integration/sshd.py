@@ -6,6 +6,11 @@ untouched. A client key, a host key, a known_hosts file and an ssh config with
 aliases `host1`..`hostN` (all 127.0.0.1, one port each) are written to a
 private folder; `ssh -F <config> host2` then reaches the second server.
 
+A "fresh" cluster's hosts are as a TPU VM tpuctl just made: each sshd's namespace also hides, under empty
+tmpfs mounts, everything of the launching side's that the hosts could otherwise read (this checkout, the
+launcher's virtual environment and the checkout it was installed from, the home folder, the test session's
+temporary folders), so a host has the system Python and what tpuctl ships (FreshHost).
+
 Needs root (unshare -m, sshd's privilege separation). When /usr/sbin/sshd is
 missing it is installed with apt-get (openssh-server, and rsync for --sync).
 """
@@ -20,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,6 +57,89 @@ def ensure_openssh() -> str | None:
     return None if SSHD.exists() else "openssh-server installed, but /usr/sbin/sshd is still missing"
 
 
+# The PATH sshd gives root's sessions (Debian's OpenSSH: the superuser's default path): where a host finds `python3`.
+SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class FreshHost:
+    """What a fresh host's namespace does before sshd starts: `hidden`, this machine's folders covered by empty tmpfs
+    mounts (outermost only); `packages`, (this launcher's site-packages, the hosts' system Python's own site folder):
+    bound there read-only, so the system Python finds TensorFlow where a TPU VM image installs it (pip as root, into
+    /usr/local/lib/python3.X/dist-packages), not in the launcher's environment, which the host cannot see; None where
+    the hosts' Python is another version than the launcher's, whose TensorFlow it could not load."""
+
+    hidden: tuple[str, ...]
+    packages: tuple[str, str] | None
+    python: str  # the hosts' python3, as their sessions' PATH finds it
+    why_no_packages: str = ""
+
+    @classmethod
+    def of_this_machine(cls, factory: pytest.TempPathFactory) -> FreshHost:
+        import sysconfig
+
+        import tpuctl
+        from tests.conftest import ROOT
+
+        python = shutil.which("python3", path=SESSION_PATH)
+        if python is None:
+            pytest.skip(f"no python3 on the hosts' PATH ({SESSION_PATH})")
+        places = [ROOT, Path(tpuctl.__file__).resolve().parents[1], Path.home(), factory.getbasetemp()]
+        if sys.prefix != sys.base_prefix:  # a venv: it, and the checkouts its editable installs point into
+            site = Path(sysconfig.get_paths()["purelib"])
+            places += [Path(sys.prefix), Path(sys.prefix).resolve(), *_pth_folders(site)]
+        if os.environ.get("XDG_STATE_HOME"):
+            places.append(Path(os.environ["XDG_STATE_HOME"]))  # the launcher's run records (tests/conftest.py)
+        hidden = _outermost([str(place.resolve()) for place in places])
+        for folder in hidden:
+            if _under(os.path.realpath(python), folder) or _under(str(SSHD), folder):
+                pytest.skip(f"the hosts' {python} or {SSHD} is inside {folder}, which a fresh host must not see")
+        done = subprocess.run([python, "-c", "import site, sys; print(sys.version_info[0], sys.version_info[1]); print(*site.getsitepackages(), sep='\\n')"],
+                              capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+        major, minor, *sites = done.stdout.split()
+        target = next((folder for folder in sites if os.path.isdir(folder)), None)
+        if (int(major), int(minor)) != sys.version_info[:2] or target is None or sys.prefix == sys.base_prefix:
+            why = f"the hosts' {python} is Python {major}.{minor}, the launcher's TensorFlow is built for {sys.version_info[0]}.{sys.version_info[1]}"
+            return cls(hidden, None, python, why if target is not None else f"the hosts' {python} has no site-packages folder")
+        return cls(hidden, (sysconfig.get_paths()["purelib"], target), python)
+
+    def commands(self, folder: Path, home: str) -> str:
+        """The namespace's mounts, before sshd starts: the packages bound first (their source is hidden next), the
+        folders hidden, then the cluster's own folder (keys, caches) bound back in place and a stock ~/.bashrc."""
+        steps = [f"mkdir /run/keep && mount --bind {shlex.quote(str(folder))} /run/keep"]
+        if self.packages is not None:
+            source, target = map(shlex.quote, self.packages)
+            steps.append(f"mount --bind {source} {target} && mount -o remount,bind,ro {target}")
+        steps += [f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(hidden)}" for hidden in self.hidden]
+        steps.append(f"mkdir -p {shlex.quote(str(folder))} && mount --bind /run/keep {shlex.quote(str(folder))}")
+        if any(_under(home, hidden) for hidden in self.hidden):
+            steps.append(f"mkdir -p -m 0700 {shlex.quote(home)} && printf %s {shlex.quote(STOCK_BASHRC)} > {shlex.quote(home)}/.bashrc")
+        return " && ".join(steps) + " && "
+
+
+def _pth_folders(site: Path) -> list[Path]:
+    """The folders a site-packages' .pth files add to sys.path (an editable install's checkout)."""
+    found = []
+    for pth in site.glob("*.pth"):
+        for line in pth.read_text(errors="replace").splitlines():
+            if line.strip() and not line.startswith(("#", "import")) and os.path.isabs(line.strip()) and os.path.isdir(line.strip()):
+                found.append(Path(line.strip()))
+    return found
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _outermost(folders: list[str]) -> tuple[str, ...]:
+    """Each folder once, none inside another (a tmpfs over a parent hides its children already)."""
+    kept: list[str] = []
+    for folder in sorted(set(folders), key=len):
+        if not any(_under(folder, outer) for outer in kept):
+            kept.append(folder)
+    return tuple(kept)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -69,6 +158,7 @@ class SshCluster:
     # Extra environment for the sessions of some hosts ({"host2": {"PYTHONPATH": ...}}): a host whose
     # environment differs from the others'. Values must not contain spaces (sshd's SetEnv syntax).
     env: dict[str, dict[str, str]] = field(default_factory=dict)
+    fresh: FreshHost | None = None  # hosts that see nothing of this machine's (FreshHost)
 
     @property
     def config(self) -> Path:
@@ -160,7 +250,9 @@ class SshCluster:
                 ]
             )
         )
-        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && {self._fresh_shell()}exec {SSHD} -D -e -f {config}"
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+        hiding = self.fresh.commands(self.folder, home) if self.fresh is not None else ""
+        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && {hiding}{self._fresh_shell()}exec {SSHD} -D -e -f {config}"
         log = open(self.folder / f"sshd.{index}.log", "ab")  # noqa: SIM115 - owned by the process
         try:
             return subprocess.Popen(
@@ -177,8 +269,8 @@ class SshCluster:
         would otherwise run in every remote session of every test and benchmark.
         """
         bashrc = Path(pwd.getpwuid(os.geteuid()).pw_dir) / ".bashrc"
-        if not bashrc.is_file():
-            return ""
+        if not bashrc.is_file() or (self.fresh is not None and any(_under(str(bashrc), hidden) for hidden in self.fresh.hidden)):
+            return ""  # none, or a hidden home's: FreshHost.commands wrote a stock one
         stock = self.folder / "bashrc"
         stock.write_text(STOCK_BASHRC)
         return f"mount --bind {shlex.quote(str(stock))} {shlex.quote(str(bashrc))} && "
@@ -230,13 +322,16 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def running_cluster(factory: pytest.TempPathFactory, count: int, env: dict[str, dict[str, str]] | None = None) -> Iterator[SshCluster]:
+def running_cluster(
+    factory: pytest.TempPathFactory, count: int, env: dict[str, dict[str, str]] | None = None, *, fresh: bool = False
+) -> Iterator[SshCluster]:
     """The body of a module-scoped fixture: `count` sshd hosts (`env`: extra environment for some of them, by
-    host name), or a skip that says why there are none."""
+    host name; `fresh`: hosts that see nothing of this machine's, FreshHost), or a skip that says why there are none."""
     reason = ensure_openssh()
     if reason:
         pytest.skip(reason)
-    hosts = SshCluster(factory.mktemp("sshd"), count, env=dict(env or {})).start()
+    hiding = FreshHost.of_this_machine(factory) if fresh else None
+    hosts = SshCluster(factory.mktemp("sshd"), count, env=dict(env or {}), fresh=hiding).start()
     try:
         yield hosts
     finally:

@@ -236,7 +236,8 @@ def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(
     script = ROOT / "tests" / "integration" / "scripts" / "fit_preempted_once.py"
     to_workers = [arg for name, value in proxy.env.items() for arg in ("--env", f"{name}={value}")]
     args = [str(script), "--new-tpu", "v4-8", "--zone", ZONES[0], "--ssh-config", str(cloud.config), "--model-dir", "gs://run-models/run",
-            "--log-dir", str(cloud.tmp / "logs"), *to_workers, "--", "--steps", "60", "--save-every", "4", "--step-time", "0.2"]  # fmt: skip
+            "--python", str(cloud.host_python), "--log-dir", str(cloud.tmp / "logs"), *to_workers,
+            "--", "--steps", "60", "--save-every", "4", "--step-time", "0.2"]  # fmt: skip
     launch = Launch.start(args, env, cloud.tmp)
     timeline = cloud.tmp / "logs" / "timeline.jsonl"
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +112,17 @@ class Cloud:
                 "--log-dir", str(self.tmp / "logs"), "--env", f"FLAGS={self.flags}", *extra]  # fmt: skip
         return Launch.start(args, {**self.env, **(env or {})}, self.tmp)
 
+    @property
+    def host_python(self) -> Path:
+        """An interpreter with TensorFlow for these hosts, at a path of the hosts' own. They share this machine's disk,
+        and a new VM's workers run its python3 (the system's here, without TensorFlow); the launcher's own interpreter is
+        refused as this machine's (tpuctl/backends/ssh/fresh.py), so a wrapper outside its environment and home runs it."""
+        wrapper = self.tmp / "host-python"
+        if not wrapper.exists():
+            wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+            wrapper.chmod(0o755)
+        return wrapper
+
     def ours(self) -> list[dict[str, Any]]:
         """The nodes in the stand-in that a run of this test created (labelled, and not the other run's)."""
         with self.g._lock:
@@ -143,7 +156,8 @@ def new_tpu_cloud(cluster: SshCluster, g: GoogleStandin, tmp_path: Path) -> Clou
     # Every address a node of either zone may get (one counter a zone, in the region's range): even ones to the first sshd.
     base = catalog.cidr_block(ZONES[0]).split("/")[0].rsplit(".", 1)[0]
     config = cluster.aliased(tmp_path / "ssh_config", [(f"{base}.{n + 2}", cluster.ports[n % 2]) for n in range(24)])
-    script = tmp_path / "train.py"
+    script = tmp_path / "project" / "train.py"  # its folder is what --sync sends to a new VM's hosts: the script alone
+    script.parent.mkdir()
     script.write_text(WORKER)
     flags = tmp_path / "flags"
     flags.mkdir()

@@ -110,7 +110,8 @@ class Job:
     python: str = option(
         "--python",
         metavar="PATH",
-        help="Interpreter for the workers.  [default: this one]",
+        help="Interpreter for the workers.  "
+        "[default: this one; on a TPU VM tpuctl made (--new-tpu, or --tpu on one that `tpuctl create` or a run made), its python3]",
         config=True,
         parse=lambda given: given or "",
         field_default="python3",

@@ -8,7 +8,6 @@ machinery itself loads only when a launch really goes over ssh.
 from __future__ import annotations
 
 import os
-import posixpath
 import shlex
 import signal
 import sys
@@ -73,12 +72,12 @@ class Options(Connection, BackendOptions):
     ssh_hostfile: str | None = option(
         "--hostfile", type=click.Path(dir_okay=False), help="Hosts for ssh, one 'HOST [slots=N]' per line, # comments (DeepSpeed/horovod format)."
     )
-    sync: bool = option(
-        "--sync",
-        is_flag=True,
-        default=False,
+    sync: bool | None = option(
+        "--sync/--no-sync",
+        default=None,
         help="Copy the script's folder to every host first (rsync; skips unchanged files), "
-        "less what .gitignore and .tpuctlignore exclude (in a git checkout: the files `git ls-files` lists).",
+        "less what .gitignore and .tpuctlignore exclude (in a git checkout: the files `git ls-files` lists).  "
+        "[default: on for a TPU VM tpuctl made (--new-tpu, or --tpu on one that `tpuctl create` or a run made) unless --remote-dir is given; off otherwise]",
     )
     sync_limit: str | None = option(
         "--sync-limit",
@@ -249,6 +248,8 @@ class SshRunner(Runner):
         self.paths: RemotePaths | None = None
         self.selection: Selection | None = None  # what --sync sends (selection.py), chosen at prepare()
         self.sync_limit = 0
+        self.sync = False  # --sync as the launch runs it (fresh.host_side), decided at prepare()
+        self.chosen: list[str] = []  # the defaults a TPU VM tpuctl made got: said by the dry run
         self.warnings: list[str] = []  # laptop paths the hosts may not have: said by the dry run and the run
         self.requirements: Requirements | None = None  # --requirements, read and checked at prepare()
 
@@ -264,10 +265,13 @@ class SshRunner(Runner):
         return self._new_tpu()
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
-        """The worker count, the script path and the model dir as the hosts see them.
+        """The worker count, the script path, the model dir and the interpreter as the hosts see them, and what --sync
+        sends: everything a launch checks without the hosts, so --new-tpu refuses it before its VM is made.
 
-        Without an explicit --workers the hosts' slots decide how many workers run.
+        Without an explicit --workers the hosts' slots decide how many workers run; on a TPU VM tpuctl made, its own
+        python3 and --sync are the defaults (fresh.py).
         """
+        from tpuctl.backends.ssh.fresh import host_side, made_by_tpuctl
         from tpuctl.backends.ssh.placement import RemotePaths
         from tpuctl.inputs.requirements import checked
 
@@ -290,12 +294,17 @@ class SshRunner(Runner):
                 hint="add hosts, use host:SLOTS, or lower --workers",
             )
         self.paths = RemotePaths.resolve(job.script, self.options.remote_dir)
-        self.warnings = _laptop_paths(job.python, self.paths, self.options)
+        fresh = made_by_tpuctl(self.options.new_tpu, self.slice.node if isinstance(self.slice, TpuSlice) else None)
+        named = "--python" if "python" in given else "the [launch] python setting"
+        side = host_side(job.python, named, self.options.sync, self.options.remote_dir, self.paths, fresh)
+        self.sync, self.chosen, self.warnings = side.sync, list(side.chosen), list(side.warnings)
+        if self.options.new_tpu is not None:  # ssh itself, before the VM bills: a missing client or an option it rejects
+            self.ssh.check(self.entries[0].host)
         self._choose_files(job, given)
         model_dir = job.model_dir
         if model_dir and "://" not in model_dir:
             model_dir = self.paths.remote_path(os.path.abspath(model_dir))
-        return replace(job, workers=workers, script=self.paths.script, model_dir=model_dir, python=job.python or sys.executable)
+        return replace(job, workers=workers, script=self.paths.script, model_dir=model_dir, python=side.python or sys.executable)
 
     def _choose_files(self, job: Job, given: frozenset[str]) -> None:
         """--sync: the files it sends, refused here (so a dry run and --detach refuse too, nothing sent) when the
@@ -303,21 +312,23 @@ class SshRunner(Runner):
         from tpuctl.backends.ssh.selection import LIMIT_HINT, select
 
         assert self.paths is not None
-        if not self.options.sync:
+        if not self.sync:
             if {"sync_limit", "sync_large"} & given:
                 raise TpuctlError("--sync-limit and --sync-large are for --sync")
             return
         self.sync_limit = _sync_limit(self.options.sync_limit, "sync_limit" in given)
         self.selection = select(self.paths.sync_source)
         script = os.path.basename(job.script)
+        # A sync the user did not ask for (a new VM's default) can be turned off for a folder that is there already.
+        unasked = "; or --no-sync --remote-dir DIR where the hosts have the folder" if self.options.sync is None else ""
         if script not in {path for path, _ in self.selection.files}:
             raise TpuctlError(
                 f"--sync would not send {script}: .gitignore or .tpuctlignore excludes it, so the hosts would not have it",
-                hint=f"remove it from what excludes it (`git check-ignore -v {shlex.quote(script)}` names the line)",
+                hint=f"remove it from what excludes it (`git check-ignore -v {shlex.quote(script)}` names the line){unasked}",
             )
         over = self.selection.over(self.sync_limit)
         if over is not None and not self.options.sync_large:
-            raise TpuctlError(f"{over}; nothing was sent", hint=LIMIT_HINT)
+            raise TpuctlError(f"{over}; nothing was sent", hint=LIMIT_HINT + unasked)
 
     def request(self, job: Job, run_id: str) -> ShippedPlan:
         """The plan as it will run, with `<port>` where each host's free port will be, and the runtime it ships."""
@@ -338,7 +349,7 @@ class SshRunner(Runner):
         sync = None
         if self.selection is not None:
             sync = planned(self.ssh, self.paths, self.selection, len(set(hosts)), self.sync_limit, self.options.sync_large)
-        remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "warnings": self.warnings}
+        remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "chosen": self.chosen, "warnings": self.warnings}
         if (made := self._new_tpu()) is not None:  # its hosts are placeholders until the VM is READY
             remote["new_tpu"] = made.describe(run_id)
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
@@ -430,6 +441,7 @@ class ShippedPlan:
         else:
             lines += _sync_lines(sync)
         lines += [f"ssh to {host}: {command}" for host, command in self.remote["ssh"].items()]
+        lines += [f"default: {default}" for default in self.remote["chosen"]]
         lines += [f"warning: {warning}" for warning in self.remote["warnings"]]
         if (made := self.remote.get("new_tpu")) is not None:
             lines.append(
@@ -473,20 +485,6 @@ def _sync_limit(flag: str | None, given: bool) -> int:
     if os.environ.get(SYNC_LIMIT_ENV):
         return parse_size(os.environ[SYNC_LIMIT_ENV], SYNC_LIMIT_ENV)
     return DEFAULT_LIMIT if flag is None else parse_size(flag, "[launch] sync-limit")
-
-
-def _laptop_paths(python: str | None, paths: RemotePaths, options: Options) -> list[str]:
-    """What a launch from a laptop plans for the hosts that only the laptop may have: its own interpreter's path
-    (no --python), and the script's folder at the laptop's path (neither --sync nor --remote-dir)."""
-    found = []
-    if not python:
-        found.append(f"the hosts will run {sys.executable}, this machine's Python: pass --python with theirs (e.g. --python python3)")
-    if not options.sync and options.remote_dir is None:
-        found.append(
-            f"the hosts must already have {posixpath.join(paths.workdir, paths.script)}, this machine's path: "
-            "pass --sync to copy the script's folder, or --remote-dir DIR where it is"
-        )
-    return found
 
 
 def runner(options: Options) -> SshRunner:
