@@ -14,6 +14,8 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from tpuctl.inputs.redact import URL_PASSWORD, hidden
+
 if TYPE_CHECKING:
     from tpuctl.inputs.errors import TpuctlError
     from tpuctl.launch.job import Job
@@ -27,13 +29,7 @@ _SECRET_WORDS = frozenset({"KEY", "KEYS", "PAT", "PASS", "PWD", "PW", "DSN", "SA
 _NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 # Values whose shape gives them away whatever the name: GitHub, Hugging Face, OpenAI-style, Slack, GitLab, AWS keys, PEM.
 _TOKEN_SHAPE = re.compile(r"(gh[pousr]_|github_pat_|hf_|sk-|xox[abpr]-|glpat-)[A-Za-z0-9_-]{8}|(AKIA|ASIA)[A-Z0-9]{16}|-----BEGIN ")
-# scheme://user:PASSWORD@host (a scheme's length bounded, so that a huge argument is read in linear time)
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/@:\s]*:)(?P<password>[^/@\s]+)(?=@)")
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
-
-
-def hidden(value: str) -> str:
-    return f"<hidden: {len(value)} characters>"
 
 
 def is_secret_name(name: str) -> bool:
@@ -51,7 +47,7 @@ def shown(name: str, value: str) -> str:
         return hidden(value)
     if "://" not in value or "@" not in value:
         return value
-    return _URL_PASSWORD.sub(lambda m: m["head"] + hidden(m["password"]), value)
+    return URL_PASSWORD.sub(lambda m: m["head"] + hidden(m["password"]), value)
 
 
 def shown_args(args: tuple[str, ...]) -> tuple[str, ...]:
