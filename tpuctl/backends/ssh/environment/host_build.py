@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         sweep,
         tail,
         tpuctl_cache,
+        wait,
         wheels_ready,
         write_atomic,
     )
@@ -235,7 +236,6 @@ def relocate(fresh: str, target: str) -> None:
 # exists; its output is this command's own (the launcher keeps it in the run's logs); the whole group killed at the
 # deadline. The marker is written only once it succeeded.
 def setup(header: "dict[str, Any]", deadline: float) -> None:
-    import signal
     import subprocess
 
     key, digest = hex_name(header.get("key")), hex_name(header.get("hash"))
@@ -253,15 +253,7 @@ def setup(header: "dict[str, Any]", deadline: float) -> None:
     cwd = workdir if os.path.isdir(workdir) else os.path.expanduser("~")
     argv = ["/bin/sh", "-c", str(header.get("command", ""))]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
-    try:
-        status = proc.wait(deadline_left(deadline))
-    except BaseException:
-        try:  # noqa: SIM105 - contextlib costs the start
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.wait()
-        raise
+    status = wait(proc, deadline)
     if status != 0:
         reply({"error": {"kind": "setup", "status": status, "message": "--setup failed"}})
         os._exit(3)
@@ -312,6 +304,8 @@ def main(argv: "list[str]") -> None:
         pack(argv[1])
         return
     header = read_header()
+    if command == "build":
+        header["key"] = argv[1]  # the one field that differs by host: the header and a tar after it are shared
     deadline = time.monotonic() + float(header.get("deadline_s", 600))
     commands = {"resolve": resolve, "build": build, "setup": setup, "download": download_again}
     if command not in commands:
@@ -331,4 +325,11 @@ if __name__ == "__main__":
         os._exit(3)
     except (ValueError, KeyError, TypeError) as err:
         reply({"error": {"kind": "input", "message": "the request is not one tpuctl sends (" + type(err).__name__ + ")"}})
+        os._exit(3)
+    except Exception as err:
+        import subprocess
+
+        if not isinstance(err, subprocess.TimeoutExpired):
+            raise
+        reply({"error": {"kind": "timeout", "message": "ran out of time"}})
         os._exit(3)

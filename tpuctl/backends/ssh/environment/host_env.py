@@ -224,20 +224,29 @@ def deadline_left(deadline: float) -> float:
 
 # A child with its output in `log`, in a session of its own, killed (its whole group) at the deadline.
 def run(argv: "list[str]", log: str, deadline: float, env: "dict[str, str] | None" = None) -> int:
-    import signal
     import subprocess
 
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            return proc.wait(deadline_left(deadline))
-        except BaseException:
-            try:  # noqa: SIM105 - contextlib costs the start
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            proc.wait()
-            raise
+        return wait(proc, deadline)
+
+
+# A child's status by the deadline; past it, or on any error, its whole group killed (a timeout is Failed "timeout").
+def wait(proc: "Any", deadline: float) -> int:
+    import signal
+    import subprocess
+
+    try:
+        return int(proc.wait(deadline_left(deadline)))
+    except BaseException as err:
+        try:  # noqa: SIM105 - contextlib costs the start
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        if isinstance(err, subprocess.TimeoutExpired):
+            fail("timeout", "ran out of time")
+        raise
 
 
 def tail(log: str) -> str:
