@@ -107,6 +107,43 @@ def build_wheels(sources: Iterable[Source], root: Path) -> list[Path]:
     return sorted(out.glob("*.whl"))
 
 
+# The tests' packages: two versions of one, a chain of dependencies, a pin that conflicts with a newer line, a
+# console script (a venv moved into place must still run it), a package with a wheel for Windows alone, and a later
+# release of the first, published while a launch runs.
+PACKAGES = (
+    Source("tpuctl-test-alpha", "1.0"),
+    Source("tpuctl-test-alpha", "2.0"),
+    Source("tpuctl-test-beta", "1.0", ("tpuctl-test-alpha>=1.0",), script="tpuctl-test-beta"),
+    Source("tpuctl-test-gamma", "1.0", ("tpuctl-test-beta",)),
+    Source("tpuctl-test-pinned", "1.0", ("tpuctl-test-alpha<2",)),
+    Source("tpuctl-test-winonly", "1.0"),
+)
+LATER = Source("tpuctl-test-alpha", "3.0")
+
+
+@dataclass(frozen=True)
+class Wheels:
+    """The tests' wheels, built once a session: what an index serves at first, and the release published later."""
+
+    served: tuple[Path, ...]
+    later: Path
+
+    def folder(self, root: Path) -> Path:
+        """A fresh folder for an index of its own (one a test may publish into), holding what is served at first."""
+        root.mkdir(parents=True, exist_ok=True)
+        for path in self.served:
+            shutil.copyfile(path, root / path.name)
+        return root
+
+
+def wheel_set(root: Path) -> Wheels:
+    built = build_wheels([*PACKAGES, LATER], root)
+    later = next(path for path in built if path.name.startswith("tpuctl_test_alpha-3.0-"))
+    served = [path for path in built if path != later and "winonly" not in path.name]
+    windows = retagged(next(path for path in built if "winonly" in path.name), "win_amd64", root)
+    return Wheels(tuple([*served, windows]), later)
+
+
 def retagged(wheel: Path, platform: str, folder: Path) -> Path:
     """A copy of a wheel whose file name says another platform (`win_amd64`): pip reads a wheel's tags from its file
     name, so no Linux host finds a wheel of it for its platform, as with a package built only for Windows."""

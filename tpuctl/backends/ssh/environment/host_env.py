@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from tpuctl.ssh.cache import runtime_root, unsafe_folder
 
 REPLY = "tpuctl-environment "
-PIP_REPORT = (22, 2)  # pip's --report came in 22.2
 LOCK_FILE = "tpuctl-lock.json"
 READY = ".ready"
 COMPLETE = ".complete"
@@ -200,13 +199,15 @@ def wheels_ready(lock_hash: str) -> bool:
 
 def probe(request: str, setup: str, lock_hash: str) -> None:
     key = (read_small(os.path.join(tpuctl_cache(), "envs", "requests", request), 200) or "").strip()
-    answer = {"facts": facts(), "key": None, "lock": None, "setup": False, "wheels": wheels_ready(lock_hash)}  # type: dict[str, Any]
+    answer = {"facts": facts(), "key": None, "lock": None, "setup": False}  # type: dict[str, Any]
+    kept = [lock_hash]
     if key and all(char in "0123456789abcdef" for char in key):
         lock = ready_lock(key)
         if lock is not None:
             answer.update(key=key, lock=lock, python=env_python(key))
             answer["setup"] = bool(setup) and os.path.isfile(os.path.join(tpuctl_cache(), "envs", key, ".setup-" + setup))
-            answer["wheels"] = answer["wheels"] or wheels_ready(lock_digest(lock))
+            kept.append(lock_digest(lock))
+    answer["wheels"] = [digest for digest in kept if wheels_ready(digest)]  # the locks whose wheels this host keeps
     reply(answer)
 
 
@@ -300,23 +301,6 @@ def make_venv(folder: str, log: str, deadline: float) -> str:
     return python
 
 
-# The pip a venv's Python runs (its own, else the host's, seen through the site-packages it shares) and its version.
-def pip_version(python: str, deadline: float) -> "tuple[int, ...] | None":
-    import subprocess
-
-    argv = [python, "-m", "pip", "--version"]
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=deadline_left(deadline), env=pip_env(""))
-    words = done.stdout.decode("utf-8", "replace").split()
-    if done.returncode != 0 or len(words) < 2:
-        return None
-    numbers = []
-    for part in words[1].split("."):
-        if not part.isdigit():
-            break
-        numbers.append(int(part))
-    return tuple(numbers)
-
-
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("ERROR:")]
@@ -328,6 +312,8 @@ def pip_failure(text: str) -> "tuple[str, str]":
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if "No space left on device" in text or "Errno 28" in text:
         return "disk", "not enough disk space: " + last_line(text)
+    if "No module named pip" in text:
+        return "pip", sys.executable + " has no pip (apt-get install python3-pip gives it one)"
     for line in lines:
         if line.startswith("ERROR: Cannot install") or line.startswith("ERROR: ResolutionImpossible"):
             causes = [cause for cause in lines if cause.startswith("The user requested") or " depends on " in cause]
@@ -358,20 +344,19 @@ def resolve(header: "dict[str, Any]", deadline: float) -> None:
     log = os.path.join(scratch, "resolve.log")
     try:
         python = make_venv(os.path.join(scratch, "venv"), log, deadline)
-        version = pip_version(python, deadline)
-        if version is None:
-            fail("pip", sys.executable + " has no pip (apt-get install python3-pip gives it one)")
-        if version < PIP_REPORT:
-            # The host's pip is older than pip's report: a newer one into the scratch venv only, from the same index.
-            status = run([python, "-m", "pip", "install", "pip>=22.2"], log, deadline, pip_env(index_url))
-            if status != 0:
-                fail(*pip_failure(tail(log)), log=tail(log))
         wanted = os.path.join(scratch, "requirements.txt")
         with open(wanted, "w") as handle:
             handle.write(str(header.get("requirements", "")))
         report = os.path.join(scratch, "report.json")
         argv = [python, "-m", "pip", "install", "--dry-run", "--only-binary=:all:", "--report", report, "-r", wanted]
-        if run(argv, log, deadline, pip_env(index_url)) != 0:
+        status = run(argv, log, deadline, pip_env(index_url))
+        if status != 0 and "no such option: --report" in tail(log):
+            # The host's pip is older than pip's report (22.2; Ubuntu 22.04's is 22.0.2): a newer pip into the scratch
+            # venv alone, from the same index, then the dry run again. The environments themselves use the host's pip.
+            if run([python, "-m", "pip", "install", "pip>=22.2"], log, deadline, pip_env(index_url)) != 0:
+                fail(*pip_failure(tail(log)), log=tail(log))
+            status = run(argv, log, deadline, pip_env(index_url))
+        if status != 0:
             fail(*pip_failure(tail(log)), log=tail(log))
         with open(report) as handle:
             chosen = json.load(handle).get("install", [])
