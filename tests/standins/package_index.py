@@ -163,6 +163,7 @@ class PackageIndex:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._then: Path | None = None  # published once the next file has been served
         self.port = 0
 
     @property
@@ -174,6 +175,11 @@ class PackageIndex:
     def publish(self, path: Path) -> None:
         """A new file on the index, served from the next request on."""
         shutil.copyfile(path, self.folder / path.name)
+
+    def publish_after_next_download(self, path: Path) -> None:
+        """`path` published as soon as the index has served a file: a new release that lands while a launch resolves,
+        before its hosts install (the fan-out a per-host `pip install -r` would meet it in)."""
+        self._then = path
 
     def files(self, project: str) -> list[Path]:
         with self._lock:
@@ -247,6 +253,10 @@ class PackageIndex:
             request.send_header("Content-Length", str(len(data)))
             request.end_headers()
             request.wfile.write(data)
+            with self._lock:
+                then, self._then = self._then, None
+            if then is not None:
+                self.publish(then)
             return None
         return _status(request, 404)
 

@@ -102,8 +102,10 @@ class Environments:
             pythons = {host: found[host].python or "" for host in hosts if found[host].key == self.keys[host]}
             built = [host for host in hosts if host not in pythons]
             self.done_setup = {host for host in pythons if found[host].setup}
+            holders = [host for host in hosts if lock.digest in found[host].wheels or (resolved and host == hosts[0])]
+            if resolved and lock.wheels:
+                self._keep(lock, holders)
             if built:
-                holders = [host for host in hosts if lock.digest in found[host].wheels or (resolved and host == hosts[0])]
                 pythons.update(self._build(built, lock, holders, attempt))
         finally:
             self._mark(tl.ENV_END, attempt, step="packages", built=len(built), seconds=round(time.monotonic() - started, 3))
@@ -186,22 +188,27 @@ class Environments:
             parallel(one, hosts, self.ssh.fanout)
         return results
 
+    def _keep(self, lock: Lock, holders: list[str]) -> None:
+        """A new lock's wheels kept where a host that lacks them finds them later, whatever happens to the first host:
+        this machine's cache (a VM recreated after a preemption has lost the first host's disk), and the run's bucket."""
+        if not self.store.kept(lock):
+            self.store.pull(holders[0], lock)
+        if self.spec.bucket and not self.store.in_bucket(lock):
+            self.store.upload(lock)
+
     def _wheels_for(self, lock: Lock, holders: list[str]) -> dict[str, Any]:
-        """How hosts without the lock's wheels get them: from the run's bucket, else on their stdin from this machine."""
+        """How hosts without the lock's wheels get them: from the run's bucket, else on their stdin from this machine
+        (which gets them first from a host that keeps them, where it has lost its own copy)."""
         if self.store.in_bucket(lock):
             return {"source": "gcs", "gcs": self.store.from_bucket(lock)}
-        if not self.store.kept(lock):
-            if not holders:
-                raise TpuctlError(
-                    f"no host, no bucket and not this machine keeps the wheels of lock {lock.digest[:12]} any more",
-                    hint=f"remove ~/.cache/tpuctl/envs/requests/{self.request} on the hosts to resolve {self.spec.requirements} again",
-                    exit_code=FAILED,
-                )
-            self.store.pull(holders[0], lock)
-        if self.spec.bucket:
-            self.store.upload(lock)
-            return {"source": "gcs", "gcs": self.store.from_bucket(lock)}
-        return {"source": "stdin"}
+        if not self.store.kept(lock) and not holders:
+            raise TpuctlError(
+                f"no host, no bucket and not this machine keeps the wheels of lock {lock.digest[:12]} any more",
+                hint=f"remove ~/.cache/tpuctl/envs/requests/{self.request} on the hosts to resolve {self.spec.requirements} again",
+                exit_code=FAILED,
+            )
+        self._keep(lock, holders)
+        return {"source": "gcs", "gcs": self.store.from_bucket(lock)} if self.spec.bucket else {"source": "stdin"}
 
     # ---- --setup ----------------------------------------------------------------------------------
 
