@@ -109,6 +109,24 @@ def test_the_run_stages_and_submits_the_request_its_dry_run_printed(google_stand
     assert [blob.name for blob in bucket.list_blobs()] == [uri.removeprefix("gs://stage/")]
 
 
+def test_a_staged_job_s_bundle_installs_the_requirements_file(google_standin: GoogleStandin, tmp_path: Path, gcs_emulator: str) -> None:
+    """--requirements on Vertex AI: the bundle the run uploads declares the file's requirements as its install_requires,
+    which Vertex's pip install of the bundle installs before the script (tests/unit/test_staging.py runs that pip)."""
+    g = google_standin
+    bucket = _staging_bucket(gcs_emulator, "stage")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# the tutorial's\ntensorflow-datasets>=4.9  # data\nkeras-hub>=0.18 ; python_version >= '3.9'\n")
+    result = _launch(_env(g, tmp_path, gcs_emulator), tmp_path, "--staging-bucket", "gs://stage/runs", "--requirements", str(requirements), "--json")
+    assert result.returncode == 0, result.stderr
+    (body,) = g.vertex.created_bodies
+    (uri,) = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    with tarfile.open(fileobj=io.BytesIO(bucket.blob(uri.removeprefix("gs://stage/")).download_as_bytes())) as tar:
+        setup = tar.extractfile("tpuctl-job-0.0.0/setup.py")
+        assert setup is not None
+        text = setup.read().decode()
+    assert "install_requires=['tensorflow-datasets>=4.9', \"keras-hub>=0.18 ; python_version >= '3.9'\"]," in text
+
+
 def test_a_failed_replica_is_named_with_its_status_and_last_lines(google_standin: GoogleStandin, tmp_path: Path) -> None:
     g = google_standin
     g.vertex.next_script(

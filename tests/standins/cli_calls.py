@@ -18,6 +18,15 @@ from click.testing import CliRunner
 from tpuctl.cli import main
 
 LIMIT_S = 5.0  # per command: every case here fails (or finishes) in well under a second
+# Anything that tried to reach Google would fail: no credentials, endpoints nobody answers.
+OFFLINE: dict[str, str | None] = {
+    "TPUCTL_ACCESS_TOKEN_FILE": "/nonexistent/token",
+    "TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9",
+    "TPUCTL_VERTEX_ENDPOINT": "http://127.0.0.1:9",
+    "TPUCTL_LOGGING_ENDPOINT": "http://127.0.0.1:9",
+    "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9",
+    "NO_GCE_CHECK": "true",
+}
 MEMORY_CAP = 1 << 30  # bytes of address space a command may add
 
 

@@ -72,7 +72,7 @@ def test_new_writes_the_template_into_a_new_folder(tmp_path: Path) -> None:
     code, out, _ = run("new", "custom-loop", str(target))
     assert code == 0, out
     source = scaffold.find("custom-loop").path
-    assert sorted(p.name for p in target.iterdir()) == ["README.md", "train.py"]  # template.toml stays behind
+    assert sorted(p.name for p in target.iterdir()) == ["README.md", "requirements.txt", "train.py"]  # template.toml stays behind
     assert (target / "train.py").read_bytes() == (source / "train.py").read_bytes()
     assert "README.md" in out and "tpuctl launch train.py" in out
 
@@ -81,7 +81,7 @@ def test_new_into_an_empty_folder_with_json(tmp_path: Path) -> None:
     code, out, _ = run("new", "keras-fit", str(tmp_path), "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["template"] == "keras-fit" and sorted(data["files"]) == ["README.md", "train.py"]
+    assert data["template"] == "keras-fit" and sorted(data["files"]) == ["README.md", "requirements.txt", "train.py"]
     assert data["run"] == scaffold.find("keras-fit").run
 
 
@@ -115,7 +115,7 @@ def test_an_empty_folder_another_user_owns_or_others_can_write_is_refused(tmp_pa
         assert list(folder.iterdir()) == []
     os.chmod(open_to_all, 0o755)  # the user's own folder, closed to others: written
     assert run("new", "keras-fit", str(open_to_all))[0] == 0
-    assert sorted(p.name for p in open_to_all.iterdir()) == ["README.md", "train.py"]
+    assert sorted(p.name for p in open_to_all.iterdir()) == ["README.md", "requirements.txt", "train.py"]
 
 
 def test_an_unknown_name_names_the_known_ones(tmp_path: Path) -> None:

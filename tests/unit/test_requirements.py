@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.standins.tiny_wheels import make_wheel
 from tpuctl.inputs import pep508
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.requirements import (
@@ -411,3 +412,114 @@ def test_a_megabyte_of_worst_case_lines_is_read_quickly() -> None:
     start = time.perf_counter()
     reqs = parse_requirements(data, "requirements.txt")
     assert len(reqs.lines) > 50 and time.perf_counter() - start < 10
+
+
+# -- the hosts' pip reads the file as tpuctl did ----------------------------------------------------------------------
+
+# Real wheels (metadata only: what pip's resolver reads) of the projects the sample files name, several versions each.
+WHEELS = {
+    "tensorflow-datasets": ["4.8.0", "4.9.3", "4.9.4"],
+    "tensorflow-text": ["2.15.0", "2.16.1", "2.17.0"],
+    "keras-hub": ["0.17.0", "0.18.1", "0.19.0", "0.20.0"],
+    "Pillow": ["10.0.0"],
+    "numpy": ["1.25.0", "1.26.4", "2.0.0"],
+    "scipy": ["1.11.4", "1.12.0"],
+    "sentencepiece": ["0.2.0", "0.2.1"],
+    "pandas": ["2.0.0"],
+    "absl-py": ["1.4.0", "2.0.0", "2.1.0"],
+}
+AGREEING = """\
+# the tutorial's, with the forms pip-compile and people add
+tensorflow-datasets>=4.9
+tensorflow-text==2.16.*  # match TensorFlow's minor version
+keras-hub>=0.18,<0.20 \\
+    ; python_version >= "3.8"
+Pillow
+numpy (>=1.26, <2)
+scipy~=1.11.0
+sentencepiece===0.2.0
+pandas ; sys_platform == "win32"
+absl_py[Extra_One] >= 1.0 , != 2.1.0
+"""
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("wheels")
+    for name, versions in WHEELS.items():
+        for version in versions:
+            make_wheel(folder, name, version)
+    return folder
+
+
+def _pip_installs(files: list[Path], wheels: Path) -> list[dict[str, tuple[str, tuple[str, ...]]] | str]:
+    """What the real pip of this environment would install from each file (resolved from `wheels` alone, no network):
+    project -> (version, extras), read from its --report; pip's output where it refused. The runs go side by side."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    runs = []
+    for file in files:
+        report = file.with_suffix(".json")
+        command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--no-cache-dir"]
+        command += ["--find-links", str(wheels), "--report", str(report), "--quiet", "-r", str(file)]
+        runs.append((subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), report))
+    installs: list[dict[str, tuple[str, tuple[str, ...]]] | str] = []
+    for process, report in runs:
+        output, _ = process.communicate(timeout=120)
+        if process.returncode != 0:
+            installs.append(output)
+            continue
+        requested = [item for item in json.loads(report.read_text())["install"] if item["requested"]]
+        extras = [tuple(sorted(pep508.normalize(extra) for extra in item.get("requested_extras", []))) for item in requested]
+        installs.append({pep508.normalize(item["metadata"]["name"]): (item["metadata"]["version"], e) for item, e in zip(requested, extras, strict=True)})
+    return installs
+
+
+def test_pip_reads_the_accepted_file_and_what_the_hosts_get_as_tpuctl_does(tmp_path: Path, wheels: Path) -> None:
+    """The real pip, given the user's file and the pip_text() the hosts get, installs the same projects, versions and
+    extras, and those are the lines tpuctl read: the names, extras, specifiers and markers it kept mean to pip what they
+    meant in the file."""
+    from packaging.requirements import Requirement as PackagingRequirement
+    from packaging.version import Version
+
+    original = tmp_path / "requirements.txt"
+    original.write_text(AGREEING)
+    reqs = read_requirements(str(original))
+    sent = tmp_path / "sent.txt"
+    sent.write_text(reqs.pip_text())
+    from_file, from_sent = _pip_installs([original, sent], wheels)
+    assert isinstance(from_file, dict) and from_file == from_sent
+    expected = {}
+    for requirement in reqs.lines:
+        read_by_packaging = PackagingRequirement(requirement.text)  # what tpuctl kept is PEP 508 to packaging too
+        assert pep508.normalize(read_by_packaging.name) == requirement.name
+        assert tuple(sorted(pep508.normalize(e) for e in read_by_packaging.extras)) == tuple(sorted(requirement.extras))
+        if read_by_packaging.marker is not None and not read_by_packaging.marker.evaluate():
+            continue  # pip leaves out a line whose marker does not hold here (pandas on win32)
+        versions = [v for v in WHEELS[next(n for n in WHEELS if pep508.normalize(n) == requirement.name)] if read_by_packaging.specifier.contains(v)]
+        expected[requirement.name] = (str(max(versions, key=Version)), tuple(sorted(requirement.extras)))
+    assert from_file == expected
+    assert set(expected) == {r.name for r in reqs.lines} - {"pandas"}
+
+
+def test_pip_checks_the_hashes_tpuctl_kept(tmp_path: Path, wheels: Path) -> None:
+    """A pip-compile'd file's --hash options reach the hosts' pip: the right hashes install, a wrong one is refused."""
+    import hashlib
+
+    def sha(name: str) -> str:
+        return hashlib.sha256((wheels / name).read_bytes()).hexdigest()
+
+    good = tmp_path / "good.txt"
+    good.write_text(
+        f"absl-py==2.1.0 \\\n    --hash=sha256:{HASH_A} \\\n    --hash=sha256:{sha('absl_py-2.1.0-py3-none-any.whl')}\n    # via keras\n"
+        f"keras-hub==0.18.1 --hash=sha256:{sha('keras_hub-0.18.1-py3-none-any.whl')}\n"
+    )
+    sent, bad = tmp_path / "sent.txt", tmp_path / "bad.txt"
+    sent.write_text(read_requirements(str(good)).pip_text())
+    bad.write_text(sent.read_text().replace(sha("keras_hub-0.18.1-py3-none-any.whl"), HASH_B))
+    from_good, from_sent, from_bad = _pip_installs([good, sent, bad], wheels)
+    assert from_good == from_sent == {"absl-py": ("2.1.0", ()), "keras-hub": ("0.18.1", ())}
+    assert isinstance(from_bad, str) and "THESE PACKAGES DO NOT MATCH THE HASHES" in from_bad

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.standins.tiny_wheels import make_wheel
 from tpuctl.backends.vertex import staging
 from tpuctl.inputs.errors import TpuctlError
 
@@ -86,12 +87,19 @@ def test_any_ignore_pattern_gives_a_verdict(patterns: list[str], path: str, is_d
 
 @pytest.mark.skipif(importlib.util.find_spec("setuptools") is None, reason="pip needs setuptools to build the bundle without network")
 def test_pip_installs_the_bundle_and_it_runs_the_script_in_its_folder(app: Path, tmp_path: Path) -> None:
-    bundle = staging.build(str(app / "train.py"))
+    """... with the launch's --requirements installed with it (its install_requires), as Vertex's pip install of the
+    bundle does before it runs the script: here from a folder of wheels instead of an index."""
+    (app / "train.py").write_text("import sys, tinydep\nprint('trained', sys.argv[1:], open('data/vocab.txt').read().strip(), tinydep.VALUE)\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "tinydep", "1.0", {"tinydep.py": "VALUE = 'with tinydep 1.0'\n"})
+    make_wheel(wheels, "tinydep", "2.0", {"tinydep.py": "VALUE = 'with tinydep 2.0'\n"})
+    bundle = staging.build(str(app / "train.py"), ("tinydep>=1.0,<2",))
     archive = tmp_path / staging.FILE_NAME
     archive.write_bytes(bundle.data)
     target = tmp_path / "site"
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "--no-index", "--target", str(target), str(archive)],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-index", "--find-links", str(wheels), "--target", str(target), str(archive)],
         capture_output=True, text=True, timeout=180,
     )
     assert installed.returncode == 0, installed.stderr
@@ -99,5 +107,5 @@ def test_pip_installs_the_bundle_and_it_runs_the_script_in_its_folder(app: Path,
     env = {**os.environ, "PYTHONPATH": str(target), "TPUCTL_STRATEGY": "none"}
     ran = subprocess.run([sys.executable, "-m", "tpuctl.runtime.bundle", "train.py", "--epochs", "1"], cwd="/", env=env, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == "trained ['--epochs', '1'] a b c\n"
+    assert ran.stdout == "trained ['--epochs', '1'] a b c with tinydep 1.0\n"
     assert (target / "tpuctl" / "runtime" / "bundle.py").is_file()  # the runtime travels with the script

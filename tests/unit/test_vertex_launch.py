@@ -15,19 +15,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.standins.cli_calls import in_process
+from tests.standins.cli_calls import OFFLINE, in_process
 
 EXAMPLE = str(ROOT / "examples" / "train_tpu.py")
 IMAGE = "us-docker.pkg.dev/my-project/train/tf:2.21"
-# Anything that tried to reach Google would fail: no credentials, endpoints nobody answers.
-OFFLINE: dict[str, str | None] = {
-    "TPUCTL_ACCESS_TOKEN_FILE": "/nonexistent/token",
-    "TPUCTL_VERTEX_ENDPOINT": "http://127.0.0.1:9",
-    "TPUCTL_LOGGING_ENDPOINT": "http://127.0.0.1:9",
-    "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9",
-    "NO_GCE_CHECK": "true",
-}
-
 
 
 def _body(*args: str) -> Any:

@@ -288,6 +288,18 @@ def protected_in(names: Iterable[str]) -> list[str]:
     return [name for name in dict.fromkeys(pep508.normalize(name) for name in names) if name in PROTECTED]
 
 
+def checked(path: str | None, setup: str | None, *, tpu_vm: bool, image: str | None, allowed: bool) -> Requirements | None:
+    """A launch's --requirements file (None without one) read, and on a TPU VM of runtime image `image` both it and
+    --setup held to the rule that TensorFlow there is the image's, unless `allowed` (--replace-tensorflow). GPU hosts
+    and other machines whose TensorFlow is the user's own (`tpu_vm` False) take any."""
+    reqs = read_requirements(path) if path else None
+    if tpu_vm and reqs is not None:
+        refuse_image_software(reqs, allowed=allowed, image=image)
+    if tpu_vm and setup:
+        refuse_setup_software(setup, allowed=allowed)
+    return reqs
+
+
 def refuse_image_software(reqs: Requirements, *, allowed: bool, image: str | None) -> None:
     """A line of `reqs` that would replace or add TensorFlow, libtpu or JAX's TPU runtime on a TPU VM whose runtime
     image is `image` (None: not known yet): refused naming FILE:LINE, unless `allowed` (--replace-tensorflow)."""

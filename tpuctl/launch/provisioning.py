@@ -129,6 +129,15 @@ class NewTpu(Provisioner):
         image = resolved.get("runtime-version") if resolved.given("runtime-version") else None
         return Wanted(plan, image, job.max_preemptions, recovery.asked(resolved), float(resolved.require("create-deadline")))
 
+    @property
+    def image(self) -> str | None:
+        """The runtime image the VM is asked for: the runtime-version setting, else its types' TensorFlow image where they
+        share one (settings.default_runtime, as the create picks it); None where that is not one image."""
+        if self.plan.resolved.given("runtime-version"):
+            return self.plan.resolved.get("runtime-version")
+        images = {settings.default_runtime(name) for name in self.plan.types}
+        return images.pop() if len(images) == 1 else None
+
     def cost(self, notice: Callable[[str], None]) -> VmRecord | None:
         return None  # no VM yet: the record is told its type, zone and price the moment the create is accepted
 

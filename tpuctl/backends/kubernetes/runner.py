@@ -26,6 +26,12 @@ if TYPE_CHECKING:
 
 IMAGE_PYTHON = "python"
 _OPERATOR_RESTARTS = "on Kubernetes, the operator's restart policy (--max-restarts) decides"
+# The pods run the image as it is: what a launch installs on hosts belongs in the image's build.
+_IN_THE_IMAGE = Unsupported(
+    "build an image FROM yours that holds them (`RUN pip install -r requirements.txt`) and pass it as --image",
+    line="{flag} is not available with --backend {backend}: the image must hold the packages",
+)
+IMAGE_NOTE = "[launch] requirements and setup are not installed on Kubernetes: the image must hold the packages"
 
 
 @dataclass(frozen=True)
@@ -54,13 +60,14 @@ class ManifestRequest:
     applied by the run."""
 
     manifest: Manifest
+    notes: tuple[str, ...] = ()  # what the launch leaves alone (a [launch] requirements): YAML comments before the manifest
 
     def to_json(self) -> dict[str, Any]:
         m = self.manifest
-        return {"kind": m.kind, "name": m.name, "namespace": m.namespace, "workers": list(m.workers), "manifest": m.text}
+        return {"kind": m.kind, "name": m.name, "namespace": m.namespace, "workers": list(m.workers), "manifest": m.text, "notes": list(self.notes)}
 
     def render(self) -> str:
-        return self.manifest.text.rstrip("\n")
+        return "".join(f"# {note}\n" for note in self.notes) + self.manifest.text.rstrip("\n")
 
 
 class KubernetesRunner(JobRunner[ManifestRequest]):
@@ -71,6 +78,9 @@ class KubernetesRunner(JobRunner[ManifestRequest]):
         "quiet_notice": Unsupported("run `kubectl exec POD -- py-spy dump --pid 1` to see where a quiet pod is"),
         "max_preemptions": Unsupported(_OPERATOR_RESTARTS),
         "tail_view": Unsupported("run `tpuctl tail MODEL_DIR` beside it", line="{flag} is not available with --backend {backend}"),
+        "requirements": _IN_THE_IMAGE,
+        "setup": _IN_THE_IMAGE,
+        "index_url": _IN_THE_IMAGE,
     }
 
     def __init__(self, options: Options) -> None:
@@ -95,7 +105,7 @@ class KubernetesRunner(JobRunner[ManifestRequest]):
             chips_per_host=o.tpu_chips_per_host,
             gpus_per_worker=o.gpus_per_worker or 0,
         )
-        return ManifestRequest(render(job, kube))
+        return ManifestRequest(render(job, kube), (IMAGE_NOTE,) if job.requirements or job.setup else ())
 
     def submit(self, request: ManifestRequest, context: RunContext) -> Outcome:
         """Keep the manifest in the run's folder, apply it and follow the job."""
@@ -104,6 +114,8 @@ class KubernetesRunner(JobRunner[ManifestRequest]):
         from tpuctl.runs.folder import RunFolder
 
         manifest = request.manifest
+        for note in request.notes:
+            context.notice(note)
         folder = RunFolder(context.log_dir)
         folder.make_attempt(1)  # private: the manifest holds --env values
         path = folder.manifest_file(1)

@@ -11,10 +11,10 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tpuctl.backends.local import bindshim
 from tpuctl.cluster import worker_contract as contract
@@ -27,7 +27,7 @@ from tpuctl.launch.option_fields import option
 from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.process import ports
 from tpuctl.launch.process.plan import Plan, build_plan
-from tpuctl.launch.runner import BackendOptions, RunContext, Runner
+from tpuctl.launch.runner import BackendOptions, RunContext, Runner, Unsupported
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,17 @@ class Options(BackendOptions):
     gpus_per_worker: int = shared_options.gpus_per_worker()
 
 
+# The Job options that set up hosts: refused on the command line, left alone (and said) where a [launch] table sets them.
+_HOSTS_ONLY = Unsupported(
+    "the local workers run in this machine's interpreter: install there (`pip install -r FILE`)", line="{flag} is for hosts (--hosts, --tpu, --new-tpu)"
+)
+HOSTS_ONLY_NOTE = "[launch] requirements and setup are for hosts (--hosts, --tpu, --new-tpu): the local workers run in this machine's interpreter as it is"
+
+
 class LocalRunner(Runner):
     name = "local"
     shares_disk = True
+    unsupported: ClassVar[Mapping[str, Unsupported]] = {"requirements": _HOSTS_ONLY, "setup": _HOSTS_ONLY, "index_url": _HOSTS_ONLY}
 
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()
@@ -70,7 +78,8 @@ class LocalRunner(Runner):
         A dry run holds nothing: reserving every port at once took two descriptors per
         worker, and `--dry-run --workers 1001` died of EMFILE under a 1024 limit.
         """
-        return build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1, gpus=self.gpus)
+        plan = build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1, gpus=self.gpus)
+        return replace(plan, notes=(HOSTS_ONLY_NOTE,)) if job.requirements or job.setup else plan
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.launch.preflight import LocalChecks
@@ -81,6 +90,8 @@ class LocalRunner(Runner):
 
         shim = None if self.options.expose else _loopback_shim(context.notice)
         checks.result()
+        if job.requirements or job.setup:
+            context.notice(HOSTS_ONLY_NOTE)
         context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
         if self.gpus is not None and self.gpus.pool.warning:
             context.notice(f"warning: {self.gpus.pool.warning}")

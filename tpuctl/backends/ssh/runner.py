@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
     from tpuctl.cloud.nodes.tpu import TpuApi
+    from tpuctl.inputs.requirements import Requirements
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.process.plan import Plan
@@ -145,6 +146,10 @@ class TpuSlice:
         self.node = find_node(options.tpu_name, "`tpuctl list` shows the nodes", options.project, options.tpu_zone, None, None)
         self.entries = self._entries()
 
+    @property
+    def image(self) -> str | None:
+        return self.node.runtime_version or None
+
     def _entries(self) -> list[HostEntry]:
         from tpuctl.cloud.nodes.slice_hosts import slice_hosts
 
@@ -246,6 +251,7 @@ class SshRunner(Runner):
         self.selection: Selection | None = None  # what --sync sends (selection.py), chosen at prepare()
         self.sync_limit = 0
         self.warnings: list[str] = []  # laptop paths the hosts may not have: said by the dry run and the run
+        self.requirements: Requirements | None = None  # --requirements, read and checked at prepare()
 
     @property
     def slots(self) -> int:
@@ -264,9 +270,12 @@ class SshRunner(Runner):
         Without an explicit --workers the hosts' slots decide how many workers run.
         """
         from tpuctl.backends.ssh.placement import RemotePaths
+        from tpuctl.inputs.requirements import checked
 
         if not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}")
+        image = self.slice.image if self.slice is not None else None  # a TPU VM's: its TensorFlow is the image's
+        self.requirements = checked(job.requirements, job.setup, tpu_vm=self.slice is not None, image=image, allowed=job.replace_tensorflow)
         extra = job.processes - job.workers
         workers = job.workers
         if "workers" not in given:

@@ -26,6 +26,7 @@ from tpuctl.tpu import accelerators
 
 if TYPE_CHECKING:
     from tpuctl.backends.vertex.job_body import VertexSpec
+    from tpuctl.inputs.requirements import Requirements
     from tpuctl.launch.job import Job
     from tpuctl.launch.outcome import Outcome
     from tpuctl.launch.runner import RunContext
@@ -37,11 +38,14 @@ _STAGING = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[^\x00-\x1f\x7f
 _SERVICE_ACCOUNT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z0-9.-]{1,200}\.iam\.gserviceaccount\.com\Z")
 _REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+\Z")
 _MACHINE = re.compile(r"[a-z][a-z0-9-]{1,62}\Z")
+_REQUIREMENTS_HINT = "build an image FROM --image that holds them (`RUN pip install -r requirements.txt`)"
 _IMAGE_HINT = (
     "an image with TensorFlow (and libtpu for TPUs) and Python 3.10+: Vertex's prebuilt TensorFlow training images "
     "reached end of availability (TF 2.17 CPU/GPU 2026-07-11, TF 2.15 TPU 2025-10-23); see docs/vertex.md#images"
 )
 # Local-and-ssh options a managed job has no equivalent for, each with the reason.
+_IN_THE_IMAGE = "put it in the image's build (a RUN line of a Dockerfile FROM --image)"
+_NOT_ON_VERTEX = "{flag} is not available with --backend {backend}"
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class BodyRequest:
     project: str | None  # None: not set; a dry run shows PROJECT, a run refuses in one line
     region: str
     staged_script: str | None  # --staging-bucket: the script whose folder is bundled to the body's package URI
+    requirements: Requirements | None = None  # --requirements: installed with the bundle (its install_requires)
+    notes: tuple[str, ...] = ()  # what the launch leaves alone (a [launch] setup), said by the dry run and the run
 
     @property
     def where(self) -> str:
@@ -93,6 +99,10 @@ class BodyRequest:
         lines = [f"CustomJob {self.body['displayName']}: POST {self.where}"]
         if self.staged_script is not None:
             lines.append(f"stages {Path(os.path.abspath(self.staged_script)).parent} to {self.package_uri}")
+        if self.requirements is not None:
+            said = ", ".join(line.text for line in self.requirements.lines) or "none"
+            lines.append(f"installs with the bundle, before the script, {self.requirements.source}'s requirements (its install_requires): {said}")
+        lines.extend(self.notes)
         for index, pool in enumerate(pools):
             machine = pool["machineSpec"]
             extra = ", ".join(f"{k} {v}" for k, v in machine.items() if k != "machineType")
@@ -113,10 +123,14 @@ class VertexRunner(JobRunner[BodyRequest]):
         "tail_view": Unsupported("on Vertex AI, run `tpuctl tail gs://...` on the model dir beside it"),
         "simulate_devices": Unsupported("on Vertex AI, Vertex replicas are real machines"),
         "devices": Unsupported("on Vertex AI, each replica uses all of its machine's devices"),
+        "setup": Unsupported(_IN_THE_IMAGE, line=_NOT_ON_VERTEX),
+        "index_url": Unsupported("the job's pip uses the image's configuration: set PIP_INDEX_URL in its build", line=_NOT_ON_VERTEX),
     }
 
     def __init__(self, options: Options) -> None:
         self.options = options
+        self.requirements: Requirements | None = None  # --requirements, read and checked at prepare()
+        self.notes: list[str] = []
 
     # -- checks ----------------------------------------------------------------------------------
 
@@ -141,12 +155,39 @@ class VertexRunner(JobRunner[BodyRequest]):
         if o.staging_bucket is not None and not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}", hint="with --staging-bucket SCRIPT is a file here, shipped with its folder")
         _, tpu = self._machine()
+        self._requirements(job, tpu, given)
         if tpu and (job.workers > 1 or job.ps):
             raise TpuctlError(
                 f"--accelerator {self.options.accelerator}: a Vertex TPU job is one slice driven by one TPUStrategy replica",
                 hint="drop --workers/--ps, or pick a larger slice",
             )
         return replace(job, python=job.python or IMAGE_PYTHON)
+
+    def _requirements(self, job: Job, tpu: bool, given: frozenset[str]) -> None:
+        """--requirements, installed with the staged bundle: read, held to the TensorFlow rule on a TPU (a Vertex TPU
+        replica is a TPU VM running --image), refused without a bundle to carry it or with hashes pip cannot check there;
+        a [launch] requirements or setup this launch leaves alone is said."""
+        from tpuctl.inputs.requirements import read_requirements, refuse_image_software
+
+        if job.setup:  # from a [launch] table: the flag is refused (unsupported)
+            self.notes.append("[launch] setup is not run on Vertex AI: the image's build runs what it needs")
+        if not job.requirements:
+            return
+        if self.options.staging_bucket is None:
+            if "requirements" in given:
+                raise TpuctlError("--requirements on Vertex AI installs with the staged bundle: add --staging-bucket", hint=_REQUIREMENTS_HINT)
+            self.notes.append("[launch] requirements are not installed without --staging-bucket: the image must hold the packages")
+            return
+        self.requirements = reqs = read_requirements(job.requirements)
+        if tpu:
+            refuse_image_software(reqs, allowed=job.replace_tensorflow, image=self.options.image)
+        hashed = next((line for line in reqs.lines if line.hashes), None)
+        if hashed is not None:
+            raise TpuctlError(
+                f"{one_line(reqs.source, 200)}:{hashed.line}: Vertex AI installs requirements with the bundle (its "
+                "install_requires), which carry no --hash: pip could not check them",
+                hint="drop the --hash options for Vertex AI, or " + _REQUIREMENTS_HINT,
+            )
 
     def _machine(self) -> tuple[accelerators.VertexMachine, bool]:
         chosen = self.options.accelerator
@@ -194,7 +235,8 @@ class VertexRunner(JobRunner[BodyRequest]):
         resolved = settings.resolve({"project": self.options.project, "region": self.options.region})
         region = self.options.region or resolved.get("region") or DEFAULT_REGION
         endpoint = resolved.get("vertex-endpoint") or regional_endpoint(region)
-        return BodyRequest(body, endpoint, resolved.get("project"), region, job.script if self.options.staging_bucket else None)
+        staged = job.script if self.options.staging_bucket else None
+        return BodyRequest(body, endpoint, resolved.get("project"), region, staged, self.requirements, tuple(self.notes))
 
     def submit(self, request: BodyRequest, context: RunContext) -> Outcome:
         """Stage the script's folder where the body says it is, POST the body and follow the job."""
@@ -208,8 +250,11 @@ class VertexRunner(JobRunner[BodyRequest]):
         resolved = settings.resolve({"project": self.options.project, "region": self.options.region})
         project = request.project or resolved.project  # none set: one line, before any credential is read
         identity = credentials.load(resolved)
+        for note in request.notes:
+            context.notice(note)
         if request.staged_script is not None and request.package_uri is not None:
-            bundle = staging.build(request.staged_script)
+            requires = tuple(line.text for line in request.requirements.lines) if request.requirements is not None else ()
+            bundle = staging.build(request.staged_script, requires)
             for link in bundle.skipped_links:
                 context.notice(f"left out of the bundle: {link} (a symlinked folder, or a link leading out of the script's folder)")
             staging.upload(bundle, request.package_uri)

@@ -8,6 +8,12 @@ what it imports, as ssh hosts get it; it must match this launcher) and
 (`.tpuctlignore`, else `.gitignore`) and the usual caches leave out. Inside
 the job, tpuctl/runtime/bundle.py finds that folder and runs the script in it.
 
+The launch's --requirements go in as the bundle's `install_requires`: pip installs a package's
+install_requires with it, so Vertex's own install of the bundle installs them, before the script
+runs (Vertex's guide to a training application for a prebuilt container declares a package's
+dependencies there: https://cloud.google.com/vertex-ai/docs/training/create-python-pre-built-container;
+AI Platform's said pip installs them with the package: https://cloud.google.com/ai-platform/training/docs/packaging-trainer).
+
 Symlinks are followed only where they stay inside the folder: a link to
 ~/.ssh must not end up in a bucket.
 """
@@ -46,6 +52,7 @@ setup(
     description="A training script's folder and the tpuctl runtime that runs it (made by tpuctl launch --backend vertex)",
     packages={packages!r},
     package_data={{"": ["**/*"]}},
+    install_requires={requires!r},
 )
 '''
 
@@ -122,8 +129,9 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def build(script: str) -> Bundle:
-    """The bundle of SCRIPT's folder, checked against the limits, in memory."""
+def build(script: str, requires: tuple[str, ...] = ()) -> Bundle:
+    """The bundle of SCRIPT's folder, checked against the limits, in memory; `requires` (PEP 508 requirements, the
+    launch's --requirements) are what pip installs with it."""
     # The folder the script is run from here (its link's, for a symlinked script), as `python SCRIPT` puts it on sys.path.
     folder = Path(os.path.abspath(script)).parent
     patterns = _patterns(folder)
@@ -149,7 +157,7 @@ def build(script: str) -> Bundle:
     packages = sorted(".".join(Path(name).parent.parts) for name, _ in runtime if name.endswith("/__init__.py"))
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        _add(tar, "setup.py", _SETUP.format(packages=[*packages, PACKAGE]).encode())
+        _add(tar, "setup.py", _SETUP.format(packages=[*packages, PACKAGE], requires=list(requires)).encode())
         _add(tar, "PKG-INFO", b"Metadata-Version: 2.1\nName: tpuctl-job\nVersion: 0.0.0\n")
         for name, data in runtime:
             _add(tar, name, data)

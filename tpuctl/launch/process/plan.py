@@ -61,6 +61,7 @@ class Plan:
     run_id: str
     attempt: int
     gpus: Share | None = None  # which GPUs each local worker sees (tpuctl/devices/gpus.py); None: left alone
+    notes: tuple[str, ...] = ()  # what the backend says of the launch beside the workers (a setting it leaves alone)
 
     @property
     def tf_config(self) -> bool:
@@ -79,6 +80,7 @@ class Plan:
             "tf_config": self.tf_config,
             "workers": [w.to_dict() for w in self.workers],
             "gpus": self.gpus.to_json() if self.gpus is not None else None,
+            "notes": list(self.notes),
         }
 
     def render(self) -> str:
@@ -93,6 +95,7 @@ class Plan:
             lines.extend(f"  env: {name}={shlex.quote(value)}" for name, value in worker.env.items())
         if not self.tf_config:
             lines.append(NO_TF_CONFIG)
+        lines.extend(self.notes)
         lines.append("(dry run: nothing started; ports are chosen afresh at launch)")
         # An argument that is not UTF-8 reaches Python as lone surrogates ("\udcff" for the byte 0xff),
         # which a strict UTF-8 stdout cannot encode: show those as backslash escapes instead.
