@@ -349,7 +349,7 @@ class SshRunner(Runner):
         """--requirements' and --setup's environment, or None; on a TPU VM a lock that replaces its TensorFlow is refused."""
         from tpuctl.backends.ssh.environment.spec import EnvSpec
 
-        return EnvSpec.of_job(job, tpu=self.slice is not None)
+        return EnvSpec.of_job(job, self.requirements, tpu=self.slice is not None)
 
     def _new_tpu(self) -> NewTpu | None:
         """--new-tpu's VM, where the launch makes one (its module loads only then)."""
@@ -439,7 +439,9 @@ class ShippedPlan:
         if sync is None:
             lines.append("sync: none: the hosts must already have the script there (--sync copies it)")
         else:
-            lines += _sync_lines(sync)
+            from tpuctl.backends.ssh.sync import planned_lines
+
+            lines += planned_lines(sync)
         if self.remote.get("environment") is not None:
             from tpuctl.backends.ssh.environment.spec import render
 
@@ -456,25 +458,6 @@ class ShippedPlan:
             f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"
         )
         return "\n".join([*lines, last])
-
-
-def _sync_lines(sync: dict[str, Any]) -> list[str]:
-    """A dry run's --sync: from where to where, the summary a launch prints before sending, the largest files,
-    what is left out, and the rsync command each host gets."""
-    from tpuctl.inputs.parse import format_size
-
-    chooser = "git ls-files" if sync["chooser"] == "git" else "the .gitignore and .tpuctlignore files (not a git checkout)"
-    largest = sorted(sync["files"], key=lambda item: (-item[1], item[0]))[:5]
-    lines = [
-        f"sync: {sync['source']} -> each host's {sync['dest']}, the files chosen by {chooser} (never __pycache__)",
-        sync["summary"],
-        "sync: largest: " + ", ".join(f"{path} ({format_size(size)})" for path, size in largest),
-    ]
-    if sync["left_out"]:
-        lines.append("sync: left out: " + ", ".join(f"{path} ({why})" for path, why in sync["left_out"]))
-    lines.append(f"sync: with: {sync['command']} (the files' paths on its stdin)")
-    lines.append(f"  ({sync['fallback']})")
-    return lines
 
 
 def _sync_limit(flag: str | None, given: bool) -> int:

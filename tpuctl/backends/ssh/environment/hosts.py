@@ -93,9 +93,9 @@ class Environments:
         try:
             found = self._probe(hosts)
             lock = self.lock or self._agreed(hosts, found)
-            resolved = lock is None
-            if lock is None:
-                lock = self._resolve(hosts[0], attempt)
+            resolved = lock is None and bool(self.spec.pip_text)
+            if lock is None:  # no lock yet: resolved once, on the first host (with no requirement, --setup alone: empty)
+                lock = self._resolve(hosts[0], attempt) if resolved else Lock(())
             self._refuse_replacing(lock)
             self.lock = lock
             self.keys = {host: env_key(lock.digest, found[host].facts) for host in hosts}

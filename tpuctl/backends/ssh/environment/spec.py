@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tpuctl.inputs.redact import url_credentials_hidden
 
 if TYPE_CHECKING:
+    from tpuctl.inputs.requirements import Requirements
     from tpuctl.launch.job import Job
 
 ENVS_HOME = "~/.cache/tpuctl/envs/"  # as people read it; each host resolves it (XDG_CACHE_HOME, else ~/.cache)
@@ -36,16 +37,12 @@ class EnvSpec:
     bucket: str | None  # the run's bucket (a gs:// model dir's), where the wheels are kept for every host
 
     @classmethod
-    def of_job(cls, job: Job, *, tpu: bool) -> EnvSpec | None:
-        """The job's environment, or None where it asks for none (no --requirements and no --setup): the workers
-        then run with the hosts' Python as it is."""
-        if job.requirements is None and job.setup is None:
+    def of_job(cls, job: Job, reqs: Requirements | None, *, tpu: bool) -> EnvSpec | None:
+        """The job's environment (`reqs`: its --requirements, read and checked as the launch prepared), or None where
+        it asks for none (no --requirements and no --setup): the workers then run with the hosts' Python as it is."""
+        if reqs is None and job.setup is None:
             return None
-        pip_text = ""
-        if job.requirements is not None:
-            from tpuctl.inputs.requirements import read_requirements
-
-            pip_text = read_requirements(job.requirements).pip_text()
+        pip_text = reqs.pip_text() if reqs is not None else ""
         model_dir = job.model_dir or ""
         bucket = model_dir[len("gs://") :].partition("/")[0] if model_dir.startswith("gs://") else None
         return cls(job.requirements, pip_text, job.setup, job.index_url, job.replace_tensorflow, tpu, bucket or None)
