@@ -216,3 +216,11 @@ def test_the_wheels_go_back_as_a_tar_of_exactly_the_lock(tmp_path: Path, resolve
         assert sorted(tar.getnames()) == sorted(item["file"] for item in lock)
     missing = subprocess.run([sys.executable, "-S", "-c", remote.source(), "pack", "f" * 32], capture_output=True, env=host_env(host), timeout=60)
     assert missing.returncode == 3 and json.loads(missing.stdout.decode().split(REPLY)[1])["error"]["kind"] == "wheels"
+
+
+def test_setup_alone_gets_an_environment_with_no_package_of_its_own(tmp_path: Path) -> None:
+    """--setup without --requirements: an empty lock, no index, no wheels; the venv over the host's Python all the same."""
+    host = tmp_path / "host0"
+    built, _ = build(host, [])
+    assert built["built"] and in_env(built["python"], "import numpy, sys; print(sys.prefix != sys.base_prefix)") == "True"
+    assert not (host / "tpuctl" / "wheels").exists()

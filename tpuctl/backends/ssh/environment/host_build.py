@@ -67,7 +67,7 @@ def build(header: "dict[str, Any]", deadline: float) -> None:
     built = False
     if ready_lock(key) is None:
         sweep(envs)
-        wheels = gather(header, lock, deadline)
+        wheels = gather(header, lock, deadline) if lock else ""  # --setup alone: an environment with no package of its own
         room(envs, lock)
         install(os.path.join(envs, key), wheels, lock, deadline)
         built = True
