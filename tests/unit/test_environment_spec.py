@@ -14,6 +14,7 @@ from tpuctl.backends.ssh.environment.hosts import Console, Environments
 from tpuctl.backends.ssh.environment.lock import Lock
 from tpuctl.backends.ssh.environment.spec import EnvSpec
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.runs.folder import RunFolder
 from tpuctl.ssh.client_args import SshOptions
 
 SECRET = "s3cret-t0ken"
@@ -50,7 +51,7 @@ def test_a_lock_s_digest_is_its_wheels_not_their_order() -> None:
 
 
 def environments(spec: EnvSpec) -> Environments:
-    console = Console(notice=lambda line: None, show=lambda host, line: None, folder=lambda attempt: Path("/nonexistent"))
+    console = Console(notice=lambda line: None, show=lambda host, line: None, folder=RunFolder(Path("/nonexistent")))
     return Environments(spec, SshOptions(), "python3", console, 60.0, "/work")
 
 

@@ -90,6 +90,14 @@ class RunFolder:
             raise TpuctlError(f"cannot create log folder {folder}: {err.strerror or err}", hint=_WRITABLE_HINT) from None
         return folder
 
+    def environment_log(self, attempt: int, host: str) -> Path:
+        """pip's words on `host` for the launch's --requirements (an ssh launch's environments)."""
+        return self.attempt_dir(attempt) / f"environment@{host}.log"
+
+    def setup_log(self, attempt: int, host: str) -> Path:
+        """--setup's output on `host`."""
+        return self.attempt_dir(attempt) / f"setup@{host}.log"
+
     def plan_file(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "plan.json"
 

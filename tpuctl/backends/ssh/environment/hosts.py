@@ -27,6 +27,7 @@ from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import FAILED, USAGE, LostConnection, TpuctlError, one_line
 from tpuctl.inputs.private_files import write_private
 from tpuctl.runs import timeline as tl
+from tpuctl.runs.folder import RunFolder
 from tpuctl.ssh.client_args import SshOptions
 from tpuctl.ssh.fanout import HostResult, parallel, run_everywhere
 
@@ -38,8 +39,6 @@ PROBE_TIMEOUT_S = 60.0  # one round trip a host (a first connection among them) 
 RESOLVE_TIMEOUT_S = 1800.0  # pip's dry run and the downloads of one resolution, on the first host
 BUILD_TIMEOUT_S = 1800.0  # a venv and pip install from wheels already there, per host
 SSH_MARGIN_S = 30.0  # ssh's deadline past the program's own: the program's answer, not ssh's, says what took too long
-HOST_LOG = "environment@{host}.log"  # in the attempt's folder: pip's words on that host
-SETUP_LOG = "setup@{host}.log"
 # The program's own kinds of failure that are the request's (exit 2): a requirement no wheel satisfies, pins that
 # conflict, a host without room, --setup failing; the rest (ssh, a host's folders) are the operation's (exit 1).
 _USAGE_KINDS = frozenset({"unresolvable", "conflict", "disk", "hashes", "pip", "index", "venv", "setup", "timeout"})
@@ -63,7 +62,7 @@ class Console:
 
     notice: Callable[[str], None]
     show: Callable[[str, str], None]  # (host, line): a --setup line on the console
-    folder: Callable[[int], Path]  # attempt -> its folder in the run's logs
+    folder: RunFolder  # the run's logs: each host's pip and --setup words go in the attempt's folder
     timeline: tl.Timeline | None = None
 
 
@@ -229,7 +228,7 @@ class Environments:
             lines = [line for line in result.output.splitlines() if not line.startswith(REPLY)]
             while lines and not lines[-1].strip():
                 lines.pop()
-            self._log(attempt, SETUP_LOG, result.host, "".join(line + "\n" for line in lines))
+            self._log(self.console.folder.setup_log(attempt, result.host), "".join(line + "\n" for line in lines))
             for line in lines:
                 self.console.show(result.host, self.spec.scrub(line))
             problem = self._setup_problem(result, attempt)
@@ -249,7 +248,7 @@ class Environments:
         return result
 
     def _setup_problem(self, result: HostResult, attempt: int) -> str | None:
-        log = self.console.folder(attempt) / SETUP_LOG.format(host=result.host)
+        log = self.console.folder.setup_log(attempt, result.host)
         try:
             answer = remote.answer(result.output)
         except remote.NoAnswer:
@@ -275,12 +274,12 @@ class Environments:
             raise TpuctlError(f"{result.host}: cannot {doing}: {self._no_answer(result)}", exit_code=FAILED) from None
         log = answer.get("log") or (answer.get("error") or {}).get("log")
         if attempt is not None and isinstance(log, str) and log:
-            self._log(attempt, HOST_LOG, result.host, self.spec.scrub(log))
+            self._log(self.console.folder.environment_log(attempt, result.host), self.spec.scrub(log))
         error = answer.get("error")
         if isinstance(error, dict):
             kind = str(error.get("kind"))
             message = self.spec.scrub(one_line(str(error.get("message")), 400))
-            where = f" (pip's words: {self.console.folder(attempt) / HOST_LOG.format(host=result.host)})" if attempt is not None and log else ""
+            where = f" (pip's words: {self.console.folder.environment_log(attempt, result.host)})" if attempt is not None and log else ""
             raise TpuctlError(f"{result.host}: cannot {doing}: {message}{where}", exit_code=USAGE if kind in _USAGE_KINDS else FAILED)
         return answer
 
@@ -288,11 +287,11 @@ class Environments:
         said = self.spec.scrub(one_line(result.output, last=True)) or result.error or exit_words(result.exit_code)
         return f"{said} ({self.python} could not run tpuctl's environment program: pass --python)" if result.exit_code not in (0, 124) else said
 
-    def _log(self, attempt: int, name: str, host: str, text: str) -> None:
+    def _log(self, path: Path, text: str) -> None:
         try:
-            write_private(self.console.folder(attempt) / name.format(host=host), text)
+            write_private(path, text)
         except OSError as err:
-            self.console.notice(f"warning: cannot keep {host}'s environment log: {err.strerror or err}")
+            self.console.notice(f"warning: cannot keep {path}: {err.strerror or err}")
 
     def _mark(self, event: str, attempt: int, **fields: Any) -> None:
         if self.console.timeline is not None:
@@ -316,12 +315,10 @@ def for_run(spec: EnvSpec, ssh: SshOptions, job: Job, context: RunContext, workd
     with its host), keeping their logs in each attempt's folder and their time in the run's timeline."""
     from tpuctl.inputs.terminal import printable
     from tpuctl.launch.console.logs import tag
-    from tpuctl.runs.folder import RunFolder
-
     console = Console(
         notice=context.notice,
         show=lambda host, line: context.writer.write(f"{tag('setup', 0, context.colour, host)} {printable(line)}"),
-        folder=RunFolder(context.log_dir).attempt_dir,
+        folder=RunFolder(context.log_dir),
         timeline=context.timeline,
     )
     return Environments(spec, ssh, job.python, console, job.start_timeout, workdir)
