@@ -91,7 +91,8 @@ class Environments:
         built: list[str] = []
         try:
             found = self._probe(hosts)
-            lock = self.lock or self._agreed(hosts, found)
+            known = env_key(self.request, found[hosts[0]].facts)  # this request on the first host's Python and platform
+            lock = self.lock or self._agreed(hosts, found) or self.store.recalled(known)
             resolved = lock is None and bool(self.spec.pip_text)
             if lock is None:  # no lock yet: resolved once, on the first host (with no requirement, --setup alone: empty)
                 lock = self._resolve(hosts[0], attempt) if resolved else Lock(())
@@ -104,6 +105,7 @@ class Environments:
             holders = [host for host in hosts if lock.digest in found[host].wheels or (resolved and host == hosts[0])]
             if resolved and lock.wheels:
                 self._keep(lock, holders)
+                self.store.remember(known, lock)
             if built:
                 pythons.update(self._build(built, lock, holders, attempt))
         finally:

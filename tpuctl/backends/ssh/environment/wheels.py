@@ -18,6 +18,7 @@ may have moved, or be down). Every wheel is checked against the lock's SHA-256 w
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import tarfile
@@ -30,7 +31,8 @@ from tpuctl.backends.ssh.environment import remote
 from tpuctl.backends.ssh.environment.lock import Lock, Wheel
 from tpuctl.backends.ssh.environment.spec import BUCKET_FOLDER
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
-from tpuctl.inputs.private_files import private_dir
+from tpuctl.inputs.parse import read_small_bytes
+from tpuctl.inputs.private_files import private_dir, write_private
 from tpuctl.safety import reaper
 from tpuctl.ssh.client_args import SshOptions
 
@@ -63,6 +65,21 @@ class WheelStore:
         """This machine has the lock's wheels (each was checked against the lock as it was written)."""
         folder = self.folder(lock)
         return (folder / COMPLETE).is_file() and all((folder / wheel.file).is_file() for wheel in lock.wheels)
+
+    def remember(self, request: str, lock: Lock) -> None:
+        """The lock a request resolved to on hosts of one Python and platform (`request`: a digest of both), so that a
+        later launch whose hosts are all new (each `--new-tpu` run's VM is) installs it without resolving again."""
+        folder = launcher_cache() / "requests"
+        private_dir(folder)
+        write_private(folder / request, json.dumps(lock.to_json()))
+
+    def recalled(self, request: str) -> Lock | None:
+        """The lock `request` resolved to last, where this machine still keeps its wheels; else None."""
+        try:
+            lock = Lock.of(json.loads(read_small_bytes(launcher_cache() / "requests" / request, "lock", limit=16 << 20) or b"null"))
+        except (TpuctlError, ValueError):
+            return None
+        return lock if self.kept(lock) else None
 
     def pull(self, host: str, lock: Lock) -> None:
         """The lock's wheels from `host` (which has them) into this machine's cache, each checked."""
