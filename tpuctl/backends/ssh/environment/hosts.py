@@ -303,8 +303,9 @@ class Environments:
         reused = len(hosts) - len(built)
         if built:
             kept = f"; wheels kept in {self.spec.wheels_home(lock.digest)}" if lock.wheels else ""
+            what = lock.summary() if self.spec.requirements else "--setup's alone, no package of its own"
             self.console.notice(
-                f"environment {lock.digest[:12]}: {lock.summary()}; built on {', '.join(built)}"
+                f"environment {lock.digest[:12]}: {what}; built on {', '.join(built)}"
                 + (f", reused on {reused} host(s)" if reused else "")
                 + f" in {seconds:.1f}s{kept}"
             )
