@@ -109,7 +109,8 @@ def test_one_resolution_feeds_every_host_even_as_the_index_moves_and_the_next_la
     """Launch 1: the first host resolves (tpuctl-test-gamma: alpha 2.0, the newest beta allows) and a newer alpha lands on
     the index right after; the other host installs the lock's wheels, not the index's newest, and --setup runs once on
     each host in its environment. Launch 2: every environment is reused (no pip, the index not asked, --setup not run
-    again), though the index now offers alpha 3.0; `tpuctl report` has the time as `environment setup`."""
+    again), though the index now offers alpha 3.0; `tpuctl report` has the time as `environment setup`. Launch 3: hosts
+    that lost everything, with the index down, get the same lock from this machine's copy."""
     index.publish_after_next_download(package_wheels.later)
     asked = dict(index.asked)
     args = ["--requirements", requirements(work, "tpuctl-test-gamma\n"), "--index-url", index.url, "--setup", "tpuctl-test-beta"]
@@ -138,7 +139,23 @@ def test_one_resolution_feeds_every_host_even_as_the_index_moves_and_the_next_la
     assert versions(work)[0]["alpha"] == "2.0"  # the lock, not the index's alpha 3.0
     report = run_tpuctl("report", str(work / "logs2"), "--json", timeout=60)
     assert json.loads(report.stdout)["categories"]["environment setup"] > 0, report.stdout + report.stderr
-    no_secret_anywhere(work, out, err)
+
+    # Launch 3: new hosts (their caches gone, as each --new-tpu run's VM is new) and the index down: the lock this
+    # machine resolved the request to is installed from the wheels it keeps, no resolution.
+    for host in (1, 2):
+        for folder in ("envs", "wheels"):
+            _remove(cluster.cache(host) / "tpuctl" / folder)
+    for seen_before in (work / "out").glob("*.json"):
+        seen_before.unlink()
+    index.stop()
+    try:
+        code, out3, err3 = launch(cluster, work, "logs3", *args)
+    finally:
+        index.start()
+    assert code == 0, err3
+    assert "resolving" not in err3 and "built on host1, host2" in err3, err3
+    assert [versions(work)[i]["alpha"] for i in (0, 1)] == ["2.0", "2.0"]
+    no_secret_anywhere(work, out, err, out3, err3)
 
 
 def test_the_run_s_bucket_keeps_the_wheels_for_a_host_that_never_meets_the_index(
