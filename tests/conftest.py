@@ -110,6 +110,15 @@ def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
+@pytest.fixture(scope="session")
+def package_wheels(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The tests' package wheels (tests/standins/package_index.py), built once a session from tiny source packages with
+    this environment's pip; each module serves them from an index of its own (PackageIndex(package_wheels.folder(...)))."""
+    from tests.standins.package_index import wheel_set
+
+    return wheel_set(tmp_path_factory.mktemp("package-wheels"))
+
+
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A port on loopback that accepts TCP connections and never says a word: what makes TensorFlow's connect (and

@@ -168,6 +168,10 @@ _OWN_START = {
     "tpuctl/doctor/probe.py": "doctor's probe, itself under reaper.run (or an ssh session with a deadline): its children "
     "(TensorFlow's import, nvidia-smi) each have a deadline, and the import dies with the probe (PR_SET_PDEATHSIG)",
     "tpuctl/backends/ssh/agent.py": "the remote agent: a subreaper that kills what it adopted when its worker ends or its ssh session does",
+    "tpuctl/backends/ssh/environment/host_env.py": "runs on an ssh host, sent as source (no reaper there): venv and pip, each "
+    "in a session of its own, its whole group killed at the command's deadline, which the launcher's ssh deadline outlasts",
+    "tpuctl/backends/ssh/environment/host_build.py": "runs on an ssh host as host_env.py does: --setup in a session of its own, "
+    "its whole group killed at --start-timeout",
     "tpuctl/safety/child_output.py": "run(): reaper.run with bounded output (reaper.run would keep all a child prints): a deadline "
     "every caller names, SIGKILL when tpuctl dies (reaper.dies_with_parent), the child killed at its limit or its deadline",
 }

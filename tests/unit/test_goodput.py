@@ -297,3 +297,40 @@ def test_a_hunt_that_never_ends_runs_to_the_run_s_end_and_a_hunting_share_never_
     assert cats(lost) == {goodput.OTHER: 2, goodput.PROVISIONING: 48}
     odd = goodput.analyse([ev(0, tl.RUN_START), ev(0, tl.PROVISION_BEGIN), ev(10, tl.PROVISION_END, hunting_s=1e9), ev(11, tl.RUN_END)])
     assert cats(odd) == {goodput.HUNTING: 10, goodput.OTHER: 1}
+
+
+def test_the_hosts_environment_is_its_own_category_in_each_attempt_it_preceded() -> None:
+    """environment_begin -> environment_end (the ssh backend's, before an attempt's workers): `environment setup`,
+    carved out of `other` before the first attempt and out of `restart` before a later one, and counted to the attempt
+    whose workers it waited for; a launcher killed while it built leaves a begin that runs to the run's end."""
+    events = [
+        ev(0, tl.RUN_START),
+        ev(1, tl.ENV_BEGIN, 1, step="packages", hosts=2),
+        ev(21, tl.ENV_END, 1, step="packages", built=2),
+        ev(22, tl.ENV_BEGIN, 1, step="setup", hosts=2),
+        ev(25, tl.ENV_END, 1, step="setup", built=2),
+        ev(26, tl.ATTEMPT_START, 1),
+        ev(30, tl.RUNTIME_READY, 1, "worker:0"),
+        ev(32, tl.FIRST_STEP, 1, "worker:0", step=1, source="keras"),
+        *steps(1, [(50, 100)]),
+        ev(51, tl.ATTEMPT_END, 1, result="preempted"),
+        ev(52, tl.RESTART, 1, why="preemption"),
+        ev(54, tl.ENV_BEGIN, 2, step="packages", hosts=2),
+        ev(64, tl.ENV_END, 2, step="packages", built=2),  # the recreated VM's hosts built again, from the kept wheels
+        ev(65, tl.ATTEMPT_START, 2),
+        ev(70, tl.FIRST_STEP, 2, "worker:0", step=101, source="keras"),
+        *steps(2, [(90, 200)]),
+        ev(91, tl.ATTEMPT_END, 2, result="succeeded"),
+        ev(92, tl.RUN_END),
+    ]
+    report = goodput.analyse(sorted(events, key=lambda e: e.t))
+    found = cats(report)
+    assert found[goodput.ENVIRONMENT] == 20 + 3 + 10
+    assert found[goodput.RESTART] == 3 + 1 + 5  # 51 -> 54, 64 -> 65, 65 -> 70: the rest of the way back
+    assert found[goodput.OTHER] == 1 + 1 + 1 + 1 + 1 + 1  # before, between the two steps, before the attempt, after the steps, after
+    assert sum(found.values()) == pytest.approx(92)
+    first, second = (attempt.split.categories[goodput.ENVIRONMENT] for attempt in report.attempts)
+    assert (first, second) == (23, 10)
+    assert "36% environment setup" in report.summary_line()
+    killed = goodput.analyse([ev(0, tl.RUN_START), ev(2, tl.ENV_BEGIN, 1, step="packages"), ev(40, tl.ENV_BEGIN, 1, step="packages")])
+    assert cats(killed)[goodput.ENVIRONMENT] == 38 and killed.total.wall_s == 40

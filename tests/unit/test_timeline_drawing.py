@@ -208,7 +208,7 @@ def test_escape_sequences_in_the_views_text_are_shown_escaped_never_passed_to_th
     assert not any(c in text for c in "\x1b\x07\r\x9b\u202e")
     assert "worker:0\\x1b]0;pwned\\x07" in text and "failed\\x1b[31m: line one line two" in text and "\\x9b2J reset" in text
     coloured = "\n".join(draw(the_view, width=200, color=True))
-    assert set(re.findall(r"\x1b[^m]*m", coloured)) <= {"\x1b[0m", *(f"\x1b[{c}m" for c in ("2;33", "33", "32", "35", "36", "34", "91", "1;31", "1"))}
+    assert set(re.findall(r"\x1b[^m]*m", coloured)) <= {"\x1b[0m", *(f"\x1b[{c}m" for c in ("94", "2;33", "33", "32", "35", "36", "34", "91", "1;31", "1"))}
 
 
 def test_a_week_of_64_workers_and_ten_attempts_draws_every_row_and_restart() -> None:

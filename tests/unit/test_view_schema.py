@@ -62,6 +62,9 @@ def _run_of_every_part(folder: Path) -> None:
     timeline.event(tl.ATTEMPT_END, attempt=1)
     timeline.event(tl.RESTART, attempt=1, why="failure", next_attempt=2)
     clock.t += 60
+    timeline.event(tl.ENV_BEGIN, attempt=2, step="packages", hosts=2)  # the hosts' environment, checked again
+    clock.t += 2
+    timeline.event(tl.ENV_END, attempt=2, step="packages", built=0, seconds=2.0)
     _attempt(timeline, clock, 2, restore=True)
     _steps(timeline, clock, 2, 51, 5)
     timeline.flush_steps(2)

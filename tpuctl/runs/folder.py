@@ -15,6 +15,8 @@ stacks`, run history, timelines, profiles) reads one shape:
     LOG_DIR/attempt-N/profilers.json         its workers, where they write profiles, how to reach them (local, ssh; `tpuctl profile`)
     LOG_DIR/attempt-N/manifest.yaml          what a Kubernetes launch applied
     LOG_DIR/attempt-N/TYPE-INDEX[@HOST].log  one worker's output (HOST where workers run on several hosts)
+    LOG_DIR/attempt-N/environment@HOST.log   pip's words on HOST for --requirements (backends/ssh/environment/hosts.py)
+    LOG_DIR/attempt-N/setup@HOST.log         --setup's output on HOST
     LOG_DIR/attempt-N/stacks-M/              every worker's stacks, taken the M-th time, and their view
 
 The folders are private (0700): plans, manifests and logs may hold --env values.
@@ -87,6 +89,14 @@ class RunFolder:
         except OSError as err:
             raise TpuctlError(f"cannot create log folder {folder}: {err.strerror or err}", hint=_WRITABLE_HINT) from None
         return folder
+
+    def environment_log(self, attempt: int, host: str) -> Path:
+        """pip's words on `host` for the launch's --requirements (an ssh launch's environments)."""
+        return self.attempt_dir(attempt) / f"environment@{host}.log"
+
+    def setup_log(self, attempt: int, host: str) -> Path:
+        """--setup's output on `host`."""
+        return self.attempt_dir(attempt) / f"setup@{host}.log"
 
     def plan_file(self, attempt: int) -> Path:
         return self.attempt_dir(attempt) / "plan.json"

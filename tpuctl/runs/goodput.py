@@ -33,7 +33,10 @@ EVALUATION = "evaluation"
 # (hunting: the tries that stocked out; provisioning: the try that held, create and READY), and the time between two
 # attempts spent recreating it after a preemption. Carved out of `other` and `restart`, which keep the rest of those spans.
 PROVISIONING, HUNTING, RECOVERY = "provisioning", "stockout hunting", "preemption recovery"
-CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, EVALUATION, LOST_WORK, RESTART, HANG, OTHER, PROVISIONING, HUNTING, RECOVERY)
+# The hosts' environment (an ssh launch's --requirements and --setup: timeline.ENV_BEGIN -> ENV_END) before an
+# attempt's workers start: carved out of whatever the span would be else (`other` before the first, `restart` later).
+ENVIRONMENT = "environment setup"
+CATEGORIES = (TRAINING, START_UP, FIRST_STEP, SAVE, RESTORE, EVALUATION, LOST_WORK, RESTART, HANG, OTHER, PROVISIONING, HUNTING, RECOVERY, ENVIRONMENT)
 _CLOCK_LIMIT = compact.CLOCK_LIMIT
 # bytes: a week of 64 workers samples ~150 MB of steps, read streamed (~2 s, 20 bytes kept a step line); 4 GiB is ~25
 # such weeks, and past it the file is no timeline of ours (a link to a disk image) and not worth minutes of reading.
@@ -175,7 +178,8 @@ def of_compact(read: compact.Compact, *, now: float | None = None, windows: int 
     if attempts and not finished:
         attempts[-1].unended = True
     node = _NodeSpans.of(events, attempts, end)
-    cuts = {begin, end, *node.cuts()}
+    environment = _spans(events, tl.ENV_BEGIN, tl.ENV_END, end)  # the launcher's: a begin with no end was killed there
+    cuts = {begin, end, *node.cuts(), *(t for span in environment for t in span)}
     for attempt in attempts:
         cuts.update(attempt.cuts())
     points = sorted(t for t in cuts if begin <= t <= end)
@@ -194,6 +198,8 @@ def of_compact(read: compact.Compact, *, now: float | None = None, windows: int 
             category = owner.category(middle, restarted=index > 0)
         if category in (OTHER, RESTART):  # outside every attempt's own time: the run's VM may account for it
             category = node.category(middle) or category
+        if _within(environment, middle):
+            category = ENVIRONMENT
         total.add(category, b - a)
         if owner is not None:
             per_attempt[owner.number].add(category, b - a)

@@ -12,6 +12,8 @@ Who writes what:
                        price_per_hour: the VM's list price), recreate_begin (node, zone, condition), recreate_end (node,
                        zone, capacity, price_per_hour), node_delete (node, zone, fate: deleted or kept)
     process engine     attempt_start, worker_start, runtime_ready, failure, preempted, hang, restart, attempt_end
+    the ssh backend    environment_begin / environment_end (step: packages, setup; built: hosts built or set up,
+                       seconds), before the attempt's attempt_start: the hosts' environment (--requirements, --setup)
     job engine         job_state (a cluster's job: submitted, running, ...)
     a worker's runtime first_step, step, checkpoint_save_begin/_end, checkpoint_restore_begin/_end,
                        evaluation_begin/_end (fit's validation); sent on the
@@ -50,9 +52,12 @@ JOB_STATE = "job_state"
 PROVISION_BEGIN, NODE_CREATE, PROVISION_END = "provision_begin", "node_create", "provision_end"
 RECREATE_BEGIN, RECREATE_END, NODE_DELETE = "recreate_begin", "recreate_end", "node_delete"
 NODE_EVENTS = frozenset({PROVISION_BEGIN, NODE_CREATE, PROVISION_END, RECREATE_BEGIN, RECREATE_END, NODE_DELETE})
+# The hosts' environment (ssh launches with --requirements or --setup): before each attempt's workers start, the
+# packages looked for and built where missing (step "packages"), then --setup where it has not run (step "setup").
+ENV_BEGIN, ENV_END = "environment_begin", "environment_end"
 EVENTS = frozenset(
     {RUN_START, RUN_END, ATTEMPT_START, ATTEMPT_END, WORKER_START, RUNTIME_READY, FIRST_STEP, STEP, SAVE_BEGIN, SAVE_END}
-    | {RESTORE_BEGIN, RESTORE_END, EVAL_BEGIN, EVAL_END, FAILURE, PREEMPTED, HANG, RESTART, JOB_STATE}
+    | {RESTORE_BEGIN, RESTORE_END, EVAL_BEGIN, EVAL_END, FAILURE, PREEMPTED, HANG, RESTART, JOB_STATE, ENV_BEGIN, ENV_END}
     | NODE_EVENTS
 )
 # What a worker may say on its control channel (the rest is the launcher's to say).

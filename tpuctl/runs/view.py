@@ -123,9 +123,15 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
     rows: dict[tuple[int, str], _Row] = {}
     attempt_start: dict[int, float] = {}
     attempt_end: dict[int, float] = {}
+    environment: dict[int, list[tuple[float, float]]] = {}  # the hosts' environment's spans before each attempt
+    opened: dict[int, float] = {}
     for e in read.events:
         if e.attempt is None:
             continue
+        if e.event == tl.ENV_BEGIN:
+            opened.setdefault(e.attempt, wall.of(e))
+        elif e.event == tl.ENV_END and e.attempt in opened:
+            environment.setdefault(e.attempt, []).append((opened.pop(e.attempt), wall.of(e)))
         if e.event == tl.ATTEMPT_START:
             attempt_start.setdefault(e.attempt, wall.of(e))
         elif e.event == tl.ATTEMPT_END:
@@ -161,6 +167,8 @@ def _rows(read: compact.Compact, wall: _Wall, run_end: float | None) -> Iterator
             # fail-fast: the launcher stopped the rest of the attempt when this one worker ended it
             words = f"{cause.worker} {cause.ending['state']}"  # drawn 'stopped: worker:1 failed'
             row.ending = {"state": Kind.STOPPED.value, "words": words, "at": round(attempt_end[row.attempt], 3)}
+        for a, b in environment.get(row.attempt, []):
+            row.add(vs.ENVIRONMENT, a, b)
         yield _row(row, series.get(key), own.get(key, []) + hangs, (attempt_start.get(row.attempt), ends), bins, wall)
 
 

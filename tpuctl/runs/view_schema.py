@@ -15,11 +15,12 @@ from tpuctl.endings import Kind
 SCHEMA = "tpuctl.run-view/1"
 
 # A row's segment kinds, in the contract's order (docs/report.md's table, the tab's legend).
+ENVIRONMENT = "environment"  # the hosts' environment made ready (--requirements, --setup) before the attempt's workers
 START_UP, FIRST_STEP, STEPS = "start-up", "first-step", "steps"
 CHECKPOINT_SAVE, CHECKPOINT_RESTORE, EVALUATION = "checkpoint-save", "checkpoint-restore", "evaluation"
 STALL = "stall"  # no step sample for a while outside the worker's own evaluation, save or restore
 HANG = Kind.HANG.value  # the hang's span: the word of the end it caused
-KINDS = (START_UP, FIRST_STEP, STEPS, CHECKPOINT_SAVE, CHECKPOINT_RESTORE, EVALUATION, STALL, HANG)
+KINDS = (ENVIRONMENT, START_UP, FIRST_STEP, STEPS, CHECKPOINT_SAVE, CHECKPOINT_RESTORE, EVALUATION, STALL, HANG)
 
 # Bounds: the writer stays within them for a run of any length, the checker cuts a file to them.
 MAX_ATTEMPTS = 1_000  # attempts, restarts, goodput's attempts

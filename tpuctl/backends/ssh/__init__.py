@@ -40,4 +40,5 @@ a host is reached, and the runtime shipped to it, is the transport's
   wire, agent  the remote agent's source (wire is also imported here; the
              transport's cache.py is sent between them)
   doctor     `tpuctl doctor --hosts/--tpu`: the probe on the hosts a launch would use
+  environment  --requirements and --setup: each host's venv, made ready before each attempt's agents start
 """

@@ -27,6 +27,7 @@ from tpuctl.launch.runner import BackendOptions, Runner
 from tpuctl.ssh.connection import Connection
 
 if TYPE_CHECKING:
+    from tpuctl.backends.ssh.environment.spec import EnvSpec
     from tpuctl.backends.ssh.placement import RemotePaths
     from tpuctl.backends.ssh.selection import Selection
     from tpuctl.cloud.nodes.tpu import TpuApi
@@ -350,9 +351,16 @@ class SshRunner(Runner):
         if self.selection is not None:
             sync = planned(self.ssh, self.paths, self.selection, len(set(hosts)), self.sync_limit, self.options.sync_large)
         remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "chosen": self.chosen, "warnings": self.warnings}
+        remote["environment"] = None if (spec := self._env_spec(job)) is None else spec.describe()
         if (made := self._new_tpu()) is not None:  # its hosts are placeholders until the VM is READY
             remote["new_tpu"] = made.describe(run_id)
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
+
+    def _env_spec(self, job: Job) -> EnvSpec | None:
+        """--requirements' and --setup's environment, or None; on a TPU VM a lock that replaces its TensorFlow is refused."""
+        from tpuctl.backends.ssh.environment.spec import EnvSpec
+
+        return EnvSpec.of_job(job, self.requirements, tpu=self.slice is not None)
 
     def _new_tpu(self) -> NewTpu | None:
         """--new-tpu's VM, where the launch makes one (its module loads only then)."""
@@ -364,6 +372,7 @@ class SshRunner(Runner):
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         """The workers on the hosts: the launch's provisioning step hands --new-tpu's (context.hosts), the others are known."""
+        from tpuctl.backends.ssh.environment.hosts import for_run
         from tpuctl.backends.ssh.starter import SshStarter
         from tpuctl.launch.preflight import remote_doctor, remote_hello
         from tpuctl.launch.process.supervised import run_supervised
@@ -397,6 +406,7 @@ class SshRunner(Runner):
             preflight=remote_hello(job),
             doctor=lambda hosts: remote_doctor(hosts, job.python, tpu_name),
             profiler=job.profiler_server,
+            environments=None if (spec := self._env_spec(job)) is None else for_run(spec, self.ssh, job, context, self.paths.workdir),
         )
         return run_supervised(starter, job, context)
 
@@ -434,12 +444,19 @@ class ShippedPlan:
         from tpuctl.backends.ssh.starter import RUNTIME_HOME
 
         *lines, last = self.plan.render().splitlines()
-        lines.append(f"remote: workers run in {self.remote['workdir']} with {self.remote['python']}")
+        python = self.remote["python"] if self.remote.get("environment") is None else f"{self.remote['python']}'s environment (below)"
+        lines.append(f"remote: workers run in {self.remote['workdir']} with {python}")
         sync = self.remote["sync"]
         if sync is None:
             lines.append("sync: none: the hosts must already have the script there (--sync copies it)")
         else:
-            lines += _sync_lines(sync)
+            from tpuctl.backends.ssh.sync import planned_lines
+
+            lines += planned_lines(sync)
+        if self.remote.get("environment") is not None:
+            from tpuctl.backends.ssh.environment.spec import render
+
+            lines += render(self.remote["environment"])
         lines += [f"ssh to {host}: {command}" for host, command in self.remote["ssh"].items()]
         lines += [f"default: {default}" for default in self.remote["chosen"]]
         lines += [f"warning: {warning}" for warning in self.remote["warnings"]]
@@ -453,25 +470,6 @@ class ShippedPlan:
             f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"
         )
         return "\n".join([*lines, last])
-
-
-def _sync_lines(sync: dict[str, Any]) -> list[str]:
-    """A dry run's --sync: from where to where, the summary a launch prints before sending, the largest files,
-    what is left out, and the rsync command each host gets."""
-    from tpuctl.inputs.parse import format_size
-
-    chooser = "git ls-files" if sync["chooser"] == "git" else "the .gitignore and .tpuctlignore files (not a git checkout)"
-    largest = sorted(sync["files"], key=lambda item: (-item[1], item[0]))[:5]
-    lines = [
-        f"sync: {sync['source']} -> each host's {sync['dest']}, the files chosen by {chooser} (never __pycache__)",
-        sync["summary"],
-        "sync: largest: " + ", ".join(f"{path} ({format_size(size)})" for path, size in largest),
-    ]
-    if sync["left_out"]:
-        lines.append("sync: left out: " + ", ".join(f"{path} ({why})" for path, why in sync["left_out"]))
-    lines.append(f"sync: with: {sync['command']} (the files' paths on its stdin)")
-    lines.append(f"  ({sync['fallback']})")
-    return lines
 
 
 def _sync_limit(flag: str | None, given: bool) -> int:

@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tpuctl.backends.ssh.placement import RemotePaths, place
 from tpuctl.backends.ssh.selection import Selection
@@ -38,6 +39,9 @@ from tpuctl.ssh.client_args import SSH_FAILED, SshOptions
 from tpuctl.ssh.fanout import parallel, run_everywhere, token
 from tpuctl.ssh.remote_source import install_source
 from tpuctl.ssh.shipment import shipment
+
+if TYPE_CHECKING:
+    from tpuctl.backends.ssh.environment.hosts import Environments
 
 RUNTIME_HOME = "~/.cache/tpuctl/runtime/"  # as people read it; the host resolves it (cache.runtime_root)
 PREFLIGHT = "preflight: "  # how the agent's preflight failures begin (agent.py)
@@ -72,6 +76,7 @@ class SshStarter(Starter):
         preflight: Sequence[tuple[str, str]] = (),
         doctor: Callable[[str], str] = lambda hosts: "tpuctl doctor",
         profiler: bool = False,
+        environments: Environments | None = None,
     ) -> None:
         """hosts_again: for the hosts of a TPU slice, waits until they can run workers again after a
         preemption and returns them as they are then (runner.TpuSlice.hosts_again).
@@ -79,7 +84,9 @@ class SshStarter(Starter):
         preflight: what each host's first agent checks before any worker starts (tpuctl.launch.preflight.remote_hello);
         doctor: the doctor command that checks hosts ("h1,h2") in full, named when a check fails there;
         profiler: each agent holds a second port for its worker's profiler server (`tpuctl profile`);
-        sync: the files --sync copies to every host before its first worker starts (selection.py), or None."""
+        sync: the files --sync copies to every host before its first worker starts (selection.py), or None;
+        environments: --requirements' and --setup's environment on each host (environment/hosts.py), made ready before
+        each attempt's agents start, whose Python then runs the agents and the workers there; None: `python` does."""
         self.entries = list(entries)
         self.hosts_again = hosts_again
         self.node_down = node_down
@@ -91,6 +98,9 @@ class SshStarter(Starter):
         self.preflight = list(preflight)
         self.doctor = doctor
         self.profiler = profiler
+        self.environments = environments
+        self.pythons: dict[str, str] = {}  # each host's environment's Python, where the launch has environments
+        self._attempt = 0
         self.nonce = token()
         self._placement: list[str] = []
         self._pending: dict[tuple[str, str], Session] = {}
@@ -104,7 +114,11 @@ class SshStarter(Starter):
     # Starter ------------------------------------------------------------------
 
     def reserve(self, count: int) -> list[str]:
+        self._attempt += 1  # the process engine reserves once an attempt
         self._placement = place(self.entries, count)
+        hosts = list(dict.fromkeys(self._placement))
+        if self.environments is not None:
+            self.pythons = self.environments.ensure(hosts, self._attempt)
         sessions = self._connect(self._placement)
         self._say_installed()
         addresses = []
@@ -113,13 +127,15 @@ class SshStarter(Starter):
             address = session.address()
             addresses.append(address)
             self._pending[(host, address)] = session
-        if self.sync is not None and not self._synced:
-            try:
+        try:
+            if self.sync is not None and not self._synced:
                 FolderSync(self.options, self.paths, self.python, self.sync).run(sessions, self.notice)
-            except BaseException:
-                self._drop_pending()
-                raise
-            self._synced = True
+                self._synced = True
+            if self.environments is not None:  # once the workers' files are there: --setup may use them
+                self.environments.setup(hosts, self._attempt)
+        except BaseException:
+            self._drop_pending()
+            raise
         return addresses
 
     def connection(self) -> dict[str, object] | None:
@@ -134,6 +150,8 @@ class SshStarter(Starter):
         session = self._pending.pop((spec.host, spec.address or ""), None)
         if session is None:
             raise TpuctlError(f"{spec.name}: no session was opened for {spec.host} at {spec.address}", exit_code=FAILED)
+        if spec.host in self.pythons:  # the host's environment's Python, not the one the plan names
+            spec = dataclasses.replace(spec, argv=(self.pythons[spec.host], *spec.argv[1:]))
         if session.hello.profiler_port:
             # In the spec too: the attempt records each started worker's PROFILER_PORT (profilers.json).
             spec = dataclasses.replace(spec, env={**spec.env, contract.PROFILER_PORT: str(session.hello.profiler_port)})
@@ -208,7 +226,7 @@ class SshStarter(Starter):
         """One agent session that said hello, with connection failures retried."""
         problem = ""
         for attempt in range(1, self.options.attempts + 1):
-            proc = spawn_agent(self.options, host, self.python, self._hello(first))
+            proc = spawn_agent(self.options, host, self._python(host), self._hello(first))
             hello, error, rest, diagnostics = read_hello(proc, self.nonce, time.monotonic() + HELLO_TIMEOUT_S)
             if hello is not None:
                 return Session(host, proc, self.nonce, hello, rest)
@@ -223,7 +241,7 @@ class SshStarter(Starter):
                 raise HostProblem(host, TpuctlError(f"{host}: {error}{hint}", exit_code=FAILED))
             said = diagnostics[-1] if diagnostics else f"ssh {exit_words(status)}"
             if status != SSH_FAILED and not said.startswith("no answer"):
-                raise HostProblem(host, TpuctlError(f"{host}: {self.python} could not run tpuctl's agent: {said} (pass --python)", exit_code=FAILED))
+                raise HostProblem(host, TpuctlError(f"{host}: {self._python(host)} could not run tpuctl's agent: {said} (pass --python)", exit_code=FAILED))
             problem = said
             self._check_options(host)
             if attempt < self.options.attempts:
@@ -234,13 +252,17 @@ class SshStarter(Starter):
         """Ship the runtime to a host whose copy is missing or unusable, before any of its workers starts:
         one more command over the same connection, only then (the next launch finds the copy)."""
         [result] = run_everywhere(
-            [host], [self.python, "-S", "-c", install_source(), self.runtime.digest], self.options, stdin=self.runtime.payload, timeout=120.0
+            [host], [self._python(host), "-S", "-c", install_source(), self.runtime.digest], self.options, stdin=self.runtime.payload, timeout=120.0
         )
         if not result.ok:
             said = result.error or one_line(result.output, last=True) or exit_words(result.exit_code)
             raise HostProblem(host, TpuctlError(f"{host}: cannot install tpuctl's runtime: {said}", exit_code=FAILED))
         with self._lock:
             self.installed.append((host, why))
+
+    def _python(self, host: str) -> str:
+        """The Python that runs `host`'s agents and workers: its environment's where it has one."""
+        return self.pythons.get(host, self.python)
 
     def _check_options(self, host: str) -> None:
         """After a failed connection, once: is it our options (a usage error) rather than the host?

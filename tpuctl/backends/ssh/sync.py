@@ -13,6 +13,7 @@ import shlex
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tpuctl.backends.ssh.placement import RemotePaths
 from tpuctl.backends.ssh.selection import Selection
@@ -59,6 +60,25 @@ def planned(options: SshOptions, paths: RemotePaths, selection: Selection, hosts
         "stdin": "the chosen files' paths, NUL-separated",
         "fallback": "a host without rsync gets the files that differ as a tar over ssh, unpacked by the hosts' Python",
     }
+
+
+def planned_lines(sync: dict[str, Any]) -> list[str]:
+    """A dry run's --sync: from where to where, the summary a launch prints before sending, the largest files,
+    what is left out, and the rsync command each host gets."""
+    from tpuctl.inputs.parse import format_size
+
+    chooser = "git ls-files" if sync["chooser"] == "git" else "the .gitignore and .tpuctlignore files (not a git checkout)"
+    largest = sorted(sync["files"], key=lambda item: (-item[1], item[0]))[:5]
+    lines = [
+        f"sync: {sync['source']} -> each host's {sync['dest']}, the files chosen by {chooser} (never __pycache__)",
+        sync["summary"],
+        "sync: largest: " + ", ".join(f"{path} ({format_size(size)})" for path, size in largest),
+    ]
+    if sync["left_out"]:
+        lines.append("sync: left out: " + ", ".join(f"{path} ({why})" for path, why in sync["left_out"]))
+    lines.append(f"sync: with: {sync['command']} (the files' paths on its stdin)")
+    lines.append(f"  ({sync['fallback']})")
+    return lines
 
 
 @dataclass(frozen=True)

@@ -26,20 +26,20 @@ from rich.cells import cell_len, set_cell_size
 
 from tpuctl.cli.display import age
 from tpuctl.runs import goodput
-from tpuctl.runs.view_schema import CHECKPOINT_RESTORE, CHECKPOINT_SAVE, EVALUATION, FIRST_STEP, HANG, STALL, START_UP, STEPS
+from tpuctl.runs.view_schema import CHECKPOINT_RESTORE, CHECKPOINT_SAVE, ENVIRONMENT, EVALUATION, FIRST_STEP, HANG, STALL, START_UP, STEPS
 from tpuctl.tensorboard_plugin.checking import Checked
 
 MIN_WIDTH = 40
 # Kinds of segment, least important first: a column shows the last of these it holds.
-ORDER = (START_UP, FIRST_STEP, STEPS, EVALUATION, CHECKPOINT_RESTORE, CHECKPOINT_SAVE, STALL, HANG)
-GLYPHS = {START_UP: "░", FIRST_STEP: "▒", EVALUATION: "▟", CHECKPOINT_RESTORE: "▞", CHECKPOINT_SAVE: "▚", STALL: "╌"}
+ORDER = (ENVIRONMENT, START_UP, FIRST_STEP, STEPS, EVALUATION, CHECKPOINT_RESTORE, CHECKPOINT_SAVE, STALL, HANG)
+GLYPHS = {ENVIRONMENT: "▤", START_UP: "░", FIRST_STEP: "▒", EVALUATION: "▟", CHECKPOINT_RESTORE: "▞", CHECKPOINT_SAVE: "▚", STALL: "╌"}
 GLYPHS[HANG] = "╳"  # noqa: RUF001  # a box-drawing cross, meant: no letter X in a bar of blocks
 LEVELS = "▁▂▃▄▅▆▇█"  # steps, by step rate against the row's fastest; █ where no rate is known
 RESTART = "┃"
-_WORDS = {START_UP: "start-up", FIRST_STEP: "first step", STEPS: "steps", EVALUATION: "evaluation"}  # the legend's
+_WORDS = {ENVIRONMENT: "environment", START_UP: "start-up", FIRST_STEP: "first step", STEPS: "steps", EVALUATION: "evaluation"}  # the legend's
 _WORDS |= {CHECKPOINT_RESTORE: "checkpoint restore", CHECKPOINT_SAVE: "checkpoint save", STALL: "stall", HANG: "hang"}
 # ANSI SGR parameters per kind (and the restart boundary); used only when colour is wanted.
-_COLOURS = {START_UP: "2;33", FIRST_STEP: "33", STEPS: "32", EVALUATION: "35", CHECKPOINT_RESTORE: "36"}
+_COLOURS = {ENVIRONMENT: "94", START_UP: "2;33", FIRST_STEP: "33", STEPS: "32", EVALUATION: "35", CHECKPOINT_RESTORE: "36"}
 _COLOURS |= {CHECKPOINT_SAVE: "34", STALL: "91", HANG: "1;31", RESTART: "1"}
 _ROWS, _RESTARTS_LISTED = 1000, 20
 _TICKS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
@@ -291,7 +291,7 @@ def _summary(name: str, split: dict[str, Any], ended: str) -> str:
 def _legend(width: int, color: bool) -> list[str]:
     """What each character means, wrapped to the width."""
     items = [(GLYPHS[kind] if kind != STEPS else "▁▄█", _WORDS[kind], kind) for kind in ORDER]
-    items[2] = ("▁▄█", "steps by rate (█ the row's fastest)", STEPS)
+    items[ORDER.index(STEPS)] = ("▁▄█", "steps by rate (█ the row's fastest)", STEPS)
     items.append((RESTART, "restart", RESTART))
     lines, line, used = [], "", 0
     for glyphs, words, kind in items:

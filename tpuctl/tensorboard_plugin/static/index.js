@@ -7,7 +7,7 @@ const SVG = "http://www.w3.org/2000/svg";
 // the segment kinds, in the legend's order, and the ending state drawn as a good end. Spelled there, never here.
 let schema = {kinds: [], succeeded: null};
 // The report's categories (tpuctl/runs/goodput.py CATEGORIES); a name not here is drawn grey.
-const CATEGORIES = ["training steps", "start-up", "first step", "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other", "evaluation"];
+const CATEGORIES = ["training steps", "start-up", "first step", "checkpoint save", "checkpoint restore", "lost work", "restart", "hang", "other", "evaluation", "environment setup"];
 const MIN_WIDTH = 480; // px: narrower, a chart keeps this width and its section scrolls sideways
 const LABEL = 150;
 const ROW = 22;

@@ -1,0 +1,267 @@
+"""`launch --requirements/--setup` over real sshd hosts (tests/integration/sshd.py), with the real pip on each host
+against a local package index of real wheels (tests/standins/package_index.py) that asks for credentials, and the GCS
+emulator as the run's bucket. Each "host" keeps its own cache (XDG_CACHE_HOME), as separate machines do; the hosts read no
+pip configuration of this machine's.
+
+The workers are plain Python scripts (`--strategy none`: no TensorFlow), so the module pays for environments, not for
+TensorFlow's start: what it proves is where the packages come from and which versions every host runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import alive, run_tpuctl, wait_for
+from tests.integration.sshd import SshCluster, running_cluster
+from tests.standins.fixtures import standin_env
+from tests.standins.google_apis import GoogleStandin
+from tests.standins.new_tpu_cloud import Launch
+from tests.standins.package_index import PackageIndex, Wheels
+from tpuctl.runs import timeline as tl
+
+SECRET = "idx-s3cret-9f2"
+USER = "ci-robot"
+ZONE = "us-central2-b"
+# Prints and keeps the versions the worker imports, and where its Python runs from; on a launch's first attempt it
+# may wait to be preempted (PREEMPT_FLAGS), as tests/integration/test_tpu_preemption.py's workers do.
+WORKER = """\
+import json, os, sys, time
+from pathlib import Path
+
+out, attempt, index = Path(os.environ["VERSIONS_OUT"]), os.environ["TPUCTL_ATTEMPT"], os.environ["TPUCTL_WORKER_INDEX"]
+flags = os.environ.get("PREEMPT_FLAGS")
+if flags and attempt == "1":
+    (Path(flags) / f"started-{index}").write_text("")
+    end = time.monotonic() + 120
+    while not (Path(flags) / "preempt").exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    sys.exit(42)
+import tpuctl_test_alpha, tpuctl_test_beta
+print(f"alpha {tpuctl_test_alpha.VERSION} beta {tpuctl_test_beta.VERSION}", flush=True)
+found = {"alpha": tpuctl_test_alpha.VERSION, "beta": tpuctl_test_beta.VERSION, "prefix": sys.prefix, "cache": os.environ.get("XDG_CACHE_HOME")}
+(out / f"{attempt}-{index}.json").write_text(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
+    """Two sshd hosts that read no pip.conf of this machine's (its extra indexes and find-links)."""
+    yield from running_cluster(tmp_path_factory, 2, env={host: {"PIP_CONFIG_FILE": os.devnull} for host in ("host1", "host2")})
+
+
+@pytest.fixture(scope="module")
+def index(package_wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageIndex]:
+    with PackageIndex(package_wheels.folder(tmp_path_factory.mktemp("index")), credentials=(USER, SECRET)) as served:
+        yield served
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(WORKER)
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+def requirements(work: Path, text: str) -> str:
+    path = work / "requirements.txt"
+    path.write_text(text)
+    return str(path)
+
+
+def launch(cluster: SshCluster, work: Path, logs: str, *args: str, hosts: str = "host1,host2", env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """A launch of the worker from `work`, its log folder `work/logs`, this machine's cache its own (`work/cache`)."""
+    given = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), **(env or {})}
+    done = run_tpuctl(
+        "launch", str(work / "train.py"), "--hosts", hosts, "--ssh-config", str(cluster.config), "--python", sys.executable,
+        "--strategy", "none", "--log-dir", str(work / logs), "--env", f"VERSIONS_OUT={work / 'out'}", *args,
+        cwd=work, env=given, timeout=240,
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+def versions(work: Path, attempt: int = 1) -> dict[int, dict[str, str]]:
+    return {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in (work / "out").glob(f"{attempt}-*.json")}
+
+
+def environment_ends(logs: Path) -> list[dict[str, object]]:
+    events = tl.read((logs / "timeline.jsonl").read_text().splitlines()).events
+    return [{"attempt": e.attempt, **e.fields} for e in events if e.event == tl.ENV_END]
+
+
+def no_secret_anywhere(work: Path, *texts: str) -> None:
+    """The index's credentials appear in no output, and in no file the launch wrote (logs, plan, timeline, outcome)."""
+    for text in texts:
+        assert SECRET not in text and USER not in text
+    for path in work.rglob("*"):
+        if path.is_file() and "cache" not in path.parts:
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_one_resolution_feeds_every_host_even_as_the_index_moves_and_the_next_launch_reuses_it(
+    cluster: SshCluster, index: PackageIndex, package_wheels: Wheels, work: Path
+) -> None:
+    """Launch 1: the first host resolves (tpuctl-test-gamma: alpha 2.0, the newest beta allows) and a newer alpha lands on
+    the index right after; the other host installs the lock's wheels, not the index's newest, and --setup runs once on
+    each host in its environment. Launch 2: every environment is reused (no pip, the index not asked, --setup not run
+    again), though the index now offers alpha 3.0; `tpuctl report` has the time as `environment setup`. Launch 3: hosts
+    that lost everything, with the index down, get the same lock from this machine's copy."""
+    index.publish_after_downloads(package_wheels.later, 3)  # once the dry run has its three wheels (gamma, beta, alpha)
+    asked = dict(index.asked)
+    args = ["--requirements", requirements(work, "tpuctl-test-gamma\n"), "--index-url", index.url, "--setup", "tpuctl-test-beta"]
+    code, out, err = launch(cluster, work, "logs1", *args)
+    assert code == 0, err
+    assert (index.folder / package_wheels.later.name).exists()  # published while this launch resolved
+    seen = versions(work)
+    assert [seen[i]["alpha"] for i in (0, 1)] == ["2.0", "2.0"], seen
+    for i, host_cache in ((0, cluster.cache(1)), (1, cluster.cache(2))):
+        assert seen[i]["prefix"].startswith(str(host_cache / "tpuctl" / "envs")), seen  # each host's own environment
+    assert all(index.asked[name] - asked.get(name, 0) <= 2 for name in index.asked)  # one host's dry run and download
+    assert "[setup@host1] tpuctl-test-beta 1.0" in out and "[setup@host2] tpuctl-test-beta 1.0" in out, out
+    attempt = work / "logs1" / "attempt-1"
+    assert "tpuctl-test-beta 1.0" in (attempt / "setup@host2.log").read_text() and (attempt / "environment@host1.log").is_file()
+    packages = [end for end in environment_ends(work / "logs1") if end["step"] == "packages"]
+    assert packages[0]["attempt"] == 1 and packages[0]["built"] == 2
+    assert "built on host1, host2" in err and "3 wheel(s)" in err, err
+
+    before = dict(index.asked)
+    (work / "out" / "1-0.json").unlink()
+    code, out, err = launch(cluster, work, "logs2", *args)
+    assert code == 0, err
+    assert "reused on 2 host(s)" in err and "[setup@" not in out, err + out
+    assert index.asked == before  # nothing asked the index: no pip ran
+    assert [end["built"] for end in environment_ends(work / "logs2")] == [0]
+    assert versions(work)[0]["alpha"] == "2.0"  # the lock, not the index's alpha 3.0
+    report = run_tpuctl("report", str(work / "logs2"), "--json", timeout=60)
+    assert json.loads(report.stdout)["categories"]["environment setup"] > 0, report.stdout + report.stderr
+
+    # Launch 3: new hosts (their caches gone, as each --new-tpu run's VM is new) and the index down: the lock this
+    # machine resolved the request to is installed from the wheels it keeps, no resolution.
+    for host in (1, 2):
+        for folder in ("envs", "wheels"):
+            _remove(cluster.cache(host) / "tpuctl" / folder)
+    for seen_before in (work / "out").glob("*.json"):
+        seen_before.unlink()
+    index.stop()
+    try:
+        code, out3, err3 = launch(cluster, work, "logs3", *args)
+    finally:
+        index.start()
+    assert code == 0, err3
+    assert "resolving" not in err3 and "built on host1, host2" in err3, err3
+    assert [versions(work)[i]["alpha"] for i in (0, 1)] == ["2.0", "2.0"]
+    no_secret_anywhere(work, out, err, out3, err3)
+
+
+def test_the_run_s_bucket_keeps_the_wheels_for_a_host_that_never_meets_the_index(
+    cluster: SshCluster, index: PackageIndex, work: Path, module_gcs_emulator: str
+) -> None:
+    """With a gs:// model dir the lock's wheels go to gs://BUCKET/tpuctl/wheels/LOCK/ once. A later launch from a machine
+    without them in its cache, with the index down, builds the second host from the bucket alone."""
+    import google.cloud.storage as storage
+    from google.auth.credentials import AnonymousCredentials
+
+    emulator = {"STORAGE_EMULATOR_HOST": module_gcs_emulator}
+    os.environ.update(emulator)
+    try:
+        client = storage.Client(project="tpuctl-emulator", credentials=AnonymousCredentials())
+        client.create_bucket("env-wheels")
+    finally:
+        del os.environ["STORAGE_EMULATOR_HOST"]
+    args = ["--requirements", requirements(work, "tpuctl-test-beta==1.0\ntpuctl-test-alpha==1.0\n"), "--index-url", index.url]
+    args += ["--model-dir", "gs://env-wheels/runs/one"]
+    code, _, err = launch(cluster, work, "logs1", *args, hosts="host1", env=emulator)
+    assert code == 0, err
+    kept = sorted(blob.name for blob in client.list_blobs("env-wheels", prefix="tpuctl/wheels/"))
+    assert [name.rsplit("/", 1)[1].split("-")[0] for name in kept] == ["tpuctl_test_alpha", "tpuctl_test_beta"], kept
+    index.stop()
+    try:
+        code, _, err = launch(cluster, work, "logs2", *args, env={**emulator, "XDG_CACHE_HOME": str(work / "another-machine")})
+    finally:
+        index.start()
+    assert code == 0, err
+    assert [versions(work)[i]["alpha"] for i in (0, 1)] == ["1.0", "1.0"]
+    assert "built on host2, reused on 1 host(s)" in err and "gs://env-wheels/tpuctl/wheels/" in err, err
+    no_secret_anywhere(work, err)
+
+
+def test_setup_that_fails_on_one_host_and_hangs_on_another_names_both_and_starts_no_worker(
+    cluster: SshCluster, work: Path, pid_dir: Path
+) -> None:
+    """--setup alone (no requirements): host1's hangs and is killed at --start-timeout, host2's exits 3; one line
+    names both, exit 2, no worker started, nothing of host1's setup left running."""
+    command = f'case "$XDG_CACHE_HOME" in *cache1) sleep 300 & echo $! > {pid_dir}/sleep.pid; wait;; *) echo broken here; exit 3;; esac'
+    code, out, err = launch(cluster, work, "logs", "--setup", command, "--start-timeout", "3")
+    assert code == 2, err
+    [error] = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert "--setup did not finish on host1 within 3s (--start-timeout)" in error and "--setup failed on host2: exit status 3" in error, err
+    assert "Traceback" not in err and "[setup@host2] broken here" in out
+    assert "broken here" in (work / "logs" / "attempt-1" / "setup@host2.log").read_text()
+    assert versions(work) == {}
+    sleeper = int((pid_dir / "sleep.pid").read_text())
+    wait_for(lambda: not alive(sleeper), timeout=10)
+
+
+def test_a_requirement_no_wheel_satisfies_fails_before_any_worker_naming_the_host_and_the_requirement(
+    cluster: SshCluster, index: PackageIndex, work: Path
+) -> None:
+    args = ["--requirements", requirements(work, "tpuctl-test-beta\ntpuctl-test-winonly\n"), "--index-url", index.url]
+    code, out, err = launch(cluster, work, "logs", *args)
+    assert code == 2, err
+    [error] = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert error.startswith("Error: host1: cannot resolve ") and "no wheel of tpuctl-test-winonly" in error, err
+    assert "Traceback" not in err and versions(work) == {}
+    no_secret_anywhere(work, out, err)
+
+
+def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the_index_down(
+    cluster: SshCluster, index: PackageIndex, google_standin: GoogleStandin, work: Path
+) -> None:
+    """--tpu: attempt 1 runs in the environments, then the VM is preempted and comes back bare (its hosts' caches gone)
+    while the index is down: before attempt 2's workers start, both hosts are built again from this machine's copy of
+    the lock's wheels, the same versions (the lock's: alpha 2.0, or 3.0 once an earlier test of the module published it).
+    """
+    (name,) = google_standin.add_ready_nodes(ZONE, 1, prefix="env", accelerator_type="v4-16")
+    node = google_standin.node(ZONE, name)
+    assert node is not None
+    ips = [endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
+    config = cluster.aliased(work / "ssh_config", list(zip(ips, cluster.ports, strict=True)))
+    flags = work / "flags"
+    flags.mkdir()
+    env = {**standin_env(google_standin, work), "TPUCTL_ZONE": ZONE}
+    args = [str(work / "train.py"), "--tpu", name, "--ssh-config", str(config), "--python", sys.executable, "--strategy", "none"]
+    args += ["--log-dir", str(work / "logs"), "--env", f"VERSIONS_OUT={work / 'out'}", "--env", f"PREEMPT_FLAGS={flags}"]
+    args += ["--requirements", requirements(work, "tpuctl-test-beta\n"), "--index-url", index.url]
+    running = Launch.start(args, env, work)
+    try:
+        wait_for(lambda: all((flags / f"started-{i}").exists() for i in (0, 1)) or running.proc.poll() is not None, timeout=120)
+        assert running.proc.poll() is None, running.stderr
+        index.stop()
+        for host in (1, 2):  # the recreated VM's disks are new
+            for folder in ("envs", "wheels"):
+                _remove(cluster.cache(host) / "tpuctl" / folder)
+        google_standin.preempt(ZONE, name)
+        (flags / "preempt").write_text("")
+        running.wait_line(f"TPU VM {name} is PREEMPTED")
+        google_standin.set_node_state(ZONE, name, "READY")
+        assert running.finish() == 0, running.stderr
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+        index.start()
+    seen = [versions(work, attempt=2)[i]["alpha"] for i in (0, 1)]
+    assert seen[0] == seen[1] and f"tpuctl-test-alpha {seen[0]}" in running.stderr, running.stderr  # the lock's, on both
+    ends = [end for end in environment_ends(work / "logs") if end["step"] == "packages"]
+    assert [(end["attempt"], end["built"]) for end in ends] == [(1, 2), (2, 2)]
+    assert "Traceback" not in running.stderr
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,113 @@
+"""The launcher's side of the hosts' environments that needs no host: the lock as read from a host's answer, the TPU VM's
+TensorFlow rule on what a resolution pulled in, what a dry run shows, and credentials in an index URL kept out of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_tpuctl
+from tpuctl.backends.ssh.environment.hosts import Console, Environments
+from tpuctl.backends.ssh.environment.lock import Lock
+from tpuctl.backends.ssh.environment.spec import EnvSpec
+from tpuctl.inputs.errors import TpuctlError
+from tpuctl.runs.folder import RunFolder
+from tpuctl.ssh.client_args import SshOptions
+
+SECRET = "s3cret-t0ken"
+INDEX = f"https://ci-user:{SECRET}@packages.example.com/simple/"
+
+
+def wheel(name: str, version: str = "1.0", **changes: Any) -> dict[str, Any]:
+    return {"name": name, "version": version, "file": f"{name.replace('-', '_')}-{version}-py3-none-any.whl", "sha256": "a" * 64, "size": 10} | changes
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [wheel("x", file="../../.ssh/authorized_keys.whl")],
+        [wheel("x", file="x-1.0.tar.gz")],
+        [wheel("x", sha256="A" * 64)],
+        [wheel("x", size=-1)],
+        [wheel("x", size=True)],
+        [wheel("Not_Normalised")],
+        [wheel("x"), wheel("x", "2.0")],
+        {"x": 1},
+        [["x"]],
+    ],
+)
+def test_a_lock_takes_nothing_a_resolution_does_not_write(bad: object) -> None:
+    with pytest.raises(ValueError):
+        Lock.of(bad)
+
+
+def test_a_lock_s_digest_is_its_wheels_not_their_order() -> None:
+    one, two = Lock.of([wheel("a"), wheel("b")]), Lock.of([wheel("b"), wheel("a")])
+    assert one == two and one.digest == two.digest and len(one.digest) == 32
+    assert Lock.of([wheel("a"), wheel("b", sha256="b" * 64)]).digest != one.digest
+
+
+def environments(spec: EnvSpec) -> Environments:
+    console = Console(notice=lambda line: None, show=lambda host, line: None, folder=RunFolder(Path("/nonexistent")))
+    return Environments(spec, SshOptions(), "python3", console, 60.0, "/work")
+
+
+def spec(**changes: Any) -> EnvSpec:
+    given = {"requirements": "requirements.txt", "pip_text": "keras-hub\n", "setup": None, "index_url": INDEX, "replace_tensorflow": False, "tpu": True}
+    return EnvSpec(**{**given, "bucket": None, **changes})
+
+
+def test_a_lock_that_would_replace_a_tpu_vms_tensorflow_is_refused_naming_what_pulled_it_in() -> None:
+    """A requirement that pulls TensorFlow in (keras-hub's tensorflow-text needs one): refused on a TPU VM before any
+    host installs a thing, naming the version and what required it; --replace-tensorflow, or hosts that are no TPU VM's,
+    let it be."""
+    lock = Lock.of(
+        [wheel("keras-hub", "0.18.1"), wheel("tensorflow-text", "2.21.0"), wheel("tensorflow", "2.21.0")],
+        {"keras-hub": ["tensorflow-text"], "tensorflow-text": ["tensorflow"], "tensorflow": []},
+    )
+    with pytest.raises(TpuctlError) as refused:
+        environments(spec())._refuse_replacing(lock)
+    message = str(refused.value)
+    assert "tensorflow 2.21.0 (required by tensorflow-text)" in message and "--replace-tensorflow" in message
+    assert refused.value.exit_code == 2
+    environments(spec(replace_tensorflow=True))._refuse_replacing(lock)
+    environments(spec(tpu=False))._refuse_replacing(lock)
+
+
+def test_text_from_a_host_never_shows_the_index_credentials() -> None:
+    """pip's words may quote the index URL whole, or the user name or the password alone."""
+    scrub = spec().scrub
+    for text in (f"Looking in indexes: {INDEX}", f"401 for ci-user:{SECRET}", f"token {SECRET} refused", "https://tok3n-only@host/simple"):
+        shown = scrub(text)
+        assert SECRET not in shown and "tok3n-only" not in shown and "ci-user" not in shown, shown
+    assert spec().shown_index.startswith("https://<hidden") and SECRET not in spec().shown_index
+
+
+def test_the_request_a_host_files_its_environment_under_changes_with_what_pip_would_do() -> None:
+    base = spec()
+    assert base.request("python3") == spec().request("python3")
+    others = {spec(pip_text="keras-hub==0.18\n").request("python3"), spec(index_url=None).request("python3"), base.request("/opt/py/bin/python")}
+    assert base.request("python3") not in others and len(others) == 3
+    assert base.request("python3") == spec(setup="apt-get install -y sox").request("python3")  # --setup: a marker in it
+
+
+def test_a_dry_run_shows_the_environment_step_with_the_index_hidden(tmp_path: Path) -> None:
+    """Before anything connects: the requirements' digest, --setup, the index without its credentials, where the
+    environments and the wheels will be, in the text and in --json."""
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "requirements.txt").write_text("tpuctl-test-beta>=1.0  # comment\n")
+    args = ["launch", str(tmp_path / "train.py"), "--hosts", "a,b", "--requirements", str(tmp_path / "requirements.txt"), "--setup", "echo ready"]
+    args += ["--index-url", INDEX, "--model-dir", "gs://my-bucket/runs/1", "--dry-run"]
+    text = run_tpuctl(*args, timeout=60)
+    assert text.returncode == 0, text.stderr
+    assert SECRET not in text.stdout + text.stderr and "ci-user" not in text.stdout
+    assert "environment: " in text.stdout and "resolved once on the first host from https://<hidden" in text.stdout
+    assert "gs://my-bucket/tpuctl/wheels/<LOCK-HASH>/" in text.stdout and "--setup 'echo ready' once per host" in text.stdout
+    shown = run_tpuctl(*args, "--json", timeout=60)
+    assert shown.returncode == 0 and SECRET not in shown.stdout
+    environment = json.loads(shown.stdout)["remote"]["environment"]
+    assert environment["requirements_lines"] == 1 and environment["setup"] == "echo ready" and len(environment["requirements_digest"]) == 64
+    assert environment["env"] == "~/.cache/tpuctl/envs/<KEY>/" and environment["wheels"] == "gs://my-bucket/tpuctl/wheels/<LOCK-HASH>/"

@@ -1,0 +1,336 @@
+# The environment built on an ssh host from a lock, --setup run in it, the lock's wheels handed on: the second
+# half of the host's program, sent after cache.py's and host_env.py's text (environment/remote.py), written as
+# they are (standard library, old Python 3 syntax, no backslash, no multi-line string).
+#
+# Every host installs the same wheels, by exact pin and hash, with no index: `pip install --no-index
+# --find-links WHEELS --require-hashes`. The wheels come from this host's own folder (the host that resolved),
+# from the launcher on stdin (a tar after the header), or from the run's bucket (the JSON API; on a VM with the
+# metadata server's token, against an emulator with none). Each file is checked against the lock before use.
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing costs the start; mypy treats this name as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    # At run time these come from cache.py's and host_env.py's text, sent ahead of this file's.
+    from tpuctl.backends.ssh.environment.host_env import (
+        CHUNK,
+        LOCK_FILE,
+        READY,
+        Failed,
+        deadline_left,
+        env_python,
+        fail,
+        fetch_pins,
+        keep_wheels,
+        last_line,
+        lock_digest,
+        make_venv,
+        own_folder,
+        pip_env,
+        pip_failure,
+        probe,
+        read_header,
+        ready_lock,
+        remove,
+        reply,
+        resolve,
+        run,
+        sweep,
+        tail,
+        tpuctl_cache,
+        wait,
+        wheels_ready,
+        write_atomic,
+    )
+
+HEX = "0123456789abcdef"
+ROOM_FACTOR = 3  # an installed wheel takes about thrice its size on disk
+ROOM_EXTRA = 64 << 20  # the venv itself, pip's own work
+
+
+def hex_name(value: object) -> str:
+    text = str(value)
+    if not text or len(text) > 64 or any(char not in HEX for char in text):
+        fail("input", "the request is not one tpuctl sends")
+    return text
+
+
+def build(header: "dict[str, Any]", deadline: float) -> None:
+    key, request = hex_name(header.get("key")), hex_name(header.get("request"))
+    lock = header.get("lock")
+    if not isinstance(lock, list) or lock_digest(lock) != header.get("lock_hash"):
+        fail("input", "the lock sent does not match its digest")
+    envs = own_folder("envs")
+    built = False
+    if ready_lock(key) is None:
+        sweep(envs)
+        wheels = gather(header, lock, deadline) if lock else ""  # --setup alone: an environment with no package of its own
+        room(envs, lock)
+        install(os.path.join(envs, key), wheels, lock, deadline)
+        built = True
+    write_atomic(os.path.join(own_folder("envs", "requests"), request), key + chr(10))
+    reply({"python": env_python(key), "built": built})
+
+
+# The lock's wheels in this host's folder for it, from where the header says; each one checked.
+def gather(header: "dict[str, Any]", lock: "list[dict[str, Any]]", deadline: float) -> str:
+    lock_hash = lock_digest(lock)
+    target = os.path.join(tpuctl_cache(), "wheels", lock_hash)
+    if wheels_ready(lock_hash):
+        return target
+    source = header.get("source")
+    if source == "local":
+        fail("wheels", "the lock's wheels are not on this host")
+    sweep(own_folder("wheels"))
+    fresh = os.path.join(own_folder("wheels"), ".new-" + os.urandom(8).hex())
+    os.mkdir(fresh, 0o700)
+    try:
+        if source == "stdin":
+            untar(lock, fresh)
+        elif source == "gcs":
+            from_bucket(header.get("gcs") or {}, lock, fresh, deadline)
+        else:
+            fail("input", "the request is not one tpuctl sends")
+        return keep_wheels(fresh, lock)
+    finally:
+        remove(fresh)
+
+
+def expected(lock: "list[dict[str, Any]]") -> "dict[str, dict[str, Any]]":
+    return dict((str(item["file"]), item) for item in lock)
+
+
+# The wheels a tar on stdin holds (the launcher's copy): only the lock's files, regular, of the lock's size and hash.
+def untar(lock: "list[dict[str, Any]]", folder: str) -> None:
+    import tarfile
+
+    wanted = expected(lock)
+    with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as stream:
+        for member in stream:
+            item = wanted.get(member.name)
+            if item is None or not member.isfile() or member.size != item["size"]:
+                fail("wheels", "the wheels sent hold " + member.name + ", which is not the lock's")
+            source = stream.extractfile(member)
+            assert source is not None
+            save(source.read, item, folder)
+    missing = sorted(set(wanted) - set(os.listdir(folder)))
+    if missing:
+        fail("wheels", "the wheels sent lack " + ", ".join(missing))
+
+
+# One wheel written from `read` (a bounded reader), checked against the lock as it comes.
+def save(read: "Any", item: "dict[str, Any]", folder: str) -> None:
+    import hashlib
+
+    digest = hashlib.sha256()
+    left = int(item["size"])
+    path = os.path.join(folder, str(item["file"]))
+    with open(path, "xb") as out:
+        while True:
+            chunk = read(min(CHUNK, left + 1))
+            if not chunk:
+                break
+            left -= len(chunk)
+            if left < 0:
+                fail("wheels", str(item["file"]) + " is larger than the lock says")
+            digest.update(chunk)
+            out.write(chunk)
+    if left or digest.hexdigest() != item["sha256"]:
+        fail("wheels", str(item["file"]) + " does not match the lock's hash")
+
+
+# The lock's wheels from the run's bucket (Cloud Storage's JSON API, `alt=media`), each within the deadline.
+def from_bucket(gcs: "dict[str, Any]", lock: "list[dict[str, Any]]", folder: str, deadline: float) -> None:
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    endpoint, bucket, prefix = str(gcs.get("endpoint", "")).rstrip("/"), str(gcs.get("bucket", "")), str(gcs.get("prefix", ""))
+    headers = {"Authorization": "Bearer " + metadata_token(deadline)} if gcs.get("token") == "metadata" else {}
+    for item in lock:
+        name = prefix + str(item["file"])
+        url = endpoint + "/storage/v1/b/" + urllib.parse.quote(bucket, safe="") + "/o/" + urllib.parse.quote(name, safe="") + "?alt=media"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=min(60.0, deadline_left(deadline))) as answer:
+                save(answer.read, item, folder)
+        except urllib.error.HTTPError as err:
+            fail("wheels", "gs://" + bucket + "/" + name + ": HTTP " + str(err.code))
+        except (urllib.error.URLError, OSError) as err:
+            fail("wheels", "cannot read gs://" + bucket + "/" + name + ": " + str(getattr(err, "reason", err)))
+
+
+# The VM's service account token, from its metadata server (GCE_METADATA_HOST, as google-auth reads it, else
+# metadata.google.internal): https://cloud.google.com/compute/docs/access/authenticate-workloads#applications
+def metadata_token(deadline: float) -> str:
+    import json
+    import urllib.request
+
+    host = os.environ.get("GCE_METADATA_HOST") or "metadata.google.internal"
+    url = "http://" + host + "/computeMetadata/v1/instance/service-accounts/default/token"
+    request = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
+    try:
+        with urllib.request.urlopen(request, timeout=min(10.0, deadline_left(deadline))) as answer:
+            return str(json.loads(answer.read(1 << 16).decode())["access_token"])
+    except (OSError, ValueError, KeyError) as err:
+        fail("wheels", "no token from the metadata server to read the bucket: " + str(err))
+
+
+def room(folder: str, lock: "list[dict[str, Any]]") -> None:
+    import shutil
+
+    needed = ROOM_FACTOR * sum(int(item["size"]) for item in lock) + ROOM_EXTRA
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        fail("disk", "not enough disk space in " + folder + ": " + str(free >> 20) + " MiB free, about " + str(needed >> 20) + " MiB needed")
+
+
+# The environment made in a scratch folder beside its place, checked by pip's exit, and renamed into place with
+# .ready in it: nothing half-installed is ever found at the key's path.
+def install(target: str, wheels: str, lock: "list[dict[str, Any]]", deadline: float) -> None:
+    import json
+
+    fresh = os.path.join(os.path.dirname(target), ".new-" + os.urandom(8).hex())
+    os.mkdir(fresh, 0o700)
+    log = fresh + ".log"
+    try:
+        python = make_venv(fresh, log, deadline)
+        if lock:
+            pins = os.path.join(fresh, "tpuctl-pins.txt")
+            lines = [str(item["name"]) + "==" + str(item["version"]) + " --hash=sha256:" + str(item["sha256"]) for item in lock]
+            write_atomic(pins, "".join(line + chr(10) for line in lines))
+            argv = [python, "-m", "pip", "install", "--no-index", "--find-links", wheels, "--require-hashes", "--no-warn-script-location", "-r", pins]
+            if run(argv, log, deadline, pip_env("")) != 0:
+                fail(*pip_failure(tail(log)), log=tail(log))
+        relocate(fresh, target)
+        write_atomic(os.path.join(fresh, LOCK_FILE), json.dumps(lock, sort_keys=True))
+        write_atomic(os.path.join(fresh, READY), "")
+        try:
+            os.rename(fresh, target)
+        except OSError:
+            if ready_lock(os.path.basename(target)) is None:  # not another launch's finished one: a leftover
+                remove(target)
+                os.rename(fresh, target)
+    finally:
+        remove(fresh)
+        remove(log)
+
+
+# A venv names its own path in its scripts (shebangs, activate) and pyvenv.cfg: the scratch path becomes the final one.
+def relocate(fresh: str, target: str) -> None:
+    old, new = fresh.encode(), target.encode()
+    folder = os.path.join(fresh, "bin")
+    paths = [os.path.join(folder, name) for name in os.listdir(folder)] + [os.path.join(fresh, "pyvenv.cfg")]
+    for path in paths:
+        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > CHUNK:
+            continue
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if old in data:
+            with open(path, "wb") as handle:
+                handle.write(data.replace(old, new))
+
+
+# --setup, once per environment: the environment's bin first on PATH, in the run's working directory where it
+# exists; its output is this command's own (the launcher keeps it in the run's logs); the whole group killed at the
+# deadline. The marker is written only once it succeeded.
+def setup(header: "dict[str, Any]", deadline: float) -> None:
+    import subprocess
+
+    key, digest = hex_name(header.get("key")), hex_name(header.get("hash"))
+    folder = os.path.join(tpuctl_cache(), "envs", key)
+    marker = os.path.join(folder, ".setup-" + digest)
+    if ready_lock(key) is None:
+        fail("input", "no environment " + key + " on this host")
+    if os.path.isfile(marker):
+        reply({"ran": False})
+        return
+    env = dict(os.environ)
+    env.pop("PYTHONHOME", None)
+    env.update(PATH=os.path.join(folder, "bin") + ":" + env.get("PATH", "/usr/bin:/bin"), VIRTUAL_ENV=folder)
+    workdir = str(header.get("workdir") or "")
+    cwd = workdir if os.path.isdir(workdir) else os.path.expanduser("~")
+    argv = ["/bin/sh", "-c", str(header.get("command", ""))]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
+    status = wait(proc, deadline)
+    if status != 0:
+        reply({"error": {"kind": "setup", "status": status, "message": "--setup failed"}})
+        os._exit(3)
+    write_atomic(marker, "")
+    reply({"ran": True})
+
+
+# The lock's wheels as a tar on stdout (the launcher keeps a copy, and hands it to the other hosts).
+def pack(lock_hash: str) -> None:
+    import tarfile
+
+    folder = os.path.join(tpuctl_cache(), "wheels", hex_name(lock_hash))
+    if not wheels_ready(lock_hash):
+        fail("wheels", "the lock's wheels are not on this host")
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".whl"))
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as stream:
+        for name in names:
+            stream.add(os.path.join(folder, name), arcname=name, recursive=False)
+
+
+# The lock's exact wheels from the index again (the launcher, the bucket and the hosts have lost them), by hash.
+def download_again(header: "dict[str, Any]", deadline: float) -> None:
+    lock = header.get("lock") or []
+    envs = own_folder("envs")
+    scratch = os.path.join(envs, ".new-" + os.urandom(8).hex())
+    os.mkdir(scratch, 0o700)
+    log = os.path.join(scratch, "download.log")
+    try:
+        python = make_venv(os.path.join(scratch, "venv"), log, deadline)
+        wanted = dict(((str(item["name"]), str(item["version"])), str(item["sha256"])) for item in lock)
+        got = fetch_pins(python, wanted, os.path.join(scratch, "wheels"), log, deadline, str(header.get("index_url") or ""))
+        if lock_digest(got) != lock_digest(lock):
+            fail("wheels", "the index no longer serves the lock's wheels: " + last_line(tail(log)))
+        keep_wheels(os.path.join(scratch, "wheels"), lock)
+        reply({"log": tail(log)})
+    finally:
+        remove(scratch)
+
+
+def main(argv: "list[str]") -> None:
+    import time
+
+    command = argv[0]
+    if command == "probe":
+        probe(argv[1], argv[2], argv[3])
+        return
+    if command == "pack":
+        pack(argv[1])
+        return
+    header = read_header()
+    if command == "build":
+        header["key"] = argv[1]  # the one field that differs by host: the header and a tar after it are shared
+    deadline = time.monotonic() + float(header.get("deadline_s", 600))
+    commands = {"resolve": resolve, "build": build, "setup": setup, "download": download_again}
+    if command not in commands:
+        fail("input", "no such command: " + command)
+    commands[command](header, deadline)
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except Failed as failed:
+        reply({"error": {"kind": failed.kind, "message": str(failed), "log": failed.log}})
+        os._exit(3)
+    except OSError as err:
+        where = ": " + err.filename if isinstance(err.filename, str) else ""
+        reply({"error": {"kind": "disk" if err.errno == 28 else "os", "message": str(err.strerror or err) + where}})
+        os._exit(3)
+    except (ValueError, KeyError, TypeError) as err:
+        reply({"error": {"kind": "input", "message": "the request is not one tpuctl sends (" + type(err).__name__ + ")"}})
+        os._exit(3)
+    except Exception as err:
+        import subprocess
+
+        if not isinstance(err, subprocess.TimeoutExpired):
+            raise
+        reply({"error": {"kind": "timeout", "message": "ran out of time"}})
+        os._exit(3)
