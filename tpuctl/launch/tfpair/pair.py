@@ -119,8 +119,8 @@ def lines(here: Installed, image: Image, script: str, env: Mapping[str, str], re
         )
     if software.keras_major(mine) != software.keras_major(theirs):
         said.append(
-            f"Keras differs: tf.keras is Keras {software.keras_major(mine)} here, Keras {software.keras_major(theirs)} on the TPU "
-            f"(TensorFlow {_short(theirs)}'s own): code written for one may fail on the other"
+            f"Keras differs: TensorFlow {_short(mine)} here brings Keras {software.keras_major(mine)} as tf.keras, TensorFlow {_short(theirs)} "
+            f"on the TPU Keras {software.keras_major(theirs)}: code written for one may fail on the other"
         )
     modules = imported(script)
     legacy = env.get(LEGACY_KERAS, os.environ.get(LEGACY_KERAS, "")) not in ("", "0", "false", "False")
