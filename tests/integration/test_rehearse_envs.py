@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,7 @@ SOURCES = (
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wheels")
-    out = root / "wheels"
+    folders = []
     for name, version, module, init in SOURCES:
         source = root / "src" / module
         (source / module).mkdir(parents=True)
@@ -46,10 +45,12 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
             '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
             f'[project]\nname = "{name}"\nversion = "{version}"\n[tool.setuptools]\npackages = ["{module}"]\n'
         )
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--disable-pip-version-check", "-w", str(out), str(source)],
-            check=True, capture_output=True, timeout=300, env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
-        )  # fmt: skip
+        folders.append(str(source))
+    out = root / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--disable-pip-version-check", "-w", str(out), *folders],
+        check=True, capture_output=True, timeout=300, env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
+    )  # fmt: skip
     return out
 
 
@@ -72,25 +73,6 @@ def dead_pid() -> int:
 
 
 @pytest.mark.usefixtures("offline")
-def test_an_environment_is_built_once_into_place_and_reused(tmp_path: Path) -> None:
-    env = Env(tmp_path / "tf9.9-py3.11-0123456789ab", sys.executable, (f"{PACKAGE}==1.0",))
-    stale = tmp_path / f"{BUILDING}{env.folder.name}-{dead_pid()}-0000"  # a build whose tpuctl was killed
-    stale.mkdir()
-    said: list[str] = []
-    ensure(env, said.append)
-    assert env.ready and leftovers(tmp_path) == []  # the killed build's folder went too
-    assert len(said) == 1 and said[0].startswith(f"building the rehearsal's environment once: {PACKAGE}==1.0 into {env.folder}")
-    probe = "import tpuctl_probe, sys; print(tpuctl_probe.VERSION, sys.prefix)"
-    ran = subprocess.run([str(env.python), "-c", probe], capture_output=True, text=True, check=True)
-    assert ran.stdout.split() == ["1.0", str(env.folder)]  # renamed into place, it runs from there
-    marker = json.loads((env.folder / READY).read_text())
-    assert marker["pins"] == [f"{PACKAGE}==1.0"] and marker["python"] == sys.executable
-    began = time.monotonic()
-    ensure(env, said.append)
-    assert len(said) == 1 and time.monotonic() - began < 0.5  # built: nothing said, nothing run
-
-
-@pytest.mark.usefixtures("offline")
 def test_a_build_that_fails_leaves_nothing_in_use_and_says_pips_words(tmp_path: Path) -> None:
     env = Env(tmp_path / "tf9.9-py3.11-fedcba987654", sys.executable, (f"{PACKAGE}==9.9",))
     with pytest.raises(TpuctlError) as failed:
@@ -100,35 +82,29 @@ def test_a_build_that_fails_leaves_nothing_in_use_and_says_pips_words(tmp_path: 
     assert not env.folder.exists() and leftovers(tmp_path) == [] and env.log.is_file()
 
 
-@pytest.mark.usefixtures("offline")
-def test_a_build_that_another_launch_finished_first_uses_that_one(tmp_path: Path) -> None:
-    env = Env(tmp_path / "tf9.9-py3.11-aaaaaaaaaaaa", sys.executable, (f"{PACKAGE}==1.0",))
-
-    def theirs_lands(line: str) -> None:  # said as this build begins: another launch's build of the same is in place
-        (env.folder / "bin").mkdir(parents=True)
-        os.symlink(sys.executable, env.folder / "bin" / "python")
-        (env.folder / READY).write_text("{}\n")
-
-    ensure(env, theirs_lands)
-    assert (env.folder / READY).read_text() == "{}\n" and leftovers(tmp_path) == []  # theirs kept, ours gone
-
-
-def test_a_rehearsal_under_another_tensorflow_builds_its_environment_before_the_run_and_its_worker_runs_there(
+def test_a_rehearsal_under_another_tensorflow_builds_its_environment_once_before_the_run_and_its_worker_runs_there(
     wheels: Path, tmp_path: Path
 ) -> None:
-    """The launch's own path: `--rehearse --runtime` plans the environment, builds it before the preflight and the
-    worker (the stand-in TensorFlow says whose it is), and a second launch finds it built."""
+    """The launch's own path: `--rehearse --runtime` plans the environment, builds it into place before the preflight
+    and the worker (the stand-in TensorFlow says whose it is; a killed build's leftover goes), and the next launch
+    finds it built and says nothing of building."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
     script = tmp_path / "train.py"
     script.write_text("print('never reached: the runtime imports TensorFlow first')\n")
     args = ["launch", str(script), "--rehearse", "v2-8", "--runtime", "tpu-vm-tf-2.15.1-pjrt"]
+    dry = json.loads(run_tpuctl(*args, "--dry-run", "--json", env=env, timeout=120).stdout)["rehearsal_runtime"]["environment"]
+    folder = Path(dry["folder"])
+    assert folder.parent == tmp_path / "cache" / "tpuctl" / "rehearse" and not dry["ready"]
+    folder.parent.mkdir(parents=True)
+    (folder.parent / f"{BUILDING}{folder.name}-{dead_pid()}-0000").mkdir()  # a build whose tpuctl was killed
     first = run_tpuctl(*args, "--log-dir", str(tmp_path / "one"), env=env, timeout=240)
-    (folder,) = [path for path in (tmp_path / "cache" / "tpuctl" / "rehearse").glob("tf2.15-*") if path.is_dir()]  # not its .log
     planned = f"rehearsing under tpu-vm-tf-2.15.1-pjrt's TensorFlow 2.15 (--runtime) in its environment {folder} (built before the run starts, once)"
     assert planned in first.stderr, first.stderr
-    assert "tpuctl: building the rehearsal's environment once: tensorflow-cpu==2.15.* tensorflow-estimator==2.15.* numpy<2 into" in first.stderr
+    assert f"tpuctl: building the rehearsal's environment once: tensorflow-cpu==2.15.* tensorflow-estimator==2.15.* numpy<2 into {folder}" in first.stderr
     assert f"the fake tensorflow 2.15.99 of {folder}/lib/" in first.stdout + first.stderr, first.stdout + first.stderr
-    assert first.returncode != 0 and (folder / READY).is_file()
+    assert first.returncode != 0 and leftovers(folder.parent) == []
+    marker = json.loads((folder / READY).read_text())
+    assert marker["pins"] == dry["pins"] == ["tensorflow-cpu==2.15.*", "tensorflow-estimator==2.15.*", "numpy<2"] and marker["python"] == sys.executable
     again = run_tpuctl(*args, "--log-dir", str(tmp_path / "two"), env=env, timeout=240)
     assert f"in its environment {folder} (built)" in again.stderr and "building the rehearsal's environment" not in again.stderr
     assert f"the fake tensorflow 2.15.99 of {folder}/lib/" in again.stdout + again.stderr

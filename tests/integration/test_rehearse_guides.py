@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.rehearsal import REHEARSE, TF215_IMAGE, printed, rehearse, rehearse_tf215, verdicts
+from tpuctl.launch import rehearsal_report
 
 pytestmark = pytest.mark.tf
 
@@ -109,5 +110,5 @@ def test_a_colab_tutorials_keras_fit_rehearses_under_the_tpu_images_tensorflow_2
     rehearsal = outcome["rehearsal"]
     assert rehearsal["keras"].startswith("2.15.") and rehearsal["steps"] == 2 * (256 // 64)
     assert set(verdicts(outcome).values()) == {"ok"}
-    first = f"tpuctl: rehearsal of v2-8: 8 replicas on TensorFlow {rehearsal['tensorflow']} (Keras {rehearsal['keras']}), as on {TF215_IMAGE}; rehearsed as"
-    assert first in stderr
+    first = f"rehearsal of v2-8: 8 replicas on TensorFlow {rehearsal['tensorflow']} (Keras {rehearsal['keras']}), as on {TF215_IMAGE}; rehearsed as"
+    assert rehearsal_report.render(rehearsal)[0].startswith(first)  # the console's words (--json prints the outcome instead)

@@ -125,3 +125,26 @@ def test_a_rehearsals_dry_run_says_what_it_runs_on(home: Path, tmp_path: Path, m
     assert planned["image"] == "tpu-vm-tf-2.15.1-pjrt" and planned["environment"]["ready"] is False
     assert shown["workers"][0]["argv"][0] == planned["python"] == str(Path(planned["environment"]["folder"]) / "bin" / "python")
     assert not (tmp_path / "cache" / "tpuctl" / "rehearse").exists()  # a dry run builds nothing
+
+
+def finished(folder: Path, marker: str) -> Path:
+    """A folder as a finished build leaves it: an interpreter in bin/, the .ready marker."""
+    (folder / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, folder / "bin" / "python")
+    (folder / envs.READY).write_text(marker)
+    return folder
+
+
+def test_a_build_another_launch_finished_first_is_the_one_used_and_a_stranger_in_the_way_is_refused(tmp_path: Path) -> None:
+    env = envs.Env(tmp_path / "tf2.15-py3.11-aaaaaaaaaaaa", sys.executable, envs.pins((2, 15)))
+    finished(env.folder, "theirs")
+    ours = finished(tmp_path / f"{envs.BUILDING}{env.folder.name}-1-0000", "ours")
+    envs._into_place(ours, env)
+    assert (env.folder / envs.READY).read_text() == "theirs"  # theirs stays in place; ensure() removes ours
+    stranger = envs.Env(tmp_path / "tf2.16-py3.11-bbbbbbbbbbbb", sys.executable, envs.pins((2, 16)))
+    stranger.folder.mkdir()
+    with pytest.raises(TpuctlError, match="is in the way of the rehearsal's environment: it is not one tpuctl built"):
+        envs._into_place(finished(tmp_path / "ours-2", "ours"), stranger)
+    alone = envs.Env(tmp_path / "tf2.17-py3.11-cccccccccccc", sys.executable, envs.pins((2, 17)))
+    envs._into_place(finished(tmp_path / "ours-3", "ours"), alone)
+    assert alone.ready and not (tmp_path / "ours-3").exists()

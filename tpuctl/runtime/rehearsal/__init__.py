@@ -142,9 +142,12 @@ def _keras_version() -> str | None:
     if "keras" not in sys.modules and "tf_keras" not in sys.modules:
         return None
     try:
-        return str(tf.keras.__version__)
+        version = getattr(tf.keras, "__version__", None)  # Keras 3 and tf-keras say it
     except Exception:  # noqa: BLE001 - a lazy loader failing at exit: the report goes on without it
         return None
+    if version is None:  # TensorFlow 2.15's tf.keras is keras.api._v2.keras, which has none: its package's
+        version = getattr(sys.modules.get("keras"), "__version__", None)
+    return None if version is None else str(version)
 
 
 def _rehearsed_as(hosts: int) -> str:
