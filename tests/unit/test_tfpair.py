@@ -133,8 +133,8 @@ def test_tf_keras_here_but_not_on_the_tpu_is_said_where_the_script_uses_it(tmp_p
 
 
 def test_an_image_without_tensorflow_in_its_name_gets_the_pair_alone(tmp_path: Path) -> None:
-    said = lines(LAPTOP, Image("tpu-ubuntu2204-base", "TPU VM pod-0000's image"), script(tmp_path, "import keras_hub\n"), {}, None, "v4-8")
-    assert len(said) == 1 and said[0].endswith("on the TPU a TensorFlow its name does not say (tpu-ubuntu2204-base: TPU VM pod-0000's image)")
+    said = lines(LAPTOP, Image("tpu-ubuntu2204-base", "node pod-0000's image"), script(tmp_path, "import keras_hub\n"), {}, None, "v4-8")
+    assert len(said) == 1 and said[0].endswith("on the TPU a TensorFlow its name does not say (tpu-ubuntu2204-base: node pod-0000's image)")
 
 
 # --- the image --new-tpu picks ---------------------------------------------------------------------------------
@@ -192,5 +192,5 @@ def test_a_launch_on_a_tpu_says_the_pair_of_its_nodes_image(home: Path, google_s
     result = in_process("launch", "train.py", "--tpu", name, "--python", "python3", "--dry-run", "--json", env=dict(env))
     assert result.code == 0, result.err
     said = json.loads(result.out)["remote"]["tensorflow"]
-    assert said[0].endswith(f"on the TPU TensorFlow 2.15.1 with Keras 2 (tpu-vm-tf-2.15.1-pjrt: TPU VM {name}'s image)")
+    assert said[0].endswith(f"on the TPU TensorFlow 2.15.1 with Keras 2 (tpu-vm-tf-2.15.1-pjrt: node {name}'s image)")
     assert any(line.startswith("Keras differs") for line in said) == (software.keras_major(this_interpreter().tensorflow_version or (2, 21)) == 3)

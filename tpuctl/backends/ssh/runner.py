@@ -148,7 +148,7 @@ class TpuSlice:
         """This machine's TensorFlow beside the node's image (tfpair/pair.py), for the script as it is here."""
         from tpuctl.launch.tfpair.pair import Image, for_launch
 
-        return for_launch(job, (Image(self.node.runtime_version, f"TPU VM {self.node.name}'s image"), self.node.accelerator))
+        return for_launch(job, (Image(self.node.runtime_version, f"node {self.node.name}'s image"), self.node.accelerator))
 
     def _entries(self) -> list[HostEntry]:
         from tpuctl.cloud.nodes.slice_hosts import slice_hosts
