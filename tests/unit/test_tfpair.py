@@ -85,7 +85,9 @@ def test_an_older_tensorflow_on_the_tpu_is_said_with_how_to_rehearse_under_it(tm
 def test_keras_2_on_the_tpu_beside_keras_3_here_and_what_the_script_imports_that_needs_3(tmp_path: Path) -> None:
     source = "import keras_hub\nfrom keras import ops\nimport tensorflow as tf\n"
     said = lines(LAPTOP, Image("tpu-vm-tf-2.15.1-pjrt", "why"), script(tmp_path, source), {}, None, "v4-8")
-    assert said[2] == "Keras differs: TensorFlow 2.21 here brings Keras 3 as tf.keras, TensorFlow 2.15 on the TPU Keras 2: code written for one may fail on the other"
+    assert said[2] == (
+        "Keras differs: TensorFlow 2.21 here brings Keras 3 as tf.keras, TensorFlow 2.15 on the TPU Keras 2: code written for one may fail on the other"
+    )
     assert said[3].startswith("train.py uses keras_hub, and the TPU's TensorFlow is 2.15: keras-hub needs Keras 3")
     assert said[4].startswith("train.py uses keras.ops, and the TPU's TensorFlow is 2.15: keras.ops is Keras 3's")
     assert len(said) == 5
