@@ -30,17 +30,27 @@ def verdicts(outcome: Any) -> dict[str, str]:
     return {c["check"]: c["verdict"] for c in outcome["rehearsal"]["checks"]}
 
 
+TF215_IMAGE = "tpu-vm-tf-2.15.1-pjrt"
+
+
 def rehearse_tf215(script: Path, accelerator: str, tmp_path: Path, *args: str) -> tuple[Any, str]:
+    """A rehearsal under a TPU image of TensorFlow 2.15 (`--runtime`), its environment the compatibility tests'
+    (TPUCTL_REHEARSE_PYTHON_2_15, docs/rehearse.md); its report names the TensorFlow it ran on and the image."""
     from tests.integration.compat_env import tf215_env
 
     worker = tf215_env()  # a skip saying how to build it, or a failure where CI requires it
     env = {k: v for k, v in os.environ.items() if k not in ("COLAB_TPU_ADDR", "TPU_NAME")}
+    env["TPUCTL_REHEARSE_PYTHON_2_15"] = str(worker.python)
     result = run_tpuctl(
-        "launch", str(script), "--rehearse", accelerator, "--python", str(worker.python), "--json",
+        "launch", str(script), "--rehearse", accelerator, "--runtime", TF215_IMAGE, "--json",
         "--log-dir", str(tmp_path / "logs"), *args, env=env, timeout=240,
     )
     assert result.stdout.strip(), result.stderr
-    return json.loads(result.stdout.splitlines()[-1]), result.stderr
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    assert f"tpuctl: rehearsing under {TF215_IMAGE}'s TensorFlow 2.15 (--runtime) with {worker.python} (TPUCTL_REHEARSE_PYTHON_2_15)" in result.stderr
+    if outcome.get("rehearsal") is not None:
+        assert (outcome["rehearsal"]["tensorflow"], outcome["rehearsal"]["runtime"]) == (worker.tf_version, TF215_IMAGE)
+    return outcome, result.stderr
 
 
 def printed(outcome: Any, script: str) -> dict[str, Any]:

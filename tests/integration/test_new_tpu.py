@@ -21,6 +21,8 @@ from tests.integration.sshd import SshCluster
 from tests.standins import catalog
 from tests.standins.new_tpu_cloud import ZONES, Cloud, Launch, agent_of_worker, preempted_where_no_capacity_is_left, ranked
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
+from tpuctl.launch.tfpair.here import this_interpreter
+from tpuctl.tpu.software import image_for_tensorflow
 
 
 def test_a_run_hunts_past_a_stockout_labels_its_vm_runs_on_every_host_and_deletes_it(cloud: Cloud) -> None:
@@ -152,6 +154,12 @@ def test_a_launch_whose_hosts_never_answer_still_deletes_the_vm(cloud: Cloud, cl
     dead.write_text("".join(f"Host {base}.{n + 2}\n  HostName 127.0.0.1\n  Port {cluster.dead_port}\n\n" for n in range(24)) + cluster.config.read_text())
     launch = cloud.launch("--zone", ZONES[0], "--ssh-config", str(dead))
     assert launch.finish() not in (0, 130), launch.stderr
+    # Before anything was created: the TensorFlow pair, naming the image picked for this machine's TensorFlow.
+    picked = image_for_tensorflow("v4-16", this_interpreter().tensorflow_version or (2, 21, 0))
+    assert picked is not None
+    pair = next(i for i, line in enumerate(launch.lines) if line.startswith("tpuctl: TensorFlow: here "))
+    assert launch.lines[pair].endswith(f"({picked.image}: picked: {picked.why})")
+    assert pair < next(i for i, line in enumerate(launch.lines) if line.startswith("tpuctl: creating TPU VM "))
     record = cloud.record()
     assert f"tpuctl: deleting TPU VM {record['created_node']} in {ZONES[0]}: the service accepted the delete" in launch.lines, launch.stderr
     assert (record["state"], record["node_fate"]) == ("failed", "deleted")

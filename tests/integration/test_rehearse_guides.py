@@ -1,6 +1,6 @@
 """`launch --rehearse` on TensorFlow's own TPU guides and tensorflow/tpu's models: TPUEstimator (TF 2.15 with
-tensorflow-estimator, through --python), its embeddings, ResNet's double-transposed input, and the TPU guide's custom
-loop under Keras 3."""
+tensorflow-estimator, through `--runtime tpu-vm-tf-2.15.1-pjrt`), its embeddings, ResNet's double-transposed input, the
+TPU guide's custom loop under Keras 3, and a Colab tutorial's Keras 2 fit under TensorFlow 2.15."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.rehearsal import REHEARSE, printed, rehearse, rehearse_tf215, verdicts
+from tests.integration.rehearsal import REHEARSE, TF215_IMAGE, printed, rehearse, rehearse_tf215, verdicts
+from tpuctl.launch import rehearsal_report
 
 pytestmark = pytest.mark.tf
 
@@ -99,3 +100,15 @@ def test_tpu_estimator_embeddings_train_on_the_cpu_and_their_sparse_ops_are_not_
     assert found["TPU embeddings"]["verdict"] == "not checked"
     assert found["TPU embeddings"]["detail"].startswith("TPUEstimator's EmbeddingConfigSpec: a TPU looks up and updates")
     assert "ResourceSparseApplyAdagrad" in found["TPU embeddings"]["detail"] and "SparseSegmentMean" in found["TPU embeddings"]["detail"]
+
+
+def test_a_colab_tutorials_keras_fit_rehearses_under_the_tpu_images_tensorflow_2_15_and_keras_2(tmp_path: Path) -> None:
+    # The laptop has TensorFlow 2.21 with Keras 3; a TPU VM made with tpu-vm-tf-2.15.1-pjrt runs 2.15 with its own Keras 2.
+    # The verdict is about the TPU's: the report says so in its first line.
+    outcome, stderr = rehearse_tf215(REHEARSE / "colab_fit.py", "v2-8", tmp_path)
+    assert outcome["exit_code"] == 0, (outcome, stderr[-3000:])
+    rehearsal = outcome["rehearsal"]
+    assert rehearsal["keras"].startswith("2.15.") and rehearsal["steps"] == 2 * (256 // 64)
+    assert set(verdicts(outcome).values()) == {"ok"}
+    first = f"rehearsal of v2-8: 8 replicas on TensorFlow {rehearsal['tensorflow']} (Keras {rehearsal['keras']}), as on {TF215_IMAGE}; rehearsed as"
+    assert rehearsal_report.render(rehearsal)[0].startswith(first)  # the console's words (--json prints the outcome instead)

@@ -42,6 +42,8 @@ ALL_ACCELERATOR_TYPES: tuple[str, ...] = (
 BASE_RUNTIME_VERSIONS: tuple[str, ...] = (
     "tpu-ubuntu2204-base",
     "tpu-vm-base",
+    "tpu-vm-tf-2.15.1-pjrt",
+    "tpu-vm-tf-2.15.1-pod-pjrt",
     "tpu-vm-tf-2.16.1-pjrt",
     "tpu-vm-tf-2.16.1-pod-pjrt",
     "tpu-vm-tf-2.18.0-pjrt",

@@ -401,12 +401,12 @@ class GoogleStandin:
                 endpoint["ipAddress"] = address
             self.tpu.bump((zone, name))
 
-    def add_ready_nodes(self, zone: str, count: int, prefix: str = "bench", accelerator_type: str | None = None) -> list[str]:
+    def add_ready_nodes(self, zone: str, count: int, prefix: str = "bench", accelerator_type: str | None = None, runtime: str | None = None) -> list[str]:
         """Create `count` READY nodes named PREFIX-0000.. directly (no API traffic); returns their ids."""
         names = [f"{prefix}-{i:04d}" for i in range(count)]
         with self._lock:
             for name in names:
-                self.tpu.add_ready(zone, name, accelerator_type, None)
+                self.tpu.add_ready(zone, name, accelerator_type, runtime)
         return names
 
     def node(self, zone: str, name: str) -> dict[str, Any] | None:

@@ -141,6 +141,17 @@ def test_a_named_runtime_is_kept_for_every_type() -> None:
     assert done.ensured.spec.runtime_version == BASE.runtime_version and done.changed == ["type v5litepod-16 -> v6e-8", "hosts 4 -> 1"]
 
 
+def test_an_image_chosen_for_a_type_is_its_own_and_a_fallback_type_keeps_its_default() -> None:
+    """launch --new-tpu picks each type's image (tfpair/choice.py); a type it chose none for gets tpuctl's default."""
+    api = ZonedApi(endings={"z1-west1-a": ["capacity"]})
+    chosen = {"v5litepod-16": "tpu-vm-tf-2.15.1-pod-pjrt"}
+    done, _ = run(api, [*zones("z1-west1-a"), *zones("z2-east1-d", accelerator_type="v6e-8")], images=chosen)
+    assert done.ensured.spec.runtime_version == "v2-alpha-tpuv6e"
+    assert done.changed == ["type v5litepod-16 -> v6e-8", "hosts 4 -> 1", "runtime tpu-vm-tf-2.15.1-pod-pjrt -> v2-alpha-tpuv6e"]
+    first, _ = run(ZonedApi(), zones("z1-west1-a"), images=chosen)
+    assert first.ensured.spec.runtime_version == "tpu-vm-tf-2.15.1-pod-pjrt"
+
+
 def test_a_rerun_reuses_the_node_an_earlier_hunt_made() -> None:
     api = ZonedApi(endings={"z1-west1-a": ["capacity"]})
     first, _ = run(api, zones("z1-west1-a", "z2-west1-a"))

@@ -61,6 +61,9 @@ def test_the_dry_run_shows_the_rehearsal_in_the_workers_environment() -> None:
 
 REPORT = {
     "accelerator": "v2-8",
+    "tensorflow": "2.15.1",
+    "keras": "2.15.0",
+    "runtime": "tpu-vm-tf-2.15.1-pjrt",
     "replicas": 8,
     "hosts": 1,
     "rehearsed_as": "one process, one virtual CPU per replica",
@@ -85,7 +88,8 @@ def test_a_report_with_a_failed_check_is_shown_and_named_at_the_end(tmp_path: Pa
     lines: list[str] = []
     summarise(Outcome(1, 1, 3.0, rehearsal=report), "1 worker(s)", tmp_path, lambda line: lines.append("tpuctl: " + line), lines.append)
     assert lines[:3] == [
-        "tpuctl: rehearsal of v2-8: 8 replicas; rehearsed as one process, one virtual CPU per replica",
+        "tpuctl: rehearsal of v2-8: 8 replicas on TensorFlow 2.15.1 (Keras 2.15.0), as on tpu-vm-tf-2.15.1-pjrt; "
+        "rehearsed as one process, one virtual CPU per replica",
         "tpuctl:   batch: 100 global",
         "tpuctl:   steps: 12, 0.050s per step on this CPU (not a TPU's speed)",
     ]
@@ -95,6 +99,13 @@ def test_a_report_with_a_failed_check_is_shown_and_named_at_the_end(tmp_path: Pa
     assert lines[-1] == (
         f"tpuctl: 1 worker(s) finished in 3.0s, but the rehearsal found 1 problem(s) a v2-8 would refuse: XLA ops; logs: {tmp_path}"
     )
+
+
+def test_a_report_names_the_tensorflow_it_ran_on_and_says_so_where_it_does_not_know() -> None:
+    here = {**REPORT, "keras": None, "runtime": None, "tensorflow": "2.21.0"}
+    assert rehearsal_report.render(here)[0].startswith("rehearsal of v2-8: 8 replicas on TensorFlow 2.21.0; rehearsed as")
+    unknown = {key: value for key, value in REPORT.items() if key not in ("tensorflow", "keras", "runtime")}
+    assert rehearsal_report.render(unknown)[0].startswith("rehearsal of v2-8: 8 replicas on TensorFlow unknown; rehearsed as")
 
 
 @pytest.mark.parametrize(

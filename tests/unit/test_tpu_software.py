@@ -134,3 +134,54 @@ def test_the_doctors_recommendation_is_the_newest_generation_with_a_tensorflow_i
     image = sw.read_image(sw.newest_tensorflow_image())
     assert image is not None and not image.pod and image.api == "pjrt"
     assert all(chip.generation in (None, *accelerators.GENERATIONS) for chip in sw.CHIPS.values())
+
+
+# --- the documented TensorFlow images, and the one picked for a TensorFlow version ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accelerator_type", "tensorflow", "image", "matched"),
+    [
+        ("v5litepod-8", (2, 16, 1), "tpu-vm-tf-2.16.1-pjrt", True),
+        ("v5litepod-16", (2, 16, 1), "tpu-vm-tf-2.16.1-pod-pjrt", True),  # several hosts: -pod
+        ("v5litepod-8", (2, 16, 2), "tpu-vm-tf-2.16.1-pjrt", True),  # no 2.16.2 image: that line's newest
+        ("v4-8", (2, 15, 1), "tpu-vm-tf-2.15.1-pjrt", True),
+        ("v4-8", (2, 14, 0), "tpu-vm-tf-2.14.0", True),  # before 2.15: no device API in the name
+        ("v4-32", (2, 12, 1), "tpu-vm-tf-2.12.1-pod", True),
+        ("v2-8", (2, 17, 1), "tpu-vm-tf-2.17.0-pjrt", True),
+        ("v5litepod-8", (2, 21, 0), "tpu-vm-tf-2.18.0-pjrt-v5e-and-v6", False),  # none has 2.21: the generation's newest
+        ("v5litepod-16", (2, 21, 0), "tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6", False),
+        ("v4-8", (2, 21, 0), "tpu-vm-tf-2.16.1-pjrt", False),
+        ("v4-8", (2, 17, 0), "tpu-vm-tf-2.16.1-pjrt", False),  # 2.17 is documented for v2, v3 and v5e, not v4
+        ("v5p-8", (2, 9, 1), "tpu-vm-tf-2.16.1-pjrt", False),  # v5p starts at 2.15
+    ],
+)  # fmt: skip
+def test_the_image_picked_for_a_tensorflow_version(accelerator_type: str, tensorflow: tuple[int, int, int], image: str, matched: bool) -> None:
+    chosen = sw.image_for_tensorflow(accelerator_type, tensorflow)
+    assert chosen is not None and (chosen.image, chosen.matched) == (image, matched)
+    read = sw.read_image(chosen.image)
+    assert read is not None and read.tensorflow == chosen.tensorflow and read.pod == (accelerators.shape_of(accelerator_type).hosts > 1)
+    line = f"{tensorflow[0]}.{tensorflow[1]}"
+    assert (line in chosen.why) and (("no TPU image has" in chosen.why) is not matched)
+
+
+def test_no_image_is_picked_where_a_generation_has_none() -> None:
+    assert sw.image_for_tensorflow("v6e-8", (2, 18, 0)) is None
+
+
+def test_every_documented_image_names_a_generation_of_the_table_and_reads_back() -> None:
+    """Each row's name parses back to its own version, PJRT from 2.15; the default image is a row of every generation."""
+    for version, generations, tail in sw.TENSORFLOW_IMAGES:
+        assert set(generations) <= set(sw.TENSORFLOW_IMAGE_GENERATIONS)
+        for pod in (False, True):
+            read = sw.read_image(sw.image_name(version, pod, tail))
+            assert read == sw.Image(version, pod, "pjrt" if version >= (2, 15, 0) else None)
+    versions = [version for version, _, _ in sw.TENSORFLOW_IMAGES]
+    assert versions == sorted(versions, reverse=True) and len(set(versions)) == len(versions)
+    default = tuple(int(part) for part in sw.DEFAULT_TENSORFLOW_IMAGE.split("."))
+    assert all(default in [v for v, _ in sw.documented_images(name)] for name in sw.TENSORFLOW_IMAGE_GENERATIONS)
+
+
+@pytest.mark.parametrize(("tensorflow", "keras"), [((2, 15, 1), 2), ((2, 12), 2), ((2, 16, 1), 3), ((2, 21, 0), 3), ((3, 0, 0), 3)])
+def test_the_keras_a_tensorflow_release_brings(tensorflow: tuple[int, ...], keras: int) -> None:
+    assert sw.keras_major(tensorflow) == keras

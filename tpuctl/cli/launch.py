@@ -45,7 +45,7 @@ _FIRST = ("workers", "strategy", "model_dir", "log_dir")
 _COMMON_SECTIONS = (
     ("How each worker builds its strategy", ("strategy_builder", "scope", "keras", "ps", "communication", "devices")),
     ("Failures, restarts and deadlines", ("max_restarts", "max_preemptions", "hang_timeout", "start_timeout", "tpu_timeout", "api_timeout")),
-    ("Rehearsal and watching", ("rehearse", "simulate_devices", "verbose", "tail_view")),
+    ("Rehearsal and watching", ("rehearse", "runtime", "simulate_devices", "verbose", "tail_view")),
 )
 
 

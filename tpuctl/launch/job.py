@@ -261,6 +261,13 @@ class Job:
         "what the TPU would refuse (docs/rehearse.md).",
         worker=contract.REHEARSE,
     )
+    runtime: str | None = option(
+        "--runtime",
+        metavar="IMAGE",
+        help="With --rehearse: rehearse under that TPU VM image's TensorFlow (e.g. tpu-vm-tf-2.15.1-pjrt), in an environment "
+        "with its CPU build built once under tpuctl's cache; --python: the Python to build it from.  [default: the "
+        "runtime-version setting where one is set, else this machine's TensorFlow] (docs/rehearse.md)",
+    )
     profiler_server: bool = option(
         "--profiler-server/--no-profiler-server",
         default=False,

@@ -20,6 +20,7 @@ from tpuctl.launch.job import Job, check_strategy_options
 from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.registry import BACKENDS, backend_module
 from tpuctl.launch.runner import BackendOptions, Request, Runner, refuse_unsupported
+from tpuctl.launch.tfpair import rehearsal
 from tpuctl.runs.naming import default_log_dir, run_id
 
 
@@ -40,8 +41,15 @@ class Launch:
 def check_rehearsal(job: Job, backend: str) -> None:
     """A rehearsal is one process here standing in for the whole slice: options that change that are refused."""
     if job.rehearse is None:
+        if job.runtime is not None:
+            raise TpuctlError(
+                "--runtime is for --rehearse: the TensorFlow image a rehearsal runs under",
+                hint="a TPU VM's own image is the runtime-version setting (TPUCTL_RUNTIME_VERSION, `tpuctl create --runtime-version`)",
+            )
         return
     rehearsal_report.replicas_of(job.rehearse)
+    if job.runtime is not None:
+        rehearsal.image_of(job.runtime)
     clash = (
         "--backend " + backend if backend != "local"
         else "--workers" if job.workers > 1

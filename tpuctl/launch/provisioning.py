@@ -36,6 +36,8 @@ from tpuctl.cluster.hosts import HostEntry
 from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.runner import Provisioner, RunContext
+from tpuctl.launch.tfpair import choice, pair
+from tpuctl.launch.tfpair.here import this_interpreter
 from tpuctl.runs import timeline as tl
 from tpuctl.runs.vm_record import NodeState, VmRecord, node_end
 from tpuctl.safety import signals
@@ -113,6 +115,8 @@ class NewTpu(Provisioner):
         across = resolved.given("zones") and not options.tpu_zone
         zones = settings.zones_of(resolved.require("zones")) if across else [resolved.zone]
         self.plan = Plan(types, capacities, zones, resolved, None)
+        self.images = choice.images_for(types, resolved, this_interpreter())  # each type's image and why (tfpair/choice.py)
+        self.pair: list[str] = []  # the TensorFlow pair's lines (pair_for), said before the hunt
         self.entries = [HostEntry(f"new-tpu-host-{index}") for index in range(next(iter(hosts.values())))]
         self.name = ""  # the node's, once the run id is known (run_vm.node_name)
         self.vm: RunVm | None = None
@@ -127,7 +131,16 @@ class NewTpu(Provisioner):
             plan = replace(plan, resolved=settings.resolve({**self.flags, "model_dir": job.model_dir}))
         resolved = plan.resolved
         image = resolved.get("runtime-version") if resolved.given("runtime-version") else None
-        return Wanted(plan, image, job.max_preemptions, recovery.asked(resolved), float(resolved.require("create-deadline")))
+        images = {name: chosen.name for name, chosen in self.images.items()}
+        return Wanted(plan, image, job.max_preemptions, recovery.asked(resolved), float(resolved.require("create-deadline")), images)
+
+    def pair_for(self, job: Job) -> list[str]:
+        """This machine's TensorFlow beside the first type's image (tfpair/pair.py), for the script as it is here; kept to
+        say before the hunt. A fallback type's own image is in the dry run's JSON and the hunt's line for it."""
+        first = self.plan.types[0]
+        chosen = self.images.get(first)
+        self.pair = pair.for_launch(job, None if chosen is None else (chosen, first))
+        return self.pair
 
     @property
     def image(self) -> str | None:
@@ -147,7 +160,8 @@ class NewTpu(Provisioner):
         zones = "every zone" if self.plan.zones is None else ",".join(self.plan.zones)
         policy = self.plan.resolved.get("recovery") or recovery.DEFAULTS
         made = {"name": node_name(run_id), "types": self.plan.types, "capacity": [str(c) for c in self.plan.capacities], "zones": zones}
-        return {**made, "recovery": policy, "at_end": end}
+        images = {name: {"image": chosen.name, "why": chosen.why} for name, chosen in self.images.items()}
+        return {**made, "recovery": policy, "at_end": end, "images": images}
 
     def machine(self, run_id: str) -> str:
         return f"TPU VM {node_name(run_id)}"
@@ -155,6 +169,8 @@ class NewTpu(Provisioner):
     def provision(self, job: Job, context: RunContext) -> list[HostEntry]:
         """The VM hunted and created, and its hosts once it is READY; what happens to it goes to the run's record and
         timeline as it happens (VmJournal)."""
+        for line in self.pair:  # before anything is created or billed
+            context.notice(line)
         self.journal = VmJournal(context, node_end(self.options.keep, self.options.keep_on_failure))
         self.vm = RunVm(TpuApi.connect(self.plan.resolved), context.run_id, self.wanted(job), self.journal.hear, context.notice)
         self.name = self.vm.name

@@ -77,7 +77,7 @@ def render(report: dict[str, Any]) -> list[str]:
     lines = [
         f"rehearsal of {accelerator}: {report['replicas']} replicas"
         + (f" of {report['hosts']} hosts" if isinstance(report.get("hosts"), int) and report["hosts"] > 1 else "")
-        + f"; rehearsed as {one_line(str(report.get('rehearsed_as', '?')), 200)}",
+        + f" on {_tensorflow(report)}; rehearsed as {one_line(str(report.get('rehearsed_as', '?')), 200)}",
         "  batch: "
         + ("unknown" if batch is None else f"{batch} global")
         + ("" if per_replica is None else f", {per_replica} per replica"),
@@ -88,6 +88,16 @@ def render(report: dict[str, Any]) -> list[str]:
         mark = {"ok": "ok", "warning": "WARN", "failed": "FAIL", "not checked": "--"}[check["verdict"]]
         lines.append(f"  {mark:>4}  {one_line(check['check'], 40):<{width}}  {one_line(check['detail'], 300)}")
     return lines
+
+
+def _tensorflow(report: dict[str, Any]) -> str:
+    """The TensorFlow (and Keras) the rehearsal ran on, and the TPU image it stood for where it was one's (`runtime`)."""
+    said = f"TensorFlow {one_line(str(report.get('tensorflow') or 'unknown'), 40)}"
+    if report.get("keras"):
+        said += f" (Keras {one_line(str(report['keras']), 40)})"
+    if report.get("runtime"):
+        said += f", as on {one_line(str(report['runtime']), 100)}"
+    return said
 
 
 def explained(cause: Cause, report: dict[str, Any]) -> Cause:

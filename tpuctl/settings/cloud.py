@@ -247,8 +247,13 @@ def resolve(flags: Mapping[str, str | None] | None = None) -> Settings:
 
 def value_of(key: str, flag: str | None = None) -> str | None:
     """One setting as resolve() would give it, without reading (or checking) every other: `flag` its flag's value."""
+    return picked(key, flag).value
+
+
+def picked(key: str, flag: str | None = None) -> Value:
+    """value_of's value with the layer it came from (UNSET where none gave it: no default is filled in)."""
     setting = BY_KEY[key]
-    return _pick(setting, {setting.attr: flag}, _layers()).value
+    return _pick(setting, {setting.attr: flag}, _layers())
 
 
 def _layers() -> list[tuple[str, Mapping[str, object]]]:

@@ -99,6 +99,50 @@ _IMAGE = re.compile(r"tpu-vm-tf-([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})(-pod)?(
 PJRT_ENV_2_15 = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
 
 
+# The TPU VM images with TensorFlow that a source shows, newest first: (TensorFlow version, the generations it is for, the
+# tail its name carries). `--new-tpu` picks the row of this machine's TensorFlow (launch/tfpair/choice.py). Sources:
+# - the runtimes page above (and supported-tpu-versions before it, read 2026-11-27): 2.16.1, 2.15.1 and 2.15.0 for every
+#   generation with TensorFlow ("TPU v6e, v5e, and v5p support TensorFlow 2.15.0 and newer", PJRT there); 2.14.1 back to
+#   2.10.1 for v2, v3 and v4 ("TPU v4 and TensorFlow 2.10.1 or newer: follow the instructions for TPU v2 and v3"); 2.10.0
+#   back to 2.7.3 for v2 and v3 (v4 had its own -v4 images then, left out); 2.18.0 for v5e with the tail -v5e-and-v6.
+# - Google's own samples, run against the live API (GoogleCloudPlatform/python-docs-samples, tpu/): tpu-vm-tf-2.17.0-pjrt
+#   on v2-8, a v3 2x2 and v5litepod-1.
+# A version no row has for a generation is not guessed: the newest row of that generation is picked, and said so.
+_EVERY = TENSORFLOW_IMAGE_GENERATIONS
+_V2_TO_V4 = ("v2", "v3", "v4")
+TENSORFLOW_IMAGES: tuple[tuple[tuple[int, int, int], tuple[str, ...], str], ...] = (
+    ((2, 18, 0), ("v5litepod",), "-v5e-and-v6"),
+    ((2, 17, 0), ("v2", "v3", "v5litepod"), ""),
+    ((2, 16, 1), _EVERY, ""), ((2, 15, 1), _EVERY, ""), ((2, 15, 0), _EVERY, ""),
+    ((2, 14, 1), _V2_TO_V4, ""), ((2, 14, 0), _V2_TO_V4, ""), ((2, 13, 1), _V2_TO_V4, ""), ((2, 13, 0), _V2_TO_V4, ""),
+    ((2, 12, 1), _V2_TO_V4, ""), ((2, 12, 0), _V2_TO_V4, ""), ((2, 11, 1), _V2_TO_V4, ""), ((2, 11, 0), _V2_TO_V4, ""),
+    ((2, 10, 1), _V2_TO_V4, ""), ((2, 10, 0), ("v2", "v3"), ""), ((2, 9, 3), ("v2", "v3"), ""), ((2, 9, 1), ("v2", "v3"), ""),
+    ((2, 8, 4), ("v2", "v3"), ""), ((2, 8, 3), ("v2", "v3"), ""), ((2, 8, 0), ("v2", "v3"), ""),
+    ((2, 7, 4), ("v2", "v3"), ""), ((2, 7, 3), ("v2", "v3"), ""),
+)  # fmt: skip
+# TensorFlow 2.16 made Keras 3 its tf.keras (its wheels require keras>=3.0; the 2.16 release notes: "Keras 3 will be the
+# default Keras version"); 2.15 and older ship Keras 2 (keras 2.X.*), and tf-keras keeps Keras 2 on 2.16+ under
+# TF_USE_LEGACY_KERAS=1 (https://keras.io/getting_started/#tensorflow--keras-2-backwards-compatibility).
+KERAS_3_FROM = (2, 16)
+
+
+def image_name(tensorflow: tuple[int, int, int], pod: bool, tail: str = "") -> str:
+    """The runtime page's tpu-vm-tf-X.Y.Z[-pod][-pjrt] for a version: PJRT from 2.15 (v5e and v5p take nothing else), no
+    device API before (stream executor only)."""
+    api = "-pjrt" if tensorflow >= (2, 15, 0) else ""
+    return f"tpu-vm-tf-{'.'.join(map(str, tensorflow))}{'-pod' if pod else ''}{api}{tail}"
+
+
+def documented_images(generation: str) -> list[tuple[tuple[int, int, int], str]]:
+    """The TensorFlow versions a generation has an image for, newest first, each with its name's tail."""
+    return [(version, tail) for version, generations, tail in TENSORFLOW_IMAGES if generation in generations]
+
+
+def keras_major(tensorflow: tuple[int, ...]) -> int:
+    """The Keras a TensorFlow release brings as tf.keras (KERAS_3_FROM)."""
+    return 3 if tuple(tensorflow[:2]) >= KERAS_3_FROM else 2
+
+
 def tensorflow_image(accelerator_type: str) -> str:
     """The runtime image `init`/`create` default to: TensorFlow for the type's generation, `-pod` on several hosts.
 
@@ -119,6 +163,38 @@ def newest_tensorflow_image() -> str:
     """The runtime image a TPU VM of the newest generation with TensorFlow takes (its smallest slice: one host)."""
     gen = GENERATIONS[tensorflow_generations()[0]]
     return tensorflow_image(f"{gen.name}-{gen.size(gen.smallest_chips)}")
+
+
+@dataclass(frozen=True)
+class ImageChoice:
+    """The TensorFlow image for a slice, picked for a TensorFlow version, and why in words."""
+
+    image: str
+    tensorflow: tuple[int, int, int]
+    matched: bool  # the image has the asked TensorFlow's X.Y
+    why: str
+
+
+def image_for_tensorflow(accelerator_type: str, tensorflow: tuple[int, int, int]) -> ImageChoice | None:
+    """The documented image (TENSORFLOW_IMAGES) of the type's generation with `tensorflow`'s X.Y (its own patch where
+    there is one, else that line's newest); where none has it, the generation's newest, and why. None: the generation
+    has no TensorFlow image at all (v6e, a generation newer than the table)."""
+    shape = shape_of(accelerator_type)
+    rows = documented_images(shape.generation)
+    if not rows:
+        return None
+    pod = shape.hosts > 1
+    here = ".".join(map(str, tensorflow))
+    same = [row for row in rows if row[0][:2] == tensorflow[:2]]
+    if same:
+        version, tail = next((row for row in same if row[0] == tensorflow), same[0])
+        ours = ".".join(map(str, version))
+        why = f"this machine's TensorFlow {here}" if version == tensorflow else f"this machine's TensorFlow {here} has no image; {ours} is its line's newest"
+        return ImageChoice(image_name(version, pod, tail), version, True, why)
+    version, tail = rows[0]
+    line = f"{tensorflow[0]}.{tensorflow[1]}"
+    why = f"no TPU image has this machine's TensorFlow {line} for {shape.generation}; this is the newest documented for it"
+    return ImageChoice(image_name(version, pod, tail), version, False, why)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from tpuctl.launch.outcome import Outcome
 from tpuctl.launch.process import ports
 from tpuctl.launch.process.plan import Plan, build_plan
 from tpuctl.launch.runner import BackendOptions, RunContext, Runner, Unsupported
+from tpuctl.launch.tfpair.rehearsal import Runtime, resolve
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class LocalRunner(Runner):
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()
         self.gpus: gpus.Share | None = None  # each worker's GPUs, decided once by prepare() for the dry run and the run
+        self.rehearsal: Runtime | None = None  # the TensorFlow a --rehearse runs on (tfpair/rehearsal.py)
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         if not os.path.isfile(job.script):
@@ -70,20 +72,25 @@ class LocalRunner(Runner):
             model_dir = os.path.abspath(model_dir)
         job = replace(job, python=job.python or sys.executable, model_dir=model_dir)
         self.gpus = share_gpus(job, self.options.gpus_per_worker if "gpus_per_worker" in given else None)
-        return job
+        self.rehearsal = resolve(job)
+        return job if self.rehearsal is None else replace(job, python=self.rehearsal.python)
 
-    def request(self, job: Job, run_id: str) -> Plan:
-        """The plan with real free ports, each bound and released in turn (a launch picks afresh).
+    def request(self, job: Job, run_id: str) -> Plan | RehearsalPlan:
+        """The plan with real free ports, each bound and released in turn (a launch picks afresh); a rehearsal's with
+        the TensorFlow it runs on.
 
         A dry run holds nothing: reserving every port at once took two descriptors per
         worker, and `--dry-run --workers 1001` died of EMFILE under a 1024 limit.
         """
         plan = build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1, gpus=self.gpus)
-        return replace(plan, notes=(HOSTS_ONLY_NOTE,)) if job.requirements or job.setup else plan
+        plan = replace(plan, notes=(HOSTS_ONLY_NOTE,)) if job.requirements or job.setup else plan
+        return plan if self.rehearsal is None else RehearsalPlan(plan, self.rehearsal)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
         from tpuctl.launch.preflight import LocalChecks
 
+        if self.rehearsal is not None:  # its environment first: the checks below start the workers' interpreter
+            self.rehearsal.prepare(context.notice)
         checks = LocalChecks(job)  # its interpreter starts while the machinery below loads
         from tpuctl.backends.local.processes import LocalStarter
         from tpuctl.launch.process.supervised import run_supervised
@@ -103,15 +110,30 @@ class LocalRunner(Runner):
         report = context.log_dir / rehearsal_report.FILE_NAME  # LOG_DIR is this launch's alone: no earlier report
         job = replace(job, env=(*job.env, (contract.REHEARSAL_REPORT, str(report))))
         outcome = run_supervised(starter, job, context)
-        rehearsal = rehearsal_report.read(report)
-        if rehearsal is None:
+        read = rehearsal_report.read(report)
+        if read is None:
             if outcome.exit_code == 0:
                 context.notice(
                     f"the rehearsal wrote no report ({report} is missing or unreadable): nothing was checked; "
                     "a script that leaves through os._exit() skips the report, see the worker's log"
                 )
             return outcome
-        return _rehearsed(outcome, rehearsal)
+        return _rehearsed(outcome, {**read, "runtime": self.rehearsal.image if self.rehearsal is not None else None})
+
+
+@dataclass(frozen=True)
+class RehearsalPlan:
+    """A rehearsal's dry run: its plan, and the TensorFlow it runs on (the image it stands for, the environment)."""
+
+    plan: Plan
+    runtime: Runtime
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.plan.to_json(), "rehearsal_runtime": self.runtime.to_json()}
+
+    def render(self) -> str:
+        *lines, last = self.plan.render().splitlines()
+        return "\n".join([*lines, *self.runtime.lines, last])
 
 
 def _rehearsed(outcome: Outcome, rehearsal: dict[str, Any]) -> Outcome:

@@ -149,6 +149,12 @@ class TpuSlice:
     def image(self) -> str | None:
         return self.node.runtime_version or None
 
+    def pair_for(self, job: Job) -> list[str]:
+        """This machine's TensorFlow beside the node's image (tfpair/pair.py), for the script as it is here."""
+        from tpuctl.launch.tfpair.pair import Image, for_launch
+
+        return for_launch(job, (Image(self.node.runtime_version, f"node {self.node.name}'s image"), self.node.accelerator))
+
     def _entries(self) -> list[HostEntry]:
         from tpuctl.cloud.nodes.slice_hosts import slice_hosts
 
@@ -253,6 +259,7 @@ class SshRunner(Runner):
         self.chosen: list[str] = []  # the defaults a TPU VM tpuctl made got: said by the dry run
         self.warnings: list[str] = []  # laptop paths the hosts may not have: said by the dry run and the run
         self.requirements: Requirements | None = None  # --requirements, read and checked at prepare()
+        self.pair: list[str] = []  # this machine's TensorFlow beside the TPU image's (tfpair/pair.py): said by the dry run and the run
 
     @property
     def slots(self) -> int:
@@ -294,6 +301,7 @@ class SshRunner(Runner):
                 f"{job.processes} process(es) need {job.processes} slots, but {self.source} gives {self.slots}",
                 hint="add hosts, use host:SLOTS, or lower --workers",
             )
+        self.pair = self.slice.pair_for(job) if self.slice is not None else []
         self.paths = RemotePaths.resolve(job.script, self.options.remote_dir)
         fresh = made_by_tpuctl(self.options.new_tpu, self.slice.node if isinstance(self.slice, TpuSlice) else None)
         named = "--python" if "python" in given else "the [launch] python setting"
@@ -351,7 +359,7 @@ class SshRunner(Runner):
         if self.selection is not None:
             sync = planned(self.ssh, self.paths, self.selection, len(set(hosts)), self.sync_limit, self.options.sync_large)
         remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "chosen": self.chosen, "warnings": self.warnings}
-        remote["environment"] = None if (spec := self._env_spec(job)) is None else spec.describe()
+        remote |= {"tensorflow": self.pair, "environment": None if (spec := self._env_spec(job)) is None else spec.describe()}
         if (made := self._new_tpu()) is not None:  # its hosts are placeholders until the VM is READY
             remote["new_tpu"] = made.describe(run_id)
         return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
@@ -384,6 +392,8 @@ class SshRunner(Runner):
         tpu_name = made.name if made is not None else self.options.tpu_name
         if self.options.cleanup:
             self._free_tpus(context)
+        for line in self.pair if made is None else ():  # --new-tpu's provisioning said them before the create
+            context.notice(line)
         for warning in self.warnings:
             context.notice(f"warning: {warning}")
         if self.selection is not None:
@@ -465,6 +475,7 @@ class ShippedPlan:
                 f"new TPU VM {made['name']}: {','.join(made['types'])} as {','.join(made['capacity'])} hunted in {made['zones']} "
                 f"(prices shown before it is created), {made['at_end']} when the run ends; new-tpu-host-N are its hosts"
             )
+        lines += self.remote["tensorflow"]
         lines.append(
             f"runtime: tpuctl {__version__}'s runtime ({len(self.runtime.files)} files, {self.runtime.size // 1024} KiB) from "
             f"{RUNTIME_HOME}{self.runtime.digest[:12]}… on each host (shipped where missing), first on the workers' PYTHONPATH"

@@ -13,7 +13,7 @@ and sleep injected) so babysit's recovery policy can hunt the same way.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from tpuctl.cloud.nodes import lifecycle, nodespec
@@ -94,16 +94,19 @@ class HuntTerms:
     wait: bool = True
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    images: Mapping[str, str] = field(default_factory=dict)  # a type's image where the caller chose one (launch --new-tpu)
 
 
 def _deaf(event: Naming | Chosen) -> None:
     """A sink for a hunt whose caller needs to hear nothing."""
 
 
-def spec_for(base: NodeSpec, candidate: Candidate, runtime_given: bool) -> NodeSpec:
+def spec_for(base: NodeSpec, candidate: Candidate, runtime_given: bool, images: Mapping[str, str] | None = None) -> NodeSpec:
     """The spec of one try: the user's, in the candidate's zone, type and kind; a type's own runtime image unless
-    the user named one (a v6e fallback needs v6e's image, not the v5e one the first type would have had)."""
-    runtime = base.runtime_version if runtime_given else default_runtime(candidate.accelerator_type)
+    the user named one (a v6e fallback needs v6e's image, not the v5e one the first type would have had): the one
+    `images` chose for it, else tpuctl's default."""
+    chosen = (images or {}).get(candidate.accelerator_type)
+    runtime = base.runtime_version if runtime_given else chosen or default_runtime(candidate.accelerator_type)
     if runtime is None:
         raise TpuctlError(
             f"tpuctl knows no TensorFlow runtime image for {candidate.accelerator_type}",
@@ -155,7 +158,7 @@ def hunt(
     runtime_given, clock, timeout_s, create_deadline_s = terms.runtime_given, terms.clock, terms.timeout_s, terms.create_deadline_s
     if not candidates:
         raise TpuctlError("no candidate to try: no zone offers these types for these capacity kinds")
-    specs = {c: spec_for(base, c, runtime_given) for c in candidates}  # every type's image checked before any create
+    specs = {c: spec_for(base, c, runtime_given, terms.images) for c in candidates}  # every type's image checked before any create
     first = specs[candidates[0]]
     order = _landed_first(api, base, list(candidates))
     started = clock() - terms.spent_s

@@ -15,8 +15,8 @@ and record: tpuctl/runs/ is not imported from here), and to the user one line at
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from tpuctl.cloud.capacity import candidates as ranking
@@ -108,10 +108,11 @@ class Wanted:
     preempted VM comes back: where first, and how often (the run's --max-preemptions, said with each recreation)."""
 
     plan: ranking.Plan
-    runtime_version: str | None  # None: each type's default image (settings.default_runtime)
+    runtime_version: str | None  # None: each type's image from `images`, else its default (settings.default_runtime)
     max_preemptions: int
     recovery: Recovery | None = None  # None: the default for the lost VM's kind
     create_deadline_s: float = CREATE_DEADLINE_S
+    images: Mapping[str, str] = field(default_factory=dict)  # each type's image, where the launch chose one (tfpair/choice.py)
 
 
 class RunVm:
@@ -154,7 +155,7 @@ class RunVm:
             self.say(f"{skip.candidate}: {skip.why}")
         self.say(f"TPU VM {self.name} for this run: {len(tries)} candidate(s), best first, at list price ({found.book.describe()}): " + price_list(tries))
         self.on_event(Hunting(tuple(self.wanted.plan.types), tuple(tries)))
-        terms = HuntTerms(self.wanted.runtime_version is not None, self.wanted.create_deadline_s, sleep=self.sleep)
+        terms = HuntTerms(self.wanted.runtime_version is not None, self.wanted.create_deadline_s, sleep=self.sleep, images=self.wanted.images)
         done = hunt(self.api, self.base(tries[0]), tries, _states(self.say, self.name), terms, say=self.say, heard=self._heard)
         spec = self._now(done.ensured.spec, unanswered=False)
         self.on_event(Provisioned(spec, tuple(done.tried), done.candidate.usd_per_hour))

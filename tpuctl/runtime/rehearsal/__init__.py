@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import time
 from collections import namedtuple
@@ -107,6 +108,8 @@ class Rehearsal:
         shape = self.shape
         return {
             "accelerator": shape.accelerator_type,
+            "tensorflow": tf.__version__,
+            "keras": _keras_version(),
             "replicas": self.replicas,
             "hosts": shape.hosts,
             "rehearsed_as": _rehearsed_as(shape.hosts),
@@ -131,6 +134,20 @@ class Rehearsal:
                 json.dump(report, out)
         except OSError as err:
             print(f"tpuctl: warning: cannot write the rehearsal report {self.report_path}: {err.strerror or err}", flush=True)
+
+
+def _keras_version() -> str | None:
+    """The version of the Keras that tf.keras was in this run (Keras 3, tf-keras, or TensorFlow 2.15's own Keras 2);
+    None where the script never loaded one (asking would import it now, seconds at exit)."""
+    if "keras" not in sys.modules and "tf_keras" not in sys.modules:
+        return None
+    try:
+        version = getattr(tf.keras, "__version__", None)  # Keras 3 and tf-keras say it
+    except Exception:  # noqa: BLE001 - a lazy loader failing at exit: the report goes on without it
+        return None
+    if version is None:  # TensorFlow 2.15's tf.keras is keras.api._v2.keras, which has none: its package's
+        version = getattr(sys.modules.get("keras"), "__version__", None)
+    return None if version is None else str(version)
 
 
 def _rehearsed_as(hosts: int) -> str:
