@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl, tpuctl_cmd
+from tests.standins.faults import FirstReadsTogether
 from tests.standins.fixtures import (
     standin_env,
     write_authorized_user,
@@ -404,18 +404,7 @@ def test_simultaneous_writers_conflict_and_all_get_their_bindings(tmp_path: Path
     of the project's policy until all four have asked (processes that start seconds apart on a loaded machine would
     otherwise never overlap), so they all read one etag."""
     roles = ["roles/tpu.viewer", "roles/monitoring.metricWriter", "roles/storage.objectViewer", "roles/viewer"]
-    first_reads = threading.Barrier(len(roles), timeout=60)
-    held: list[str] = []
-    counting = threading.Lock()
-
-    def together(method: str, path: str) -> None:
-        with counting:
-            first = path.endswith(":getIamPolicy") and "/projects/" in path and len(held) < len(roles)
-            if first:
-                held.append(path)
-        if first:
-            with contextlib.suppress(threading.BrokenBarrierError):
-                first_reads.wait()
+    together = FirstReadsTogether(len(roles), lambda method, path: path.endswith(":getIamPolicy") and "/projects/" in path)
 
     with GoogleStandin(project="tpuctl-test", seed=7) as g:
         g.faults.latency_s = 0.15
@@ -432,7 +421,7 @@ def test_simultaneous_writers_conflict_and_all_get_their_bindings(tmp_path: Path
         assert [proc.returncode for proc in procs] == [0] * len(roles), outputs
         conflicts = sum(1 for _, path, status in g.requests if status == 409 and ":setIamPolicy" in path)
         policy = g.iam_policy()
-    assert len(held) == len(roles) and not first_reads.broken, held  # every writer's first read was held for the others
+    assert together.all_held, together.held  # every writer's first read was held for the others
     assert conflicts >= 1, "the writers did not overlap; the test proves nothing"
     assert sum("concurrent change(s)" in out for out, _ in outputs) >= 1
     have = granted(policy)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_tpuctl
+from tests.standins.faults import FirstReadsTogether
 from tests.standins.fixtures import service_account_email, standin_env, write_service_account_key
 from tests.standins.google_apis import GoogleStandin
 
@@ -208,7 +209,9 @@ def test_staging_bucket_needs_vertex(g: GoogleStandin, tmp_path: Path) -> None:
 
 
 def test_simultaneous_writers_meet_412_on_the_bucket_and_all_get_their_bindings(tmp_path: Path) -> None:
-    """Slow replies make three read-modify-writes of one bucket policy overlap: Storage answers 412 to stale etags."""
+    """Three read-modify-writes of one bucket policy overlap (the stand-in holds each writer's first read until all
+    three have asked: processes that start seconds apart on a loaded machine would otherwise never overlap): Storage
+    answers 412 to stale etags."""
     from tests.conftest import tpuctl_cmd
 
     with GoogleStandin(project="tpuctl-test", seed=5) as g:
@@ -217,6 +220,8 @@ def test_simultaneous_writers_meet_412_on_the_bucket_and_all_get_their_bindings(
         for account in accounts:
             g.projects.add_service_account(account)
         g.faults.latency_s = 0.15
+        together = FirstReadsTogether(len(accounts), lambda method, path: method == "GET" and path == f"/storage/v1/b/{BUCKET}/iam")
+        g.on_request = together
         env = env_for(g, tmp_path)
         procs = [
             subprocess.Popen(
@@ -229,5 +234,6 @@ def test_simultaneous_writers_meet_412_on_the_bucket_and_all_get_their_bindings(
         assert [proc.returncode for proc in procs] == [0, 0, 0], outputs
         stale = sum(1 for method, path, status in g.requests if method == "PUT" and status == 412)
         bucket = g.projects.buckets[BUCKET]
+    assert together.all_held, together.held
     assert stale >= 1, "the writers did not overlap; the test proves nothing"
     assert members(bucket, "roles/storage.objectAdmin") == {f"serviceAccount:{a}" for a in accounts}

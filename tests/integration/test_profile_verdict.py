@@ -3,7 +3,8 @@
 One capture for the module: Keras fits with a profiler server each, traced by one
 `tf.profiler.experimental.client.trace` call as `tpuctl profile` makes it (tests/integration/scripts/profiling/):
 - worker:0 computes (step markers from a callback, as tpuctl's runtime adds them to a Keras 3 fit);
-- worker:1 waits 50 ms for every batch in its input pipeline: input-bound, the straggler;
+- worker:1 waits 200 ms for every batch in its input pipeline: input-bound, the straggler (the wait outlasts a step's
+  compute even beside another test suite: with 50 ms, compute stretched past it and the input's prefetch hid it, 0.2%);
 - bare is a Keras 3 fit without markers, as a script run without tpuctl's runtime leaves it;
 - tf215 is TensorFlow 2.15's Keras 2 (which marks its steps itself), where .venv-tf215 exists.
 Each worker writes the duration of its own steps, which the verdict's step times must agree with.
@@ -41,7 +42,7 @@ CAPTURE_MS = 2000
 # worker name -> (options of worker.py, whether it runs on TensorFlow 2.15)
 WORKERS = {
     "worker:0": (["--idle-until-traced"], False),
-    "worker:1": (["--slow-input-ms", "50"], False),
+    "worker:1": (["--slow-input-ms", "200"], False),
     "bare": (["--no-markers", "--slow-input-ms", "10"], False),
     "tf215": (["--slow-input-ms", "10"], True),
 }

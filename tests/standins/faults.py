@@ -7,8 +7,10 @@ order).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Transient failures cycle through these HTTP statuses, as Google fronts produce them.
@@ -142,3 +144,29 @@ class Faults:
         """An error id like those Google appends to capacity errors ("[EID: 0x...]")."""
         with self._lock:
             return f"0x{self._eid_rng.getrandbits(64):016x}"
+
+
+class FirstReadsTogether:
+    """A stand-in's request hook (`GoogleStandin.on_request`) that holds the first `count` requests `first` picks until
+    all have arrived (60 s at most), so that writers started as separate processes, seconds apart on a loaded machine,
+    read one etag and their read-modify-writes really overlap. Later requests pass at once."""
+
+    def __init__(self, count: int, first: Callable[[str, str], bool]) -> None:
+        self.count = count
+        self.first = first
+        self.held: list[str] = []
+        self.barrier = threading.Barrier(count, timeout=60)
+        self._lock = threading.Lock()
+
+    def __call__(self, method: str, path: str) -> None:
+        with self._lock:
+            hold = len(self.held) < self.count and self.first(method, path)
+            if hold:
+                self.held.append(path)
+        if hold:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self.barrier.wait()
+
+    @property
+    def all_held(self) -> bool:
+        return len(self.held) == self.count and not self.barrier.broken
