@@ -49,11 +49,12 @@ BASE_RUNTIME_VERSIONS: tuple[str, ...] = (
     "tpu-vm-tf-2.18.0-pjrt",
     "tpu-vm-tf-2.18.0-pod-pjrt",
 )
-# Runtime versions that only exist where their generation is offered.
-GENERATION_RUNTIME_VERSIONS: dict[str, str] = {
-    "v5litepod": "v2-alpha-tpuv5-lite",
-    "v5p": "v2-alpha-tpuv5",
-    "v6e": "v2-alpha-tpuv6e",
+# Runtime versions that only exist where their generation is offered (v5e's TensorFlow 2.18 image has its own tail:
+# tpuctl/tpu/software.py's table, after the Cloud TPU software versions page).
+GENERATION_RUNTIME_VERSIONS: dict[str, tuple[str, ...]] = {
+    "v5litepod": ("v2-alpha-tpuv5-lite", "tpu-vm-tf-2.18.0-pjrt-v5e-and-v6"),
+    "v5p": ("v2-alpha-tpuv5",),
+    "v6e": ("v2-alpha-tpuv6e",),
 }
 
 _V5E = ("v5litepod-1", "v5litepod-4", "v5litepod-8", "v5litepod-16", "v5litepod-32")
@@ -96,7 +97,7 @@ class ZoneOffer:
 
 def runtime_versions_for(accelerator_types: tuple[str, ...]) -> tuple[str, ...]:
     """The base images everywhere, plus each offered generation's own image."""
-    extra = {GENERATION_RUNTIME_VERSIONS[g] for g in (parse(a)[0] for a in accelerator_types) if g in GENERATION_RUNTIME_VERSIONS}
+    extra = {v for g in (parse(a)[0] for a in accelerator_types) for v in GENERATION_RUNTIME_VERSIONS.get(g, ())}
     return BASE_RUNTIME_VERSIONS + tuple(sorted(extra))
 
 

@@ -168,7 +168,7 @@ def test_the_wheel_carries_the_templates_and_new_finds_them_there(tmp_path: Path
     for template in EXPECTED:
         for file in ("train.py", "README.md", "template.toml"):
             assert f"tpuctl/script_templates/{template}/{file}" in names, (template, file)
-    assert not [n for n in names if "_build" in n or "__pycache__" in n or n.startswith("templates/")]
+    assert not [n for n in names if n.endswith("/_build.py") or "__pycache__" in n or n.startswith("templates/")]
     # Installed as a wheel installs (unpacked into site-packages' place), away from the checkout.
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
