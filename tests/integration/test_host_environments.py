@@ -210,6 +210,31 @@ def test_setup_that_fails_on_one_host_and_hangs_on_another_names_both_and_starts
     wait_for(lambda: not alive(sleeper), timeout=10)
 
 
+def test_setup_s_lines_reach_the_console_while_it_runs_bounded_there_and_kept_in_the_log(cluster: SshCluster, work: Path) -> None:
+    """--setup prints a line, then waits for a file the test makes only once that line is on the console: the line came
+    while the command ran. Then one line of 10,000 bytes (cut on the console, its start kept in the log) and 110,000
+    bytes of short lines: the console shows them up to its bound, then says how many bytes more the log has."""
+    (work / "train.py").write_text("print('trained')\n")
+    go = work / "go"
+    command = f"echo waiting for go; while [ ! -e {go} ]; do sleep 0.05; done; head -c 10000 /dev/zero | tr '\\0' L; echo; yes short-line | head -n 10000"
+    args = [str(work / "train.py"), "--hosts", "host2", "--ssh-config", str(cluster.config), "--python", sys.executable, "--strategy", "none"]
+    running = Launch.start([*args, "--log-dir", str(work / "logs"), "--setup", command], {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}, work)
+    try:
+        running.wait_line("[setup@host2] waiting for go", on_stdout=True)
+        go.write_text("")
+        assert running.finish() == 0, running.stderr
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+    log = work / "logs" / "attempt-1" / "setup@host2.log"
+    [long] = [line for line in running.out if line.startswith("[setup@host2] LLL")]
+    assert long == "[setup@host2] " + "L" * 2000 + " ... [cut: 10000 bytes in all]"
+    shown = sum(line == "[setup@host2] short-line" for line in running.out)
+    assert 0 < shown < 10000 and f"[setup@host2] ... {11 * (10000 - shown)} bytes more in {log}" in running.out, running.out[-3:]
+    kept = log.read_text().splitlines()
+    assert kept[0] == "waiting for go" and kept[1] == "L" * 8000 + " ... [cut: 10000 bytes in all]" and kept[2:] == ["short-line"] * 10000
+
+
 def test_a_requirement_no_wheel_satisfies_fails_before_any_worker_naming_the_host_and_the_requirement(
     cluster: SshCluster, index: PackageIndex, work: Path
 ) -> None:

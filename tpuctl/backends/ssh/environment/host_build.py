@@ -300,7 +300,7 @@ def relocate(fresh: str, target: str) -> None:
 
 # --setup, once per environment: the environment's bin first on PATH, in the run's working directory where it
 # exists; its output is this command's own (the launcher keeps it in the run's logs); the whole group killed at the
-# deadline. The marker is written only once it succeeded.
+# deadline. The marker is written only once it succeeded. Its output goes out as it comes (setup_output.py reads it).
 def setup(header: "dict[str, Any]", deadline: float) -> None:
     import subprocess
 
@@ -315,6 +315,7 @@ def setup(header: "dict[str, Any]", deadline: float) -> None:
     env = dict(os.environ)
     env.pop("PYTHONHOME", None)
     env.update(PATH=os.path.join(folder, "bin") + ":" + env.get("PATH", "/usr/bin:/bin"), VIRTUAL_ENV=folder)
+    env["PYTHONUNBUFFERED"] = "1"  # a Python step's lines reach the launcher as they are printed, not at its end
     workdir = str(header.get("workdir") or "")
     cwd = workdir if os.path.isdir(workdir) else os.path.expanduser("~")
     argv = ["/bin/sh", "-c", str(header.get("command", ""))]
