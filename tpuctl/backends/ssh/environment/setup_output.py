@@ -74,9 +74,10 @@ class Lines:
         if not raw.strip():
             self.blanks += 1
             return
-        for held in [b""] * self.blanks + [raw]:
-            self._keep(held, size if held is raw else 0)
+        for _ in range(self.blanks):  # blank lines within the output are its own
+            self._keep(b"", 0)
         self.blanks = 0
+        self._keep(raw, size)
 
     def _keep(self, raw: bytes, size: int) -> None:
         text = self.scrub(raw.decode("utf-8", "replace"))
@@ -86,7 +87,7 @@ class Lines:
             self.logged += size + 1
         else:
             self.unlogged += size + 1
-        if self.shown + size + 1 > SHOWN_LIMIT:
+        if self.hidden or self.shown + size + 1 > SHOWN_LIMIT:  # past the bound, no later line either: the log has them in order
             self.hidden += size + 1
             return
         self.shown += size + 1
