@@ -159,6 +159,9 @@ class SshCluster:
     # environment differs from the others'. Values must not contain spaces (sshd's SetEnv syntax).
     env: dict[str, dict[str, str]] = field(default_factory=dict)
     fresh: FreshHost | None = None  # hosts that see nothing of this machine's (FreshHost)
+    # Hosts whose tpuctl environments folder (XDG_CACHE_HOME/tpuctl/envs) is a disk of its own this small ({"host3":
+    # "1m"}, tmpfs's size=): a host without room for an environment. inside() reads what the host sees there.
+    small_disks: dict[str, str] = field(default_factory=dict)
 
     @property
     def config(self) -> Path:
@@ -174,6 +177,10 @@ class SshCluster:
     def cache(self, index: int) -> Path:
         """host<index>'s XDG_CACHE_HOME (where tpuctl keeps the runtime it ships)."""
         return self.folder / f"cache{index}"
+
+    def inside(self, index: int, path: Path) -> Path:
+        """`path` as host<index> sees it, through its sshd's mount namespace (a small disk mounted there, say)."""
+        return Path(f"/proc/{self.procs[index - 1].pid}/root") / path.relative_to("/")
 
     @property
     def hosts(self) -> list[str]:
@@ -252,7 +259,10 @@ class SshCluster:
         )
         home = pwd.getpwuid(os.geteuid()).pw_dir
         hiding = self.fresh.commands(self.folder, home) if self.fresh is not None else ""
-        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && {hiding}{self._fresh_shell()}exec {SSHD} -D -e -f {config}"
+        small = self.small_disks.get(f"host{index}")
+        envs = shlex.quote(str(self.cache(index) / "tpuctl" / "envs"))
+        disk = f"mkdir -p {envs} && mount -t tmpfs -o size={shlex.quote(small)},mode=0700 tmpfs {envs} && " if small else ""
+        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && {hiding}{disk}{self._fresh_shell()}exec {SSHD} -D -e -f {config}"
         log = open(self.folder / f"sshd.{index}.log", "ab")  # noqa: SIM115 - owned by the process
         try:
             return subprocess.Popen(
@@ -323,15 +333,21 @@ def _children(pid: int) -> list[int]:
 
 
 def running_cluster(
-    factory: pytest.TempPathFactory, count: int, env: dict[str, dict[str, str]] | None = None, *, fresh: bool = False
+    factory: pytest.TempPathFactory,
+    count: int,
+    env: dict[str, dict[str, str]] | None = None,
+    *,
+    fresh: bool = False,
+    small_disks: dict[str, str] | None = None,
 ) -> Iterator[SshCluster]:
     """The body of a module-scoped fixture: `count` sshd hosts (`env`: extra environment for some of them, by
-    host name; `fresh`: hosts that see nothing of this machine's, FreshHost), or a skip that says why there are none."""
+    host name; `fresh`: hosts that see nothing of this machine's, FreshHost; `small_disks`: SshCluster's), or a skip
+    that says why there are none."""
     reason = ensure_openssh()
     if reason:
         pytest.skip(reason)
     hiding = FreshHost.of_this_machine(factory) if fresh else None
-    hosts = SshCluster(factory.mktemp("sshd"), count, env=dict(env or {}), fresh=hiding).start()
+    hosts = SshCluster(factory.mktemp("sshd"), count, env=dict(env or {}), fresh=hiding, small_disks=dict(small_disks or {})).start()
     try:
         yield hosts
     finally:

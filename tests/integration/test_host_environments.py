@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,8 +52,10 @@ found = {"alpha": tpuctl_test_alpha.VERSION, "beta": tpuctl_test_beta.VERSION, "
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    """Two sshd hosts that read no pip.conf of this machine's (its extra indexes and find-links)."""
-    yield from running_cluster(tmp_path_factory, 2, env={host: {"PIP_CONFIG_FILE": os.devnull} for host in ("host1", "host2")})
+    """Three sshd hosts that read no pip.conf of this machine's (its extra indexes and find-links); host3's environments
+    folder is a 1 MiB disk of its own (a host without room for an environment: only the test of that uses host3)."""
+    hosts = ("host1", "host2", "host3")
+    yield from running_cluster(tmp_path_factory, 3, env={host: {"PIP_CONFIG_FILE": os.devnull} for host in hosts}, small_disks={"host3": "1m"})
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +210,31 @@ def test_setup_that_fails_on_one_host_and_hangs_on_another_names_both_and_starts
     wait_for(lambda: not alive(sleeper), timeout=10)
 
 
+def test_setup_s_lines_reach_the_console_while_it_runs_bounded_there_and_kept_in_the_log(cluster: SshCluster, work: Path) -> None:
+    """--setup prints a line, then waits for a file the test makes only once that line is on the console: the line came
+    while the command ran. Then one line of 10,000 bytes (cut on the console, its start kept in the log) and 110,000
+    bytes of short lines: the console shows them up to its bound, then says how many bytes more the log has."""
+    (work / "train.py").write_text("print('trained')\n")
+    go = work / "go"
+    command = f"echo waiting for go; while [ ! -e {go} ]; do sleep 0.05; done; head -c 10000 /dev/zero | tr '\\0' L; echo; yes short-line | head -n 10000"
+    args = [str(work / "train.py"), "--hosts", "host2", "--ssh-config", str(cluster.config), "--python", sys.executable, "--strategy", "none"]
+    running = Launch.start([*args, "--log-dir", str(work / "logs"), "--setup", command], {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}, work)
+    try:
+        running.wait_line("[setup@host2] waiting for go", on_stdout=True)
+        go.write_text("")
+        assert running.finish() == 0, running.stderr
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+    log = work / "logs" / "attempt-1" / "setup@host2.log"
+    [long] = [line for line in running.out if line.startswith("[setup@host2] LLL")]
+    assert long == "[setup@host2] " + "L" * 2000 + " ... [cut: 10000 bytes in all]"
+    shown = sum(line == "[setup@host2] short-line" for line in running.out)
+    assert 0 < shown < 10000 and f"[setup@host2] ... {11 * (10000 - shown)} bytes more in {log}" in running.out, running.out[-3:]
+    kept = log.read_text().splitlines()
+    assert kept[0] == "waiting for go" and kept[1] == "L" * 8000 + " ... [cut: 10000 bytes in all]" and kept[2:] == ["short-line"] * 10000
+
+
 def test_a_requirement_no_wheel_satisfies_fails_before_any_worker_naming_the_host_and_the_requirement(
     cluster: SshCluster, index: PackageIndex, work: Path
 ) -> None:
@@ -217,6 +245,32 @@ def test_a_requirement_no_wheel_satisfies_fails_before_any_worker_naming_the_hos
     assert error.startswith("Error: host1: cannot resolve ") and "no wheel of tpuctl-test-winonly" in error, err
     assert "Traceback" not in err and versions(work) == {}
     no_secret_anywhere(work, out, err)
+
+
+def test_a_host_without_room_fails_before_any_worker_naming_it_and_leaves_the_other_host_s_environment_whole(
+    cluster: SshCluster, index: PackageIndex, work: Path
+) -> None:
+    """host3's environments folder is a 1 MiB disk: host1 resolves and builds, host3 gets the wheels and is refused
+    before it installs anything, in one line naming it, where, what is free and about how much is needed; exit 2, no
+    worker started, nothing of an environment left on host3, host1's whole and usable."""
+    args = ["--requirements", requirements(work, "tpuctl-test-alpha==1.0\n"), "--index-url", index.url]
+    code, out, err = launch(cluster, work, "logs", *args, hosts="host1,host3")
+    assert code == 2, err
+    [error] = [line for line in err.splitlines() if line.startswith("Error:")]
+    envs = cluster.cache(3) / "tpuctl" / "envs"
+    assert error.startswith("Error: host3: cannot build its environment: out of disk space in " + str(envs) + " (1.0 MiB free, about "), err
+    assert "MiB needed): free space on that disk" in error and "Traceback" not in err and versions(work) == {}, err
+    assert list(cluster.inside(3, envs).iterdir()) == []  # no environment, no scratch folder, no request recorded
+    lock = [{"name": "tpuctl-test-alpha", "version": "1.0"}]
+    [env] = [p for p in (cluster.cache(1) / "tpuctl" / "envs").glob("*/.ready") if _names(p.parent / "tpuctl-lock.json") == lock]
+    code = "import tpuctl_test_alpha as a; print(a.VERSION)"
+    done = subprocess.run([str(env.parent / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "1.0", done.stderr
+    no_secret_anywhere(work, out, err)
+
+
+def _names(lock: Path) -> list[dict[str, str]]:
+    return [{"name": item["name"], "version": item["version"]} for item in json.loads(lock.read_text())]
 
 
 def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the_index_down(
@@ -230,7 +284,7 @@ def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the
     node = google_standin.node(ZONE, name)
     assert node is not None
     ips = [endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
-    config = cluster.aliased(work / "ssh_config", list(zip(ips, cluster.ports, strict=True)))
+    config = cluster.aliased(work / "ssh_config", list(zip(ips, cluster.ports[: len(ips)], strict=True)))
     flags = work / "flags"
     flags.mkdir()
     env = {**standin_env(google_standin, work), "TPUCTL_ZONE": ZONE}

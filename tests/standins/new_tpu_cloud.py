@@ -41,10 +41,11 @@ sys.exit(int(os.environ.get("EXIT", "0")))
 
 @dataclass
 class Launch:
-    """A `tpuctl launch` running in the background; its stderr lines collected as they come."""
+    """A `tpuctl launch` running in the background; its stderr lines (and its stdout's, in `out`) collected as they come."""
 
     proc: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
+    out: list[str] = field(default_factory=list)
     readers: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
@@ -52,23 +53,23 @@ class Launch:
         proc = subprocess.Popen(tpuctl_cmd("launch", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
         launch = cls(proc)
         assert proc.stdout is not None and proc.stderr is not None
-        for stream, keep in ((proc.stderr, launch.lines), (proc.stdout, [])):  # stdout drained, so no pipe fills
+        for stream, keep in ((proc.stderr, launch.lines), (proc.stdout, launch.out)):  # both drained, so no pipe fills
             reader = threading.Thread(target=_read_lines, args=(stream, keep), daemon=True)
             reader.start()
             launch.readers.append(reader)
         return launch
 
-    def said(self, text: str) -> bool:
-        return any(text in line for line in self.lines)
+    def said(self, text: str, *, on_stdout: bool = False) -> bool:
+        return any(text in line for line in (self.out if on_stdout else self.lines))
 
-    def wait_line(self, text: str, timeout: float = 60.0) -> None:
+    def wait_line(self, text: str, timeout: float = 60.0, *, on_stdout: bool = False) -> None:
         try:
-            wait_for(lambda: self.said(text) or self.proc.poll() is not None, timeout=timeout)
+            wait_for(lambda: self.said(text, on_stdout=on_stdout) or self.proc.poll() is not None, timeout=timeout)
         finally:
-            if not self.said(text):
+            if not self.said(text, on_stdout=on_stdout):
                 self.proc.kill()
                 self._drain()
-        assert self.said(text), f"no {text!r} in:\n{self.stderr}"
+        assert self.said(text, on_stdout=on_stdout), f"no {text!r} in:\n{self.stderr}"
 
     def finish(self, timeout: float = 120.0) -> int:
         try:

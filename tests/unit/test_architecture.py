@@ -172,6 +172,8 @@ _OWN_START = {
     "in a session of its own, its whole group killed at the command's deadline, which the launcher's ssh deadline outlasts",
     "tpuctl/backends/ssh/environment/host_build.py": "runs on an ssh host as host_env.py does: --setup in a session of its own, "
     "its whole group killed at --start-timeout",
+    "tpuctl/backends/ssh/environment/setup_output.py": "--setup's ssh client, read line by line as it runs: SIGKILL when "
+    "tpuctl dies (reaper.dies_with_parent; the thread that starts it waits for it), its group killed at --start-timeout's deadline",
     "tpuctl/safety/child_output.py": "run(): reaper.run with bounded output (reaper.run would keep all a child prints): a deadline "
     "every caller names, SIGKILL when tpuctl dies (reaper.dies_with_parent), the child killed at its limit or its deadline",
 }

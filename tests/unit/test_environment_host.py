@@ -224,3 +224,23 @@ def test_setup_alone_gets_an_environment_with_no_package_of_its_own(tmp_path: Pa
     built, _ = build(host, [])
     assert built["built"] and in_env(built["python"], "import numpy, sys; print(sys.prefix != sys.base_prefix)") == "True"
     assert not (host / "tpuctl" / "wheels").exists()
+
+
+def test_a_full_disk_is_said_so_naming_where_and_what_may_go_and_leaves_nothing(tmp_path: Path, index: PackageIndex) -> None:
+    """The host's cache on a disk with no byte free (a tmpfs, filled, in a mount namespace of its own): the resolution's
+    venv cannot be written, nor even its error kept in the log; the answer says the disk is full, where, and where
+    tpuctl's own environments are (not "no venv module"), and nothing is left in the cache."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a disk of its own needs root and unshare (util-linux)")
+    cache = tmp_path / "host0"
+    cache.mkdir()
+    fill = f"mount -t tmpfs -o size=256k,mode=0700 tmpfs {cache} && {{ head -c 1m /dev/zero > {cache}/filler"
+    script = f'{fill}; "$@"; }}; ls -A {cache}/tpuctl/envs > {tmp_path}/left'
+    header = remote.header({"requirements": "tpuctl-test-alpha\n", "index_url": index.url, "deadline_s": 60})
+    argv = ["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-S", "-c", remote.source(), "resolve"]
+    done = subprocess.run(argv, input=header, capture_output=True, env=host_env(cache), timeout=120)
+    error = remote.answer(done.stdout.decode(errors="replace"))["error"]
+    envs = cache / "tpuctl" / "envs"
+    assert error["kind"] == "disk" and error["message"].startswith(f"out of disk space in {envs} (0.0 MiB free): free space on that disk"), error
+    assert f"{envs} and {cache / 'tpuctl' / 'wheels'}" in error["message"]
+    assert (tmp_path / "left").read_text() == ""  # the scratch folder gone

@@ -162,7 +162,7 @@ def pump(
     same way (a TensorFlow error prints one after every frame). Once the log file has failed
     nothing is hidden: the terminal is then the only copy.
     """
-    log = _LogFile(log_path, append, warn or (lambda message: writer.write(f"{prefix} tpuctl: {message}")))
+    log = LogFile(log_path, append, warn or (lambda message: writer.write(f"{prefix} tpuctl: {message}")))
     try:
         for raw in iter(source.readline, b""):
             log.write(raw)
@@ -186,8 +186,8 @@ def _hidden(hide: Callable[[str], bool], line: str) -> bool:
         return False
 
 
-class _LogFile:
-    """A worker's log file that turns its first failure into one warning and then stays quiet."""
+class LogFile:
+    """A worker's log file (or a host's --setup log) that turns its first failure into one warning and then stays quiet."""
 
     def __init__(self, path: Path, append: bool, warn: Callable[[str], None]) -> None:
         self.path = path

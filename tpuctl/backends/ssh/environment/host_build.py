@@ -1,6 +1,7 @@
-# The environment built on an ssh host from a lock, --setup run in it, the lock's wheels handed on: the second
-# half of the host's program, sent after cache.py's and host_env.py's text (environment/remote.py), written as
-# they are (standard library, old Python 3 syntax, no backslash, no multi-line string).
+# One resolution on the first host, the environment built from the lock on each host, --setup run in it, the
+# lock's wheels handed on: the second half of the host's program, sent after cache.py's and host_env.py's text
+# (environment/remote.py), written as they are (standard library, old Python 3 syntax, no backslash, no multi-line
+# string).
 #
 # Every host installs the same wheels, by exact pin and hash, with no index: `pip install --no-index
 # --find-links WHEELS --require-hashes`. The wheels come from this host's own folder (the host that resolved),
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
         LOCK_FILE,
         READY,
         Failed,
+        canonical,
         deadline_left,
         env_python,
         fail,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         last_line,
         lock_digest,
         make_venv,
+        out_of_room,
         own_folder,
         pip_env,
         pip_failure,
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
         ready_lock,
         remove,
         reply,
-        resolve,
         run,
         sweep,
         tail,
@@ -49,6 +51,69 @@ if TYPE_CHECKING:
 HEX = "0123456789abcdef"
 ROOM_FACTOR = 3  # an installed wheel takes about thrice its size on disk
 ROOM_EXTRA = 64 << 20  # the venv itself, pip's own work
+
+
+# ---- one resolution -----------------------------------------------------------------------------
+
+
+def resolve(header: "dict[str, Any]", deadline: float) -> None:
+    import json
+
+    index_url = str(header.get("index_url") or "")
+    envs = own_folder("envs")
+    sweep(envs)
+    scratch = os.path.join(envs, ".new-" + os.urandom(8).hex())
+    os.mkdir(scratch, 0o700)
+    log = os.path.join(scratch, "resolve.log")
+    try:
+        python = make_venv(os.path.join(scratch, "venv"), log, deadline)
+        wanted = os.path.join(scratch, "requirements.txt")
+        with open(wanted, "w") as handle:
+            handle.write(str(header.get("requirements", "")))
+        report = os.path.join(scratch, "report.json")
+        argv = [python, "-m", "pip", "install", "--dry-run", "--only-binary=:all:", "--report", report, "-r", wanted]
+        status = run(argv, log, deadline, pip_env(index_url))
+        if status != 0 and "no such option: --report" in tail(log):
+            # The host's pip is older than pip's report (22.2; Ubuntu 22.04's is 22.0.2): a newer pip into the scratch
+            # venv alone, from the same index, then the dry run again. The environments themselves use the host's pip.
+            if run([python, "-m", "pip", "install", "pip>=22.2"], log, deadline, pip_env(index_url)) != 0:
+                fail(*pip_failure(log), log=tail(log))
+            status = run(argv, log, deadline, pip_env(index_url))
+        if status != 0:
+            fail(*pip_failure(log), log=tail(log))
+        with open(report) as handle:
+            chosen = json.load(handle).get("install", [])
+        lock, needs = download(python, chosen, os.path.join(scratch, "wheels"), log, deadline, index_url)
+        keep_wheels(os.path.join(scratch, "wheels"), lock)
+        reply({"lock": lock, "needs": needs, "log": tail(log)})
+    finally:
+        remove(scratch)
+
+
+# The report's packages downloaded, exactly those files (hash-pinned where the index gave hashes), and the lock of
+# what came; `needs`: which of them each one requires, by name, to say what pulled a package in.
+def download(
+    python: str, chosen: "list[dict[str, Any]]", folder: str, log: str, deadline: float, index_url: str
+) -> "tuple[list[dict[str, Any]], dict[str, list[str]]]":
+    expected = {}  # type: dict[tuple[str, str], str]
+    needs = {}
+    for item in chosen:
+        meta = item.get("metadata", {})
+        name, version = canonical(str(meta.get("name", ""))), str(meta.get("version", ""))
+        info = item.get("download_info", {}).get("archive_info", {})
+        given = str(info.get("hash", ""))
+        expected[(name, version)] = str(info.get("hashes", {}).get("sha256") or (given[7:] if given.startswith("sha256=") else ""))
+        needs[name] = [canonical(requirement_name(text)) for text in meta.get("requires_dist", []) or [] if "extra ==" not in text]
+    return fetch_pins(python, expected, folder, log, deadline, index_url), needs
+
+
+def requirement_name(text: str) -> str:
+    name = ""
+    for char in text.strip():
+        if not (char.isalnum() or char in "-_."):
+            break
+        name += char
+    return name
 
 
 def hex_name(value: object) -> str:
@@ -68,7 +133,7 @@ def build(header: "dict[str, Any]", deadline: float) -> None:
     if ready_lock(key) is None:
         sweep(envs)
         wheels = gather(header, lock, deadline) if lock else ""  # --setup alone: an environment with no package of its own
-        room(envs, lock)
+        room(envs, ROOM_FACTOR * sum(int(item["size"]) for item in lock) + ROOM_EXTRA)
         install(os.path.join(envs, key), wheels, lock, deadline)
         built = True
     write_atomic(os.path.join(own_folder("envs", "requests"), request), key + chr(10))
@@ -85,6 +150,7 @@ def gather(header: "dict[str, Any]", lock: "list[dict[str, Any]]", deadline: flo
     if source == "local":
         fail("wheels", "the lock's wheels are not on this host")
     sweep(own_folder("wheels"))
+    room(own_folder("wheels"), sum(int(item["size"]) for item in lock))
     fresh = os.path.join(own_folder("wheels"), ".new-" + os.urandom(8).hex())
     os.mkdir(fresh, 0o700)
     try:
@@ -178,13 +244,12 @@ def metadata_token(deadline: float) -> str:
         fail("wheels", "no token from the metadata server to read the bucket: " + str(err))
 
 
-def room(folder: str, lock: "list[dict[str, Any]]") -> None:
+# Checked before writing, so that a host without room says how much it lacks instead of failing half way.
+def room(folder: str, needed: int) -> None:
     import shutil
 
-    needed = ROOM_FACTOR * sum(int(item["size"]) for item in lock) + ROOM_EXTRA
-    free = shutil.disk_usage(folder).free
-    if free < needed:
-        fail("disk", "not enough disk space in " + folder + ": " + str(free >> 20) + " MiB free, about " + str(needed >> 20) + " MiB needed")
+    if shutil.disk_usage(folder).free < needed:
+        fail("disk", out_of_room(folder, needed))
 
 
 # The environment made in a scratch folder beside its place, checked by pip's exit, and renamed into place with
@@ -203,7 +268,7 @@ def install(target: str, wheels: str, lock: "list[dict[str, Any]]", deadline: fl
             write_atomic(pins, "".join(line + chr(10) for line in lines))
             argv = [python, "-m", "pip", "install", "--no-index", "--find-links", wheels, "--require-hashes", "--no-warn-script-location", "-r", pins]
             if run(argv, log, deadline, pip_env("")) != 0:
-                fail(*pip_failure(tail(log)), log=tail(log))
+                fail(*pip_failure(log), log=tail(log))
         relocate(fresh, target)
         write_atomic(os.path.join(fresh, LOCK_FILE), json.dumps(lock, sort_keys=True))
         write_atomic(os.path.join(fresh, READY), "")
@@ -235,7 +300,7 @@ def relocate(fresh: str, target: str) -> None:
 
 # --setup, once per environment: the environment's bin first on PATH, in the run's working directory where it
 # exists; its output is this command's own (the launcher keeps it in the run's logs); the whole group killed at the
-# deadline. The marker is written only once it succeeded.
+# deadline. The marker is written only once it succeeded. Its output goes out as it comes (setup_output.py reads it).
 def setup(header: "dict[str, Any]", deadline: float) -> None:
     import subprocess
 
@@ -250,6 +315,7 @@ def setup(header: "dict[str, Any]", deadline: float) -> None:
     env = dict(os.environ)
     env.pop("PYTHONHOME", None)
     env.update(PATH=os.path.join(folder, "bin") + ":" + env.get("PATH", "/usr/bin:/bin"), VIRTUAL_ENV=folder)
+    env["PYTHONUNBUFFERED"] = "1"  # a Python step's lines reach the launcher as they are printed, not at its end
     workdir = str(header.get("workdir") or "")
     cwd = workdir if os.path.isdir(workdir) else os.path.expanduser("~")
     argv = ["/bin/sh", "-c", str(header.get("command", ""))]
@@ -321,8 +387,11 @@ if __name__ == "__main__":
         reply({"error": {"kind": failed.kind, "message": str(failed), "log": failed.log}})
         os._exit(3)
     except OSError as err:
-        where = ": " + err.filename if isinstance(err.filename, str) else ""
-        reply({"error": {"kind": "disk" if err.errno == 28 else "os", "message": str(err.strerror or err) + where}})
+        where = err.filename if isinstance(err.filename, str) else ""
+        if err.errno == 28:  # ENOSPC
+            reply({"error": {"kind": "disk", "message": out_of_room(where or tpuctl_cache())}})
+        else:
+            reply({"error": {"kind": "os", "message": str(err.strerror or err) + (": " + where if where else "")}})
         os._exit(3)
     except (ValueError, KeyError, TypeError) as err:
         reply({"error": {"kind": "input", "message": "the request is not one tpuctl sends (" + type(err).__name__ + ")"}})

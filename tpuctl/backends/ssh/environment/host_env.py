@@ -46,6 +46,7 @@ HEADER_LIMIT = 16 << 20  # a header is a lock (~200 bytes a package) or a requir
 LOG_TAIL = 64 << 10  # bytes of pip's log an answer carries back
 STALE_S = 3600.0  # a .new- folder this old belongs to a build that was killed on its way
 CHUNK = 1 << 20
+LOW_ROOM = 1 << 20  # a child failed where less than this is free: the disk was full, whatever its output could say
 
 
 class Failed(Exception):
@@ -288,6 +289,8 @@ def make_venv(folder: str, log: str, deadline: float) -> str:
     import subprocess
 
     status = run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", folder], log, deadline, pip_env(""))
+    if status != 0 and no_room_after(log):
+        fail("disk", no_room_after(log), tail(log))
     if status != 0:
         fail("venv", sys.executable + " could not make a venv (apt-get install python3-venv gives one): " + last_line(tail(log)), tail(log))
     argv = [sys.executable, "-c", HOST_PATHS]
@@ -308,10 +311,11 @@ def last_line(text: str) -> str:
 
 
 # What pip's log says went wrong, as (kind, message): the requirement it names where it names one.
-def pip_failure(text: str) -> "tuple[str, str]":
+def pip_failure(log: str) -> "tuple[str, str]":
+    text = tail(log)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if "No space left on device" in text or "Errno 28" in text:
-        return "disk", "not enough disk space: " + last_line(text)
+    if no_room_after(log):
+        return "disk", no_room_after(log)
     if "No module named pip" in text:
         return "pip", sys.executable + " has no pip (apt-get install python3-pip gives it one)"
     for line in lines:
@@ -330,67 +334,53 @@ def pip_failure(text: str) -> "tuple[str, str]":
     return "pip", last_line(text)
 
 
-# ---- one resolution -----------------------------------------------------------------------------
+# Where a child's output says the disk was full (ENOSPC, as pip and Python word it: "[Errno 28] No space left on
+# device: 'PATH'"): the path where it names one, "" where it names none, None where the disk was not full.
+def full_disk(text: str) -> "str | None":
+    marker = "No space left on device"
+    lines = [line for line in text.splitlines() if marker in line]
+    if not lines:
+        return None
+    named = lines[-1].split(marker, 1)[1].strip(" :")
+    return named.strip(chr(34) + chr(39)) if named[:1] in (chr(34), chr(39)) else ""
 
 
-def resolve(header: "dict[str, Any]", deadline: float) -> None:
-    import json
+# Whether a child that failed ran out of disk, in out_of_room's words ("" where not): its output says so, or, where the
+# disk was too full to hold even that, the folder of its log (the scratch folder it wrote in) has next to nothing free.
+def no_room_after(log: str) -> str:
+    import shutil
 
-    index_url = str(header.get("index_url") or "")
-    envs = own_folder("envs")
-    sweep(envs)
-    scratch = os.path.join(envs, ".new-" + os.urandom(8).hex())
-    os.mkdir(scratch, 0o700)
-    log = os.path.join(scratch, "resolve.log")
+    folder = os.path.dirname(log)
+    where = full_disk(tail(log))
+    if where is None:
+        try:
+            if shutil.disk_usage(folder).free >= LOW_ROOM:
+                return ""
+        except OSError:
+            return ""
+    return out_of_room(where or folder)
+
+
+# A disk too full for what tpuctl writes, in words a user acts on: the folder, what is free there, what was needed
+# (where known: a check before writing knows it, a write that failed does not), and what of tpuctl's own may go.
+def out_of_room(path: str, needed: int = 0) -> str:
+    import shutil
+
+    folder = path
+    while os.path.dirname(folder) != folder and (not os.path.isdir(folder) or os.path.basename(folder).startswith(".new-")):
+        folder = os.path.dirname(folder)  # a scratch folder is removed on the way out: its place is named
     try:
-        python = make_venv(os.path.join(scratch, "venv"), log, deadline)
-        wanted = os.path.join(scratch, "requirements.txt")
-        with open(wanted, "w") as handle:
-            handle.write(str(header.get("requirements", "")))
-        report = os.path.join(scratch, "report.json")
-        argv = [python, "-m", "pip", "install", "--dry-run", "--only-binary=:all:", "--report", report, "-r", wanted]
-        status = run(argv, log, deadline, pip_env(index_url))
-        if status != 0 and "no such option: --report" in tail(log):
-            # The host's pip is older than pip's report (22.2; Ubuntu 22.04's is 22.0.2): a newer pip into the scratch
-            # venv alone, from the same index, then the dry run again. The environments themselves use the host's pip.
-            if run([python, "-m", "pip", "install", "pip>=22.2"], log, deadline, pip_env(index_url)) != 0:
-                fail(*pip_failure(tail(log)), log=tail(log))
-            status = run(argv, log, deadline, pip_env(index_url))
-        if status != 0:
-            fail(*pip_failure(tail(log)), log=tail(log))
-        with open(report) as handle:
-            chosen = json.load(handle).get("install", [])
-        lock, needs = download(python, chosen, os.path.join(scratch, "wheels"), log, deadline, index_url)
-        keep_wheels(os.path.join(scratch, "wheels"), lock)
-        reply({"lock": lock, "needs": needs, "log": tail(log)})
-    finally:
-        remove(scratch)
+        free = mib(shutil.disk_usage(folder).free) + " free"
+    except OSError:
+        free = "free space unknown"
+    need = ", about " + mib(needed) + " needed" if needed else ""
+    cache = tpuctl_cache()
+    mine = "the environments and wheels of runs no longer needed are in " + cache + "/envs and " + cache + "/wheels"
+    return "out of disk space in " + folder + " (" + free + need + "): free space on that disk (" + mine + ")"
 
 
-# The report's packages downloaded, exactly those files (hash-pinned where the index gave hashes), and the lock of
-# what came; `needs`: which of them each one requires, by name, to say what pulled a package in.
-def download(
-    python: str, chosen: "list[dict[str, Any]]", folder: str, log: str, deadline: float, index_url: str
-) -> "tuple[list[dict[str, Any]], dict[str, list[str]]]":
-    expected = {}  # type: dict[tuple[str, str], str]
-    needs = {}
-    for item in chosen:
-        meta = item.get("metadata", {})
-        name, version = canonical(str(meta.get("name", ""))), str(meta.get("version", ""))
-        info = item.get("download_info", {}).get("archive_info", {})
-        given = str(info.get("hash", ""))
-        expected[(name, version)] = str(info.get("hashes", {}).get("sha256") or (given[7:] if given.startswith("sha256=") else ""))
-        needs[name] = [canonical(requirement_name(text)) for text in meta.get("requires_dist", []) or [] if "extra ==" not in text]
-    return fetch_pins(python, expected, folder, log, deadline, index_url), needs
-
-
-def requirement_name(text: str) -> str:
-    name = ""
-    for char in text.strip():
-        if not (char.isalnum() or char in "-_."):
-            break
-        name += char
-    return name
+def mib(size: int) -> str:
+    return str(round(size / 1048576.0, 1)) + " MiB"
 
 
 # Exactly these (name, version) wheels, by pip download (no dependency of theirs: the resolution chose those), each
@@ -406,7 +396,7 @@ def fetch_pins(python: str, expected: "dict[tuple[str, str], str]", folder: str,
         handle.write("".join(line + chr(10) for line in lines))
     argv = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", folder, "-r", listing]
     if run(argv, log, deadline, pip_env(index_url)) != 0:
-        fail(*pip_failure(tail(log)), log=tail(log))
+        fail(*pip_failure(log), log=tail(log))
     lock = []
     for name in sorted(os.listdir(folder)):
         parts = name[: -len(".whl")].split("-") if name.endswith(".whl") else []

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.backends.ssh.environment import remote
-from tpuctl.backends.ssh.environment.host_env import REPLY, env_key
+from tpuctl.backends.ssh.environment import remote, setup_output
+from tpuctl.backends.ssh.environment.host_env import env_key
 from tpuctl.backends.ssh.environment.lock import Lock
 from tpuctl.backends.ssh.environment.spec import EnvSpec
 from tpuctl.backends.ssh.environment.wheels import WheelStore, send
@@ -222,17 +222,11 @@ class Environments:
         started = time.monotonic()
         self._mark(tl.ENV_BEGIN, attempt, step="setup", hosts=len(todo))
         try:
-            results = parallel(lambda host: self._setup_on(host), todo, self.ssh.fanout)
+            results = parallel(lambda host: self._setup_on(host, attempt), todo, self.ssh.fanout)
         finally:
             self._mark(tl.ENV_END, attempt, step="setup", built=len(todo), seconds=round(time.monotonic() - started, 3))
         problems = []
         for result in results:
-            lines = [line for line in result.output.splitlines() if not line.startswith(REPLY)]
-            while lines and not lines[-1].strip():
-                lines.pop()
-            self._log(self.console.folder.setup_log(attempt, result.host), "".join(line + "\n" for line in lines))
-            for line in lines:
-                self.console.show(result.host, self.spec.scrub(line))
             problem = self._setup_problem(result, attempt)
             if problem is None:
                 self.done_setup.add(result.host)
@@ -242,12 +236,15 @@ class Environments:
             raise TpuctlError(problems[0] if len(problems) == 1 else f"--setup failed on {len(problems)} hosts: " + "; ".join(problems), exit_code=USAGE)
         self.console.notice(f"environment: --setup ran on {', '.join(todo)} in {time.monotonic() - started:.1f}s")
 
-    def _setup_on(self, host: str) -> HostResult:
+    def _setup_on(self, host: str, attempt: int) -> HostResult:
+        """--setup on one host, its lines on the console and in its log as they come (setup_output.py)."""
         header = remote.header(
             {"key": self.keys[host], "hash": self.spec.setup_hash, "command": self.spec.setup, "workdir": self.workdir, "deadline_s": self.start_timeout}
         )
-        [result] = run_everywhere([host], remote.command(self.python, "setup"), self.ssh, stdin=header, timeout=self.start_timeout + SSH_MARGIN_S)
-        return result
+        log = self.console.folder.setup_log(attempt, host)
+        lines = setup_output.Lines(log, lambda line: self.console.show(host, line), self.spec.scrub, self.console.notice)
+        argv = self.ssh.command(host, remote.command(self.python, "setup"))
+        return setup_output.run(host, argv, header, self.start_timeout + SSH_MARGIN_S, lines)
 
     def _setup_problem(self, result: HostResult, attempt: int) -> str | None:
         log = self.console.folder.setup_log(attempt, result.host)
