@@ -514,6 +514,8 @@ def test_a_timeline_of_nuls_with_no_newline_or_nested_past_any_event_is_read_in_
         file.write('{"t": 50, "wall": 1700000050, "event": "step", "x": ' + "[" * 1500 + "]" * 1500 + "}\n")
     os.truncate(timeline, timeline.stat().st_size + (384 << 20))
     for args in (["report", str(folder)], ["report", str(folder), "--timeline"]):
-        result = invoke(args, cap=192 << 20)  # less than the NULs: a reader that held them would meet MemoryError
+        # Less memory than the NULs: a reader that held them would meet MemoryError. Reading 384 MB takes seconds on a
+        # loaded machine (5 s were passed beside another suite): a minute still tells a hang.
+        result = invoke(args, cap=192 << 20, limit_s=60)
         assert result.crash is None and result.code == 0, result.explain(args)
         assert "goodput" in result.out and "skipped 2 line(s)" in result.out, result.explain(args)
