@@ -163,7 +163,7 @@ class PackageIndex:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._then: Path | None = None  # published once the next file has been served
+        self._then: tuple[Path, int] | None = None  # published once that many more files have been served
         self.port = 0
 
     @property
@@ -176,10 +176,11 @@ class PackageIndex:
         """A new file on the index, served from the next request on."""
         shutil.copyfile(path, self.folder / path.name)
 
-    def publish_after_next_download(self, path: Path) -> None:
-        """`path` published as soon as the index has served a file: a new release that lands while a launch resolves,
-        before its hosts install (the fan-out a per-host `pip install -r` would meet it in)."""
-        self._then = path
+    def publish_after_downloads(self, path: Path, count: int) -> None:
+        """`path` published as soon as the index has served `count` more files (a resolution's dry run downloads each
+        wheel it chose): a new release that lands once a launch has resolved, before its hosts install (the fan-out a
+        per-host `pip install -r` would meet it in)."""
+        self._then = (path, count)
 
     def files(self, project: str) -> list[Path]:
         with self._lock:
@@ -254,7 +255,11 @@ class PackageIndex:
             request.end_headers()
             request.wfile.write(data)
             with self._lock:
-                then, self._then = self._then, None
+                then = None
+                if self._then is not None:
+                    path, left = self._then
+                    self._then = (path, left - 1) if left > 1 else None
+                    then = path if left <= 1 else None
             if then is not None:
                 self.publish(then)
             return None

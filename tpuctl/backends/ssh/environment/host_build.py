@@ -84,6 +84,7 @@ def gather(header: "dict[str, Any]", lock: "list[dict[str, Any]]", deadline: flo
     source = header.get("source")
     if source == "local":
         fail("wheels", "the lock's wheels are not on this host")
+    sweep(own_folder("wheels"))
     fresh = os.path.join(own_folder("wheels"), ".new-" + os.urandom(8).hex())
     os.mkdir(fresh, 0o700)
     try:
