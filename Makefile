@@ -100,3 +100,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/report_big_timeline.py
 	$(BIN)/python benchmarks/plugin_view.py
 	$(BIN)/python benchmarks/sync_ignore.py
+	$(BIN)/python benchmarks/env_setup.py
