@@ -6,8 +6,8 @@ Hosts: N real sshd on loopback ports (tests/integration/sshd.py, needs root), ea
 and doing no pip version check (PIP_DISABLE_PIP_VERSION_CHECK=1, as tpuctl's own pip runs have it). Every host is
 this machine: the hosts share its CPUs, which a real slice's hosts do not.
 
-Packages: the tests' PEP 503 index (tests/standins/package_index.py) serving real wheels, built here by pip from
-generated source packages: --packages of them in a tree (each requires the next two), each --py-kb of Python source
+Packages: the tests' PEP 503 index (tests/standins/package_index.py) serving real wheels, made here (as the tests make
+theirs: tests/standins/tiny_wheels.py) from generated packages: --packages of them in a tree (each requires the next two), each --py-kb of Python source
 and --blob-kb of incompressible bytes (a compiled extension's weight). The requirements file names the root alone,
 so a resolution finds the rest. --latency-ms holds every index reply back that long (default 0: a local index has no
 network; a real index's round trips are slower: its help gives a measured figure).
@@ -94,23 +94,20 @@ class Weighted(Source):
     py_kb: int = 0
     blob_kb: int = 0
 
-    def write(self, root: Path) -> Path:
-        folder = super().write(root)
-        package = folder / self.module
+    def files(self) -> dict[str, str | bytes]:
+        found = super().files()
         left, number = self.py_kb * 1024, 0
         while left > 0:  # modules of plain functions, what pip compiles to .pyc as it installs
             functions: list[str] = []
             while sum(map(len, functions)) < min(left, 32768):
                 i = len(functions)
                 functions.append(f"def f{i}(x, y=0):\n    return (x * {i} + y) % {i + 7}\n\n\n")
-            (package / f"part{number}.py").write_text("".join(functions))
+            found[f"{self.module}/part{number}.py"] = "".join(functions)
             left -= sum(map(len, functions))
             number += 1
         if self.blob_kb:
-            (package / "native.bin").write_bytes(os.urandom(self.blob_kb * 1024))
-            with (folder / "pyproject.toml").open("a") as config:
-                config.write(f"[tool.setuptools.package-data]\n{self.module} = ['*.bin']\n")
-        return folder
+            found[f"{self.module}/native.bin"] = os.urandom(self.blob_kb * 1024)
+        return found
 
 
 def workload(root: Path, count: int, py_kb: int, blob_kb: int) -> tuple[Path, Path, str]:
@@ -380,7 +377,7 @@ def main() -> int:
         wheels = sorted(folder.glob("*.whl"))
         size = sum(p.stat().st_size for p in wheels)
         print(
-            f"packages: {len(wheels)} wheels, {size / 1e6:.1f} MB, built by pip in {time.perf_counter() - built:.1f}s "
+            f"packages: {len(wheels)} wheels, {size / 1e6:.1f} MB, made in {time.perf_counter() - built:.1f}s "
             f"({args.py_kb} KB of Python and {args.blob_kb} KB of random bytes each); requirements: {requirements.read_text().strip()}"
         )
         basis = "a local index: no network" if not args.latency_ms else "for scale: pip against PyPI from a desktop, ~270 ms a page fetch (pypa/pip#10467)"

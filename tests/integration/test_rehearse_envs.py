@@ -2,8 +2,7 @@
 of real wheels with no index (PIP_NO_INDEX, PIP_FIND_LINKS: pip's own configuration, as a user's pip.conf would
 give it), so no TensorFlow is downloaded: the builder is the same one that installs tensorflow-cpu.
 
-The wheels are built in the test from tiny source packages with this environment's own pip (--no-build-isolation:
-setuptools is installed here), so they are what a real build makes; for a launch, tiny packages of the names a
+The wheels are made in the test (tests/standins/tiny_wheels.py); for a launch, tiny packages of the names a
 TensorFlow 2.15 environment pins stand in for tensorflow-cpu and its company.
 """
 
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl
+from tests.standins.tiny_wheels import make_wheel
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.tfpair.envs import BUILDING, READY, Env, ensure
 
@@ -35,22 +35,9 @@ SOURCES = (
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("wheels")
-    folders = []
+    out = tmp_path_factory.mktemp("wheels")
     for name, version, module, init in SOURCES:
-        source = root / "src" / module
-        (source / module).mkdir(parents=True)
-        (source / module / "__init__.py").write_text(init)
-        (source / "pyproject.toml").write_text(
-            '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-            f'[project]\nname = "{name}"\nversion = "{version}"\n[tool.setuptools]\npackages = ["{module}"]\n'
-        )
-        folders.append(str(source))
-    out = root / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--disable-pip-version-check", "-w", str(out), *folders],
-        check=True, capture_output=True, timeout=300, env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
-    )  # fmt: skip
+        make_wheel(out, name, version, {f"{module}/__init__.py": init})
     return out
 
 

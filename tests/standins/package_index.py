@@ -13,8 +13,7 @@ own contract, not a mock of pip. It follows PEP 503 (https://peps.python.org/pep
 With ``credentials=("user", "password")`` every request needs them as HTTP Basic auth (what pip sends for
 ``--index-url https://user:password@host/simple``), else 401 with a ``WWW-Authenticate`` challenge.
 
-The wheels are built in the test session from tiny source packages with the test environment's own pip
-(``pip wheel --no-deps --no-build-isolation``: setuptools is installed), so they are what a real build makes.
+The wheels are made in the test session (tests/standins/tiny_wheels.py: real wheels, their metadata as pip reads it).
 ``publish()`` adds a file while the index serves (a new release mid-run), ``stop()`` takes it down (a host that
 must install without it), ``asked`` counts each project's page requests (one resolution asks once).
 """
@@ -24,18 +23,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import os
 import re
 import shutil
-import subprocess
-import sys
-import textwrap
 import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.standins.tiny_wheels import make_wheel
 
 
 def normalise(name: str) -> str:
@@ -57,54 +54,18 @@ class Source:
     def module(self) -> str:
         return normalise(self.name).replace("-", "_")
 
-    def write(self, root: Path) -> Path:
-        folder = root / f"{self.module}-{self.version}"
-        (folder / self.module).mkdir(parents=True)
-        (folder / self.module / "__init__.py").write_text(f"VERSION = {self.version!r}\n\ndef main():\n    print({self.name!r}, VERSION)\n")
-        deps = ", ".join(repr(r) for r in self.requires)
-        extra = f"requires-python = {self.requires_python!r}\n" if self.requires_python else ""
-        scripts = f"[project.scripts]\n{self.script} = '{self.module}:main'\n" if self.script else ""
-        (folder / "pyproject.toml").write_text(
-            textwrap.dedent(
-                f"""\
-                [build-system]
-                requires = ["setuptools"]
-                build-backend = "setuptools.build_meta"
-                [project]
-                name = {self.name!r}
-                version = {self.version!r}
-                dependencies = [{deps}]
-                """
-            )
-            + extra
-            + scripts
-            + f"[tool.setuptools]\npackages = [{self.module!r}]\n"
-        )
-        return folder
+    def files(self) -> dict[str, str | bytes]:
+        """What the wheel installs, by path: the module."""
+        return {f"{self.module}/__init__.py": f"VERSION = {self.version!r}\n\ndef main():\n    print({self.name!r}, VERSION)\n"}
+
+    def wheel(self, folder: Path) -> Path:
+        scripts = {self.script: f"{self.module}:main"} if self.script else None
+        return make_wheel(folder, self.name, self.version, self.files(), self.requires, requires_python=self.requires_python, scripts=scripts)
 
 
 def build_wheels(sources: Iterable[Source], root: Path) -> list[Path]:
-    """Every source built into a wheel in `root`/wheels, by one pip run for each version of a project (pip wheel takes
-    several folders, but one version of a project at a time), with no pip configuration of this machine's read."""
-    out = root / "wheels"
-    out.mkdir(parents=True, exist_ok=True)
-    rounds: list[list[Source]] = []
-    for source in sources:
-        free = next((group for group in rounds if all(normalise(s.name) != normalise(source.name) for s in group)), None)
-        if free is None:
-            rounds.append(free := [])
-        free.append(source)
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
-    for group in rounds:
-        folders = [str(source.write(root / "src")) for source in group]
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--disable-pip-version-check", "-w", str(out), *folders],
-            check=True,
-            capture_output=True,
-            timeout=300,
-            env=env,
-        )
-    return sorted(out.glob("*.whl"))
+    """Every source's wheel, in `root`/wheels."""
+    return sorted(source.wheel(root / "wheels") for source in sources)
 
 
 # The tests' packages: two versions of one, a chain of dependencies, a pin that conflicts with a newer line, a
