@@ -6,6 +6,10 @@ untouched. A client key, a host key, a known_hosts file and an ssh config with
 aliases `host1`..`hostN` (all 127.0.0.1, one port each) are written to a
 private folder; `ssh -F <config> host2` then reaches the second server.
 
+Each host's user has a home of its own in that folder (`home<N>`, with a stock ~/.bashrc), as separate machines
+have: the namespace's /etc/passwd is a copy that names it, so sshd starts every session there and a path relative
+to the home (a TPU VM's work folder, a relative --remote-dir) lands in it, never in this machine's own home.
+
 A "fresh" cluster's hosts are as a TPU VM tpuctl just made: each sshd's namespace also hides, under empty
 tmpfs mounts, everything of the launching side's that the hosts could otherwise read (this checkout, the
 launcher's virtual environment and the checkout it was installed from, the home folder, the test session's
@@ -103,17 +107,15 @@ class FreshHost:
             return cls(hidden, None, python, why if target is not None else f"the hosts' {python} has no site-packages folder")
         return cls(hidden, (sysconfig.get_paths()["purelib"], target), python)
 
-    def commands(self, folder: Path, home: str) -> str:
+    def commands(self, folder: Path) -> str:
         """The namespace's mounts, before sshd starts: the packages bound first (their source is hidden next), the
-        folders hidden, then the cluster's own folder (keys, caches) bound back in place and a stock ~/.bashrc."""
+        folders hidden, then the cluster's own folder (keys, caches, the hosts' homes) bound back in place."""
         steps = [f"mkdir /run/keep && mount --bind {shlex.quote(str(folder))} /run/keep"]
         if self.packages is not None:
             source, target = map(shlex.quote, self.packages)
             steps.append(f"mount --bind {source} {target} && mount -o remount,bind,ro {target}")
         steps += [f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(hidden)}" for hidden in self.hidden]
         steps.append(f"mkdir -p {shlex.quote(str(folder))} && mount --bind /run/keep {shlex.quote(str(folder))}")
-        if any(_under(home, hidden) for hidden in self.hidden):
-            steps.append(f"mkdir -p -m 0700 {shlex.quote(home)} && printf %s {shlex.quote(STOCK_BASHRC)} > {shlex.quote(home)}/.bashrc")
         return " && ".join(steps) + " && "
 
 
@@ -177,6 +179,10 @@ class SshCluster:
     def cache(self, index: int) -> Path:
         """host<index>'s XDG_CACHE_HOME (where tpuctl keeps the runtime it ships)."""
         return self.folder / f"cache{index}"
+
+    def home(self, index: int) -> Path:
+        """host<index>'s user's home: where its ssh sessions start."""
+        return self.folder / f"home{index}"
 
     def inside(self, index: int, path: Path) -> Path:
         """`path` as host<index> sees it, through its sshd's mount namespace (a small disk mounted there, say)."""
@@ -257,12 +263,12 @@ class SshCluster:
                 ]
             )
         )
-        home = pwd.getpwuid(os.geteuid()).pw_dir
-        hiding = self.fresh.commands(self.folder, home) if self.fresh is not None else ""
+        hiding = self.fresh.commands(self.folder) if self.fresh is not None else ""
         small = self.small_disks.get(f"host{index}")
         envs = shlex.quote(str(self.cache(index) / "tpuctl" / "envs"))
         disk = f"mkdir -p {envs} && mount -t tmpfs -o size={shlex.quote(small)},mode=0700 tmpfs {envs} && " if small else ""
-        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && {hiding}{disk}{self._fresh_shell()}exec {SSHD} -D -e -f {config}"
+        passwd = shlex.quote(str(self._passwd(index)))
+        script = f"mount -t tmpfs tmpfs /run && mkdir -m 0755 /run/sshd && mount --bind {passwd} /etc/passwd && {hiding}{disk}exec {SSHD} -D -e -f {config}"
         log = open(self.folder / f"sshd.{index}.log", "ab")  # noqa: SIM115 - owned by the process
         try:
             return subprocess.Popen(
@@ -271,19 +277,24 @@ class SshCluster:
         finally:
             log.close()
 
-    def _fresh_shell(self) -> str:
-        """Mount commands that give the host a stock root ~/.bashrc, as a freshly made machine has.
-
-        sshd runs commands with the user's `bash -c`, which reads ~/.bashrc; a
-        developer's own (this machine's runs `pyenv init`, about 0.17 s a session)
-        would otherwise run in every remote session of every test and benchmark.
-        """
-        bashrc = Path(pwd.getpwuid(os.geteuid()).pw_dir) / ".bashrc"
-        if not bashrc.is_file() or (self.fresh is not None and any(_under(str(bashrc), hidden) for hidden in self.fresh.hidden)):
-            return ""  # none, or a hidden home's: FreshHost.commands wrote a stock one
-        stock = self.folder / "bashrc"
-        stock.write_text(STOCK_BASHRC)
-        return f"mount --bind {shlex.quote(str(stock))} {shlex.quote(str(bashrc))} && "
+    def _passwd(self, index: int) -> Path:
+        """host<index>'s /etc/passwd: this machine's, its user's home moved to home(index), which gets a stock ~/.bashrc,
+        as a freshly made machine has. sshd runs commands with the user's `bash -c`, which reads ~/.bashrc; a developer's
+        own (this machine's runs `pyenv init`, about 0.17 s a session) would otherwise run in every remote session."""
+        home = self.home(index)
+        home.mkdir(mode=0o700, exist_ok=True)
+        (home / ".bashrc").write_text(STOCK_BASHRC)
+        user = pwd.getpwuid(os.geteuid())
+        lines = []
+        for line in Path("/etc/passwd").read_text().splitlines():
+            fields = line.split(":")
+            if len(fields) == 7 and fields[0] == user.pw_name:
+                fields[5] = str(home)
+            lines.append(":".join(fields))
+        passwd = self.folder / f"passwd.{index}"
+        passwd.write_text("\n".join(lines) + "\n")
+        passwd.chmod(0o644)
+        return passwd
 
     def _wait_listening(self, timeout: float = 10.0) -> None:
         end = time.monotonic() + timeout

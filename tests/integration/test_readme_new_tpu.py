@@ -5,11 +5,13 @@ agent`: the workers were started with this machine's interpreter path, and the s
 Here the TPU stand-in makes the VM and its host is a "fresh" sshd (tests/integration/sshd.py, FreshHost): this
 checkout, the launcher's virtual environment and home folder and the test session's folders are hidden from it, and
 its system Python has TensorFlow where a TPU VM image has it (its own site-packages folder). The bundled example,
-copied into a project folder as `train.py`, must train there from the folder tpuctl sent, with the VM's python3.
+copied into a project folder as `train.py`, must train there from the folder tpuctl sent (under the VM user's home,
+not at this machine's path), with the VM's python3.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -76,13 +78,14 @@ def test_the_readme_s_managed_run_trains_the_bundled_example_on_a_vm_with_nothin
     assert "Traceback" not in result.stderr
     (worker,) = json.loads((logs / "attempt-1" / "plan.json").read_text())["workers"]
     assert worker["argv"][:3] == ["python3", "-m", "tpuctl.runtime"]  # the VM's own Python, not this machine's
-    assert f"synced {project} to {project} on 1 host(s)" in result.stderr, result.stderr
+    folder = f"tpuctl/work/proj-{hashlib.sha256(str(project).encode()).hexdigest()[:8]}"  # under the VM user's home
+    assert f"synced {project} to ~/{folder} on 1 host(s)" in result.stderr, result.stderr
     (log,) = (logs / "attempt-1").glob("worker-0@*.log")
     assert "trained epochs 1-1 of 1 on 256 examples" in log.read_text(), log.read_text()[-2000:]
     assert "tpuctl: deleting TPU VM " in result.stderr
     wait_for(lambda: not g.nodes(ZONE), timeout=30)  # nothing left billing
     # What trained was the host's: its checkpoint is on its disk, and it never saw this machine's files.
-    assert on_host(fresh_host, f"test -f {shlex.quote(str(project / 'model' / 'checkpoints' / 'epoch-01.weights.h5'))}").returncode == 0
+    assert on_host(fresh_host, f"test -f {shlex.quote(folder + '/model/checkpoints/epoch-01.weights.h5')}").returncode == 0
     assert not (project / "model").exists()
-    for launcher_side in (sys.executable, str(EXAMPLE), str(logs)):
+    for launcher_side in (sys.executable, str(EXAMPLE), str(logs), str(project)):
         assert on_host(fresh_host, f"test -e {shlex.quote(launcher_side)}").returncode == 1, launcher_side

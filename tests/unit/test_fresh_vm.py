@@ -6,8 +6,11 @@ The launches run in this process through the real entry point against the Google
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +20,7 @@ import pytest
 from tests.standins.cli_calls import in_process
 from tests.standins.fixtures import standin_env
 from tests.standins.google_apis import GoogleStandin
+from tpuctl.backends.ssh.fresh import vm_workdir
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 
 ZONE = "us-central2-b"
@@ -55,24 +59,37 @@ def test_a_vm_tpuctl_made_runs_its_own_python3_and_gets_the_script_s_folder(clou
         created = in_process("create", "made", "--zone", ZONE, "--accelerator-type", "v4-16")
         assert created.code == 0, created.err
     posts = cloud.count("POST", "/nodes")
-    remote, workers, text = _remote(*where)
+    remote, workers, text = _remote(*where, "--model-dir", "runs/m")
     assert remote["python"] == "python3" and {w["argv"][0] for w in workers} == {"python3"}  # type: ignore[index]
     sync = remote["sync"]
     assert isinstance(sync, dict) and sync["source"] == f"{home / 'work'}/" and [path for path, _ in sync["files"]] == ["train.py"]
-    assert remote["warnings"] == [] and len(remote["chosen"]) == 2  # type: ignore[arg-type]
-    assert "remote: workers run in " + str(home / "work") + " with python3" in text
+    assert remote["warnings"] == [] and len(remote["chosen"]) == 3  # type: ignore[arg-type]
+    # Not this machine's path, which the VM's user may not be able to make: a folder under that user's home.
+    vm_dir = f"tpuctl/work/work-{hashlib.sha256(str(home / 'work').encode()).hexdigest()[:8]}"
+    assert remote["workdir"] == f"~/{vm_dir}" and "remote: workers run in " + f"~/{vm_dir} with python3" in text
     assert "default: python3 (the VM's own Python, for " in text and "default: --sync (" in text and "--no-sync" in text
-    assert f"sync: {home / 'work'}/ -> each host's {home / 'work'}/" in text
+    assert f"default: the workers' directory ~/{vm_dir} (in the VM user's home: this machine's {home / 'work'} need not exist there" in text
+    assert f"sync: {home / 'work'}/ -> each host's ~/{vm_dir}/" in text and sync["command"].endswith(f" HOST:{vm_dir}/"), sync  # rsync: under home
+    assert {w["env"]["TPUCTL_MODEL_DIR"] for w in workers} == {"runs/m"}  # type: ignore[index]  # as the workers, in that folder, resolve it
     for line in text.splitlines():
         if line.startswith("ssh to "):
             assert shlex.split(shlex.split(line)[-1])[:2] == ["exec", "python3"]
     assert cloud.count("POST", "/nodes") == posts  # a dry run makes nothing
 
 
-def test_a_vm_of_the_user_s_keeps_this_machine_s_defaults_and_their_warnings(cloud: GoogleStandin) -> None:
+def test_two_projects_of_one_name_get_folders_of_their_own_and_a_name_the_shell_takes() -> None:
+    one, other = vm_workdir("/Users/me/proj"), vm_workdir("/Users/me/old/proj")
+    assert one.startswith("tpuctl/work/proj-") and other.startswith("tpuctl/work/proj-") and one != other
+    assert one == vm_workdir("/Users/me/proj/") and len(one) == len("tpuctl/work/proj-") + 8  # the same project, the same folder
+    assert vm_workdir("/home/me/my proj; rm -rf ~").split("/")[-1].startswith("my_proj__rm_-rf__-")
+    assert vm_workdir("/").startswith("tpuctl/work/root-")
+
+
+def test_a_vm_of_the_user_s_keeps_this_machine_s_defaults_and_their_warnings(cloud: GoogleStandin, home: Path) -> None:
     """--tpu on a VM without a run's label: the user's own, set up as they chose (a venv at this machine's path, say)."""
     remote, _, text = _remote("--tpu", "mine-0000")
     assert remote["python"] == sys.executable and remote["sync"] is None and remote["chosen"] == []
+    assert remote["workdir"] == str(home / "work")  # this directory's path, as on hosts the user set up (docs/ssh.md)
     assert len(remote["warnings"]) == 2 and "default:" not in text  # type: ignore[arg-type]
 
 
@@ -146,3 +163,23 @@ def test_a_check_that_needs_no_vm_refuses_the_launch_before_any_api_call(cloud: 
     assert said in result.err
     assert ("--no-sync --remote-dir DIR" in result.err) == (check in ("the script left out", "over the sync limit"))  # a default sync's way out
     assert cloud.requests == [], cloud.requests
+
+
+def test_the_agent_reads_a_home_relative_sync_folder_from_home_though_it_then_runs_in_it(tmp_path: Path) -> None:
+    """--sync without rsync: the host's agent lists what the folder holds (only the changed files travel). A VM's
+    folder is relative to the home the session starts in, and the agent enters the workers' directory before it
+    lists: it must list the folder there, not a folder of that name inside itself (which would send every file)."""
+    from tpuctl.backends.ssh import session, wire
+    from tpuctl.cluster import worker_contract as contract
+
+    folder = vm_workdir("/Users/me/proj")
+    (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / folder / "train.py").write_text("print(1)\n")
+    hello = [("nonce", "N0"), ("cwd", folder), ("control_fd", contract.CONTROL_FD), ("reserved_fd", contract.RESERVED_FD), ("sync", folder)]
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", session.AGENT_SOURCE, wire.pack(hello)], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60, env={"PATH": os.environ["PATH"]}, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-1500:]
+    said = session.Hello.parse(done.stderr.splitlines()[0].split()[2])
+    assert said.manifest is not None and list(said.manifest) == ["train.py"]

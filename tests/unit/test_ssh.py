@@ -256,6 +256,9 @@ def test_model_dir_moves_with_the_working_directory() -> None:
     paths = RemotePaths.resolve("t.py", "/srv/p", "/home/u/proj")
     assert paths.remote_path("/home/u/proj/runs/m", "/home/u/proj") == "/srv/p/runs/m"
     assert paths.remote_path("/data/m", "/home/u/proj") == "/data/m"
+    # A relative working directory is under the remote home, and the workers run in it: they get the path from there.
+    home_relative = RemotePaths.resolve("t.py", "tpuctl/work/proj-1a2b3c4d", "/home/u/proj")
+    assert home_relative.remote_path("/home/u/proj/runs/m", "/home/u/proj") == "runs/m" and home_relative.where == "~/tpuctl/work/proj-1a2b3c4d"
 
 
 @pytest.mark.parametrize(

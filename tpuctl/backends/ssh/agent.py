@@ -130,6 +130,8 @@ def hello() -> "list[_socket.socket]":
         except OSError as err:
             fail("cannot create " + folder + ": " + str(err.strerror))
     cwd = HELLO["cwd"][0]
+    # A relative folder is the session's, under home (docs/ssh.md): its manifest is read from there, after the chdir.
+    sync = [os.path.abspath(f) for f in HELLO.get("sync", [])]
     try:
         os.chdir(cwd)
     except OSError as err:
@@ -148,7 +150,7 @@ def hello() -> "list[_socket.socket]":
         ("hostname", _socket.gethostname()),
         ("rsync", "1" if rsync else ""),
     ]
-    for folder in HELLO.get("sync", []):
+    for folder in sync:
         if not HELLO.get("local_rsync", [""])[0] or not rsync:
             report.append(("manifest", folder))
             report += manifest_pairs(manifest(folder, HELLO.get("exclude", []))) if os.path.isdir(folder) else []

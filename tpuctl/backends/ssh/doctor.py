@@ -33,6 +33,7 @@ class Hosts:
 
 def _planned(options: Options, request: Request, script: str | None) -> tuple[SshRunner, Request, str | None]:
     """The hosts as a launch finds them, and the request with the script's folder (as the workers will look for it)."""
+    from tpuctl.backends.ssh.fresh import made_by_tpuctl, remote_dir
     from tpuctl.backends.ssh.placement import RemotePaths
 
     runner = SshRunner(options)
@@ -40,7 +41,8 @@ def _planned(options: Options, request: Request, script: str | None) -> tuple[Ss
         return runner, request, None
     if not script.strip():
         raise TpuctlError("SCRIPT is empty")
-    script_dir = RemotePaths.resolve(script, options.remote_dir).sync_dest
+    fresh = made_by_tpuctl(None, runner.slice.node if isinstance(runner.slice, TpuSlice) else None)  # doctor takes --tpu, never --new-tpu
+    script_dir = RemotePaths.resolve(script, remote_dir(options.remote_dir, fresh)).sync_dest
     return runner, Request(request.workers, request.deadline, request.import_tensorflow, (*request.paths, script_dir)), script_dir
 
 

@@ -2,11 +2,14 @@
 
 A TPU VM tpuctl made — `--new-tpu`'s, or one `--tpu NAME` launches on that a run kept (`--keep`) or `tpuctl create`
 made (made_by_tpuctl) — has its image's software and nothing of this machine's:
-not this machine's interpreter path, not the script's folder. On one, the workers run the VM's own `python3` and the
+not this machine's interpreter path, not the script's folder, and maybe not this machine's working directory's path
+(`/Users/me/proj` cannot be made on a Linux VM by its ssh user; `/home/me/proj` is another user's home there). On one,
+the workers run the VM's own `python3`, in a folder of their own under the VM user's home (vm_workdir), and the
 script's folder goes with them (`--sync`) unless the user says otherwise (`--python`, `--no-sync`, `--remote-dir DIR`
 where the folder already is), and a `--python` that is plainly this machine's is refused before anything is created.
 Other hosts are the user's own (a shared file system, a venv at the same place everywhere): their defaults stay this
-machine's interpreter and no sync, and the paths only this machine may have are named as warnings.
+machine's interpreter, this working directory's path and no sync (docs/ssh.md promises those), and the paths only
+this machine may have are named as warnings.
 
 With `--requirements`, the workers run an environment's Python made over this interpreter on each host
 (docs/environments.md); the interpreter chosen here is what that environment is made from.
@@ -14,12 +17,15 @@ With `--requirements`, the workers run an environment's Python made over this in
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tpuctl.backends.ssh.placement import shown
 from tpuctl.inputs.errors import TpuctlError
 
 if TYPE_CHECKING:
@@ -29,6 +35,9 @@ if TYPE_CHECKING:
 # The TPU VM images' Python, by the name Google's TPU VM guides run it with (`python3 tpu-test.py`:
 # https://cloud.google.com/tpu/docs/run-calculation-tensorflow); the image's TensorFlow and libtpu are its packages.
 VM_PYTHON = "python3"
+# Where the workers' folders go on a VM tpuctl made: relative, so under the ssh user's home, where sshd starts every
+# session (as a relative --remote-dir is: docs/ssh.md); the agent, rsync and the hosts' program all resolve it there.
+VM_WORK = "tpuctl/work"
 
 
 def made_by_tpuctl(new_tpu: str | None, node: Node | None) -> str | None:
@@ -70,6 +79,24 @@ def laptop_python(python: str) -> str | None:
     return None
 
 
+def vm_workdir(local_cwd: str) -> str:
+    """The workers' directory on a VM tpuctl made, relative to its user's home: this directory's name (what a user
+    recognises in `ls ~/tpuctl/work`) and a short hash of its whole path (two projects both called `proj` stay apart;
+    the same project finds its folder again on a VM a run kept, so --sync sends only what changed)."""
+    path = os.path.abspath(local_cwd)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(path)) or "root"
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:8]
+    return f"{VM_WORK}/{name}-{digest}"
+
+
+def remote_dir(given: str | None, fresh: str | None, local_cwd: str | None = None) -> str | None:
+    """The workers' directory the launch (and doctor) plan with: --remote-dir where given; on a VM tpuctl made,
+    vm_workdir; else None, this directory's absolute path (hosts the user set up: a shared or copied tree)."""
+    if given is not None or fresh is None:
+        return given
+    return vm_workdir(local_cwd or os.getcwd())
+
+
 @dataclass(frozen=True)
 class HostSide:
     """What the workers run with on the hosts and whether the script's folder is sent, with what the dry run and the
@@ -93,10 +120,13 @@ def host_side(python: str, python_given: str, sync: bool | None, remote_dir: str
             hint=f"leave it out: the workers then run the VM's own {VM_PYTHON}; or name an interpreter the VM has",
         )
     chosen = [] if python else [f"{VM_PYTHON} (the VM's own Python, for {fresh}; --python names another)"]
+    if remote_dir is None:
+        here = f"this machine's {os.getcwd()} need not exist there"
+        chosen.append(f"the workers' directory {shown(paths.workdir)} (in the VM user's home: {here}; --remote-dir DIR names another)")
     syncs = sync if sync is not None else remote_dir is None
     if sync is None and syncs:
         chosen.append(f"--sync ({fresh} has nothing of this machine's; --no-sync, or --remote-dir DIR where the folder already is, turns it off)")
-    warnings = [] if syncs or remote_dir is not None else [_not_sent(paths)]
+    warnings = [] if syncs or remote_dir is not None else [_not_sent(paths, "")]
     return HostSide(python or VM_PYTHON, syncs, tuple(chosen), tuple(warnings))
 
 
@@ -107,12 +137,12 @@ def _laptop_paths(python: str, paths: RemotePaths, sync: bool, remote_dir: str |
     if not python:
         found.append(f"the hosts will run {sys.executable}, this machine's Python: pass --python with theirs (e.g. --python python3)")
     if not sync and remote_dir is None:
-        found.append(_not_sent(paths))
+        found.append(_not_sent(paths, ", this machine's path"))
     return found
 
 
-def _not_sent(paths: RemotePaths) -> str:
+def _not_sent(paths: RemotePaths, whose: str) -> str:
     return (
-        f"the hosts must already have {posixpath.join(paths.workdir, paths.script)}, this machine's path: "
+        f"the hosts must already have {shown(posixpath.join(paths.workdir, paths.script))}{whose}: "
         "pass --sync to copy the script's folder, or --remote-dir DIR where it is"
     )

@@ -24,7 +24,9 @@ class RemotePaths:
     """Where a launch lives on the hosts.
 
     `workdir` is the workers' working directory there (the local working
-    directory's absolute path unless --remote-dir says otherwise), `script` the
+    directory's absolute path unless --remote-dir, or a VM's own folder
+    (fresh.vm_workdir), says otherwise; a relative one is under the ssh
+    user's home, where every session starts), `script` the
     script as the workers are told it (relative to `workdir` when it sits
     under the local working directory), `sync_source`/`sync_dest` the script's
     folder here and there.
@@ -34,6 +36,11 @@ class RemotePaths:
     script: str
     sync_source: str
     sync_dest: str
+
+    @property
+    def where(self) -> str:
+        """The workers' directory as a reader takes it (shown)."""
+        return shown(self.workdir)
 
     @classmethod
     def resolve(cls, script: str, remote_dir: str | None, local_cwd: str | None = None) -> RemotePaths:
@@ -52,9 +59,15 @@ class RemotePaths:
         return cls(workdir=workdir, script=remote_script, sync_source=os.path.dirname(absolute), sync_dest=dest)
 
     def remote_path(self, local: str, local_cwd: str | None = None) -> str:
-        """A local path under the working directory, moved to the same place under `workdir`."""
+        """A local path under the working directory, moved to the same place under `workdir`: as a worker (which runs
+        in `workdir`) resolves it, so relative where `workdir` is (home-relative, not relative to the workers' cwd)."""
         cwd = local_cwd or os.getcwd()
         relative = os.path.relpath(local, cwd)
         if relative == os.pardir or relative.startswith(os.pardir + os.sep) or os.path.isabs(relative):
             return local
-        return posixpath.normpath(posixpath.join(self.workdir, relative))
+        return posixpath.normpath(posixpath.join(self.workdir, relative) if posixpath.isabs(self.workdir) else relative)
+
+
+def shown(path: str) -> str:
+    """A path on the hosts as a reader takes it: a relative one is under the ssh user's home (`~/`)."""
+    return path if posixpath.isabs(path) else f"~/{path}"

@@ -20,7 +20,7 @@ import click
 from tpuctl import __version__
 from tpuctl.cluster.hosts import HostEntry, format_address, parse_slot_hosts, read_hostfile
 from tpuctl.endings import exit_words
-from tpuctl.inputs.errors import FAILED, TpuctlError
+from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.launch import shared_options
 from tpuctl.launch.option_fields import option
 from tpuctl.launch.runner import BackendOptions, Runner
@@ -119,7 +119,9 @@ class Options(Connection, BackendOptions):
     cleanup: bool = option(
         "--cleanup", is_flag=True, default=False, help="First, on every host: kill stale processes holding the TPU, remove /tmp/libtpu_lockfile."
     )
-    remote_dir: str | None = option("--remote-dir", metavar="DIR", help="Working directory on the hosts.  [default: this directory's absolute path]")
+    remote_dir: str | None = option(
+        "--remote-dir", metavar="DIR", help="Working directory on the hosts.  [default: this directory's path; ~/tpuctl/work/NAME-HASH on a VM tpuctl made]"
+    )
 
     @classmethod
     def implied_by(cls, params: Mapping[str, Any]) -> str | None:
@@ -173,7 +175,6 @@ class TpuSlice:
         reservation: no list price. Prices that cannot be had at all cost the record its price, never the launch; a slow
         read says so to `notice`."""
         from tpuctl.cloud.capacity.prices import price_book
-        from tpuctl.inputs.errors import one_line
         from tpuctl.runs.vm_record import VmRecord
 
         node = self.node
@@ -274,12 +275,10 @@ class SshRunner(Runner):
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         """The worker count, the script path, the model dir and the interpreter as the hosts see them, and what --sync
-        sends: everything a launch checks without the hosts, so --new-tpu refuses it before its VM is made.
-
-        Without an explicit --workers the hosts' slots decide how many workers run; on a TPU VM tpuctl made, its own
-        python3 and --sync are the defaults (fresh.py).
-        """
-        from tpuctl.backends.ssh.fresh import host_side, made_by_tpuctl
+        sends: everything a launch checks without the hosts, so --new-tpu refuses it before its VM is made. Without an
+        explicit --workers the hosts' slots decide how many workers run; on a TPU VM tpuctl made, its own python3, a
+        folder under its user's home and --sync are the defaults (fresh.py)."""
+        from tpuctl.backends.ssh.fresh import host_side, made_by_tpuctl, remote_dir
         from tpuctl.backends.ssh.placement import RemotePaths
         from tpuctl.inputs.requirements import checked
 
@@ -302,8 +301,8 @@ class SshRunner(Runner):
                 hint="add hosts, use host:SLOTS, or lower --workers",
             )
         self.pair = self.slice.pair_for(job) if self.slice is not None else []
-        self.paths = RemotePaths.resolve(job.script, self.options.remote_dir)
         fresh = made_by_tpuctl(self.options.new_tpu, self.slice.node if isinstance(self.slice, TpuSlice) else None)
+        self.paths = RemotePaths.resolve(job.script, remote_dir(self.options.remote_dir, fresh))
         named = "--python" if "python" in given else "the [launch] python setting"
         side = host_side(job.python, named, self.options.sync, self.options.remote_dir, self.paths, fresh)
         self.sync, self.chosen, self.warnings = side.sync, list(side.chosen), list(side.warnings)
@@ -358,7 +357,7 @@ class SshRunner(Runner):
         sync = None
         if self.selection is not None:
             sync = planned(self.ssh, self.paths, self.selection, len(set(hosts)), self.sync_limit, self.options.sync_large)
-        remote = {"workdir": self.paths.workdir, "python": job.python, "sync": sync, "ssh": ssh, "chosen": self.chosen, "warnings": self.warnings}
+        remote = {"workdir": self.paths.where, "python": job.python, "sync": sync, "ssh": ssh, "chosen": self.chosen, "warnings": self.warnings}
         remote |= {"tensorflow": self.pair, "environment": None if (spec := self._env_spec(job)) is None else spec.describe()}
         if (made := self._new_tpu()) is not None:  # its hosts are placeholders until the VM is READY
             remote["new_tpu"] = made.describe(run_id)
@@ -402,7 +401,7 @@ class SshRunner(Runner):
             context.notice(self.selection.summary(len(set(place(self.entries, job.processes)))))
             if (left_out := self.selection.left_out_line()) is not None:
                 context.notice(left_out)
-        where = f"{len(self.entries)} host(s) over ssh, in {self.paths.workdir}"
+        where = f"{len(self.entries)} host(s) over ssh, in {self.paths.where}"
         context.notice(f"launching {job.workers} worker(s) of {job.script} on {where}; logs: {context.log_dir}")
         starter = SshStarter(
             self.entries,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tpuctl.backends.ssh.placement import RemotePaths
+from tpuctl.backends.ssh.placement import RemotePaths, shown
 from tpuctl.backends.ssh.selection import Selection
 from tpuctl.backends.ssh.session import Session
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
@@ -54,7 +54,7 @@ def planned(options: SshOptions, paths: RemotePaths, selection: Selection, hosts
     and in all), and the rsync command a launch runs for each host (HOST standing for it), built by the same function."""
     return {
         "source": f"{paths.sync_source}/",
-        "dest": f"{paths.sync_dest}/",
+        "dest": f"{shown(paths.sync_dest)}/",
         **selection.to_json(hosts, limit, large),
         "command": shlex.join(rsync_command(options, "HOST", paths.sync_source, paths.sync_dest)),
         "stdin": "the chosen files' paths, NUL-separated",
@@ -101,7 +101,7 @@ class FolderSync:
         failed = [message for message in results if message.startswith("!")]
         if failed:
             raise TpuctlError("; ".join(m[1:] for m in failed), exit_code=FAILED)
-        notice(f"synced {self.paths.sync_source} to {self.paths.sync_dest} on {len(first)} host(s): " + ", ".join(results))
+        notice(f"synced {self.paths.sync_source} to {shown(self.paths.sync_dest)} on {len(first)} host(s): " + ", ".join(results))
 
     def _to(self, session: Session, local_rsync: bool, local: dict[str, tuple[int, int]]) -> str:
         """One host: what was done, for the notice, or "!" and why it failed."""
