@@ -7,20 +7,30 @@ proxy answers CONNECT, ends TLS itself with a certificate from a CA made here, a
 emulator's HTTP port, whose JSON API has the same paths. The emulator names its resumable upload sessions after
 the Host header but with http:// (server.py's base_url), so the proxy gives those Location headers back https://,
 the scheme the real service uses, or curl would go to them directly, past the proxy.
+
+BearerGate is the other way in: the emulator's JSON API as a private bucket answers it. The emulator takes any
+request; Cloud Storage takes only those with an OAuth 2.0 access token (`Authorization: Bearer TOKEN`) and answers
+others 401 (https://cloud.google.com/storage/docs/json_api: "Authorization"; an anonymous read of a private object is
+401). The gate relays each request that carries one of its tokens to the emulator and records which token came with it.
 """
 
 from __future__ import annotations
 
 import datetime
+import http.client
+import json
 import select
 import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 _NAMES = ("www.googleapis.com", "storage.googleapis.com")
+# A relayed message's headers that belong to each hop: the connection's, its framing, and what the gate's own reply sets.
+_OWN_HEADERS = ("connection", "transfer-encoding", "content-length", "server", "date")
 
 
 def _certificates(folder: Path) -> tuple[Path, Path, Path]:
@@ -132,6 +142,75 @@ def _relay(secure: ssl.SSLSocket, upstream: socket.socket) -> None:
             if side is upstream:
                 data = data.replace(b"\r\nLocation: http://", b"\r\nLocation: https://")
             other.sendall(data)
+
+
+class BearerGate:
+    """The emulator (`emulator`: http://127.0.0.1:PORT) behind a check of the bearer token: `tokens` are those it accepts,
+    `seen` each request's (method, path, token or None). `url` is what the storage-endpoint setting takes. A context
+    manager. The Host header goes through as the client sent it, so the emulator's upload URLs point back at the gate."""
+
+    def __init__(self, emulator: str, tokens: set[str]) -> None:
+        self.target = emulator.removeprefix("http://")
+        self.tokens = set(tokens)
+        self.seen: list[tuple[str, str, str | None]] = []
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "the gate is not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> BearerGate:
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def relay(self) -> None:
+                gate._relay(self)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = relay
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def _relay(self, request: BaseHTTPRequestHandler) -> None:
+        header = request.headers.get("Authorization") or ""
+        token = header[len("Bearer ") :] if header.startswith("Bearer ") else None
+        self.seen.append((request.command, request.path, token))
+        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        if token not in self.tokens:
+            problem = {"code": 401, "message": "Anonymous caller does not have storage.objects.get access to the Google Cloud Storage object."}
+            return _answer(request, 401, {"Content-Type": "application/json"}, json.dumps({"error": {**problem, "errors": [problem]}}).encode())
+        upstream = http.client.HTTPConnection(self.target, timeout=60)
+        try:
+            headers = {key: value for key, value in request.headers.items() if key.lower() not in _OWN_HEADERS[:2]}
+            upstream.request(request.command, request.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            data = answer.read()
+            kept = {key: value for key, value in answer.getheaders() if key.lower() not in _OWN_HEADERS}
+            _answer(request, answer.status, kept, data)
+        finally:
+            upstream.close()
+
+
+def _answer(request: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes) -> None:
+    request.send_response(status)
+    for key, value in headers.items():
+        request.send_header(key, value)
+    request.send_header("Content-Length", str(len(body)))
+    request.end_headers()
+    request.wfile.write(body)
 
 
 def keep_gcs_upload_contract() -> None:

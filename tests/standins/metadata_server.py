@@ -13,7 +13,12 @@ server's own contract, not a mock of the reader. It follows Compute Engine's doc
   and ``?recursive=true`` answers it as one JSON object (built-in keys in lowerCamelCase, as the server
   writes them, custom metadata keys as they were set);
 * an unknown path is 404; a method other than GET is 405;
-* a VM without a service account has an empty ``instance/service-accounts/``.
+* a VM without a service account has an empty ``instance/service-accounts/``;
+* ``instance/service-accounts/ACCOUNT/token`` (ACCOUNT: ``default`` or the account's email) answers the account's
+  access token as JSON, ``{"access_token": ..., "expires_in": 3599, "token_type": "Bearer"}``, as Compute Engine's
+  "Authenticate workloads: applications" shows
+  (https://cloud.google.com/compute/docs/access/authenticate-workloads#applications); ``access_token`` is the
+  stand-in's, for a server that checks it (tests/standins/gcs_proxy.py's BearerGate).
 
 Point a client at it with ``GCE_METADATA_HOST=<standin.host>`` (google-auth, tpuctl's probe).
 """
@@ -32,6 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 
 PREFIX = "/computeMetadata/v1/"
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+TOKEN_LIFETIME_S = 3599  # the documented example's expires_in
 FORBIDDEN_FLAVOR = "Your client does not have permission to get URL {path} from this server. Missing Metadata-Flavor:Google header."
 
 
@@ -67,7 +73,9 @@ class MetadataServer:
         clock_offset_s: float = 0.0,
         project_id: str = "tpuctl-test",
         hostname: str = "t1v-n-0-w-0.us-central2-b.c.tpuctl-test.internal",
+        access_token: str = "ya29.metadata-standin-token",
     ) -> None:
+        self.access_token = access_token
         self.attributes = dict(attributes or {})
         self.service_account = service_account
         self.clock_offset_s = clock_offset_s
@@ -118,6 +126,9 @@ class MetadataServer:
             return 404, {"Content-Type": "text/html; charset=UTF-8"}, b"Not Found"
         node: Any = self.tree()
         names = [name for name in parts.path[len(PREFIX) :].split("/") if name]
+        if names[:2] == ["instance", "service-accounts"] and names[3:] == ["token"] and names[2] in node["instance"]["service-accounts"]:
+            token = {"access_token": self.access_token, "expires_in": TOKEN_LIFETIME_S, "token_type": "Bearer"}
+            return 200, {"Content-Type": "application/json"}, json.dumps(token).encode()
         in_attributes = False
         for name in names:
             if not isinstance(node, dict) or name not in node:
