@@ -46,7 +46,7 @@ def test_a_new_vm_s_workers_run_in_a_folder_under_its_user_s_home_and_this_machi
     config = fresh_host.aliased(tmp_path / "ssh_config", [(f"{base}.{n + 2}", fresh_host.ports[0]) for n in range(8)])
     env = {**standin_env(g, tmp_path), "TPUCTL_ZONE": ZONE}
     args = ["launch", "src/train.py", "--new-tpu", "v4-8", "--ssh-config", str(config), "--strategy", "none", "--model-dir", "runs/m"]
-    args += ["--log-dir", str(tmp_path / "logs")]
+    args += ["--log-dir", str(tmp_path / "logs"), "--keep"]
     result = run_tpuctl(*args, cwd=project, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     folder = f"tpuctl/work/proj-{hashlib.sha256(str(project).encode()).hexdigest()[:8]}"
@@ -58,3 +58,10 @@ def test_a_new_vm_s_workers_run_in_a_folder_under_its_user_s_home_and_this_machi
     assert (home / folder / "src" / "train.py").read_text() == WORKER
     made = subprocess.run([*fresh_host.ssh_args, fresh_host.hosts[0], f"test -e {shlex.quote(str(project))}"], capture_output=True, timeout=60)
     assert made.returncode == 1  # this machine's path was never made on the VM
+
+    # The VM the run kept: `doctor --tpu NAME SCRIPT` looks for the script's folder where a launch there puts it.
+    [node] = g.nodes(ZONE)
+    doctor = ["doctor", "src/train.py", "--tpu", node["name"].rsplit("/", 1)[-1], "--ssh-config", str(config), "--python", "python3"]
+    checked = run_tpuctl(*doctor, "--no-import", "--json", cwd=project, env=env, timeout=120)
+    [script_dir] = [row for row in json.loads(checked.stdout)["checks"] if row["name"] == "script-dir"]
+    assert script_dir["status"] == "ok", script_dir
