@@ -98,7 +98,7 @@ def test_a_rehearsal_under_another_tensorflow_builds_its_environment_once_before
     folder.parent.mkdir(parents=True)
     (folder.parent / f"{BUILDING}{folder.name}-{dead_pid()}-0000").mkdir()  # a build whose tpuctl was killed
     first = run_tpuctl(*args, "--log-dir", str(tmp_path / "one"), env=env, timeout=240)
-    planned = f"rehearsing under tpu-vm-tf-2.15.1-pjrt's TensorFlow 2.15 (--runtime) in its environment {folder} (built before the run starts, once)"
+    planned = f"rehearsing under tpu-vm-tf-2.15.1-pjrt's TensorFlow 2.15 (--runtime) in its environment {folder} (built before the run starts, once: about 1.6"
     assert planned in first.stderr, first.stderr
     assert f"tpuctl: building the rehearsal's environment once: tensorflow-cpu==2.15.* tensorflow-estimator==2.15.* numpy<2 into {folder}" in first.stderr
     assert f"the fake tensorflow 2.15.99 of {folder}/lib/" in first.stdout + first.stderr, first.stdout + first.stderr

@@ -55,7 +55,9 @@ HOSTS_ONLY_NOTE = "[launch] requirements and setup are for hosts (--hosts, --tpu
 class LocalRunner(Runner):
     name = "local"
     shares_disk = True
-    unsupported: ClassVar[Mapping[str, Unsupported]] = {"requirements": _HOSTS_ONLY, "setup": _HOSTS_ONLY, "index_url": _HOSTS_ONLY}
+    unsupported: ClassVar[Mapping[str, Unsupported]] = {"setup": _HOSTS_ONLY}
+    # A rehearsal installs these into its environment (tfpair/rehearsal.py); any other local launch refuses them at prepare().
+    for_rehearsals: ClassVar[dict[str, str]] = {"requirements": "--requirements", "index_url": "--index-url"}
 
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()
@@ -63,6 +65,10 @@ class LocalRunner(Runner):
         self.rehearsal: Runtime | None = None  # the TensorFlow a --rehearse runs on (tfpair/rehearsal.py)
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        refused = next((flag for name, flag in self.for_rehearsals.items() if name in given), None)
+        if refused is not None and job.rehearse is None:
+            instead = f"{_HOSTS_ONLY.instead}, or rehearse a TPU run with them: --rehearse TYPE {refused} ..."
+            raise TpuctlError(_HOSTS_ONLY.line.format(flag=refused), hint=instead)
         if not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}")
         if job.python and shutil.which(job.python) is None:
@@ -75,6 +81,10 @@ class LocalRunner(Runner):
         self.rehearsal = resolve(job)
         return job if self.rehearsal is None else replace(job, python=self.rehearsal.python)
 
+    def _hosts_only(self, job: Job) -> bool:
+        """A [launch] table's requirements or setup that this launch leaves alone (a rehearsal installs the requirements)."""
+        return bool(job.setup or (job.requirements and self.rehearsal is None))
+
     def request(self, job: Job, run_id: str) -> Plan | RehearsalPlan:
         """The plan with real free ports, each bound and released in turn (a launch picks afresh); a rehearsal's with
         the TensorFlow it runs on.
@@ -83,7 +93,7 @@ class LocalRunner(Runner):
         worker, and `--dry-run --workers 1001` died of EMFILE under a 1024 limit.
         """
         plan = build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1, gpus=self.gpus)
-        plan = replace(plan, notes=(HOSTS_ONLY_NOTE,)) if job.requirements or job.setup else plan
+        plan = replace(plan, notes=(HOSTS_ONLY_NOTE,)) if self._hosts_only(job) else plan
         return plan if self.rehearsal is None else RehearsalPlan(plan, self.rehearsal)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
@@ -97,7 +107,7 @@ class LocalRunner(Runner):
 
         shim = None if self.options.expose else _loopback_shim(context.notice)
         checks.result()
-        if job.requirements or job.setup:
+        if self._hosts_only(job):
             context.notice(HOSTS_ONLY_NOTE)
         context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
         if self.gpus is not None and self.gpus.pool.warning:
