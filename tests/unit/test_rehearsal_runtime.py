@@ -260,6 +260,14 @@ def test_requirements_over_an_interpreter_that_has_the_images_tensorflow_go_into
     assert local.env is not None and local.env.over_base and local.image is None and local.env.constraints == ("tensorflow==2.21.0",)
 
 
+def test_hashes_are_left_to_the_hosts_and_said_as_pip_would_want_one_for_tensorflow_too(cache: Path, tmp_path: Path) -> None:
+    older = interpreter(tmp_path, {"tensorflow-cpu": "2.15.1"})
+    given = requirements_file(tmp_path, f"tensorflow-datasets==4.9.3 --hash=sha256:{'a' * 64}\n")
+    runtime = with_requirements(older, given)
+    assert runtime.env is not None and runtime.env.pins == ("tensorflow-datasets==4.9.3",)
+    assert runtime.lines[1].endswith("; their --hash options are checked on the hosts, not here (pip would want one for TensorFlow too)")
+
+
 def test_a_requirement_that_would_replace_the_images_tensorflow_is_refused_as_on_a_tpu_vm(cache: Path, tmp_path: Path) -> None:
     requirements_file(tmp_path / "work", "tensorflow-datasets>=4.9\ntensorflow==2.21.0\n")
     result = in_process("launch", "train.py", "--rehearse", "v2-8", "--runtime", "tpu-vm-tf-2.15.1-pjrt", "--requirements", "requirements.txt", "--dry-run")

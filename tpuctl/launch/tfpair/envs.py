@@ -243,13 +243,17 @@ def _step(argv: list[str], log: object, timeout: float, env: Env) -> None:
 
 
 def _last_error(log: Path) -> str:
-    """pip's own words for the failure: its last ERROR line, else its last line."""
+    """pip's own words for the failure: its last ERROR line (a conflict's first, with what caused it), else its last line."""
     try:
         lines = [line.strip() for line in log.read_text(errors="replace").splitlines()[-200:] if line.strip()]
     except OSError:
         return "no output"
-    errors = [line for line in lines if line.startswith("ERROR:")]
-    return one_line((errors or lines or ["no output"])[-1], 300)
+    errors = [line for line in lines if line.startswith("ERROR:") and not line.startswith("ERROR: ResolutionImpossible")]
+    said = (errors or lines or ["no output"])[-1]
+    if "The conflict is caused by:" in lines:  # pip's resolver names the requirements that clash on the lines after it
+        causes = lines[lines.index("The conflict is caused by:") + 1 :]
+        said += " " + "; ".join(line for line in causes[: next((i for i, line in enumerate(causes) if line.startswith("To fix")), len(causes))])
+    return one_line(said, 300)
 
 
 def _into_place(building: Path, env: Env) -> None:

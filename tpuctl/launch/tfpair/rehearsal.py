@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from tpuctl.inputs import requirements
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.redact import url_credentials_hidden
+from tpuctl.inputs.requirements import Requirements
 from tpuctl.launch.job import Job
 from tpuctl.launch.tfpair import choice, envs
 from tpuctl.launch.tfpair.here import TENSORFLOW_DISTRIBUTIONS, Installed, of_interpreter
@@ -148,16 +149,15 @@ def resolve(job: Job) -> Runtime | None:
     installed = of_interpreter(job.python)
     aim = target(job, installed)
     reqs = requirements.checked(job.requirements, None, tpu_vm=True, image=aim.image, allowed=job.replace_tensorflow)
-    extra = tuple(line.pip_line for line in reqs.lines) if reqs is not None else ()
     image = software.read_image(aim.image) if aim.image is not None else None
     if image is None:  # none named, or an image whose name carries no TensorFlow
         why = aim.why if aim.image is None else f"{aim.image} ({aim.why}) has no TensorFlow to stand for"
-        return _as_it_is(job, installed, None, f"rehearsing on {installed.describe()} ({job.python}): {why}", extra)
+        return _as_it_is(job, installed, None, f"rehearsing on {installed.describe()} ({job.python}): {why}", reqs)
     named, line = aim.image, f"{image.tensorflow[0]}.{image.tensorflow[1]}"
     mine = installed.tensorflow_version
     if mine is not None and mine[:2] == image.tensorflow[:2]:
         said = f"rehearsing under {named} ({aim.why}) on {installed.describe()} ({job.python}): the same TensorFlow {line}"
-        return _as_it_is(job, installed, named, said, extra)
+        return _as_it_is(job, installed, named, said, reqs)
     given = envs.override(image.tensorflow)
     if given is not None:
         variable, python = given
@@ -167,29 +167,38 @@ def resolve(job: Job) -> Runtime | None:
             shown = "none" if have is None else ".".join(map(str, have))
             hint = f"name an interpreter with TensorFlow {line}, or unset {variable}"
             raise TpuctlError(f"{variable}={python} has TensorFlow {shown}, not {line}", hint=hint)
-        return _as_it_is(job, found, named, f"rehearsing under {named}'s TensorFlow {line} ({aim.why}) with {python} ({variable})", extra)
-    env = envs.planned(image.tensorflow, job.python, extra, index_url=job.index_url)
+        return _as_it_is(job, found, named, f"rehearsing under {named}'s TensorFlow {line} ({aim.why}) with {python} ({variable})", reqs)
+    env = envs.planned(image.tensorflow, job.python, _pip_lines(reqs), index_url=job.index_url)
     state = "built" if env.ready else "built before the run starts, once: about 1.6 GB"
     said = f"rehearsing under {named}'s TensorFlow {line} ({aim.why}) in its environment {env.folder} ({state})"
     if aim.picked:
         said += f"; --runtime {LOCAL} rehearses on {installed.describe()} ({job.python}) instead"
-    return Runtime(str(env.python), named, env, (said, *_requirements_line(job, env)))
+    return Runtime(str(env.python), named, env, (said, *_requirements_line(job, env, reqs)))
 
 
-def _as_it_is(job: Job, installed: Installed, image: str | None, said: str, extra: tuple[str, ...]) -> Runtime:
+def _as_it_is(job: Job, installed: Installed, image: str | None, said: str, reqs: Requirements | None) -> Runtime:
     """A rehearsal on an interpreter as it is; the run's requirements, where there are some, in a venv over it that keeps
     its TensorFlow."""
-    if not extra:
+    if reqs is None or not reqs.lines:
         return Runtime(installed.python, image, None, (said,))
     kept = [f"{name}=={version}" for name, version in installed.versions.items() if name in TENSORFLOW_DISTRIBUTIONS]
-    env = envs.over(installed.python, kept, extra, index_url=job.index_url)
-    return Runtime(str(env.python), image, env, (said, *_requirements_line(job, env)))
+    env = envs.over(installed.python, kept, _pip_lines(reqs), index_url=job.index_url)
+    return Runtime(str(env.python), image, env, (said, *_requirements_line(job, env, reqs)))
 
 
-def _requirements_line(job: Job, env: envs.Env) -> tuple[str, ...]:
-    if not job.requirements:
+def _pip_lines(reqs: Requirements | None) -> tuple[str, ...]:
+    """The requirements as pip gets them here: without their --hash options, as with one pip would want a hash of
+    TensorFlow and of each of its dependencies too (hash-checking is all or nothing); the hosts check them."""
+    return tuple(line.text for line in reqs.lines) if reqs is not None else ()
+
+
+def _requirements_line(job: Job, env: envs.Env, reqs: Requirements | None) -> tuple[str, ...]:
+    if reqs is None or not reqs.lines:
         return ()
     state = "built" if env.ready else "built before the run starts, once"
     where = f"a venv over {env.base_python} that keeps its TensorFlow" if env.over_base else "that environment"
     index = f" from {url_credentials_hidden(job.index_url)}" if job.index_url else ""
-    return (f"the run's requirements ({job.requirements}) are installed{index} into {where}: {env.folder} ({state})",)
+    said = f"the run's requirements ({reqs.source}) are installed{index} into {where}: {env.folder} ({state})"
+    if any(line.hashes for line in reqs.lines):
+        said += "; their --hash options are checked on the hosts, not here (pip would want one for TensorFlow too)"
+    return (said,)
