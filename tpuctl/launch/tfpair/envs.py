@@ -181,10 +181,9 @@ def ensure(env: Env, notice: Callable[[str], None]) -> None:
             _step([env.base_python, "-m", "venv", *(["--system-site-packages"] if env.over_base else []), str(building)], log, VENV_TIMEOUT_S, env)
             if env.over_base:
                 _see_base(env, building)
-            wanted, bound = building / "tpuctl-requirements.txt", building / "tpuctl-constraints.txt"
-            wanted.write_text("".join(line + "\n" for line in env.pins))
+            bound = building / "tpuctl-constraints.txt"
             bound.write_text("".join(line + "\n" for line in env.constraints))
-            pip = [str(python_in(building)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-c", str(bound), "-r", str(wanted)]
+            pip = [str(python_in(building)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-c", str(bound), *env.pins]
             _step(pip, log, BUILD_TIMEOUT_S, env)
         marker = {"pins": list(env.pins), "constraints": list(env.constraints), "python": env.base_python, "built": time.time()}
         (building / READY).write_text(json.dumps(marker) + "\n")
@@ -252,8 +251,9 @@ def _last_error(log: Path) -> str:
     said = (errors or lines or ["no output"])[-1]
     if "The conflict is caused by:" in lines:  # pip's resolver names the requirements that clash on the lines after it
         causes = lines[lines.index("The conflict is caused by:") + 1 :]
-        said += " " + "; ".join(line for line in causes[: next((i for i, line in enumerate(causes) if line.startswith("To fix")), len(causes))])
-    return one_line(said, 300)
+        causes = causes[: next((i for i, line in enumerate(causes) if line.startswith("To fix")), len(causes))]
+        said = said.replace(" because these package versions have conflicting dependencies.", ":") + " " + "; ".join(causes)
+    return one_line(said, 400)
 
 
 def _into_place(building: Path, env: Env) -> None:
