@@ -283,6 +283,13 @@ def test_of_local_launches_a_rehearsal_alone_takes_requirements_and_an_index(cac
     assert rehearsed.code == 0, rehearsed.err
     assert f"the run's requirements (requirements.txt) are installed from https://pypi.example/simple into a venv over {sys.executable}" in rehearsed.out
     assert "[launch] requirements and setup are for hosts" not in rehearsed.out and Path(given).is_file() and not cache.exists()
+    (tmp_path / "work" / "tpuctl.toml").write_text('[launch]\nrequirements = "requirements.txt"\nsetup = "true"\n')  # a table's: installed / said
+    tabled = in_process("launch", "train.py", "--rehearse", "v2-8", "--runtime", "local", "--dry-run", "--json")
+    assert tabled.code == 0, tabled.err
+    planned = json.loads(tabled.out)
+    assert planned["notes"] == ["[launch] setup is for hosts (--hosts, --tpu, --new-tpu): a rehearsal installs the requirements alone"]
+    assert planned["rehearsal_runtime"]["environment"]["pins"] == ["tensorflow-datasets>=4.9"]
+    (tmp_path / "work" / "tpuctl.toml").unlink()
     for args, says in (
         (("--requirements", "requirements.txt"), "Error: --requirements is for hosts (--hosts, --tpu, --new-tpu)"),
         (("--index-url", "https://pypi.example/simple"), "Error: --index-url is for hosts (--hosts, --tpu, --new-tpu)"),
