@@ -19,7 +19,7 @@ DEAD_ADDRESS = "127.0.0.1:9"  # discard port: nothing listens, a real connect wo
 
 def rehearse(script: Path, accelerator: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
     result = run_tpuctl(
-        "launch", str(script), "--rehearse", accelerator, "--json", "--log-dir", str(tmp_path / "logs"), *args,
+        "launch", str(script), "--rehearse", accelerator, "--runtime", "local", "--json", "--log-dir", str(tmp_path / "logs"), *args,
         env={**os.environ, **(env or {})}, timeout=240,
     )
     assert result.stdout.strip(), result.stderr

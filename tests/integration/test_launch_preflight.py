@@ -55,7 +55,7 @@ def test_a_local_launch_without_tensorflow_fails_before_any_worker(tmp_path: Pat
     assert "tpuctl doctor" not in result.stderr
 
 
-@pytest.mark.parametrize("given", [(), ("--rehearse", "v2-8")], ids=["one worker", "rehearsal"])
+@pytest.mark.parametrize("given", [(), ("--rehearse", "v2-8", "--runtime", "local")], ids=["one worker", "rehearsal"])
 def test_one_worker_without_tensorflow_under_no_preflight_ends_in_one_line(tmp_path: Path, given: tuple[str, ...]) -> None:
     # The refusal above suggests --no-preflight. One worker chooses its Keras without reading TensorFlow's version, so
     # it went on to build tpuctl's strategy and ended in that `import tensorflow`: tpuctl's own ModuleNotFoundError

@@ -76,7 +76,7 @@ def test_a_rehearsal_is_profiled_like_a_launch(tmp_path: Path) -> None:
     out.mkdir()
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1"}
     started = run_tpuctl(
-        "launch", "--detach", "--rehearse", "v2-8", "--model-dir", str(model), "--log-dir", str(tmp_path / "logs"),
+        "launch", "--detach", "--rehearse", "v2-8", "--runtime", "local", "--model-dir", str(model), "--log-dir", str(tmp_path / "logs"),
         str(SCRIPTS / "fit_until_stopped.py"), str(out), "90", env=env, timeout=60,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr

@@ -18,7 +18,6 @@ import pytest
 from tests.conftest import ROOT, run_tpuctl
 from tests.integration.rehearsal import DEAD_ADDRESS, REHEARSE, printed, rehearse, verdicts
 from tpuctl.launch.tfpair.here import this_interpreter
-from tpuctl.tpu.software import image_for_tensorflow
 
 pytestmark = pytest.mark.tf
 
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.tf
 def test_a_colab_script_rehearses_as_v2_8_without_colab_tpu_addr(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("COLAB_TPU_ADDR", "TPU_NAME")}
     result = run_tpuctl(
-        "launch", str(REHEARSE / "colab_fit.py"), "--rehearse", "v2-8", "--log-dir", str(tmp_path / "logs"), env=env, timeout=240
+        "launch", str(REHEARSE / "colab_fit.py"), "--rehearse", "v2-8", "--runtime", "local", "--log-dir", str(tmp_path / "logs"), env=env, timeout=240
     )
     assert result.returncode == 0, result.stdout + result.stderr
     seen = json.loads(re.findall(r"^\[worker:0\] (\{.*\})$", result.stdout, re.M)[-1])
@@ -43,15 +42,14 @@ def test_a_colab_script_rehearses_as_v2_8_without_colab_tpu_addr(tmp_path: Path)
     assert {c["check"]: c["verdict"] for c in rehearsal["checks"]} == {
         "batch split": "ok", "static shapes": "ok", "XLA ops": "ok", "float64": "ok", "steps_per_execution": "ok",
     }
-    # The report as a person reads it, at the end of the run: on this machine's TensorFlow and Keras 3, named, since
-    # no --runtime was given; the line before the run says which image --new-tpu would run and how to rehearse under it.
+    # The report as a person reads it, at the end of the run: on this machine's TensorFlow and Keras 3, named, as
+    # --runtime local asks; the line before the run says so.
     here = this_interpreter()
     assert (rehearsal["tensorflow"], rehearsal["keras"], rehearsal.get("runtime")) == (here.tensorflow, here.keras, None)
     assert here.keras is not None and here.keras.startswith("3.")
     said = f"tpuctl: rehearsal of v2-8: 8 replicas on TensorFlow {here.tensorflow} (Keras {here.keras}); rehearsed as one process, one virtual CPU per replica"
     assert said in result.stderr
-    picked = image_for_tensorflow("v2-8", here.tensorflow_version or (0, 0, 0))
-    assert picked is not None and f"`--new-tpu v2-8` would run {picked.image}" in result.stderr
+    assert f"tpuctl: rehearsing on {here.describe()} (" in result.stderr and "): --runtime local: its TensorFlow as it is, no TPU image's" in result.stderr
     assert "tpuctl:   batch: 64 global, 8 per replica" in result.stderr
     assert re.search(r"tpuctl:   steps: 8, [0-9.]+s per step on this CPU", result.stderr)
 

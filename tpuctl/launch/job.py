@@ -265,8 +265,9 @@ class Job:
         "--runtime",
         metavar="IMAGE",
         help="With --rehearse: rehearse under that TPU VM image's TensorFlow (e.g. tpu-vm-tf-2.15.1-pjrt), in an environment "
-        "with its CPU build built once under tpuctl's cache; --python: the Python to build it from.  [default: the "
-        "runtime-version setting where one is set, else this machine's TensorFlow] (docs/rehearse.md)",
+        "with its CPU build (and --requirements) built once under tpuctl's cache; --python: the Python to build it from; "
+        "`local`: this machine's TensorFlow as it is.  [default: the runtime-version setting where one is set, else the "
+        "image `--new-tpu ACCELERATOR` would pick for this machine's TensorFlow] (docs/rehearse.md)",
     )
     profiler_server: bool = option(
         "--profiler-server/--no-profiler-server",

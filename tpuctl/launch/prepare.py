@@ -102,6 +102,7 @@ def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any]
     common = option_fields.from_params(LaunchOptions, params)
     chosen = _choose_backend(common.backend, params, given)
     _refuse_other_backends(chosen, given)
+    rehearsal.refuse_tpu(params)  # before the ssh runner looks its TPU up
     module = backend_module(chosen)
     runner = module.runner(option_fields.from_params(module.Options, params))
     refuse_unsupported(runner, [name for name in (*option_fields.names(Job), *option_fields.names(LaunchOptions)) if name in given], _flag)

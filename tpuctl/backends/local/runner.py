@@ -50,12 +50,15 @@ _HOSTS_ONLY = Unsupported(
     "the local workers run in this machine's interpreter: install there (`pip install -r FILE`)", line="{flag} is for hosts (--hosts, --tpu, --new-tpu)"
 )
 HOSTS_ONLY_NOTE = "[launch] requirements and setup are for hosts (--hosts, --tpu, --new-tpu): the local workers run in this machine's interpreter as it is"
+REHEARSAL_SETUP_NOTE = "[launch] setup is for hosts (--hosts, --tpu, --new-tpu): a rehearsal installs the requirements alone"
 
 
 class LocalRunner(Runner):
     name = "local"
     shares_disk = True
-    unsupported: ClassVar[Mapping[str, Unsupported]] = {"requirements": _HOSTS_ONLY, "setup": _HOSTS_ONLY, "index_url": _HOSTS_ONLY}
+    unsupported: ClassVar[Mapping[str, Unsupported]] = {"setup": _HOSTS_ONLY}
+    # A rehearsal installs these into its environment (tfpair/rehearsal.py); any other local launch refuses them at prepare().
+    for_rehearsals: ClassVar[dict[str, str]] = {"requirements": "--requirements", "index_url": "--index-url"}
 
     def __init__(self, options: Options | None = None) -> None:
         self.options = options or Options()
@@ -63,6 +66,10 @@ class LocalRunner(Runner):
         self.rehearsal: Runtime | None = None  # the TensorFlow a --rehearse runs on (tfpair/rehearsal.py)
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
+        refused = next((flag for name, flag in self.for_rehearsals.items() if name in given), None)
+        if refused is not None and job.rehearse is None:
+            instead = f"{_HOSTS_ONLY.instead}, or rehearse a TPU run with them: --rehearse TYPE {refused} ..."
+            raise TpuctlError(_HOSTS_ONLY.line.format(flag=refused), hint=instead)
         if not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}")
         if job.python and shutil.which(job.python) is None:
@@ -75,6 +82,12 @@ class LocalRunner(Runner):
         self.rehearsal = resolve(job)
         return job if self.rehearsal is None else replace(job, python=self.rehearsal.python)
 
+    def _hosts_only(self, job: Job) -> str | None:
+        """What a [launch] table sets that this launch leaves alone, said (a rehearsal installs the requirements)."""
+        if self.rehearsal is not None:
+            return REHEARSAL_SETUP_NOTE if job.setup else None
+        return HOSTS_ONLY_NOTE if job.requirements or job.setup else None
+
     def request(self, job: Job, run_id: str) -> Plan | RehearsalPlan:
         """The plan with real free ports, each bound and released in turn (a launch picks afresh); a rehearsal's with
         the TensorFlow it runs on.
@@ -83,7 +96,8 @@ class LocalRunner(Runner):
         worker, and `--dry-run --workers 1001` died of EMFILE under a 1024 limit.
         """
         plan = build_plan(job, _free_addresses(job.processes), run_id=run_id, attempt=1, gpus=self.gpus)
-        plan = replace(plan, notes=(HOSTS_ONLY_NOTE,)) if job.requirements or job.setup else plan
+        note = self._hosts_only(job)
+        plan = replace(plan, notes=(note,)) if note else plan
         return plan if self.rehearsal is None else RehearsalPlan(plan, self.rehearsal)
 
     def run(self, job: Job, context: RunContext) -> Outcome:
@@ -97,8 +111,9 @@ class LocalRunner(Runner):
 
         shim = None if self.options.expose else _loopback_shim(context.notice)
         checks.result()
-        if job.requirements or job.setup:
-            context.notice(HOSTS_ONLY_NOTE)
+        note = self._hosts_only(job)
+        if note:
+            context.notice(note)
         context.notice(f"launching {job.workers} worker(s) of {job.script}; logs: {context.log_dir}")
         if self.gpus is not None and self.gpus.pool.warning:
             context.notice(f"warning: {self.gpus.pool.warning}")

@@ -1,33 +1,49 @@
 """Which TensorFlow a `--rehearse` runs on, so that its verdict is about the TensorFlow the TPU will run.
 
-- `--runtime IMAGE`, else a runtime-version setting (TPUCTL_RUNTIME_VERSION, tpuctl.toml, the user's file: the image
-  `--new-tpu` and `create` use): that image's TensorFlow. Where the rehearsing interpreter (this one, or --python) has
-  the same X.Y it runs there; otherwise in a cached environment with the CPU build of that line (envs.py), built before
-  the run from --python (default: this Python), or the interpreter TPUCTL_REHEARSE_PYTHON_<X>_<Y> names.
-- Neither: this machine's TensorFlow, and the line says which image `--new-tpu ACCELERATOR` would run (the one with
-  this TensorFlow, or where none has it the generation's newest) and how to rehearse under that one instead: a build
-  of 1.6 GB is never started unasked.
+The image it stands for, first found of:
+- `--runtime IMAGE`; `--runtime local` names none: the rehearsing interpreter's TensorFlow as it is.
+- a runtime-version setting (TPUCTL_RUNTIME_VERSION, tpuctl.toml, the user's file: the image `--new-tpu` and `create`
+  use);
+- the image `--new-tpu ACCELERATOR` would pick for the rehearsing interpreter's TensorFlow (choice.py): the one with
+  its X.Y, where none has it the generation's newest, said so with the way out (`--runtime local`).
+Where the rehearsing interpreter (this one, or --python) has the image's X.Y it runs there; otherwise in a cached
+environment with the CPU build of that line (envs.py), built before the run from --python (default: this Python), or the
+interpreter TPUCTL_REHEARSE_PYTHON_<X>_<Y> names. An image whose name carries no TensorFlow stands for nothing: the
+rehearsing interpreter's TensorFlow, said so.
+
+The run's --requirements (held to the TPU VMs' TensorFlow rule, tpuctl/inputs/requirements.py) go into that
+environment; where the rehearsal runs on an interpreter as it is, into a venv over it with its site-packages visible, as
+the TPU hosts' environments are made, so the script sees the packages the hosts will.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from tpuctl.inputs import requirements
 from tpuctl.inputs.errors import TpuctlError
+from tpuctl.inputs.redact import url_credentials_hidden
+from tpuctl.inputs.requirements import Requirements
 from tpuctl.launch.job import Job
-from tpuctl.launch.tfpair import envs
-from tpuctl.launch.tfpair.here import Installed, of_interpreter
+from tpuctl.launch.tfpair import choice, envs
+from tpuctl.launch.tfpair.here import TENSORFLOW_DISTRIBUTIONS, Installed, of_interpreter
 from tpuctl.settings import cloud as settings
 from tpuctl.tpu import software
 
+if TYPE_CHECKING:
+    from tpuctl.cloud.nodes.nodespec import NodeSpec
+
 RUNTIME = "runtime-version"
+LOCAL = "local"  # --runtime local: the rehearsing interpreter's TensorFlow, no image's
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """What a rehearsal runs on: the worker's interpreter, the image it stands for (None: this machine's TensorFlow, no
-    image named), the environment to build first (None: none), and what the dry run and the run say of it."""
+    """What a rehearsal runs on: the worker's interpreter, the image it stands for (None: no image's TensorFlow), the
+    environment to build first (None: none), and what the dry run and the run say of it."""
 
     python: str
     image: str | None
@@ -35,7 +51,13 @@ class Runtime:
     lines: tuple[str, ...]
 
     def to_json(self) -> dict[str, object]:
-        built = None if self.env is None else {"folder": str(self.env.folder), "pins": list(self.env.pins), "ready": self.env.ready}
+        env = self.env
+        built: dict[str, object] | None = None
+        if env is not None:
+            index = url_credentials_hidden(env.index_url) if env.index_url else None
+            over = env.base_python if env.over_base else None
+            built = {"folder": str(env.folder), "pins": list(env.pins), "constraints": list(env.constraints), "over": over}
+            built.update(index_url=index, ready=env.ready)
         return {"python": self.python, "image": self.image, "environment": built, "said": list(self.lines)}
 
     def prepare(self, notice: Callable[[str], None]) -> None:
@@ -46,61 +68,137 @@ class Runtime:
             envs.ensure(self.env, notice)
 
 
-def image_of(name: str) -> software.Image:
-    """A runtime image with TensorFlow, read from its name; anything else is a one-line refusal."""
+@dataclass(frozen=True)
+class Target:
+    """The image a rehearsal stands for (None: none, `why` says so) and why that one; `picked`: tpuctl chose it."""
+
+    image: str | None
+    why: str
+    picked: bool = False
+
+
+def image_of(name: str) -> software.Image | None:
+    """A --runtime's image with TensorFlow, read from its name (None: `local`); anything else is a one-line refusal."""
+    if name == LOCAL:
+        return None
     image = software.read_image(name)
     if image is None:
         raise TpuctlError(
             f"--runtime {name}: not a TPU VM image with TensorFlow (tpu-vm-tf-X.Y.Z[-pod][-pjrt|-se]): there is no TensorFlow to rehearse under",
-            hint="e.g. --runtime tpu-vm-tf-2.15.1-pjrt (https://cloud.google.com/tpu/docs/runtimes)",
+            hint=f"e.g. --runtime tpu-vm-tf-2.15.1-pjrt (https://cloud.google.com/tpu/docs/runtimes), or --runtime {LOCAL} for this machine's TensorFlow",
         )
     return image
+
+
+def refuse_tpu(params: Mapping[str, object]) -> None:
+    """--rehearse with --tpu NAME or --new-tpu TYPE: refused before anything reaches the TPU API, as a rehearsal runs on
+    this machine alone, naming what to rehearse under instead. --new-tpu's image is the one a rehearsal picks by itself;
+    an existing node's is known without a cloud call only from the spec `tpuctl create` (or --new-tpu --keep) saved."""
+    accelerator, name, new = params.get("rehearse"), params.get("tpu_name"), params.get("new_tpu")
+    if accelerator is None or (name is None and new is None):
+        return
+    if new is not None:
+        raise TpuctlError(
+            f"--rehearse runs on this machine's CPU, not on the TPU VM --new-tpu {new} makes",
+            hint=f"`--rehearse {accelerator}` alone rehearses under the image `--new-tpu {accelerator}` would run; then launch with --new-tpu",
+        )
+    spec = _saved_spec(str(name), params.get("project"), params.get("tpu_zone"))
+    if spec is None:
+        hint = f"tpuctl has no saved spec of node {name} (one `tpuctl create` made): `--rehearse {accelerator} --runtime IMAGE` "
+        hint += "with its image (`tpuctl list` shows it)"
+    else:
+        hint = f"`--rehearse {spec.accelerator_type or accelerator} --runtime {spec.runtime_version}` rehearses under node {name}'s image "
+        hint += "(its saved spec); then launch with --tpu"
+    raise TpuctlError(f"--rehearse runs on this machine's CPU, not on TPU VM {name}", hint=hint)
+
+
+def _saved_spec(name: str, project: object, zone: object) -> NodeSpec | None:
+    """The spec tpuctl saved of node `name` where the project (and the zone, or a single saved one) is known; None
+    where it is not, or the file cannot be read (the refusal then asks for the image)."""
+    from tpuctl.cloud.nodes import nodespec
+
+    with contextlib.suppress(TpuctlError):
+        project = project or settings.picked("project").value
+        if not isinstance(project, str):
+            return None
+        zones = [zone] if isinstance(zone, str) else nodespec.saved_zones(project, name)
+        return nodespec.load(project, zones[0], name) if len(zones) == 1 else None
+    return None
+
+
+def target(job: Job, installed: Installed) -> Target:
+    """The image a rehearsal of `job` stands for, `installed` the rehearsing interpreter's (see the module's docstring)."""
+    if job.runtime == LOCAL:
+        return Target(None, f"--runtime {LOCAL}: its TensorFlow as it is, no TPU image's")
+    if job.runtime is not None:
+        return Target(job.runtime, "--runtime")
+    setting = settings.picked(RUNTIME)
+    if setting.value is not None:
+        return Target(setting.value, f"runtime-version from {setting.source}")
+    accelerator = str(job.rehearse)
+    picked = choice.image_for(accelerator, installed)
+    if picked is None:
+        return Target(None, f"tpuctl knows no TPU image for {accelerator}")
+    return Target(picked.name, f"the image `--new-tpu {accelerator}` would run: {picked.why.removeprefix('picked: ')}", picked=True)
 
 
 def resolve(job: Job) -> Runtime | None:
     """A rehearsing job's runtime (None for any other launch); its environment is planned, not built."""
     if job.rehearse is None:
         return None
-    setting = settings.picked(RUNTIME)
-    named = job.runtime or setting.value
     installed = of_interpreter(job.python)
-    if named is None:
-        return Runtime(job.python, None, None, (_unnamed(job.rehearse, installed),))
-    source = "--runtime" if job.runtime else f"runtime-version from {setting.source}"
-    if job.runtime is None and software.read_image(named) is None:  # a base image from the setting: nothing to stand for
-        return Runtime(job.python, None, None, (f"rehearsing on {installed.describe()} ({job.python}): {named} ({source}) has no TensorFlow to stand for",))
-    image = image_of(named)
-    line = f"{image.tensorflow[0]}.{image.tensorflow[1]}"
+    aim = target(job, installed)
+    reqs = requirements.checked(job.requirements, None, tpu_vm=True, image=aim.image, allowed=job.replace_tensorflow)
+    image = software.read_image(aim.image) if aim.image is not None else None
+    if image is None:  # none named, or an image whose name carries no TensorFlow
+        why = aim.why if aim.image is None else f"{aim.image} ({aim.why}) has no TensorFlow to stand for"
+        return _as_it_is(job, installed, None, f"rehearsing on {installed.describe()} ({job.python}): {why}", reqs)
+    named, line = aim.image, f"{image.tensorflow[0]}.{image.tensorflow[1]}"
     mine = installed.tensorflow_version
     if mine is not None and mine[:2] == image.tensorflow[:2]:
-        return Runtime(job.python, named, None, (f"rehearsing under {named} ({source}) on {installed.describe()} ({job.python}): the same TensorFlow {line}",))
+        said = f"rehearsing under {named} ({aim.why}) on {installed.describe()} ({job.python}): the same TensorFlow {line}"
+        return _as_it_is(job, installed, named, said, reqs)
     given = envs.override(image.tensorflow)
     if given is not None:
         variable, python = given
-        found = of_interpreter(python).tensorflow_version
-        if found is None or found[:2] != image.tensorflow[:2]:
-            have = "none" if found is None else ".".join(map(str, found))
-            raise TpuctlError(f"{variable}={python} has TensorFlow {have}, not {line}", hint=f"name an interpreter with TensorFlow {line}, or unset {variable}")
-        return Runtime(python, named, None, (f"rehearsing under {named}'s TensorFlow {line} ({source}) with {python} ({variable})",))
-    env = envs.planned(image.tensorflow, job.python)
+        found = of_interpreter(python)
+        have = found.tensorflow_version
+        if have is None or have[:2] != image.tensorflow[:2]:
+            shown = "none" if have is None else ".".join(map(str, have))
+            hint = f"name an interpreter with TensorFlow {line}, or unset {variable}"
+            raise TpuctlError(f"{variable}={python} has TensorFlow {shown}, not {line}", hint=hint)
+        return _as_it_is(job, found, named, f"rehearsing under {named}'s TensorFlow {line} ({aim.why}) with {python} ({variable})", reqs)
+    env = envs.planned(image.tensorflow, job.python, _pip_lines(reqs), index_url=job.index_url)
+    state = "built" if env.ready else "built before the run starts, once: about 1.6 GB"
+    said = f"rehearsing under {named}'s TensorFlow {line} ({aim.why}) in its environment {env.folder} ({state})"
+    if aim.picked:
+        said += f"; --runtime {LOCAL} rehearses on {installed.describe()} ({job.python}) instead"
+    return Runtime(str(env.python), named, env, (said, *_requirements_line(job, env, reqs)))
+
+
+def _as_it_is(job: Job, installed: Installed, image: str | None, said: str, reqs: Requirements | None) -> Runtime:
+    """A rehearsal on an interpreter as it is; the run's requirements, where there are some, in a venv over it that keeps
+    its TensorFlow."""
+    if reqs is None or not reqs.lines:
+        return Runtime(installed.python, image, None, (said,))
+    kept = [f"{name}=={version}" for name, version in installed.versions.items() if name in TENSORFLOW_DISTRIBUTIONS]
+    env = envs.over(installed.python, kept, _pip_lines(reqs), index_url=job.index_url)
+    return Runtime(str(env.python), image, env, (said, *_requirements_line(job, env, reqs)))
+
+
+def _pip_lines(reqs: Requirements | None) -> tuple[str, ...]:
+    """The requirements as pip gets them here: without their --hash options, as with one pip would want a hash of
+    TensorFlow and of each of its dependencies too (hash-checking is all or nothing); the hosts check them."""
+    return tuple(line.text for line in reqs.lines) if reqs is not None else ()
+
+
+def _requirements_line(job: Job, env: envs.Env, reqs: Requirements | None) -> tuple[str, ...]:
+    if reqs is None or not reqs.lines:
+        return ()
     state = "built" if env.ready else "built before the run starts, once"
-    lines = [f"rehearsing under {named}'s TensorFlow {line} ({source}) in its environment {env.folder} ({state})"]
-    if job.requirements:
-        lines.append(f"note: the rehearsal's environment holds TensorFlow {line} and its Keras only: --requirements is not installed into it yet")
-    return Runtime(str(env.python), named, env, tuple(lines))
-
-
-def _unnamed(accelerator: str, installed: Installed) -> str:
-    """A rehearsal with no image named runs on this machine's TensorFlow: said beside the image `--new-tpu` would run."""
-    mine = installed.tensorflow_version
-    here = f"rehearsing on {installed.describe()} ({installed.python})"
-    chosen = software.image_for_tensorflow(accelerator, mine) if mine is not None else None
-    if chosen is None:
-        return here
-    if chosen.matched:
-        return f"{here}: `--new-tpu {accelerator}` would run {chosen.image}, the same TensorFlow {chosen.tensorflow[0]}.{chosen.tensorflow[1]}"
-    theirs = f"{chosen.tensorflow[0]}.{chosen.tensorflow[1]}"
-    return (
-        f"{here}, which no TPU image has: `--new-tpu {accelerator}` would run {chosen.image} (TensorFlow {theirs}); "
-        f"--runtime {chosen.image} rehearses under {theirs} (its environment is built once: about 1.6 GB)"
-    )
+    where = f"a venv over {env.base_python} that keeps its TensorFlow" if env.over_base else "that environment"
+    index = f" from {url_credentials_hidden(job.index_url)}" if job.index_url else ""
+    said = f"the run's requirements ({reqs.source}) are installed{index} into {where}: {env.folder} ({state})"
+    if any(line.hashes for line in reqs.lines):
+        said += "; their --hash options are checked on the hosts, not here (pip would want one for TensorFlow too)"
+    return (said,)
