@@ -141,7 +141,7 @@ def copy(header: "dict[str, Any]", deadline: float) -> None:
         os.mkdir(fresh, 0o700)
         try:
             unpack(Bounded(sys.stdin.buffer, size), fresh, size, deadline)
-            if not os.path.isfile(os.path.join(fresh, "bin", "python")) and not os.path.islink(os.path.join(fresh, "bin", "python")):
+            if not os.path.lexists(os.path.join(fresh, "bin", "python")):
                 fail("copy", "the environment sent has no bin/python")
             relocate(fresh, origin, target)
             place(fresh, target, lock)

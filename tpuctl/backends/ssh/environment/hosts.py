@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -83,6 +85,7 @@ class Environments:
     def __post_init__(self) -> None:
         self.request = self.spec.request(self.python)
         self.store = WheelStore(self.ssh, self.python, self.spec.bucket, self.spec.scrub)
+        self._keeping = threading.Lock()
 
     # ---- the packages -----------------------------------------------------------------------------
 
@@ -106,11 +109,12 @@ class Environments:
             built = [host for host in hosts if host not in pythons]
             self.done_setup = {host for host in pythons if found[host].setup}
             holders = [host for host in hosts if lock.digest in found[host].wheels or (resolved and host == hosts[0])]
-            if resolved and lock.wheels:
-                self._keep(lock, holders)
-                self.store.remember(known, lock)
-            if built:
-                pythons.update(self._build(built, lock, holders, dict(pythons), attempt))
+            with ThreadPoolExecutor(max_workers=1) as keeping:  # a new lock's wheels pulled here while the first host builds
+                kept = keeping.submit(self._remember, known, lock, holders) if resolved and lock.wheels else None
+                if built:
+                    pythons.update(self._build(built, lock, holders, dict(pythons), attempt))
+                if kept is not None:
+                    kept.result()
         finally:
             self._mark(tl.ENV_END, attempt, step="packages", built=len(built), copied=len(self.copied), seconds=round(time.monotonic() - started, 3))
         self._say(lock, hosts, built, time.monotonic() - started)
@@ -223,13 +227,20 @@ class Environments:
         status, output = send(self.ssh, host, argv, payload, BUILD_TIMEOUT_S + SSH_MARGIN_S)
         return self._answer(HostResult(host, status, output, "timed out" if status == 124 else None), "build its environment", attempt)
 
+    def _remember(self, request: str, lock: Lock, holders: list[str]) -> None:
+        """A new lock kept, and remembered as what `request` resolved to on these hosts' Python and platform."""
+        self._keep(lock, holders)
+        self.store.remember(request, lock)
+
     def _keep(self, lock: Lock, holders: list[str]) -> None:
         """A new lock's wheels kept where a host that lacks them finds them later, whatever happens to the first host:
-        this machine's cache (a VM recreated after a preemption has lost the first host's disk), and the run's bucket."""
-        if not self.store.kept(lock):
-            self.store.pull(holders[0], lock)
-        if self.spec.bucket and not self.store.in_bucket(lock):
-            self.store.upload(lock)
+        this machine's cache (a VM recreated after a preemption has lost the first host's disk), and the run's bucket.
+        One at a time: a build that needs them sent waits for the pull under way."""
+        with self._keeping:
+            if not self.store.kept(lock):
+                self.store.pull(holders[0], lock)
+            if self.spec.bucket and not self.store.in_bucket(lock):
+                self.store.upload(lock)
 
     def _wheels_for(self, lock: Lock, holders: list[str]) -> dict[str, Any]:
         """How hosts without the lock's wheels get them: from the run's bucket, else on their stdin from this machine
