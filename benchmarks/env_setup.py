@@ -26,10 +26,11 @@ network; a real index's round trips are slower: its help gives a measured figure
    probe that finds the lock's environment ready); target <= 1 s, which bounds every host's share. The loop's
    `pip install -r` again on its venvs (pip finds every requirement satisfied), for information.
 3. restart: `tpuctl launch --new-tpu v4-(8N)` in the TPU stand-in (tests/standins/google_apis.py), its hosts the sshd
-   servers; once attempt 1's workers run, every host's cache is removed (the recreated VM's disks are new), the node
-   is PREEMPTED and worker 0's agent killed (its host goes down), and the time from then to attempt 2's workers
-   running (the trivial script's start is its first step) is taken, with the timeline's spans of attempt 2's
-   environment and the recreate:
+   servers, its workers on the VM's own python3 (no --python: one of this machine's is refused for a VM tpuctl
+   makes; here the hosts' python3 is the system's, its environments of their own); once attempt 1's workers run,
+   every host's cache is removed (the recreated VM's disks are new), the node is PREEMPTED and worker 0's agent
+   killed (its host goes down), and the time from then to attempt 2's workers running (the trivial script's start
+   is its first step) is taken, with the timeline's spans of attempt 2's environment and the recreate:
      kept     --requirements: attempt 2's hosts are built from the wheels the launcher kept, the index stopped
      index    --setup 'python -m pip install --index-url URL -r R' (what users write in a setup hook): each
               recreated host installs from the index again
@@ -289,7 +290,7 @@ class Cloud:
         if variant == "index":
             source = ["--setup", f"python -m pip install -q --index-url {bench.index.url} -r {bench.requirements}"]
         args = [
-            str(STAMP), "--new-tpu", self.type, "--zone", ZONE, "--ssh-config", str(self.config), "--python", sys.executable,
+            str(STAMP), "--new-tpu", self.type, "--zone", ZONE, "--ssh-config", str(self.config),
             "--strategy", "none", "--log-dir", str(run / "logs"), "--env", f"HOLD_FIRST={run / 'flags'}", "--start-timeout", "900",
             *source, "--", str(run / "stamps"), bench.module,
         ]  # fmt: skip
