@@ -71,9 +71,10 @@ def resolve(header: "dict[str, Any]", deadline: float) -> None:
         report = os.path.join(scratch, "report.json")
         argv = [python, "-m", "pip", "install", "--dry-run", "--only-binary=:all:", "--report", report, "-r", wanted]
         status = run(argv, log, deadline, pip_env(index_url))
-        if status != 0 and "no such option: --report" in tail(log):
-            # The host's pip is older than pip's report (22.2; Ubuntu 22.04's is 22.0.2): a newer pip into the scratch
-            # venv alone, from the same index, then the dry run again. The environments themselves use the host's pip.
+        if status != 0 and ("no such option: --report" in tail(log) or "no such option: --dry-run" in tail(log)):
+            # The host's pip is older than pip's report and dry run (both 22.2; Ubuntu 22.04's is 22.0.2, which names
+            # --dry-run as the option it lacks): a newer pip into the scratch venv alone, from the same index, then the
+            # dry run again. The environments themselves use the host's pip.
             if run([python, "-m", "pip", "install", "pip>=22.2"], log, deadline, pip_env(index_url)) != 0:
                 fail(*pip_failure(log), log=tail(log))
             status = run(argv, log, deadline, pip_env(index_url))
