@@ -26,10 +26,11 @@ network; a real index's round trips are slower: its help gives a measured figure
    probe that finds the lock's environment ready); target <= 1 s, which bounds every host's share. The loop's
    `pip install -r` again on its venvs (pip finds every requirement satisfied), for information.
 3. restart: `tpuctl launch --new-tpu v4-(8N)` in the TPU stand-in (tests/standins/google_apis.py), its hosts the sshd
-   servers; once attempt 1's workers run, every host's cache is removed (the recreated VM's disks are new), the node
-   is PREEMPTED and worker 0's agent killed (its host goes down), and the time from then to attempt 2's workers
-   running (the trivial script's start is its first step) is taken, with the timeline's spans of attempt 2's
-   environment and the recreate:
+   servers, its workers on the VM's own python3 (no --python: one of this machine's is refused for a VM tpuctl
+   makes; here the hosts' python3 is the system's, its environments of their own); once attempt 1's workers run,
+   every host's cache is removed (the recreated VM's disks are new), the node is PREEMPTED and worker 0's agent
+   killed (its host goes down), and the time from then to attempt 2's workers running (the trivial script's start
+   is its first step) is taken, with the timeline's spans of attempt 2's environment and the recreate:
      kept     --requirements: attempt 2's hosts are built from the wheels the launcher kept, the index stopped
      index    --setup 'python -m pip install --index-url URL -r R' (what users write in a setup hook): each
               recreated host installs from the index again
@@ -181,22 +182,24 @@ class Launched:
     all_s: float  # command start -> every worker running
     wall_s: float  # command start -> its exit
     built: int  # hosts the environment step built
+    copied: int  # of those, the hosts that got a copy of another host's build
 
 
 def stamps(folder: Path, attempt: int) -> list[float]:
     return [float(p.read_text()) for p in folder.glob(f"{attempt}-*") if not p.name.endswith(".part")]
 
 
-def environment_span(logs: Path, attempt: int) -> tuple[float, int]:
-    """The attempt's environment span in its timeline (first environment_begin to last environment_end, wall clock)
-    and the hosts its packages step built."""
+def environment_span(logs: Path, attempt: int) -> tuple[float, int, int]:
+    """The attempt's environment span in its timeline (first environment_begin to last environment_end, wall clock),
+    the hosts its packages step built, and how many of those got a copy of another host's build."""
     events = [e for e in tl.read((logs / "timeline.jsonl").read_text().splitlines()).events if e.attempt == attempt]
     begins = [e.wall for e in events if e.event == tl.ENV_BEGIN]
     ends = [e for e in events if e.event == tl.ENV_END]
     if not begins or not ends:
         raise SystemExit(f"no environment span for attempt {attempt} in {logs / 'timeline.jsonl'}")
-    built = sum(int(e.fields.get("built", 0)) for e in ends if e.fields.get("step") == "packages")
-    return max(e.wall for e in ends) - min(begins), built
+    packages = [e for e in ends if e.fields.get("step") == "packages"]
+    built, copied = (sum(int(e.fields.get(name, 0)) for e in packages) for name in ("built", "copied"))
+    return max(e.wall for e in ends) - min(begins), built, copied
 
 
 def tpuctl_launch(bench: Bench, hosts: list[str], launcher_cache: Path) -> Launched:
@@ -220,8 +223,8 @@ def tpuctl_launch(bench: Bench, hosts: list[str], launcher_cache: Path) -> Launc
     started = stamps(run / "stamps", 1)
     if len(started) != len(hosts):
         raise SystemExit(f"{len(started)} of {len(hosts)} workers ran:\n{done.stderr[-3000:]}")
-    span, built = environment_span(run / "logs", 1)
-    return Launched(span, min(started) - start_wall, max(started) - start_wall, wall, built)
+    span, built, copied = environment_span(run / "logs", 1)
+    return Launched(span, min(started) - start_wall, max(started) - start_wall, wall, built, copied)
 
 
 def loop(bench: Bench, hosts: list[str], *, warm: bool) -> float:
@@ -284,7 +287,7 @@ class Cloud:
         if variant == "index":
             source = ["--setup", f"python -m pip install -q --index-url {bench.index.url} -r {bench.requirements}"]
         args = [
-            str(STAMP), "--new-tpu", self.type, "--zone", ZONE, "--ssh-config", str(self.config), "--python", sys.executable,
+            str(STAMP), "--new-tpu", self.type, "--zone", ZONE, "--ssh-config", str(self.config),
             "--strategy", "none", "--log-dir", str(run / "logs"), "--env", f"HOLD_FIRST={run / 'flags'}", "--start-timeout", "900",
             *source, "--", str(run / "stamps"), bench.module,
         ]  # fmt: skip
@@ -317,7 +320,7 @@ class Cloud:
         if code != 0:
             raise SystemExit(f"the --new-tpu launch ended with {code}:\n{launch.stderr[-3000:]}")
         second = stamps(run / "stamps", 2)
-        span, _ = environment_span(run / "logs", 2)
+        span, _, _ = environment_span(run / "logs", 2)
         events = tl.read((run / "logs" / "timeline.jsonl").read_text().splitlines()).events
         recreate = [e.wall for e in events if e.event in (tl.RECREATE_BEGIN, tl.RECREATE_END)]
         return Restarted(min(second) - preempted, max(second) - preempted, span, max(recreate) - min(recreate))
@@ -391,6 +394,7 @@ def main() -> int:
             hosts = cluster.hosts
             cold: dict[str, list[float]] = {"env": [], "first": [], "all": [], "wall": [], "loop": []}
             warm: dict[str, list[float]] = {"env": [], "loop": []}
+            copies: list[int] = []  # per timed cold run: the hosts that got a copy of the first host's build
 
             def tpuctl_side(timed: bool) -> None:
                 bench.bare(count)
@@ -403,6 +407,7 @@ def main() -> int:
                     for key, value in (("env", first.env_s), ("first", first.first_s), ("all", first.all_s), ("wall", first.wall_s)):
                         cold[key].append(value)
                     warm["env"].append(again.env_s)
+                    copies.append(first.copied)
 
             def loop_side(timed: bool) -> None:
                 bench.bare(count)
@@ -419,7 +424,8 @@ def main() -> int:
             for round_no in range(max(1, args.runs)):
                 for side in sides if round_no % 2 == 0 else sides[::-1]:
                     side(True)
-                print(f"round {round_no + 1}: tpuctl environment {cold['env'][-1]:.2f}s, loop {cold['loop'][-1]:.2f}s", flush=True)
+                copied = f"{copies[-1]} host(s) copied"
+                print(f"round {round_no + 1}: tpuctl environment {cold['env'][-1]:.2f}s ({copied}), loop {cold['loop'][-1]:.2f}s", flush=True)
 
             restarts: dict[str, list[Restarted]] = {"kept": [], "index": []}
             if args.restart_runs > 0:

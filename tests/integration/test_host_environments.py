@@ -52,10 +52,13 @@ found = {"alpha": tpuctl_test_alpha.VERSION, "beta": tpuctl_test_beta.VERSION, "
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshCluster]:
-    """Three sshd hosts that read no pip.conf of this machine's (its extra indexes and find-links); host3's environments
-    folder is a 1 MiB disk of its own (a host without room for an environment: only the test of that uses host3)."""
-    hosts = ("host1", "host2", "host3")
-    yield from running_cluster(tmp_path_factory, 3, env={host: {"PIP_CONFIG_FILE": os.devnull} for host in hosts}, small_disks={"host3": "1m"})
+    """Four sshd hosts that read no pip.conf of this machine's (its extra indexes and find-links); host3's environments
+    folder is a 1 MiB disk of its own (a host without room for an environment: only the test of that uses host3);
+    host4's Python reports another platform (sysconfig's _PYTHON_HOST_PLATFORM, which a cross-build's Python sets), so
+    its environment's key differs from the others' as another Python's does (only the first test uses host4)."""
+    env = {host: {"PIP_CONFIG_FILE": os.devnull} for host in ("host1", "host2", "host3", "host4")}
+    env["host4"]["_PYTHON_HOST_PLATFORM"] = "linux-x86_64-other"
+    yield from running_cluster(tmp_path_factory, 4, env=env, small_disks={"host3": "1m"})
 
 
 @pytest.fixture(scope="module")
@@ -110,27 +113,29 @@ def test_one_resolution_feeds_every_host_even_as_the_index_moves_and_the_next_la
     cluster: SshCluster, index: PackageIndex, package_wheels: Wheels, work: Path
 ) -> None:
     """Launch 1: the first host resolves (tpuctl-test-gamma: alpha 2.0, the newest beta allows) and a newer alpha lands on
-    the index right after; the other host installs the lock's wheels, not the index's newest, and --setup runs once on
-    each host in its environment. Launch 2: every environment is reused (no pip, the index not asked, --setup not run
+    the index right after; host1 builds the lock's environment and host2 (the same Python) gets a copy of it, no pip
+    there; host4 (another platform) builds it from the lock's wheels, not the index's newest; --setup runs once on each
+    host in its environment. Launch 2: every environment is reused (no pip, the index not asked, --setup not run
     again), though the index now offers alpha 3.0; `tpuctl report` has the time as `environment setup`. Launch 3: hosts
-    that lost everything, with the index down, get the same lock from this machine's copy."""
+    that lost everything, with the index down, get the same lock from this machine's copy, built and copied again."""
     index.publish_after_downloads(package_wheels.later, 3)  # once the dry run has its three wheels (gamma, beta, alpha)
     asked = dict(index.asked)
     args = ["--requirements", requirements(work, "tpuctl-test-gamma\n"), "--index-url", index.url, "--setup", "tpuctl-test-beta"]
-    code, out, err = launch(cluster, work, "logs1", *args)
+    code, out, err = launch(cluster, work, "logs1", *args, hosts="host1,host2,host4")
     assert code == 0, err
     assert (index.folder / package_wheels.later.name).exists()  # published while this launch resolved
     seen = versions(work)
-    assert [seen[i]["alpha"] for i in (0, 1)] == ["2.0", "2.0"], seen
-    for i, host_cache in ((0, cluster.cache(1)), (1, cluster.cache(2))):
-        assert seen[i]["prefix"].startswith(str(host_cache / "tpuctl" / "envs")), seen  # each host's own environment
+    assert [seen[i]["alpha"] for i in (0, 1, 2)] == ["2.0", "2.0", "2.0"], seen
+    for i, host in ((0, 1), (1, 2), (2, 4)):
+        assert seen[i]["prefix"].startswith(str(cluster.cache(host) / "tpuctl" / "envs")), seen  # each host's own environment
     assert all(index.asked[name] - asked.get(name, 0) <= 2 for name in index.asked)  # one host's dry run and download
     assert "[setup@host1] tpuctl-test-beta 1.0" in out and "[setup@host2] tpuctl-test-beta 1.0" in out, out
     attempt = work / "logs1" / "attempt-1"
     assert "tpuctl-test-beta 1.0" in (attempt / "setup@host2.log").read_text() and (attempt / "environment@host1.log").is_file()
+    copied_here(cluster, seen[1]["prefix"], 2)
     packages = [end for end in environment_ends(work / "logs1") if end["step"] == "packages"]
-    assert packages[0]["attempt"] == 1 and packages[0]["built"] == 2
-    assert "built on host1, host2" in err and "3 wheel(s)" in err, err
+    assert packages[0]["attempt"] == 1 and packages[0]["built"] == 3 and packages[0]["copied"] == 1
+    assert "built on host1, host4; copied to 1 host(s) in" in err and "3 wheel(s)" in err, err
 
     before = dict(index.asked)
     (work / "out" / "1-0.json").unlink()
@@ -156,9 +161,18 @@ def test_one_resolution_feeds_every_host_even_as_the_index_moves_and_the_next_la
     finally:
         index.start()
     assert code == 0, err3
-    assert "resolving" not in err3 and "built on host1, host2" in err3, err3
+    assert "resolving" not in err3 and "built on host1; copied to 1 host(s) in" in err3, err3
     assert [versions(work)[i]["alpha"] for i in (0, 1)] == ["2.0", "2.0"]
+    copied_here(cluster, versions(work)[1]["prefix"], 2)
     no_secret_anywhere(work, out, err, out3, err3)
+
+
+def copied_here(cluster: SshCluster, prefix: str, host: int) -> None:
+    """Host `host` got its environment (at `prefix`, as its worker saw it) as a copy: no pip installed it (no wheel is on
+    that host to install from, and a build's pip takes none from the index), and its scripts name its own folder."""
+    assert not (cluster.cache(host) / "tpuctl" / "wheels").exists()
+    script = Path(prefix) / "bin" / "tpuctl-test-beta"
+    assert script.read_text().splitlines()[0] == f"#!{prefix}/bin/python"
 
 
 def test_the_run_s_bucket_keeps_the_wheels_for_a_host_that_never_meets_the_index(
@@ -189,7 +203,7 @@ def test_the_run_s_bucket_keeps_the_wheels_for_a_host_that_never_meets_the_index
         index.start()
     assert code == 0, err
     assert [versions(work)[i]["alpha"] for i in (0, 1)] == ["1.0", "1.0"]
-    assert "built on host2, reused on 1 host(s)" in err and "gs://env-wheels/tpuctl/wheels/" in err, err
+    assert "built on host2; reused on 1 host(s)" in err and "gs://env-wheels/tpuctl/wheels/" in err, err
     no_secret_anywhere(work, err)
 
 
@@ -277,9 +291,9 @@ def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the
     cluster: SshCluster, index: PackageIndex, google_standin: GoogleStandin, work: Path
 ) -> None:
     """--tpu: attempt 1 runs in the environments, then the VM is preempted and comes back bare (its hosts' caches gone)
-    while the index is down: before attempt 2's workers start, both hosts are built again from this machine's copy of
-    the lock's wheels, the same versions (the lock's: alpha 2.0, or 3.0 once an earlier test of the module published it).
-    """
+    while the index is down: before attempt 2's workers start, host1 is built again from this machine's copy of the
+    lock's wheels and host2 gets a copy of that build, the same versions (the lock's: alpha 2.0, or 3.0 once an earlier
+    test of the module published it)."""
     (name,) = google_standin.add_ready_nodes(ZONE, 1, prefix="env", accelerator_type="v4-16")
     node = google_standin.node(ZONE, name)
     assert node is not None
@@ -311,7 +325,7 @@ def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the
     seen = [versions(work, attempt=2)[i]["alpha"] for i in (0, 1)]
     assert seen[0] == seen[1] and f"tpuctl-test-alpha {seen[0]}" in running.stderr, running.stderr  # the lock's, on both
     ends = [end for end in environment_ends(work / "logs") if end["step"] == "packages"]
-    assert [(end["attempt"], end["built"]) for end in ends] == [(1, 2), (2, 2)]
+    assert [(end["attempt"], end["built"], end["copied"]) for end in ends] == [(1, 2, 1), (2, 2, 1)]  # host1 built, host2 a copy
     assert "Traceback" not in running.stderr
 
 

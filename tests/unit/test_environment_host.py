@@ -6,6 +6,7 @@ sshd hosts that uses it is tests/integration/test_host_environments.py."""
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import shutil
@@ -244,3 +245,116 @@ def test_a_full_disk_is_said_so_naming_where_and_what_may_go_and_leaves_nothing(
     assert error["kind"] == "disk" and error["message"].startswith(f"out of disk space in {envs} (0.0 MiB free): free space on that disk"), error
     assert f"{envs} and {cache / 'tpuctl' / 'wheels'}" in error["message"]
     assert (tmp_path / "left").read_text() == ""  # the scratch folder gone
+
+
+def pack_env(cache: Path, key: str) -> bytes:
+    done = subprocess.run([sys.executable, "-S", "-c", remote.source(), "pack-env", key], capture_output=True, env=host_env(cache), timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def copy(cache: Path, lock: list[dict[str, Any]], origin: Path, tar: bytes, size: int | None = None) -> tuple[dict[str, Any], str]:
+    """The environment `origin` (another host's, packed) sent to `cache`'s host as the launcher sends it: the header,
+    then the tar, whose size (`size`, else the tar's own) is on the command line."""
+    key = origin.name
+    header = {"request": "cd" * 16, "lock": lock, "lock_hash": lock_digest(lock), "origin": str(origin), "deadline_s": 60}
+    return run(cache, "copy", key, str(len(tar) if size is None else size), header=header, stdin=tar)
+
+
+def test_a_built_environment_copied_to_another_host_runs_there_naming_its_own_folder(
+    tmp_path: Path, resolved: tuple[Path, dict[str, Any]]
+) -> None:
+    """The first host's environment, packed and unpacked on a host whose cache is elsewhere (another HOME): no wheels
+    and no pip there (the host has no wheel to install from, and pip's --no-index would need them); the packages import,
+    the console script's shebang names the new folder and runs, no file but a .pyc still names the first host's folder,
+    and importing compiles nothing again (each .pyc's source mtime survived) while its code names the new path."""
+    first, answer = resolved
+    lock = answer["lock"]
+    built, _ = build(first, lock)
+    origin = Path(built["python"]).parents[1]
+    tar = pack_env(first, origin.name)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as packed:
+        names = packed.getnames()
+    assert "bin/python" in names and ".ready" not in names and "tpuctl-lock.json" not in names
+    host = tmp_path / "elsewhere" / "host1"
+    copied, _ = copy(host, lock, origin, tar)
+    python = Path(copied["python"])
+    assert copied["built"] and copied["copied"] and python == host / "tpuctl" / "envs" / origin.name / "bin" / "python"
+    assert not (host / "tpuctl" / "wheels").exists()
+    script = python.parent / "tpuctl-test-beta"
+    assert script.read_text().splitlines()[0] == f"#!{python}"
+    assert subprocess.run([str(script)], capture_output=True, text=True, timeout=60, check=True).stdout.strip() == "tpuctl-test-beta 1.0"
+    env = python.parents[1]
+    naming = [p for p in env.rglob("*") if p.is_file() and not p.is_symlink() and p.suffix != ".pyc" and str(first).encode() in p.read_bytes()]
+    assert naming == []
+    cached = {p: p.stat().st_mtime_ns for p in env.rglob("*.pyc")}
+    code = "import tpuctl_test_alpha as a, tpuctl_test_gamma; print(a.VERSION, a.main.__code__.co_filename)"
+    assert in_env(str(python), code) == f"2.0 {env / 'lib'}/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages/tpuctl_test_alpha/__init__.py"
+    assert {p: p.stat().st_mtime_ns for p in env.rglob("*.pyc")} == cached
+    found, _ = run(host, "probe", "cd" * 16, "", "")
+    assert found["python"] == str(python) and found["lock"] == lock
+    assert leftovers(host) == []
+
+
+def hostile_tar(kind: str, target: Path) -> tuple[bytes, int]:
+    """A tar a venv's sender never makes, and the size said for it."""
+    stream = io.BytesIO()
+
+    def add(tar: tarfile.TarFile, name: str, data: bytes = b"x", **fields: Any) -> None:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        for field, value in fields.items():
+            setattr(info, field, value)
+        tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
+
+    with tarfile.open(fileobj=stream, mode="w") as tar:
+        add(tar, "bin", type=tarfile.DIRTYPE, mode=0o755)
+        if kind == "absolute":
+            add(tar, str(target / "planted"))
+        elif kind == "dotdot":
+            add(tar, "bin/../../../planted")
+        elif kind == "through-a-link":
+            add(tar, "lib64", type=tarfile.SYMTYPE, linkname=str(target))
+            add(tar, "lib64/planted")
+        elif kind == "through-an-allowed-link":
+            add(tar, "bin/python", type=tarfile.SYMTYPE, linkname=str(target))
+            add(tar, "bin/python/planted")
+        elif kind == "device":
+            add(tar, "bin/null", type=tarfile.CHRTYPE, devmajor=1, devminor=3)
+        elif kind == "larger-than-said":
+            add(tar, "bin/python", b"y" * 20000)
+    data = stream.getvalue()
+    return data, (8192 if kind == "larger-than-said" else len(data))
+
+
+@pytest.mark.parametrize("kind", ["absolute", "dotdot", "through-a-link", "through-an-allowed-link", "device", "larger-than-said"])
+def test_a_hostile_environment_tar_is_refused_in_one_line_and_leaves_nothing(tmp_path: Path, kind: str) -> None:
+    """What a venv's tar never holds, refused before anything of it is written where it names, nothing left in the
+    host's environments folder (no scratch folder, no environment, no request recorded)."""
+    target = tmp_path / "target"
+    target.mkdir()
+    lock: list[dict[str, Any]] = []
+    tar, size = hostile_tar(kind, target)
+    answer, output = copy(tmp_path / "host1", lock, tmp_path / "host0" / "tpuctl" / "envs" / ("e" * 32), tar, size)
+    error = answer["error"]
+    assert error["kind"] == "copy" and "\n" not in error["message"], output
+    assert "Traceback" not in output
+    assert list(target.iterdir()) == [] and not (tmp_path / "planted").exists()
+    assert built_here(tmp_path / "host1") == [] and not (tmp_path / "host1" / "tpuctl" / "envs" / "requests").exists()
+
+
+def test_the_resolution_fetches_the_chosen_files_from_the_report_s_urls_and_through_pip_where_the_index_needs_credentials(
+    tmp_path: Path, package_wheels: Wheels, resolved: tuple[Path, dict[str, Any]]
+) -> None:
+    """The dry run reads each project's page once; its report's URLs and hashes are enough to fetch the files, so no
+    second pass over the pages. An index that asks for credentials: the report's URLs have them stripped, so pip
+    downloads the files (a second page read each), and the lock is the same."""
+    _, first = resolved
+    with PackageIndex(package_wheels.folder(tmp_path / "open")) as index:
+        answer = resolve(tmp_path / "host0", index, "tpuctl-test-gamma\n")
+        assert dict(index.asked) == {"tpuctl-test-alpha": 1, "tpuctl-test-beta": 1, "tpuctl-test-gamma": 1}
+    assert answer["lock"] == first["lock"]
+    with PackageIndex(package_wheels.folder(tmp_path / "locked"), credentials=("ci", "s3cret-x")) as locked:
+        answer = resolve(tmp_path / "host1", locked, "tpuctl-test-gamma\n")
+        assert dict(locked.asked) == {"tpuctl-test-alpha": 2, "tpuctl-test-beta": 2, "tpuctl-test-gamma": 2}
+    assert answer["lock"] == first["lock"] and "s3cret-x" not in json.dumps(answer)

@@ -111,3 +111,25 @@ def test_a_dry_run_shows_the_environment_step_with_the_index_hidden(tmp_path: Pa
     environment = json.loads(shown.stdout)["remote"]["environment"]
     assert environment["requirements_lines"] == 1 and environment["setup"] == "echo ready" and len(environment["requirements_digest"]) == 64
     assert environment["env"] == "~/.cache/tpuctl/envs/<KEY>/" and environment["wheels"] == "gs://my-bucket/tpuctl/wheels/<LOCK-HASH>/"
+
+
+@pytest.mark.parametrize(
+    ("ready", "holders", "expected"),
+    [
+        ({}, ["h1"], {"A": "h1", "B": "h3"}),  # the host keeping the wheels builds its key's; the first of another key builds that
+        ({}, [], {"A": "h1", "B": "h3"}),  # a recreated VM: nobody keeps them (this machine sends them to the builder)
+        ({}, ["h2"], {"A": "h2", "B": "h3"}),  # a host keeping the wheels saves sending them
+        ({"h2": "/e/A/bin/python"}, ["h1"], {"A": "h2", "B": "h3"}),  # a host that has it ready is copied from: no build
+    ],
+    ids=["first-host", "no-holder", "holder", "ready-host"],
+)
+def test_each_python_s_environment_is_built_once_or_copied_from_a_host_that_has_it(
+    ready: dict[str, str], holders: list[str], expected: dict[str, str]
+) -> None:
+    """Hosts h1, h2, h4 share a Python (key A), h3 has another (key B): one source per key; every other host of a key
+    gets a copy of its source's environment."""
+    from tpuctl.backends.ssh.environment.copies import builders
+
+    keys = {"h1": "A", "h2": "A", "h3": "B", "h4": "A"}
+    todo = [host for host in keys if host not in ready]
+    assert builders(todo, keys, ready, holders) == expected

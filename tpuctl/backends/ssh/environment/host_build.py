@@ -3,10 +3,11 @@
 # (environment/remote.py), written as they are (standard library, old Python 3 syntax, no backslash, no multi-line
 # string).
 #
-# Every host installs the same wheels, by exact pin and hash, with no index: `pip install --no-index
+# A host that builds installs the lock's wheels, by exact pin and hash, with no index: `pip install --no-index
 # --find-links WHEELS --require-hashes`. The wheels come from this host's own folder (the host that resolved),
 # from the launcher on stdin (a tar after the header), or from the run's bucket (the JSON API; on a VM with the
-# metadata server's token, against an emulator with none). Each file is checked against the lock before use.
+# metadata server's token, against an emulator with none). Each file is checked against the lock before use. The
+# other hosts of the same Python get the built environment itself (host_copy.py) where the launcher carries it.
 
 import os
 import sys
@@ -15,11 +16,10 @@ TYPE_CHECKING = False  # typing costs the start; mypy treats this name as True
 if TYPE_CHECKING:
     from typing import Any
 
-    # At run time these come from cache.py's and host_env.py's text, sent ahead of this file's.
+    # At run time these come from cache.py's, host_env.py's and host_copy.py's text, sent ahead of this file's.
+    from tpuctl.backends.ssh.environment.host_copy import ROOM_EXTRA, copy, hex_name, pack_env, place, relocate, room
     from tpuctl.backends.ssh.environment.host_env import (
         CHUNK,
-        LOCK_FILE,
-        READY,
         Failed,
         canonical,
         deadline_left,
@@ -48,9 +48,7 @@ if TYPE_CHECKING:
         write_atomic,
     )
 
-HEX = "0123456789abcdef"
 ROOM_FACTOR = 3  # an installed wheel takes about thrice its size on disk
-ROOM_EXTRA = 64 << 20  # the venv itself, pip's own work
 
 
 # ---- one resolution -----------------------------------------------------------------------------
@@ -73,9 +71,10 @@ def resolve(header: "dict[str, Any]", deadline: float) -> None:
         report = os.path.join(scratch, "report.json")
         argv = [python, "-m", "pip", "install", "--dry-run", "--only-binary=:all:", "--report", report, "-r", wanted]
         status = run(argv, log, deadline, pip_env(index_url))
-        if status != 0 and "no such option: --report" in tail(log):
-            # The host's pip is older than pip's report (22.2; Ubuntu 22.04's is 22.0.2): a newer pip into the scratch
-            # venv alone, from the same index, then the dry run again. The environments themselves use the host's pip.
+        if status != 0 and ("no such option: --report" in tail(log) or "no such option: --dry-run" in tail(log)):
+            # The host's pip is older than pip's report and dry run (both 22.2; Ubuntu 22.04's is 22.0.2, which names
+            # --dry-run as the option it lacks): a newer pip into the scratch venv alone, from the same index, then the
+            # dry run again. The environments themselves use the host's pip.
             if run([python, "-m", "pip", "install", "pip>=22.2"], log, deadline, pip_env(index_url)) != 0:
                 fail(*pip_failure(log), log=tail(log))
             status = run(argv, log, deadline, pip_env(index_url))
@@ -91,11 +90,13 @@ def resolve(header: "dict[str, Any]", deadline: float) -> None:
 
 
 # The report's packages downloaded, exactly those files (hash-pinned where the index gave hashes), and the lock of
-# what came; `needs`: which of them each one requires, by name, to say what pulled a package in.
+# what came; `needs`: which of them each one requires, by name, to say what pulled a package in. Each file straight
+# from the URL the report names where it can be (fetch_direct), the rest by pip download.
 def download(
     python: str, chosen: "list[dict[str, Any]]", folder: str, log: str, deadline: float, index_url: str
 ) -> "tuple[list[dict[str, Any]], dict[str, list[str]]]":
     expected = {}  # type: dict[tuple[str, str], str]
+    urls = {}  # type: dict[tuple[str, str], str]
     needs = {}
     for item in chosen:
         meta = item.get("metadata", {})
@@ -103,8 +104,74 @@ def download(
         info = item.get("download_info", {}).get("archive_info", {})
         given = str(info.get("hash", ""))
         expected[(name, version)] = str(info.get("hashes", {}).get("sha256") or (given[7:] if given.startswith("sha256=") else ""))
+        urls[(name, version)] = str(item.get("download_info", {}).get("url", ""))
         needs[name] = [canonical(requirement_name(text)) for text in meta.get("requires_dist", []) or [] if "extra ==" not in text]
-    return fetch_pins(python, expected, folder, log, deadline, index_url), needs
+    lock = fetch_direct(urls, expected, folder, log, deadline, index_url)
+    rest = dict((key, digest) for key, digest in expected.items() if key not in set((item["name"], item["version"]) for item in lock))
+    by_pip = folder + "-pip"
+    for item in fetch_pins(python, rest, by_pip, log, deadline, index_url):
+        os.rename(os.path.join(by_pip, item["file"]), os.path.join(folder, item["file"]))
+        lock.append(item)
+    return lock, needs
+
+
+FETCHES = 4  # files fetched at once: a few connections to one index, as a browser opens
+FETCH_LIMIT = 16 << 30  # one wheel: the largest on PyPI are a few GiB
+
+
+# The files pip's report chose, fetched from the URLs it names, a few at once, each checked against the report's
+# SHA-256 as it comes and bounded in size and time: what a second `pip download` fetches, without its start and its
+# second pass over the index's pages. Left to pip: a file the report gives no SHA-256 or no http(s) URL for, any
+# that fails here (its words go to the log, without its URL), and all of them where the index URL holds credentials:
+# the report's URLs have them removed (pip's DirectUrl.redacted_url drops the user:password of download_info.url),
+# and pip, which has them, sends them. The lock's entries of what came.
+def fetch_direct(
+    urls: "dict[tuple[str, str], str]", expected: "dict[tuple[str, str], str]", folder: str, log: str, deadline: float, index_url: str
+) -> "list[dict[str, Any]]":
+    import urllib.parse
+    from concurrent.futures import ThreadPoolExecutor
+
+    os.makedirs(folder, 0o700, exist_ok=True)
+    if urllib.parse.urlsplit(index_url).username is not None:
+        return []
+    todo = [(key, url) for key, url in sorted(urls.items()) if expected.get(key) and url.split(":", 1)[0] in ("http", "https")]
+    with ThreadPoolExecutor(max_workers=FETCHES) as pool:
+        came = list(pool.map(lambda job: fetch_one(job[0], job[1], expected[job[0]], folder, log, deadline), todo))
+    return [item for item in came if item is not None]
+
+
+def fetch_one(key: "tuple[str, str]", url: str, sha256: str, folder: str, log: str, deadline: float) -> "dict[str, Any] | None":
+    import hashlib
+    import urllib.parse
+    import urllib.request
+
+    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    parts = name[: -len(".whl")].split("-") if name.endswith(".whl") else []
+    if len(parts) < 5 or (canonical(parts[0]), parts[1]) != key or os.sep in name or name.startswith("."):
+        return None
+    path = os.path.join(folder, name)
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with urllib.request.urlopen(url, timeout=min(60.0, deadline_left(deadline))) as answer, open(path, "xb") as out:
+            while True:
+                chunk = answer.read(CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > FETCH_LIMIT:
+                    raise ValueError("larger than any wheel")
+                deadline_left(deadline)
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise ValueError("not the SHA-256 the index gave")
+    except (OSError, ValueError) as err:
+        remove(path)
+        with open(log, "a") as out:
+            out.write("tpuctl: " + name + " not fetched directly (" + type(err).__name__ + "), left to pip download" + chr(10))
+        return None
+    return {"name": key[0], "version": key[1], "file": name, "sha256": sha256, "size": size}
 
 
 def requirement_name(text: str) -> str:
@@ -114,13 +181,6 @@ def requirement_name(text: str) -> str:
             break
         name += char
     return name
-
-
-def hex_name(value: object) -> str:
-    text = str(value)
-    if not text or len(text) > 64 or any(char not in HEX for char in text):
-        fail("input", "the request is not one tpuctl sends")
-    return text
 
 
 def build(header: "dict[str, Any]", deadline: float) -> None:
@@ -244,19 +304,9 @@ def metadata_token(deadline: float) -> str:
         fail("wheels", "no token from the metadata server to read the bucket: " + str(err))
 
 
-# Checked before writing, so that a host without room says how much it lacks instead of failing half way.
-def room(folder: str, needed: int) -> None:
-    import shutil
-
-    if shutil.disk_usage(folder).free < needed:
-        fail("disk", out_of_room(folder, needed))
-
-
 # The environment made in a scratch folder beside its place, checked by pip's exit, and renamed into place with
 # .ready in it: nothing half-installed is ever found at the key's path.
 def install(target: str, wheels: str, lock: "list[dict[str, Any]]", deadline: float) -> None:
-    import json
-
     fresh = os.path.join(os.path.dirname(target), ".new-" + os.urandom(8).hex())
     os.mkdir(fresh, 0o700)
     log = fresh + ".log"
@@ -266,36 +316,18 @@ def install(target: str, wheels: str, lock: "list[dict[str, Any]]", deadline: fl
             pins = os.path.join(fresh, "tpuctl-pins.txt")
             lines = [str(item["name"]) + "==" + str(item["version"]) + " --hash=sha256:" + str(item["sha256"]) for item in lock]
             write_atomic(pins, "".join(line + chr(10) for line in lines))
-            argv = [python, "-m", "pip", "install", "--no-index", "--find-links", wheels, "--require-hashes", "--no-warn-script-location", "-r", pins]
+            # No conflict check after installing: it reads the requirements of every installed distribution (the
+            # image's too: about a second of CPU a host), and the lock was resolved by pip against those same
+            # packages, over this same Python; a conflict it found would be a warning in a log no one reads.
+            argv = [python, "-m", "pip", "install", "--no-index", "--find-links", wheels, "--require-hashes", "--no-warn-script-location"]
+            argv += ["--no-warn-conflicts", "-r", pins]
             if run(argv, log, deadline, pip_env("")) != 0:
                 fail(*pip_failure(log), log=tail(log))
-        relocate(fresh, target)
-        write_atomic(os.path.join(fresh, LOCK_FILE), json.dumps(lock, sort_keys=True))
-        write_atomic(os.path.join(fresh, READY), "")
-        try:
-            os.rename(fresh, target)
-        except OSError:
-            if ready_lock(os.path.basename(target)) is None:  # not another launch's finished one: a leftover
-                remove(target)
-                os.rename(fresh, target)
+        relocate(fresh, fresh, target)
+        place(fresh, target, lock)
     finally:
         remove(fresh)
         remove(log)
-
-
-# A venv names its own path in its scripts (shebangs, activate) and pyvenv.cfg: the scratch path becomes the final one.
-def relocate(fresh: str, target: str) -> None:
-    old, new = fresh.encode(), target.encode()
-    folder = os.path.join(fresh, "bin")
-    paths = [os.path.join(folder, name) for name in os.listdir(folder)] + [os.path.join(fresh, "pyvenv.cfg")]
-    for path in paths:
-        if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > CHUNK:
-            continue
-        with open(path, "rb") as handle:
-            data = handle.read()
-        if old in data:
-            with open(path, "wb") as handle:
-                handle.write(data.replace(old, new))
 
 
 # --setup, once per environment: the environment's bin first on PATH, in the run's working directory where it
@@ -370,11 +402,16 @@ def main(argv: "list[str]") -> None:
     if command == "pack":
         pack(argv[1])
         return
+    if command == "pack-env":
+        pack_env(argv[1])
+        return
     header = read_header()
-    if command == "build":
+    if command in ("build", "copy"):
         header["key"] = argv[1]  # the one field that differs by host: the header and a tar after it are shared
+    if command == "copy":
+        header["size"] = argv[2]  # the tar's, known once the header was written ahead of it
     deadline = time.monotonic() + float(header.get("deadline_s", 600))
-    commands = {"resolve": resolve, "build": build, "setup": setup, "download": download_again}
+    commands = {"resolve": resolve, "build": build, "copy": copy, "setup": setup, "download": download_again}
     if command not in commands:
         fail("input", "no such command: " + command)
     commands[command](header, deadline)

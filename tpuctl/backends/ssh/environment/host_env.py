@@ -26,6 +26,9 @@
 #   build                      header {key, request, lock, source}: the environment KEY from the lock's
 #                              wheels (source: "local", "stdin" (a tar after the header), or "gcs")
 #   pack LOCK                  the lock's wheels as a tar on stdout (no reply line)
+#   pack-env KEY               the environment KEY as a tar on stdout, its markers left out (no reply line)
+#   copy KEY SIZE              header {request, lock, origin}: the environment KEY from a tar of SIZE bytes after
+#                              the header (pack-env's on the host that built it, at `origin`), no pip (host_copy.py)
 #   setup                      header {key, hash, command, workdir}: --setup in the environment
 
 import os

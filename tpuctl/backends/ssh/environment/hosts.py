@@ -4,21 +4,24 @@ Each attempt of a launch (the first, and each after a restart or a preemption, w
 `ensure`: one ssh round trip to every host at once (`probe`: the host's Python, and the environment this request was
 built as there, if it is ready). Where every host has it, that is all: no pip runs. Otherwise the run's lock is the
 one it had (an earlier attempt's), else the one a host already built with, else one resolution on the first host;
-every host without the lock's environment then builds it from the lock's wheels (environment/wheels.py), never from
-the index. `setup` runs --setup once per host and environment, once the workers' files are there (after --sync).
+every host without the lock's environment then gets it without the index: one host of each Python builds it from the
+lock's wheels (environment/wheels.py), the others get a copy of that build (environment/copies.py). `setup` runs
+--setup once per host and environment, once the workers' files are there (after --sync).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from tpuctl.backends.ssh.environment import remote, setup_output
+from tpuctl.backends.ssh.environment import copies, remote, setup_output
 from tpuctl.backends.ssh.environment.host_env import env_key
 from tpuctl.backends.ssh.environment.lock import Lock
 from tpuctl.backends.ssh.environment.spec import EnvSpec
@@ -77,10 +80,12 @@ class Environments:
     lock: Lock | None = None  # the run's lock, once it has one: every attempt installs exactly it
     keys: dict[str, str] = field(default_factory=dict)  # host -> its environment's key
     done_setup: set[str] = field(default_factory=set)  # hosts whose environment ran --setup
+    copied: dict[str, str] = field(default_factory=dict)  # host -> the host its environment was copied from, this attempt
 
     def __post_init__(self) -> None:
         self.request = self.spec.request(self.python)
         self.store = WheelStore(self.ssh, self.python, self.spec.bucket, self.spec.scrub)
+        self._keeping = threading.Lock()
 
     # ---- the packages -----------------------------------------------------------------------------
 
@@ -89,6 +94,7 @@ class Environments:
         started = time.monotonic()
         self._mark(tl.ENV_BEGIN, attempt, step="packages", hosts=len(hosts))
         built: list[str] = []
+        self.copied = {}
         try:
             found = self._probe(hosts)
             known = env_key(self.request, found[hosts[0]].facts)  # this request on the first host's Python and platform
@@ -103,13 +109,14 @@ class Environments:
             built = [host for host in hosts if host not in pythons]
             self.done_setup = {host for host in pythons if found[host].setup}
             holders = [host for host in hosts if lock.digest in found[host].wheels or (resolved and host == hosts[0])]
-            if resolved and lock.wheels:
-                self._keep(lock, holders)
-                self.store.remember(known, lock)
-            if built:
-                pythons.update(self._build(built, lock, holders, attempt))
+            with ThreadPoolExecutor(max_workers=1) as keeping:  # a new lock's wheels pulled here while the first host builds
+                kept = keeping.submit(self._remember, known, lock, holders) if resolved and lock.wheels else None
+                if built:
+                    pythons.update(self._build(built, lock, holders, dict(pythons), attempt))
+                if kept is not None:
+                    kept.result()
         finally:
-            self._mark(tl.ENV_END, attempt, step="packages", built=len(built), seconds=round(time.monotonic() - started, 3))
+            self._mark(tl.ENV_END, attempt, step="packages", built=len(built), copied=len(self.copied), seconds=round(time.monotonic() - started, 3))
         self._say(lock, hosts, built, time.monotonic() - started)
         return {host: pythons[host] for host in hosts}
 
@@ -163,9 +170,23 @@ class Environments:
                 hint="pin versions that the image's TensorFlow satisfies, or pass --replace-tensorflow (docs/environments.md)",
             )
 
-    def _build(self, hosts: list[str], lock: Lock, holders: list[str], attempt: int) -> dict[str, str]:
-        """The lock's environment on each of `hosts`, from its own wheels where it has them (`holders` have), else
-        from the bucket or this machine (which gets them first, from a holder)."""
+    def _build(self, hosts: list[str], lock: Lock, holders: list[str], ready: dict[str, str], attempt: int) -> dict[str, str]:
+        """The lock's environment on each of `hosts`: built from its wheels on one host of each Python, and copied from
+        there (or from a host that has it `ready`) to the others (copies.py); with a run's bucket, or no wheel to
+        install, built on each."""
+        if self.spec.bucket or not lock.wheels:
+            return self._from_wheels(hosts, lock, holders, attempt)
+        sources = copies.builders(hosts, self.keys, ready, holders)
+        results = self._from_wheels([host for host in hosts if sources[self.keys[host]] == host], lock, holders, attempt)
+        for key, sender in sources.items():
+            receivers = [host for host in hosts if self.keys[host] == key and host != sender]
+            if receivers:
+                results.update(self._copy(receivers, sender, {**ready, **results}[sender], lock, attempt))
+        return results
+
+    def _from_wheels(self, hosts: list[str], lock: Lock, holders: list[str], attempt: int) -> dict[str, str]:
+        """The lock's environment built on each of `hosts`, from its own wheels where it has them (`holders` have),
+        else from the bucket or this machine (which gets them first, from a holder)."""
         header = remote.header({"request": self.request, "lock": lock.to_json(), "lock_hash": lock.digest, "deadline_s": BUILD_TIMEOUT_S})
         others = [host for host in hosts if host not in holders]
         source: dict[str, Any] = {"source": "local"}
@@ -179,23 +200,47 @@ class Environments:
             def one(host: str) -> None:
                 argv = remote.command(self.python, "build", self.keys[host])
                 if host in others and payload is not None:
-                    status, output = send(self.ssh, host, argv, payload.name, BUILD_TIMEOUT_S + SSH_MARGIN_S)
-                    result = HostResult(host, status, output, "timed out" if status == 124 else None)
+                    results[host] = str(self._sent(host, argv, payload.name, attempt).get("python") or "")
                 else:
                     given = theirs if host in others else header
                     [result] = run_everywhere([host], argv, self.ssh, stdin=given, timeout=BUILD_TIMEOUT_S + SSH_MARGIN_S)
-                results[host] = str(self._answer(result, "build its environment", attempt).get("python") or "")
+                    results[host] = str(self._answer(result, "build its environment", attempt).get("python") or "")
 
             parallel(one, hosts, self.ssh.fanout)
         return results
 
+    def _copy(self, hosts: list[str], sender: str, python: str, lock: Lock, attempt: int) -> dict[str, str]:
+        """`sender`'s environment (its Python at `python`) unpacked on each of `hosts`, no pip there."""
+        key = self.keys[sender]
+        origin = str(PurePosixPath(python).parents[1])
+        header = remote.header({"request": self.request, "lock": lock.to_json(), "lock_hash": lock.digest, "origin": origin, "deadline_s": BUILD_TIMEOUT_S})
+        payload, size = copies.payload(self.ssh, self.python, sender, key, header, self.spec.scrub)
+        answers: dict[str, dict[str, Any]] = {}
+        with payload:
+            argv = remote.command(self.python, "copy", key, str(size))
+            parallel(lambda host: answers.update({host: self._sent(host, argv, payload.name, attempt)}), hosts, self.ssh.fanout)
+        self.copied.update({host: sender for host, answer in answers.items() if answer.get("copied")})  # not one another launch made
+        return {host: str(answer.get("python") or "") for host, answer in answers.items()}
+
+    def _sent(self, host: str, argv: list[str], payload: str, attempt: int) -> dict[str, Any]:
+        """A build or a copy on `host`, with the file `payload` on its stdin; its answer."""
+        status, output = send(self.ssh, host, argv, payload, BUILD_TIMEOUT_S + SSH_MARGIN_S)
+        return self._answer(HostResult(host, status, output, "timed out" if status == 124 else None), "build its environment", attempt)
+
+    def _remember(self, request: str, lock: Lock, holders: list[str]) -> None:
+        """A new lock kept, and remembered as what `request` resolved to on these hosts' Python and platform."""
+        self._keep(lock, holders)
+        self.store.remember(request, lock)
+
     def _keep(self, lock: Lock, holders: list[str]) -> None:
         """A new lock's wheels kept where a host that lacks them finds them later, whatever happens to the first host:
-        this machine's cache (a VM recreated after a preemption has lost the first host's disk), and the run's bucket."""
-        if not self.store.kept(lock):
-            self.store.pull(holders[0], lock)
-        if self.spec.bucket and not self.store.in_bucket(lock):
-            self.store.upload(lock)
+        this machine's cache (a VM recreated after a preemption has lost the first host's disk), and the run's bucket.
+        One at a time: a build that needs them sent waits for the pull under way."""
+        with self._keeping:
+            if not self.store.kept(lock):
+                self.store.pull(holders[0], lock)
+            if self.spec.bucket and not self.store.in_bucket(lock):
+                self.store.upload(lock)
 
     def _wheels_for(self, lock: Lock, holders: list[str]) -> dict[str, Any]:
         """How hosts without the lock's wheels get them: from the run's bucket, else on their stdin from this machine
@@ -301,11 +346,14 @@ class Environments:
         if built:
             kept = f"; wheels kept in {self.spec.wheels_home(lock.digest)}" if lock.wheels else ""
             what = lock.summary() if self.spec.requirements else "--setup's alone, no package of its own"
-            self.console.notice(
-                f"environment {lock.digest[:12]}: {what}; built on {', '.join(built)}"
-                + (f", reused on {reused} host(s)" if reused else "")
-                + f" in {seconds:.1f}s{kept}"
-            )
+            made = [host for host in built if host not in self.copied]
+            how = [f"built on {', '.join(made)}"] if made else []
+            if self.copied:
+                senders = sorted(set(self.copied.values()) - set(made), key=list(hosts).index)
+                how.append(f"copied to {len(self.copied)} host(s)" + (f" from {', '.join(senders)}" if senders else ""))
+            if reused:
+                how.append(f"reused on {reused} host(s)")
+            self.console.notice(f"environment {lock.digest[:12]}: {what}; {'; '.join(how)} in {seconds:.1f}s{kept}")
         else:
             self.console.notice(f"environment {lock.digest[:12]}: reused on {len(hosts)} host(s) ({seconds:.1f}s)")
 

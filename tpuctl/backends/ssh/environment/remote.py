@@ -1,8 +1,9 @@
 """The hosts' program for environments as it is sent, and its answers as the launcher reads them.
 
 The program is the transport's cache.py (where tpuctl's cache is on the host, and whose folders it may use), then
-host_env.py and host_build.py, run as `python -S -c SOURCE COMMAND ARGS` (as the runtime's installer is): a host
-needs nothing of tpuctl, and nothing of it lands on a host that does not use --requirements or --setup.
+host_env.py, host_copy.py and host_build.py (whose last lines run the command), run as `python -S -c SOURCE COMMAND
+ARGS` (as the runtime's installer is): a host needs nothing of tpuctl, and nothing of it lands on a host that does not
+use --requirements or --setup.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ ANSWER_LIMIT = 32 << 20  # an answer is a lock and a log's tail: a few hundred K
 
 @functools.cache
 def source() -> str:
-    """cache.py, host_env.py, host_build.py, as they are sent (no comments, one space a level)."""
+    """cache.py, host_env.py, host_copy.py, host_build.py, as they are sent (no comments, one space a level)."""
     here = Path(__file__).parent
-    modules = [here.parents[2] / "ssh" / "cache.py", here / "host_env.py", here / "host_build.py"]
+    modules = [here.parents[2] / "ssh" / "cache.py", here / "host_env.py", here / "host_copy.py", here / "host_build.py"]
     return "\n".join(line for module in modules for line in shipped_lines(module)) + "\n"
 
 

@@ -89,12 +89,8 @@ class WheelStore:
         private_dir(root)
         fresh = Path(tempfile.mkdtemp(prefix=".new-", dir=root))
         try:
-            with tempfile.TemporaryFile(dir=root) as stream, tempfile.TemporaryFile(dir=root) as errors:
-                argv = self.ssh.command(host, remote.command(self.python, "pack", lock.digest))
-                status = _run(argv, stdin=None, stdout=stream, stderr=errors, timeout=PULL_TIMEOUT_S)
-                if status != 0:
-                    said = self.scrub(one_line(_tail(errors).decode("utf-8", "replace"), last=True)) or f"status {status}"
-                    raise TpuctlError(f"{host}: cannot send the environment's wheels: {said}", exit_code=FAILED)
+            with tempfile.TemporaryFile(dir=root) as stream:
+                pull(self.ssh, host, remote.command(self.python, "pack", lock.digest), stream, "the environment's wheels", self.scrub)
                 stream.seek(0)
                 _untar(stream, lock, fresh, host)
             (fresh / COMPLETE).write_text(lock.digest + "\n")
@@ -177,6 +173,21 @@ def _run(argv: list[str], *, stdin: IO[bytes] | None, stdout: IO[bytes], stderr:
         return reaper.run(argv, timeout=timeout, stdin=given, stdout=stdout, stderr=stderr, start_new_session=True).returncode
     except subprocess.TimeoutExpired:
         return 124
+
+
+def pull(ssh: SshOptions, host: str, argv: list[str], into: IO[bytes], what: str, scrub: Callable[[str], str]) -> None:
+    """`argv` on `host`, its output (a tar: GiBs, maybe) written to the file `into`; a failure in one line naming the
+    host, in the program's words where it answered, else ssh's."""
+    with tempfile.TemporaryFile() as errors:
+        status = _run(ssh.command(host, argv), stdin=None, stdout=into, stderr=errors, timeout=PULL_TIMEOUT_S)
+        if status == 0:
+            return
+        try:
+            error = remote.answer(_tail(into, 1 << 16).decode("utf-8", "replace")).get("error")
+            said = str(error.get("message")) if isinstance(error, dict) else f"status {status}"
+        except remote.NoAnswer:
+            said = one_line(_tail(errors).decode("utf-8", "replace"), last=True) or f"status {status}"
+        raise TpuctlError(f"{host}: cannot send {what}: {scrub(one_line(said))}", exit_code=FAILED)
 
 
 def send(ssh: SshOptions, host: str, argv: list[str], payload: str, timeout: float) -> tuple[int, str]:

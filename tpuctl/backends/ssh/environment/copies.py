@@ -1,0 +1,55 @@
+"""One install instead of one a host: the lock's environment built on one host, then copied to every other host
+whose environment has the same key (the same lock over the same Python: executable, version, platform).
+
+The builder packs its finished venv (`pack-env`, a tar over the ssh connection the launcher already has); the
+launcher keeps it once, in a file that starts with the request's header, and sends that file to each other host
+(at most --fanout at a time), which unpacks it beside its place and renames its paths (host_copy.py). Unpacking
+costs a host a small part of what pip's install of the same wheels does (unzipping, compiling every module, the
+checks); on hosts that share CPUs (this machine's benchmark) that is what one build saves on each. On a slice whose
+hosts each have their own CPUs the installs run truly at once, and the copy adds the builder's time and a transfer
+ahead of the others: measured in benchmarks/README.md.
+
+Not with a run's bucket: the hosts then fetch the lock's wheels from the bucket themselves and build at once, as
+before; a copy would carry the whole environment (unpacked, a few times the wheels' size) through the launcher once
+a host, which the bucket is there to spare a laptop's uplink.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO
+
+from tpuctl.backends.ssh.environment import remote
+from tpuctl.backends.ssh.environment.wheels import launcher_cache, pull
+from tpuctl.inputs.private_files import private_dir
+from tpuctl.ssh.client_args import SshOptions
+
+
+def builders(hosts: Sequence[str], keys: Mapping[str, str], ready: Mapping[str, str], holders: Sequence[str]) -> dict[str, str]:
+    """Which host each key's environment comes from: one that has it ready already, else the one that builds it (a
+    host keeping the lock's wheels where one of that key does: it needs none sent)."""
+    sources = {keys[host]: host for host in reversed(list(ready)) if host in keys}
+    for key in dict.fromkeys(keys[host] for host in hosts):
+        if key not in sources:
+            group = [host for host in hosts if keys[host] == key]
+            sources[key] = next((host for host in group if host in holders), group[0])
+    return sources
+
+
+def payload(ssh: SshOptions, python: str, sender: str, key: str, header: bytes, scrub: Callable[[str], str]) -> tuple[IO[bytes], int]:
+    """The file each receiver reads on its stdin: `header`, then the environment `key` as `sender` packs it; and the
+    tar's size (the receivers' bound, and what they check their room against)."""
+    root = launcher_cache()
+    private_dir(root)
+    stream = tempfile.NamedTemporaryFile(dir=root, prefix=".env-")  # noqa: SIM115 - the caller closes it
+    try:
+        stream.write(header)
+        stream.flush()  # the tar is written after it, by ssh, at the file's shared offset
+        pull(ssh, sender, remote.command(python, "pack-env", key), stream, "its environment", scrub)
+        stream.seek(0, os.SEEK_END)
+        return stream, stream.tell() - len(header)
+    except BaseException:
+        stream.close()
+        raise
