@@ -55,10 +55,12 @@ def metadata() -> Iterator[MetadataServer]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, metadata: MetadataServer) -> Iterator[SshCluster]:
     """host1 and host2: VMs whose metadata server answers; host3: one with none (nothing listens there); host4: its
-    environments folder a disk of its own, SMALL_DISK. None reads a pip configuration of this machine's."""
+    environments folder a disk of its own, SMALL_DISK, and a Python that reports another platform (sysconfig's
+    _PYTHON_HOST_PLATFORM), so that it builds its environment with pip instead of getting host1's copy. None reads a
+    pip configuration of this machine's."""
     quiet = {"PIP_CONFIG_FILE": os.devnull}
     env = {"host1": {**quiet, "GCE_METADATA_HOST": metadata.host}, "host2": {**quiet, "GCE_METADATA_HOST": metadata.host}}
-    env |= {"host3": {**quiet, "GCE_METADATA_HOST": f"127.0.0.1:{free_port()}"}, "host4": quiet}
+    env |= {"host3": {**quiet, "GCE_METADATA_HOST": f"127.0.0.1:{free_port()}"}, "host4": {**quiet, "_PYTHON_HOST_PLATFORM": "linux-x86_64-other"}}
     yield from running_cluster(tmp_path_factory, 4, env=env, small_disks={"host4": SMALL_DISK})
 
 
@@ -208,5 +210,7 @@ def test_a_disk_that_fills_up_under_pip_fails_in_one_line_and_leaves_nothing(clu
     line = error_line(err)
     envs = cluster.cache(4) / "tpuctl" / "envs"
     assert line.startswith(f"Error: host4: cannot build its environment: out of disk space in {envs} ("), line
+    [pip_words] = (work / "logs").glob("*/attempt-1/environment@host4.log")  # pip itself ran out, not a check before it
+    assert "No space left on device" in pip_words.read_text()
     assert seen(work) == {}
     assert list(cluster.inside(4, envs).iterdir()) == []
