@@ -257,6 +257,7 @@ def test_a_requirement_no_wheel_satisfies_fails_before_any_worker_naming_the_hos
     assert code == 2, err
     [error] = [line for line in err.splitlines() if line.startswith("Error:")]
     assert error.startswith("Error: host1: cannot resolve ") and "no wheel of tpuctl-test-winonly" in error, err
+    assert error.count("requirements.txt:2)") == 1, err
     assert "Traceback" not in err and versions(work) == {}
     no_secret_anywhere(work, out, err)
 

@@ -123,9 +123,7 @@ def test_a_dry_run_shows_the_environment_step_with_the_index_hidden(tmp_path: Pa
     ],
     ids=["first-host", "no-holder", "holder", "ready-host"],
 )
-def test_each_python_s_environment_is_built_once_or_copied_from_a_host_that_has_it(
-    ready: dict[str, str], holders: list[str], expected: dict[str, str]
-) -> None:
+def test_each_python_s_environment_is_built_once_or_copied_from_a_host_that_has_it(ready: dict[str, str], holders: list[str], expected: dict[str, str]) -> None:
     """Hosts h1, h2, h4 share a Python (key A), h3 has another (key B): one source per key; every other host of a key
     gets a copy of its source's environment."""
     from tpuctl.backends.ssh.environment.copies import builders
@@ -133,3 +131,14 @@ def test_each_python_s_environment_is_built_once_or_copied_from_a_host_that_has_
     keys = {"h1": "A", "h2": "A", "h3": "B", "h4": "A"}
     todo = [host for host in keys if host not in ready]
     assert builders(todo, keys, ready, holders) == expected
+
+
+def test_pip_s_words_about_a_requirement_point_at_its_line_in_the_file() -> None:
+    """pip names a requirement as the hosts got it (spelled as the file spells it, with its version): the error names
+    the file's line of each project it names, whatever the spelling, and none for a project pulled in by another."""
+    named = spec(lines=(("keras-hub", 2), ("tensorflow-text", 5), ("my-pkg", 7)))
+    assert named.lines_named_in("no wheel of keras_hub==0.18 for this host's Python") == " (requirements.txt:2)"
+    said = "conflicting requirements: The user requested tensorflow-text>=2.19; My.Pkg 1.0 depends on tensorflow-text<2"
+    assert named.lines_named_in(said) == " (requirements.txt:5, 7)"
+    assert named.lines_named_in("no wheel of grpcio>=1.60 for this host's Python") == ""
+    assert named.lines_named_in("no wheel of keras-hubx==1") == ""

@@ -324,7 +324,8 @@ class Environments:
             kind = str(error.get("kind"))
             message = self.spec.scrub(one_line(str(error.get("message")), 400))
             where = f" (pip's words: {self.console.folder.environment_log(attempt, result.host)})" if attempt is not None and log else ""
-            raise TpuctlError(f"{result.host}: cannot {doing}: {message}{where}", exit_code=USAGE if kind in _USAGE_KINDS else FAILED)
+            named = self.spec.lines_named_in(message) if kind in ("unresolvable", "conflict") else ""
+            raise TpuctlError(f"{result.host}: cannot {doing}: {message}{named}{where}", exit_code=USAGE if kind in _USAGE_KINDS else FAILED)
         return answer
 
     def _no_answer(self, result: HostResult) -> str:
@@ -363,6 +364,7 @@ def for_run(spec: EnvSpec, ssh: SshOptions, job: Job, context: RunContext, workd
     with its host), keeping their logs in each attempt's folder and their time in the run's timeline."""
     from tpuctl.inputs.terminal import printable
     from tpuctl.launch.console.logs import tag
+
     console = Console(
         notice=context.notice,
         show=lambda host, line: context.writer.write(f"{tag('setup', 0, context.colour, host)} {printable(line)}"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ class EnvSpec:
     replace_tensorflow: bool
     tpu: bool  # the hosts are a TPU VM's: a lock that would replace its TensorFlow is refused
     bucket: str | None  # the run's bucket (a gs:// model dir's), where the wheels are kept for every host
+    lines: tuple[tuple[str, int], ...] = ()  # (normalized project name, its line in the file) of each requirement
 
     @classmethod
     def of_job(cls, job: Job, reqs: Requirements | None, *, tpu: bool) -> EnvSpec | None:
@@ -45,7 +47,8 @@ class EnvSpec:
         pip_text = reqs.pip_text() if reqs is not None else ""
         model_dir = job.model_dir or ""
         bucket = model_dir[len("gs://") :].partition("/")[0] if model_dir.startswith("gs://") else None
-        return cls(job.requirements, pip_text, job.setup, job.index_url, job.replace_tensorflow, tpu, bucket or None)
+        lines = tuple((line.name, line.line) for line in reqs.lines) if reqs is not None else ()
+        return cls(job.requirements, pip_text, job.setup, job.index_url, job.replace_tensorflow, tpu, bucket or None, lines)
 
     def request(self, python: str) -> str:
         """The digest a host files its environment for this request under: the requirements as pip reads them, the
@@ -72,6 +75,13 @@ class EnvSpec:
                 if len(secret) >= 4:
                     text = text.replace(secret, url_credentials_hidden(f"x://{secret}@")[4:-1])
         return text
+
+    def lines_named_in(self, text: str) -> str:
+        """The file's lines whose project pip's words name (" (requirements.txt:2, 5)"), "" where they name none: pip
+        names a requirement as the hosts got it, which is the file's line without its comment and options."""
+        words = {re.sub(r"[-_.]+", "-", word).lower() for word in re.split(r"[^A-Za-z0-9._-]+", text)}
+        numbers = [str(number) for name, number in self.lines if name in words]
+        return f" ({self.requirements}:{', '.join(numbers)})" if numbers else ""
 
     def wheels_home(self, lock_digest: str = "<LOCK-HASH>") -> str:
         """Where the wheels are kept for every host: the run's bucket, else the first host (and this machine)."""
