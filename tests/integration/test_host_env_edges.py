@@ -214,3 +214,16 @@ def test_a_disk_that_fills_up_under_pip_fails_in_one_line_and_leaves_nothing(clu
     assert "No space left on device" in pip_words.read_text()
     assert seen(work) == {}
     assert list(cluster.inside(4, envs).iterdir()) == []
+
+
+def test_a_host_whose_environments_folder_is_another_disk_than_its_wheels_resolves_and_keeps_its_wheels(
+    cluster: SshCluster, index: PackageIndex, work: Path
+) -> None:
+    """host4's environments folder is a disk of its own (a cache split over mounts): its resolution downloads into a
+    scratch folder there and keeps the wheels in the wheels folder, on the other disk, whole."""
+    (work / "requirements.txt").write_text("tpuctl-test-alpha==1.0\n")
+    code, err = launch(cluster, work, "host4", "--requirements", str(work / "requirements.txt"), "--index-url", index.url)
+    assert code == 0, err
+    assert seen(work)[0]["alpha"] == "1.0"
+    kept = [path.name for path in cluster.inside(4, cluster.cache(4) / "tpuctl" / "wheels").glob("[!.]*/*.whl")]
+    assert any(name.startswith("tpuctl_test_alpha-1.0-") for name in kept), kept

@@ -441,10 +441,27 @@ def keep_wheels(folder: str, lock: "list[dict[str, Any]]") -> str:
         remove(target)
     try:
         os.rename(folder, target)
+    except OSError as err:
+        if err.errno == 18:  # EXDEV: the cache's wheels folder is on another disk than the scratch folder's
+            copied_into(folder, wheels, target)
+        elif not os.path.isfile(os.path.join(target, COMPLETE)):
+            raise
+    return target
+
+
+# `folder` copied beside `target` (in `parent`, the same disk), then renamed into place: never half there.
+def copied_into(folder: str, parent: str, target: str) -> None:
+    import shutil
+
+    staged = os.path.join(parent, ".new-" + os.urandom(8).hex())
+    try:
+        shutil.copytree(folder, staged)
+        os.rename(staged, target)
     except OSError:
         if not os.path.isfile(os.path.join(target, COMPLETE)):
             raise
-    return target
+    finally:
+        remove(staged)
 
 
 def read_header() -> "dict[str, Any]":
