@@ -299,18 +299,52 @@ def test_of_local_launches_a_rehearsal_alone_takes_requirements_and_an_index(cac
         assert result.code == 2 and result.one_line_error and result.err.startswith(says), result.err
 
 
+TPU_ENV: dict[str, str | None] = {"TPUCTL_PROJECT": "my-project", "TPUCTL_ZONE": "us-central1-a", "TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"}
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--new-tpu", "v4-8"], "not on the TPU VM --new-tpu v4-8 makes (`--rehearse v4-8` alone rehearses under the image `--new-tpu v4-8` would run"),
-        (["--tpu", "someones-tpu"], "(tpuctl has no saved spec of node someones-tpu (one `tpuctl create` made): `--rehearse v4-8 --runtime IMAGE`"),
-        (["--tpu", "my-tpu"], "my-tpu (`--rehearse v4-32 --runtime tpu-vm-tf-2.15.1-pod-pjrt` rehearses under node my-tpu's image (its saved spec)"),
+        (["--new-tpu", "v4-8", "--keep"], "(the image `--new-tpu v4-8` would run: "),
+        (["--tpu", "my-tpu", "--sync"], "rehearsing under tpu-vm-tf-2.15.1-pod-pjrt's TensorFlow 2.15 (node my-tpu's image, from its saved spec)"),
+        (["--tpu", "someones-tpu", "--runtime", "tpu-vm-tf-2.16.1-pjrt"], "rehearsing under tpu-vm-tf-2.16.1-pjrt's TensorFlow 2.16 (--runtime)"),
     ],
+    ids=["new-tpu", "saved-spec", "runtime-given"],
 )
-def test_a_rehearsal_of_a_tpu_launch_is_refused_before_any_cloud_call_naming_what_to_rehearse_under(home: Path, args: list[str], says: str) -> None:
+def test_a_rehearsal_added_to_a_tpu_launch_stands_in_for_it_under_that_tpu_s_image_with_no_cloud_call(home: Path, args: list[str], says: str) -> None:
+    """The launch a user means to run on a TPU, with --rehearse added: rehearsed here under the image that TPU runs
+    (--new-tpu's pick, a node's saved spec, or --runtime), the TPU's own flags said as left out; the TPU API (a port
+    nobody listens on) is never asked."""
     from tpuctl.cloud.nodes import nodespec
 
     nodespec.save(nodespec.NodeSpec("my-tpu", "my-project", "us-central2-b", "tpu-vm-tf-2.15.1-pod-pjrt", "v4-32"))
-    env: dict[str, str | None] = {"TPUCTL_PROJECT": "my-project", "TPUCTL_ZONE": "us-central1-a", "TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"}
-    result = in_process("launch", "train.py", "--rehearse", "v4-8", *args, "--dry-run", env=env)
+    accelerator = "v4-32" if "my-tpu" in args else "v4-8"
+    result = in_process("launch", "train.py", "--rehearse", accelerator, *args, "--dry-run", env=TPU_ENV)
+    assert result.code == 0, result.err
+    assert says in result.out, result.out
+    ignored = {flag for flag in args if flag.startswith("--") and flag != "--runtime"}
+    [line] = [line for line in result.out.splitlines() if line.startswith("rehearsing here what the launch would run on a TPU: ")]
+    assert set(line.split(": ", 1)[1].split(" left out")[0].split(", ")) == ignored, line
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--rehearse", "v4-8", "--new-tpu", "v5litepod-8"],
+            "Error: --rehearse v4-8 with --new-tpu v5litepod-8: a rehearsal stands in for the TPU the launch makes (--rehearse v5litepod-8)",
+        ),
+        (
+            ["--rehearse", "v4-8", "--tpu", "someones-tpu"],
+            "tpuctl has no saved spec of node someones-tpu (one `tpuctl create` made), so its image is not known here (`--rehearse v4-8 --runtime IMAGE`",
+        ),
+        (["--rehearse", "v4-8", "--tpu", "my-tpu"], "Error: --rehearse v4-8 with --tpu my-tpu, a v4-32 (--rehearse v4-32)"),
+    ],
+    ids=["another-type", "no-saved-spec", "not-the-node-s-type"],
+)
+def test_a_rehearsal_of_a_tpu_launch_it_cannot_stand_in_for_is_one_line_before_any_cloud_call(home: Path, args: list[str], says: str) -> None:
+    from tpuctl.cloud.nodes import nodespec
+
+    nodespec.save(nodespec.NodeSpec("my-tpu", "my-project", "us-central2-b", "tpu-vm-tf-2.15.1-pod-pjrt", "v4-32"))
+    result = in_process("launch", "train.py", *args, "--dry-run", env=TPU_ENV)
     assert result.code == 2 and result.one_line_error and says in result.err, result.err

@@ -80,6 +80,8 @@ def parse_profile(text: str | None) -> str | None:
 class Job:
     script: str
     args: tuple[str, ...] = ()
+    runtime_of: str | None = None  # where a rehearsal's --runtime came from where tpuctl chose it (a node's saved spec)
+    left_out: tuple[str, ...] = ()  # the TPU's own flags a rehearsal standing in for a TPU launch ignores
     workers: int = option(
         "--workers",
         type=click.IntRange(1, MAX_TASKS),

@@ -97,18 +97,26 @@ def _flag(name: str) -> str:
     return option_fields.flag(owner, name)
 
 
+def _tpu_options() -> dict[str, tuple[str, Any]]:
+    """The ssh backend's options that no local launch has (--tpu, --new-tpu, their zone, --sync...): (flag, default)."""
+    ssh, local = backend_module("ssh").Options, backend_module("local").Options
+    own = set(option_fields.names(ssh)) - set(option_fields.names(local))
+    return {name: (option_fields.flag(ssh, name), option_fields.default_of(ssh, name)) for name in option_fields.names(ssh) if name in own}
+
+
 def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any], given: frozenset[str]) -> Launch:
     """Everything `tpuctl launch` checks before it starts or prints anything."""
+    standing = rehearsal.stand_in(params, given, _tpu_options())  # before the ssh runner would look a TPU up
+    params, given = standing.params, standing.given
     common = option_fields.from_params(LaunchOptions, params)
     chosen = _choose_backend(common.backend, params, given)
     _refuse_other_backends(chosen, given)
-    rehearsal.refuse_tpu(params)  # before the ssh runner looks its TPU up
     module = backend_module(chosen)
     runner = module.runner(option_fields.from_params(module.Options, params))
     refuse_unsupported(runner, [name for name in (*option_fields.names(Job), *option_fields.names(LaunchOptions)) if name in given], _flag)
     if common.tail_view and not params.get("model_dir"):
         raise TpuctlError("--tail follows --model-dir: give one")
-    job = option_fields.from_params(Job, params, script=script, args=script_args)
+    job = option_fields.from_params(Job, params, script=script, args=script_args, runtime_of=standing.why, left_out=standing.left_out)
     check_rehearsal(job, chosen)
     job = runner.prepare(job, given)
     check_strategy_options(job.strategy, job.workers, job.ps, job.communication, job.devices, job.simulate_devices, job.tpu_timeout)

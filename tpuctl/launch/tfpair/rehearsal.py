@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from tpuctl.inputs import requirements
 from tpuctl.inputs.errors import TpuctlError
@@ -90,26 +90,43 @@ def image_of(name: str) -> software.Image | None:
     return image
 
 
-def refuse_tpu(params: Mapping[str, object]) -> None:
-    """--rehearse with --tpu NAME or --new-tpu TYPE: refused before anything reaches the TPU API, as a rehearsal runs on
-    this machine alone, naming what to rehearse under instead. --new-tpu's image is the one a rehearsal picks by itself;
-    an existing node's is known without a cloud call only from the spec `tpuctl create` (or --new-tpu --keep) saved."""
+@dataclass(frozen=True)
+class StandIn:
+    """A launch's options once a rehearsal stands in for the TPU it names; `why`: where its image comes from, where
+    tpuctl found it (None: --runtime or the rehearsal's own choice); `left_out`: the TPU's own flags it ignores."""
+
+    params: Mapping[str, Any]
+    given: frozenset[str]
+    why: str | None = None
+    left_out: tuple[str, ...] = ()
+
+
+def stand_in(params: Mapping[str, Any], given: frozenset[str], tpu_options: Mapping[str, tuple[str, Any]]) -> StandIn:
+    """--rehearse added to a launch on a TPU (--tpu NAME, --new-tpu TYPE) rehearses that launch here, under the image
+    that TPU runs: --runtime where given; else --new-tpu's, which is the image a rehearsal picks by itself; else node
+    NAME's from the spec tpuctl saved when it made the node (known without a cloud call; for a node tpuctl did not make,
+    a one-line refusal asks for its image). Nothing reaches the TPU API: the TPU's own options (`tpu_options`: name ->
+    (flag, default), the ssh backend's) are set back and said as left out."""
     accelerator, name, new = params.get("rehearse"), params.get("tpu_name"), params.get("new_tpu")
     if accelerator is None or (name is None and new is None):
-        return
-    if new is not None:
-        raise TpuctlError(
-            f"--rehearse runs on this machine's CPU, not on the TPU VM --new-tpu {new} makes",
-            hint=f"`--rehearse {accelerator}` alone rehearses under the image `--new-tpu {accelerator}` would run; then launch with --new-tpu",
-        )
-    spec = _saved_spec(str(name), params.get("project"), params.get("tpu_zone"))
-    if spec is None:
-        hint = f"tpuctl has no saved spec of node {name} (one `tpuctl create` made): `--rehearse {accelerator} --runtime IMAGE` "
-        hint += "with its image (`tpuctl list` shows it)"
-    else:
-        hint = f"`--rehearse {spec.accelerator_type or accelerator} --runtime {spec.runtime_version}` rehearses under node {name}'s image "
-        hint += "(its saved spec); then launch with --tpu"
-    raise TpuctlError(f"--rehearse runs on this machine's CPU, not on TPU VM {name}", hint=hint)
+        return StandIn(params, given)
+    values = dict(params)
+    why = None
+    if new is not None and str(new) != str(accelerator):
+        raise TpuctlError(f"--rehearse {accelerator} with --new-tpu {new}: a rehearsal stands in for the TPU the launch makes", hint=f"--rehearse {new}")
+    if name is not None and params.get("runtime") is None:
+        spec = _saved_spec(str(name), params.get("project"), params.get("tpu_zone"))
+        if spec is None:
+            raise TpuctlError(
+                f"--rehearse with --tpu {name}: tpuctl has no saved spec of node {name} (one `tpuctl create` made), so its image is not known here",
+                hint=f"`--rehearse {accelerator} --runtime IMAGE` with its image (`tpuctl list` shows it)",
+            )
+        if spec.accelerator_type and spec.accelerator_type != accelerator:
+            raise TpuctlError(f"--rehearse {accelerator} with --tpu {name}, a {spec.accelerator_type}", hint=f"--rehearse {spec.accelerator_type}")
+        values["runtime"], why = spec.runtime_version, f"node {name}'s image, from its saved spec"
+    left_out = tuple(flag for option, (flag, _) in tpu_options.items() if option in given)
+    values.update({option: default for option, (_, default) in tpu_options.items()})
+    return StandIn(values, given - set(tpu_options), why, left_out)
 
 
 def _saved_spec(name: str, project: object, zone: object) -> NodeSpec | None:
@@ -131,7 +148,7 @@ def target(job: Job, installed: Installed) -> Target:
     if job.runtime == LOCAL:
         return Target(None, f"--runtime {LOCAL}: its TensorFlow as it is, no TPU image's")
     if job.runtime is not None:
-        return Target(job.runtime, "--runtime")
+        return Target(job.runtime, job.runtime_of or "--runtime")
     setting = settings.picked(RUNTIME)
     if setting.value is not None:
         return Target(setting.value, f"runtime-version from {setting.source}")
@@ -146,6 +163,14 @@ def resolve(job: Job) -> Runtime | None:
     """A rehearsing job's runtime (None for any other launch); its environment is planned, not built."""
     if job.rehearse is None:
         return None
+    found = _resolved(job)
+    if not job.left_out:
+        return found
+    ignored = f"rehearsing here what the launch would run on a TPU: {', '.join(job.left_out)} left out (the TPU's, not a rehearsal's)"
+    return replace(found, lines=(ignored, *found.lines))
+
+
+def _resolved(job: Job) -> Runtime:
     installed = of_interpreter(job.python)
     aim = target(job, installed)
     reqs = requirements.checked(job.requirements, None, tpu_vm=True, image=aim.image, allowed=job.replace_tensorflow)
