@@ -9,18 +9,25 @@ TensorFlow's start: what it proves is where the packages come from and which ver
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from tests.conftest import alive, run_tpuctl, wait_for
 from tests.integration.sshd import SshCluster, running_cluster
 from tests.standins.fixtures import standin_env
+from tests.standins.gcs_proxy import BearerGate
 from tests.standins.google_apis import GoogleStandin
 from tests.standins.new_tpu_cloud import Launch
 from tests.standins.package_index import PackageIndex, Wheels
@@ -150,9 +157,7 @@ def test_one_resolution_feeds_every_host_even_as_the_index_moves_and_the_next_la
 
     # Launch 3: new hosts (their caches gone, as each --new-tpu run's VM is new) and the index down: the lock this
     # machine resolved the request to is installed from the wheels it keeps, no resolution.
-    for host in (1, 2):
-        for folder in ("envs", "wheels"):
-            _remove(cluster.cache(host) / "tpuctl" / folder)
+    _new_disks(cluster)
     for seen_before in (work / "out").glob("*.json"):
         seen_before.unlink()
     index.stop()
@@ -288,14 +293,29 @@ def _names(lock: Path) -> list[dict[str, str]]:
     return [{"name": item["name"], "version": item["version"]} for item in json.loads(lock.read_text())]
 
 
+# Where attempt 1 reuses the environments a launch from another machine built on the VM, nothing keeps the lock's
+# wheels off the VM (hosts.py `ensure` keeps only a lock it resolved): the recreated VM finds them nowhere.
+_NOT_KEPT = "attempt 1 reused the hosts' environments: the lock's wheels never reached the bucket (hosts.py ensure)"
+
+
+@pytest.mark.parametrize(
+    ("bucket", "earlier"),
+    [(None, False), ("recreated-vm", False), pytest.param("reused-vm", True, marks=pytest.mark.xfail(strict=True, reason=_NOT_KEPT))],
+    ids=["this-machine-s-copy", "the-run-s-bucket", "the-run-s-bucket-after-another-machine-s-launch"],
+)
 def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the_index_down(
-    cluster: SshCluster, index: PackageIndex, google_standin: GoogleStandin, work: Path
+    cluster: SshCluster, index: PackageIndex, google_standin: GoogleStandin, work: Path, module_gcs_emulator: str, bucket: str | None, earlier: bool
 ) -> None:
     """--tpu: attempt 1 runs in the environments, then the VM is preempted and comes back bare (its hosts' caches gone)
-    while the index is down: before attempt 2's workers start, host1 is built again from this machine's copy of the
-    lock's wheels and host2 gets a copy of that build, the same versions (the lock's: alpha 2.0, or 3.0 once an earlier
-    test of the module published it)."""
-    (name,) = google_standin.add_ready_nodes(ZONE, 1, prefix="env", accelerator_type="v4-16")
+    while the index is down (its port only counts who knocks: nobody does). Before attempt 2's workers start, the hosts
+    get the lock again, the same versions (the lock's: alpha 2.0, or 3.0 once an earlier test of the module published
+    it). Without a bucket, host1 is built from this machine's copy of the lock's wheels and host2 gets a copy of that
+    build. With a gs:// --model-dir (the GCS emulator, behind a gate that records each request) this machine's copy is
+    gone too, so the bucket is the only place left: every host reads each of the lock's wheels from it and builds. The
+    same where a launch from another machine (no bucket) built the environments on the VM before, so that this run's
+    attempt 1 reuses them: the wheels must reach the bucket all the same."""
+    (name,) = google_standin.add_ready_nodes(ZONE, 1, prefix=f"env-{bucket or 'local'}", accelerator_type="v4-16")
+    _new_disks(cluster)  # a new VM: attempt 1 resolves (else it reuses an earlier test's environments, keeping nothing)
     node = google_standin.node(ZONE, name)
     assert node is not None
     ips = [endpoint["ipAddress"] for endpoint in node["networkEndpoints"]]
@@ -304,30 +324,97 @@ def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the
     flags.mkdir()
     env = {**standin_env(google_standin, work), "TPUCTL_ZONE": ZONE}
     args = [str(work / "train.py"), "--tpu", name, "--ssh-config", str(config), "--python", sys.executable, "--strategy", "none"]
-    args += ["--log-dir", str(work / "logs"), "--env", f"VERSIONS_OUT={work / 'out'}", "--env", f"PREEMPT_FLAGS={flags}"]
-    args += ["--requirements", requirements(work, "tpuctl-test-beta\n"), "--index-url", index.url]
-    running = Launch.start(args, env, work)
-    try:
-        wait_for(lambda: all((flags / f"started-{i}").exists() for i in (0, 1)) or running.proc.poll() is not None, timeout=120)
-        assert running.proc.poll() is None, running.stderr
-        index.stop()
-        for host in (1, 2):  # the recreated VM's disks are new
-            for folder in ("envs", "wheels"):
-                _remove(cluster.cache(host) / "tpuctl" / folder)
-        google_standin.preempt(ZONE, name)
-        (flags / "preempt").write_text("")
-        running.wait_line(f"TPU VM {name} is PREEMPTED")
-        google_standin.set_node_state(ZONE, name, "READY")
-        assert running.finish() == 0, running.stderr
-    finally:
-        if running.proc.poll() is None:
-            running.proc.kill()
-        index.start()
+    args += ["--env", f"VERSIONS_OUT={work / 'out'}", "--requirements", requirements(work, "tpuctl-test-beta\n"), "--index-url", index.url]
+    if earlier:
+        elsewhere = {**env, "XDG_CACHE_HOME": str(work / "another-machine")}
+        done = run_tpuctl("launch", *args, "--log-dir", str(work / "earlier"), cwd=work, env=elsewhere, timeout=240)
+        assert done.returncode == 0, done.stderr
+        for found in (work / "out").iterdir():
+            found.unlink()
+    args += ["--log-dir", str(work / "logs"), "--env", f"PREEMPT_FLAGS={flags}"]
+    with contextlib.ExitStack() as stack:
+        gate = stack.enter_context(BearerGate(module_gcs_emulator, {None}))  # the emulator's clients send no token
+        if bucket:
+            _bucket(module_gcs_emulator, bucket)
+            env["STORAGE_EMULATOR_HOST"] = gate.url
+            args += ["--model-dir", f"gs://{bucket}/runs/one"]
+        running = Launch.start(args, env, work)
+        try:
+            wait_for(lambda: all((flags / f"started-{i}").exists() for i in (0, 1)) or running.proc.poll() is not None, timeout=120)
+            assert running.proc.poll() is None, running.stderr
+            knocks = stack.enter_context(_down(index))
+            _new_disks(cluster)  # the recreated VM's
+            if bucket:  # and this machine has lost its copy: only the bucket keeps the wheels
+                _remove(Path(env["XDG_CACHE_HOME"]) / "tpuctl" / "wheels")
+            recreated = len(gate.seen)
+            google_standin.preempt(ZONE, name)
+            (flags / "preempt").write_text("")
+            running.wait_line(f"TPU VM {name} is PREEMPTED")
+            google_standin.set_node_state(ZONE, name, "READY")
+            assert running.finish() == 0, running.stderr
+        finally:
+            if running.proc.poll() is None:
+                running.proc.kill()
+        assert knocks == [], knocks  # nothing asked the index once it was down
     seen = [versions(work, attempt=2)[i]["alpha"] for i in (0, 1)]
     assert seen[0] == seen[1] and f"tpuctl-test-alpha {seen[0]}" in running.stderr, running.stderr  # the lock's, on both
-    ends = [end for end in environment_ends(work / "logs") if end["step"] == "packages"]
-    assert [(end["attempt"], end["built"], end["copied"]) for end in ends] == [(1, 2, 1), (2, 2, 1)]  # host1 built, host2 a copy
+    ends = [(end["attempt"], end["built"], end["copied"]) for end in environment_ends(work / "logs") if end["step"] == "packages"]
     assert "Traceback" not in running.stderr
+    if not bucket:
+        assert ends == [(1, 2, 1), (2, 2, 1)]  # host1 built, host2 a copy
+        return
+    assert ends == [(1, 0 if earlier else 2, 0), (2, 2, 0)]  # each host built: host2 (and, recreated, both) from the bucket
+    kept = [blob.name for blob in _bucket(module_gcs_emulator, bucket).list_blobs(prefix="tpuctl/wheels/")]
+    assert sorted(name.rsplit("/", 1)[1].split("-")[0] for name in kept) == ["tpuctl_test_alpha", "tpuctl_test_beta"], kept
+    reads = Counter(path for method, path, _ in gate.seen[recreated:] if method == "GET" and path.endswith("?alt=media"))
+    assert reads == {f"/storage/v1/b/{bucket}/o/{quote(name, safe='')}?alt=media": 2 for name in kept}, gate.seen[recreated:]  # each wheel, by each host
+    assert not (Path(env["XDG_CACHE_HOME"]) / "tpuctl" / "wheels").exists()  # this machine sent none
+
+
+def _bucket(emulator: str, name: str) -> Any:
+    """The emulator's bucket `name`, made where it is not there yet (a client of this process: anonymous, as the
+    emulator takes)."""
+    import google.cloud.storage as storage
+    from google.api_core.exceptions import Conflict
+    from google.auth.credentials import AnonymousCredentials
+
+    client = storage.Client(project="tpuctl-emulator", credentials=AnonymousCredentials(), client_options={"api_endpoint": emulator})
+    with contextlib.suppress(Conflict):
+        client.create_bucket(name)
+    return client.bucket(name)
+
+
+@contextlib.contextmanager
+def _down(index: PackageIndex) -> Iterator[list[str]]:
+    """The index stopped, and its port a listener that only records who connects (and closes on them, as a server gone
+    down would refuse them); the index serves again after."""
+    index.stop()
+    knocks: list[str] = []
+    listener = socket.create_server(("127.0.0.1", index.port))
+
+    def record() -> None:
+        while True:
+            try:
+                peer, address = listener.accept()
+            except OSError:
+                return
+            knocks.append(f"{address[0]}:{address[1]}")
+            peer.close()
+
+    threading.Thread(target=record, daemon=True).start()
+    try:
+        yield knocks
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept, which holds the port until it returns
+        listener.close()
+        index.start()
+
+
+def _new_disks(cluster: SshCluster) -> None:
+    """host1's and host2's caches gone, as a new VM's disks have none."""
+    for host in (1, 2):
+        for folder in ("envs", "wheels"):
+            _remove(cluster.cache(host) / "tpuctl" / folder)
 
 
 def _remove(path: Path) -> None:

@@ -23,6 +23,7 @@ import select
 import socket
 import ssl
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -145,11 +146,13 @@ def _relay(secure: ssl.SSLSocket, upstream: socket.socket) -> None:
 
 
 class BearerGate:
-    """The emulator (`emulator`: http://127.0.0.1:PORT) behind a check of the bearer token: `tokens` are those it accepts,
-    `seen` each request's (method, path, token or None). `url` is what the storage-endpoint setting takes. A context
-    manager. The Host header goes through as the client sent it, so the emulator's upload URLs point back at the gate."""
+    """The emulator (`emulator`: http://127.0.0.1:PORT) behind a check of the bearer token: `tokens` are those it accepts
+    (None among them: requests with none too, as an emulator's clients send, so the gate only records them), `seen`
+    each request's (method, path, token or None). `url` is what the storage-endpoint setting (or STORAGE_EMULATOR_HOST)
+    takes. A context manager. The Host header goes through as the client sent it, so the emulator's upload URLs point
+    back at the gate."""
 
-    def __init__(self, emulator: str, tokens: set[str]) -> None:
+    def __init__(self, emulator: str, tokens: Iterable[str | None]) -> None:
         self.target = emulator.removeprefix("http://")
         self.tokens = set(tokens)
         self.seen: list[tuple[str, str, str | None]] = []
