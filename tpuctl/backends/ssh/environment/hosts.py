@@ -230,7 +230,7 @@ class Environments:
     def _remember(self, request: str, lock: Lock, holders: list[str]) -> None:
         """A new lock kept, and remembered as what `request` resolved to on these hosts' Python and platform."""
         self._keep(lock, holders)
-        self.store.remember(request, lock)
+        self.store.remember(request, lock, self.console.notice)
 
     def _keep(self, lock: Lock, holders: list[str]) -> None:
         """A new lock's wheels kept where a host that lacks them finds them later, whatever happens to the first host:
