@@ -5,7 +5,6 @@ writes without end. Each is one line naming what failed, never a traceback, and 
 from __future__ import annotations
 
 import hashlib
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.standins.gcs_emulator import serve
 from tpuctl.backends.ssh.environment import copies, wheels
 from tpuctl.backends.ssh.environment.lock import Lock
 from tpuctl.backends.ssh.environment.wheels import WheelStore, tar_bound
@@ -33,17 +33,9 @@ def store(tmp_path: Path, bucket: str | None = None) -> WheelStore:
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A GCS emulator (gcp-storage-emulator) the storage client reaches through STORAGE_EMULATOR_HOST, with no buckets."""
-    from gcp_storage_emulator.server import create_server
-
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    for url in serve():
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        yield url
 
 
 def test_a_missing_bucket_when_listing_the_wheels_is_one_line(emulator: str) -> None:

@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import select
-import signal
 import subprocess
 import tarfile
 import tempfile
@@ -32,6 +31,7 @@ from typing import IO, Any
 
 from tpuctl.backends.ssh.environment import remote
 from tpuctl.backends.ssh.environment.lock import Lock, Wheel
+from tpuctl.backends.ssh.environment.setup_output import started, stopped
 from tpuctl.backends.ssh.environment.spec import BUCKET_FOLDER
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.parse import read_small_bytes
@@ -244,9 +244,7 @@ def pull(ssh: SshOptions, host: str, argv: list[str], into: IO[bytes], what: str
 def _capture(argv: list[str], into: IO[bytes], errors: IO[bytes], limit: int) -> int | None:
     """A command's output copied to the file `into` as it comes, until PULL_TIMEOUT_S has passed (status 124) or
     `limit` bytes (None): the command is killed then. Else its status."""
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, start_new_session=True, preexec_fn=reaper.dies_with_parent(signal.SIGKILL)
-    )
+    proc = started(argv, subprocess.DEVNULL, errors)
     assert proc.stdout is not None
     deadline, written = time.monotonic() + PULL_TIMEOUT_S, 0
     try:
@@ -259,11 +257,7 @@ def _capture(argv: list[str], into: IO[bytes], errors: IO[bytes], limit: int) ->
     except (subprocess.TimeoutExpired, TimeoutError):
         return 124
     finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        proc.stdout.close()
+        stopped(proc)
 
 
 def _read(fd: int, deadline: float) -> bytes:
