@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
 from tpuctl.backends.ssh.environment import remote
-from tpuctl.backends.ssh.environment.lock import MAX_WHEEL_BYTES
+from tpuctl.backends.ssh.environment.host_env import MAX_WHEEL_BYTES
 from tpuctl.backends.ssh.environment.wheels import cache_writes, launcher_cache, pull
 from tpuctl.inputs.private_files import private_dir
 from tpuctl.ssh.client_args import SshOptions
 
 # An environment's tar: its wheels unpacked (a few times their size) and compiled. The host cannot say its size before
-# it has packed it, so the bound is a fixed one, past any venv a lock of wheels of lock.MAX_WHEEL_BYTES makes: a tar
+# it has packed it, so the bound is a fixed one, past any venv a lock of wheels of MAX_WHEEL_BYTES makes: a tar
 # larger is a host writing without end, which would fill this machine's disk.
 ENV_TAR_LIMIT = 4 * MAX_WHEEL_BYTES
 

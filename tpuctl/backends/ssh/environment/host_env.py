@@ -22,7 +22,6 @@
 #                              there, whether the wheels of LOCK (or of that environment) are here
 #   resolve                    header {requirements, index_url}: one resolution in a scratch venv (pip's
 #                              dry run and report), the wheels downloaded and checked; answers the lock
-#   download                   header {lock, index_url}: the lock's exact wheels, checked by hash
 #   build                      header {key, request, lock, source}: the environment KEY from the lock's
 #                              wheels (source: "local", "stdin" (a tar after the header), or "gcs")
 #   pack LOCK                  the lock's wheels as a tar on stdout (no reply line)
@@ -49,6 +48,7 @@ HEADER_LIMIT = 16 << 20  # a header is a lock (~200 bytes a package) or a requir
 LOG_TAIL = 64 << 10  # bytes of pip's log an answer carries back
 STALE_S = 3600.0  # a .new- folder this old belongs to a build that was killed on its way
 CHUNK = 1 << 20
+MAX_WHEEL_BYTES = 16 << 30  # one wheel (a host fetches none larger, a lock names none): the largest on PyPI are a few GiB
 LOW_ROOM = 1 << 20  # a child failed where less than this is free: the disk was full, whatever its output could say
 
 

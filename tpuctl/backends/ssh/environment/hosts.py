@@ -222,7 +222,7 @@ class Environments:
         with payload:
             argv = remote.command(self.python, "copy", key, str(size))
             parallel(lambda host: answers.update({host: self._sent(host, argv, payload.name, attempt)}), hosts, self.ssh.fanout)
-        self.copied.update({host: sender for host, answer in answers.items() if answer.get("copied")})  # not one another launch made
+        self.copied.update({host: sender for host, answer in answers.items() if answer.get("built")})  # not one another launch made
         return {host: str(answer.get("python") or "") for host, answer in answers.items()}
 
     def _sent(self, host: str, argv: list[str], payload: str, attempt: int) -> dict[str, Any]:

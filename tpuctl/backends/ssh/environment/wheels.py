@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tpuctl.backends.ssh.environment import remote
+from tpuctl.backends.ssh.environment.host_env import CHUNK, COMPLETE
 from tpuctl.backends.ssh.environment.lock import Lock, Wheel
 from tpuctl.backends.ssh.environment.setup_output import started, stopped
 from tpuctl.backends.ssh.environment.spec import BUCKET_FOLDER
@@ -40,8 +41,6 @@ from tpuctl.safety import reaper
 from tpuctl.ssh.client_args import SshOptions
 
 PULL_TIMEOUT_S = 1800.0  # the lock's wheels from a host, whatever their size
-COMPLETE = ".complete"
-_CHUNK = 1 << 20
 
 
 def launcher_cache() -> Path:
@@ -265,7 +264,7 @@ def _read(fd: int, deadline: float) -> bytes:
     while not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
         if time.monotonic() >= deadline:
             raise TimeoutError
-    return os.read(fd, _CHUNK)
+    return os.read(fd, CHUNK)
 
 
 def send(ssh: SshOptions, host: str, argv: list[str], payload: str, timeout: float) -> tuple[int, str]:
@@ -296,7 +295,7 @@ def _untar(stream: IO[bytes], lock: Lock, folder: Path, host: str) -> None:
                 assert source is not None
                 digest = hashlib.sha256()
                 with open(folder / wheel.file, "xb") as out:
-                    while chunk := source.read(_CHUNK):
+                    while chunk := source.read(CHUNK):
                         digest.update(chunk)
                         out.write(chunk)
                 if digest.hexdigest() != wheel.sha256:
