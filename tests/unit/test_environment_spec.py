@@ -107,7 +107,10 @@ def test_a_dry_run_shows_the_environment_step_with_the_index_hidden(tmp_path: Pa
     assert text.returncode == 0, text.stderr
     assert SECRET not in text.stdout + text.stderr and "ci-user" not in text.stdout
     assert "environment: " in text.stdout and "resolved once on the first host from https://<hidden" in text.stdout
-    assert "gs://my-bucket/tpuctl/wheels/<LOCK-HASH>/" in text.stdout and "--setup 'echo ready' once per host" in text.stdout
+    assert "gs://my-bucket/tpuctl/wheels/<LOCK-HASH>/, every host installing exactly them from there with no index" in text.stdout
+    assert "--setup 'echo ready' once per host" in text.stdout
+    unbucketed = run_tpuctl(*[arg for arg in args if not arg.startswith("gs://") and arg != "--model-dir"], timeout=60)
+    assert "one host of each Python installing exactly them with no index, the others of that Python getting a copy" in unbucketed.stdout
     shown = run_tpuctl(*args, "--json", timeout=60)
     assert shown.returncode == 0 and SECRET not in shown.stdout
     environment = json.loads(shown.stdout)["remote"]["environment"]

@@ -1,6 +1,6 @@
 # One resolution on the first host, the environment built from the lock on each host, --setup run in it, the
-# lock's wheels handed on: the second half of the host's program, sent after cache.py's and host_env.py's text
-# (environment/remote.py), written as they are (standard library, old Python 3 syntax, no backslash, no multi-line
+# lock's wheels handed on: the fourth and last part of the host's program, sent after cache.py's, host_env.py's and
+# host_copy.py's text (environment/remote.py), written as they are (standard library, old Python 3 syntax, no backslash, no multi-line
 # string).
 #
 # A host that builds installs the lock's wheels, by exact pin and hash, with no index: `pip install --no-index

@@ -1,8 +1,9 @@
 # The environments tpuctl keeps on an ssh host for --requirements and --setup: runs there as
 # `python -S -c <source> COMMAND ARGS...`, where the source is tpuctl/ssh/cache.py's text followed by
-# this file's (environment/remote.py), with a JSON header as the first line of its stdin. Its answer
-# is one line on stdout: REPLY and a JSON object ("error" set when it failed). The launcher imports
-# this module too, for the few functions both ends must agree on (lock_text, lock_digest, env_key).
+# this file's, host_copy.py's and host_build.py's (environment/remote.py), with a JSON header as the
+# first line of its stdin. Its answer is one line on stdout: REPLY and a JSON object ("error" set when
+# it failed). The launcher imports this module too, for the names both ends must agree on (REPLY,
+# lock_digest, env_key, COMPLETE, CHUNK, MAX_WHEEL_BYTES).
 #
 # Standard library only, syntax an old Python 3 reads, no backslash, no multi-line string, the why
 # in comments (they are dropped before it is sent), as cache.py and install.py.

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 PROBE_TIMEOUT_S = 60.0  # one round trip a host (a first connection among them) and a few small files read there
 RESOLVE_TIMEOUT_S = 1800.0  # pip's dry run and the downloads of one resolution, on the first host
-BUILD_TIMEOUT_S = 1800.0  # a venv and pip install from wheels already there, per host
+BUILD_TIMEOUT_S = 1800.0  # per host: a venv and pip install from wheels already there, or a copy's unpacking
 SSH_MARGIN_S = 30.0  # ssh's deadline past the program's own: the program's answer, not ssh's, says what took too long
 # The program's own kinds of failure that are the request's (exit 2): a requirement no wheel satisfies, pins that
 # conflict, a host without room, --setup failing; the rest (ssh, a host's folders) are the operation's (exit 1).

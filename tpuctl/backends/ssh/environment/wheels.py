@@ -7,7 +7,8 @@ pulls them from it once (a tar over the ssh connection it already has) into its 
   lock, with tpuctl's storage client (the user's credentials, STORAGE_EMULATOR_HOST honoured); every other host
   fetches them from there itself (the JSON API, the VM's own token from its metadata server), in parallel: the
   launcher's uplink carries them once, however many hosts a slice has;
-* otherwise sends them to each host that lacks them (at most --fanout at a time), from its cache.
+* otherwise sends them, from its cache, to the one host of each Python that builds the environment and lacks them
+  (the others of that Python get a copy of the built environment instead: copies.py).
 
 Why the launcher, not host to host: the hosts of a --hosts list need not reach each other over ssh, and a TPU VM's
 workers have no keys for one another; the launcher reaches all of them already. Why its own cache: a VM recreated
