@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.standins.fixtures import standin_env, write_authorized_user
 from tests.standins.gcs_emulator import serve
+from tests.standins.google_apis import GoogleStandin
 from tpuctl.backends.ssh.environment import copies, wheels
 from tpuctl.backends.ssh.environment.lock import Lock
 from tpuctl.backends.ssh.environment.wheels import WheelStore, tar_bound
@@ -88,3 +90,24 @@ def test_the_bound_holds_a_real_tar_of_long_names(tmp_path: Path) -> None:
         tar.add(tmp_path / name, arcname=name, recursive=False)
     made = Lock.of([{"name": "a", "version": "1.0", "file": name, "sha256": "a" * 64, "size": 1000}])
     assert len(out.getvalue()) <= tar_bound(made)
+
+
+def test_lost_credentials_when_listing_or_uploading_the_wheels_are_one_line(
+    google_standin: GoogleStandin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh token Google no longer takes (google.auth's RefreshError, no GoogleAPIError): one line, for the listing
+    and for the upload alike."""
+    for name, value in standin_env(google_standin, tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("TPUCTL_ACCESS_TOKEN_FILE")
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("TPUCTL_STORAGE_ENDPOINT", google_standin.url)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(write_authorized_user(google_standin, tmp_path / "adc.json")))
+    google_standin.refresh_token = "another"  # the file's is revoked
+    kept = store(tmp_path, "my-bucket")
+    with pytest.raises(TpuctlError, match=r"^cannot list gs://my-bucket/tpuctl/wheels/.*invalid_grant"):
+        kept.in_bucket(lock())
+    kept.folder(lock()).mkdir(parents=True)
+    (kept.folder(lock()) / lock().wheels[0].file).write_bytes(DATA)
+    with pytest.raises(TpuctlError, match=r"^cannot keep the wheels in gs://my-bucket: .*invalid_grant"):
+        kept.upload(lock())
