@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.sshd import SshCluster, running_cluster
+from tests.standins.gcs_emulator import serve as gcs_emulator_server
 from tests.standins.google_apis import GoogleStandin
 from tests.standins.new_tpu_cloud import Cloud, new_tpu_cloud
 
@@ -37,23 +37,10 @@ def backend(request: pytest.FixtureRequest) -> list[str]:
 @pytest.fixture
 def gcs_emulator() -> Iterator[str]:
     """A GCS emulator in this process (gcp-storage-emulator), for google-cloud-storage via STORAGE_EMULATOR_HOST."""
-    yield from _gcs_emulator()
+    yield from gcs_emulator_server()
 
 
 @pytest.fixture(scope="module")
 def module_gcs_emulator() -> Iterator[str]:
     """One GCS emulator for a module's tests (a server process started once reads it, as TensorBoard does)."""
-    yield from _gcs_emulator()
-
-
-def _gcs_emulator() -> Iterator[str]:
-    from gcp_storage_emulator.server import create_server
-
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    yield from gcs_emulator_server()

@@ -279,7 +279,7 @@ def test_a_built_environment_copied_to_another_host_runs_there_naming_its_own_fo
     host = tmp_path / "elsewhere" / "host1"
     copied, _ = copy(host, lock, origin, tar)
     python = Path(copied["python"])
-    assert copied["built"] and copied["copied"] and python == host / "tpuctl" / "envs" / origin.name / "bin" / "python"
+    assert copied["built"] and "copied" not in copied and python == host / "tpuctl" / "envs" / origin.name / "bin" / "python"
     assert not (host / "tpuctl" / "wheels").exists()
     script = python.parent / "tpuctl-test-beta"
     assert script.read_text().splitlines()[0] == f"#!{python}"

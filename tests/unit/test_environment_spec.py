@@ -56,8 +56,8 @@ def environments(spec: EnvSpec) -> Environments:
 
 
 def spec(**changes: Any) -> EnvSpec:
-    given = {"requirements": "requirements.txt", "pip_text": "keras-hub\n", "setup": None, "index_url": INDEX, "replace_tensorflow": False, "tpu": True}
-    return EnvSpec(**{**given, "bucket": None, **changes})
+    given = {"requirements": "requirements.txt", "pip_text": "numpy\nkeras-hub\n", "setup": None, "index_url": INDEX, "replace_tensorflow": False, "tpu": True}
+    return EnvSpec(**{**given, "bucket": None, "lines": (("numpy", 1), ("keras-hub", 2)), **changes})
 
 
 def test_a_lock_that_would_replace_a_tpu_vms_tensorflow_is_refused_naming_what_pulled_it_in() -> None:
@@ -65,16 +65,18 @@ def test_a_lock_that_would_replace_a_tpu_vms_tensorflow_is_refused_naming_what_p
     host installs a thing, naming the version and what required it; --replace-tensorflow, or hosts that are no TPU VM's,
     let it be."""
     lock = Lock.of(
-        [wheel("keras-hub", "0.18.1"), wheel("tensorflow-text", "2.21.0"), wheel("tensorflow", "2.21.0")],
-        {"keras-hub": ["tensorflow-text"], "tensorflow-text": ["tensorflow"], "tensorflow": []},
+        [wheel("numpy", "2.0"), wheel("keras-hub", "0.18.1"), wheel("tensorflow-text", "2.21.0"), wheel("tensorflow", "2.21.0")],
+        {"keras-hub": ["tensorflow-text"], "tensorflow-text": ["tensorflow", "numpy"], "tensorflow": ["numpy"], "numpy": []},
     )
     with pytest.raises(TpuctlError) as refused:
-        environments(spec())._refuse_replacing(lock)
+        environments(spec())._refuse_replacing(lock, "host1")
     message = str(refused.value)
-    assert "tensorflow 2.21.0 (required by tensorflow-text)" in message and "--replace-tensorflow" in message
+    # keras-hub's line, not numpy's (which tensorflow needs, but which pulls nothing in)
+    assert "resolves on host1 to tensorflow 2.21.0 (required by tensorflow-text), pulled in by requirements.txt:2, which" in message
+    assert "--replace-tensorflow" in message
     assert refused.value.exit_code == 2
-    environments(spec(replace_tensorflow=True))._refuse_replacing(lock)
-    environments(spec(tpu=False))._refuse_replacing(lock)
+    environments(spec(replace_tensorflow=True))._refuse_replacing(lock, "host1")
+    environments(spec(tpu=False))._refuse_replacing(lock, "host1")
 
 
 def test_text_from_a_host_never_shows_the_index_credentials() -> None:
@@ -105,7 +107,10 @@ def test_a_dry_run_shows_the_environment_step_with_the_index_hidden(tmp_path: Pa
     assert text.returncode == 0, text.stderr
     assert SECRET not in text.stdout + text.stderr and "ci-user" not in text.stdout
     assert "environment: " in text.stdout and "resolved once on the first host from https://<hidden" in text.stdout
-    assert "gs://my-bucket/tpuctl/wheels/<LOCK-HASH>/" in text.stdout and "--setup 'echo ready' once per host" in text.stdout
+    assert "gs://my-bucket/tpuctl/wheels/<LOCK-HASH>/, every host installing exactly them from there with no index" in text.stdout
+    assert "--setup 'echo ready' once per host" in text.stdout
+    unbucketed = run_tpuctl(*[arg for arg in args if not arg.startswith("gs://") and arg != "--model-dir"], timeout=60)
+    assert "one host of each Python installing exactly them with no index, the others of that Python getting a copy" in unbucketed.stdout
     shown = run_tpuctl(*args, "--json", timeout=60)
     assert shown.returncode == 0 and SECRET not in shown.stdout
     environment = json.loads(shown.stdout)["remote"]["environment"]

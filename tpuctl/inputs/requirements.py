@@ -17,7 +17,6 @@ requirement that installs another TensorFlow, libtpu or JAX's runtime would put 
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 from collections.abc import Iterable, Iterator
@@ -88,11 +87,6 @@ class Requirements:
     def pip_text(self) -> str:
         """One requirement per line, what the hosts' pip gets: no comments, no options but each line's --hash."""
         return "".join(requirement.pip_line + "\n" for requirement in self.lines)
-
-    @property
-    def digest(self) -> str:
-        """sha256 hex of pip_text(): two files that ask the same of pip have the same digest, whatever their comments."""
-        return hashlib.sha256(self.pip_text().encode("utf-8")).hexdigest()
 
 
 def read_requirements(path: str) -> Requirements:

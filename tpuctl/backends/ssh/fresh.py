@@ -11,7 +11,7 @@ Other hosts are the user's own (a shared file system, a venv at the same place e
 machine's interpreter, this working directory's path and no sync (docs/ssh.md promises those), and the paths only
 this machine may have are named as warnings.
 
-With `--requirements`, the workers run an environment's Python made over this interpreter on each host
+With `--requirements` or `--setup`, the workers run an environment's Python made over this interpreter on each host
 (docs/environments.md); the interpreter chosen here is what that environment is made from.
 """
 

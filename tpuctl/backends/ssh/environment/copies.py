@@ -22,9 +22,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
 from tpuctl.backends.ssh.environment import remote
-from tpuctl.backends.ssh.environment.wheels import launcher_cache, pull
+from tpuctl.backends.ssh.environment.host_env import MAX_WHEEL_BYTES
+from tpuctl.backends.ssh.environment.wheels import cache_writes, launcher_cache, pull
 from tpuctl.inputs.private_files import private_dir
 from tpuctl.ssh.client_args import SshOptions
+
+# An environment's tar: its wheels unpacked (a few times their size) and compiled. The host cannot say its size before
+# it has packed it, so the bound is a fixed one, past any venv a lock of wheels of MAX_WHEEL_BYTES makes: a tar
+# larger is a host writing without end, which would fill this machine's disk.
+ENV_TAR_LIMIT = 4 * MAX_WHEEL_BYTES
 
 
 def builders(hosts: Sequence[str], keys: Mapping[str, str], ready: Mapping[str, str], holders: Sequence[str]) -> dict[str, str]:
@@ -42,12 +48,14 @@ def payload(ssh: SshOptions, python: str, sender: str, key: str, header: bytes, 
     """The file each receiver reads on its stdin: `header`, then the environment `key` as `sender` packs it; and the
     tar's size (the receivers' bound, and what they check their room against)."""
     root = launcher_cache()
-    private_dir(root)
-    stream = tempfile.NamedTemporaryFile(dir=root, prefix=".env-")  # noqa: SIM115 - the caller closes it
+    with cache_writes(root, "keep an environment to copy"):
+        private_dir(root)
+        stream = tempfile.NamedTemporaryFile(dir=root, prefix=".env-")  # noqa: SIM115 - the caller closes it
     try:
-        stream.write(header)
-        stream.flush()  # the tar is written after it, by ssh, at the file's shared offset
-        pull(ssh, sender, remote.command(python, "pack-env", key), stream, "its environment", scrub)
+        with cache_writes(root, "keep an environment to copy"):
+            stream.write(header)
+            stream.flush()
+            pull(ssh, sender, remote.command(python, "pack-env", key), stream, "its environment", scrub, limit=ENV_TAR_LIMIT)
         stream.seek(0, os.SEEK_END)
         return stream, stream.tell() - len(header)
     except BaseException:

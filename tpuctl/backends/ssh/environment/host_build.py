@@ -1,6 +1,6 @@
 # One resolution on the first host, the environment built from the lock on each host, --setup run in it, the
-# lock's wheels handed on: the second half of the host's program, sent after cache.py's and host_env.py's text
-# (environment/remote.py), written as they are (standard library, old Python 3 syntax, no backslash, no multi-line
+# lock's wheels handed on: the fourth and last part of the host's program, sent after cache.py's, host_env.py's and
+# host_copy.py's text (environment/remote.py), written as they are (standard library, old Python 3 syntax, no backslash, no multi-line
 # string).
 #
 # A host that builds installs the lock's wheels, by exact pin and hash, with no index: `pip install --no-index
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tpuctl.backends.ssh.environment.host_copy import ROOM_EXTRA, copy, hex_name, pack_env, place, relocate, room
     from tpuctl.backends.ssh.environment.host_env import (
         CHUNK,
+        MAX_WHEEL_BYTES,
         Failed,
         canonical,
         deadline_left,
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
         fail,
         fetch_pins,
         keep_wheels,
-        last_line,
         lock_digest,
         make_venv,
         out_of_room,
@@ -116,7 +116,6 @@ def download(
 
 
 FETCHES = 4  # files fetched at once: a few connections to one index, as a browser opens
-FETCH_LIMIT = 16 << 30  # one wheel: the largest on PyPI are a few GiB
 
 
 # The files pip's report chose, fetched from the URLs it names, a few at once, each checked against the report's
@@ -159,7 +158,7 @@ def fetch_one(key: "tuple[str, str]", url: str, sha256: str, folder: str, log: s
                 if not chunk:
                     break
                 size += len(chunk)
-                if size > FETCH_LIMIT:
+                if size > MAX_WHEEL_BYTES:
                     raise ValueError("larger than any wheel")
                 deadline_left(deadline)
                 digest.update(chunk)
@@ -373,25 +372,6 @@ def pack(lock_hash: str) -> None:
             stream.add(os.path.join(folder, name), arcname=name, recursive=False)
 
 
-# The lock's exact wheels from the index again (the launcher, the bucket and the hosts have lost them), by hash.
-def download_again(header: "dict[str, Any]", deadline: float) -> None:
-    lock = header.get("lock") or []
-    envs = own_folder("envs")
-    scratch = os.path.join(envs, ".new-" + os.urandom(8).hex())
-    os.mkdir(scratch, 0o700)
-    log = os.path.join(scratch, "download.log")
-    try:
-        python = make_venv(os.path.join(scratch, "venv"), log, deadline)
-        wanted = dict(((str(item["name"]), str(item["version"])), str(item["sha256"])) for item in lock)
-        got = fetch_pins(python, wanted, os.path.join(scratch, "wheels"), log, deadline, str(header.get("index_url") or ""))
-        if lock_digest(got) != lock_digest(lock):
-            fail("wheels", "the index no longer serves the lock's wheels: " + last_line(tail(log)))
-        keep_wheels(os.path.join(scratch, "wheels"), lock)
-        reply({"log": tail(log)})
-    finally:
-        remove(scratch)
-
-
 def main(argv: "list[str]") -> None:
     import time
 
@@ -411,7 +391,7 @@ def main(argv: "list[str]") -> None:
     if command == "copy":
         header["size"] = argv[2]  # the tar's, known once the header was written ahead of it
     deadline = time.monotonic() + float(header.get("deadline_s", 600))
-    commands = {"resolve": resolve, "build": build, "copy": copy, "setup": setup, "download": download_again}
+    commands = {"resolve": resolve, "build": build, "copy": copy, "setup": setup}
     if command not in commands:
         fail("input", "no such command: " + command)
     commands[command](header, deadline)

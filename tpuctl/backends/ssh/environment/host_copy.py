@@ -148,7 +148,7 @@ def copy(header: "dict[str, Any]", deadline: float) -> None:
         finally:
             remove(fresh)
     write_atomic(os.path.join(own_folder("envs", "requests"), request), key + chr(10))
-    reply({"python": env_python(key), "built": built, "copied": built})
+    reply({"python": env_python(key), "built": built})
 
 
 # A reader of the stream that refuses to go past `size` bytes: the tar may not be longer than the launcher said.

@@ -1,8 +1,9 @@
 # The environments tpuctl keeps on an ssh host for --requirements and --setup: runs there as
 # `python -S -c <source> COMMAND ARGS...`, where the source is tpuctl/ssh/cache.py's text followed by
-# this file's (environment/remote.py), with a JSON header as the first line of its stdin. Its answer
-# is one line on stdout: REPLY and a JSON object ("error" set when it failed). The launcher imports
-# this module too, for the few functions both ends must agree on (lock_text, lock_digest, env_key).
+# this file's, host_copy.py's and host_build.py's (environment/remote.py), with a JSON header as the
+# first line of its stdin. Its answer is one line on stdout: REPLY and a JSON object ("error" set when
+# it failed). The launcher imports this module too, for the names both ends must agree on (REPLY,
+# lock_digest, env_key, COMPLETE, CHUNK, MAX_WHEEL_BYTES).
 #
 # Standard library only, syntax an old Python 3 reads, no backslash, no multi-line string, the why
 # in comments (they are dropped before it is sent), as cache.py and install.py.
@@ -22,7 +23,6 @@
 #                              there, whether the wheels of LOCK (or of that environment) are here
 #   resolve                    header {requirements, index_url}: one resolution in a scratch venv (pip's
 #                              dry run and report), the wheels downloaded and checked; answers the lock
-#   download                   header {lock, index_url}: the lock's exact wheels, checked by hash
 #   build                      header {key, request, lock, source}: the environment KEY from the lock's
 #                              wheels (source: "local", "stdin" (a tar after the header), or "gcs")
 #   pack LOCK                  the lock's wheels as a tar on stdout (no reply line)
@@ -49,6 +49,7 @@ HEADER_LIMIT = 16 << 20  # a header is a lock (~200 bytes a package) or a requir
 LOG_TAIL = 64 << 10  # bytes of pip's log an answer carries back
 STALE_S = 3600.0  # a .new- folder this old belongs to a build that was killed on its way
 CHUNK = 1 << 20
+MAX_WHEEL_BYTES = 16 << 30  # one wheel (a host fetches none larger, a lock names none): the largest on PyPI are a few GiB
 LOW_ROOM = 1 << 20  # a child failed where less than this is free: the disk was full, whatever its output could say
 
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 PROBE_TIMEOUT_S = 60.0  # one round trip a host (a first connection among them) and a few small files read there
 RESOLVE_TIMEOUT_S = 1800.0  # pip's dry run and the downloads of one resolution, on the first host
-BUILD_TIMEOUT_S = 1800.0  # a venv and pip install from wheels already there, per host
+BUILD_TIMEOUT_S = 1800.0  # per host: a venv and pip install from wheels already there, or a copy's unpacking
 SSH_MARGIN_S = 30.0  # ssh's deadline past the program's own: the program's answer, not ssh's, says what took too long
 # The program's own kinds of failure that are the request's (exit 2): a requirement no wheel satisfies, pins that
 # conflict, a host without room, --setup failing; the rest (ssh, a host's folders) are the operation's (exit 1).
@@ -102,7 +102,7 @@ class Environments:
             resolved = lock is None and bool(self.spec.pip_text)
             if lock is None:  # no lock yet: resolved once, on the first host (with no requirement, --setup alone: empty)
                 lock = self._resolve(hosts[0], attempt) if resolved else Lock(())
-            self._refuse_replacing(lock)
+            self._refuse_replacing(lock, hosts[0])
             self.lock = lock
             self.keys = {host: env_key(lock.digest, found[host].facts) for host in hosts}
             pythons = {host: found[host].python or "" for host in hosts if found[host].key == self.keys[host]}
@@ -154,9 +154,10 @@ class Environments:
         except ValueError as err:
             raise TpuctlError(f"{host}: its resolution answers no lock ({err})", exit_code=FAILED) from None
 
-    def _refuse_replacing(self, lock: Lock) -> None:
+    def _refuse_replacing(self, lock: Lock, host: str) -> None:
         """On a TPU VM, a lock that adds or replaces TensorFlow, libtpu or jaxlib, refused before anything is
-        installed (tpuctl.inputs.requirements: the file's own lines were refused already; this is what they pulled in)."""
+        installed (tpuctl.inputs.requirements: the file's own lines were refused already; this is what they pulled in),
+        naming the host it was resolved on (its Python and platform) and the file's lines that pulled it in."""
         if not self.spec.tpu or self.spec.replace_tensorflow:
             return
         from tpuctl.inputs.requirements import breaks, protected_in
@@ -165,8 +166,10 @@ class Environments:
             wheel = next(w for w in lock.wheels if w.name == name)
             by = lock.pulled_in_by(name)
             pulled = f" (required by {', '.join(by)})" if by else ""
+            lines = self.spec.lines_named_in(" ".join(_ancestors(lock, name))).strip()[1:-1]  # "requirements.txt:2, 5"
+            pulled += f", pulled in by {lines}" if lines else ""
             raise TpuctlError(
-                f"{self.spec.requirements} resolves to {name} {wheel.version}{pulled}, which {breaks(name)} (on a TPU VM)",
+                f"{self.spec.requirements} resolves on {host} to {name} {wheel.version}{pulled}, which {breaks(name)} (on a TPU VM)",
                 hint="pin versions that the image's TensorFlow satisfies, or pass --replace-tensorflow (docs/environments.md)",
             )
 
@@ -219,7 +222,7 @@ class Environments:
         with payload:
             argv = remote.command(self.python, "copy", key, str(size))
             parallel(lambda host: answers.update({host: self._sent(host, argv, payload.name, attempt)}), hosts, self.ssh.fanout)
-        self.copied.update({host: sender for host, answer in answers.items() if answer.get("copied")})  # not one another launch made
+        self.copied.update({host: sender for host, answer in answers.items() if answer.get("built")})  # not one another launch made
         return {host: str(answer.get("python") or "") for host, answer in answers.items()}
 
     def _sent(self, host: str, argv: list[str], payload: str, attempt: int) -> dict[str, Any]:
@@ -230,7 +233,7 @@ class Environments:
     def _remember(self, request: str, lock: Lock, holders: list[str]) -> None:
         """A new lock kept, and remembered as what `request` resolved to on these hosts' Python and platform."""
         self._keep(lock, holders)
-        self.store.remember(request, lock)
+        self.store.remember(request, lock, self.console.notice)
 
     def _keep(self, lock: Lock, holders: list[str]) -> None:
         """A new lock's wheels kept where a host that lacks them finds them later, whatever happens to the first host:
@@ -372,3 +375,15 @@ def for_run(spec: EnvSpec, ssh: SshOptions, job: Job, context: RunContext, workd
         timeline=context.timeline,
     )
     return Environments(spec, ssh, job.python, console, job.start_timeout, workdir)
+
+
+def _ancestors(lock: Lock, name: str) -> set[str]:
+    """Every locked project that requires `name`, directly or through others (the file's requirements among them)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for parent in lock.pulled_in_by(todo.pop()):
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    return seen

@@ -11,10 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpuctl.backends.ssh.environment.host_env import lock_digest
+from tpuctl.backends.ssh.environment.host_env import MAX_WHEEL_BYTES, lock_digest
 
 MAX_WHEELS = 5_000  # a resolution of the largest stacks installs a few hundred
-MAX_WHEEL_BYTES = 16 << 30  # one wheel: the largest on PyPI are a few GiB
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,198}[a-z0-9])?\Z")  # PEP 503-normalised
 _VERSION = re.compile(r"[A-Za-z0-9.+!_-]{1,100}\Z")
 _FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,254}\.whl\Z")

@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from tpuctl.backends.ssh.environment.host_env import REPLY
 from tpuctl.launch.console.logs import LogFile, display_text
@@ -98,10 +99,7 @@ class Lines:
 def run(host: str, argv: list[str], stdin: bytes, timeout: float, lines: Lines) -> HostResult:
     """`argv` (the ssh command running the host program's `setup`) with `stdin`, its output fed to `lines` as it comes;
     killed, its whole group, past `timeout` (exit 124, as run_everywhere's). Its output's tail is the result's."""
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        preexec_fn=reaper.dies_with_parent(signal.SIGKILL),
-    )  # fmt: skip
+    proc = started(argv, subprocess.PIPE, subprocess.STDOUT)
     assert proc.stdin is not None and proc.stdout is not None
     tail = bytearray()
     deadline = time.monotonic() + timeout
@@ -125,11 +123,24 @@ def run(host: str, argv: list[str], stdin: bytes, timeout: float, lines: Lines) 
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:
-        if proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        proc.stdout.close()
+        stopped(proc)
         lines.close()
     text = tail.decode("utf-8", "replace")
     return HostResult(host, 124, text, f"timed out after {timeout:g}s") if timed_out else HostResult(host, status, text)
+
+
+def started(argv: list[str], stdin: int, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
+    """An ssh client whose output the launcher reads as it comes (--setup's lines, a tar into a file): in a session of
+    its own, SIGKILLed when tpuctl dies; its caller's deadline ends it with stopped()."""
+    kill_with_tpuctl = reaper.dies_with_parent(signal.SIGKILL)
+    return subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, preexec_fn=kill_with_tpuctl)
+
+
+def stopped(proc: subprocess.Popen[bytes]) -> None:
+    """A command started in a session of its own killed, its whole group, where it still runs; its output closed."""
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()

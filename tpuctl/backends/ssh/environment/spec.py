@@ -100,6 +100,7 @@ class EnvSpec:
             "index_url": self.shown_index,
             "env": f"{ENVS_HOME}<KEY>/",
             "wheels": self.wheels_home(),
+            "copies": not self.bucket,  # hosts of one Python get the environment one of them built (copies.py)
             "replace_tensorflow": self.replace_tensorflow,
             "tpu": self.tpu,
         }
@@ -116,7 +117,12 @@ def render(described: dict[str, Any]) -> list[str]:
         )
         lines.append(
             f"environment: each host's venv in {described['env']} (KEY: the lock and the host's Python), reused when built; "
-            f"the wheels kept in {described['wheels']}, every host installing exactly them with no index"
+            f"the wheels kept in {described['wheels']}, "
+            + (
+                "one host of each Python installing exactly them with no index, the others of that Python getting a copy of its environment"
+                if described["copies"]
+                else "every host installing exactly them from there with no index"
+            )
         )
         if described["tpu"] and not described["replace_tensorflow"]:
             lines.append("environment: a lock that adds or replaces TensorFlow, libtpu or jaxlib is refused before anything is installed")
