@@ -293,14 +293,9 @@ def _names(lock: Path) -> list[dict[str, str]]:
     return [{"name": item["name"], "version": item["version"]} for item in json.loads(lock.read_text())]
 
 
-# Where attempt 1 reuses the environments a launch from another machine built on the VM, nothing keeps the lock's
-# wheels off the VM (hosts.py `ensure` keeps only a lock it resolved): the recreated VM finds them nowhere.
-_NOT_KEPT = "attempt 1 reused the hosts' environments: the lock's wheels never reached the bucket (hosts.py ensure)"
-
-
 @pytest.mark.parametrize(
     ("bucket", "earlier"),
-    [(None, False), ("recreated-vm", False), pytest.param("reused-vm", True, marks=pytest.mark.xfail(strict=True, reason=_NOT_KEPT))],
+    [(None, False), ("recreated-vm", False), ("reused-vm", True)],
     ids=["this-machine-s-copy", "the-run-s-bucket", "the-run-s-bucket-after-another-machine-s-launch"],
 )
 def test_a_recreated_tpu_vm_builds_its_hosts_again_from_the_kept_wheels_with_the_index_down(

@@ -109,8 +109,10 @@ class Environments:
             built = [host for host in hosts if host not in pythons]
             self.done_setup = {host for host in pythons if found[host].setup}
             holders = [host for host in hosts if lock.digest in found[host].wheels or (resolved and host == hosts[0])]
-            with ThreadPoolExecutor(max_workers=1) as keeping:  # a new lock's wheels pulled here while the first host builds
+            with ThreadPoolExecutor(max_workers=1) as keeping:  # a lock's wheels pulled here while the first host builds
                 kept = keeping.submit(self._remember, known, lock, holders) if resolved and lock.wheels else None
+                if kept is None and lock.wheels and holders and not self._kept_off_the_hosts(lock):
+                    kept = keeping.submit(self._keep, lock, holders)  # a lock found on the hosts, kept nowhere else yet
                 if built:
                     pythons.update(self._build(built, lock, holders, dict(pythons), attempt))
                 if kept is not None:
@@ -245,6 +247,11 @@ class Environments:
             if self.spec.bucket and not self.store.in_bucket(lock):
                 self.store.upload(lock)
 
+    def _kept_off_the_hosts(self, lock: Lock) -> bool:
+        """The lock's wheels are kept where a VM recreated bare finds them (this machine's cache, the run's bucket): a
+        lock the hosts already had (another launcher built them) is kept there too before this run depends on it."""
+        return self.store.kept(lock) or self.store.in_bucket(lock)
+
     def _wheels_for(self, lock: Lock, holders: list[str]) -> dict[str, Any]:
         """How hosts without the lock's wheels get them: from the run's bucket, else on their stdin from this machine
         (which gets them first from a host that keeps them, where it has lost its own copy)."""
@@ -252,7 +259,8 @@ class Environments:
             return {"source": "gcs", "gcs": self.store.from_bucket(lock)}
         if not self.store.kept(lock) and not holders:
             raise TpuctlError(
-                f"no host, no bucket and not this machine keeps the wheels of lock {lock.digest[:12]} any more",
+                f"the wheels of lock {lock.digest[:12]} are kept nowhere any more: not on the hosts, not in this machine's cache"
+                + (f", not in {self.spec.wheels_home(lock.digest)}" if self.spec.bucket else ""),
                 hint=f"remove ~/.cache/tpuctl/envs/requests/{self.request} on the hosts to resolve {self.spec.requirements} again",
                 exit_code=FAILED,
             )
