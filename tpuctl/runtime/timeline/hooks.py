@@ -27,6 +27,7 @@ on import of the modules concerned (after_import.py): nothing of TensorFlow or K
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 
@@ -163,10 +164,13 @@ def _callback_class(base: type, channel: Channel | None, steps: Steps | None = N
             self._next = 0.0
             self._batches = 0
             self._sent = 0  # batches done when the last step line went
+            self._start: int | None = None  # Keras 3 on JAX: the optimizer's step count as the fit began
 
         def on_train_begin(self, logs: Any = None) -> None:
             if steps is not None:
                 steps.train_begins()
+            if _on_jax():
+                self._start = self._iterations()
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             if steps is not None:
@@ -208,10 +212,29 @@ def _callback_class(base: type, channel: Channel | None, steps: Steps | None = N
                 channel.send("step", step=self._step(), source=SOURCE)
 
         def _step(self) -> int:
-            """The optimizer's step count (the run's, across restarts); the batches of this fit where it has none."""
+            """The optimizer's step count (the run's, across restarts); the batches of this fit where it has none.
+
+            On JAX the count is the fit's start plus its batches: Keras' `Callback.model` syncs the trainer's JAX
+            state into the model's variables, and done from the asynchronous dispatch's thread mid-epoch it races the
+            next step, which has donated those buffers ("Buffer has been deleted or donated": the fit fails)."""
+            if self._start is not None:
+                return self._start + self._batches
+            return self._iterations()
+
+        def _iterations(self) -> int:
             try:
                 return int(self.model.optimizer.iterations.numpy())
             except Exception:  # noqa: BLE001 - a step number is a view: never a reason for a step to fail
                 return self._batches
 
     return TimelineCallback
+
+
+def _on_jax() -> bool:
+    """Keras 3 on its JAX backend (keras.src.backend's config, read where Keras already loaded it)."""
+    config = sys.modules.get("keras.src.backend.config")
+    backend = getattr(config, "backend", None)
+    try:
+        return callable(backend) and backend() == "jax"
+    except Exception:  # noqa: BLE001 - a Keras without it: not Keras 3 on JAX
+        return False
