@@ -34,10 +34,10 @@ def _other_value(name: str) -> Any:
 
 
 def test_every_job_field_but_the_script_is_a_declared_option() -> None:
-    """Besides the script and its arguments, only what prepare() derives for a rehearsal that stands in for a TPU
-    launch (the image's source, the TPU flags it leaves out) is not an option."""
+    """Besides the script and its arguments, only what prepare() derives is not an option: for a rehearsal that stands
+    in for a TPU launch (the image's source, the TPU flags it leaves out), and what made --framework auto choose."""
     fields = [f.name for f in dataclasses.fields(Job)]
-    assert set(fields) - set(option_fields.names(Job)) == {"script", "args", "runtime_of", "left_out"}
+    assert set(fields) - set(option_fields.names(Job)) == {"script", "args", "runtime_of", "left_out", "framework_found"}
 
 
 @pytest.mark.parametrize(("name", "variable", "always"), WORKER_FIELDS, ids=[name for name, _, _ in WORKER_FIELDS])

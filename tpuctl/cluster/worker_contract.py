@@ -23,6 +23,11 @@ KERAS_CHOICES = ("auto", "tf-keras", "keras3")
 # enters no scope), tpuctl (built before the script and handed to its constructors), or auto: the
 # script where its source constructs a tf.distribute strategy or uses graph mode / tf.estimator.
 BUILDERS = ("auto", "script", "tpuctl")
+# What runs the script: TensorFlow (tpuctl builds its strategy, writes TF_CONFIG) or Keras 3 / JAX (the script's own
+# keras.distribution or jax.distributed, told its cluster in the variables they read: tpuctl/cluster/jax_cluster.py).
+TENSORFLOW = "tensorflow"
+JAX = "jax"
+FRAMEWORK_CHOICES = (TENSORFLOW, JAX, "auto")
 
 # A worker that ends with this status was preempted (TensorFlow's PreemptionCheckpointHandler exits
 # so after saving on SIGTERM off Google Cloud; tpuctl.runtime.preemption_handler arranges it where
@@ -39,6 +44,7 @@ NUM_WORKERS = "TPUCTL_NUM_WORKERS"
 MODEL_DIR = "TPUCTL_MODEL_DIR"
 # How the worker builds its strategy (read by the runtime).
 STRATEGY = "TPUCTL_STRATEGY"
+FRAMEWORK = "TPUCTL_FRAMEWORK"
 SCOPE = "TPUCTL_SCOPE"
 KERAS = "TPUCTL_KERAS"
 STRATEGY_BUILDER = "TPUCTL_STRATEGY_BUILDER"
@@ -90,6 +96,14 @@ def encode(value: object) -> str:
 
 def strategy(environ: Mapping[str, str]) -> str:
     return environ.get(STRATEGY, "auto")
+
+
+def framework(environ: Mapping[str, str]) -> str:
+    """The launcher always resolves `auto` before a worker starts; a worker started by hand runs TensorFlow's way."""
+    chosen = environ.get(FRAMEWORK, "").strip() or TENSORFLOW
+    if chosen not in (TENSORFLOW, JAX):
+        raise TpuctlError(f"{FRAMEWORK}={chosen[:40]!r} is not one of {TENSORFLOW}, {JAX}")
+    return chosen
 
 
 def scope(environ: Mapping[str, str]) -> bool:

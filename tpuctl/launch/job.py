@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import click
 
+from tpuctl.cluster import jax_cluster
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.hosts import MAX_TASKS
-from tpuctl.cluster.worker_contract import BUILDERS, COMMUNICATIONS, KERAS_CHOICES, STRATEGIES
+from tpuctl.cluster.worker_contract import BUILDERS, COMMUNICATIONS, FRAMEWORK_CHOICES, KERAS_CHOICES, STRATEGIES
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.seconds import Seconds
 from tpuctl.launch import option_fields
@@ -49,6 +50,8 @@ def parse_env(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
         # tpuctl writes these per worker; letting --env set them would silently lose one of the two.
         if name == "TF_CONFIG" or name.startswith("TPUCTL_"):
             raise TpuctlError(f"--env cannot set {name}: tpuctl writes it for every worker")
+        if name in jax_cluster.WRITTEN:
+            raise TpuctlError(f"--env cannot set {name}: tpuctl writes it for every process of a JAX run (docs/jax.md)")
         pairs.append((name, text))
     return tuple(pairs)
 
@@ -82,6 +85,20 @@ class Job:
     args: tuple[str, ...] = ()
     runtime_of: str | None = None  # where a rehearsal's --runtime came from where tpuctl chose it (a node's saved spec)
     left_out: tuple[str, ...] = ()  # the TPU's own flags a rehearsal standing in for a TPU launch ignores
+    framework_found: str | None = None  # what made --framework auto choose (the script's line), said in the plan
+    framework: str = option(
+        "--framework",
+        type=click.Choice(FRAMEWORK_CHOICES),
+        default="auto",
+        show_default=True,
+        help="What runs the script. tensorflow: tpuctl builds the strategy and writes TF_CONFIG. jax: Keras 3 on JAX "
+        "(or plain JAX): no TensorFlow is imported before the script, and each process is told its cluster in the "
+        "variables keras.distribution.initialize() and jax.distributed.initialize() read (docs/jax.md). "
+        "auto: jax where the script sets KERAS_BACKEND=jax, or imports jax and keras, or imports jax and not TensorFlow.",
+        config=True,
+        worker=contract.FRAMEWORK,
+        field_default=contract.TENSORFLOW,
+    )
     workers: int = option(
         "--workers",
         type=click.IntRange(1, MAX_TASKS),

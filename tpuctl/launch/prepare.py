@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.hosts import MAX_TASKS
 from tpuctl.inputs.errors import TpuctlError
-from tpuctl.launch import option_fields, rehearsal_report, secret_values
+from tpuctl.launch import framework, option_fields, rehearsal_report, secret_values
 from tpuctl.launch.job import Job, check_strategy_options
 from tpuctl.launch.launch_options import LaunchOptions
 from tpuctl.launch.registry import BACKENDS, backend_module
@@ -64,6 +65,25 @@ def check_rehearsal(job: Job, backend: str) -> None:
             f"--rehearse runs one local process with the TPU's replicas on virtual CPUs; it does not combine with {clash}",
             hint="a multi-host slice is rehearsed in the same one process (docs/rehearse.md)",
         )
+
+
+# TensorFlow's own options: a JAX run builds no tf.distribute strategy, so each would silently do nothing.
+TENSORFLOW_ONLY = ("strategy", "scope", "keras", "communication", "devices", "strategy_builder", "tpu_timeout", "ps")
+
+
+def choose_framework(job: Job, given: frozenset[str]) -> Job:
+    """`--framework auto` resolved from the script (tpuctl/launch/framework.py); TensorFlow's options refused on a JAX run."""
+    chosen, why = framework.choose(job.framework, job.script, job.env)
+    if chosen == contract.JAX:
+        named = [name for name in TENSORFLOW_ONLY if name in given and not (name == "strategy" and job.strategy in ("auto", "none"))]
+        if named:
+            because = f" ({why})" if why else ""
+            raise TpuctlError(
+                f"{_flag(named[0])} is TensorFlow's, and this is a JAX run{because}: the script's own keras.distribution "
+                "(or jax.distributed) distributes it",
+                hint="leave it out, or pass --framework tensorflow for a TensorFlow script",
+            )
+    return replace(job, framework=chosen, framework_found=why)
 
 
 def _choose_backend(named: str, params: Mapping[str, Any], given: frozenset[str]) -> str:
@@ -117,9 +137,11 @@ def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any]
     if common.tail_view and not params.get("model_dir"):
         raise TpuctlError("--tail follows --model-dir: give one")
     job = option_fields.from_params(Job, params, script=script, args=script_args, runtime_of=standing.why, left_out=standing.left_out)
+    job = choose_framework(job, given)
     check_rehearsal(job, chosen)
     job = runner.prepare(job, given)
-    check_strategy_options(job.strategy, job.workers, job.ps, job.communication, job.devices, job.simulate_devices, job.tpu_timeout)
+    if job.framework != contract.JAX:  # a JAX run's --simulate-devices gives each process that many CPU devices
+        check_strategy_options(job.strategy, job.workers, job.ps, job.communication, job.devices, job.simulate_devices, job.tpu_timeout)
     if job.processes > MAX_TASKS:  # --workers and --ps are capped each; a chief and the ps come on top
         raise TpuctlError(f"{job.processes} processes are more than the {MAX_TASKS} tasks a cluster may have", hint="lower --workers or --ps")
     return Launch(job=job, runner=runner, options=replace(common, backend=chosen), run_id=run_id(job.script))

@@ -18,6 +18,7 @@ RUNTIME_IMPORTS = (
     "tpuctl/__init__.py",
     "tpuctl/cluster/__init__.py",
     "tpuctl/cluster/hosts.py",
+    "tpuctl/cluster/jax_cluster.py",
     "tpuctl/cluster/tf_config.py",
     "tpuctl/cluster/worker_contract.py",
     "tpuctl/devices/__init__.py",

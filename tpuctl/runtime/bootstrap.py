@@ -289,6 +289,9 @@ def main(argv: list[str] | None = None) -> None:
     from tpuctl.runtime import script_frames
 
     script_frames.name_the_script_in_deprecations()
+    if _framework() == contract.JAX:
+        _run_jax(channel, script, script_args)
+        return
     # --strategy none: nothing to build, so the script starts with no more than this module imported.
     plain = contract.strategy(os.environ) == "none"
     own: Shape | None = None
@@ -335,6 +338,30 @@ def main(argv: list[str] | None = None) -> None:
             return
         _run_in_strategy(built, env, script, script_args)
     except TpuctlError as err:  # from tpuctl inside the script: a TPU deadline, tpuctl.runtime.strategy()
+        say(f"error: {err}")
+        sys.exit(err.exit_code)
+    except Exception as err:  # noqa: BLE001 - the script's own error, told as `python SCRIPT` would tell it
+        _script_failed(err)
+
+
+def _framework() -> str:
+    try:
+        return contract.framework(os.environ)
+    except TpuctlError as err:
+        say(f"error: {err}")
+        sys.exit(err.exit_code)
+
+
+def _run_jax(channel: int | None, script: str, script_args: list[str]) -> None:
+    """Keras 3 on JAX, or plain JAX: no strategy, no TensorFlow; the script told its cluster (tpuctl/runtime/jax_run.py)."""
+    from tpuctl.runtime import jax_run
+
+    try:
+        if not os.path.isfile(script):
+            raise TpuctlError(f"script not found: {script}")
+        release_reserved_port()  # process 0's is the coordinator's port: JAX binds it
+        jax_run.run(channel, script, script_args, run_script, say)
+    except TpuctlError as err:
         say(f"error: {err}")
         sys.exit(err.exit_code)
     except Exception as err:  # noqa: BLE001 - the script's own error, told as `python SCRIPT` would tell it

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tpuctl.cluster import jax_cluster
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.tf_config import ClusterSpec, Task, make_cluster
 from tpuctl.devices.gpus import Share
@@ -65,8 +66,8 @@ class Plan:
 
     @property
     def tf_config(self) -> bool:
-        """Whether the workers get a TF_CONFIG (`one_process` says when they do not)."""
-        return not one_process(self.job, self.cluster)
+        """Whether the workers get a TF_CONFIG (`one_process` says when they do not; a JAX run never does)."""
+        return self.job.framework != contract.JAX and not one_process(self.job, self.cluster)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -75,6 +76,8 @@ class Plan:
             "attempts": self.job.attempts,
             "script": self.job.script,
             "args": list(self.job.args),
+            "framework": self.job.framework,
+            "framework_found": self.job.framework_found,
             "strategy": self.job.strategy,
             "model_dir": self.job.model_dir,
             "tf_config": self.tf_config,
@@ -85,7 +88,11 @@ class Plan:
 
     def render(self) -> str:
         job = self.job
-        lines = [f"plan {self.run_id}: {job.workers} worker(s), strategy {job.strategy}, up to {job.attempts} attempt(s)"]
+        if job.framework == contract.JAX:
+            found = f" ({job.framework_found})" if job.framework_found else ""
+            lines = [f"plan {self.run_id}: {job.workers} process(es), Keras 3 / JAX{found}, up to {job.attempts} attempt(s)"]
+        else:
+            lines = [f"plan {self.run_id}: {job.workers} worker(s), strategy {job.strategy}, up to {job.attempts} attempt(s)"]
         if self.gpus is not None:
             lines.append(f"GPUs: {self.gpus.summary()}")
         for worker in self.workers:
@@ -93,7 +100,9 @@ class Plan:
             lines.append(f"{worker.name}{role} on {worker.host}")
             lines.append(f"  command: {worker.command_line()}")
             lines.extend(f"  env: {name}={shlex.quote(value)}" for name, value in worker.env.items())
-        if not self.tf_config:
+        if job.framework == contract.JAX:
+            lines.append(JAX_CLUSTER if self.workers and jax_cluster.JOB_ADDRESSES in self.workers[0].env else JAX_FINDS_HOSTS)
+        elif not self.tf_config:
             lines.append(NO_TF_CONFIG)
         lines.extend(self.notes)
         lines.append("(dry run: nothing started; ports are chosen afresh at launch)")
@@ -106,6 +115,13 @@ NO_TF_CONFIG = (
     "no TF_CONFIG: one worker runs as `python SCRIPT` does; a one-task TF_CONFIG would send "
     "MultiWorkerMirroredStrategy() down its multi-worker path (--strategy multi-worker-mirrored writes one)"
 )
+
+
+JAX_CLUSTER = (
+    "no TF_CONFIG: a JAX run; keras.distribution.initialize() and jax.distributed.initialize() find the other "
+    "processes in the KERAS_DISTRIBUTION_* and JAX_COORDINATOR_* variables above (process 0 is the coordinator)"
+)
+JAX_FINDS_HOSTS = "no TF_CONFIG: a JAX run on a TPU VM slice; JAX finds the slice's hosts itself (the metadata server)"
 
 
 def one_process(job: Job, cluster: ClusterSpec) -> bool:
@@ -133,12 +149,15 @@ def build_plan(
     hosts: Sequence[str] | None = None,
     log_dir: str | None = None,
     gpus: Share | None = None,
+    jax_finds_hosts: bool = False,
 ) -> Plan:
     """Turn a Job and one address per worker into every worker's argv and env.
 
     Every worker runs on `host`, unless `hosts` names one host per task (in task order).
     `log_dir`: the run's, where profiles go when there is no model dir. `gpus`: each task's
     CUDA_VISIBLE_DEVICES (and memory growth where workers share a card), over the user's --env.
+    A JAX run gets its cluster in Keras' and JAX's variables instead of TF_CONFIG, unless `jax_finds_hosts` (a TPU
+    VM slice, whose hosts JAX reads from the metadata server).
     """
     cluster = make_cluster(job.workers, addresses, chief=job.parameter_server, ps=job.ps)
     tasks = cluster.tasks()
@@ -146,13 +165,20 @@ def build_plan(
         raise ValueError(f"{len(hosts)} hosts for {len(tasks)} tasks")
     user_env = dict(job.env)
     strategy_env = worker_env(job)
+    if job.framework == contract.JAX:  # TensorFlow's strategy options mean nothing to a JAX worker: not shown either
+        for variable in (contract.STRATEGY, contract.SCOPE, contract.KERAS):
+            strategy_env.pop(variable, None)
     argv = (job.python, "-m", "tpuctl.runtime", job.script, *job.args)
-    alone = one_process(job, cluster)
+    jax = job.framework == contract.JAX
+    alone = jax or one_process(job, cluster)
+    if jax and jax_cluster.BACKEND not in user_env:
+        user_env[jax_cluster.BACKEND] = contract.JAX  # the script's own os.environ assignment still wins
     specs = []
     for position, task in enumerate(tasks):
         env = {
             **user_env,
             **({} if alone else {"TF_CONFIG": cluster.tf_config_json(task)}),
+            **(jax_cluster.process_env(list(addresses[: len(tasks)]), position) if jax and not jax_finds_hosts else {}),
             contract.RUN_ID: run_id,
             contract.ATTEMPT: str(attempt),
             contract.TASK_TYPE: task.type,
