@@ -144,6 +144,15 @@ def never_started(workers: list[str], seconds: float) -> Cause:
     return Cause(NEVER_STARTED, f"never started: {who} did not start within {seconds:g}s (--start-timeout)")
 
 
+def never_joined(workers: list[str], seconds: float) -> Cause:
+    """JAX processes that did not reach jax.distributed.initialize() while the others waited there (launch/process/joins.py)."""
+    return Cause(
+        NEVER_STARTED,
+        f"never joined: {', '.join(workers)} did not reach jax.distributed.initialize() within {seconds:g}s of the first "
+        "process waiting there (every process of a JAX cluster, every host of a TPU slice, must run the script at once)",
+    )
+
+
 def stopped(workers: list[str]) -> Cause:
     """Peers that are stopped (SIGSTOP, Ctrl-Z): they stopped sending heartbeats and print nothing, so their logs say nothing."""
     who, verb = " and ".join(workers), "is" if len(workers) == 1 else "are"

@@ -49,14 +49,25 @@ def simulate_devices(count: int) -> None:
     os.environ["XLA_FLAGS"] = " ".join([*flags, f"{FORCE_DEVICES}={count}"])
 
 
-def _watch_initialize(module: ModuleType) -> None:
-    """jax._src.distributed, the moment it loads: before jax.distributed binds its `initialize` by name."""
+def _tell(channel: int | None, word: bytes) -> None:
+    if channel is not None:
+        try:  # noqa: SIM105 - contextlib would be one more import before every script
+            os.write(channel, word + b"\n")
+        except OSError:
+            pass  # the launcher is gone: the reaper ends this process
+
+
+def _watch_initialize(module: ModuleType, channel: int | None) -> None:
+    """jax._src.distributed, the moment it loads: before jax.distributed binds its `initialize` by name.
+    The launcher hears when the script enters it and when it returns (tpuctl/launch/process/joins.py)."""
     original = getattr(module, "initialize", None)
     if original is None or not callable(original):
         return
 
     def initialize(*args: Any, **kwargs: Any) -> Any:
+        _tell(channel, b"joining")
         result = original(*args, **kwargs)
+        _tell(channel, b"joined")
         state = getattr(module, "global_state", None)
         count = getattr(state, "num_processes", None)
         _joined.append(count if isinstance(count, int) else -1)
@@ -108,12 +119,12 @@ def _add_cluster(module: ModuleType) -> None:
         kinds.insert(0, TpuctlCluster)
 
 
-def prepare() -> None:
+def prepare(channel: int | None) -> None:
     """Before the script: devices to simulate, and the hooks on JAX's modules (none of which is imported here)."""
     simulate = contract.simulate_devices(os.environ)
     if simulate > 1:
         simulate_devices(simulate)
-    after_import.when_imported("jax._src.distributed", _watch_initialize)
+    after_import.when_imported("jax._src.distributed", lambda module: _watch_initialize(module, channel))
     after_import.when_imported("jax._src.clusters", _add_cluster)
 
 
@@ -131,7 +142,7 @@ def not_joined(name: str, environ: dict[str, str] | os._Environ[str]) -> str | N
 
 
 def run(channel: int | None, script: str, args: list[str], run_script: Callable[[str, list[str]], None], say: Callable[[str], None]) -> None:
-    prepare()
+    prepare(channel)
     if channel is not None:
         os.write(channel, b"ready\n")
     run_script(script, args)

@@ -361,7 +361,7 @@ class SshRunner(Runner):
         remote |= {"tensorflow": self.pair, "environment": None if (spec := self._env_spec(job)) is None else spec.describe()}
         if (made := self._new_tpu()) is not None:  # its hosts are placeholders until the VM is READY
             remote["new_tpu"] = made.describe(run_id)
-        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts), shipment(), remote)
+        return ShippedPlan(build_plan(job, addresses, run_id=run_id, attempt=1, hosts=hosts, jax_finds_hosts=self.slice is not None), shipment(), remote)
 
     def _env_spec(self, job: Job) -> EnvSpec | None:
         """--requirements' and --setup's environment, or None; on a TPU VM a lock that replaces its TensorFlow is refused."""
@@ -416,6 +416,7 @@ class SshRunner(Runner):
             doctor=lambda hosts: remote_doctor(hosts, job.python, tpu_name),
             profiler=job.profiler_server,
             environments=None if (spec := self._env_spec(job)) is None else for_run(spec, self.ssh, job, context, self.paths.workdir),
+            jax_finds_hosts=self.slice is not None,
         )
         return run_supervised(starter, job, context)
 

@@ -77,6 +77,7 @@ class SshStarter(Starter):
         doctor: Callable[[str], str] = lambda hosts: "tpuctl doctor",
         profiler: bool = False,
         environments: Environments | None = None,
+        jax_finds_hosts: bool = False,
     ) -> None:
         """hosts_again: for the hosts of a TPU slice, waits until they can run workers again after a
         preemption and returns them as they are then (runner.TpuSlice.hosts_again).
@@ -86,7 +87,9 @@ class SshStarter(Starter):
         profiler: each agent holds a second port for its worker's profiler server (`tpuctl profile`);
         sync: the files --sync copies to every host before its first worker starts (selection.py), or None;
         environments: --requirements' and --setup's environment on each host (environment/hosts.py), made ready before
-        each attempt's agents start, whose Python then runs the agents and the workers there; None: `python` does."""
+        each attempt's agents start, whose Python then runs the agents and the workers there; None: `python` does.
+        jax_finds_hosts: the hosts are a TPU VM slice's, which JAX reads itself (a JAX run's plan writes no cluster)."""
+        self.jax_finds_hosts = jax_finds_hosts
         self.entries = list(entries)
         self.hosts_again = hosts_again
         self.node_down = node_down

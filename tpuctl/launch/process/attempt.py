@@ -27,7 +27,8 @@ from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.job import Job
 from tpuctl.launch.outcome import Failure, Outcome
 from tpuctl.launch.process import profiles, quiet, stacks
-from tpuctl.launch.process.events import Exited, Inbox, Ready, ReaperNews, StacksRequested, StopSignal, WorkerEvent, WorkerState
+from tpuctl.launch.process.events import Exited, Inbox, Joining, Ready, ReaperNews, StacksRequested, StopSignal, WorkerEvent, WorkerState
+from tpuctl.launch.process.joins import JOINED, JOINING, JoinWatch
 from tpuctl.launch.process.plan import Plan, WorkerSpec, build_plan
 from tpuctl.launch.process.progress import ProgressClock, StepWatch
 from tpuctl.launch.process.starter import Handle, Starter
@@ -80,7 +81,8 @@ def run_attempt(wiring: Wiring, job: Job, run_id: str, number: int) -> Outcome:
     hosts = wiring.starter.placement(job.processes)
     log_dir = os.path.abspath(wiring.folder.path)
     starter = wiring.starter
-    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=starter.host, hosts=hosts, log_dir=log_dir, gpus=starter.gpus())
+    gpus, tpu_slice = starter.gpus(), starter.jax_finds_hosts
+    plan = build_plan(job, addresses, run_id=run_id, attempt=number, host=starter.host, hosts=hosts, log_dir=log_dir, gpus=gpus, jax_finds_hosts=tpu_slice)
     try:
         write_private(wiring.folder.plan_file(number), json.dumps(plan.to_json(), indent=2) + "\n")
     except OSError as err:  # a full disk loses the record, not the run (docs/launch.md, Failure behaviour)
@@ -98,6 +100,7 @@ class _Attempt:
         self.clock = ProgressClock()
         self.worker_steps = False  # a worker's runtime reports steps: the model dir's are not the timeline's
         self.summary_steps = 0  # steps the model dir gave the timeline
+        self.joins = JoinWatch(len(plan.workers), plan.job.start_timeout)  # a JAX run's processes meeting in initialize()
 
     def run(self, job: Job) -> Outcome:
         starter = self.wiring.starter
@@ -236,6 +239,8 @@ class _Attempt:
                 self.wiring.inbox.put(Ready(self.number, position))
             elif message.startswith(tl.MESSAGE_PREFIX):
                 self._from_worker(position, message)
+            elif message in (JOINING, JOINED):
+                self.wiring.inbox.put(Joining(self.number, position, joined=message == JOINED))
             elif message in ("reaper", "ended"):  # the worker's reaper started, and ended as it should
                 self.wiring.inbox.put(ReaperNews(self.number, position, ended=message == "ended"))
             elif self.wiring.profiles is None or not self.wiring.profiles.offer(self.number, position, message):
@@ -256,6 +261,8 @@ class _Attempt:
             if worker.state is WorkerState.STARTING:
                 self._mark(tl.RUNTIME_READY, worker=worker.handle.spec.name)
             worker.state = worker.state.on_ready()
+        elif isinstance(event, Joining):
+            self.joins.take(event)
         elif isinstance(event, ReaperNews):
             if event.ended:
                 worker.reaper_ended = True
@@ -283,6 +290,8 @@ class _Attempt:
             waiting = bool(self._starting())
             event = self.wiring.inbox.next(self._patience(waiting, deadline, hang_timeout, spell))
             if event is None:
+                if late := self.joins.late(time.monotonic()):
+                    return self._never_joined(late)
                 if waiting:
                     return self._start_timeout(start_timeout)
                 if hang_timeout is not None and time.monotonic() - self.clock.last >= hang_timeout:
@@ -313,9 +322,10 @@ class _Attempt:
 
     def _patience(self, waiting: bool, deadline: float, hang_timeout: float | None, spell: quiet.QuietSpell) -> float | None:
         """How long to wait for the next event: until the start-up deadline, then until the hang deadline or the quiet notice."""
+        joins = self.joins.due()
         if waiting:
-            return max(0.0, deadline - time.monotonic())
-        due = [t for t in (None if hang_timeout is None else self.clock.last + hang_timeout, self._quiet_due(spell)) if t is not None]
+            return max(0.0, min(deadline, joins or deadline) - time.monotonic())
+        due = [t for t in (None if hang_timeout is None else self.clock.last + hang_timeout, self._quiet_due(spell), joins) if t is not None]
         return max(0.0, min(due) - time.monotonic()) if due else None
 
     def _quiet_due(self, spell: quiet.QuietSpell) -> float | None:
@@ -389,6 +399,16 @@ class _Attempt:
         failure = replace(self._failure(late[0], 0), ending=ending, cause=cause.never_started(names, start_timeout))
         self._mark(tl.FAILURE, worker=failure.worker, status=failure.status)
         self.wiring.notice(f"{', '.join(names)} did not start within {start_timeout:g}s (--start-timeout); stopping all workers")
+        return Outcome(exit_code=EXIT_START_TIMEOUT, attempts=0, elapsed_s=0.0, failure=failure)
+
+    def _never_joined(self, late: list[int]) -> Outcome:
+        specs = [self.workers[p].handle.spec for p in late]
+        names = [f"{spec.name} on {spec.host}" for spec in specs]
+        waited = self.joins.wait_s
+        ending = Ending(Kind.FAILED, EXIT_START_TIMEOUT, f"did not reach jax.distributed.initialize() within {waited:g}s")
+        failure = replace(self._failure(late[0], 0), ending=ending, cause=cause.never_joined(names, waited))
+        self._mark(tl.FAILURE, worker=failure.worker, status=failure.status)
+        self.wiring.notice(f"{', '.join(names)} did not reach jax.distributed.initialize() within {waited:g}s of the others; stopping all workers")
         return Outcome(exit_code=EXIT_START_TIMEOUT, attempts=0, elapsed_s=0.0, failure=failure)
 
     # stopping -------------------------------------------------------------------------------------

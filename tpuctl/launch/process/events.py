@@ -58,6 +58,14 @@ class Ready(WorkerEvent):
 
 
 @dataclass(frozen=True)
+class Joining(WorkerEvent):
+    """A JAX worker's script entered jax.distributed.initialize() (joined=False), or returned from it (joined=True):
+    tpuctl/launch/process/joins.py."""
+
+    joined: bool
+
+
+@dataclass(frozen=True)
 class ReaperNews(WorkerEvent):
     """The worker's reaper started (ended=False), or ended as it should (ended=True): a reaper that
     started and never ended was killed, which tells its death from the worker's."""
@@ -84,7 +92,7 @@ class StacksRequested:
     """SIGQUIT (Ctrl-\\, `tpuctl stacks`): show every worker's stacks and go on."""
 
 
-Event = Ready | ReaperNews | Exited | StopSignal | StacksRequested
+Event = Ready | Joining | ReaperNews | Exited | StopSignal | StacksRequested
 
 
 class Inbox:

@@ -68,6 +68,7 @@ class Starter(ABC):
     name: str
     host: str  # every worker's host unless placement() says otherwise
     remote = False  # True: output lines and log file names are tagged with each worker's host
+    jax_finds_hosts = False  # a TPU VM slice: JAX reads its hosts from the metadata server; a JAX run's plan writes none
 
     @abstractmethod
     def reserve(self, count: int) -> list[str]:
