@@ -55,8 +55,9 @@ _IN_THE_IMAGE = "put it in the image's build (a RUN line of a Dockerfile FROM --
 _NOT_ON_VERTEX = "{flag} is not available with --backend {backend}"
 # TPU generations Vertex trains JAX on but not TensorFlow (training-with-tpu-vm, above). Their machineSpec is the
 # hosts' machine type with tpuTopology and no acceleratorType: Vertex's v1 MachineSpec.AcceleratorType has no TPU_V6E
-# (TPU_V2, TPU_V3, TPU_V4_POD, TPU_V5_LITEPOD only: gcloud's generated aiplatform v1 messages), as for v5p and
-# ct6e machines in tests/standins/vertex_api.py's reading of the contract.
+# (TPU_V2, TPU_V3, TPU_V4_POD, TPU_V5_LITEPOD only: gcloud's generated aiplatform v1 messages), and tpuTopology
+# "corresponds to the TPU topologies available from GKE" (MachineSpec reference). That shape is the one
+# tests/standins/vertex_api.py accepts for ct6e machines; no real Vertex job has checked it from here.
 JAX_ONLY_GENERATIONS = ("v6e",)
 JAX_NOTE = (
     "a JAX run: no TensorFlow strategy and no TF_CONFIG read; each replica's runtime turns Vertex's CLUSTER_SPEC into "
