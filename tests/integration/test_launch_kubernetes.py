@@ -148,6 +148,22 @@ def test_a_tpu_slice_runs_as_a_jobset_one_pod_per_host(kube: tuple[KubeStandin, 
     assert "JobSet slice succeeded" in result.stderr
 
 
+def test_a_jax_run_on_cpu_pods_runs_as_a_jobset_told_its_cluster(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
+    standin, env = kube
+    standin.default_script = lambda worker: PodScript(lines=[f"process {worker} joined"])
+    result = run_tpuctl(*launch_args(tmp_path, "--framework", "jax", "--workers", "2", "--job-name", "keras-jax"), env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    obj = applied(standin)  # what a strict API server took, through the real kubectl
+    assert obj["kind"] == "JobSet" and kube_schemas.errors(obj) == []
+    (container,) = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    names = {var["name"] for var in container["env"]}
+    assert {"KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES", "KERAS_DISTRIBUTION_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"} <= names
+    assert "TF_CONFIG" not in names
+    for index in range(2):
+        assert f"[worker:{index}] process worker:{index} joined" in result.stdout.splitlines()
+    assert "JobSet keras-jax succeeded" in result.stderr
+
+
 def test_a_failed_tpu_host_fails_the_launch_with_its_code(kube: tuple[KubeStandin, dict[str, str]], tmp_path: Path) -> None:
     standin, env = kube
     standin.default_script = lambda worker: PodScript(lines=["ok"], start_after=0.3)

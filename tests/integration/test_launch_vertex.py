@@ -127,6 +127,33 @@ def test_a_staged_job_s_bundle_installs_the_requirements_file(google_standin: Go
     assert "install_requires=['tensorflow-datasets>=4.9', \"keras-hub>=0.18 ; python_version >= '3.9'\"]," in text
 
 
+def test_a_jax_run_on_v6e_is_accepted_and_its_bundle_brings_jax_s_tpu_runtime(google_standin: GoogleStandin, tmp_path: Path, gcs_emulator: str) -> None:
+    """Vertex trains JAX, not TensorFlow, on v6e: the stand-in (Vertex's contract) takes the hosts' machine type and
+    topology, and the bundle declares the run's jax[tpu] (JAX's own libtpu), which a TensorFlow run on a TPU refuses."""
+    g = google_standin
+    bucket = _staging_bucket(gcs_emulator, "stage")
+    script = tmp_path / "keras_jax.py"
+    script.write_text('import os\nos.environ["KERAS_BACKEND"] = "jax"\nimport keras\nkeras.distribution.initialize()\n')
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("jax[tpu]>=0.4.37\nkeras>=3.6\n")
+    argv = tpuctl_cmd(
+        "launch", str(script), "--backend", "vertex", "--image", IMAGE, "--log-dir", str(tmp_path / "logs"), "--accelerator", "v6e-8",
+        "--staging-bucket", "gs://stage/runs", "--requirements", str(requirements), "--json",
+    )  # fmt: skip
+    result = subprocess.run(argv, env=_env(g, tmp_path, gcs_emulator), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    (body,) = g.vertex.created_bodies
+    (pool,) = body["jobSpec"]["workerPoolSpecs"]
+    assert pool["machineSpec"] == {"machineType": "ct6e-standard-8t", "tpuTopology": "2x4"}
+    env = {e["name"]: e["value"] for e in pool["pythonPackageSpec"]["env"]}
+    assert env["TPUCTL_FRAMEWORK"] == "jax" and "TPUCTL_STRATEGY" not in env
+    (uri,) = pool["pythonPackageSpec"]["packageUris"]
+    with tarfile.open(fileobj=io.BytesIO(bucket.blob(uri.removeprefix("gs://stage/")).download_as_bytes())) as tar:
+        setup = tar.extractfile("tpuctl-job-0.0.0/setup.py")
+        assert setup is not None
+        assert "install_requires=['jax[tpu]>=0.4.37', 'keras>=3.6']," in setup.read().decode()
+
+
 def test_a_failed_replica_is_named_with_its_status_and_last_lines(google_standin: GoogleStandin, tmp_path: Path) -> None:
     g = google_standin
     g.vertex.next_script(

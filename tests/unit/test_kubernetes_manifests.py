@@ -30,6 +30,7 @@ from tpuctl.backends.kubernetes.manifest import (
     render,
     tfjob_tf_config,
 )
+from tpuctl.cluster import jax_cluster
 from tpuctl.cluster.tf_config import parse_tf_config
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import Job
@@ -83,6 +84,10 @@ SHAPES = {
     "tpu v5litepod-16": (job(), KubeOptions(image=IMAGE, name="train-v5e-16", accelerator="v5litepod-16")),
     "tpu v6e-8": (job(), KubeOptions(image=IMAGE, name="train-v6e-8", accelerator="v6e-8")),
     "tpu v5p-32 2x4x2": (job(), KubeOptions(image=IMAGE, name="train-v5p", accelerator="v5p-32", topology="2x4x2")),
+    # Keras 3 on JAX: a JobSet on every kind of node.
+    "jax 3 cpu pods": (job(framework="jax", workers=3), KubeOptions(image=IMAGE, name="keras-jax", namespace="ml")),
+    "jax gpu": (job(framework="jax", workers=2, max_restarts=1), KubeOptions(image=IMAGE, name="keras-jax-gpu", accelerator="nvidia-l4", gpus_per_worker=2)),
+    "jax tpu v5litepod-16": (job(framework="jax"), KubeOptions(image=IMAGE, name="keras-jax-tpu", accelerator="v5litepod-16")),
 }
 
 
@@ -234,6 +239,89 @@ def test_the_jobset_says_why_it_has_no_tf_config() -> None:
     text = render(*SHAPES["tpu v4 2x2x4"]).text
     assert "No TF_CONFIG" in text and "TPU_WORKER_HOSTNAMES" in text
     assert "TF_CONFIG" not in json.dumps(load(render(*SHAPES["tpu v4 2x2x4"])))
+
+
+# ---- Keras 3 on JAX ---------------------------------------------------------------------------
+
+COMPLETION_INDEX = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+
+
+def pod_environ(container: dict[str, Any], index: int) -> dict[str, str]:
+    """What the pod of completion index `index` sees: the downward API's fieldRefs resolved as Kubernetes resolves them."""
+    return {name: str(index) if value == COMPLETION_INDEX else value for name, value in env_of(container).items()}
+
+
+def test_a_jax_run_on_cpu_pods_is_a_jobset_whose_pods_are_told_their_cluster() -> None:
+    manifest = render(*SHAPES["jax 3 cpu pods"])
+    data = load(manifest)
+    assert (data["apiVersion"], data["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
+    assert data["spec"]["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    (replicated,) = data["spec"]["replicatedJobs"]
+    spec = replicated["template"]["spec"]
+    assert (spec["parallelism"], spec["completions"], spec["completionMode"]) == (3, 3, "Indexed")
+    container = spec["template"]["spec"]["containers"][0]
+    # Each pod's name under the JobSet's headless Service, as the CRD documents it:
+    # <jobSet.name>-<spec.replicatedJob.name>-<job-index>-<pod-index>.<subdomain>, the subdomain defaulting to the JobSet's name.
+    name = data["metadata"]["name"]
+    port = container["ports"][0]["containerPort"]
+    hosts = [f"{name}-{replicated['name']}-0-{i}.{name}:{port}" for i in range(3)]
+    for index in range(3):
+        environ = pod_environ(container, index)
+        assert "TF_CONFIG" not in environ and "TPUCTL_STRATEGY" not in environ
+        assert environ[jax_cluster.JOB_ADDRESSES] == ",".join(hosts)
+        assert environ[jax_cluster.COORDINATOR_ADDRESS] == hosts[0]
+        assert jax_cluster.COORDINATOR_BIND_ADDRESS not in environ  # a pod's coordinator answers the other pods
+        assert environ["KERAS_BACKEND"] == "jax" and environ["TPUCTL_FRAMEWORK"] == "jax"
+        assert jax_cluster.cluster_of(environ) == (hosts[0], 3, index)
+        assert environ["TPUCTL_WORKER_INDEX"] == str(index)
+    assert manifest.workers == ("worker:0", "worker:1", "worker:2")
+
+
+def test_a_pods_process_id_is_a_field_ref_never_a_dependent_variable() -> None:
+    """Kubernetes expands $(VAR) only from variables defined earlier in the same list, and the Job controller adds
+    JOB_COMPLETION_INDEX after the template's own: a `$(JOB_COMPLETION_INDEX)` would reach the script unexpanded."""
+    for shape in ("jax 3 cpu pods", "jax gpu"):
+        container = containers(load(render(*SHAPES[shape])))["worker"]
+        env = env_of(container)
+        assert env[jax_cluster.PROCESS_ID] == COMPLETION_INDEX
+        assert not [var for var in container["env"] if "$(" in str(var.get("value", ""))]
+
+
+def test_a_jax_run_on_gpu_pods_asks_for_gpus_and_restarts_together() -> None:
+    data = load(render(*SHAPES["jax gpu"]))
+    pod = data["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    assert pod["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+    assert data["spec"]["failurePolicy"] == {"maxRestarts": 1}
+    assert "annotations" not in data["metadata"]  # no TPU node pool to hold exclusively
+
+
+def test_a_jax_run_on_a_tpu_slice_leaves_the_cluster_to_gke_and_jax() -> None:
+    """GKE gives each pod TPU_WORKER_ID / TPU_WORKER_HOSTNAMES, which JAX's GkeTpuCluster reads: tpuctl writes none of
+    its own cluster variables there (two descriptions of one slice could disagree), and builds no TPUStrategy."""
+    manifest = render(*SHAPES["jax tpu v5litepod-16"])
+    data = load(manifest)
+    assert data["kind"] == "JobSet" and "network" not in data["spec"]
+    spec = data["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert spec["parallelism"] == 4
+    env = env_of(spec["template"]["spec"]["containers"][0])
+    assert not set(env) & {*jax_cluster.WRITTEN, "TF_CONFIG", "TPUCTL_STRATEGY"}
+    assert (env["TPUCTL_FRAMEWORK"], env["KERAS_BACKEND"], env["TPUCTL_NUM_WORKERS"]) == ("jax", "jax", "4")
+    assert "TPU_WORKER_HOSTNAMES" in manifest.text and "TPUStrategy" not in manifest.text
+
+
+def test_a_jax_dry_run_shows_the_cluster_variables() -> None:
+    result = in_process(
+        "launch", "train.py", "--backend", "kubernetes", "--framework", "jax", "--image", IMAGE, "--workers", "2", "--job-name", "kj", "--dry-run", "--json"
+    )
+    assert result.code == 0, result.err
+    shown = json.loads(result.out)
+    assert shown["kind"] == "JobSet" and shown["workers"] == ["worker:0", "worker:1"]
+    data = yaml.safe_load(shown["manifest"])
+    assert_valid(data)
+    env = env_of(containers(data)["worker"])
+    assert env[jax_cluster.NUM_PROCESSES] == "2" and env[jax_cluster.PROCESS_ID] == COMPLETION_INDEX
+    assert env[jax_cluster.COORDINATOR_ADDRESS] == env[jax_cluster.JOB_ADDRESSES].split(",")[0]
 
 
 # ---- refusals -------------------------------------------------------------------------------
@@ -481,7 +569,7 @@ def test_the_dry_run_examples_in_the_docs_are_current() -> None:
 
     text = (ROOT / "docs" / "kubernetes.md").read_text(encoding="utf-8")
     examples = re.findall(r"<!-- dry-run: (.*?) -->\n```yaml\n(.*?)```", text, re.DOTALL)
-    assert len(examples) == 2
+    assert len(examples) == 3
     for args, shown in examples:
         result = in_process("launch", *shlex.split(args))
         assert result.code == 0, result.err

@@ -16,9 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tpuctl.cluster import jax_cluster
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.tf_config import ClusterSpec, Task, parse_tf_config
 from tpuctl.inputs.errors import TpuctlError
-from tpuctl.runtime import tpu_connect, vertex_env, worker_env
+from tpuctl.runtime import tpu_connect, vertex_env, vertex_jax, worker_env
 from tpuctl.runtime.vertex_env import MAX_SPEC_CHARS, from_environ, parse_cluster_spec
 
 EXAMPLES = int(os.environ.get("TPUCTL_FUZZ_EXAMPLES", "60"))
@@ -288,6 +290,41 @@ def test_a_broken_cluster_spec_fails_the_worker_in_one_line(clean_env: pytest.Mo
     clean_env.setenv("CLUSTER_SPEC", '{"cluster": {"workerpool0": ["a:1"]}, "task": {"type": "workerpool9", "index": 0}}')
     with pytest.raises(TpuctlError, match=r"CLUSTER_SPEC task\.type: unknown worker pool .workerpool9."):
         worker_env.current()
+
+
+# --- a JAX run: CLUSTER_SPEC into the variables Keras and JAX read ---------------------------
+
+
+@pytest.mark.parametrize(("pool", "index", "process"), [("workerpool0", 0, 0), ("workerpool1", 0, 1), ("workerpool1", 1, 2)])
+def test_a_jax_replica_s_cluster_is_its_place_in_cluster_spec(pool: str, index: int, process: int) -> None:
+    """Process 0 is workerpool0's one replica, then workerpool1's in order, at the addresses Vertex lists."""
+    environ = vertex_env.jax_environ(vertex_spec({"workerpool0": [POOL0], "workerpool1": POOL1}, pool, index))
+    assert environ[jax_cluster.JOB_ADDRESSES] == ",".join([POOL0, *POOL1])
+    assert environ[jax_cluster.COORDINATOR_ADDRESS] == POOL0
+    assert jax_cluster.COORDINATOR_BIND_ADDRESS not in environ  # the others reach it across machines
+    # What keras.distribution.initialize() and tpuctl's ClusterEnv for jax.distributed.initialize() read back.
+    assert jax_cluster.cluster_of(environ) == (POOL0, 3, process)
+    assert (environ[contract.WORKER_INDEX], environ[contract.NUM_WORKERS]) == (str(process), "3")
+
+
+def test_a_one_replica_jax_job_is_told_no_cluster() -> None:
+    assert vertex_env.jax_environ(vertex_spec({"workerpool0": [POOL0]}, "workerpool0", 0)) == {}
+
+
+@pytest.mark.parametrize(("pools", "named"), [({"workerpool2": POOL2}, "ps"), ({"workerpool3": POOL3}, "evaluator")])
+def test_tensorflow_only_pools_are_refused_for_a_jax_run_in_one_line(pools: dict[str, list[str]], named: str) -> None:
+    spec = vertex_spec({"workerpool0": [POOL0], "workerpool1": POOL1, **pools}, "workerpool1", 0)
+    with pytest.raises(TpuctlError, match=f"CLUSTER_SPEC cluster: a JAX run's replicas all run the script: it has no {named} pool"):
+        vertex_env.jax_environ(spec)
+
+
+def test_the_jax_worker_adopts_cluster_spec_only_on_vertex() -> None:
+    elsewhere = {"PATH": "/bin"}
+    vertex_jax.adopt(elsewhere)
+    assert elsewhere == {"PATH": "/bin"}
+    on_vertex = {"CLUSTER_SPEC": vertex_spec({"workerpool0": [POOL0], "workerpool1": POOL1}, "workerpool1", 0)}
+    vertex_jax.adopt(on_vertex)
+    assert jax_cluster.cluster_of(on_vertex) == (POOL0, 3, 1)
 
 
 # --- which TPU ---------------------------------------------------------------------------

@@ -141,3 +141,68 @@ def test_a_missing_script_is_refused_only_where_it_is_shipped(tmp_path: Path) ->
     assert staged.code == 2 and "script not found" in staged.err
     inside_image = in_process("launch", "/app/train.py", "--backend", "vertex", "--image", IMAGE, "--dry-run", "--json", env=OFFLINE)
     assert inside_image.code == 0, inside_image.err  # a path inside the image
+
+
+# --- Keras 3 on JAX ----------------------------------------------------------------------------
+
+
+def _env(pool: dict[str, Any]) -> dict[str, str]:
+    code = pool.get("containerSpec") or pool["pythonPackageSpec"]
+    return {e["name"]: e["value"] for e in code["env"]}
+
+
+def test_a_jax_run_s_pools_carry_no_strategy_and_its_backend() -> None:
+    body = _body("--framework", "jax", "--workers", "3")
+    cpu = {"machineType": "n1-standard-4"}
+    assert _pools(body) == [("1", cpu), ("2", cpu)]  # process 0 in pool 0, the others in pool 1 (CLUSTER_SPEC's order)
+    for pool in body["jobSpec"]["workerPoolSpecs"]:
+        env = _env(pool)
+        assert (env["TPUCTL_FRAMEWORK"], env["KERAS_BACKEND"]) == ("jax", "jax")
+        assert not {"TPUCTL_STRATEGY", "TPUCTL_SCOPE", "TPUCTL_KERAS", "TF_CONFIG"} & set(env)
+        # Each replica learns its place inside the job, from Vertex's CLUSTER_SPEC: no cluster is written here.
+        assert not [name for name in env if name.startswith(("KERAS_DISTRIBUTION_", "JAX_COORDINATOR_"))]
+
+
+def test_a_jax_run_s_own_keras_backend_setting_wins() -> None:
+    env = _env(_body("--framework", "jax", "--env", "KERAS_BACKEND=jax", "--env", "XLA_FLAGS=--xla_dump_to=/tmp/x")["jobSpec"]["workerPoolSpecs"][0])
+    assert env["KERAS_BACKEND"] == "jax" and env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x"
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "machine"),
+    [
+        ("v6e-8", {"machineType": "ct6e-standard-8t", "tpuTopology": "2x4"}),
+        ("v6e-4", {"machineType": "ct6e-standard-4t", "tpuTopology": "2x2"}),
+        ("v6e-16", {"machineType": "ct6e-standard-4t", "tpuTopology": "4x4"}),
+        ("v5litepod-8", {"machineType": "ct5lp-hightpu-8t", "acceleratorType": "TPU_V5_LITEPOD", "tpuTopology": "2x4"}),
+    ],
+)
+def test_a_jax_run_trains_on_the_tpus_vertex_runs_jax_on(accelerator: str, machine: dict[str, Any]) -> None:
+    """v6e: Vertex trains JAX there, not TensorFlow (training-with-tpu-vm); a TensorFlow run is still refused (above)."""
+    body = _body("--framework", "jax", "--accelerator", accelerator)
+    assert _pools(body) == [("1", machine)]
+    env = _env(body["jobSpec"]["workerPoolSpecs"][0])
+    assert "TPUCTL_STRATEGY" not in env and env["TPUCTL_FRAMEWORK"] == "jax"
+
+
+def test_a_jax_run_s_requirements_may_bring_jax_s_tpu_runtime(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("jax[tpu]>=0.4.37\nkeras>=3.6\n")
+    args = ("--accelerator", "v6e-8", "--staging-bucket", "gs://my-bucket/stage", "--requirements", str(requirements))
+    jax = in_process("launch", EXAMPLE, "--framework", "jax", "--backend", "vertex", "--image", IMAGE, *args, "--dry-run", env=OFFLINE)
+    assert jax.code == 0, jax.err
+    assert f"installs with the bundle, before the script, {requirements}'s requirements (its install_requires): jax[tpu]>=0.4.37, keras>=3.6" in jax.out
+    tensorflow = in_process("launch", EXAMPLE, "--backend", "vertex", "--image", IMAGE, *args[2:], "--accelerator", "v5litepod-8", "--dry-run", env=OFFLINE)
+    assert tensorflow.code == 2 and "'jax[tpu]>=0.4.37' would install JAX's runtime" in tensorflow.err
+
+
+def test_a_jax_dry_run_says_where_the_replicas_find_their_cluster() -> None:
+    result = in_process("launch", EXAMPLE, "--framework", "jax", "--backend", "vertex", "--image", IMAGE, "--workers", "2", "--dry-run", env=OFFLINE)
+    assert result.code == 0, result.err
+    assert "turns Vertex's CLUSTER_SPEC into KERAS_DISTRIBUTION_*" in result.out and "no TF_CONFIG" in result.out
+
+
+def test_a_jax_run_on_a_vertex_tpu_is_one_replica() -> None:
+    args = ("--framework", "jax", "--backend", "vertex", "--image", IMAGE, "--accelerator", "v6e-8", "--workers", "2", "--dry-run")
+    result = in_process("launch", EXAMPLE, *args, env=OFFLINE)
+    assert result.code == 2 and "a Vertex TPU job is one slice, its JAX processes find the slice themselves" in result.err

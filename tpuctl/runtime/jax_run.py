@@ -25,7 +25,7 @@ import sys
 
 from tpuctl.cluster import jax_cluster
 from tpuctl.cluster import worker_contract as contract
-from tpuctl.runtime import after_import
+from tpuctl.runtime import after_import, vertex_jax
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ def _add_cluster(module: ModuleType) -> None:
 
 def prepare(channel: int | None) -> None:
     """Before the script: devices to simulate, and the hooks on JAX's modules (none of which is imported here)."""
+    vertex_jax.adopt(os.environ)  # on Vertex AI the cluster comes as CLUSTER_SPEC: first, as everything below reads it
     simulate = contract.simulate_devices(os.environ)
     if simulate > 1:
         simulate_devices(simulate)

@@ -12,6 +12,12 @@ Worker pool N is a role: 0 the primary replica (TensorFlow's chief), 1 workers,
 alone. Vertex also sets TF_CONFIG for TensorFlow; the runtime prefers that one
 (worker_env.current) and reads CLUSTER_SPEC only where TF_CONFIG is absent.
 
+A JAX run (Keras 3 on JAX, or plain JAX) reads no TF_CONFIG: `jax_environ` turns
+CLUSTER_SPEC into the variables Keras and JAX read (tpuctl/cluster/jax_cluster.py),
+process 0 being workerpool0's one replica and the next workerpool1's in order, each
+at the address Vertex lists for it (port 2222, which no TensorFlow server takes in a
+JAX run): process 0's is the coordinator's (tpuctl/runtime/vertex_jax.py applies them).
+
 The text comes from the environment, so it is parsed as hostile: bounded in
 size and nesting, every field checked, and every problem a one-line
 TpuctlError naming the field, never a traceback.
@@ -19,6 +25,8 @@ TpuctlError naming the field, never a traceback.
 
 from __future__ import annotations
 
+from tpuctl.cluster import jax_cluster
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.hosts import MAX_TASKS
 from tpuctl.cluster.tf_config import ClusterSpec, Task, check_addresses, json_kind, load_json, task_index, task_type
 from tpuctl.inputs.errors import TpuctlError, one_line
@@ -67,6 +75,26 @@ def parse_cluster_spec(text: str) -> tuple[ClusterSpec | None, Task]:
     if set(pools) == {"workerpool0"}:
         return None, Task("worker", 0)  # one replica: nothing to coordinate
     return ClusterSpec(jobs=jobs, evaluator=evaluator), Task(role, index)
+
+
+def jax_environ(text: str) -> dict[str, str]:
+    """A JAX run's cluster, from a CLUSTER_SPEC value: this replica's KERAS_DISTRIBUTION_* and JAX_COORDINATOR_ADDRESS
+    (and TPUCTL_WORKER_INDEX / TPUCTL_NUM_WORKERS, so the runtime names it as process N); none for one replica.
+
+    Parameter servers and evaluators are TensorFlow's roles: a JAX cluster is processes that all run the script."""
+    cluster, task = parse_cluster_spec(text)
+    if cluster is None:
+        return {}
+    others = [role for role in cluster.jobs if role not in ("chief", "worker")] + (["evaluator"] if cluster.evaluator else [])
+    if others:
+        raise _invalid("cluster", f"a JAX run's replicas all run the script: it has no {' or '.join(others)} pool", hint="workerpool0 and workerpool1 only")
+    addresses = [*cluster.jobs["chief"], *cluster.jobs.get("worker", ())]
+    process = 0 if task.type == "chief" else 1 + task.index
+    return {
+        **jax_cluster.process_env(addresses, process),
+        contract.WORKER_INDEX: str(process),
+        contract.NUM_WORKERS: str(len(addresses)),
+    }
 
 
 def _parse_pools(cluster: object) -> dict[str, tuple[str, ...]]:

@@ -1,4 +1,4 @@
-"""A launch as a Kubernetes manifest: a TFJob for CPU/GPU workers, a JobSet for a GKE TPU slice.
+"""A launch as a Kubernetes manifest: a TFJob for CPU/GPU workers, a JobSet for a GKE TPU slice or a JAX run.
 
 Pure: a Job and the Kubernetes options in, YAML text out. The text comes from
 the Jinja2 manifests in tpuctl/backends/kubernetes/manifests/, and every value in it
@@ -6,9 +6,25 @@ goes through `yaml_values.flow`, so user input is data, never YAML structure.
 
 The environment is the Plan's (tpuctl.launch.process.plan.build_plan), less what
 Kubernetes provides per pod: TF_CONFIG (the TFJob operator writes it; a TPU
-slice needs none), TPUCTL_WORKER_INDEX (read from the pod's own labels through
-the downward API, since one template serves every replica of a type) and
-TPUCTL_ATTEMPT (restarts belong to the operator, which does not number them).
+slice and a JAX run need none), TPUCTL_WORKER_INDEX and a JAX run's
+KERAS_DISTRIBUTION_PROCESS_ID (read from the pod's own labels or annotations
+through the downward API, since one template serves every replica of a type)
+and TPUCTL_ATTEMPT (restarts belong to the operator, which does not number them).
+
+A JAX run (Keras 3 on JAX, or plain JAX) is a JobSet on every kind of node:
+- on a GKE TPU slice GKE gives every pod TPU_WORKER_ID and TPU_WORKER_HOSTNAMES
+  (https://cloud.google.com/kubernetes-engine/docs/how-to/tpus, multi-host slices run as an Indexed Job),
+  which JAX's own GkeTpuCluster reads (jax/_src/clusters/cloud_tpu_cluster.py), so tpuctl writes no cluster
+  variables there;
+- on CPU or GPU pods every pod gets the cluster in the variables Keras and JAX read
+  (tpuctl/cluster/jax_cluster.py): every pod's stable name under the JobSet's headless Service
+  (`<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>`, JobSet's `network.enableDNSHostnames`; the
+  subdomain is the JobSet's name), process 0's as the coordinator on JAX_PORT, and the process id from the
+  pod's completion index (https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode: the
+  annotation batch.kubernetes.io/job-completion-index). The id is a `fieldRef`, not `$(JOB_COMPLETION_INDEX)`:
+  Kubernetes expands `$(VAR)` only from variables defined earlier in the same env list
+  (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/), and
+  the Job controller appends JOB_COMPLETION_INDEX after the template's own variables.
 """
 
 from __future__ import annotations
@@ -19,9 +35,10 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpuctl.backends.kubernetes import yaml_values
+from tpuctl.cluster import jax_cluster
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch.job import Job
@@ -32,8 +49,13 @@ if TYPE_CHECKING:
     import jinja2
 
 TFJOB_PORT = 2222
+# A JAX run's coordinator (process 0) on CPU/GPU pods: the port JAX's own detection of a GKE TPU slice puts it on
+# (jax/_src/clusters/cloud_tpu_cluster.py `coordinator_port`), so both kinds of pods expose the same one.
+JAX_PORT = 8482
 CONTAINER = "tensorflow"  # the TFJob operator writes TF_CONFIG into the container of this name only
-MAX_NAME = 40  # TFJob Services are NAME-worker-N, JobSet pods NAME-slice-0-N-xxxxx: both must stay <= 63
+MAX_NAME = 40  # TFJob Services are NAME-worker-N, JobSet pods NAME-slice-0-N-xxxxx (NAME-worker-0-N-...): all must stay <= 63
+SLICE_JOB = "slice"  # the replicated job of a TPU slice's JobSet
+WORKER_JOB = "worker"  # ... and of a JAX run's CPU/GPU pods
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 # Where each pod finds its index (downward API): the operators put it there.
@@ -156,11 +178,24 @@ def _render(template: str, **context: object) -> str:
 
 
 def _env(spec: WorkerSpec, index_from: dict[str, object]) -> list[dict[str, object]]:
-    """The plan's variables for one worker, as a container's env list."""
-    dropped = {"TF_CONFIG", contract.ATTEMPT, contract.WORKER_INDEX}
+    """The plan's variables for one worker, as a container's env list: those that differ per pod read its index."""
+    per_pod = [name for name in (contract.WORKER_INDEX, jax_cluster.PROCESS_ID) if name in spec.env]
+    dropped = {"TF_CONFIG", contract.ATTEMPT, *per_pod}
     env: list[dict[str, object]] = [{"name": k, "value": v} for k, v in spec.env.items() if k not in dropped]
-    env.append({"name": contract.WORKER_INDEX, "valueFrom": index_from})
+    env.extend({"name": name, "valueFrom": index_from} for name in per_pod)
     return env
+
+
+def _pod_env(plan: Plan, index_from: dict[str, object]) -> list[dict[str, object]]:
+    """The one env list every pod of a JobSet's template shares (JobSet pods are all workers, indexed alike)."""
+    envs = [_env(spec, index_from) for spec in plan.workers]
+    assert all(env == envs[0] for env in envs), "one pod template needs one env"
+    return envs[0]
+
+
+def jobset_address(name: str, job: str, index: int, port: int) -> str:
+    """Pod `index`'s stable name under the JobSet's headless Service (its subdomain is the JobSet's name)."""
+    return f"{name}-{job}-0-{index}.{name}:{port}"
 
 
 def _field(path: str) -> dict[str, object]:
@@ -176,6 +211,8 @@ def render(job: Job, options: KubeOptions) -> Manifest:
         return _render_jobset(job, options, name, namespace)
     if options.topology or options.chips_per_host:
         raise TpuctlError("--topology and --tpu-chips-per-host are for TPU slices", hint="give --accelerator v5litepod-8, v4-32, ... or tpu-...")
+    if job.framework == contract.JAX:
+        return _render_jax_jobset(job, options, name, namespace)
     return _render_tfjob(job, options, name, namespace)
 
 
@@ -244,7 +281,8 @@ def _render_jobset(job: Job, options: KubeOptions, name: str, namespace: str) ->
     assert options.accelerator is not None
     # A type name (v4-8) or a node label with --topology: the numbers GKE's node pools have.
     tpu = gke_slice(options.accelerator, options.topology, options.chips_per_host)
-    if job.strategy not in ("auto", "tpu"):
+    jax = job.framework == contract.JAX
+    if not jax and job.strategy not in ("auto", "tpu"):
         raise TpuctlError(f"--strategy {job.strategy}: a TPU slice runs TPUStrategy", hint="leave --strategy at auto, or tpu")
     if job.workers not in (1, tpu.hosts):
         raise TpuctlError(
@@ -253,11 +291,53 @@ def _render_jobset(job: Job, options: KubeOptions, name: str, namespace: str) ->
         )
     if options.gpus_per_worker:
         raise TpuctlError("--gpus-per-worker is for GPU workers, not TPU slices")
-    job = replace(job, strategy="tpu", workers=tpu.hosts)
-    # Addresses only shape the plan; TF_CONFIG is dropped below (a TPU slice is not a TF cluster).
-    plan = build_plan(job, [f"{name}-slice-0-{i}.{name}:{TFJOB_PORT}" for i in range(tpu.hosts)], run_id=name, attempt=1, host="kubernetes")
-    env = _env(plan.workers[0], _field(f"metadata.annotations['{JOB_INDEX_ANNOTATION}']"))
+    job = replace(job, workers=tpu.hosts) if jax else replace(job, strategy="tpu", workers=tpu.hosts)
+    # Addresses only shape the plan; TF_CONFIG is dropped below (a TPU slice is not a TF cluster), and a JAX run's
+    # processes find the slice in what GKE gives each pod (jax_finds_hosts: no KERAS_DISTRIBUTION_* written).
+    addresses = [jobset_address(name, SLICE_JOB, i, TFJOB_PORT) for i in range(tpu.hosts)]
+    plan = build_plan(job, addresses, run_id=name, attempt=1, host="kubernetes", jax_finds_hosts=True)
     chips = str(tpu.chips_per_host)  # quantities as strings: an int is not a Quantity for typed clients
+    return _jobset(
+        plan,
+        options,
+        name,
+        namespace,
+        SLICE_JOB,
+        tpu=tpu,
+        jax=jax,
+        cluster_vars=False,
+        chips=tpu.chips,
+        chips_per_host=tpu.chips_per_host,
+        accelerator=tpu.accelerator,
+        topology=tpu.topology,
+        node_selector={GKE_TPU_ACCELERATOR: tpu.accelerator, GKE_TPU_TOPOLOGY: tpu.topology},
+        resources={"requests": {TPU_RESOURCE: chips}, "limits": {TPU_RESOURCE: chips}},
+        ports=[{"containerPort": 8471, "name": "tpu-runtime"}],
+    )
+
+
+def _render_jax_jobset(job: Job, options: KubeOptions, name: str, namespace: str) -> Manifest:
+    """A JAX run on CPU or GPU pods: a JobSet whose pods are told their cluster (no TFJob: its operator writes TF_CONFIG)."""
+    node_selector, gpus = _gpu_nodes(options)
+    addresses = [jobset_address(name, WORKER_JOB, i, JAX_PORT) for i in range(job.workers)]
+    plan = build_plan(job, addresses, run_id=name, attempt=1, host="kubernetes")
+    return _jobset(
+        plan,
+        options,
+        name,
+        namespace,
+        WORKER_JOB,
+        jax=True,
+        cluster_vars=True,
+        coordinator=addresses[0],
+        node_selector=node_selector,
+        resources={"limits": {GPU_RESOURCE: str(gpus)}} if gpus else None,
+        ports=[{"containerPort": JAX_PORT, "name": "jax-coordinator"}],
+    )
+
+
+def _jobset(plan: Plan, options: KubeOptions, name: str, namespace: str, replicated_job: str, **context: Any) -> Manifest:
+    """A JobSet of one Indexed replicated job, a pod per worker of `plan`, each reading its index from its annotation."""
     return _manifest(
         "JobSet",
         "jobsets.jobset.x-k8s.io",
@@ -265,16 +345,11 @@ def _render_jobset(job: Job, options: KubeOptions, name: str, namespace: str) ->
         options,
         name,
         namespace,
-        tpu=tpu,
-        env=env,
-        hosts=tpu.hosts,
-        chips=tpu.chips,
-        chips_per_host=tpu.chips_per_host,
-        accelerator=tpu.accelerator,
-        topology=tpu.topology,
-        node_selector={GKE_TPU_ACCELERATOR: tpu.accelerator, GKE_TPU_TOPOLOGY: tpu.topology},
-        resources={"requests": {TPU_RESOURCE: chips}, "limits": {TPU_RESOURCE: chips}},
-        max_restarts=job.max_restarts,
+        replicated_job=replicated_job,
+        env=_pod_env(plan, _field(f"metadata.annotations['{JOB_INDEX_ANNOTATION}']")),
+        hosts=len(plan.workers),
+        max_restarts=plan.job.max_restarts,
+        **context,
     )
 
 
@@ -290,6 +365,7 @@ def _manifest(
         labels=_labels(name),
         image=options.image,
         command=list(plan.workers[0].argv),
+        tpu=tpu is not None,
         **context,
     )
     workers = tuple(w.name for w in plan.workers)

@@ -1,4 +1,4 @@
-"""The Kubernetes backend: the launch as a TFJob (CPU/GPU, parameter servers) or a JobSet (TPU slices).
+"""The Kubernetes backend: the launch as a TFJob (CPU/GPU, parameter servers) or a JobSet (TPU slices, JAX runs).
 
 The pods run the image's own copy of the script, so SCRIPT, --python and
 --model-dir are paths inside the image. A dry run is the manifest;
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
+from tpuctl.cluster.worker_contract import JAX
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.launch import shared_options
 from tpuctl.launch.option_fields import option
@@ -88,7 +89,8 @@ class KubernetesRunner(JobRunner[ManifestRequest]):
 
     def prepare(self, job: Job, given: frozenset[str]) -> Job:
         if not self.options.image:
-            raise TpuctlError("--backend kubernetes needs --image IMAGE", hint="an image with SCRIPT, TensorFlow and tpuctl installed")
+            stack = "Keras 3 and JAX" if job.framework == JAX else "TensorFlow"
+            raise TpuctlError("--backend kubernetes needs --image IMAGE", hint=f"an image with SCRIPT, {stack} and tpuctl installed")
         return replace(job, python=job.python or IMAGE_PYTHON)
 
     def request(self, job: Job, run_id: str) -> ManifestRequest:

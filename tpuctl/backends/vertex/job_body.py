@@ -6,6 +6,12 @@ inside the job). Every replica runs tpuctl's runtime, so the strategy is built
 as in every other backend: from a staged bundle of the script's folder on an
 image with TensorFlow (pythonPackageSpec), or from an image that already holds
 the script (containerSpec).
+
+A JAX run (Keras 3 on JAX, or plain JAX) has the same pools (pool 0 process 0,
+pool 1 the others) and no strategy: its env carries TPUCTL_FRAMEWORK=jax and
+KERAS_BACKEND=jax (unless --env sets it), and each replica's runtime turns
+Vertex's CLUSTER_SPEC into the KERAS_DISTRIBUTION_* variables
+(tpuctl/runtime/vertex_jax.py) instead of reading TF_CONFIG.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tpuctl.cloud.vertex.vertex_api import RUN_LABEL
+from tpuctl.cluster import jax_cluster
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.launch.job import Job, worker_env
 from tpuctl.tpu.accelerators import VertexMachine
@@ -24,6 +31,8 @@ BUNDLE_MODULE = "tpuctl.runtime.bundle"
 # Parameter servers hold variables, not accelerators: a plain CPU machine each.
 PS_MACHINE = "n1-standard-4"
 _LABEL = re.compile(r"[^a-z0-9_-]")
+# TensorFlow's strategy settings, which a JAX worker never reads (the launch plan leaves them out too).
+_TENSORFLOW_ONLY = (contract.STRATEGY, contract.SCOPE, contract.KERAS)
 
 
 @dataclass(frozen=True)
@@ -51,10 +60,13 @@ def _machine_spec(machine: VertexMachine) -> dict[str, Any]:
 
 
 def _environment(job: Job, spec: VertexSpec) -> list[dict[str, str]]:
-    strategy = "tpu" if spec.tpu and job.strategy == "auto" else job.strategy
+    jax = job.framework == contract.JAX
+    strategy = "tpu" if spec.tpu and job.strategy == "auto" and not jax else job.strategy
+    options = worker_env(replace(job, strategy=strategy, simulate_devices=0, rehearse=None))
     values = {
+        **({jax_cluster.BACKEND: contract.JAX} if jax else {}),  # the user's --env, and the script's own assignment, still win
         **dict(job.env),
-        **worker_env(replace(job, strategy=strategy, simulate_devices=0, rehearse=None)),
+        **{name: value for name, value in options.items() if not (jax and name in _TENSORFLOW_ONLY)},
         contract.RUN_ID: spec.run_id,
         "PYTHONUNBUFFERED": "1",
     }

@@ -6,6 +6,12 @@ A dry run is the CustomJob body, built without credentials or requests
 follows the job (tpuctl/backends/vertex/follow.py). --accelerator takes the TPU
 types `tpuctl create` does, mapped through the accelerator table, or a Vertex
 GPU name.
+
+A JAX run (Keras 3 on JAX, or plain JAX) is the same CustomJob without TensorFlow: no strategy, its cluster
+read from CLUSTER_SPEC inside the job (tpuctl/runtime/vertex_jax.py), and TPU v6e open to it. Vertex's
+"Training with TPU accelerators" (https://cloud.google.com/vertex-ai/docs/training/training-with-tpu-vm):
+"TPU v6e supports Python 3.10+, JAX 0.4.37+, and PyTorch 2.1+" (no TensorFlow, which is why the accelerator
+table refuses v6e for a TensorFlow run).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.launch import shared_options
 from tpuctl.launch.option_fields import option
@@ -46,6 +53,16 @@ _IMAGE_HINT = (
 # Local-and-ssh options a managed job has no equivalent for, each with the reason.
 _IN_THE_IMAGE = "put it in the image's build (a RUN line of a Dockerfile FROM --image)"
 _NOT_ON_VERTEX = "{flag} is not available with --backend {backend}"
+# TPU generations Vertex trains JAX on but not TensorFlow (training-with-tpu-vm, above). Their machineSpec is the
+# hosts' machine type with tpuTopology and no acceleratorType: Vertex's v1 MachineSpec.AcceleratorType has no TPU_V6E
+# (TPU_V2, TPU_V3, TPU_V4_POD, TPU_V5_LITEPOD only: gcloud's generated aiplatform v1 messages), and tpuTopology
+# "corresponds to the TPU topologies available from GKE" (MachineSpec reference). That shape is the one
+# tests/standins/vertex_api.py accepts for ct6e machines; no real Vertex job has checked it from here.
+JAX_ONLY_GENERATIONS = ("v6e",)
+JAX_NOTE = (
+    "a JAX run: no TensorFlow strategy and no TF_CONFIG read; each replica's runtime turns Vertex's CLUSTER_SPEC into "
+    "KERAS_DISTRIBUTION_* (process 0 is workerpool0's replica, then workerpool1's in order; coordinator on its port 2222)"
+)
 
 
 @dataclass(frozen=True)
@@ -154,13 +171,16 @@ class VertexRunner(JobRunner[BodyRequest]):
             raise TpuctlError(f"--model-dir {one_line(job.model_dir, 60)!r} is on this machine; a Vertex job writes to gs://", hint="--model-dir gs://BUCKET/PATH")
         if o.staging_bucket is not None and not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}", hint="with --staging-bucket SCRIPT is a file here, shipped with its folder")
-        _, tpu = self._machine()
+        jax = job.framework == contract.JAX
+        _, tpu = self._machine(jax)
         self._requirements(job, tpu, given)
         if tpu and (job.workers > 1 or job.ps):
+            driver = "its JAX processes find the slice themselves" if jax else "driven by one TPUStrategy replica"
             raise TpuctlError(
-                f"--accelerator {self.options.accelerator}: a Vertex TPU job is one slice driven by one TPUStrategy replica",
-                hint="drop --workers/--ps, or pick a larger slice",
+                f"--accelerator {self.options.accelerator}: a Vertex TPU job is one slice, {driver}", hint="drop --workers/--ps, or pick a larger slice"
             )
+        if jax and job.workers > 1:
+            self.notes.append(JAX_NOTE)
         return replace(job, python=job.python or IMAGE_PYTHON)
 
     def _requirements(self, job: Job, tpu: bool, given: frozenset[str]) -> None:
@@ -179,7 +199,7 @@ class VertexRunner(JobRunner[BodyRequest]):
             self.notes.append("[launch] requirements are not installed without --staging-bucket: the image must hold the packages")
             return
         self.requirements = reqs = read_requirements(job.requirements)
-        if tpu:
+        if tpu and job.framework != contract.JAX:  # a JAX run brings its own TPU runtime: jax[tpu] is how it gets one
             refuse_image_software(reqs, allowed=job.replace_tensorflow, image=self.options.image)
         hashed = next((line for line in reqs.lines if line.hashes), None)
         if hashed is not None:
@@ -189,12 +209,12 @@ class VertexRunner(JobRunner[BodyRequest]):
                 hint="drop the --hash options for Vertex AI, or " + _REQUIREMENTS_HINT,
             )
 
-    def _machine(self) -> tuple[accelerators.VertexMachine, bool]:
+    def _machine(self, jax: bool) -> tuple[accelerators.VertexMachine, bool]:
         chosen = self.options.accelerator
         if chosen is not None and accelerators.is_type_name(chosen):
             if self.options.machine_type or self.options.gpus_per_worker:
                 raise TpuctlError("--machine-type and --gpus-per-worker are for CPU and GPU replicas; a TPU type names its machine")
-            return accelerators.vertex_machine(chosen), True
+            return (_jax_only_machine(chosen) if jax else None) or accelerators.vertex_machine(chosen), True
         if chosen is not None:
             gpu = accelerators.vertex_gpu_machine(chosen, self.options.gpus_per_worker)
             return (replace(gpu, machine_type=self.options.machine_type) if self.options.machine_type else gpu), False
@@ -208,7 +228,7 @@ class VertexRunner(JobRunner[BodyRequest]):
         from tpuctl.backends.vertex import staging
         from tpuctl.backends.vertex.job_body import VertexSpec
 
-        machine, tpu = self._machine()
+        machine, tpu = self._machine(job.framework == contract.JAX)
         assert self.options.image is not None
         staged = self.options.staging_bucket
         return VertexSpec(
@@ -267,6 +287,18 @@ class VertexRunner(JobRunner[BodyRequest]):
         if folded is not None:
             context.notice(folded)
         return outcome
+
+
+def _jax_only_machine(accelerator: str) -> accelerators.VertexMachine | None:
+    """The machineSpec of a TPU Vertex trains JAX on but not TensorFlow (v6e): its hosts' machine type and topology;
+    None for every other type (the accelerator table's Vertex mapping holds)."""
+    shape = accelerators.shape_of(accelerator)
+    if shape.generation not in JAX_ONLY_GENERATIONS:
+        return None
+    host = accelerators.machine_type(shape)
+    if host is None or shape.topology is None:
+        raise TpuctlError(f"{accelerator}: Vertex AI has no machine type for this size", hint=f"e.g. {shape.generation}-8 or {shape.generation}-16")
+    return accelerators.VertexMachine(host, "", None, shape.topology)
 
 
 def runner(options: Options) -> VertexRunner:
