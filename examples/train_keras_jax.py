@@ -114,7 +114,8 @@ def main() -> None:
     history = model.fit(x, y, batch_size=args.global_batch // jax.process_count(), epochs=args.epochs, shuffle=False, callbacks=callbacks, verbose=2)
     epochs = f"epochs {history.epoch[0] + 1}-{history.epoch[-1] + 1}" if history.epoch else "no epoch (all were done)"
     loss = f"loss {history.history['loss'][-1]:.6f}" if history.epoch else "no loss"
-    print(f"process {process} of {jax.process_count()}: {epochs} of {args.epochs} on {len(devices)} device(s), "
+    here = f"{jax.local_device_count()} here, {jax.local_devices()[0].platform}"
+    print(f"process {process} of {jax.process_count()}: {epochs} of {args.epochs} on {len(devices)} device(s) ({here}), "
           f"global batch {args.global_batch}: {loss}, weights {weights_digest(model)}")
 
 
