@@ -38,8 +38,9 @@ if [ "$gpus" -lt 1 ]; then say "no GPU here (nvidia-smi lists none)"; exit 2; fi
 mode=$([ "$gpus" -ge 2 ] && echo split || echo shared)
 say "$gpus GPU(s), $versions, $("$PY" -c 'import sys; print(sys.version.split()[0])'); mode $mode"
 
+# NCCL_DEBUG=WARN: NCCL's own reason for a refusal reaches the logs (two processes on one card: "Duplicate GPU detected").
 timeout -k 10 "$LIMIT" "$PY" -m tpuctl launch examples/train_keras_jax.py --workers 2 --log-dir "$WORK/logs" --start-timeout 180 \
-  -- --epochs 2 --examples 1024 >"$OUT/launch.log" 2>&1
+  --env NCCL_DEBUG=WARN -- --epochs 2 --examples 1024 >"$OUT/launch.log" 2>&1
 status=$?
 for file in plan.json worker-0.log worker-1.log; do cp "$WORK/logs/attempt-1/$file" "$OUT/" 2>/dev/null; done
 
@@ -71,6 +72,8 @@ if sorted(s[0] for s in said) != ["0", "1"]:
 for process, count, total, here, platform, _ in said:
     if (count, total, here, platform) != ("2", "2", "1", expect):
         problems.append(f"process {process} saw {here} local device(s) ({platform}), {total} in all, in {count} process(es): not 1 {expect} of 2")
+if "Duplicate GPU detected" in text:
+    problems.append("NCCL refused two processes on one GPU (\"Duplicate GPU detected\"): JAX processes cannot share a card")
 if len({s[5] for s in said}) > 1:
     problems.append(f"the processes' weights differ: {sorted(s[5] for s in said)}")
 for line in problems:
