@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 
 from tests.conftest import ROOT, run_tpuctl
 from tests.standins.nvidia_smi import fake_nvidia_smi, launch_env
-from tpuctl.devices.gpus import GROWTH, Pool, find_pool, split
+from tpuctl.devices.gpus import GROWTH, JAX_MEMORY, PREALLOCATE, Pool, find_pool, memory_chosen, split
 from tpuctl.inputs.errors import USAGE, TpuctlError
 from tpuctl.tpu.accelerators import visible_entries
 
 EXAMPLE = str(ROOT / "examples" / "train_keras.py")
+JAX_EXAMPLE = str(ROOT / "examples" / "train_keras_jax.py")
 
 
 def pool(count: int) -> Pool:
@@ -91,6 +92,28 @@ def test_a_growth_setting_of_the_user_s_is_left_to_them() -> None:
     share = split(pool(1), ["worker"] * 3, None, True)
     assert [share.env(i) for i in range(3)] == [{"CUDA_VISIBLE_DEVICES": "0"}] * 3
     assert share.note is not None and "TF_FORCE_GPU_ALLOW_GROWTH as you set it" in share.note
+
+
+def test_jax_workers_sharing_a_card_do_not_preallocate_and_get_no_tensorflow_variable() -> None:
+    """JAX takes 75% of a card at its first operation; its guide's fix for concurrent processes is
+    XLA_PYTHON_CLIENT_PREALLOCATE=false (https://docs.jax.dev/en/latest/gpu_memory_allocation.html)."""
+    shared = split(pool(2), ["worker"] * 3, None, False, "jax")
+    assert [shared.env(i) for i in range(3)] == [{"CUDA_VISIBLE_DEVICES": gpu, PREALLOCATE: "false"} for gpu in ("0", "1", "0")]
+    assert shared.note == "3 workers share 2 GPU(s), up to 2 per card; XLA_PYTHON_CLIENT_PREALLOCATE=false, so each takes memory as it needs it"
+    own = split(pool(2), ["worker"] * 2, None, False, "jax")  # a card each: all of it is the worker's, preallocated as JAX does
+    assert [own.env(i) for i in range(2)] == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    tensorflow = split(pool(2), ["worker"] * 3, None, False)
+    assert all(tensorflow.env(i)[GROWTH] == "true" and PREALLOCATE not in tensorflow.env(i) for i in range(3))
+
+
+@pytest.mark.parametrize("variable", JAX_MEMORY)
+def test_a_jax_memory_setting_of_the_user_s_is_left_to_them(variable: str) -> None:
+    environ = {variable: "platform" if variable.endswith("ALLOCATOR") else ".3"}
+    assert memory_chosen(environ, "jax") and not memory_chosen(environ, "tensorflow")
+    assert memory_chosen({GROWTH: "false"}, "tensorflow") and not memory_chosen({GROWTH: "false"}, "jax")
+    share = split(pool(1), ["worker"] * 2, None, memory_chosen(environ, "jax"), "jax")
+    assert [share.env(i) for i in range(2)] == [{"CUDA_VISIBLE_DEVICES": "0"}] * 2
+    assert share.note is not None and share.note.endswith("JAX's GPU memory variables as you set them")
 
 
 def test_parameter_servers_see_no_gpu_and_chief_and_workers_share_the_rest() -> None:
@@ -174,3 +197,18 @@ def test_a_cpu_machine_s_plan_is_unchanged(tmp_path: Path) -> None:
     env = {**launch_env(tmp_path, 0), "TPUCTL_SYSFS_ROOT": str(tmp_path)}
     plan = json.loads(run_tpuctl("launch", EXAMPLE, "--workers", "2", "--dry-run", "--json", env=env).stdout)
     assert plan["gpus"] is None and all("CUDA_VISIBLE_DEVICES" not in w["env"] for w in plan["workers"])
+
+
+def test_a_jax_launch_s_workers_sharing_a_card_get_jax_s_memory_variable(tmp_path: Path) -> None:
+    """Through the CLI: --framework auto finds the JAX script, and its plan gives each worker JAX's variable, not
+    TensorFlow's; an XLA_*MEM_FRACTION of the user's (--env, or the environment) stays the only memory setting."""
+    env = launch_env(tmp_path, 1)
+    plan = json.loads(run_tpuctl("launch", JAX_EXAMPLE, "--workers", "2", "--dry-run", "--json", env=env).stdout)
+    assert plan["framework"] == "jax"
+    assert [(w["env"]["CUDA_VISIBLE_DEVICES"], w["env"].get(PREALLOCATE), w["env"].get(GROWTH)) for w in plan["workers"]] == [("0", "false", None)] * 2
+    text = run_tpuctl("launch", JAX_EXAMPLE, "--workers", "2", "--dry-run", env=env).stdout
+    assert "GPUs: 1 GPU(s) (nvidia-smi); 2 workers share 1 GPU(s), up to 2 per card; XLA_PYTHON_CLIENT_PREALLOCATE=false" in text
+    for flags in (["--env", "XLA_PYTHON_CLIENT_MEM_FRACTION=.4"], []):
+        theirs = {**env, "XLA_CLIENT_MEM_FRACTION": ".4"} if not flags else env
+        plan = json.loads(run_tpuctl("launch", JAX_EXAMPLE, "--workers", "2", *flags, "--dry-run", "--json", env=theirs).stdout)
+        assert all(PREALLOCATE not in w["env"] for w in plan["workers"]), plan["workers"]

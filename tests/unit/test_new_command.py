@@ -20,8 +20,10 @@ from click.testing import CliRunner
 from tests.conftest import ROOT
 from tpuctl import scaffold
 from tpuctl.cli import main
+from tpuctl.inputs import requirements
+from tpuctl.launch import framework
 
-EXPECTED = {"keras-fit", "custom-loop", "tpu-strategy", "parameter-server"}
+EXPECTED = {"keras-fit", "custom-loop", "tpu-strategy", "parameter-server", "keras-jax"}
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -75,6 +77,20 @@ def test_new_writes_the_template_into_a_new_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in target.iterdir()) == ["README.md", "requirements.txt", "train.py"]  # template.toml stays behind
     assert (target / "train.py").read_bytes() == (source / "train.py").read_bytes()
     assert "README.md" in out and "tpuctl launch train.py" in out
+
+
+def test_the_keras_jax_template_is_a_jax_run_with_its_requirements(tmp_path: Path) -> None:
+    """Issue 49: what `tpuctl new keras-jax` writes runs as Keras 3 on JAX under --framework auto (its first line sets
+    the backend), and its requirements name keras and jax, never TensorFlow, with jax[tpu] said for a TPU VM."""
+    code, out, _ = run("new", "keras-jax", str(tmp_path / "kj"), "--json")
+    assert code == 0 and sorted(json.loads(out)["files"]) == ["README.md", "requirements.txt", "train.py"]
+    script = str(tmp_path / "kj" / "train.py")
+    chosen, why = framework.choose("auto", script, ())
+    assert chosen == "jax" and why is not None and why.endswith("sets KERAS_BACKEND=jax")
+    assert framework.read(script).line_of("tensorflow") is None
+    listed = requirements.read_requirements(str(tmp_path / "kj" / "requirements.txt"))  # as --requirements reads it
+    assert [line.name for line in listed.lines] == ["keras", "jax"]
+    assert "#   jax[tpu]" in (tmp_path / "kj" / "requirements.txt").read_text().splitlines()
 
 
 def test_new_into_an_empty_folder_with_json(tmp_path: Path) -> None:

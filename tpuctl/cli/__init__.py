@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "launch": ("tpuctl.cli.launch", "launch", "Run a training script as N workers under a distribution strategy."),
     "list": ("tpuctl.cli.node_info", "list_nodes", "List TPU VMs in a zone or in every zone."),
     "logs": ("tpuctl.cli.runs", "logs", "Print a run's worker output, while it runs or after; -f follows it to the end."),
-    "new": ("tpuctl.cli.project.new", "new", "Write a training script template (Keras fit, custom loop, TPU, parameter server) into a new folder."),
+    "new": ("tpuctl.cli.project.new", "new", "Write a training script template (Keras fit, custom loop, TPU, parameter server, Keras on JAX) in a folder."),
     "offers": ("tpuctl.cli.offers", "offers", "Where a TPU type can be had (zone, spot/on-demand, price, quota, bucket), best first."),
     "profile": ("tpuctl.cli.diagnosis.profile", "profile", "Profile every worker of a running launch at once; say where its time goes."),
     "recreate": ("tpuctl.cli.node_ops", "recreate", "Create a TPU VM again from its saved spec."),

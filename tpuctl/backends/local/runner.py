@@ -163,10 +163,11 @@ def _rehearsed(outcome: Outcome, rehearsal: dict[str, Any]) -> Outcome:
 
 def share_gpus(job: Job, per_worker: int | None) -> gpus.Share | None:
     """Each task's GPUs (tpuctl/devices/gpus.py): the pool is --env's CUDA_VISIBLE_DEVICES, else this environment's,
-    else the machine's; a TF_FORCE_GPU_ALLOW_GROWTH of the user's stays theirs. None where nothing is set."""
+    else the machine's; how the user said memory is held (TF_FORCE_GPU_ALLOW_GROWTH, JAX's XLA_PYTHON_CLIENT_*) stays
+    theirs. None where nothing is set."""
     environ = {**os.environ, **dict(job.env)}
     roles = [role for role, count in role_counts(job.workers, chief=job.parameter_server, ps=job.ps).items() for _ in range(count)]
-    share = gpus.split(gpus.find_pool(environ), roles, per_worker, gpus.GROWTH in environ)
+    share = gpus.split(gpus.find_pool(environ), roles, per_worker, gpus.memory_chosen(environ, job.framework), job.framework)
     return share if any(chosen is not None for chosen in share.gpus) or share.pool.warning else None
 
 

@@ -22,9 +22,9 @@ def new(name: str | None, directory: str | None, list_only: bool, as_json: bool)
 
     `tpuctl new --list` names the templates; `tpuctl new NAME DIR` writes template NAME
     into DIR (a new or empty folder; anything else is refused and left as it was), with
-    a README that says how to run it. Each template trains on data it generates (a flag
-    reads real TFRecord files), keeps checkpoints and summaries in the model dir, and
-    resumes after a restart.
+    a README that says how to run it. Each template trains on data it generates (the
+    TensorFlow ones read real TFRecord files with a flag), keeps checkpoints in the model
+    dir, and resumes after a restart; keras-jax is Keras 3 on JAX (docs/jax.md).
 
     \b
     tpuctl new --list
