@@ -10,7 +10,7 @@ Read from their source (keras 3.15, jax 0.10), not guessed:
   for where the coordinator listens (default `[::]:PORT`, every interface: a local run binds loopback
   only); the process count and id it takes from a cluster it detects (jax/_src/distributed.py,
   jax/_src/clusters/cluster.py): tpuctl's runtime adds one that reads the Keras variables above
-  (tpuctl/runtime/jax_cluster.py), so a plain JAX script needs no argument either.
+  (tpuctl/runtime/jax_run.py), so a plain JAX script needs no argument either.
 On a TPU VM slice JAX finds the hosts itself (jax/_src/clusters/cloud_tpu_cluster.py: the metadata
 server's worker list): tpuctl writes none of these there and starts every host's process together.
 """
