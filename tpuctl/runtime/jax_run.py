@@ -132,6 +132,11 @@ def not_joined(name: str, environ: dict[str, str] | os._Environ[str]) -> str | N
 
 def run(channel: int | None, script: str, args: list[str], run_script: Callable[[str, list[str]], None], say: Callable[[str], None]) -> None:
     prepare()
+    rehearsed = contract.rehearse(os.environ)
+    if rehearsed:  # --rehearse: what a TPU would refuse, watched as the script loads JAX (runtime/jax_rehearsal/)
+        from tpuctl.runtime import jax_rehearsal
+
+        jax_rehearsal.install(rehearsed, script)
     if channel is not None:
         os.write(channel, b"ready\n")
     run_script(script, args)

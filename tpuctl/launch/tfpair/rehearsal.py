@@ -14,15 +14,20 @@ rehearsing interpreter's TensorFlow, said so.
 The run's --requirements (held to the TPU VMs' TensorFlow rule, tpuctl/inputs/requirements.py) go into that
 environment; where the rehearsal runs on an interpreter as it is, into a venv over it with its site-packages visible, as
 the TPU hosts' environments are made, so the script sees the packages the hosts will.
+
+None of this applies to a JAX script (`job.framework == "jax"`): it rehearses on the rehearsing interpreter's own JAX,
+said so, as one process per host of the slice where it has few hosts (`jax_processes`; tpuctl/runtime/jax_rehearsal/).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs import requirements
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.redact import url_credentials_hidden
@@ -31,13 +36,16 @@ from tpuctl.launch.job import Job
 from tpuctl.launch.tfpair import choice, envs
 from tpuctl.launch.tfpair.here import TENSORFLOW_DISTRIBUTIONS, Installed, of_interpreter
 from tpuctl.settings import cloud as settings
-from tpuctl.tpu import software
+from tpuctl.tpu import accelerators, software
 
 if TYPE_CHECKING:
     from tpuctl.cloud.nodes.nodespec import NodeSpec
 
 RUNTIME = "runtime-version"
 LOCAL = "local"  # --runtime local: the rehearsing interpreter's TensorFlow, no image's
+# A JAX rehearsal of a slice with up to this many hosts runs one process per host (each a JAX process on this machine's
+# CPU, joined as one cluster); a larger slice runs in one process with all of its devices.
+MAX_HOST_PROCESSES = 8
 
 
 @dataclass(frozen=True)
@@ -159,15 +167,51 @@ def target(job: Job, installed: Installed) -> Target:
     return Target(picked.name, f"the image `--new-tpu {accelerator}` would run: {picked.why.removeprefix('picked: ')}", picked=True)
 
 
+def jax_processes(job: Job) -> Job:
+    """A JAX rehearsal's processes and each one's CPU devices: one process per host of the slice, each with that host's
+    devices as JAX sees them (one per TensorCore on v2/v3, one per chip on v4/v5p's megacore and on v5e/v6e:
+    accelerators.replicas), up to MAX_HOST_PROCESSES hosts; past that one process with the whole slice's devices."""
+    refused = "--requirements" if job.requirements else "--index-url" if job.index_url else None
+    if refused is not None:
+        raise TpuctlError(
+            f"{refused} with a JAX rehearsal: it runs on this machine's JAX as it is, in no environment of its own",
+            hint="install them into this interpreter (`pip install -r FILE`), or name another with --python",
+        )
+    shape = accelerators.shape_of(str(job.rehearse))
+    devices = accelerators.replicas(shape)
+    if shape.hosts <= MAX_HOST_PROCESSES:
+        return replace(job, workers=shape.hosts, simulate_devices=devices // shape.hosts)
+    return replace(job, workers=1, simulate_devices=devices)
+
+
 def resolve(job: Job) -> Runtime | None:
     """A rehearsing job's runtime (None for any other launch); its environment is planned, not built."""
     if job.rehearse is None:
         return None
-    found = _resolved(job)
+    found = _jax_runtime(job) if job.framework == contract.JAX else _resolved(job)
     if not job.left_out:
         return found
     ignored = f"rehearsing here what the launch would run on a TPU: {', '.join(job.left_out)} left out (the TPU's, not a rehearsal's)"
     return replace(found, lines=(ignored, *found.lines))
+
+
+def _jax_runtime(job: Job) -> Runtime:
+    """A JAX script rehearses on its interpreter's JAX as it is: no TPU image's TensorFlow stands for anything there."""
+    version = _jax_version() if job.python == sys.executable else None
+    jax = f"JAX {version}" if version else "JAX"
+    devices = job.simulate_devices
+    each = f"{job.workers} processes, one per host, {devices} CPU devices each" if job.workers > 1 else f"one process, {devices} CPU devices"
+    said = f"rehearsing on this machine's {jax} ({job.python}): a JAX run, so no TPU image's TensorFlow applies; {each}"
+    return Runtime(str(job.python), None, None, (said,))
+
+
+def _jax_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("jax")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _resolved(job: Job) -> Runtime:
