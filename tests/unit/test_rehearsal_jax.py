@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl
+from tests.standins.cli_calls import in_process
 from tpuctl.launch import rehearsal_report
 from tpuctl.launch.job import Job
 from tpuctl.launch.tfpair.rehearsal import MAX_HOST_PROCESSES, jax_processes
@@ -72,6 +73,25 @@ def test_what_a_jax_rehearsal_cannot_honour_is_one_line_and_exit_2(script: Path,
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) <= 2 and "Traceback" not in result.stderr
+
+
+def test_a_jax_rehearsal_of_a_tpu_launch_looks_up_no_image_of_the_node(home: Path) -> None:
+    """`--rehearse` added to a launch on a TPU tpuctl did not make: a TensorFlow script needs that node's image (and is
+    refused without it); a JAX script runs on this machine's JAX, so it is rehearsed with no image and no cloud call."""
+    from tpuctl.cloud.nodes import nodespec
+
+    (home / "work" / "train.py").write_text(JAX_SCRIPT)
+    env: dict[str, str | None] = {"TPUCTL_PROJECT": "my-project", "TPUCTL_ZONE": "us-central1-a", "TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"}
+    result = in_process("launch", "train.py", "--rehearse", "v4-8", "--tpu", "someones-tpu", "--dry-run", env=env)
+    assert result.code == 0, result.err
+    assert "rehearsing here what the launch would run on a TPU: --tpu left out (the TPU's, not a rehearsal's)" in result.out
+    assert "a JAX run, so no TPU image's TensorFlow applies; one process, 4 CPU devices" in result.out
+    # A node tpuctl made is still held to its type; its TensorFlow image is not the JAX run's.
+    nodespec.save(nodespec.NodeSpec("my-tpu", "my-project", "us-central2-b", "tpu-vm-tf-2.15.1-pod-pjrt", "v4-32"))
+    other = in_process("launch", "train.py", "--rehearse", "v4-8", "--tpu", "my-tpu", "--dry-run", env=env)
+    assert other.code == 2 and other.err.startswith("Error: --rehearse v4-8 with --tpu my-tpu, a v4-32 (--rehearse v4-32)"), other.err
+    same = in_process("launch", "train.py", "--rehearse", "v4-32", "--tpu", "my-tpu", "--dry-run", env=env)
+    assert same.code == 0 and "tpu-vm-tf" not in same.out and "4 processes, one per host, 4 CPU devices each" in same.out, same.err
 
 
 STEP = Compiled("jit_step", step=True)

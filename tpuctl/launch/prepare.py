@@ -132,7 +132,7 @@ def _tpu_options() -> dict[str, tuple[str, Any]]:
 
 def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any], given: frozenset[str]) -> Launch:
     """Everything `tpuctl launch` checks before it starts or prints anything."""
-    standing = rehearsal.stand_in(params, given, _tpu_options())  # before the ssh runner would look a TPU up
+    standing = rehearsal.stand_in(params, given, _tpu_options(), script)  # before the ssh runner would look a TPU up
     params, given = standing.params, standing.given
     common = option_fields.from_params(LaunchOptions, params)
     chosen = _choose_backend(common.backend, params, given)

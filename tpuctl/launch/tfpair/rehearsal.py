@@ -32,7 +32,8 @@ from tpuctl.inputs import requirements
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.redact import url_credentials_hidden
 from tpuctl.inputs.requirements import Requirements
-from tpuctl.launch.job import Job
+from tpuctl.launch import framework
+from tpuctl.launch.job import Job, parse_env
 from tpuctl.launch.tfpair import choice, envs
 from tpuctl.launch.tfpair.here import TENSORFLOW_DISTRIBUTIONS, Installed, of_interpreter
 from tpuctl.settings import cloud as settings
@@ -109,12 +110,13 @@ class StandIn:
     left_out: tuple[str, ...] = ()
 
 
-def stand_in(params: Mapping[str, Any], given: frozenset[str], tpu_options: Mapping[str, tuple[str, Any]]) -> StandIn:
+def stand_in(params: Mapping[str, Any], given: frozenset[str], tpu_options: Mapping[str, tuple[str, Any]], script: str | None = None) -> StandIn:
     """--rehearse added to a launch on a TPU (--tpu NAME, --new-tpu TYPE) rehearses that launch here, under the image
     that TPU runs: --runtime where given; else --new-tpu's, which is the image a rehearsal picks by itself; else node
     NAME's from the spec tpuctl saved when it made the node (known without a cloud call; for a node tpuctl did not make,
     a one-line refusal asks for its image). Nothing reaches the TPU API: the TPU's own options (`tpu_options`: name ->
-    (flag, default), the ssh backend's) are set back and said as left out."""
+    (flag, default), the ssh backend's) are set back and said as left out. A JAX script (`script` read as prepare reads
+    it, tpuctl/launch/framework.py) runs no image's TensorFlow: no image is looked up for it."""
     accelerator, name, new = params.get("rehearse"), params.get("tpu_name"), params.get("new_tpu")
     if accelerator is None or (name is None and new is None):
         return StandIn(params, given)
@@ -123,18 +125,29 @@ def stand_in(params: Mapping[str, Any], given: frozenset[str], tpu_options: Mapp
     if new is not None and str(new) != str(accelerator):
         raise TpuctlError(f"--rehearse {accelerator} with --new-tpu {new}: a rehearsal stands in for the TPU the launch makes", hint=f"--rehearse {new}")
     if name is not None and params.get("runtime") is None:
+        jax = _jax_script(params, script)
         spec = _saved_spec(str(name), params.get("project"), params.get("tpu_zone"))
-        if spec is None:
+        if spec is None and not jax:
             raise TpuctlError(
                 f"--rehearse with --tpu {name}: tpuctl has no saved spec of node {name} (one `tpuctl create` made), so its image is not known here",
                 hint=f"`--rehearse {accelerator} --runtime IMAGE` with its image (`tpuctl list` shows it)",
             )
-        if spec.accelerator_type and spec.accelerator_type != accelerator:
+        if spec is not None and spec.accelerator_type and spec.accelerator_type != accelerator:
             raise TpuctlError(f"--rehearse {accelerator} with --tpu {name}, a {spec.accelerator_type}", hint=f"--rehearse {spec.accelerator_type}")
-        values["runtime"], why = spec.runtime_version, f"node {name}'s image, from its saved spec"
+        if spec is not None and not jax:
+            values["runtime"], why = spec.runtime_version, f"node {name}'s image, from its saved spec"
     left_out = tuple(flag for option, (flag, _) in tpu_options.items() if option in given)
     values.update({option: default for option, (_, default) in tpu_options.items()})
     return StandIn(values, given - set(tpu_options), why, left_out)
+
+
+def _jax_script(params: Mapping[str, Any], script: str | None) -> bool:
+    """Whether the launch runs `script` as JAX; its refusals (a KERAS_BACKEND tpuctl does not run) come as prepare's."""
+    if script is None:
+        return False
+    with contextlib.suppress(TpuctlError):
+        return framework.choose(str(params.get("framework") or "auto"), script, parse_env(tuple(params.get("env") or ())))[0] == contract.JAX
+    return False
 
 
 def _saved_spec(name: str, project: object, zone: object) -> NodeSpec | None:
