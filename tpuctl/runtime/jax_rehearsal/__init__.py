@@ -94,26 +94,28 @@ class Rehearsal:
         if callable(put):
 
             def device_put(x: Any, device: Any = None, *args: Any, **kwargs: Any) -> Any:
-                return self._split(put, (x, device, *args), kwargs, x, device, 1)
+                return self._split(put, (x, device, *args), kwargs, _first_axis_split(getattr(x, "shape", None), device, 1))
 
             jax.device_put = device_put  # type: ignore[attr-defined]
         if callable(local):
 
             def make_array_from_process_local_data(sharding: Any, local_data: Any, *args: Any, **kwargs: Any) -> Any:
-                return self._split(local, (sharding, local_data, *args), kwargs, local_data, sharding, _processes_along(sharding))
+                whole = args[0] if args else kwargs.get("global_shape")  # given: the global shape; else the local rows times the processes
+                shape, processes = (whole, 1) if whole else (getattr(local_data, "shape", None), _processes_along(sharding))
+                split = _first_axis_split(shape, sharding, processes)
+                return self._split(local, (sharding, local_data, *args), kwargs, split)
 
             jax.make_array_from_process_local_data = make_array_from_process_local_data  # type: ignore[attr-defined]
         self.watched.add("batches")
 
-    def _split(self, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any], array: Any, sharding: Any, processes: int) -> Any:
-        split = _first_axis_split(array, sharding, processes)
+    def _split(self, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any], split: rules.Split | None) -> Any:
         try:
             result = call(*args, **kwargs)
         except ValueError:  # JAX's IndivisibleError among them: recorded where it is the split's
             if split is not None and split.rows % split.ways:
                 self.seen.splits.append(rules.Split(split.rows, split.ways, split.axes, refused=True))
             raise
-        if split is not None:
+        if split is not None and not self.seen.splits:  # the first is the report's batch; one per step would pile up
             self.seen.splits.append(split)
         return result
 
@@ -167,10 +169,10 @@ def _called_from(frame: FrameType | None) -> tuple[bool, str | None]:
     return eager, None
 
 
-def _first_axis_split(array: Any, sharding: Any, processes: int) -> rules.Split | None:
-    """How `array`'s first axis splits under a NamedSharding (its spec's mesh axes), counted over every process's rows;
-    None for anything else (a pytree, a device, a sharding of another kind)."""
-    shape, spec, mesh = getattr(array, "shape", None), getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+def _first_axis_split(shape: Any, sharding: Any, processes: int) -> rules.Split | None:
+    """How the first axis of an array of `shape` splits under a NamedSharding (its spec's mesh axes), counted over every
+    process's rows; None for anything else (a pytree, a device, a sharding of another kind)."""
+    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
     if not shape or spec is None or mesh is None or len(spec) == 0 or spec[0] is None:
         return None
     axes = spec[0] if isinstance(spec[0], tuple) else (spec[0],)
