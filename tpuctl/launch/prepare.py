@@ -39,32 +39,38 @@ class Launch:
         return Path(self.options.log_dir) if self.options.log_dir else default_log_dir(self.run_id)
 
 
-def check_rehearsal(job: Job, backend: str) -> None:
-    """A rehearsal is one process here standing in for the whole slice: options that change that are refused."""
+def check_rehearsal(job: Job, backend: str) -> Job:
+    """A rehearsal is one local launch standing in for the whole slice: options that change that are refused. A JAX
+    script's rehearsal runs one process per host (tfpair/rehearsal.py jax_processes) on this machine's JAX."""
     if job.rehearse is None:
         if job.runtime is not None:
             raise TpuctlError(
                 "--runtime is for --rehearse: the TensorFlow image a rehearsal runs under",
                 hint="a TPU VM's own image is the runtime-version setting (TPUCTL_RUNTIME_VERSION, `tpuctl create --runtime-version`)",
             )
-        return
+        return job
     rehearsal_report.replicas_of(job.rehearse)
+    jax = job.framework == contract.JAX
     if job.runtime is not None:
+        if jax:
+            raise TpuctlError("--runtime names a TPU image's TensorFlow; a JAX script rehearses on this machine's JAX", hint="leave --runtime out")
         rehearsal.image_of(job.runtime)
     clash = (
         "--backend " + backend if backend != "local"
         else "--workers" if job.workers > 1
         else "--simulate-devices" if job.simulate_devices
-        else "--strategy " + job.strategy if job.strategy not in ("auto", "tpu")
+        else "--strategy " + job.strategy if job.strategy not in ("auto", "tpu", *(("none",) if jax else ()))
         else "--tpu-timeout" if job.tpu_timeout is not None
         else "--strategy-builder script" if job.strategy_builder == "script"
         else None
     )
     if clash is not None:
+        kind = "one local process per host of the TPU, each with its devices" if jax else "one local process with the TPU's replicas"
         raise TpuctlError(
-            f"--rehearse runs one local process with the TPU's replicas on virtual CPUs; it does not combine with {clash}",
-            hint="a multi-host slice is rehearsed in the same one process (docs/rehearse.md)",
+            f"--rehearse runs {kind} on virtual CPUs; it does not combine with {clash}",
+            hint="docs/rehearse.md says how a multi-host slice is rehearsed",
         )
+    return rehearsal.jax_processes(job) if jax else job
 
 
 # TensorFlow's own options: a JAX run builds no tf.distribute strategy, so each would silently do nothing.
@@ -126,7 +132,7 @@ def _tpu_options() -> dict[str, tuple[str, Any]]:
 
 def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any], given: frozenset[str]) -> Launch:
     """Everything `tpuctl launch` checks before it starts or prints anything."""
-    standing = rehearsal.stand_in(params, given, _tpu_options())  # before the ssh runner would look a TPU up
+    standing = rehearsal.stand_in(params, given, _tpu_options(), script)  # before the ssh runner would look a TPU up
     params, given = standing.params, standing.given
     common = option_fields.from_params(LaunchOptions, params)
     chosen = _choose_backend(common.backend, params, given)
@@ -138,7 +144,7 @@ def prepare(script: str, script_args: tuple[str, ...], params: Mapping[str, Any]
         raise TpuctlError("--tail follows --model-dir: give one")
     job = option_fields.from_params(Job, params, script=script, args=script_args, runtime_of=standing.why, left_out=standing.left_out)
     job = choose_framework(job, given)
-    check_rehearsal(job, chosen)
+    job = check_rehearsal(job, chosen)
     job = runner.prepare(job, given)
     if job.framework != contract.JAX:  # a JAX run's --simulate-devices gives each process that many CPU devices
         check_strategy_options(job.strategy, job.workers, job.ps, job.communication, job.devices, job.simulate_devices, job.tpu_timeout)

@@ -1,6 +1,6 @@
 """`--rehearse ACCELERATOR` on the launcher's side: what may be rehearsed, and the report at the end.
 
-The rehearsing worker (tpuctl/runtime/rehearsal/) writes its report as JSON
+The rehearsing worker (tpuctl/runtime/rehearsal/; a JAX script's: tpuctl/runtime/jax_rehearsal/) writes its report as JSON
 when the script ends; the launcher reads it back here, checks its shape (it is
 a file on disk, so anything may be in it), prints it, and fails the launch when
 a check found something a TPU would refuse.
@@ -52,7 +52,7 @@ def _well_formed(report: Any) -> bool:
     for key in ("replicas", "steps"):
         if not isinstance(report.get(key), int):
             return False
-    for key in ("global_batch", "per_replica_batch", "hosts"):
+    for key in ("global_batch", "per_replica_batch", "hosts", "devices", "processes", "compiles"):
         if report.get(key) is not None and not isinstance(report.get(key), int):
             return False
     per_step = report.get("seconds_per_step")
@@ -74,14 +74,17 @@ def render(report: dict[str, Any]) -> list[str]:
     per_replica = report.get("per_replica_batch")
     per_step = report.get("seconds_per_step")
     accelerator = one_line(str(report.get("accelerator", "?")), 40)
+    jax = report.get("framework") == "jax"
+    of_hosts = f" of {report['hosts']} hosts" if isinstance(report.get("hosts"), int) and report["hosts"] > 1 else ""
     lines = [
-        f"rehearsal of {accelerator}: {report['replicas']} replicas"
-        + (f" of {report['hosts']} hosts" if isinstance(report.get("hosts"), int) and report["hosts"] > 1 else "")
-        + f" on {_tensorflow(report)}; rehearsed as {one_line(str(report.get('rehearsed_as', '?')), 200)}",
+        f"rehearsal of {accelerator}: {report['replicas']} {'JAX devices' if jax else 'replicas'}{of_hosts}"
+        + f" on {_jax(report) if jax else _tensorflow(report)}; rehearsed as {one_line(str(report.get('rehearsed_as', '?')), 200)}",
         "  batch: "
         + ("unknown" if batch is None else f"{batch} global")
-        + ("" if per_replica is None else f", {per_replica} per replica"),
-        f"  steps: {report['steps']}" + ("" if per_step is None else f", {per_step:.3f}s per step on this CPU (not a TPU's speed)"),
+        + ("" if per_replica is None else f", {per_replica} per {'device' if jax else 'replica'}"),
+        f"  programs compiled: {report.get('compiles', '?')}"
+        if jax
+        else f"  steps: {report['steps']}" + ("" if per_step is None else f", {per_step:.3f}s per step on this CPU (not a TPU's speed)"),
     ]
     width = max(len(c["check"]) for c in report["checks"]) if report["checks"] else 0
     for check in report["checks"]:
@@ -98,6 +101,12 @@ def _tensorflow(report: dict[str, Any]) -> str:
     if report.get("runtime"):
         said += f", as on {one_line(str(report['runtime']), 100)}"
     return said
+
+
+def _jax(report: dict[str, Any]) -> str:
+    """The JAX (and Keras) a JAX script's rehearsal ran on: this machine's, no TPU image's."""
+    said = f"this machine's JAX {one_line(str(report.get('jax') or 'unknown'), 40)}"
+    return said + (f" (Keras {one_line(str(report['keras']), 40)})" if report.get("keras") else "")
 
 
 def explained(cause: Cause, report: dict[str, Any]) -> Cause:

@@ -135,15 +135,35 @@ def not_joined(name: str, environ: dict[str, str] | os._Environ[str]) -> str | N
     count = found[1] if found is not None else int(environ.get(contract.NUM_WORKERS, "1") or "1")
     if count <= 1:
         return None
-    if not _joined:
+    joined = _joined[-1] if _joined else _formed_by_backend()
+    if joined is None:
         return ALONE.format(name=name, count=count)
-    if _joined[-1] != count:
-        return OTHER_COUNT.format(name=name, joined=_joined[-1], count=count)
+    if joined != count:
+        return OTHER_COUNT.format(name=name, joined=joined, count=count)
     return None
+
+
+def _formed_by_backend() -> int | None:
+    """The process count of a cluster formed without initialize(): on a TPU slice the TPU backend joins the hosts
+    itself (Cloud TPU's "Run JAX code on TPU slices" runs pmap over every host's chips without the call). Asked only
+    of a backend the script already started (jax._src.xla_bridge's `_backends`); one process is no cluster."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if not getattr(bridge, "_backends", None):
+        return None
+    try:
+        count = bridge.process_count()  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - a backend that cannot say: no cluster seen
+        return None
+    return count if isinstance(count, int) and count > 1 else None
 
 
 def run(channel: int | None, script: str, args: list[str], run_script: Callable[[str, list[str]], None], say: Callable[[str], None]) -> None:
     prepare(channel)
+    rehearsed = contract.rehearse(os.environ)
+    if rehearsed:  # --rehearse: what a TPU would refuse, watched as the script loads JAX (runtime/jax_rehearsal/)
+        from tpuctl.runtime import jax_rehearsal
+
+        jax_rehearsal.install(rehearsed, script)
     if channel is not None:
         os.write(channel, b"ready\n")
     run_script(script, args)

@@ -14,30 +14,39 @@ rehearsing interpreter's TensorFlow, said so.
 The run's --requirements (held to the TPU VMs' TensorFlow rule, tpuctl/inputs/requirements.py) go into that
 environment; where the rehearsal runs on an interpreter as it is, into a venv over it with its site-packages visible, as
 the TPU hosts' environments are made, so the script sees the packages the hosts will.
+
+None of this applies to a JAX script (`job.framework == "jax"`): it rehearses on the rehearsing interpreter's own JAX,
+said so, as one process per host of the slice where it has few hosts (`jax_processes`; tpuctl/runtime/jax_rehearsal/).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs import requirements
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.inputs.redact import url_credentials_hidden
 from tpuctl.inputs.requirements import Requirements
-from tpuctl.launch.job import Job
+from tpuctl.launch import framework
+from tpuctl.launch.job import Job, parse_env
 from tpuctl.launch.tfpair import choice, envs
 from tpuctl.launch.tfpair.here import TENSORFLOW_DISTRIBUTIONS, Installed, of_interpreter
 from tpuctl.settings import cloud as settings
-from tpuctl.tpu import software
+from tpuctl.tpu import accelerators, software
 
 if TYPE_CHECKING:
     from tpuctl.cloud.nodes.nodespec import NodeSpec
 
 RUNTIME = "runtime-version"
 LOCAL = "local"  # --runtime local: the rehearsing interpreter's TensorFlow, no image's
+# A JAX rehearsal of a slice with up to this many hosts runs one process per host (each a JAX process on this machine's
+# CPU, joined as one cluster); a larger slice runs in one process with all of its devices.
+MAX_HOST_PROCESSES = 8
 
 
 @dataclass(frozen=True)
@@ -101,12 +110,13 @@ class StandIn:
     left_out: tuple[str, ...] = ()
 
 
-def stand_in(params: Mapping[str, Any], given: frozenset[str], tpu_options: Mapping[str, tuple[str, Any]]) -> StandIn:
+def stand_in(params: Mapping[str, Any], given: frozenset[str], tpu_options: Mapping[str, tuple[str, Any]], script: str | None = None) -> StandIn:
     """--rehearse added to a launch on a TPU (--tpu NAME, --new-tpu TYPE) rehearses that launch here, under the image
     that TPU runs: --runtime where given; else --new-tpu's, which is the image a rehearsal picks by itself; else node
     NAME's from the spec tpuctl saved when it made the node (known without a cloud call; for a node tpuctl did not make,
     a one-line refusal asks for its image). Nothing reaches the TPU API: the TPU's own options (`tpu_options`: name ->
-    (flag, default), the ssh backend's) are set back and said as left out."""
+    (flag, default), the ssh backend's) are set back and said as left out. A JAX script (`script` read as prepare reads
+    it, tpuctl/launch/framework.py) runs no image's TensorFlow: no image is looked up for it."""
     accelerator, name, new = params.get("rehearse"), params.get("tpu_name"), params.get("new_tpu")
     if accelerator is None or (name is None and new is None):
         return StandIn(params, given)
@@ -115,18 +125,29 @@ def stand_in(params: Mapping[str, Any], given: frozenset[str], tpu_options: Mapp
     if new is not None and str(new) != str(accelerator):
         raise TpuctlError(f"--rehearse {accelerator} with --new-tpu {new}: a rehearsal stands in for the TPU the launch makes", hint=f"--rehearse {new}")
     if name is not None and params.get("runtime") is None:
+        jax = _jax_script(params, script)
         spec = _saved_spec(str(name), params.get("project"), params.get("tpu_zone"))
-        if spec is None:
+        if spec is None and not jax:
             raise TpuctlError(
                 f"--rehearse with --tpu {name}: tpuctl has no saved spec of node {name} (one `tpuctl create` made), so its image is not known here",
                 hint=f"`--rehearse {accelerator} --runtime IMAGE` with its image (`tpuctl list` shows it)",
             )
-        if spec.accelerator_type and spec.accelerator_type != accelerator:
+        if spec is not None and spec.accelerator_type and spec.accelerator_type != accelerator:
             raise TpuctlError(f"--rehearse {accelerator} with --tpu {name}, a {spec.accelerator_type}", hint=f"--rehearse {spec.accelerator_type}")
-        values["runtime"], why = spec.runtime_version, f"node {name}'s image, from its saved spec"
+        if spec is not None and not jax:
+            values["runtime"], why = spec.runtime_version, f"node {name}'s image, from its saved spec"
     left_out = tuple(flag for option, (flag, _) in tpu_options.items() if option in given)
     values.update({option: default for option, (_, default) in tpu_options.items()})
     return StandIn(values, given - set(tpu_options), why, left_out)
+
+
+def _jax_script(params: Mapping[str, Any], script: str | None) -> bool:
+    """Whether the launch runs `script` as JAX; its refusals (a KERAS_BACKEND tpuctl does not run) come as prepare's."""
+    if script is None:
+        return False
+    with contextlib.suppress(TpuctlError):
+        return framework.choose(str(params.get("framework") or "auto"), script, parse_env(tuple(params.get("env") or ())))[0] == contract.JAX
+    return False
 
 
 def _saved_spec(name: str, project: object, zone: object) -> NodeSpec | None:
@@ -159,15 +180,51 @@ def target(job: Job, installed: Installed) -> Target:
     return Target(picked.name, f"the image `--new-tpu {accelerator}` would run: {picked.why.removeprefix('picked: ')}", picked=True)
 
 
+def jax_processes(job: Job) -> Job:
+    """A JAX rehearsal's processes and each one's CPU devices: one process per host of the slice, each with that host's
+    devices as JAX sees them (one per TensorCore on v2/v3, one per chip on v4/v5p's megacore and on v5e/v6e:
+    accelerators.replicas), up to MAX_HOST_PROCESSES hosts; past that one process with the whole slice's devices."""
+    refused = "--requirements" if job.requirements else "--index-url" if job.index_url else None
+    if refused is not None:
+        raise TpuctlError(
+            f"{refused} with a JAX rehearsal: it runs on this machine's JAX as it is, in no environment of its own",
+            hint="install them into this interpreter (`pip install -r FILE`), or name another with --python",
+        )
+    shape = accelerators.shape_of(str(job.rehearse))
+    devices = accelerators.replicas(shape)
+    if shape.hosts <= MAX_HOST_PROCESSES:
+        return replace(job, workers=shape.hosts, simulate_devices=devices // shape.hosts)
+    return replace(job, workers=1, simulate_devices=devices)
+
+
 def resolve(job: Job) -> Runtime | None:
     """A rehearsing job's runtime (None for any other launch); its environment is planned, not built."""
     if job.rehearse is None:
         return None
-    found = _resolved(job)
+    found = _jax_runtime(job) if job.framework == contract.JAX else _resolved(job)
     if not job.left_out:
         return found
     ignored = f"rehearsing here what the launch would run on a TPU: {', '.join(job.left_out)} left out (the TPU's, not a rehearsal's)"
     return replace(found, lines=(ignored, *found.lines))
+
+
+def _jax_runtime(job: Job) -> Runtime:
+    """A JAX script rehearses on its interpreter's JAX as it is: no TPU image's TensorFlow stands for anything there."""
+    version = _jax_version() if job.python == sys.executable else None
+    jax = f"JAX {version}" if version else "JAX"
+    devices = job.simulate_devices
+    each = f"{job.workers} processes, one per host, {devices} CPU devices each" if job.workers > 1 else f"one process, {devices} CPU devices"
+    said = f"rehearsing on this machine's {jax} ({job.python}): a JAX run, so no TPU image's TensorFlow applies; {each}"
+    return Runtime(str(job.python), None, None, (said,))
+
+
+def _jax_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("jax")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _resolved(job: Job) -> Runtime:
