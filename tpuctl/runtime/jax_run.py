@@ -161,9 +161,9 @@ def run(channel: int | None, script: str, args: list[str], run_script: Callable[
     prepare(channel)
     rehearsed = contract.rehearse(os.environ)
     if rehearsed:  # --rehearse: what a TPU would refuse, watched as the script loads JAX (runtime/jax_rehearsal/)
-        from tpuctl.runtime import jax_rehearsal
+        from tpuctl.runtime.jax_rehearsal import watch
 
-        jax_rehearsal.install(rehearsed, script)
+        watch.install(rehearsed, script)
     if channel is not None:
         os.write(channel, b"ready\n")
     run_script(script, args)
