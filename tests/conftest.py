@@ -165,3 +165,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 0 if name in heavy else 1 if name.startswith("tests.integration.") else 2
 
     items.sort(key=rank)
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on loopback a moment ago (for processes a test starts by hand, as a job backend's replicas would be)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()

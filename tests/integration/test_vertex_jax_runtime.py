@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS
-from tests.integration.test_vertex_runtime import _free_ports
+from tests.conftest import ROOT, SCRIPTS, free_ports
 from tpuctl.backends.vertex.job_body import VertexSpec, custom_job
 from tpuctl.launch.job import Job
 from tpuctl.tpu.accelerators import VertexMachine
@@ -46,7 +45,7 @@ def run_replicas(script: Path, tmp_path: Path) -> Replicas:
     job = Job(script=str(script), python=sys.executable, framework="jax", workers=2)
     spec = VertexSpec("vertex-jax", "img", VertexMachine("n1-standard-4", "", None, None), False, None, None, "vertex-jax")
     body = custom_job(job, spec)
-    pools = {pool: [f"127.0.0.1:{port}"] for (pool, _), port in zip(POOLS, _free_ports(2), strict=True)}
+    pools = {pool: [f"127.0.0.1:{port}"] for (pool, _), port in zip(POOLS, free_ports(2), strict=True)}
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TPUCTL_", "KERAS_", "JAX_")) and k not in ("TF_CONFIG", "CLUSTER_SPEC")}
     base["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     procs: dict[str, subprocess.Popen[bytes]] = {}

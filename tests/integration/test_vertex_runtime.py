@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS
+from tests.conftest import ROOT, SCRIPTS, free_ports
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.tf_config import Task, parse_tf_config
 from tpuctl.launch.job import Job, worker_env
@@ -34,17 +33,6 @@ from tpuctl.runtime.vertex_env import parse_cluster_spec
 pytestmark = pytest.mark.tf
 
 LIMIT_S = 240.0  # two TensorFlow imports and a short fit on a busy 2-core machine
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _vertex_env(pools: dict[str, list[str]], pool: str, role: str, base: Path, job: Mapping[str, object]) -> dict[str, str]:
@@ -68,7 +56,7 @@ def _vertex_env(pools: dict[str, list[str]], pool: str, role: str, base: Path, j
 
 
 def test_two_vertex_replicas_train_in_sync(tmp_path: Path) -> None:
-    chief_port, worker_port = _free_ports(2)
+    chief_port, worker_port = free_ports(2)
     pools = {"workerpool0": [f"127.0.0.1:{chief_port}"], "workerpool1": [f"127.0.0.1:{worker_port}"]}
     # What the vertex backend writes into every pool's env (tpuctl/backends/vertex/job_body.py).
     job_env = {

@@ -21,6 +21,8 @@ Anything unreadable (binary, oversized, not Python) is left to TensorFlow's path
 from __future__ import annotations
 
 import ast
+import os
+import stat
 from dataclasses import dataclass
 
 from tpuctl.cluster import worker_contract as contract
@@ -86,11 +88,21 @@ def _backend_set(node: ast.AST) -> str | None:
 
 
 def read(path: str) -> Found:
+    """A regular file's source only: a FIFO or a device named as the script would block or never end (opened without
+    blocking, then looked at before any read)."""
     try:
-        with open(path, "rb") as source:
-            return scan(source.read(MAX_SCANNED_BYTES + 1))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return Found()  # the launch says "script not found" itself, as it always did
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return Found()
+        with os.fdopen(fd, "rb", closefd=False) as source:
+            return scan(source.read(MAX_SCANNED_BYTES + 1))
+    except OSError:
+        return Found()
+    finally:
+        os.close(fd)
 
 
 def choose(asked: str, script: str, env: tuple[tuple[str, str], ...]) -> tuple[str, str | None]:
