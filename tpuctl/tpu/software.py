@@ -1,6 +1,6 @@
 """The software side of a TPU, beside the hardware table (tpuctl/tpu/accelerators.py): what each chip is on the PCI
-bus, which TPU VM runtime image has TensorFlow for it, which libtpu each tensorflow-tpu release needs, which
-Pythons each TensorFlow release has wheels for.
+bus, which TPU VM runtime image has TensorFlow for it and which one a JAX run takes, which libtpu each tensorflow-tpu
+release needs, which Pythons each TensorFlow release has wheels for.
 
 `init`/`create` take their default runtime image from here and `tpuctl doctor` checks machines against the
 same rows, so a default never produces an environment doctor fails. Facts are data, each with where it was
@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.tpu.accelerators import GENERATIONS, shape_of
 
 Verdict = Literal["ok", "warn", "fail"]
@@ -213,6 +214,45 @@ def read_image(name: str) -> Image | None:
         return None
     major, minor, patch = (int(found.group(i)) for i in (1, 2, 3))
     return Image((major, minor, patch), found.group(4) is not None, found.group(5))
+
+
+# The TPU VM images for JAX (and PyTorch), https://cloud.google.com/tpu/docs/runtimes, "PyTorch and JAX": "Use the
+# following common TPU software versions for PyTorch and JAX, then install the framework you want to use": Trillium (v6e)
+# v2-alpha-tpuv6e, v5p v2-alpha-tpuv5, v5e v2-alpha-tpuv5-lite, "v4 and older" tpu-ubuntu2204-base. None has JAX: the
+# JAX quickstart (https://cloud.google.com/tpu/docs/run-calculation-jax) creates the VM with one of them, then runs
+# `pip install jax[tpu]` (which brings the libtpu that jax release pins). One image serves a slice of any size (no -pod).
+JAX_BASE_IMAGE = "tpu-ubuntu2204-base"
+JAX_IMAGES: dict[str, str] = {
+    "v2": JAX_BASE_IMAGE,
+    "v3": JAX_BASE_IMAGE,
+    "v4": JAX_BASE_IMAGE,
+    "v5litepod": "v2-alpha-tpuv5-lite",
+    "v5p": "v2-alpha-tpuv5",
+    "v6e": "v2-alpha-tpuv6e",
+}
+JAX_IMAGE_SOURCE = "cloud.google.com/tpu/docs/runtimes"
+# TPU7x (Ironwood) has no image to name: the runtimes page's caution, "The Cloud TPU API is not supported on TPU7x and later
+# TPU versions" (FIELD-NOTES 2026-12-07: TPU7x only through Compute Engine or GKE).
+_TPU7X = re.compile(r"(tpu7x?|v7x?|ironwood)([-_].*)?\Z", re.IGNORECASE)
+NO_TPU7X = "TPU7x (Ironwood) is not in the Cloud TPU API (its runtimes page: not supported on TPU7x and later), so it has no TPU VM image to name"
+NO_TPU7X_HINT = "make TPU7x through Compute Engine or GKE (`tpuctl launch --backend kubernetes`), or take v6e-N for a TPU VM"
+
+
+def jax_image(accelerator_type: str) -> str:
+    """The runtime image a JAX run's TPU VM of this type is created with (JAX_IMAGES). TPU7x, which the Cloud TPU API does
+    not manage, and a generation the accelerator table does not know are one-line errors: no image is guessed."""
+    if _TPU7X.match(accelerator_type.strip()):
+        raise TpuctlError(f"{one_line(accelerator_type, 40)}: {NO_TPU7X}", hint=NO_TPU7X_HINT)
+    generation = shape_of(accelerator_type).generation
+    image = JAX_IMAGES.get(generation)
+    if image is None:  # a generation added to the accelerator table before its row here
+        raise TpuctlError(f"{one_line(accelerator_type, 40)}: tpuctl knows no JAX image for {generation}", hint="name one with --runtime-version")
+    return image
+
+
+def is_jax_image(name: str) -> bool:
+    """Whether a runtime image is one of the JAX table's (no TensorFlow on it)."""
+    return name in JAX_IMAGES.values()
 
 
 def chip(device_id: int) -> Chip | None:

@@ -284,8 +284,10 @@ class SshRunner(Runner):
 
         if not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}")
+        self.pair = self.slice.pair_for(job) if self.slice is not None else []  # first: --new-tpu picks its image for the job's framework
         image = self.slice.image if self.slice is not None else None  # a TPU VM's: its TensorFlow is the image's
-        self.requirements = checked(job.requirements, job.setup, tpu_vm=self.slice is not None, image=image, allowed=job.replace_tensorflow)
+        tpu_vm, allowed = self.slice is not None, job.replace_tensorflow
+        self.requirements = checked(job.requirements, job.setup, tpu_vm=tpu_vm, image=image, allowed=allowed, framework=job.framework)
         extra = job.processes - job.workers
         workers = job.workers
         if "workers" not in given:
@@ -300,7 +302,6 @@ class SshRunner(Runner):
                 f"{job.processes} process(es) need {job.processes} slots, but {self.source} gives {self.slots}",
                 hint="add hosts, use host:SLOTS, or lower --workers",
             )
-        self.pair = self.slice.pair_for(job) if self.slice is not None else []
         fresh = made_by_tpuctl(self.options.new_tpu, self.slice.node if isinstance(self.slice, TpuSlice) else None)
         self.paths = RemotePaths.resolve(job.script, remote_dir(self.options.remote_dir, fresh))
         named = "--python" if "python" in given else "the [launch] python setting"
