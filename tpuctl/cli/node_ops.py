@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cli.cloud_options import framework_option, project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.created import list_price, report
 from tpuctl.cli.display import StatusLine
 from tpuctl.endings import INTERRUPTED
@@ -30,13 +30,7 @@ if TYPE_CHECKING:
 @click.option("--type", "config_type", metavar="GEN", help="TPU generation with --topology, e.g. v5litepod.")
 @click.option("--topology", metavar="AxB[xC]", help="Chip topology with --type, e.g. 2x4.")
 @click.option("--runtime-version", metavar="VERSION", help="TPU VM software version [config: runtime-version; default: TensorFlow's image for the type].")
-@click.option(
-    "--framework",
-    type=click.Choice(["tensorflow", "jax"]),
-    default="tensorflow",
-    show_default=True,
-    help="What the VM is for: jax takes each type's JAX image (v2-alpha-tpuv6e, ...) where no runtime version is named.",
-)
+@framework_option("takes each type's JAX image (v2-alpha-tpuv6e, ...) where no runtime version is named")
 @click.option("--zones", metavar="all|Z1,Z2,...", help="Hunt across zones (all or auto: every zone), best first as `tpuctl offers` ranks [config: zones].")
 @click.option(
     "--capacity",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cli.cloud_options import framework_option, project_options, resolve, tpu_api, zone_option
 from tpuctl.cloud.nodes.node_lookup import check_defaults
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings import cloud as settings
@@ -22,13 +22,7 @@ WRITTEN = ("project", "zone", "accelerator-type", "runtime-version", "model-dir"
 @zone_option
 @click.option("--accelerator-type", metavar="TYPE", help="Default accelerator type, e.g. v4-8.")
 @click.option("--runtime-version", metavar="VERSION", help="Default TPU VM runtime version [default: TensorFlow's image for the accelerator type].")
-@click.option(
-    "--framework",
-    type=click.Choice(["tensorflow", "jax"]),
-    default="tensorflow",
-    show_default=True,
-    help="What new TPU VMs are for: jax writes the accelerator type's JAX image (v2-alpha-tpuv6e, ...) as runtime-version.",
-)
+@framework_option("writes the accelerator type's JAX image (v2-alpha-tpuv6e, ...) as runtime-version")
 @click.option("--model-dir", metavar="gs://BUCKET/PATH", help="Default bucket path for checkpoints and summaries.")
 @click.option("--here", is_flag=True, help="Write ./tpuctl.toml (shared with the project) instead of the user config file.")
 @click.option("--yes", "-y", is_flag=True, help="Ask nothing: take flags, then current settings, then defaults.")
