@@ -188,7 +188,7 @@ def test_a_jax_run_needs_jax_not_tensorflow_in_one_line_with_the_pip_command(tmp
         preflight.LocalChecks(job(python=python, framework="jax", script=str(script))).result()
     said = f"no jax or keras for the workers' interpreter {python} (a JAX run): pip install 'tpuctl[jax]' (jax[tpu] in --requirements on TPU VMs)"
     assert str(raised.value).startswith(said)
-    assert_one_doctor_line(raised.value, f"tpuctl doctor --python {python}")
+    assert_one_doctor_line(raised.value, f"tpuctl doctor --python {python} --framework jax")
     script.write_text("import jax\n")  # a plain JAX script: keras is not asked for
     with pytest.raises(TpuctlError, match=f"no jax for the workers' interpreter {python} "):
         preflight.LocalChecks(job(python=python, framework="jax", script=str(script))).result()

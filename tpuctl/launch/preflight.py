@@ -38,7 +38,7 @@ from tpuctl.endings import exit_words
 from tpuctl.inputs.errors import PreflightFailed, TpuctlError, one_line
 from tpuctl.launch.job import Job
 from tpuctl.safety import reaper
-from tpuctl.tpu.software import CHIPS, GOOGLE_PCI_VENDOR, Chip
+from tpuctl.tpu.software import CHIPS, GOOGLE_PCI_VENDOR, JAX_GUIDE, Chip, jax_launch
 
 # An interpreter that cannot even start within this is itself the finding.
 INTERPRETER_TIMEOUT_S = 20.0
@@ -55,7 +55,6 @@ FIND_JAX = (
 # which brings the libtpu that jax release pins (its own metadata: libtpu==...; extra == "tpu"), in --requirements.
 JAX_HERE = "pip install 'tpuctl[jax]'"
 JAX_ON_TPU_VMS = "jax[tpu] in --requirements on TPU VMs"
-JAX_GUIDE = "docs/jax.md"
 
 
 def wants_tensorflow(job: Job) -> bool:
@@ -86,8 +85,8 @@ def doctor_hint(doctor: str) -> str:
     return f"`{doctor}` checks it in full; --no-preflight skips this check"
 
 
-def local_doctor(python: str) -> str:
-    return f"tpuctl doctor --python {shlex.quote(python)}"
+def local_doctor(python: str, framework: str = contract.TENSORFLOW) -> str:
+    return f"tpuctl doctor --python {shlex.quote(python)}" + (" --framework jax" if framework == contract.JAX else "")
 
 
 def check_chips(doctor: str) -> None:
@@ -157,11 +156,10 @@ def leaving_tensorflow(job: Job, accelerator_type: str) -> str | None:
     chip = next((c for c in CHIPS.values() if c.tensorflow != "ok" and generation is not None and c.generation == generation), None)
     if chip is None:
         return None
-    requirements = shlex.quote(job.requirements) if job.requirements else "requirements.txt"
-    command = f"tpuctl launch {shlex.quote(job.script)} --framework jax --new-tpu {accelerator_type} --requirements {requirements}"
+    requirements = job.requirements or "requirements.txt"
     return (
         f"{chip.why}; Keras 3 on JAX runs there: port the script to it (KERAS_BACKEND=jax, keras.distribution), list "
-        f"jax[tpu] and keras in {requirements}, then `{command}` ({JAX_GUIDE})"
+        f"jax[tpu] and keras in {requirements}, then `{jax_launch(job.script, accelerator_type, requirements)}` ({JAX_GUIDE})"
     )
 
 
@@ -187,7 +185,7 @@ class LocalChecks:
             self._thread.start()
 
     def _check(self) -> None:
-        doctor = local_doctor(self.job.python)
+        doctor = local_doctor(self.job.python, self.job.framework)
         try:
             if wants_chips(self.job):
                 check_chips(doctor)

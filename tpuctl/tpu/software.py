@@ -10,6 +10,7 @@ read (docs/doctor.md repeats them with the same sources); pure and cheap to impo
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Literal
 
@@ -250,9 +251,15 @@ def jax_image(accelerator_type: str) -> str:
     return image
 
 
-def is_jax_image(name: str) -> bool:
-    """Whether a runtime image is one of the JAX table's (no TensorFlow on it)."""
-    return name in JAX_IMAGES.values()
+# Where a TensorFlow user reads the way to Keras 3 on JAX, and the launch that takes a script there.
+JAX_GUIDE = "docs/jax.md"
+
+
+def jax_launch(script: str, accelerator_type: str | None, requirements: str = "requirements.txt") -> str:
+    """The command that runs a script ported to Keras 3 on JAX: on a new TPU VM of that type (its JAX image, jax[tpu] and
+    keras from `requirements`), or here where no type is given (a TPU7x machine, made outside the Cloud TPU API)."""
+    where = f" --new-tpu {accelerator_type} --requirements {shlex.quote(requirements)}" if accelerator_type else ""
+    return f"tpuctl launch {shlex.quote(script)} --framework jax{where}"
 
 
 def chip(device_id: int) -> Chip | None:

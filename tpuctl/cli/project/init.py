@@ -56,24 +56,7 @@ def init(
     current = resolve(credentials=credentials, access_token_file=access_token_file, **flags)
     if not yes and not sys.stdin.isatty():
         raise TpuctlError("tpuctl init asks questions, but stdin is not a terminal", hint="pass --yes with --project, --zone, …")
-    chosen = {key: current.get(key) for key in WRITTEN}
-    # A runtime no layer set is not written: it follows the accelerator type, where a written one would give every
-    # later --accelerator-type this type's image (a single host's on a pod slice, TensorFlow's on v6e). The default
-    # follows TensorFlow's image, so a JAX one (--framework jax) is written.
-    jax = framework == "jax"
-    follows = not current.given("runtime-version")
-    if not yes:
-        for key in WRITTEN:
-            if key == "runtime-version" and follows:
-                suggested = _default_image(chosen["accelerator-type"] or "", jax)
-                chosen[key] = _ask(key, suggested)
-                follows = not jax and chosen[key] in (None, suggested)
-            else:
-                chosen[key] = _ask(key, chosen[key])
-    if follows and jax:
-        chosen["runtime-version"], follows = _default_image(chosen["accelerator-type"] or "", jax), False
-    if follows:
-        chosen["runtime-version"] = None
+    chosen, follows = _choose(current, yes, framework == "jax")
     for key in ("project", "zone"):
         if not chosen[key]:
             raise TpuctlError(f"no {key} given", hint=f"pass --{key}")
@@ -91,6 +74,29 @@ def init(
         return
     changed = config.update_section(target, settings.SECTION, values)
     click.echo(f"wrote {target}" if changed else f"{target} already has these values; nothing changed")
+
+
+def _choose(current: settings.Settings, yes: bool, jax: bool) -> tuple[dict[str, str | None], bool]:
+    """The values to write (asked for, unless `yes`) and whether runtime-version follows the accelerator type.
+
+    A runtime no layer set is not written: it follows the accelerator type, where a written one would give every later
+    --accelerator-type this type's image (a single host's on a pod slice, TensorFlow's on v6e). That default follows
+    TensorFlow's image, so a JAX one (--framework jax) is written."""
+    chosen = {key: current.get(key) for key in WRITTEN}
+    follows = not current.given("runtime-version")
+    if not yes:
+        for key in WRITTEN:
+            if key == "runtime-version" and follows:
+                suggested = _default_image(chosen["accelerator-type"] or "", jax)
+                chosen[key] = _ask(key, suggested)
+                follows = not jax and chosen[key] in (None, suggested)
+            else:
+                chosen[key] = _ask(key, chosen[key])
+    if follows and jax:
+        chosen["runtime-version"], follows = _default_image(chosen["accelerator-type"] or "", jax), False
+    if follows:
+        chosen["runtime-version"] = None
+    return chosen, follows
 
 
 def _default_image(accelerator_type: str, jax: bool) -> str | None:
