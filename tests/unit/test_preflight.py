@@ -48,6 +48,7 @@ def test_a_tpu7x_fails_a_tpu_launch_in_one_line(tmp_path: Path, monkeypatch: pyt
         with pytest.raises(TpuctlError, match="this machine's TPU is TPU7x: TensorFlow does not support TPU7x") as raised:
             preflight.LocalChecks(job(strategy=strategy)).result()
         assert_one_doctor_line(raised.value, f"tpuctl doctor --python {sys.executable}")
+        assert "Keras 3 on JAX runs there: port the script to it, then `tpuctl launch train.py --framework jax` (docs/jax.md)" in str(raised.value)
 
 
 def test_a_tpu7x_leaves_cpu_strategies_rehearsals_and_no_preflight_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,7 +68,8 @@ def wants_jax(job: Job) -> list[str]:
         return []
     from tpuctl.launch import framework
 
-    return ["jax", *(["keras"] if framework.read(job.script).line_of("keras") is not None else [])]
+    keras = os.path.isfile(job.script) and framework.read(job.script).line_of("keras") is not None  # a FIFO is never read
+    return ["jax", *(["keras"] if keras else [])]
 
 
 def wants_chips(job: Job) -> bool:
@@ -89,7 +90,13 @@ def local_doctor(python: str, framework: str = contract.TENSORFLOW) -> str:
     return f"tpuctl doctor --python {shlex.quote(python)}" + (" --framework jax" if framework == contract.JAX else "")
 
 
-def check_chips(doctor: str) -> None:
+def refusal(chip: Chip, script: str) -> str:
+    """Why the workers cannot run TensorFlow on this chip, and the way they can run the script's model there: Keras 3 on
+    JAX, on the same hosts (TPU7x is made outside the Cloud TPU API: no --new-tpu takes it)."""
+    return f"{chip.why}; Keras 3 on JAX runs there: port the script to it, then `{jax_launch(script, None)}` ({JAX_GUIDE})"
+
+
+def check_chips(doctor: str, script: str) -> None:
     """A chip TensorFlow refuses, on this machine's PCI bus (read in-process: sysfs, a few files)."""
     from tpuctl.doctor.probe import pci_devices
 
@@ -98,7 +105,7 @@ def check_chips(doctor: str) -> None:
     for device in pci_devices():
         chip = refused.get(device["device"]) if device["vendor"] == vendor else None
         if chip is not None:
-            raise PreflightFailed(f"this machine's TPU is {chip.name}: {chip.why}", hint=doctor_hint(doctor))
+            raise PreflightFailed(f"this machine's TPU is {chip.name}: {refusal(chip, script)}", hint=doctor_hint(doctor))
 
 
 def no_tensorflow(python: str, doctor: str) -> PreflightFailed:
@@ -188,7 +195,7 @@ class LocalChecks:
         doctor = local_doctor(self.job.python, self.job.framework)
         try:
             if wants_chips(self.job):
-                check_chips(doctor)
+                check_chips(doctor, self.job.script)
             if modules := wants_jax(self.job):
                 self._check_jax(modules, doctor)
             if not wants_tensorflow(self.job):
@@ -227,7 +234,7 @@ def remote_hello(job: Job) -> list[tuple[str, str]]:
     hello = [("tensorflow", dict(job.env).get("PYTHONPATH", ""))] if wants_tensorflow(job) else []
     if wants_chips(job):
         vendor = f"0x{GOOGLE_PCI_VENDOR:04x}"
-        hello += [("chip", f"{vendor}:{device}=the TPU is {chip.name}: {chip.why}") for device, chip in refused_chips().items()]
+        hello += [("chip", f"{vendor}:{device}=the TPU is {chip.name}: {refusal(chip, job.script)}") for device, chip in refused_chips().items()]
     return hello
 
 

@@ -119,8 +119,9 @@ doctor.params = [param for param in doctor.params if param.name not in ("sync", 
 
 
 def _framework(asked: str, script: str | None) -> str:
-    """tensorflow or jax: as asked, else what SCRIPT's source says (tpuctl/launch/framework.py, as the launch reads it)."""
-    if asked != "auto" or script is None:
+    """tensorflow or jax: as asked, else what SCRIPT's source says (tpuctl/launch/framework.py, as the launch reads it);
+    only a regular file is read (a FIFO would block the read)."""
+    if asked != "auto" or script is None or not os.path.isfile(script):
         return "tensorflow" if asked == "auto" else asked
     from tpuctl.launch.framework import choose
 
