@@ -317,7 +317,7 @@ def instead(framework: str) -> str:
     return _INSTEAD_JAX if framework == JAX else _INSTEAD
 
 
-def checked(path: str | None, setup: str | None, *, tpu_vm: bool, image: str | None, allowed: bool, framework: str = TENSORFLOW) -> Requirements | None:
+def checked(path: str | None, setup: str | None, framework: str = TENSORFLOW, *, tpu_vm: bool, image: str | None, allowed: bool) -> Requirements | None:
     """A launch's --requirements file (None without one) read, and on a TPU VM of runtime image `image` both it and
     --setup held to the rule that TensorFlow there is the image's (for a JAX run: that nothing fights JAX for the TPU),
     unless `allowed` (--replace-tensorflow). GPU hosts and other machines whose TensorFlow is the user's own (`tpu_vm`

@@ -286,8 +286,7 @@ class SshRunner(Runner):
             raise TpuctlError(f"script not found: {job.script}")
         self.pair = self.slice.pair_for(job) if self.slice is not None else []  # first: --new-tpu picks its image for the job's framework
         image = self.slice.image if self.slice is not None else None  # a TPU VM's: its TensorFlow is the image's
-        tpu_vm, allowed = self.slice is not None, job.replace_tensorflow
-        self.requirements = checked(job.requirements, job.setup, tpu_vm=tpu_vm, image=image, allowed=allowed, framework=job.framework)
+        self.requirements = checked(job.requirements, job.setup, job.framework, tpu_vm=self.slice is not None, image=image, allowed=job.replace_tensorflow)
         extra = job.processes - job.workers
         workers = job.workers
         if "workers" not in given:
