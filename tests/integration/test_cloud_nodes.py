@@ -384,3 +384,5 @@ def test_create_for_jax_takes_each_types_jax_image_reuses_its_node_and_yields_to
     assert (g.node(ZONE, "jax-named") or {}).get("runtimeVersion") == "tpu-vm-tf-2.16.1-pjrt"
     hunted = cli("create", "jax-hunt", "--zones", "europe-west4-a", "--accelerator-type", "v6e-8,v5litepod-8", "--framework", "jax", "--async")
     assert (g.node("europe-west4-a", "jax-hunt") or {}).get("runtimeVersion") == "v2-alpha-tpuv6e", hunted.stderr
+    refused = cli("create", "jax-7x", "--accelerator-type", "tpu7x-8", "--framework", "jax", code=2)
+    assert "TPU7x (Ironwood) is not in the Cloud TPU API" in error_line(refused)

@@ -232,18 +232,10 @@ JAX_IMAGES: dict[str, str] = {
     "v6e": "v2-alpha-tpuv6e",
 }
 JAX_IMAGE_SOURCE = "cloud.google.com/tpu/docs/runtimes"
-# TPU7x (Ironwood) has no image to name: the runtimes page's caution, "The Cloud TPU API is not supported on TPU7x and later
-# TPU versions" (FIELD-NOTES 2026-12-07: TPU7x only through Compute Engine or GKE).
-_TPU7X = re.compile(r"(tpu7x?|v7x?|ironwood)([-_].*)?\Z", re.IGNORECASE)
-NO_TPU7X = "TPU7x (Ironwood) is not in the Cloud TPU API (its runtimes page: not supported on TPU7x and later), so it has no TPU VM image to name"
-NO_TPU7X_HINT = "make TPU7x through Compute Engine or GKE (`tpuctl launch --backend kubernetes`), or take v6e-N for a TPU VM"
-
-
 def jax_image(accelerator_type: str) -> str:
     """The runtime image a JAX run's TPU VM of this type is created with (JAX_IMAGES). TPU7x, which the Cloud TPU API does
-    not manage, and a generation the accelerator table does not know are one-line errors: no image is guessed."""
-    if _TPU7X.match(accelerator_type.strip()):
-        raise TpuctlError(f"{one_line(accelerator_type, 40)}: {NO_TPU7X}", hint=NO_TPU7X_HINT)
+    not manage (accelerators.NO_TPU7X), and a generation the accelerator table does not know are shape_of's one-line
+    errors: no image is guessed."""
     generation = shape_of(accelerator_type).generation
     image = JAX_IMAGES.get(generation)
     if image is None:  # a generation added to the accelerator table before its row here
