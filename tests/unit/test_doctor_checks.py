@@ -435,6 +435,8 @@ def test_jax_alone_or_beside_a_tensorflow_without_tpu_support_takes_the_tpu_alon
     assert_verdict(run("jax", distributions=jax, **tpu(0x006F)), "ok", "jax 0.10.2 with no TensorFlow beside it that takes the TPU")
     cpu = run("jax", **tf("2.21.0", "tensorflow-cpu", *jax), **tpu(0x006F))
     assert_verdict(cpu, "ok", "(tensorflow-cpu 2.21.0 has no TPU support)")
+    assert_verdict(run("jax", **tf("2.21.0", "tensorflow", *jax), **tpu(0x006F)), "ok", "(tensorflow 2.21.0 has no TPU support)")
+    assert_verdict(run("jax", **tf("2.18.0", "tensorflow", *jax), **tpu(0x006F)), "warn", "beside tensorflow 2.18.0: both take the TPU")
 
 
 # --- runtime-image ---------------------------------------------------------------------------------------------

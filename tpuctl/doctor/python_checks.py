@@ -176,6 +176,16 @@ def check_tensorboard(facts: Facts, _: Context) -> Check:
     return ok("tensorboard", board.shown)
 
 
+def _takes_tpu(tf: Dist) -> bool:
+    """A TensorFlow that can start on the TPU: a TPU build, or a plain one as old as the TPU builds (the TPU VM images'
+    `tensorflow` was built for the TPU). A -cpu build has no TPU support, and a plain TensorFlow past the last
+    tensorflow-tpu has none either (check_tpu_build's rule; TensorFlow 2.21's wheel carries no libtpu loader)."""
+    if tf.name in ("tensorflow-tpu", "tf-nightly-tpu"):
+        return True
+    minor = versions.minor(tf.version)
+    return not tf.name.endswith("-cpu") and (minor is None or minor <= sw.NEWEST_TENSORFLOW_TPU)
+
+
 def check_jax(facts: Facts, _: Context) -> Check:
     """JAX and a TensorFlow with TPU support each take the whole TPU when they start on it, and libtpu lets one process
     hold it (tensorflow#61293; Colab's maintainers on googlecolab/colabtools#4567: "the libraries hold exclusive locks
@@ -190,7 +200,7 @@ def check_jax(facts: Facts, _: Context) -> Check:
     if facts.env.get("JAX_PLATFORMS", "").strip().lower() == "cpu":
         return ok("jax", f"{jax.shown} kept off the TPU (JAX_PLATFORMS=cpu)")
     tf = tf_dist(facts)
-    if tf is None or tf.name.endswith("-cpu"):
+    if tf is None or not _takes_tpu(tf):
         return ok("jax", f"{jax.shown} with no TensorFlow beside it that takes the TPU" + (f" ({tf.shown} has no TPU support)" if tf else ""))
     return Check(
         "jax",

@@ -274,8 +274,10 @@ _INSTEAD = (
 # A JAX run: libtpu lets one process hold the TPU, and a TPU build of TensorFlow takes it on import, tf.data use and all
 # (Colab's maintainers on googlecolab/colabtools#4567: "the libraries hold exclusive locks on the TPU ... TF is very
 # aggressive about acquiring the TPU ... even if you're using it just for tf.data"); the process that comes second is told
-# "The TPU is already in use by process with pid N" and JAX falls back to the CPU (jax-ml/jax#22070). TensorFlow's
-# builds without TPU support have no libtpu to load (tensorflow-cpu is what those maintainers advise beside JAX).
+# "The TPU is already in use by process with pid N" and JAX falls back to the CPU (jax-ml/jax#22070). tensorflow-cpu has
+# no TPU support (what those maintainers advise beside JAX); the other builds' lines are not refused either: pip's
+# `tensorflow` has no TPU build of its own (tensorflow-tpu is that), and a resolution that pulls a TPU build in is
+# refused by its lock (protected_in).
 _FIGHTS_JAX = (
     "a TPU build of TensorFlow",
     "it takes the TPU when imported, and libtpu lets one process hold it: it and JAX, the image's accelerator stack for this "
