@@ -213,6 +213,16 @@ def test_a_jax_run_passes_where_the_interpreter_has_jax_and_keras_even_without_t
         preflight.LocalChecks(job(script=str(script))).result()  # the same interpreter, a TensorFlow run
 
 
-def test_a_jax_run_asks_the_hosts_for_no_tensorflow_and_no_chip() -> None:
-    assert preflight.remote_hello(job(strategy="auto", framework="jax")) == []
-    assert preflight.remote_hello(job(strategy="auto")) != []
+def test_a_jax_run_asks_the_hosts_for_jax_and_no_chip_and_their_agent_finds_it_or_says_where_it_comes_from(tmp_path: Path) -> None:
+    checks = preflight.remote_hello(job(strategy="auto", framework="jax", env=(("PYTHONPATH", "/opt/theirs"),)))
+    assert checks == [("jax", "/opt/theirs")]
+    assert preflight.remote_hello(job(strategy="auto", framework="jax", preflight=False)) == []
+    tpu7x = fake_sysfs(tmp_path / "tpu7x", TPU7X)
+    bare = python_without_jax()
+    kind, packed = _agent(bare, [("jax", "")], tmp_path, tpu7x)
+    assert (kind, session.message(packed)) == ("error", f"preflight: no jax (a JAX run: jax[tpu] in --requirements on TPU VMs) for {bare}")
+    package = tmp_path / "theirs" / "jax"
+    package.mkdir(parents=True)
+    (package / "__init__.py").touch()
+    assert _agent(bare, [("jax", str(package.parent))], tmp_path, tpu7x)[0] == "hello"  # TPU7x is JAX's chip: no refusal
+    assert preflight.remote_doctor("10.0.0.2", "python3", "my-tpu", "jax") == "tpuctl doctor --tpu my-tpu --python python3 --framework jax"

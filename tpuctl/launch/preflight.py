@@ -16,9 +16,9 @@ Where they run: a local launch checks here, in a thread while the launch loads
 the rest of its machinery (the TensorFlow check starts `--python`'s interpreter
 once; the launcher's own interpreter answers in-process); over ssh each host's agent checks
 during its hello (tpuctl/backends/ssh/agent.py), with what to check taken from
-`remote_hello` (a JAX run asks the hosts for nothing yet: their jax comes from the
-run's environment, built after the hello). Kubernetes and Vertex AI workers run an
-image the user built: nothing is checked there.
+`remote_hello` (a JAX run's agents run in the run's --requirements environment where
+there is one, built before they start: its jax is found there). Kubernetes and Vertex AI
+workers run an image the user built: nothing is checked there.
 
 A TensorFlow run aimed at a TPU TensorFlow is leaving (v6e, TPU7x: software.CHIPS)
 is told the way there, Keras 3 on JAX, with the command (`leaving_tensorflow`).
@@ -226,19 +226,20 @@ class LocalChecks:
 
 
 def remote_hello(job: Job) -> list[tuple[str, str]]:
-    """What each host's agent checks in its hello (agent.py `preflight`): `tensorflow` asks for the find_spec (its
-    value: the PYTHONPATH the launch gives the workers, if any), each `chip` names a refused chip as
+    """What each host's agent checks in its hello (agent.py `preflight`): `tensorflow` (a JAX run: `jax`) asks for the
+    find_spec (its value: the PYTHONPATH the launch gives the workers, if any), each `chip` names a refused chip as
     VENDOR:DEVICE=the line to fail with."""
     if not job.preflight:
         return []
-    hello = [("tensorflow", dict(job.env).get("PYTHONPATH", ""))] if wants_tensorflow(job) else []
+    found = "tensorflow" if wants_tensorflow(job) else "jax" if wants_jax(job) else None  # the agent's preflight.MODULES
+    hello = [(found, dict(job.env).get("PYTHONPATH", ""))] if found else []
     if wants_chips(job):
         vendor = f"0x{GOOGLE_PCI_VENDOR:04x}"
         hello += [("chip", f"{vendor}:{device}=the TPU is {chip.name}: {refusal(chip, job.script)}") for device, chip in refused_chips().items()]
     return hello
 
 
-def remote_doctor(hosts: str, python: str, tpu: str | None) -> str:
+def remote_doctor(hosts: str, python: str, tpu: str | None, framework: str = contract.TENSORFLOW) -> str:
     """The doctor command for some hosts of an ssh launch ("h1,h2"), or for the whole TPU slice."""
     where = f"--tpu {shlex.quote(tpu)}" if tpu is not None else f"--hosts {shlex.quote(hosts)}"
-    return f"tpuctl doctor {where} --python {shlex.quote(python)}"
+    return f"tpuctl doctor {where} --python {shlex.quote(python)}" + (" --framework jax" if framework == contract.JAX else "")

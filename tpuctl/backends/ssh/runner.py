@@ -413,7 +413,7 @@ class SshRunner(Runner):
             hosts_again=self.slice.hosts_again if self.slice is not None else None,
             node_down=self.slice.down if self.slice is not None else None,
             preflight=remote_hello(job),
-            doctor=lambda hosts: remote_doctor(hosts, job.python, tpu_name),
+            doctor=lambda hosts: remote_doctor(hosts, job.python, tpu_name, job.framework),
             profiler=job.profiler_server,
             environments=None if (spec := self._env_spec(job)) is None else for_run(spec, self.ssh, job, context, self.paths.workdir),
         )
