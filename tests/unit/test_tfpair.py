@@ -225,6 +225,10 @@ def test_a_dry_run_of_a_jax_run_on_new_tpu_says_its_jax_image_instead_of_the_ten
     assert shown["new_tpu"]["images"]["v6e-8"]["image"] == "v2-alpha-tpuv6e"
     [said] = shown["tensorflow"]
     assert said.startswith("JAX: on the TPU v2-alpha-tpuv6e (the JAX image for v6e") and "never import TensorFlow" in said
+    bare = in_process(*args[:-2], "--dry-run", "--json", env={"TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})  # no --requirements
+    assert json.loads(bare.out)["remote"]["tensorflow"][1] == (
+        "v2-alpha-tpuv6e has no JAX (cloud.google.com/tpu/docs/runtimes: install the framework): list jax[tpu] and keras in --requirements FILE"
+    )
     tensorflow = in_process(*args[:-2], "--framework", "tensorflow", "--dry-run", "--json", env={"TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})
     assert tensorflow.code != 0 and "KERAS_BACKEND" in tensorflow.err  # the script's own backend is never overridden
 
@@ -256,5 +260,6 @@ def test_a_launch_on_a_v6e_node_points_a_tensorflow_run_to_jax_and_a_jax_run_say
     (home / "work" / "train.py").write_text(JAX_SCRIPT)
     jax_run = in_process("launch", "train.py", "--tpu", name, "--python", "python3", "--dry-run", "--json", env=dict(env))
     assert json.loads(jax_run.out)["remote"]["tensorflow"] == [
-        f"JAX: on the TPU v2-alpha-tpuv6e (node {name}'s image); this machine's TensorFlow is not paired with it: a JAX run's workers never import TensorFlow"
+        f"JAX: on the TPU v2-alpha-tpuv6e (node {name}'s image); this machine's TensorFlow is not paired with it: a JAX run's workers never import TensorFlow",
+        "v2-alpha-tpuv6e has no JAX (cloud.google.com/tpu/docs/runtimes: install the framework): list jax[tpu] and keras in --requirements FILE",
     ]

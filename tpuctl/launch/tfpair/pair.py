@@ -158,7 +158,10 @@ def for_launch(job: Job, found: tuple[Image, str] | None) -> list[str]:
         return []
     image, accelerator = found
     if job.framework == contract.JAX:
-        return [f"JAX: on the TPU {image.name} ({image.why}); this machine's TensorFlow is not paired with it: a JAX run's workers never import TensorFlow"]
+        said = [f"JAX: on the TPU {image.name} ({image.why}); this machine's TensorFlow is not paired with it: a JAX run's workers never import TensorFlow"]
+        if image.name in software.JAX_IMAGES.values() and not job.requirements and not job.setup:
+            said.append(f"{image.name} has no JAX (cloud.google.com/tpu/docs/runtimes: install the framework): list jax[tpu] and keras in --requirements FILE")
+        return said
     said = lines(this_interpreter(), image, job.script, dict(job.env), job.requirements, accelerator)
     leaving = leaving_tensorflow(job, accelerator)
     return said if leaving is None else [*said, leaving]
