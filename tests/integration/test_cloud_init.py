@@ -117,3 +117,20 @@ def test_questions_on_a_terminal_take_the_suggested_defaults(env: dict[str, str]
     assert "Google Cloud project id (project) [tpuctl-test]:" in done.stderr
     assert "TPU VM software version for new nodes (runtime-version) [tpu-vm-tf-2.16.1-pod-pjrt]:" in done.stderr
     assert config.read_file(user_file(env))["cloud"] == {"project": "tpuctl-test", "zone": "us-central2-b", "accelerator-type": "v4-32"}
+
+
+def test_init_for_jax_writes_the_types_jax_image_once_unless_a_runtime_is_named(env: dict[str, str], tmp_path: Path) -> None:
+    """TensorFlow's default is not written (it follows the type); a JAX image is, checked against the zone."""
+    flags = ("--yes", "--zone", "europe-west4-a", "--accelerator-type", "v6e-8", "--framework", "jax")
+    wrote = run_tpuctl("init", *flags, env=env, cwd=tmp_path)
+    assert wrote.returncode == 0, wrote.stderr
+    assert "runtime-version = v2-alpha-tpuv6e\n" in wrote.stdout
+    assert config.read_file(user_file(env))["cloud"]["runtime-version"] == "v2-alpha-tpuv6e"
+    again = run_tpuctl("init", *flags, env=env, cwd=tmp_path)
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+    v5e = ("init", "--yes", "--dry-run", "--zone", "europe-west4-a", "--accelerator-type", "v5litepod-8", "--framework", "jax")
+    kept = run_tpuctl(*v5e, env=env, cwd=tmp_path)
+    assert kept.returncode == 0 and "runtime-version = v2-alpha-tpuv6e\n" in kept.stdout  # the file's own wins, as ever
+    os.remove(user_file(env))
+    named = run_tpuctl(*v5e, env=env, cwd=tmp_path)
+    assert named.returncode == 0 and "runtime-version = v2-alpha-tpuv5-lite\n" in named.stdout

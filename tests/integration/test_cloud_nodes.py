@@ -370,3 +370,19 @@ def test_an_existing_node_on_another_image_is_reused_unless_the_user_names_one(g
     assert "runtime version: 'tpu-ubuntu2204-base' != 'tpu-vm-tf-2.16.1-pjrt'" in error_line(named)
     other = cli("create", "older-0000", "--accelerator-type", "v4-16", code=1)
     assert "accelerator type: 'v4-8' != 'v4-16'" in error_line(other) and "runtime version" not in other.stderr
+
+
+def test_create_for_jax_takes_each_types_jax_image_reuses_its_node_and_yields_to_a_named_runtime(google_standin: GoogleStandin, cli: Cli) -> None:
+    """--framework jax: the runtimes page's JAX image of each type (tpuctl/tpu/software.py), re-runnable as ever; a
+    runtime version a layer names still wins, and a hunt gives each type its own."""
+    g = google_standin
+    made = cli("create", "jax-v4", "--accelerator-type", "v4-8", "--framework", "jax")
+    assert made.stdout.startswith("created jax-v4 (v4-8, tpu-ubuntu2204-base) in us-central2-b: READY")
+    assert cli("create", "jax-v4", "--accelerator-type", "v4-8", "--framework", "jax").stdout.startswith("reused existing jax-v4")
+    assert creates(g, "jax-v4") == 1
+    cli("create", "jax-named", "--accelerator-type", "v4-8", "--framework", "jax", "--async", TPUCTL_RUNTIME_VERSION="tpu-vm-tf-2.16.1-pjrt")
+    assert (g.node(ZONE, "jax-named") or {}).get("runtimeVersion") == "tpu-vm-tf-2.16.1-pjrt"
+    hunted = cli("create", "jax-hunt", "--zones", "europe-west4-a", "--accelerator-type", "v6e-8,v5litepod-8", "--framework", "jax", "--async")
+    assert (g.node("europe-west4-a", "jax-hunt") or {}).get("runtimeVersion") == "v2-alpha-tpuv6e", hunted.stderr
+    refused = cli("create", "jax-7x", "--accelerator-type", "tpu7x-8", "--framework", "jax", code=2)
+    assert "TPU7x (Ironwood) is not in the Cloud TPU API" in error_line(refused)

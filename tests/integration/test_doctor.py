@@ -411,3 +411,38 @@ def test_dry_run_prints_one_ssh_command_per_host_and_connects_to_none(home: Path
             assert re.search(rf"\bssh\b.*-F {re.escape(str(config))}.* {host} ", line) and f"{TF221} -" in line, line
         with pytest.raises(BlockingIOError):
             listener.accept()
+
+
+# --- a JAX run's interpreter -----------------------------------------------------------------------------------------
+
+
+def test_a_jax_run_is_checked_against_jax_s_own_metadata_and_never_imports_tensorflow(home: Path, tmp_path: Path) -> None:
+    """The tests' venv (jax with its CPU jaxlib, Keras 3, TensorFlow 2.21 too): jax's own jaxlib rule, read by the probe
+    from jax's metadata, holds; TensorFlow is not imported, not even with a script that sets KERAS_BACKEND=jax."""
+    from importlib import metadata
+
+    script = home / "train_jax.py"
+    script.write_text('import os\nos.environ["KERAS_BACKEND"] = "jax"\nimport keras\n')
+    marker = tmp_path / "imported"
+    fake = fake_tensorflow(tmp_path, f"open({str(marker)!r}, 'w').close()\n")  # a TensorFlow that says when it is imported
+    result = doctor(home, str(script), "--python", TF221, "--json", env=clean_env(home, PYTHONPATH=os.pathsep.join((str(ROOT), str(fake)))))
+    assert result.returncode == 0, result.stdout + result.stderr
+    by_name = checks(result)
+    accepts = next(r.split(";")[0] for r in metadata.requires("jax") or [] if r.startswith("jaxlib") and "extra" not in r)
+    jax, jaxlib = metadata.version("jax"), metadata.version("jaxlib")
+    assert by_name["jax-versions"]["found"] == f"jax {jax}, jaxlib {jaxlib} (jax requires {accepts})"
+    assert by_name["keras"]["found"].endswith("with its JAX backend") and "tensorflow" not in by_name and "import" not in by_name
+    assert not marker.exists()
+
+
+def test_an_interpreter_without_jax_fails_a_jax_run_in_its_words(home: Path) -> None:
+    """Python 3.8 with the standard library alone (the probe's oldest): no jax, and its fix."""
+    python = "/root/.pyenv/versions/3.8.18/bin/python3"
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"{python} is not on this machine")
+    result = doctor(home, "--python", python, "--framework", "jax", env=clean_env(home, PYTHONPATH=str(ROOT)))  # this checkout's tpuctl
+    assert result.returncode == 1, result.stdout + result.stderr
+    by_name = lines(result)
+    fix = "pip install 'tpuctl[jax]' (jax[tpu] on a TPU VM: in --requirements)"
+    assert by_name["jax-versions"] == [f"FAIL  jax-versions     jax is not installed -> fix: {fix}"]
+    assert by_name["python"][0].startswith("ok    python           Python 3.8.18")

@@ -47,7 +47,7 @@ def rows_named(rows: list[Row], name: str) -> list[Row]:
 def test_identical_hosts_give_one_row_per_check_with_every_host() -> None:
     rows = grouped([host(h) for h in HOSTS], Context(), SCRIPT_DIR)
     names = [row.check.name for row in rows]
-    assert len(names) == len(set(names)) == len(CHECKS) + 1 + 5 + 1  # the checks, hosts, same-*, script-dir
+    assert len(names) == len(set(names)) == len(CHECKS) + 1 + 7 + 1  # the checks, hosts, same-*, script-dir
     assert all(row.hosts == HOSTS for row in rows)
     assert [(row.check.name, row.check.status) for row in rows[len(CHECKS) :]] == [
         ("hosts", "ok"),
@@ -56,6 +56,8 @@ def test_identical_hosts_give_one_row_per_check_with_every_host() -> None:
         ("same-keras", "ok"),
         ("same-tf-keras", "ok"),
         ("same-libtpu", "ok"),
+        ("same-jax", "ok"),
+        ("same-jaxlib", "ok"),
         ("script-dir", "ok"),
     ]
     assert rows_named(rows, "same-tensorflow")[0].check.found == "tensorflow-tpu 2.18.0 on every host"

@@ -421,8 +421,22 @@ def test_jax() -> None:
     jax = [dist("jax", "0.4.35"), dist("jaxlib", "0.4.35")]
     assert_verdict(run("jax", **tpu(0x0063)), "ok", "not installed")
     assert_verdict(run("jax", distributions=jax), "ok", "no TPU here")
-    assert_verdict(run("jax", distributions=jax, **tpu(0x0063)), "warn", "jax 0.4.35", "takes the TPU", fix=("JAX_PLATFORMS=cpu",))
-    assert_verdict(run("jax", distributions=jax, env={"JAX_PLATFORMS": "cpu"}, **tpu(0x0063)), "ok", "kept off the TPU")
+    both = {**tf("2.18.0", "tensorflow-tpu", *jax), **tpu(0x0063)}
+    assert_verdict(
+        run("jax", **both), "warn", "jax 0.4.35 beside tensorflow-tpu 2.18.0: both take the TPU", "The TPU is already in use",
+        fix=("pip uninstall -y tensorflow-tpu && pip install tensorflow-cpu", "JAX_PLATFORMS=cpu"),
+    )  # fmt: skip
+    assert_verdict(run("jax", env={"JAX_PLATFORMS": "cpu"}, **both), "ok", "kept off the TPU")
+
+
+def test_jax_alone_or_beside_a_tensorflow_without_tpu_support_takes_the_tpu_alone() -> None:
+    """Installed together is no finding; a TensorFlow that takes no TPU (tensorflow-cpu) and JAX on one TPU is none."""
+    jax = [dist("jax", "0.10.2"), dist("jaxlib", "0.10.2"), dist("libtpu", "0.0.42")]
+    assert_verdict(run("jax", distributions=jax, **tpu(0x006F)), "ok", "jax 0.10.2 with no TensorFlow beside it that takes the TPU")
+    cpu = run("jax", **tf("2.21.0", "tensorflow-cpu", *jax), **tpu(0x006F))
+    assert_verdict(cpu, "ok", "(tensorflow-cpu 2.21.0 has no TPU support)")
+    assert_verdict(run("jax", **tf("2.21.0", "tensorflow", *jax), **tpu(0x006F)), "ok", "(tensorflow 2.21.0 has no TPU support)")
+    assert_verdict(run("jax", **tf("2.18.0", "tensorflow", *jax), **tpu(0x006F)), "warn", "beside tensorflow 2.18.0: both take the TPU")
 
 
 # --- runtime-image ---------------------------------------------------------------------------------------------
@@ -614,3 +628,64 @@ def test_the_tensorflow_an_import_finds_first_is_the_one_judged() -> None:
     parts = {**tf("2.21.0"), "distributions": [shadow, dist("tensorflow", "2.21.0"), dist("keras", "3.12.0")]}
     assert_verdict(run("keras", **parts), "fail", "keras 3.12.0 beside TensorFlow 2.15", fix=("'keras==2.15.*'",))
     assert_verdict(run("tensorflow", **parts), "ok", "tensorflow 2.15.1, tensorflow 2.21.0")
+
+
+# --- a JAX run's interpreter (--framework jax) --------------------------------------------------------------------
+
+JAX_RUN = Context(framework="jax", script="train.py")
+# jax 0.10.2's own requirements as its wheel's metadata writes them (the probe keeps these: probe.kept_requirement).
+JAX_0_10_2 = dist("jax", "0.10.2", "jaxlib<=0.10.2,>=0.10.1", 'jaxlib<=0.10.2,>=0.10.2; extra == "tpu"', 'libtpu==0.0.42.*; extra == "tpu"')
+
+
+def jax_stack(jaxlib: str | None = "0.10.2", *more: dict[str, Any]) -> list[dict[str, Any]]:
+    return [JAX_0_10_2, *([dist("jaxlib", jaxlib)] if jaxlib else []), *more]
+
+
+def test_a_jax_run_is_checked_for_jax_not_tensorflow() -> None:
+    names = [c.name for c in run_checks(facts.from_json(answer(python={"version": [3, 14, 0], "executable": "/x/python"})), JAX_RUN)]
+    assert names[:3] == ["python", "jax-versions", "keras"] and not {"tensorflow", "import", "tpu-build", "libtpu", "runtime-image"} & set(names)
+    assert_verdict(run("python", JAX_RUN, python={"version": [3, 14, 0], "executable": "/x/python"}), "ok", "Python 3.14.0")
+    assert run("python", python={"version": [3, 14, 0], "executable": "/x/python"}).status == "fail"  # TensorFlow has no wheel
+
+
+def test_jaxlib_must_be_the_one_jax_accepts() -> None:
+    assert_verdict(run("jax-versions", JAX_RUN, distributions=jax_stack()), "ok", "jax 0.10.2, jaxlib 0.10.2 (jax requires jaxlib<=0.10.2,>=0.10.1)")
+    for older_or_newer in ("0.10.0", "0.10.3"):
+        assert_verdict(
+            run("jax-versions", JAX_RUN, distributions=jax_stack(older_or_newer)), "fail",
+            f"jaxlib {older_or_newer}, but jax 0.10.2 requires jaxlib<=0.10.2,>=0.10.1: `import jax` refuses it",
+            fix=("pip install 'jaxlib<=0.10.2,>=0.10.1'",),
+        )  # fmt: skip
+    assert_verdict(run("jax-versions", JAX_RUN, distributions=jax_stack(None)), "fail", "without jaxlib", fix=("pip install 'jaxlib<=0.10.2,>=0.10.1'",))
+    assert_verdict(run("jax-versions", JAX_RUN), "fail", "jax is not installed", fix=("pip install 'tpuctl[jax]'", "jax[tpu]"))
+    # On a TPU the fix is jax[tpu] at jax's version: it brings the jaxlib and the libtpu that release pins.
+    assert_verdict(run("jax-versions", JAX_RUN, distributions=jax_stack("0.10.0"), **tpu(0x006F)), "fail", fix=("pip install 'jax[tpu]==0.10.2'",))
+
+
+def test_on_a_tpu_libtpu_is_the_one_jax_tpu_pins() -> None:
+    v6e = tpu(0x006F)
+    pinned = run("jax-versions", JAX_RUN, distributions=jax_stack("0.10.2", dist("libtpu", "0.0.42.1")), **v6e)
+    assert_verdict(pinned, "ok", "libtpu 0.0.42.1 as jax[tpu] pins")
+    other = run("jax-versions", JAX_RUN, distributions=jax_stack("0.10.2", dist("libtpu", "0.0.40")), **v6e)
+    assert_verdict(other, "warn", "libtpu 0.0.40, but jax[tpu] 0.10.2 pins libtpu==0.0.42.*", fix=("pip install 'jax[tpu]==0.10.2'",))
+    none = run("jax-versions", JAX_RUN, distributions=jax_stack(), **v6e)
+    assert_verdict(none, "fail", "no libtpu: JAX falls back to the CPU", "A Google TPU may be present", fix=("pip install 'jax[tpu]==0.10.2'",))
+    images = run("jax-versions", JAX_RUN, distributions=jax_stack(), libtpu_files=["/lib/libtpu.so"], **v6e)
+    assert_verdict(images, "warn", "no libtpu package: JAX loads /lib/libtpu.so, not the libtpu==0.0.42.* jax[tpu] 0.10.2 pins")
+
+
+def test_a_jax_run_needs_keras_3_where_it_uses_keras() -> None:
+    assert_verdict(run("keras", JAX_RUN, distributions=[dist("keras", "3.15.1")]), "ok", "keras 3.15.1, with its JAX backend")
+    assert_verdict(run("keras", JAX_RUN, distributions=[dist("keras", "2.15.0")]), "fail", "Keras 2 has no JAX backend", fix=("pip install 'keras>=3.6'",))
+    assert_verdict(run("keras", JAX_RUN), "warn", "Keras is not installed", fix=("pip install 'tpuctl[jax]'",))
+
+
+def test_a_chip_tensorflow_is_leaving_points_to_keras_3_on_jax_and_is_a_jax_runs_own() -> None:
+    v6e = run("tpu-chips", Context(script="train.py"), **tpu(0x006F, chips=8))
+    assert_verdict(v6e, "warn", "v6e", fix=("`tpuctl launch train.py --framework jax --new-tpu v6e-8 --requirements requirements.txt` (docs/jax.md)",))
+    named = run("tpu-chips", Context(script="my train.py"), metadata={"reachable": True, "attributes": {"accelerator-type": "v6e-16"}}, **tpu(0x006F))
+    assert "`tpuctl launch 'my train.py' --framework jax --new-tpu v6e-16 --requirements requirements.txt`" in named.fix
+    tpu7x = run("tpu-chips", Context(), **tpu(0x0076))
+    assert_verdict(tpu7x, "fail", "TPU7x", fix=("pip install 'jax[tpu]' 'keras>=3.6' here, then `tpuctl launch train.py --framework jax` (docs/jax.md)",))
+    for chip in (0x006F, 0x0076):
+        assert_verdict(run("tpu-chips", JAX_RUN, **tpu(chip)), "ok")

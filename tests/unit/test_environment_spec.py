@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import run_tpuctl
 from tpuctl.backends.ssh.environment.hosts import Console, Environments
 from tpuctl.backends.ssh.environment.lock import Lock
-from tpuctl.backends.ssh.environment.spec import EnvSpec
+from tpuctl.backends.ssh.environment.spec import EnvSpec, render
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runs.folder import RunFolder
 from tpuctl.ssh.client_args import SshOptions
@@ -77,6 +77,26 @@ def test_a_lock_that_would_replace_a_tpu_vms_tensorflow_is_refused_naming_what_p
     assert refused.value.exit_code == 2
     environments(spec(replace_tensorflow=True))._refuse_replacing(lock, "host1")
     environments(spec(tpu=False))._refuse_replacing(lock, "host1")
+
+
+def test_a_jax_runs_lock_brings_jax_and_libtpu_and_only_a_tpu_build_of_tensorflow_is_refused() -> None:
+    """A JAX run's image has no framework: jax[tpu]'s jaxlib and libtpu are what its lock is for; a TPU build of
+    TensorFlow pulled in beside them would hold the TPU JAX needs."""
+    stack = [wheel("jax", "0.10.2"), wheel("jaxlib", "0.10.2"), wheel("libtpu", "0.0.42"), wheel("keras", "3.15.1")]
+    stack.append(wheel("tensorflow-cpu", "2.21.0"))
+    environments(spec(framework="jax"))._refuse_replacing(Lock.of(stack), "host1")
+    with pytest.raises(TpuctlError, match=r"to jaxlib 0\.10\.2"):
+        environments(spec())._refuse_replacing(Lock.of(stack), "host1")  # a TensorFlow run's rule is unchanged
+    fights = Lock.of([*stack, wheel("tensorflow-tpu", "2.20.0")], {"keras-hub": ["tensorflow-tpu"]})
+    with pytest.raises(TpuctlError) as refused:
+        environments(spec(framework="jax"))._refuse_replacing(fights, "host1")
+    message = str(refused.value)
+    assert "to tensorflow-tpu 2.20.0 (required by keras-hub)" in message and "the image's accelerator stack" in message
+    assert refused.value.hint is not None and "tensorflow-cpu" in refused.value.hint
+    said = render(spec(framework="jax").describe())
+    assert "environment: a lock that adds or replaces a TPU build of TensorFlow (it would fight JAX for the TPU) is refused before anything is installed" in (
+        said
+    )
 
 
 def test_text_from_a_host_never_shows_the_index_credentials() -> None:

@@ -48,6 +48,7 @@ def test_a_tpu7x_fails_a_tpu_launch_in_one_line(tmp_path: Path, monkeypatch: pyt
         with pytest.raises(TpuctlError, match="this machine's TPU is TPU7x: TensorFlow does not support TPU7x") as raised:
             preflight.LocalChecks(job(strategy=strategy)).result()
         assert_one_doctor_line(raised.value, f"tpuctl doctor --python {sys.executable}")
+        assert "Keras 3 on JAX runs there: port the script to it, then `tpuctl launch train.py --framework jax` (docs/jax.md)" in str(raised.value)
 
 
 def test_a_tpu7x_leaves_cpu_strategies_rehearsals_and_no_preflight_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,3 +165,64 @@ def test_the_agent_runs_the_same_checks_on_its_host(tmp_path: Path) -> None:
     if importlib.util.find_spec("tensorflow") is not None:
         # -S leaves site-packages out of the agent's own sys.path: the check puts it back, as a worker has it.
         assert _agent(sys.executable, checks, tmp_path, v4)[0] == "hello"
+
+
+# --- a JAX run: jax (and keras, where the script imports it) in the workers' interpreter, never TensorFlow -------------
+
+JAX_SCRIPT = 'import os\nos.environ["KERAS_BACKEND"] = "jax"\nimport keras\n'
+
+
+def python_without_jax() -> str:
+    """A real interpreter on this machine that finds neither jax nor keras (the tests' own venv has both)."""
+    for python in (python_without_tensorflow(), "/root/.pyenv/versions/3.8.18/bin/python3"):
+        if os.access(python, os.X_OK) and subprocess.run([python, "-c", preflight.FIND_JAX, "jax", "keras"], capture_output=True, timeout=30).returncode == 3:
+            return python
+    pytest.skip("every interpreter here has jax or keras")
+
+
+def test_a_jax_run_needs_jax_not_tensorflow_in_one_line_with_the_pip_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPUCTL_SYSFS_ROOT", str(fake_sysfs(tmp_path, TPU7X)))  # JAX's chip: no TensorFlow refusal
+    script = tmp_path / "train.py"
+    script.write_text(JAX_SCRIPT)
+    python = python_without_jax()
+    with pytest.raises(TpuctlError) as raised:
+        preflight.LocalChecks(job(python=python, framework="jax", script=str(script))).result()
+    said = f"no jax or keras for the workers' interpreter {python} (a JAX run): pip install 'tpuctl[jax]' (jax[tpu] in --requirements on TPU VMs)"
+    assert str(raised.value).startswith(said)
+    assert_one_doctor_line(raised.value, f"tpuctl doctor --python {python} --framework jax")
+    script.write_text("import jax\n")  # a plain JAX script: keras is not asked for
+    with pytest.raises(TpuctlError, match=f"no jax for the workers' interpreter {python} "):
+        preflight.LocalChecks(job(python=python, framework="jax", script=str(script))).result()
+    # --env is the workers' environment: a PYTHONPATH there that holds jax is found; --no-preflight asks nothing.
+    package = tmp_path / "theirs" / "jax"
+    package.mkdir(parents=True)
+    (package / "__init__.py").touch()
+    preflight.LocalChecks(job(python=python, framework="jax", script=str(script), env=(("PYTHONPATH", str(package.parent)),))).result()
+    preflight.LocalChecks(job(python=python, framework="jax", script=str(script), preflight=False)).result()
+
+
+@pytest.mark.skipif(not all(importlib.util.find_spec(name) for name in ("jax", "keras")), reason="needs jax and keras in the tests' interpreter")
+def test_a_jax_run_passes_where_the_interpreter_has_jax_and_keras_even_without_tensorflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPUCTL_SYSFS_ROOT", str(tmp_path))
+    script = tmp_path / "train.py"
+    script.write_text(JAX_SCRIPT)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None if name == "tensorflow" else real(name))
+    preflight.LocalChecks(job(framework="jax", script=str(script))).result()  # in-process: this interpreter
+    with pytest.raises(TpuctlError, match=f"no TensorFlow for the workers' interpreter {sys.executable}"):
+        preflight.LocalChecks(job(script=str(script))).result()  # the same interpreter, a TensorFlow run
+
+
+def test_a_jax_run_asks_the_hosts_for_jax_and_no_chip_and_their_agent_finds_it_or_says_where_it_comes_from(tmp_path: Path) -> None:
+    checks = preflight.remote_hello(job(strategy="auto", framework="jax", env=(("PYTHONPATH", "/opt/theirs"),)))
+    assert checks == [("jax", "/opt/theirs")]
+    assert preflight.remote_hello(job(strategy="auto", framework="jax", preflight=False)) == []
+    tpu7x = fake_sysfs(tmp_path / "tpu7x", TPU7X)
+    bare = python_without_jax()
+    kind, packed = _agent(bare, [("jax", "")], tmp_path, tpu7x)
+    assert (kind, session.message(packed)) == ("error", f"preflight: no jax for {bare}")
+    package = tmp_path / "theirs" / "jax"
+    package.mkdir(parents=True)
+    (package / "__init__.py").touch()
+    assert _agent(bare, [("jax", str(package.parent))], tmp_path, tpu7x)[0] == "hello"  # TPU7x is JAX's chip: no refusal
+    assert preflight.remote_doctor("10.0.0.2", "python3", "my-tpu", "jax") == "tpuctl doctor --tpu my-tpu --python python3 --framework jax"

@@ -317,6 +317,36 @@ def test_the_protected_list_names_the_tensorflow_builds_libtpu_and_jaxlib() -> N
     assert protected_in(["keras-hub", "numpy"]) == []
 
 
+# -- a JAX run's rule: its image has no framework, so JAX's stack is what --requirements brings ---------------------------
+
+JAX_FILE = "jax[tpu]>=0.4.30\njaxlib\nlibtpu==0.0.42.*\nkeras>=3.6\nlibtpu-nightly\ntensorflow-cpu==2.21.*\ntensorflow\ntf-nightly\n"
+
+
+def test_a_jax_runs_stack_is_what_its_requirements_install_on_a_tpu_vm() -> None:
+    reqs = read(JAX_FILE)
+    refuse_image_software(reqs, allowed=False, image="v2-alpha-tpuv6e", framework="jax")
+    refuse_image_software(read("jax==0.10.2\n"), allowed=False, image="v2-alpha-tpuv6e", framework="jax")
+    with pytest.raises(TpuctlError, match=r"requirements.txt:1: 'jax\[tpu\]>=0.4.30' would install JAX's runtime"):
+        refuse_image_software(reqs, allowed=False, image="tpu-vm-tf-2.16.1-pjrt")  # a TensorFlow run's rule is unchanged
+    refuse_setup_software("pip install -U 'jax[tpu]' keras libtpu jaxlib tensorflow-cpu", allowed=False, framework="jax")
+    assert protected_in(["jax", "jaxlib", "libtpu", "keras", "tensorflow-cpu", "tensorflow", "numpy"], "jax") == []
+
+
+@pytest.mark.parametrize("line", ["tensorflow-tpu==2.20.0", "TF_Nightly_TPU", 'tensorflow-tpu ; sys_platform == "linux"'])
+def test_on_a_jax_run_a_tpu_build_of_tensorflow_is_refused_as_fighting_jax_for_the_tpu(line: str) -> None:
+    reqs = read(f"jax[tpu]\n{line}\n")
+    with pytest.raises(TpuctlError) as caught:
+        refuse_image_software(reqs, allowed=False, image="v2-alpha-tpuv6e", framework="jax")
+    err = caught.value
+    assert err.message.startswith("requirements.txt:2: ") and "would install a TPU build of TensorFlow" in err.message
+    assert "the image's accelerator stack" in err.message and "fight over the TPU" in err.message and "v2-alpha-tpuv6e" in err.message
+    assert err.hint is not None and "tensorflow-cpu" in err.hint and "--replace-tensorflow" in err.hint and "\n" not in str(err)
+    refuse_image_software(reqs, allowed=True, image="v2-alpha-tpuv6e", framework="jax")
+    with pytest.raises(TpuctlError, match=r"'tensorflow-tpu==2\.20' would install a TPU build of TensorFlow.*accelerator stack"):
+        refuse_setup_software("pip install 'jax[tpu]' tensorflow-tpu==2.20", allowed=False, framework="jax")
+    assert protected_in(["jax", "tensorflow-tpu", "Tf_Nightly_Tpu"], "jax") == ["tensorflow-tpu", "tf-nightly-tpu"]
+
+
 @pytest.mark.parametrize(
     ("command", "says"),
     [

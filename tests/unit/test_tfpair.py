@@ -196,3 +196,70 @@ def test_a_launch_on_a_tpu_says_the_pair_of_its_nodes_image(home: Path, google_s
     said = json.loads(result.out)["remote"]["tensorflow"]
     assert said[0].endswith(f"on the TPU TensorFlow 2.15.1 with Keras 2 (tpu-vm-tf-2.15.1-pjrt: node {name}'s image)")
     assert any(line.startswith("Keras differs") for line in said) == (software.keras_major(this_interpreter().tensorflow_version or (2, 21)) == 3)
+
+
+# --- a JAX run: JAX's image, no TensorFlow pairing; a TensorFlow run on v6e is told the way there ---------------------
+
+JAX_SCRIPT = 'import os\nos.environ["KERAS_BACKEND"] = "jax"\nimport keras\n'
+
+
+def test_a_jax_run_takes_each_types_jax_image_and_the_users_own_still_wins(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    images = choice.images_for(["v5litepod-16", "v6e-8", "v4-32"], settings.resolve({}), LAPTOP, "jax")
+    named = {name: image.name for name, image in images.items()}
+    assert named == {"v5litepod-16": "v2-alpha-tpuv5-lite", "v6e-8": "v2-alpha-tpuv6e", "v4-32": "tpu-ubuntu2204-base"}
+    assert images["v6e-8"].why.startswith("the JAX image for v6e, cloud.google.com/tpu/docs/runtimes: a JAX run takes no TensorFlow image")
+    monkeypatch.setenv("TPUCTL_RUNTIME_VERSION", "v2-alpha-tpuv6e")
+    assert set(choice.images_for(["v6e-8"], settings.resolve({}), LAPTOP, "jax").values()) == {
+        Image("v2-alpha-tpuv6e", "runtime-version from TPUCTL_RUNTIME_VERSION, used as given")
+    }
+
+
+def test_a_dry_run_of_a_jax_run_on_new_tpu_says_its_jax_image_instead_of_the_tensorflow_pair(home: Path) -> None:
+    (home / "work" / "train.py").write_text(JAX_SCRIPT)
+    (home / "work" / "requirements.txt").write_text("jax[tpu]\nkeras>=3.6\n")
+    args = ["launch", "train.py", "--new-tpu", "v6e-8", "--zone", "us-east5-b", "--project", "my-proj", "--python", "python3"]
+    args += ["--requirements", "requirements.txt"]
+    result = in_process(*args, "--dry-run", "--json", env={"TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})
+    assert result.code == 0, result.err
+    shown = json.loads(result.out)["remote"]
+    assert shown["new_tpu"]["images"]["v6e-8"]["image"] == "v2-alpha-tpuv6e"
+    [said] = shown["tensorflow"]
+    assert said.startswith("JAX: on the TPU v2-alpha-tpuv6e (the JAX image for v6e") and "never import TensorFlow" in said
+    bare = in_process(*args[:-2], "--dry-run", "--json", env={"TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})  # no --requirements
+    assert json.loads(bare.out)["remote"]["tensorflow"][1] == (
+        "v2-alpha-tpuv6e has no JAX (cloud.google.com/tpu/docs/runtimes: install the framework): list jax[tpu] and keras in --requirements FILE"
+    )
+    tensorflow = in_process(*args[:-2], "--framework", "tensorflow", "--dry-run", "--json", env={"TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})
+    assert tensorflow.code != 0 and "KERAS_BACKEND" in tensorflow.err  # the script's own backend is never overridden
+
+
+def test_a_tensorflow_run_on_v6e_is_told_the_command_that_takes_it_to_keras_3_on_jax(home: Path) -> None:
+    (home / "work" / "train.py").write_text("import tensorflow as tf\n")
+    args = ["launch", "train.py", "--new-tpu", "v6e-8", "--zone", "us-east5-b", "--project", "my-proj", "--python", "python3", "--dry-run", "--json"]
+    result = in_process(*args, env={"TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})
+    assert result.code == 0, result.err
+    said = json.loads(result.out)["remote"]["tensorflow"]
+    assert said[-1].startswith("TensorFlow on v6e (Trillium) is reported broken")
+    assert said[-1].endswith("then `tpuctl launch train.py --framework jax --new-tpu v6e-8 --requirements requirements.txt` (docs/jax.md)")
+    v5e = in_process(*[arg if arg != "v6e-8" else "v5litepod-8" for arg in args], env={"TPUCTL_TPU_ENDPOINT": "http://127.0.0.1:9"})
+    assert not any("--framework jax" in line for line in json.loads(v5e.out)["remote"]["tensorflow"])
+
+
+def test_a_launch_on_a_v6e_node_points_a_tensorflow_run_to_jax_and_a_jax_run_says_its_image(home: Path, google_standin: object) -> None:
+    from tests.standins.fixtures import standin_env
+    from tests.standins.google_apis import GoogleStandin
+
+    g = google_standin
+    assert isinstance(g, GoogleStandin)
+    (name,) = g.add_ready_nodes("us-east1-d", 1, prefix="trillium", accelerator_type="v6e-8", runtime="v2-alpha-tpuv6e")
+    env = {**standin_env(g, home), "TPUCTL_ZONE": "us-east1-d"}
+    (home / "work" / "train.py").write_text("import tensorflow as tf\n")
+    result = in_process("launch", "train.py", "--tpu", name, "--python", "python3", "--dry-run", "--json", env=dict(env))
+    assert result.code == 0, result.err
+    assert "`tpuctl launch train.py --framework jax --new-tpu v6e-8 --requirements requirements.txt`" in json.loads(result.out)["remote"]["tensorflow"][-1]
+    (home / "work" / "train.py").write_text(JAX_SCRIPT)
+    jax_run = in_process("launch", "train.py", "--tpu", name, "--python", "python3", "--dry-run", "--json", env=dict(env))
+    assert json.loads(jax_run.out)["remote"]["tensorflow"] == [
+        f"JAX: on the TPU v2-alpha-tpuv6e (node {name}'s image); this machine's TensorFlow is not paired with it: a JAX run's workers never import TensorFlow",
+        "v2-alpha-tpuv6e has no JAX (cloud.google.com/tpu/docs/runtimes: install the framework): list jax[tpu] and keras in --requirements FILE",
+    ]

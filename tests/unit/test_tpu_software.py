@@ -185,3 +185,44 @@ def test_every_documented_image_names_a_generation_of_the_table_and_reads_back()
 @pytest.mark.parametrize(("tensorflow", "keras"), [((2, 15, 1), 2), ((2, 12), 2), ((2, 16, 1), 3), ((2, 21, 0), 3), ((3, 0, 0), 3)])
 def test_the_keras_a_tensorflow_release_brings(tensorflow: tuple[int, ...], keras: int) -> None:
     assert sw.keras_major(tensorflow) == keras
+
+
+# The runtimes page's "PyTorch and JAX" table (https://cloud.google.com/tpu/docs/runtimes), as written there.
+@pytest.mark.parametrize(
+    ("accelerator_type", "image"),
+    [
+        ("v2-8", "tpu-ubuntu2204-base"), ("v3-32", "tpu-ubuntu2204-base"), ("v4-8", "tpu-ubuntu2204-base"), ("v4-64", "tpu-ubuntu2204-base"),
+        ("v5litepod-1", "v2-alpha-tpuv5-lite"), ("v5e-16", "v2-alpha-tpuv5-lite"), ("v5p-8", "v2-alpha-tpuv5"), ("v5p-128", "v2-alpha-tpuv5"),
+        ("v6e-8", "v2-alpha-tpuv6e"), ("v6e-256", "v2-alpha-tpuv6e"),
+    ],
+)  # fmt: skip
+def test_a_jax_run_takes_the_documented_jax_image_of_its_generation(accelerator_type: str, image: str) -> None:
+    assert sw.jax_image(accelerator_type) == image
+    assert sw.read_image(image) is None  # no TensorFlow in its name: the framework comes from pip
+
+
+def test_every_generation_of_the_table_has_a_jax_image() -> None:
+    assert set(sw.JAX_IMAGES) == set(accelerators.GENERATIONS)
+
+
+@pytest.mark.parametrize("name", ["tpu7x-8", "TPU7x", "v7x-16", "ironwood-4"])
+def test_tpu7x_has_no_jax_image_in_the_cloud_tpu_api(name: str) -> None:
+    with pytest.raises(TpuctlError) as refused:
+        sw.jax_image(name)
+    assert "TPU7x (Ironwood) is not in the Cloud TPU API" in refused.value.message and "\n" not in str(refused.value)
+    assert refused.value.hint is not None and "GKE" in refused.value.hint
+
+
+def test_an_unknown_generation_gets_no_guessed_jax_image() -> None:
+    with pytest.raises(TpuctlError, match="unknown TPU generation 'v9'"):
+        sw.jax_image("v9-8")
+
+
+def test_a_tpu7x_type_is_told_it_is_outside_the_cloud_tpu_api_wherever_a_type_is_read() -> None:
+    for name in ("tpu7x-8", "v7x-16"):
+        with pytest.raises(TpuctlError, match=r"TPU7x \(Ironwood\) is not in the Cloud TPU API"):
+            accelerators.shape_of(name)
+    # v7x-16 has the table's grammar, so the setting takes it (a newer generation is the API's to judge); tpu7x-8 has not.
+    with pytest.raises(TpuctlError, match=r"from --accelerator-type is not valid \(TPU7x \(Ironwood\) is not in the Cloud TPU API"):
+        settings.resolve({"accelerator_type": "tpu7x-8"})
+    assert not accelerators.is_tpu7x("v6e-8") and not accelerators.is_tpu7x("v5litepod-16")

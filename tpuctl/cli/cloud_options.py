@@ -65,6 +65,17 @@ def zone_option(fn: F) -> F:
     return click.option("--zone", metavar="ZONE", help="Zone, e.g. us-central2-b [env TPUCTL_ZONE].")(fn)
 
 
+def framework_option(what: str) -> Callable[[F], F]:
+    """--framework for a command that makes TPU VMs: jax takes the type's JAX image (tpuctl/tpu/software.py)."""
+    return click.option(
+        "--framework",
+        type=click.Choice(["tensorflow", "jax"]),
+        default="tensorflow",
+        show_default=True,
+        help=f"What new TPU VMs are for: jax {what}.",
+    )
+
+
 def resolve(**flags: Any) -> settings.Settings:
     """Settings from the command's flags (None where not given) over every other layer."""
     known = {key: value for key, value in flags.items() if key in settings.BY_KEY_ATTR and value is not None}

@@ -79,11 +79,12 @@ def _named(flags: dict[str, Any]) -> Capacity | None:
     return None
 
 
-def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool, settle: Callable[[], None]) -> None:
+def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_json: bool, settle: Callable[[], None], jax: bool = False) -> None:
     """Gather the offers, hunt through them, and report where the node landed and what was tried (`settle` first:
-    signals.as_interrupt)."""
+    signals.as_interrupt); `jax`: each type's JAX image where no layer names a runtime version."""
     from tpuctl.cloud.capacity.hunt import Chosen, HuntStopped, HuntTerms, hunt, spec_for
     from tpuctl.cloud.nodes import nodespec
+    from tpuctl.tpu.software import jax_image
 
     resolved = hunt_plan.resolved
     api = tpu_api(resolved)
@@ -120,7 +121,8 @@ def run(name: str, hunt_plan: Plan, flags: dict[str, Any], no_wait: bool, as_jso
 
     try:
         with StatusLine(f"creating {name}") as progress:
-            terms = HuntTerms(given, float(resolved.require("create-deadline")), hunt_plan.timeout_s, time.monotonic() - began, wait=not no_wait)
+            images = {} if given or not jax else {t: jax_image(t) for t in hunt_plan.types}
+            terms = HuntTerms(given, float(resolved.require("create-deadline")), hunt_plan.timeout_s, time.monotonic() - began, wait=not no_wait, images=images)
             done = hunt(api, base, candidates, progress, terms, say=say, heard=price)
     except TpuctlError as stopped:
         if as_json:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from tpuctl.cli.cloud_options import project_options, resolve, tpu_api, zone_option
+from tpuctl.cli.cloud_options import framework_option, project_options, resolve, tpu_api, zone_option
 from tpuctl.cli.created import list_price, report
 from tpuctl.cli.display import StatusLine
 from tpuctl.endings import INTERRUPTED
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 @click.option("--type", "config_type", metavar="GEN", help="TPU generation with --topology, e.g. v5litepod.")
 @click.option("--topology", metavar="AxB[xC]", help="Chip topology with --type, e.g. 2x4.")
 @click.option("--runtime-version", metavar="VERSION", help="TPU VM software version [config: runtime-version; default: TensorFlow's image for the type].")
+@framework_option("takes each type's JAX image (v2-alpha-tpuv6e, ...) where no runtime version is named")
 @click.option("--zones", metavar="all|Z1,Z2,...", help="Hunt across zones (all or auto: every zone), best first as `tpuctl offers` ranks [config: zones].")
 @click.option(
     "--capacity",
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 @click.option("--startup-script", type=click.Path(dir_okay=False, path_type=Path), help="Script each TPU VM runs at boot.")
 @click.option("--async", "no_wait", is_flag=True, help="Return once the request is accepted; do not wait for READY.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: name, zone, acceleratorType, capacity, created, state, listPrice (a hunt: its tries).")
-def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity: str | None, hunt_timeout: int | None, **flags: Any) -> None:
+def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity: str | None, hunt_timeout: int | None, framework: str, **flags: Any) -> None:
     """Create the TPU VM NAME and wait until it is READY and HEALTHY.
 
     Re-running with the same spec reuses the node; a different spec is an
@@ -59,6 +61,8 @@ def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity:
     Before it waits it says the slice's hourly list price (no discounts).
     With --zones, several types or several capacity kinds it hunts: one try after
     another, best first, until one holds (docs/capacity.md, How tpuctl chooses).
+    --framework jax makes it for Keras 3 on JAX: the JAX image of each type
+    (docs/cloud.md, The default runtime version), JAX itself from pip.
     """
     from tpuctl.cli import create_hunt
     from tpuctl.cloud.nodes import nodespec
@@ -68,19 +72,27 @@ def create(name: str, no_wait: bool, as_json: bool, zones: str | None, capacity:
     hunting = create_hunt.plan(flags, zones, capacity, hunt_timeout)
     with signals.as_interrupt() as settle:
         if hunting is not None:
-            create_hunt.run(name, hunting, flags, no_wait, as_json, settle)
+            create_hunt.run(name, hunting, flags, no_wait, as_json, settle, jax=framework == "jax")
         else:
-            _create_one(name, no_wait, as_json, settle, flags)
+            _create_one(name, no_wait, as_json, settle, flags, jax=framework == "jax")
 
 
-def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], None], flags: dict[str, Any]) -> None:
-    """A create in one zone as one kind (no hunt); `settle` once the node is there, before its report."""
+def _create_one(name: str, no_wait: bool, as_json: bool, settle: Callable[[], None], flags: dict[str, Any], jax: bool) -> None:
+    """A create in one zone as one kind (no hunt); `settle` once the node is there, before its report. `jax`: the
+    type's JAX image where no layer names a runtime version (a default, as TensorFlow's is: an existing node's own
+    image is still accepted)."""
     from tpuctl.cloud.nodes import lifecycle, nodespec
     from tpuctl.cloud.nodes.creating import Accepted, Naming, Terms
     from tpuctl.inputs.errors import CapacityError
     from tpuctl.tpu import stockouts
 
     spec, resolved = nodespec.from_flags(name, **flags)
+    if jax and not resolved.given("runtime-version"):
+        from tpuctl.tpu.accelerators import shape_from_config
+        from tpuctl.tpu.software import jax_image
+
+        accelerator = spec.accelerator_type or shape_from_config(spec.config_type or "", spec.topology or "").accelerator_type
+        spec = replace(spec, runtime_version=jax_image(accelerator))
     api = tpu_api(resolved)
     deadline = float(resolved.require("create-deadline"))
     listed: list[dict[str, object] | None] = [None]  # what the price line said, once a node is to be created

@@ -21,6 +21,8 @@ SAME: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Keras", ("keras",)),
     ("tf-keras", ("tf-keras",)),
     ("libtpu", ("libtpu", "libtpu-nightly")),
+    ("JAX", ("jax",)),
+    ("jaxlib", ("jaxlib",)),
 )
 
 

@@ -126,9 +126,18 @@ def distributions() -> list[dict[str, Any]]:
         location = ""
         with contextlib.suppress(Exception):
             location = str(dist.locate_file(""))
-        requires = [r for r in (dist.requires or []) if "extra ==" not in r and re.match(r"(libtpu|tensorboard|keras|tf[-_]keras|tensorflow)\b", r, re.I)]
+        requires = [r for r in (dist.requires or []) if kept_requirement(name, r)]
         found.append({"name": name.lower().replace("_", "-"), "version": dist.version, "location": location, "requires": requires[:20]})
     return found
+
+
+def kept_requirement(name: str, requirement: str) -> bool:
+    """The requirements the checks read: TensorFlow's pins (libtpu, tensorboard, keras) outside any extra, and jax's own
+    rule for its runtime: the jaxlib it accepts and the libtpu its `tpu` extra pins (`libtpu==0.0.42.*; extra == "tpu"`)."""
+    if name.lower() == "jax":
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]*)['\"]", requirement)
+        return bool(re.match(r"(jaxlib|libtpu|libtpu[-_]nightly)\b", requirement, re.I)) and (extra is None or extra.group(1) == "tpu")
+    return "extra ==" not in requirement and bool(re.match(r"(libtpu|tensorboard|keras|tf[-_]keras|tensorflow)\b", requirement, re.I))
 
 
 def tensorflow_package() -> str | None:

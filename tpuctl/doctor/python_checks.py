@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tpuctl.doctor import versions
 from tpuctl.doctor.facts import Dist, Facts, number, text
-from tpuctl.doctor.verdict import Check, Context, ok, pin, tf_minor, tpu_chips
+from tpuctl.doctor.verdict import Check, Context, ok, pin, tf_dist, tf_minor, tpu_chips
 from tpuctl.endings import signal_name
 from tpuctl.inputs.errors import one_line
 from tpuctl.tpu import software as sw
@@ -176,9 +176,22 @@ def check_tensorboard(facts: Facts, _: Context) -> Check:
     return ok("tensorboard", board.shown)
 
 
+def _takes_tpu(tf: Dist) -> bool:
+    """A TensorFlow that can start on the TPU: a TPU build, or a plain one as old as the TPU builds (the TPU VM images'
+    `tensorflow` was built for the TPU). A -cpu build has no TPU support, and a plain TensorFlow past the last
+    tensorflow-tpu has none either (check_tpu_build's rule; TensorFlow 2.21's wheel carries no libtpu loader)."""
+    if tf.name in ("tensorflow-tpu", "tf-nightly-tpu"):
+        return True
+    minor = versions.minor(tf.version)
+    return not tf.name.endswith("-cpu") and (minor is None or minor <= sw.NEWEST_TENSORFLOW_TPU)
+
+
 def check_jax(facts: Facts, _: Context) -> Check:
-    """JAX and TensorFlow each take the whole TPU on import (tensorflow#61293): a script, or a library it imports,
-    that loads jax leaves TensorFlow no TPU."""
+    """JAX and a TensorFlow with TPU support each take the whole TPU when they start on it, and libtpu lets one process
+    hold it (tensorflow#61293; Colab's maintainers on googlecolab/colabtools#4567: "the libraries hold exclusive locks
+    on the TPU", TensorFlow even for tf.data alone): the second to open it fails, JAX with "The TPU is already in use by
+    process with pid N" and a fall back to the CPU (jax-ml/jax#22070). Installed together they do no harm until one
+    process, or two on one host, starts both on the TPU; tensorflow-cpu has no TPU support and takes nothing."""
     jax = facts.dist("jax") or facts.dist("jaxlib")
     if jax is None:
         return ok("jax", "not installed")
@@ -186,6 +199,13 @@ def check_jax(facts: Facts, _: Context) -> Check:
         return ok("jax", f"{jax.shown} installed (no TPU here for it to take)")
     if facts.env.get("JAX_PLATFORMS", "").strip().lower() == "cpu":
         return ok("jax", f"{jax.shown} kept off the TPU (JAX_PLATFORMS=cpu)")
+    tf = tf_dist(facts)
+    if tf is None or not _takes_tpu(tf):
+        return ok("jax", f"{jax.shown} with no TensorFlow beside it that takes the TPU" + (f" ({tf.shown} has no TPU support)" if tf else ""))
     return Check(
-        "jax", "warn", f"{jax.shown} beside TensorFlow: whichever imports first takes the TPU", "pip uninstall -y jax jaxlib, or export JAX_PLATFORMS=cpu"
+        "jax",
+        "warn",
+        f"{jax.shown} beside {tf.shown}: both take the TPU, and the second to start on it fails (JAX: 'The TPU is already in use', then the CPU)",
+        f"keep one on the TPU: for a JAX run, pip uninstall -y {tf.name} && pip install tensorflow-cpu (tf.data needs no TPU); "
+        "for a TensorFlow run, export JAX_PLATFORMS=cpu",
     )

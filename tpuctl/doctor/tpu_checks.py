@@ -14,9 +14,10 @@ from tpuctl.tpu import software as sw
 _RUNTIME_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # as the TPU API names runtime versions: no '/' of an address
 
 
-def check_tpu_chips(facts: Facts, _: Context) -> Check:
+def check_tpu_chips(facts: Facts, context: Context) -> Check:
     """TPU chips on the PCI bus (Google's vendor 0x1ae0), named by device id: TPU7x has no TensorFlow at all,
-    and TensorFlow on v6e is reported broken."""
+    and TensorFlow on v6e is reported broken; both run Keras 3 on JAX, which the fix names as a command. A JAX run's
+    chips are all JAX's."""
     chips = tpu_chips(facts)
     if not chips:
         return ok("tpu-chips", "no TPU chips on the PCI bus")
@@ -25,12 +26,24 @@ def check_tpu_chips(facts: Facts, _: Context) -> Check:
     names = ", ".join(sorted({chip.name for chip in known}))
     found = f"{len(chips)} TPU chip(s): {names or 'unknown'}"
     worst = next((c for c in known if c.tensorflow == "fail"), None) or next((c for c in known if c.tensorflow == "warn"), None)
-    if worst:
+    if worst and context.framework == "tensorflow":
         kinds = " or ".join(f"{name}-N" for name in sw.tensorflow_generations()[:2])
-        return Check("tpu-chips", worst.tensorflow, f"{found}: {worst.why}", f"create the TPU as {kinds} for TensorFlow")
+        fix = f"create the TPU as {kinds} for TensorFlow; {_to_jax(facts, worst, len(chips), context)}"
+        return Check("tpu-chips", worst.tensorflow, f"{found}: {worst.why}", fix)
     if unknown:
         return Check("tpu-chips", "warn", f"{found}; an unknown Google device at {', '.join(unknown[:4])}", "upgrade tpuctl: this chip is newer than its table")
     return ok("tpu-chips", found)
+
+
+def _to_jax(facts: Facts, chip: sw.Chip, count: int, context: Context) -> str:
+    """The way to Keras 3 on JAX on a chip TensorFlow is leaving: a new TPU VM of this machine's type (its metadata's
+    accelerator-type, else the chips seen here), or, for a chip the Cloud TPU API does not make (TPU7x), this machine."""
+    if chip.generation is None:
+        here = sw.jax_launch(context.script or "train.py", None)
+        return f"or port the script to Keras 3 on JAX, pip install 'jax[tpu]' 'keras>=3.6' here, then `{here}` ({sw.JAX_GUIDE})"
+    named = _attributes(facts).get("accelerator-type", "").strip()
+    accelerator = named if named.startswith(f"{chip.generation}-") and named.isprintable() else f"{chip.generation}-{count}"
+    return f"or port the script to Keras 3 on JAX and run `{sw.jax_launch(context.script or 'train.py', accelerator)}` ({sw.JAX_GUIDE})"
 
 
 def check_tpu_driver(facts: Facts, _: Context) -> Check:

@@ -30,6 +30,8 @@ class Context:
     workers: int = 2
     workers_given: bool = False  # --workers was given: a count to judge, not the default that sizes the port check
     runtime_version: str | None = None  # the TPU VM's image, from the TPU API (--tpu NAME)
+    framework: str = "tensorflow"  # what the workers run: "jax" checks JAX's stack instead of TensorFlow's (jax_checks.py)
+    script: str | None = None  # the SCRIPT doctor was given, for the commands its fixes name
 
 
 def ok(name: str, found: str) -> Check:

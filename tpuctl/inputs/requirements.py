@@ -13,6 +13,11 @@ TensorFlow on a TPU VM is the image's: its TensorFlow is built for the TPU and p
 requirement that installs another TensorFlow, libtpu or JAX's runtime would put it first on the workers' path.
 `refuse_image_software` and `refuse_setup_software` refuse those before anything is created, unless
 --replace-tensorflow says the user means it; `protected_in` finds them among the projects a resolution chose.
+
+A JAX run (framework "jax") is the other way round: its image has no framework (the JAX images of
+tpuctl/tpu/software.py: "install the framework you want to use"), so jax[tpu], jax, jaxlib, libtpu and keras are what
+its --requirements must bring. Only a TPU build of TensorFlow is refused there: it would hold the TPU beside JAX, the
+image's accelerator stack for that run; a TensorFlow without TPU support (for tf.data) leaves the TPU alone.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from tpuctl.inputs import parse, pep508
 from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.inputs.redact import url_credentials_hidden
 
+# A run's framework as job.framework names it (tpuctl.cluster.worker_contract, a layer above this one).
+TENSORFLOW, JAX = "tensorflow", "jax"
 MAX_BYTES = parse.MAX_FILE_BYTES  # a requirements file with a hash for every wheel of every project is a few hundred KB
 MAX_LINE = 64 * 1024  # a line with its continuations: grpcio's hashes for every wheel of one version are ~6 KB
 # pip's: a comment is `#` at the start or after whitespace (pip/_internal/req/req_file.py, COMMENT_RE) ...
@@ -264,11 +271,34 @@ _INSTEAD = (
 )
 
 
-def breaks(name: str, extras: Iterable[str] = ()) -> str | None:
-    """What installing project `name` (with `extras`) on a TPU VM would do to the image's TensorFlow, in words that
-    follow a requirement ("'tensorflow==2.21' would install ..."); None when it leaves the image's TensorFlow alone."""
+# A JAX run: libtpu lets one process hold the TPU, and a TPU build of TensorFlow takes it on import, tf.data use and all
+# (Colab's maintainers on googlecolab/colabtools#4567: "the libraries hold exclusive locks on the TPU ... TF is very
+# aggressive about acquiring the TPU ... even if you're using it just for tf.data"); the process that comes second is told
+# "The TPU is already in use by process with pid N" and JAX falls back to the CPU (jax-ml/jax#22070). tensorflow-cpu has
+# no TPU support (what those maintainers advise beside JAX); the other builds' lines are not refused either: pip's
+# `tensorflow` has no TPU build of its own (tensorflow-tpu is that), and a resolution that pulls a TPU build in is
+# refused by its lock (protected_in).
+_FIGHTS_JAX = (
+    "a TPU build of TensorFlow",
+    "it takes the TPU when imported, and libtpu lets one process hold it: it and JAX, the image's accelerator stack for this "
+    "JAX run, would fight over the TPU",
+)
+_WHY_JAX = dict.fromkeys(("tensorflow-tpu", "tf-nightly-tpu"), _FIGHTS_JAX)
+_INSTEAD_JAX = (
+    "remove it: a JAX run's TPU is JAX's; for tf.data beside JAX take tensorflow-cpu, which has no TPU support; "
+    "--replace-tensorflow installs it anyway, for experts (docs/environments.md)"
+)
+
+
+def breaks(name: str, extras: Iterable[str] = (), framework: str = TENSORFLOW) -> str | None:
+    """What installing project `name` (with `extras`) on a TPU VM would do to the image's TensorFlow (to JAX's TPU, on a
+    JAX run), in words that follow a requirement ("'tensorflow==2.21' would install ..."); None when it leaves it alone."""
     normalized = pep508.normalize(name)
-    if normalized == "jax" and "tpu" in {pep508.normalize(extra) for extra in extras}:
+    if framework == JAX:
+        if normalized not in _WHY_JAX:
+            return None
+        what, consequence = _WHY_JAX[normalized]
+    elif normalized == "jax" and "tpu" in {pep508.normalize(extra) for extra in extras}:
         what, consequence = _JAX_TPU
     elif normalized in _WHY:
         what, consequence = _WHY[normalized]
@@ -277,40 +307,50 @@ def breaks(name: str, extras: Iterable[str] = ()) -> str | None:
     return f"would install {what}, first on the workers' path: {consequence}"
 
 
-def protected_in(names: Iterable[str]) -> list[str]:
-    """Of resolved project names (a lock's), those that would replace the image's TensorFlow, normalized, in order."""
-    return [name for name in dict.fromkeys(pep508.normalize(name) for name in names) if name in PROTECTED]
+def protected_in(names: Iterable[str], framework: str = TENSORFLOW) -> list[str]:
+    """Of resolved project names (a lock's), those that would replace the image's TensorFlow (fight JAX for the TPU, on a
+    JAX run), normalized, in order."""
+    protected = _WHY_JAX if framework == JAX else PROTECTED
+    return [name for name in dict.fromkeys(pep508.normalize(name) for name in names) if name in protected]
 
 
-def checked(path: str | None, setup: str | None, *, tpu_vm: bool, image: str | None, allowed: bool) -> Requirements | None:
+def instead(framework: str) -> str:
+    """What to do about a refused requirement, for the run's framework."""
+    return _INSTEAD_JAX if framework == JAX else _INSTEAD
+
+
+def checked(path: str | None, setup: str | None, framework: str = TENSORFLOW, *, tpu_vm: bool, image: str | None, allowed: bool) -> Requirements | None:
     """A launch's --requirements file (None without one) read, and on a TPU VM of runtime image `image` both it and
-    --setup held to the rule that TensorFlow there is the image's, unless `allowed` (--replace-tensorflow). GPU hosts
-    and other machines whose TensorFlow is the user's own (`tpu_vm` False) take any."""
+    --setup held to the rule that TensorFlow there is the image's (for a JAX run: that nothing fights JAX for the TPU),
+    unless `allowed` (--replace-tensorflow). GPU hosts and other machines whose TensorFlow is the user's own (`tpu_vm`
+    False) take any."""
     reqs = read_requirements(path) if path else None
     if tpu_vm and reqs is not None:
-        refuse_image_software(reqs, allowed=allowed, image=image)
+        refuse_image_software(reqs, allowed=allowed, image=image, framework=framework)
     if tpu_vm and setup:
-        refuse_setup_software(setup, allowed=allowed)
+        refuse_setup_software(setup, allowed=allowed, framework=framework)
     return reqs
 
 
-def refuse_image_software(reqs: Requirements, *, allowed: bool, image: str | None) -> None:
+def refuse_image_software(reqs: Requirements, *, allowed: bool, image: str | None, framework: str = TENSORFLOW) -> None:
     """A line of `reqs` that would replace or add TensorFlow, libtpu or JAX's TPU runtime on a TPU VM whose runtime
-    image is `image` (None: not known yet): refused naming FILE:LINE, unless `allowed` (--replace-tensorflow)."""
+    image is `image` (None: not known yet), or on a JAX run a TPU build of TensorFlow: refused naming FILE:LINE, unless
+    `allowed` (--replace-tensorflow)."""
     if allowed:
         return
     for requirement in reqs.lines:
-        why = breaks(requirement.name, requirement.extras)
+        why = breaks(requirement.name, requirement.extras, framework)
         if why is None or (requirement.marker is not None and pep508.holds(requirement.marker, _TPU_VM) is False):
             continue
         where = f"{one_line(reqs.source, 200)}:{requirement.line}"
-        raise TpuctlError(f"{where}: {_shown(requirement.text)} {why} ({_on(image)})", hint=_INSTEAD)
+        raise TpuctlError(f"{where}: {_shown(requirement.text)} {why} ({_on(image)})", hint=instead(framework))
 
 
-def refuse_setup_software(command: str, *, allowed: bool) -> None:
+def refuse_setup_software(command: str, *, allowed: bool, framework: str = TENSORFLOW) -> None:
     """A --setup command that pip-installs TensorFlow, libtpu or JAX's TPU runtime (`pip install tensorflow==2.21`,
-    `python3 -m pip install -U "jax[tpu]"`): refused as a requirements line would be, unless `allowed`. Only what the
-    command names is seen: a file it installs from (`pip install -r FILE`) is read by pip on the host alone."""
+    `python3 -m pip install -U "jax[tpu]"`), or on a JAX run a TPU build of TensorFlow: refused as a requirements line
+    would be, unless `allowed`. Only what the command names is seen: a file it installs from (`pip install -r FILE`) is
+    read by pip on the host alone."""
     if allowed:
         return
     for requested in _pip_installs(command):
@@ -318,9 +358,9 @@ def refuse_setup_software(command: str, *, allowed: bool) -> None:
         if found is None:
             continue
         extras = requested[found.end() :].partition("]")[0].lstrip("[").split(",") if requested[found.end() :].startswith("[") else []
-        why = breaks(found.group(), extras)
+        why = breaks(found.group(), extras, framework)
         if why is not None:
-            raise TpuctlError(f"--setup {_shown(command)}: {_shown(requested)} {why} ({_on(None)})", hint=_INSTEAD)
+            raise TpuctlError(f"--setup {_shown(command)}: {_shown(requested)} {why} ({_on(None)})", hint=instead(framework))
 
 
 def _on(image: str | None) -> str:

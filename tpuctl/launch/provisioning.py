@@ -32,6 +32,7 @@ from tpuctl.cloud.nodes.health import down_now, wait_ready_again
 from tpuctl.cloud.nodes.nodespec import NodeSpec
 from tpuctl.cloud.nodes.slice_hosts import slice_hosts
 from tpuctl.cloud.nodes.tpu import TpuApi
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.cluster.hosts import HostEntry
 from tpuctl.endings import INTERRUPTED, Kind
 from tpuctl.inputs.errors import TpuctlError
@@ -116,6 +117,7 @@ class NewTpu(Provisioner):
         zones = settings.zones_of(resolved.require("zones")) if across else [resolved.zone]
         self.plan = Plan(types, capacities, zones, resolved, None)
         self.images = choice.images_for(types, resolved, this_interpreter())  # each type's image and why (tfpair/choice.py)
+        self.framework = contract.TENSORFLOW  # the job's, once pair_for has seen it: a JAX run's types take JAX's images
         self.pair: list[str] = []  # the TensorFlow pair's lines (pair_for), said before the hunt
         self.entries = [HostEntry(f"new-tpu-host-{index}") for index in range(next(iter(hosts.values())))]
         self.name = ""  # the node's, once the run id is known (run_vm.node_name)
@@ -136,7 +138,11 @@ class NewTpu(Provisioner):
 
     def pair_for(self, job: Job) -> list[str]:
         """This machine's TensorFlow beside the first type's image (tfpair/pair.py), for the script as it is here; kept to
-        say before the hunt. A fallback type's own image is in the dry run's JSON and the hunt's line for it."""
+        say before the hunt. A fallback type's own image is in the dry run's JSON and the hunt's line for it. A JAX run's
+        types take JAX's images instead (tfpair/choice.py), chosen here, where the launch first shows its job."""
+        if job.framework != self.framework:
+            self.framework = job.framework
+            self.images = choice.images_for(self.plan.types, self.plan.resolved, this_interpreter(), job.framework)
         first = self.plan.types[0]
         chosen = self.images.get(first)
         self.pair = pair.for_launch(job, None if chosen is None else (chosen, first))
@@ -145,10 +151,11 @@ class NewTpu(Provisioner):
     @property
     def image(self) -> str | None:
         """The runtime image the VM is asked for: the runtime-version setting, else its types' TensorFlow image where they
-        share one (settings.default_runtime, as the create picks it); None where that is not one image."""
+        share one (settings.default_runtime, as the create picks it), a JAX run's JAX image; None where that is not one image."""
         if self.plan.resolved.given("runtime-version"):
             return self.plan.resolved.get("runtime-version")
-        images = {settings.default_runtime(name) for name in self.plan.types}
+        jax = self.framework == contract.JAX
+        images = {chosen.name for chosen in self.images.values()} if jax else {settings.default_runtime(name) for name in self.plan.types}
         return images.pop() if len(images) == 1 else None
 
     def cost(self, notice: Callable[[str], None]) -> VmRecord | None:

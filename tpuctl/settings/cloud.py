@@ -20,7 +20,7 @@ from tpuctl.inputs.errors import TpuctlError
 from tpuctl.settings import files as config
 from tpuctl.settings import gcloud as gcloud_config
 from tpuctl.tpu import software as tpu_software
-from tpuctl.tpu.accelerators import is_type_name
+from tpuctl.tpu.accelerators import NO_TPU7X, is_tpu7x, is_type_name
 from tpuctl.tpu.capacity import Recovery, parse_capacities
 
 SECTION = "cloud"
@@ -45,7 +45,7 @@ def _check(pattern: re.Pattern[str], example: str) -> Callable[[str], str | None
 
 def _accelerator_type(value: str) -> str | None:
     # The table's grammar only: a generation newer than tpuctl is the TPU API's to judge.
-    return None if is_type_name(value) else "e.g. v4-8, v5litepod-16"
+    return None if is_type_name(value) else NO_TPU7X if is_tpu7x(value) else "e.g. v4-8, v5litepod-16"
 
 
 def _zones(value: str) -> str | None:

@@ -199,6 +199,19 @@ def _refuse(message: str, hint: str | None = None) -> TpuctlError:
     return TpuctlError(message, hint=hint, exit_code=USAGE)
 
 
+# TPU7x (Ironwood) is made by Compute Engine and GKE, not the Cloud TPU API this table serves: the API's runtimes page
+# (https://cloud.google.com/tpu/docs/runtimes) says "The Cloud TPU API is not supported on TPU7x and later TPU
+# versions" (FIELD-NOTES 2026-12-07), so it has no type here and no TPU VM image; a name for it is told so.
+_TPU7X = re.compile(r"(tpu7x?|v7x?|ironwood)([-_].*)?\Z", re.IGNORECASE)
+NO_TPU7X = "TPU7x (Ironwood) is not in the Cloud TPU API (its runtimes page: not supported on TPU7x and later), so it has no TPU VM image to name"
+NO_TPU7X_HINT = "make TPU7x with Compute Engine or GKE; tpuctl's TPU VMs go up to v6e: v4-8, v5litepod-16, v6e-8"
+
+
+def is_tpu7x(text: str) -> bool:
+    """A name for TPU7x as people and Google's other services write it (tpu7x-8, v7x-16, Ironwood)."""
+    return _TPU7X.match(text.strip()) is not None
+
+
 def generation(word: str) -> Generation:
     """A generation by its name or alias (v5e), any case; an unknown one is a one-line error."""
     found = _BY_WORD.get(word.lower())
@@ -213,6 +226,8 @@ def split_type(text: str) -> tuple[str, int]:
     `create` and the settings stop here, so a newer generation still reaches the TPU API,
     which is the judge of what a zone offers.
     """
+    if is_tpu7x(text):
+        raise _refuse(f"{one_line(text, 40)}: {NO_TPU7X}", NO_TPU7X_HINT)
     match = _TYPE_NAME.fullmatch(text)
     if not match or int(match[2]) == 0:
         raise _refuse(f"{one_line(text, 60)!r} is not a TPU accelerator type", TYPE_HINT)

@@ -1,6 +1,6 @@
 """The software side of a TPU, beside the hardware table (tpuctl/tpu/accelerators.py): what each chip is on the PCI
-bus, which TPU VM runtime image has TensorFlow for it, which libtpu each tensorflow-tpu release needs, which
-Pythons each TensorFlow release has wheels for.
+bus, which TPU VM runtime image has TensorFlow for it and which one a JAX run takes, which libtpu each tensorflow-tpu
+release needs, which Pythons each TensorFlow release has wheels for.
 
 `init`/`create` take their default runtime image from here and `tpuctl doctor` checks machines against the
 same rows, so a default never produces an environment doctor fails. Facts are data, each with where it was
@@ -10,9 +10,11 @@ read (docs/doctor.md repeats them with the same sources); pure and cheap to impo
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from tpuctl.inputs.errors import TpuctlError, one_line
 from tpuctl.tpu.accelerators import GENERATIONS, shape_of
 
 Verdict = Literal["ok", "warn", "fail"]
@@ -213,6 +215,43 @@ def read_image(name: str) -> Image | None:
         return None
     major, minor, patch = (int(found.group(i)) for i in (1, 2, 3))
     return Image((major, minor, patch), found.group(4) is not None, found.group(5))
+
+
+# The TPU VM images for JAX (and PyTorch), https://cloud.google.com/tpu/docs/runtimes, "PyTorch and JAX": "Use the
+# following common TPU software versions for PyTorch and JAX, then install the framework you want to use": Trillium (v6e)
+# v2-alpha-tpuv6e, v5p v2-alpha-tpuv5, v5e v2-alpha-tpuv5-lite, "v4 and older" tpu-ubuntu2204-base. None has JAX: the
+# JAX quickstart (https://cloud.google.com/tpu/docs/run-calculation-jax) creates the VM with one of them, then runs
+# `pip install jax[tpu]` (which brings the libtpu that jax release pins). One image serves a slice of any size (no -pod).
+JAX_BASE_IMAGE = "tpu-ubuntu2204-base"
+JAX_IMAGES: dict[str, str] = {
+    "v2": JAX_BASE_IMAGE,
+    "v3": JAX_BASE_IMAGE,
+    "v4": JAX_BASE_IMAGE,
+    "v5litepod": "v2-alpha-tpuv5-lite",
+    "v5p": "v2-alpha-tpuv5",
+    "v6e": "v2-alpha-tpuv6e",
+}
+JAX_IMAGE_SOURCE = "cloud.google.com/tpu/docs/runtimes"
+def jax_image(accelerator_type: str) -> str:
+    """The runtime image a JAX run's TPU VM of this type is created with (JAX_IMAGES). TPU7x, which the Cloud TPU API does
+    not manage (accelerators.NO_TPU7X), and a generation the accelerator table does not know are shape_of's one-line
+    errors: no image is guessed."""
+    generation = shape_of(accelerator_type).generation
+    image = JAX_IMAGES.get(generation)
+    if image is None:  # a generation added to the accelerator table before its row here
+        raise TpuctlError(f"{one_line(accelerator_type, 40)}: tpuctl knows no JAX image for {generation}", hint="name one with --runtime-version")
+    return image
+
+
+# Where a TensorFlow user reads the way to Keras 3 on JAX, and the launch that takes a script there.
+JAX_GUIDE = "docs/jax.md"
+
+
+def jax_launch(script: str, accelerator_type: str | None, requirements: str = "requirements.txt") -> str:
+    """The command that runs a script ported to Keras 3 on JAX: on a new TPU VM of that type (its JAX image, jax[tpu] and
+    keras from `requirements`), or here where no type is given (a TPU7x machine, made outside the Cloud TPU API)."""
+    where = f" --new-tpu {accelerator_type} --requirements {shlex.quote(requirements)}" if accelerator_type else ""
+    return f"tpuctl launch {shlex.quote(script)} --framework jax{where}"
 
 
 def chip(device_id: int) -> Chip | None:

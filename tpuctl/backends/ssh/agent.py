@@ -97,17 +97,18 @@ def hold_port() -> "_socket.socket":
     fail("cannot bind a free TCP port")
 
 
-# Preflight (tpuctl/launch/preflight.py), asked of a host's first agent: TensorFlow on the sys.path a worker gets
-# (site's, which -S left out; the launch's PYTHONPATH first), and no chip TensorFlow refuses ("VENDOR:DEVICE=why").
+# Preflight (tpuctl/launch/preflight.py), asked of a host's first agent: TensorFlow (a JAX run: jax) on the sys.path a
+# worker gets (site's, which -S left out; the launch's PYTHONPATH first), and no chip TensorFlow refuses ("VENDOR:DEVICE=why").
 def preflight() -> None:
-    if "tensorflow" in HELLO:
+    module = "jax" if "jax" in HELLO else "tensorflow"
+    if module in HELLO:
         import importlib.util
         import site
 
         site.main()
-        sys.path[:0] = [folder for folder in HELLO["tensorflow"][0].split(":") if folder]
-        if importlib.util.find_spec("tensorflow") is None:
-            fail("preflight: no TensorFlow for " + sys.executable)
+        sys.path[:0] = [folder for folder in HELLO[module][0].split(":") if folder]
+        if importlib.util.find_spec(module) is None:
+            fail("preflight: no " + {"jax": module}.get(module, "TensorFlow") + " for " + sys.executable)
     refused = dict(chip.split("=", 1) for chip in HELLO.get("chip", []))
     base = os.environ.get("TPUCTL_SYSFS_ROOT", "") + "/sys/bus/pci/devices/"
     for name in os.listdir(base) if refused and os.path.isdir(base) else []:

@@ -284,8 +284,9 @@ class SshRunner(Runner):
 
         if not os.path.isfile(job.script):
             raise TpuctlError(f"script not found: {job.script}")
+        self.pair = self.slice.pair_for(job) if self.slice is not None else []  # first: --new-tpu picks its image for the job's framework
         image = self.slice.image if self.slice is not None else None  # a TPU VM's: its TensorFlow is the image's
-        self.requirements = checked(job.requirements, job.setup, tpu_vm=self.slice is not None, image=image, allowed=job.replace_tensorflow)
+        self.requirements = checked(job.requirements, job.setup, job.framework, tpu_vm=self.slice is not None, image=image, allowed=job.replace_tensorflow)
         extra = job.processes - job.workers
         workers = job.workers
         if "workers" not in given:
@@ -300,7 +301,6 @@ class SshRunner(Runner):
                 f"{job.processes} process(es) need {job.processes} slots, but {self.source} gives {self.slots}",
                 hint="add hosts, use host:SLOTS, or lower --workers",
             )
-        self.pair = self.slice.pair_for(job) if self.slice is not None else []
         fresh = made_by_tpuctl(self.options.new_tpu, self.slice.node if isinstance(self.slice, TpuSlice) else None)
         self.paths = RemotePaths.resolve(job.script, remote_dir(self.options.remote_dir, fresh))
         named = "--python" if "python" in given else "the [launch] python setting"
@@ -413,7 +413,7 @@ class SshRunner(Runner):
             hosts_again=self.slice.hosts_again if self.slice is not None else None,
             node_down=self.slice.down if self.slice is not None else None,
             preflight=remote_hello(job),
-            doctor=lambda hosts: remote_doctor(hosts, job.python, tpu_name),
+            doctor=lambda hosts: remote_doctor(hosts, job.python, tpu_name, job.framework),
             profiler=job.profiler_server,
             environments=None if (spec := self._env_spec(job)) is None else for_run(spec, self.ssh, job, context, self.paths.workdir),
             jax_finds_hosts=self.slice is not None,

@@ -1,4 +1,4 @@
-"""`tpuctl doctor`: can this machine, or every worker host, run TensorFlow on its accelerator? (docs/doctor.md)
+"""`tpuctl doctor`: can this machine, or every worker host, run TensorFlow (or JAX) on its accelerator? (docs/doctor.md)
 
 The probe runs in the interpreter a launch would use (--python, else the [launch] config's, else this
 one), here or on every host of --hosts/--hostfile/--tpu over the launch's ssh path; the checks judge its
@@ -46,6 +46,13 @@ COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
     help="How long `import tensorflow` may take before it counts as a hang.",
 )
 @click.option("--no-import", is_flag=True, help="Do not import TensorFlow (the checks that need it say so).")
+@click.option(
+    "--framework",
+    type=click.Choice(["auto", "tensorflow", "jax"]),
+    default="auto",
+    show_default=True,
+    help="What the workers run: jax checks jax, jaxlib, libtpu and Keras 3 instead of TensorFlow (auto: SCRIPT's, else tensorflow).",
+)
 @click.option("--dry-run", is_flag=True, help="Print where the probe would run (each host's ssh command); run nothing.")
 @click.option("--json", "as_json", is_flag=True, help='JSON: {"checks": [{"name", "status", "found", "fix", "hosts"}]}.')
 @click_options(Options)
@@ -57,11 +64,15 @@ def doctor(
     workers: int | None,
     import_timeout: float,
     no_import: bool,
+    framework: str,
     dry_run: bool,
     as_json: bool,
     **ssh: Any,
 ) -> None:
     """Check that the workers' Python, TensorFlow, Keras, libtpu and the machine's TPU or GPUs fit together.
+
+    With --framework jax (or a SCRIPT on Keras 3's JAX backend) the interpreter's checks are JAX's:
+    jax, jaxlib and libtpu as jax requires them, Keras 3, no TensorFlow taking the TPU beside it.
 
     Each check prints one line: ok, warn or FAIL, what it found and, for warn and FAIL, the fix. With
     --hosts, --hostfile or --tpu NAME the same checks run on every worker host at once over ssh, and
@@ -71,8 +82,10 @@ def doctor(
     options = Options(**{k: v for k, v in ssh.items() if k in Options.__dataclass_fields__})
     launch = _launch_defaults()
     interpreter = python or launch.get("python") or None
-    context = Context(model_dir=model_dir or launch.get("model_dir") or _setting("model-dir"), workers=workers or 2, workers_given=workers is not None)
-    request = Request(workers=context.workers, deadline=import_timeout, import_tensorflow=not no_import)
+    framework, counted = _framework(framework, script), workers is not None
+    context = Context(model_dir or launch.get("model_dir") or _setting("model-dir"), workers or 2, counted, framework=framework, script=script)
+    # A JAX run's interpreter is never made to import TensorFlow: on a TPU, that import would take the chips.
+    request = Request(workers=context.workers, deadline=import_timeout, import_tensorflow=not no_import and framework != "jax")
     remote = options.ssh_hosts is not None or options.ssh_hostfile is not None or options.tpu_name is not None
     if remote:
         from tpuctl.backends.ssh.doctor import plan_hosts, probe_hosts
@@ -103,6 +116,16 @@ def doctor(
 
 # The launch's host options, less what only a launch does to the hosts (copy the script, clean up the TPU).
 doctor.params = [param for param in doctor.params if param.name not in ("sync", "cleanup")]
+
+
+def _framework(asked: str, script: str | None) -> str:
+    """tensorflow or jax: as asked, else what SCRIPT's source says (tpuctl/launch/framework.py, as the launch reads it);
+    only a regular file is read (a FIFO would block the read)."""
+    if asked != "auto" or script is None or not os.path.isfile(script):
+        return "tensorflow" if asked == "auto" else asked
+    from tpuctl.launch.framework import choose
+
+    return choose(asked, script, ())[0]
 
 
 def _here(python: str, request: Request, context: Context) -> list[Row]:

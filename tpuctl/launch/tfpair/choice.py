@@ -1,6 +1,8 @@
-"""The runtime image `launch --new-tpu` creates its VM with: the user's where they named one, else the documented
-TensorFlow image of each type's generation that has this machine's TensorFlow (tpuctl/tpu/software.py's table), and
-where none has it, the generation's newest; each with why, for the dry run and the run to say.
+"""The runtime image `launch --new-tpu` creates its VM with: the user's where they named one; for a JAX run
+(job.framework "jax") the documented JAX image of each type's generation (software.jax_image: no TensorFlow on it, JAX
+comes from --requirements); else the documented TensorFlow image of each type's generation that has this machine's
+TensorFlow (tpuctl/tpu/software.py's table), and where none has it, the generation's newest; each with why, for the dry
+run and the run to say. The laptop/TPU TensorFlow pairing is TensorFlow's: a JAX run's workers never import it.
 
 `tpuctl create` and `init` keep their fixed default (software.tensorflow_image): a VM made for a launch runs the
 script this machine tried, a VM made by hand does not know which script it is for.
@@ -8,6 +10,7 @@ script this machine tried, a VM made by hand does not know which script it is fo
 
 from __future__ import annotations
 
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.launch.tfpair.here import Installed
 from tpuctl.launch.tfpair.pair import Image
 from tpuctl.settings import cloud as settings
@@ -41,9 +44,19 @@ def image_for(accelerator_type: str, here: Installed) -> Image | None:
     return Image(default, f"tpuctl's default for {generation}: this machine has no TensorFlow to match")
 
 
-def images_for(types: list[str], resolved: settings.Settings, here: Installed) -> dict[str, Image]:
-    """Each --new-tpu type's image, by type (a type with none is left out)."""
+def jax_image_for(accelerator_type: str) -> Image:
+    """A JAX run's image for one type; TPU7x and a generation without a row are software.jax_image's one-line errors."""
+    image = software.jax_image(accelerator_type)
+    generation = shape_of(accelerator_type).generation
+    return Image(image, f"the JAX image for {generation}, {software.JAX_IMAGE_SOURCE}: a JAX run takes no TensorFlow image; jax[tpu] comes from --requirements")
+
+
+def images_for(types: list[str], resolved: settings.Settings, here: Installed, framework: str = contract.TENSORFLOW) -> dict[str, Image]:
+    """Each --new-tpu type's image, by type (a type with none is left out; for a JAX run, every type has one or the
+    launch is refused)."""
     given = given_image(resolved)
     if given is not None:
         return dict.fromkeys(types, given)
+    if framework == contract.JAX:
+        return {name: jax_image_for(name) for name in types}
     return {name: image for name in types if (image := image_for(name, here)) is not None}

@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tpuctl.cluster import worker_contract as contract
 from tpuctl.launch.job import Job
+from tpuctl.launch.preflight import leaving_tensorflow
 from tpuctl.launch.tfpair.here import Installed, this_interpreter
 from tpuctl.tpu import software
 
@@ -150,8 +152,16 @@ def _lists_tf_keras(requirements: str | None) -> bool:
 
 def for_launch(job: Job, found: tuple[Image, str] | None) -> list[str]:
     """A TPU launch's lines: `found` is its image and accelerator type (None: tpuctl knows no image for the type, and
-    the hunt says so)."""
+    the hunt says so). A JAX run's workers never import TensorFlow: the pairing does not apply, its image is said alone;
+    a TensorFlow run on a TPU TensorFlow is leaving is told the way to Keras 3 on JAX (preflight.leaving_tensorflow)."""
     if found is None:
         return []
     image, accelerator = found
-    return lines(this_interpreter(), image, job.script, dict(job.env), job.requirements, accelerator)
+    if job.framework == contract.JAX:
+        said = [f"JAX: on the TPU {image.name} ({image.why}); this machine's TensorFlow is not paired with it: a JAX run's workers never import TensorFlow"]
+        if image.name in software.JAX_IMAGES.values() and not job.requirements and not job.setup:
+            said.append(f"{image.name} has no JAX (cloud.google.com/tpu/docs/runtimes: install the framework): list jax[tpu] and keras in --requirements FILE")
+        return said
+    said = lines(this_interpreter(), image, job.script, dict(job.env), job.requirements, accelerator)
+    leaving = leaving_tensorflow(job, accelerator)
+    return said if leaving is None else [*said, leaving]

@@ -162,17 +162,20 @@ class Environments:
         naming the host it was resolved on (its Python and platform) and the file's lines that pulled it in."""
         if not self.spec.tpu or self.spec.replace_tensorflow:
             return
-        from tpuctl.inputs.requirements import breaks, protected_in
+        from tpuctl.inputs.requirements import JAX, breaks, protected_in
 
-        for name in protected_in(wheel.name for wheel in lock.wheels):
+        for name in protected_in((wheel.name for wheel in lock.wheels), self.spec.framework):
             wheel = next(w for w in lock.wheels if w.name == name)
             by = lock.pulled_in_by(name)
             pulled = f" (required by {', '.join(by)})" if by else ""
             lines = self.spec.lines_named_in(" ".join(_ancestors(lock, name))).strip()[1:-1]  # "requirements.txt:2, 5"
             pulled += f", pulled in by {lines}" if lines else ""
             raise TpuctlError(
-                f"{self.spec.requirements} resolves on {host} to {name} {wheel.version}{pulled}, which {breaks(name)} (on a TPU VM)",
-                hint="pin versions that the image's TensorFlow satisfies, or pass --replace-tensorflow (docs/environments.md)",
+                f"{self.spec.requirements} resolves on {host} to {name} {wheel.version}{pulled}, which {breaks(name, (), self.spec.framework)} (on a TPU VM)",
+                hint=(
+                    "pin versions that pull in no TPU build of TensorFlow (tensorflow-cpu for tf.data)" if self.spec.framework == JAX
+                    else "pin versions that the image's TensorFlow satisfies"
+                ) + ", or pass --replace-tensorflow (docs/environments.md)",
             )
 
     def _build(self, hosts: list[str], lock: Lock, holders: list[str], ready: dict[str, str], attempt: int) -> dict[str, str]:

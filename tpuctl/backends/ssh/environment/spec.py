@@ -37,6 +37,7 @@ class EnvSpec:
     tpu: bool  # the hosts are a TPU VM's: a lock that would replace its TensorFlow is refused
     bucket: str | None  # the run's bucket (a gs:// model dir's), where the wheels are kept for every host
     lines: tuple[tuple[str, int], ...] = ()  # (normalized project name, its line in the file) of each requirement
+    framework: str = "tensorflow"  # the run's (job.framework): on a TPU VM, what a lock may not bring follows it (inputs/requirements.py)
 
     @classmethod
     def of_job(cls, job: Job, reqs: Requirements | None, *, tpu: bool) -> EnvSpec | None:
@@ -48,7 +49,7 @@ class EnvSpec:
         model_dir = job.model_dir or ""
         bucket = model_dir[len("gs://") :].partition("/")[0] if model_dir.startswith("gs://") else None
         lines = tuple((line.name, line.line) for line in reqs.lines) if reqs is not None else ()
-        return cls(job.requirements, pip_text, job.setup, job.index_url, job.replace_tensorflow, tpu, bucket or None, lines)
+        return cls(job.requirements, pip_text, job.setup, job.index_url, job.replace_tensorflow, tpu, bucket or None, lines, job.framework)
 
     def request(self, python: str) -> str:
         """The digest a host files its environment for this request under: the requirements as pip reads them, the
@@ -103,6 +104,7 @@ class EnvSpec:
             "copies": not self.bucket,  # hosts of one Python get the environment one of them built (copies.py)
             "replace_tensorflow": self.replace_tensorflow,
             "tpu": self.tpu,
+            "framework": self.framework,
         }
 
 
@@ -125,7 +127,8 @@ def render(described: dict[str, Any]) -> list[str]:
             )
         )
         if described["tpu"] and not described["replace_tensorflow"]:
-            lines.append("environment: a lock that adds or replaces TensorFlow, libtpu or jaxlib is refused before anything is installed")
+            refused = "a TPU build of TensorFlow (it would fight JAX for the TPU)" if described.get("framework") == "jax" else "TensorFlow, libtpu or jaxlib"
+            lines.append(f"environment: a lock that adds or replaces {refused} is refused before anything is installed")
     if described["setup"]:
         lines.append(f"environment: --setup {described['setup']!r} once per host and environment, the environment's bin first on PATH")
     return lines
