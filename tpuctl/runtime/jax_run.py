@@ -11,11 +11,14 @@ TensorFlow). What tpuctl adds happens as the script's own imports load
   `jax.distributed.initialize()` reads only JAX_COORDINATOR_ADDRESS and detects
   the rest from the clusters JAX knows (jax/_src/clusters/cluster.py: Slurm,
   Open MPI, Cloud TPU, Kubernetes...), so one more is put first in JAX's list,
-  answering from those same variables, present only where tpuctl wrote them;
+  answering from those same variables, present only where tpuctl wrote them
+  (registering a cluster type is how JAX's maintainers answered the request for
+  JAX_NUM_PROCESSES / JAX_PROCESS_ID variables: jax-ml/jax#11707);
 - the check: JAX's `initialize` is watched, and a process that ends without
   having joined the cluster it was launched into (a script that never called
   it: each process trained alone on its own shard) fails instead of counting
-  as finished.
+  as finished. Entering and leaving `initialize` is told to the launcher, which
+  names a process that never arrives (tpuctl/launch/process/joins.py).
 """
 
 from __future__ import annotations
