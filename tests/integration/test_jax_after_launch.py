@@ -1,0 +1,174 @@
+"""Everything after the launch on a Keras 3 run on JAX (issue 49): real JAX workers on CPU, two processes joined by
+`keras.distribution.initialize()`, a DataParallel fit with TensorBoard, BackupAndRestore and ModelCheckpoint
+(tests/integration/scripts/jax_fit.py).
+
+One detached launch serves the tests that read it (`runs`, `stacks`, `profile`, the profiler server, then, once it
+is stopped, `report`, `tail`, the console): a JAX worker's start (import, join, compile) is most of a run's cost.
+One more launch hangs on purpose (--hang-timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SCRIPTS, run_tpuctl, tpuctl_cmd, wait_for
+from tpuctl import endings
+from tpuctl.profiling import verdict
+
+pytest.importorskip("jax")  # the test extra installs it; without it there is no JAX run to test
+pytestmark = pytest.mark.tf  # real worker processes (JAX, and TensorFlow for Keras' TensorBoard callback)
+
+SCRIPT = SCRIPTS / "jax_fit.py"
+VENV_BIN = str(Path(sys.executable).parent)  # py-spy's, for `tpuctl stacks`
+WITHOUT_PY_SPY = "/usr/local/bin:/usr/bin:/bin"
+JAX_PROFILE = b"jax_version"  # the metadata jax.profiler.start_trace sets in every profile it writes (jax/_src/profiler.py)
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    model: Path
+    logs: Path
+    out: Path
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """A detached 2-process JAX launch with --profiler-server and a --profile window, once both processes took 3 steps;
+    stopped (through the script: every process at the same batch) when the module ends."""
+    root = tmp_path_factory.mktemp("jax-run")
+    out, model, logs = root / "out", root / "model", root / "logs"
+    out.mkdir()
+    env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "NO_COLOR": "1", "PATH": f"{VENV_BIN}:{WITHOUT_PY_SPY}"}
+    started = run_tpuctl(
+        "launch", "--detach", "--workers", "2", "--profiler-server", "--profile", "4-8", "--model-dir", str(model), "--log-dir", str(logs),
+        str(SCRIPT), str(model), str(out), "200", env=env, timeout=60,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    done = Run(started.stdout.strip(), model, logs, out, env)
+    try:
+        wait_for(lambda: all((out / f"ready-{i}").exists() for i in range(2)), timeout=120)
+        yield done
+    finally:
+        (out / "stop").touch()
+        wait_for(lambda: _state(done) != endings.RUNNING, timeout=120)
+
+
+def _state(run: Run) -> str:
+    listed = run_tpuctl("runs", "--json", env=run.env, timeout=30)
+    return str(next(row["state"] for row in json.loads(listed.stdout) if row["run_id"] == run.run_id))
+
+
+def _ended(run: Run) -> Run:
+    """The run, once its processes trained to the end (the tests that read what it leaves behind)."""
+    (run.out / "stop").touch()
+    wait_for(lambda: _state(run) != endings.RUNNING, timeout=120)
+    return run
+
+
+def test_the_run_is_listed_and_its_stacks_name_the_scripts_frames(run: Run) -> None:
+    assert _state(run) == endings.RUNNING
+    shown = run_tpuctl("stacks", run.run_id, env=run.env, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "worker:0" in shown.stdout and "worker:1" in shown.stdout and "jax_fit.py" in shown.stdout, shown.stdout
+    assert _state(run) == endings.RUNNING, "tpuctl stacks stopped the run"
+
+
+def test_each_process_serves_jaxs_profiler_on_loopback(run: Run, tmp_path: Path) -> None:
+    """--profiler-server on a JAX run is JAX's server (TensorFlow's, which Keras' TensorBoard callback loads here, sees
+    none of JAX's work): a capture through it, by xprof's own client, holds JAX's jitted calls."""
+    client = pytest.importorskip("xprof.convert._pywrap_profiler_plugin")
+    workers = json.loads((run.logs / "attempt-1" / "profilers.json").read_text())["workers"]
+    assert [w["worker"] for w in workers] == ["worker:0", "worker:1"] and all(w["host"] == "127.0.0.1" for w in workers), workers
+    for worker in workers:
+        folder = tmp_path / worker["worker"].replace(":", "-")
+        client.trace(f"127.0.0.1:{worker['port']}", str(folder), "", True, 500, 3, {"host_tracer_level": 2, "python_tracer_level": 0})
+        [captured] = list(folder.glob("plugins/profile/*/*.xplane.pb"))
+        assert b"PjitFunction" in captured.read_bytes(), f"{worker}: the server's capture holds no JAX call"
+
+
+def test_profile_captures_every_process_with_jaxs_profiler_and_a_verdict_that_guesses_nothing(run: Run) -> None:
+    result = run_tpuctl("profile", run.run_id, "--duration", "1", "--json", env=run.env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert sorted(answer["files"]) == ["worker:0", "worker:1"] and answer["missing"] == {}, answer
+    for file in answer["files"].values():
+        assert Path(file).parent.parent == run.model / "plugins" / "profile" and JAX_PROFILE in Path(file).read_bytes(), file
+    found = answer["verdict"]
+    if found is None:  # no xprof for this interpreter: the files are what there is to check
+        return
+    for numbers in found["workers"]:
+        # Keras 3's steps get the runtime's markers on JAX too; xprof classifies no op of a JAX program on CPU, so the
+        # cross-process all-reduce inside its steps is not told apart from compute: unknown (tests/unit/test_profile_shares.py:
+        # and no bound is named).
+        assert numbers["markers"] and numbers["steps"] > 0 and numbers["communication_pct"] is None, numbers
+        assert f"{numbers['worker']}: {verdict.UNCLASSIFIED}." in found["notes"], found["notes"]
+    assert _state(run) == endings.RUNNING
+
+
+def test_the_profile_window_is_taken_by_jaxs_profiler_in_every_process(run: Run) -> None:
+    wait_for(lambda: len(list(run.model.glob("plugins/profile/*-steps-4-8/*.xplane.pb"))) == 2, timeout=60)
+    files = sorted(run.model.glob("plugins/profile/*-steps-4-8/*.xplane.pb"))
+    assert [f.name.rsplit("_", 1)[1] for f in files] == ["worker-0.xplane.pb", "worker-1.xplane.pb"]
+    assert all(JAX_PROFILE in f.read_bytes() for f in files)
+
+
+def test_report_has_the_steps_and_checkpoints_of_keras_under_jax(run: Run) -> None:
+    ended = _ended(run)
+    timeline = [json.loads(line) for line in (ended.logs / "timeline.jsonl").read_text().splitlines()]
+    steps = [e for e in timeline if e["event"] == "step" and e["worker"] == "worker:0"]
+    trained = [line for line in (ended.logs / "attempt-1" / "worker-0.log").read_text().splitlines() if line.startswith("process 0 trained")]
+    assert steps and trained and steps[-1]["step"] == int(trained[0].split()[3]), (steps, trained)  # the optimizer's own count
+    saves = {e["worker"] for e in timeline if e["event"] == "checkpoint_save_end" and not e.get("failed")}
+    assert saves == {"worker:0", "worker:1"}  # ModelCheckpoint, BackupAndRestore and model.save, in every process
+    shown = run_tpuctl("report", f"{ended.logs}/", "--json", env=ended.env, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["step_source"] == "keras" and report["categories"]["training steps"] > 0 and report["categories"]["checkpoint save"] > 0, report
+
+
+def test_tail_reads_what_keras_tensorboard_callback_wrote_under_jax(run: Run) -> None:
+    ended = _ended(run)
+    shown = run_tpuctl("tail", str(ended.model), "--once", "--json", "--tags", "batch_loss,epoch_loss", env=ended.env, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    events = [json.loads(line) for line in shown.stdout.splitlines()]
+    scalars = [e for e in events if e["kind"] == "scalar"]
+    batches = [e["step"] for e in scalars if e["tag"] == "batch_loss"]
+    assert batches[:3] == [5, 10, 15] and all(e["run"] == "tb/train" for e in scalars), scalars[:5]  # process 0's, update_freq=5
+    assert any(e["tag"] == "epoch_loss" for e in scalars)
+    checkpoints = {e["file"] for e in events if e["kind"] == "checkpoint"}
+    assert checkpoints == {"ckpt.weights.h5", "final.keras"}, events  # ModelCheckpoint's and model.save's, process 0's
+
+
+def test_the_console_names_the_folded_lines_xla_not_tensorflow(run: Run) -> None:
+    ended = _ended(run)
+    console = (ended.logs / "console.log").read_text()
+    assert "C++ (XLA, absl) log lines folded from the console" in console and "TensorFlow log line" not in console, console[-2000:]
+
+
+def test_a_hung_process_is_stopped_with_every_processs_stacks(tmp_path: Path) -> None:
+    """Process 1 stops after its third batch; process 0 waits for it in the next step's all-reduce. Stacks are taken by
+    each worker's faulthandler (no py-spy on PATH; test_the_run_is_listed... took them with py-spy)."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    out.mkdir()
+    (out / "hang-1").touch()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1", "PATH": WITHOUT_PY_SPY}
+    argv = ("launch", str(SCRIPT), "--workers", "2", "--hang-timeout", "8", "--log-dir", str(logs), "--", str(tmp_path / "model"), str(out), "120")
+    started = time.monotonic()
+    result = subprocess.run(tpuctl_cmd(*argv), capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
+    assert result.returncode == 124, result.stderr
+    assert time.monotonic() - started < 150
+    assert "no new step was written for 8s (--hang-timeout)" in result.stderr
+    dumps = logs / "attempt-1" / "stacks-1"
+    assert "wait_for_batch" in (dumps / "worker-1.txt").read_text() and "most recent call first" in (dumps / "worker-1.txt").read_text()
+    assert "jax_fit.py" in (dumps / "worker-0.txt").read_text()
