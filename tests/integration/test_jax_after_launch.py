@@ -2,9 +2,10 @@
 `keras.distribution.initialize()`, a DataParallel fit with TensorBoard, BackupAndRestore and ModelCheckpoint
 (tests/integration/scripts/jax_fit.py).
 
-One detached launch serves the tests that read it (`runs`, `stacks`, `profile`, the profiler server, then, once it
-is stopped, `report`, `tail`, the console): a JAX worker's start (import, join, compile) is most of a run's cost.
-One more launch hangs on purpose (--hang-timeout).
+One detached launch serves the tests that read it (`runs`, `logs`, `stacks`, `profile`, the profiler server; then,
+once its processes have trained and saved, `stop`, and what the stopped run leaves: `report`, `tail`, the console): a
+JAX worker's start (import, join, compile) is most of a run's cost. One more launch hangs on purpose: `stacks` by
+faulthandler, `--hang-timeout`, `attach`.
 """
 
 from __future__ import annotations
@@ -44,11 +45,12 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    """A detached 2-process JAX launch with --profiler-server and a --profile window, once both processes took 3 steps;
-    stopped (through the script: every process at the same batch) when the module ends."""
+    """A detached 2-process JAX launch with --profiler-server and a --profile window, once both processes took 3 steps.
+    Its processes train until OUT/stop exists (every process stops at the same batch), save, and linger until stopped."""
     root = tmp_path_factory.mktemp("jax-run")
     out, model, logs = root / "out", root / "model", root / "logs"
     out.mkdir()
+    (out / "linger").touch()
     env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "NO_COLOR": "1", "PATH": f"{VENV_BIN}:{WITHOUT_PY_SPY}"}
     started = run_tpuctl(
         "launch", "--detach", "--workers", "2", "--profiler-server", "--profile", "4-8", "--model-dir", str(model), "--log-dir", str(logs),
@@ -60,8 +62,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         wait_for(lambda: all((out / f"ready-{i}").exists() for i in range(2)), timeout=120)
         yield done
     finally:
-        (out / "stop").touch()
-        wait_for(lambda: _state(done) != endings.RUNNING, timeout=120)
+        _ended(done)
 
 
 def _state(run: Run) -> str:
@@ -70,14 +71,18 @@ def _state(run: Run) -> str:
 
 
 def _ended(run: Run) -> Run:
-    """The run, once its processes trained to the end (the tests that read what it leaves behind)."""
+    """The run, once its processes trained to the end and were stopped (the tests that read what it leaves behind)."""
     (run.out / "stop").touch()
-    wait_for(lambda: _state(run) != endings.RUNNING, timeout=120)
+    wait_for(lambda: all((run.out / f"trained-{i}").exists() for i in range(2)) or _state(run) != endings.RUNNING, timeout=120)
+    if _state(run) == endings.RUNNING:
+        run_tpuctl("stop", run.run_id, env=run.env, timeout=120)
     return run
 
 
 def test_the_run_is_listed_and_its_stacks_name_the_scripts_frames(run: Run) -> None:
     assert _state(run) == endings.RUNNING
+    logged = run_tpuctl("logs", run.run_id, "--worker", "1", env=run.env, timeout=60)
+    assert logged.returncode == 0 and "[worker:1] process 1 of 2 joined" in logged.stdout.splitlines(), logged
     shown = run_tpuctl("stacks", run.run_id, env=run.env, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert "worker:0" in shown.stdout and "worker:1" in shown.stdout and "jax_fit.py" in shown.stdout, shown.stdout
@@ -123,6 +128,17 @@ def test_the_profile_window_is_taken_by_jaxs_profiler_in_every_process(run: Run)
     assert all(JAX_PROFILE in f.read_bytes() for f in files)
 
 
+def test_stop_ends_every_process_of_the_run(run: Run) -> None:
+    (run.out / "stop").touch()
+    wait_for(lambda: all((run.out / f"trained-{i}").exists() for i in range(2)), timeout=120)
+    stopped = run_tpuctl("stop", run.run_id, env=run.env, timeout=120)
+    assert stopped.returncode == 0 and f"run {run.run_id} stopped (exit 130)" in stopped.stdout + stopped.stderr, stopped
+    listed = json.loads(run_tpuctl("runs", "--json", env=run.env, timeout=30).stdout)
+    assert [(r["state"], r["exit_code"]) for r in listed if r["run_id"] == run.run_id] == [(endings.Kind.STOPPED.value, 130)], listed
+    pids = [int((run.out / f"ready-{i}").read_text()) for i in range(2)]
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()], pids
+
+
 def test_report_has_the_steps_and_checkpoints_of_keras_under_jax(run: Run) -> None:
     ended = _ended(run)
     timeline = [json.loads(line) for line in (ended.logs / "timeline.jsonl").read_text().splitlines()]
@@ -156,19 +172,44 @@ def test_the_console_names_the_folded_lines_xla_not_tensorflow(run: Run) -> None
     assert "C++ (XLA, absl) log lines folded from the console" in console and "TensorFlow log line" not in console, console[-2000:]
 
 
-def test_a_hung_process_is_stopped_with_every_processs_stacks(tmp_path: Path) -> None:
-    """Process 1 stops after its third batch; process 0 waits for it in the next step's all-reduce. Stacks are taken by
-    each worker's faulthandler (no py-spy on PATH; test_the_run_is_listed... took them with py-spy)."""
+def test_a_hung_process_shows_in_its_stacks_and_is_stopped_by_the_hang_timeout(tmp_path: Path) -> None:
+    """Process 1 stops after its third batch; process 0 waits for it in the next step's all-reduce. `tpuctl stacks`
+    takes them by each worker's faulthandler (no py-spy on PATH; the shared run's were py-spy's), then --hang-timeout
+    stops the run, which `tpuctl attach` follows to its end and its exit status."""
     out, logs = tmp_path / "out", tmp_path / "logs"
     out.mkdir()
     (out / "hang-1").touch()
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "NO_COLOR": "1", "PATH": WITHOUT_PY_SPY}
-    argv = ("launch", str(SCRIPT), "--workers", "2", "--hang-timeout", "8", "--log-dir", str(logs), "--", str(tmp_path / "model"), str(out), "120")
-    started = time.monotonic()
-    result = subprocess.run(tpuctl_cmd(*argv), capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
-    assert result.returncode == 124, result.stderr
-    assert time.monotonic() - started < 150
-    assert "no new step was written for 8s (--hang-timeout)" in result.stderr
-    dumps = logs / "attempt-1" / "stacks-1"
-    assert "wait_for_batch" in (dumps / "worker-1.txt").read_text() and "most recent call first" in (dumps / "worker-1.txt").read_text()
-    assert "jax_fit.py" in (dumps / "worker-0.txt").read_text()
+    argv = ("launch", "--detach", "--workers", "2", "--hang-timeout", "10", "--log-dir", str(logs), str(SCRIPT), str(tmp_path / "model"), str(out), "120")
+    started = run_tpuctl(*argv, env=env, timeout=60)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    wait_for(lambda: (out / "ready-1").exists(), timeout=120)
+    shown = run_tpuctl("stacks", run_id, env=env, timeout=60)
+    assert shown.returncode == 0 and "wait_for_batch" in shown.stdout and "worker:0" in shown.stdout, shown
+    began = time.monotonic()
+    attached = subprocess.run(tpuctl_cmd("attach", run_id), capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
+    assert attached.returncode == 124 and time.monotonic() - began < 120, attached.stderr
+    said = attached.stdout + attached.stderr
+    assert "no new step was written for 10s (--hang-timeout)" in said and "wait_for_batch" in said, said
+    dumps = sorted((logs / "attempt-1").glob("stacks-*/worker-1.txt"))
+    assert dumps and all("most recent call first" in dump.read_text() for dump in dumps), dumps  # faulthandler's own words
+
+
+def test_a_restarted_run_shows_keras_backup_restored_and_its_steps_resumed(tmp_path: Path) -> None:
+    """Every process leaves the first attempt after its first epoch (50 steps, backed up by BackupAndRestore); the
+    second restores it (Keras 3's load_weights under JAX) and counts on from there, as the optimizer does."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    out.mkdir()
+    (out / "restart").touch()
+    argv = ("launch", "--workers", "2", "--max-restarts", "1", "--model-dir", str(tmp_path / "model"), "--log-dir", str(logs))
+    result = run_tpuctl(*argv, str(SCRIPT), str(tmp_path / "model"), str(out), "120", "0.01", timeout=240)
+    assert result.returncode == 0, result.stderr
+    timeline = [json.loads(line) for line in (logs / "timeline.jsonl").read_text().splitlines()]
+    restored = {e["worker"] for e in timeline if e["event"] == "checkpoint_restore_end" and e["attempt"] == 2 and not e.get("failed")}
+    assert restored == {"worker:0", "worker:1"}, timeline
+    first = [e["step"] for e in timeline if e["event"] == "first_step" and e["attempt"] == 2]
+    assert first == [51, 51], first  # the backup's 50 steps, then the first of this attempt
+    report = json.loads(run_tpuctl("report", f"{logs}/", "--json", timeout=60).stdout)
+    assert report["categories"]["checkpoint restore"] > 0 and report["categories"]["restart"] > 0, report
+    assert report["categories"].get("lost work", 0) == 0, report

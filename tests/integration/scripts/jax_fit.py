@@ -6,7 +6,10 @@ usage: jax_fit.py MODEL_DIR OUT SECONDS [PAUSE]. Each process writes OUT/ready-<
 trains until OUT/stop exists (at most SECONDS), resting PAUSE seconds (default 0.05) after each batch in
 `rest_between_steps`, so that a run kept for a test module costs the cores little and its stacks name that function.
 With OUT/hang-<index> present, that process stops in `wait_for_batch` after its third batch, and its peer waits for it
-inside the next step's all-reduce.
+inside the next step's all-reduce. With OUT/linger present, each process writes OUT/trained-<index> once its model is
+saved, and then waits in `linger_after_training` until it is stopped. With OUT/restart present, every process of the
+launch's first attempt exits 3 at the end of its first epoch (BackupAndRestore has saved it); a later attempt resumes
+from that backup and stops at its first check (10 batches on).
 """
 
 import os
@@ -22,6 +25,7 @@ from jax.experimental import multihost_utils
 
 model_dir, out, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.05
+restart, attempt = os.path.exists(os.path.join(out, "restart")), int(os.environ.get("TPUCTL_ATTEMPT", "1"))
 
 keras.distribution.initialize()
 keras.distribution.set_distribution(keras.distribution.DataParallel(devices=keras.distribution.list_devices(), auto_shard_dataset=False))
@@ -45,6 +49,10 @@ def wait_for_batch():
     time.sleep(600)
 
 
+def linger_after_training():
+    time.sleep(600)
+
+
 class Until(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
@@ -63,9 +71,14 @@ class Until(keras.callbacks.Callback):
         rest_between_steps()
         # Every process stops at the same batch, decided together: each one's next step is a collective the others join.
         if self.batches % 10 == 0:
-            told = os.path.exists(os.path.join(out, "stop")) or time.time() > self.end
+            told = os.path.exists(os.path.join(out, "stop")) or time.time() > self.end or (restart and attempt > 1)
             if multihost_utils.process_allgather(np.array([told])).any():
                 self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        if restart and attempt == 1:
+            print(f"process {index} leaves attempt 1 after epoch {epoch}", flush=True)
+            sys.exit(3)
 
 
 callbacks = [
@@ -76,4 +89,9 @@ callbacks = [
 ]
 model.fit(x, y, batch_size=64, epochs=1000, callbacks=callbacks, verbose=0)
 model.save(os.path.join(model_dir, "final.keras"))
-print(f"process {index} trained {int(model.optimizer.iterations.numpy())} steps", flush=True)
+trained = int(model.optimizer.iterations.numpy())
+print(f"process {index} trained {trained} steps", flush=True)
+if os.path.exists(os.path.join(out, "linger")):
+    with open(os.path.join(out, f"trained-{index}"), "w") as done:
+        done.write(str(trained))
+    linger_after_training()
