@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -213,3 +214,21 @@ def test_a_restarted_run_shows_keras_backup_restored_and_its_steps_resumed(tmp_p
     report = json.loads(run_tpuctl("report", f"{logs}/", "--json", timeout=60).stdout)
     assert report["categories"]["checkpoint restore"] > 0 and report["categories"]["restart"] > 0, report
     assert report["categories"].get("lost work", 0) == 0, report
+
+
+def test_jaxs_server_starts_at_import_without_starting_jax_and_a_taken_port_is_one_warning() -> None:
+    """Once `import jax` is done, before the script's keras.distribution.initialize(), which JAX refuses once its
+    backends are up: the server must not bring them up (start_server(requires_backend=False))."""
+    with socket.socket(socket.AF_INET6) as holder:
+        holder.bind(("::", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code = (
+            f"from tpuctl.runtime.timeline import profiler; profiler.install_server({{'TPUCTL_PROFILER_PORT': '{port}', 'TPUCTL_FRAMEWORK': 'jax'}}); "
+            "import jax; from jax._src import xla_bridge; print(sorted(xla_bridge._backends))"
+        )
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done
+    said = [line for line in done.stderr.splitlines() if line.startswith("tpuctl:")]
+    assert said == [f"tpuctl: warning: this worker's profiler server could not take port {port} (another process holds it)"], done.stderr
