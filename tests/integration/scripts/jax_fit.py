@@ -2,14 +2,15 @@
 every process's devices, each process feeding its own shard; a fit with TensorBoard, BackupAndRestore and
 ModelCheckpoint (process 0 writes MODEL_DIR, the others MODEL_DIR/workertemp_<i>), then `model.save`.
 
-usage: jax_fit.py MODEL_DIR OUT SECONDS [PAUSE]. Each process writes OUT/ready-<index> after its third batch and
+usage: jax_fit.py MODEL_DIR OUT SECONDS [PAUSE]. Each process writes OUT/ready-<index> after its third batch (of
+its last attempt, below) and
 trains until OUT/stop exists (at most SECONDS), resting PAUSE seconds (default 0.05) after each batch in
 `rest_between_steps`, so that a run kept for a test module costs the cores little and its stacks name that function.
 With OUT/hang-<index> present, that process stops in `wait_for_batch` after its third batch, and its peer waits for it
 inside the next step's all-reduce. With OUT/linger present, each process writes OUT/trained-<index> once its model is
 saved, and then waits in `linger_after_training` until it is stopped. With OUT/restart present, every process of the
-launch's first attempt exits 3 at the end of its first epoch (BackupAndRestore has saved it); a later attempt resumes
-from that backup and stops at its first check (10 batches on).
+launch's first attempt exits 3 at the end of its first epoch (BackupAndRestore has saved it); the next attempt resumes
+from that backup.
 """
 
 import os
@@ -63,7 +64,7 @@ class Until(keras.callbacks.Callback):
         self.batches += 1
         if self.batches <= 3:
             print(f"process {index} batch {self.batches}", flush=True)  # output: progress for --hang-timeout until the steps come
-        if self.batches == 3:
+        if self.batches == 3 and not (restart and attempt == 1):
             with open(os.path.join(out, f"ready-{index}"), "w") as ready:
                 ready.write(str(os.getpid()))
             if os.path.exists(os.path.join(out, f"hang-{index}")):
@@ -71,7 +72,7 @@ class Until(keras.callbacks.Callback):
         rest_between_steps()
         # Every process stops at the same batch, decided together: each one's next step is a collective the others join.
         if self.batches % 10 == 0:
-            told = os.path.exists(os.path.join(out, "stop")) or time.time() > self.end or (restart and attempt > 1)
+            told = os.path.exists(os.path.join(out, "stop")) or time.time() > self.end
             if multihost_utils.process_allgather(np.array([told])).any():
                 self.model.stop_training = True
 
