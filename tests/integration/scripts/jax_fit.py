@@ -18,11 +18,14 @@ import sys
 import time
 
 os.environ["KERAS_BACKEND"] = "jax"
+print("importing", flush=True)  # output at each stage: progress for --hang-timeout until the steps come
 
-import jax
-import keras
-import numpy as np
-from jax.experimental import multihost_utils
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import multihost_utils  # noqa: E402
+
+print("imported", flush=True)
 
 model_dir, out, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.05
@@ -63,7 +66,7 @@ class Until(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.batches += 1
         if self.batches <= 3:
-            print(f"process {index} batch {self.batches}", flush=True)  # output: progress for --hang-timeout until the steps come
+            print(f"process {index} batch {self.batches}", flush=True)
         if self.batches == 3 and not (restart and attempt == 1):
             with open(os.path.join(out, f"ready-{index}"), "w") as ready:
                 ready.write(str(os.getpid()))
