@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SCRIPTS, run_tpuctl, tpuctl_cmd, wait_for
+from tests.integration.test_profiler_server import LOOPBACK_HEX, _listening_addresses
 from tpuctl import endings
 from tpuctl.profiling import verdict
 
@@ -105,6 +106,7 @@ def test_each_process_serves_jaxs_profiler_on_loopback(run: Run, tmp_path: Path)
         client.trace(f"127.0.0.1:{worker['port']}", str(folder), "", True, 500, 3, {"host_tracer_level": 2, "python_tracer_level": 0})
         [captured] = list(folder.glob("plugins/profile/*/*.xplane.pb"))
         assert b"PjitFunction" in captured.read_bytes(), f"{worker}: the server's capture holds no JAX call"
+        assert _listening_addresses(worker["port"]) <= LOOPBACK_HEX, worker
 
 
 def test_profile_captures_every_process_with_jaxs_profiler_and_a_verdict_that_guesses_nothing(run: Run) -> None:
@@ -119,8 +121,8 @@ def test_profile_captures_every_process_with_jaxs_profiler_and_a_verdict_that_gu
         return
     for numbers in found["workers"]:
         # Keras 3's steps get the runtime's markers on JAX too; xprof classifies no op of a JAX program on CPU, so the
-        # cross-process all-reduce inside its steps is not told apart from compute: unknown (tests/unit/test_profile_shares.py:
-        # and no bound is named).
+        # cross-process all-reduce inside its steps is not told apart from compute: unknown, and no bound is named
+        # (tests/unit/test_profile_shares.py).
         assert numbers["markers"] and numbers["steps"] > 0 and numbers["communication_pct"] is None, numbers
         assert f"{numbers['worker']}: {verdict.UNCLASSIFIED}." in found["notes"], found["notes"]
     assert _state(run) == endings.RUNNING
