@@ -3,13 +3,15 @@ them (docs/profile.md). The real capture of an all-reduce-bound run is tests/int
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpuctl.profiling import verdict
+from tpuctl.profiling import convert, verdict
 from tpuctl.profiling.convert import host_collective_share, is_collective
 from tpuctl.profiling.verdict import StepTimes, Worker
 
@@ -80,3 +82,31 @@ def test_the_hint_is_said_once_for_the_workers_it_fits() -> None:
     notes = verdict._communication_note([bound, fine])
     assert len(notes) == 1 and notes[0].startswith("worker:0: ") and "larger per-replica batch" in notes[0]
     assert verdict._communication_note([fine]) == []
+
+
+def _table(ids: list[str], rows: list[list[object]]) -> dict[str, object]:
+    """A Google DataTable as xprof's gviz output writes it."""
+    return {"cols": [{"id": i} for i in ids], "rows": [{"c": [{"v": v} for v in row]} for row in rows]}
+
+
+def test_a_profile_whose_ops_xprof_did_not_classify_has_unknown_communication_and_no_bound(tmp_path: Path) -> None:
+    """A JAX program on CPU, as xprof 2.24 reads jax 0.10's profile of a 2-process DataParallel fit: steps of host
+    compute only, and op statistics that hold IDLE alone (its cross-process all-reduce runs inside XLA's CPU program).
+    Its communication is unknown, not 0%, and the verdict names no bound from a compute share that may be all-reduce."""
+    file = tmp_path / "host_worker-0.xplane.pb"
+    file.write_bytes(b"\x00" * 64)
+    step_ids = ["stepnum", "deviceComputeTimeMs", "hostComputeTimeMs", "kernelLaunchTimeMs", "infeedTimeMs", "deviceCollectivesTimeMs", "stepTimeMs"]
+    steps = _table(step_ids, [[f"train {n}", 0.0, 16.0, 0.0, 0.0, 0.0, 16.2] for n in range(5, 9)])
+    op_ids = ["host_or_device", "type", "operation", "host_total_self_time_percent"]
+    ops = [_table(op_ids, [["Host", "IDLE", "IDLE", 0.0]]), _table(op_ids, [])]
+
+    def xprof(files: list[str], tool: str, options: dict[str, object]) -> tuple[str, str]:
+        return json.dumps([{}, steps] if tool == "input_pipeline_analyzer" else ops), ""
+
+    numbers = convert.numbers(xprof, str(file), tmp_path)
+    assert numbers["markers"] and numbers["steps"] == 4 and numbers["communication_pct"] is None, numbers
+    worker = verdict._worker("worker:0", numbers)
+    [line] = [line for line in verdict.Verdict(None, (worker,)).lines() if line.startswith("worker:0")]
+    assert "communication unknown" in line and "bound" not in line, line
+    # Input is xprof's own word there too: a step that waits for input is still said to.
+    assert verdict._bound(replace(worker, input_pct=70.0, compute_pct=30.0))[0] == "input-bound"

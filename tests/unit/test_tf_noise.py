@@ -151,3 +151,10 @@ def test_a_parameter_server_tasks_config_dump_is_folded(name: str, task: str, tm
     dump = text.decode().split("SessionOptions: ", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     fresh = Fold(False)
     assert dump[0] == "device_count {" and not any(fresh.hides(line) for line in dump)
+
+
+def test_a_jax_runs_note_names_the_lines_xla_and_absl_not_tensorflow() -> None:
+    """jaxlib prints the same absl-prefixed C++ lines (XLA's, whether or not TensorFlow also loaded)."""
+    fold = Fold(verbose=False, framework="jax")
+    assert fold.hides("I0000 00:00:1796661834.939185    1860 cuda_executor.cc:1309] could not open file to read NUMA node")
+    assert fold.note() == "1 C++ (XLA, absl) log line folded from the console (they are in the log files; --verbose shows them)"

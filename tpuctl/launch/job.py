@@ -292,7 +292,7 @@ class Job:
         "--profiler-server/--no-profiler-server",
         default=False,
         show_default=True,
-        help="Also start TensorFlow's profiler server in every local and ssh worker, on a port tpuctl reserves (local ones on "
+        help="Also start the profiler server (TensorFlow's; JAX's on a JAX run) in every local and ssh worker, on a port tpuctl reserves (local ones on "
         "127.0.0.1 only), for tools that capture through it (TensorBoard's Capture Profile). `tpuctl profile` does not use it.",
         config=True,
     )

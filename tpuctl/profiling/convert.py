@@ -86,6 +86,15 @@ def host_collective_share(ops: list[dict[str, Any]]) -> float:
     return min(1.0, max(0.0, share))
 
 
+def classified(ops: list[dict[str, Any]]) -> bool:
+    """Whether xprof put any op of the file in its op statistics (IDLE, its row for the time no op ran, is none).
+
+    A JAX program on CPU gets none (jax 0.10 / xprof 2.24, measured: its framework_op_stats hold IDLE alone, and its
+    step breakdown counts the whole step, Gloo's cross-process all-reduce inside XLA's CPU program included, as host
+    compute), so there no share of it can be told to be communication: unknown, not 0%."""
+    return any(str(row.get("type")) != "IDLE" for row in ops)
+
+
 def _share(row: dict[str, Any]) -> float:
     side = "device" if row.get("host_or_device") == "Device" else "host"
     return round(100 * float(row.get(f"{side}_total_self_time_percent") or 0.0), 1)
@@ -126,7 +135,8 @@ def numbers(convert: Convert, file: str, scratch: Path) -> dict[str, Any]:
         return {**found, "step_ms": None, "input_pct": None, "compute_pct": None, "communication_pct": None, "other_pct": None}
     input_pct = 100 * sum(float(r["infeedTimeMs"]) for r in steps) / total
     host_comm = host_collective_share(op_rows) * sum(float(r.get("hostComputeTimeMs") or 0.0) for r in steps)
-    communication_pct = 100 * (host_comm + sum(float(r.get("deviceCollectivesTimeMs") or 0.0) for r in steps)) / total
+    device_comm = sum(float(r.get("deviceCollectivesTimeMs") or 0.0) for r in steps)
+    communication_pct = 100 * (host_comm + device_comm) / total if classified(op_rows) or device_comm else None
     compute_pct = 100 * sum(float(r.get(c) or 0.0) for r in steps for c in _COMPUTE) / total - 100 * host_comm / total
     return found | {
         "step_ms": {
@@ -137,8 +147,8 @@ def numbers(convert: Convert, file: str, scratch: Path) -> dict[str, Any]:
         },
         "input_pct": round(input_pct, 1),
         "compute_pct": round(compute_pct, 1),
-        "communication_pct": round(communication_pct, 1),
-        "other_pct": round(max(0.0, 100 - input_pct - compute_pct - communication_pct), 1),
+        "communication_pct": None if communication_pct is None else round(communication_pct, 1),
+        "other_pct": round(max(0.0, 100 - input_pct - compute_pct - (communication_pct or 0.0)), 1),
     }
 
 

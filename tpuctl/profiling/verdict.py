@@ -28,7 +28,12 @@ STRAGGLER_MARGIN = 0.15  # slower than the median of the other workers' mean ste
 INSTALL_HINT = "pip install 'tpuctl[profile]'"
 MARKERS_HINT = (
     "Keras fit under tpuctl gets step markers from the runtime; a custom loop wraps each step in "
-    'tf.profiler.experimental.Trace("train", step_num=step, _r=1)'
+    'tf.profiler.experimental.Trace("train", step_num=step, _r=1) (TensorFlow) or '
+    'jax.profiler.StepTraceAnnotation("train", step_num=step) (JAX)'
+)
+UNCLASSIFIED = (
+    "xprof put none of its ops in its op statistics (as for a JAX program on CPU), and counts its steps' time as compute: "
+    "how much of that is communication (a cross-process all-reduce) is unknown, so no bound is named"
 )
 COLLECTIVE_BOUND_PCT = 30.0  # xprof's kCollectiveBoundThresholdInPercent
 COMMUNICATION_HINT = (
@@ -65,7 +70,7 @@ class Worker:
     step_ms: StepTimes | None
     input_pct: float | None
     compute_pct: float | None
-    communication_pct: float | None  # collectives (all-reduce, gather, send/recv), apart from compute as xprof keeps them
+    communication_pct: float | None  # collectives (all-reduce, gather, send/recv), apart from compute as xprof keeps them; None: unknown
     other_pct: float | None
     top_ops: tuple[Op, ...]
     markers: bool
@@ -137,6 +142,7 @@ def verdict(files: Sequence[Path], *, names: Mapping[str, str] | None = None, ti
         for w in workers
         if not w.markers
     ]
+    notes += [f"{w.worker}: {UNCLASSIFIED}." for w in workers if w.step_ms is not None and w.communication_pct is None]
     return Verdict(session, tuple(workers), straggler, tuple(said + notes), tuple(unreadable))
 
 
@@ -213,6 +219,8 @@ def _bound(w: Worker) -> tuple[str, str]:
     threshold (30%, smart_suggestion/constants.h) is named even where compute is the larger part."""
     if w.input_pct is None or w.compute_pct is None or w.other_pct is None:
         return "", ""
+    if w.communication_pct is None:  # UNCLASSIFIED: compute may be mostly collectives; only input is xprof's own word
+        return ("input-bound", f"{w.input_pct:.0f}% of its step time waits for input") if w.input_pct >= 50 else ("", "")
     waits = f"{w.input_pct:.0f}% of its step time waits for input"
     talks = f"{w.communication_pct or 0:.0f}% of its step time is in collectives"
     if w.input_pct >= 50:
@@ -243,7 +251,8 @@ def _summary(w: Worker) -> str:
     if w.step_ms is None:
         return "no step markers, so no step time (see below)"
     s = w.step_ms
-    shares = f"input {w.input_pct:.0f}%  compute {w.compute_pct:.0f}%  communication {w.communication_pct or 0:.0f}%  other {w.other_pct:.0f}%"
+    talks = "unknown" if w.communication_pct is None else f"{w.communication_pct:.0f}%"
+    shares = f"input {w.input_pct:.0f}%  compute {w.compute_pct:.0f}%  communication {talks}  other {w.other_pct:.0f}%"
     bound = _bound(w)[0]
     return f"{w.steps} steps  step {s.mean:.1f} ms ±{s.stdev:.1f} ({s.min:.1f}-{s.max:.1f})  {shares}" + (f"  {bound}" if bound else "")
 

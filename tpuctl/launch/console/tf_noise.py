@@ -18,12 +18,19 @@ launched the run to see. The rule, meant to be simple enough to predict:
   this module is unsure about.
 
 ``--verbose`` turns folding off. The pumps still write every line to the worker's log file.
+
+A JAX run (Keras 3 on JAX) prints the same absl-prefixed C++ lines from JAX's XLA runtime (jaxlib is built on the
+same absl and XLA code as TensorFlow), besides TensorFlow's own where the script loads it (Keras' TensorBoard
+callback does): the rule is the same, and the run's end names them as what they are there, C++ lines of XLA and
+absl, not TensorFlow's.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+
+from tpuctl.cluster import worker_contract as contract
 
 # absl's C++ prefix: severity, MMDD, time, thread id, file:line]. Before absl::InitializeLog() TF
 # prints a zero date and the Unix time in seconds ("I0000 00:00:1763450000.123456   4242 port.cc:153]").
@@ -103,8 +110,9 @@ class Fold:
     thread-local, so one worker's lines never change how another's are judged.
     """
 
-    def __init__(self, verbose: bool) -> None:
+    def __init__(self, verbose: bool, framework: str = contract.TENSORFLOW) -> None:
         self.verbose = verbose
+        self.source = "C++ (XLA, absl)" if framework == contract.JAX else "TensorFlow"  # whose lines the note names
         self._folded = 0
         self._after_leader = 0
         self._lock = threading.Lock()
@@ -161,7 +169,7 @@ class Fold:
         if self.verbose or count == 0:
             return None
         lines = "line" if count == 1 else "lines"
-        return f"{count} TensorFlow log {lines} folded from the console (they are in the log files; --verbose shows them)"
+        return f"{count} {self.source} log {lines} folded from the console (they are in the log files; --verbose shows them)"
 
 
 def is_noise(line: str) -> bool:

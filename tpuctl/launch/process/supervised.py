@@ -20,7 +20,7 @@ from tpuctl.safety import reaper
 
 def run_supervised(starter: Starter, job: Job, context: RunContext) -> Outcome:
     side = SideTail.start(job.model_dir, context.writer.write) if context.tail_view and job.model_dir else None
-    fold = Fold(context.verbose)
+    fold = Fold(context.verbose, job.framework)
     supervisor = Supervisor(
         starter, writer=context.writer, notice=context.notice, log_dir=context.log_dir, colour=context.colour, fold=fold, record=context.record,
         timeline=context.timeline, amend_record=context.amend_record,

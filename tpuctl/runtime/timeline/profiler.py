@@ -1,30 +1,33 @@
 """The worker's profiling: `tpuctl profile`'s captures and `launch --profile START-END`'s window, both taken inside
 the worker at its training steps' boundaries, step markers where Keras fit sets none, and (with --profiler-server)
-TensorFlow's profiler server for tools that capture through it.
+the profiler server for tools that capture through it. TensorFlow's profiler on a TensorFlow run, JAX's on a JAX run
+(tracers.py says why the run's framework chooses, not what is imported).
 
-No script needs a line for any of it. A capture starts with `tf.profiler.experimental.start` between two steps, on
-the thread that runs them, and stops the same way: at the step boundary where its last step (a window's) ended, or
-the first one once its seconds passed (`tpuctl profile`'s, asked through the worker's reaper: tpuctl/runtime/
-profile_capture/requests.py). Both kinds go through the same start and stop below. Where stopping a profile can
-crash the worker (TensorFlow's fault with several processes' collectives, profile_capture/tracefix.py) and tpuctl's
-fix for it could not be loaded, nothing is captured: the window's warning or the request's answer says why.
+No script needs a line for any of it. A capture starts (`tf.profiler.experimental.start`, `jax.profiler.start_trace`)
+between two steps, on the thread that runs them, and stops the same way: at the step boundary where its last step (a
+window's) ended, or the first one once its seconds passed (`tpuctl profile`'s, asked through the worker's reaper:
+tpuctl/runtime/profile_capture/requests.py). Both kinds go through the same start and stop below. Where stopping a
+profile can crash the worker (TensorFlow's fault with several processes' collectives, profile_capture/tracefix.py)
+and tpuctl's fix for it could not be loaded, nothing is captured: the window's warning or the request's answer says why.
 
 Steps are counted from 0 across epochs and fits, in this process. Keras 3's fit marks no steps, so a
 capture would have no step times (xprof: "No step marker observed"): on Keras 3 each batch recorded is wrapped
-in a `Trace("train", step_num=N, _r=1)`, the marker tf-keras and Keras 2 put around their own steps.
+in a `Trace("train", step_num=N, _r=1)` (on JAX its StepTraceAnnotation, the same marker), the marker tf-keras and
+Keras 2 put around their own steps.
 Keras 3 runs on_train_batch_end on a thread of its own (asynchronous dispatch, kept for speed), and a
 marker must begin and end on one thread, so a Keras 3 step runs from one on_train_batch_begin to the
 next (or to the epoch's end): what the step really costs, the callbacks between steps included.
 
-A capture writes through a private folder: TensorFlow names its file after the host and its session folder after
-the second it stopped, so two workers on one machine would overwrite each other's file, and workers stopping a
+A capture writes through a private folder: TensorFlow and JAX name the file after the host and its session folder
+after the second it stopped, so two workers on one machine would overwrite each other's file, and workers stopping a
 second apart would land in two sessions. Each worker's file is copied into PROFILE_DIR/plugins/profile/<session>/ as
 <host>_<task>.xplane.pb, <session> named by the run and the steps (a window) or by the launcher (`tpuctl profile`),
 the same on every worker.
 
-The server starts the moment TensorFlow has been imported (after_import.py), before the script runs, whoever
-imports it. Until then the launch's bound socket (PROFILER_FD) holds the port, as RESERVED_FD holds the TensorFlow
-server's. A server that cannot start costs the run nothing but one warning line (from the chief).
+The server starts the moment the run's framework (TensorFlow, or JAX) has been imported (after_import.py), before
+the script runs, whoever imports it. Until then the launch's bound socket (PROFILER_FD) holds the port, as
+RESERVED_FD holds the TensorFlow server's. A server that cannot start costs the run nothing but one warning line
+(from the chief).
 """
 
 from __future__ import annotations
@@ -37,12 +40,15 @@ import time
 from tpuctl.cluster import worker_contract as contract
 from tpuctl.inputs.errors import TpuctlError
 from tpuctl.runtime import after_import
+from tpuctl.runtime.timeline import tracers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from types import ModuleType
     from typing import Any
+
+    from tpuctl.runtime.timeline.tracers import Tracer
 
 SESSION_PREFIX = "tpuctl-"  # a window's session folder: tpuctl-<run id>-attempt-<N>-steps-<START>-<END>
 FAULT = "stopping a profile can crash a worker of a multi-worker run in TensorFlow (docs/profile.md, Known TensorFlow fault)"
@@ -53,6 +59,9 @@ def _say(message: str) -> None:
 
 
 def _chief() -> bool:
+    """The worker that speaks for all: TensorFlow's chief; on a JAX run (no TF_CONFIG to read) process 0."""
+    if tracers.jax_run(os.environ):
+        return os.environ.get(contract.WORKER_INDEX, "0") == "0"
     try:
         from tpuctl.runtime import worker_env
 
@@ -62,7 +71,8 @@ def _chief() -> bool:
 
 
 def install_server(environ: Mapping[str, str]) -> None:
-    """Start the profiler server once TensorFlow is imported, where the launch gave this worker a port."""
+    """Start the run's profiler server (tracers.py: TensorFlow's, or JAX's on a JAX run) once its framework is imported,
+    where the launch gave this worker a port."""
     try:
         port = contract.profiler_port(environ)
     except TpuctlError as err:
@@ -72,23 +82,24 @@ def install_server(environ: Mapping[str, str]) -> None:
     if port is None:
         return
     held = environ.get(contract.PROFILER_FD)
+    tracer = tracers.for_run(environ)
 
-    def start(tf: ModuleType) -> None:
+    def start(framework: ModuleType) -> None:
         if held is not None:
             try:  # noqa: SIM105 - contextlib is one more import before every worker's script
-                os.close(int(held))  # only now: from here to TensorFlow's bind the launch's lock keeps other launches away
+                os.close(int(held))  # only now: from here to the server's bind the launch's lock keeps other launches away
             except (OSError, ValueError):
                 pass
         try:
-            tf.profiler.experimental.server.start(port)
+            tracer.serve(framework, port)
         except Exception as err:  # noqa: BLE001 - a profiler that cannot start is no reason for training to stop
             if _chief():
                 _say(f"warning: the profiler server did not start on port {port} ({_first(err)})")
             return
-        if _listening_here(port) is False:  # TensorFlow only logs a port it could not bind, and goes on without a server
+        if _listening_here(port) is False:  # TensorFlow and JAX only log a port they could not bind, and go on without a server
             _say(f"warning: this worker's profiler server could not take port {port} (another process holds it)")
 
-    after_import.when_imported("tensorflow", start)
+    after_import.when_imported(tracer.module, start)
 
 
 def _listening_here(port: int) -> bool | None:
@@ -151,8 +162,9 @@ class Window:
 class Steps:
     """This process's training steps as Keras' callbacks see them: the count, Keras 3's markers, the profiles."""
 
-    def __init__(self, window: tuple[int, int] | None, logdir: str | None, session: str) -> None:
+    def __init__(self, window: tuple[int, int] | None, logdir: str | None, session: str, tracer: Tracer | None = None) -> None:
         self.logdir = logdir or ""
+        self.tracer: Tracer = tracer or tracers.TensorFlowTracer()
         self.window = Window(session, steps=window) if window is not None and logdir else None
         self.unsafe: str | None = None  # why a profile is not safe to stop in this process; None: it is
         self.next = 0  # the number of the step to come
@@ -161,7 +173,7 @@ class Steps:
         self._asked: Window | None = None  # a capture waiting for a step boundary (requests.py puts it here)
         self._lock = threading.Lock()  # between requests.py's thread and the training thread, over `_asked`
         self._recording: Window | None = None
-        self._scratch: str | None = None  # the private folder TensorFlow writes the profile into
+        self._scratch: str | None = None  # the private folder the profiler writes the profile into
         self._stop_due = False  # the profile's last step has ended
 
     # what requests.py asks, from its own thread
@@ -197,9 +209,7 @@ class Steps:
             self._stop()
         self._open = True
         if markers and self._recording is not None:
-            import tensorflow as tf
-
-            self._trace = tf.profiler.experimental.Trace("train", step_num=self.next, _r=1)
+            self._trace = self.tracer.step(self.next)
             self._trace.__enter__()
 
     def step_ends(self) -> None:
@@ -253,14 +263,12 @@ class Steps:
         import shutil
         import tempfile
 
-        import tensorflow as tf
-
         scratch = tempfile.mkdtemp(prefix="tpuctl-profile-")
         try:
-            tf.profiler.experimental.start(scratch)
+            self.tracer.start(scratch)
         except Exception as err:  # noqa: BLE001 - e.g. another profiler session active: the profile is lost, not the run
             shutil.rmtree(scratch, ignore_errors=True)
-            window.refuse(f"TensorFlow's profiler did not start: {_first(err)}")
+            window.refuse(f"{self.tracer.name}'s profiler did not start: {_first(err)}")
             return
         window.began, window.first_step = time.monotonic(), self.next
         self._recording, self._scratch = window, scratch
@@ -275,21 +283,17 @@ class Steps:
             return
         import shutil
 
-        import tensorflow as tf
-
         try:
-            tf.profiler.experimental.stop()
+            self.tracer.stop()
             target = f"{self.logdir.rstrip('/')}/plugins/profile/{window.session}"
             written = []
             for folder, _, files in os.walk(scratch):
                 written += [os.path.join(folder, name) for name in files if name.endswith(".xplane.pb")]
             if not written:
-                raise RuntimeError("TensorFlow wrote no trace")
+                raise RuntimeError(f"{self.tracer.name} wrote no trace")
             if window.answer is not None and time.monotonic() > window.end_by:
                 return  # the launcher stopped waiting for it (the worker was stopped meanwhile): no file it did not name
-            file = f"{target}/{_file_name()}"
-            tf.io.gfile.makedirs(target)
-            tf.io.gfile.copy(written[0], file, overwrite=True)
+            file = tracers.save(written[0], target, _file_name())
             if window.answer is not None:
                 window.answer("taken", session=window.session, file=file, steps=self.next - window.first_step)
             elif window.steps is not None and _chief():
@@ -330,7 +334,7 @@ def steps_from(environ: Mapping[str, str], on_demand: bool) -> Steps | None:
     run = environ.get(contract.RUN_ID) or "run"
     start, end = window or (0, 0)
     session = f"{SESSION_PREFIX}{run}-attempt-{environ.get(contract.ATTEMPT, '1')}-steps-{start}-{end}"
-    steps = Steps(window, logdir, session)
+    steps = Steps(window, logdir, session, tracers.for_run(environ))
     if "TF_CONFIG" in environ:  # several processes: their collectives are what makes TensorFlow's stop crash
         _guard(steps, environ)
     return steps
