@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SCRIPTS, run_tpuctl, tpuctl_cmd, wait_for
-from tests.integration.test_profiler_server import LOOPBACK_HEX, _listening_addresses
+from tests.standins.processes import LOOPBACK_HEX, listening_addresses
 from tpuctl import endings
 from tpuctl.profiling import verdict
 
@@ -106,7 +106,7 @@ def test_each_process_serves_jaxs_profiler_on_loopback(run: Run, tmp_path: Path)
         client.trace(f"127.0.0.1:{worker['port']}", str(folder), "", True, 500, 3, {"host_tracer_level": 2, "python_tracer_level": 0})
         [captured] = list(folder.glob("plugins/profile/*/*.xplane.pb"))
         assert b"PjitFunction" in captured.read_bytes(), f"{worker}: the server's capture holds no JAX call"
-        assert _listening_addresses(worker["port"]) <= LOOPBACK_HEX, worker
+        assert listening_addresses(worker["port"]) <= LOOPBACK_HEX, worker
 
 
 def test_profile_captures_every_process_with_jaxs_profiler_and_a_verdict_that_guesses_nothing(run: Run) -> None:

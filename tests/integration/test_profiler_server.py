@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tpuctl_cmd
+from tests.standins.processes import LOOPBACK_HEX, listening_addresses
 
 pytestmark = pytest.mark.tf
 
@@ -33,22 +34,6 @@ class Slow(tf.keras.callbacks.Callback):
         time.sleep(delay)
 model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[Slow()])
 """
-
-
-def _listening_addresses(port: int) -> set[str]:
-    """The local addresses (hex, as /proc/net/tcp* writes them) of the sockets listening on `port`."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            address, _, hex_port = fields[1].rpartition(":")
-            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
-                found.add(address)
-    return found
-
-
-# 127.0.0.1 as /proc/net/tcp writes it, and ::ffff:127.0.0.1 as /proc/net/tcp6 does (little-endian words).
-LOOPBACK_HEX = {"0100007F", "0000000000000000FFFF00000100007F"}
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float) -> dict[str, object]:
@@ -89,7 +74,7 @@ def test_two_workers_serve_the_profiler_on_loopback_and_profile_their_window(tmp
                     except ConnectionRefusedError:
                         assert time.monotonic() < ends and proc.poll() is None, f"nothing answers on {worker}"
                         time.sleep(0.2)
-                assert _listening_addresses(worker["port"]) <= LOOPBACK_HEX, worker
+                assert listening_addresses(worker["port"]) <= LOOPBACK_HEX, worker
             output, _ = proc.communicate(timeout=120)
         finally:
             if proc.poll() is None:
@@ -110,9 +95,7 @@ def test_keras_3_steps_get_markers_in_the_window(tmp_path: Path) -> None:
     script = tmp_path / "fit.py"
     script.write_text(SCRIPT)
     model = tmp_path / "model"
-    argv = tpuctl_cmd(
-        "launch", str(script), "--log-dir", str(tmp_path / "logs"), "--model-dir", str(model), "--profile", "3-5", "--", "8", "0"
-    )
+    argv = tpuctl_cmd("launch", str(script), "--log-dir", str(tmp_path / "logs"), "--model-dir", str(model), "--profile", "3-5", "--", "8", "0")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     recorded = json.loads((tmp_path / "logs" / "attempt-1" / "profilers.json").read_text())

@@ -1,5 +1,5 @@
 """Processes a test starts and reads: what one shows on a terminal, a stream read until some text arrives, `python -c`,
-and an interpreter of this machine without TensorFlow."""
+an interpreter of this machine without TensorFlow, and where a process listens."""
 
 from __future__ import annotations
 
@@ -89,3 +89,19 @@ def git_selection(folder: Path) -> set[str]:
     kept = {os.fsdecode(p) for p in git(folder, "ls-files", "-z", "-co", "--exclude-standard").split(b"\0") if p}
     dropped = {os.fsdecode(p) for p in git(folder, "ls-files", "-z", "-coi", "--exclude-per-directory=.tpuctlignore").split(b"\0") if p}
     return kept - dropped
+
+
+# 127.0.0.1 as /proc/net/tcp writes it, and ::ffff:127.0.0.1 as /proc/net/tcp6 does (little-endian words).
+LOOPBACK_HEX = {"0100007F", "0000000000000000FFFF00000100007F"}
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp* writes them) of the sockets listening on `port`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, _, hex_port = fields[1].rpartition(":")
+            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                found.add(address)
+    return found
