@@ -134,3 +134,21 @@ def test_a_restart_resumes_from_keras_backup_under_jax(tmp_path: Path, two: Run)
     attempt_2 = (run.logs / "attempt-2" / "worker-0.log").read_text()
     assert "process 0: first epoch 2" in attempt_2
     np.testing.assert_allclose(run.saved(0)[-1], two.saved(0)[-1], rtol=1e-5)
+
+
+def test_a_process_that_fails_beside_one_in_a_collective_ends_the_run_at_once(tmp_path: Path) -> None:
+    """Python's exit would wait at JAX's shutdown barrier (up to 300 s) for the peer blocked in the collective; the
+    failed process ends at once, and the launch names its own error, not a SIGABRT from JAX's shutdown."""
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import time\nimport jax, jax.numpy as jnp, numpy as np\nfrom jax.sharding import Mesh, NamedSharding, PartitionSpec\n"
+        "jax.distributed.initialize()\nmesh = Mesh(np.array(jax.devices()), ('d',))\n"
+        "if jax.process_index() == 1:\n    time.sleep(1)\n    raise RuntimeError('process 1 fails')\n"
+        "rows = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec('d')), np.ones(2, np.float32))\n"
+        "print(float(jax.jit(jnp.sum)(rows)))\n"
+    )
+    began = time.monotonic()
+    result = run_tpuctl("launch", str(script), "--workers", "2", "--log-dir", str(tmp_path / "logs"), timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "cause: uncaught Python exception: RuntimeError: process 1 fails" in result.stderr
+    assert time.monotonic() - began < 25, result.stderr  # about 5 s; Python's own exit took 35 s to 300 s here

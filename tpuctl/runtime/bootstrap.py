@@ -363,9 +363,14 @@ def _run_jax(channel: int | None, script: str, script_args: list[str]) -> None:
         jax_run.run(channel, script, script_args, run_script, say)
     except TpuctlError as err:
         say(f"error: {err}")
-        sys.exit(err.exit_code)
+        jax_run.leave(err.exit_code)
+    except SystemExit as leaving:  # the script's own sys.exit(N), or tpuctl's: a failure must not wait at JAX's barrier
+        jax_run.leave(leaving.code)
     except Exception as err:  # noqa: BLE001 - the script's own error, told as `python SCRIPT` would tell it
-        _script_failed(err)
+        try:
+            _script_failed(err)
+        except SystemExit as leaving:
+            jax_run.leave(leaving.code)
 
 
 NO_TPU = "no TPU here ({}): try --rehearse v2-8 (a rehearsal on this machine's CPU) or --tpu NAME"

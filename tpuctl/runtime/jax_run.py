@@ -160,6 +160,25 @@ def _formed_by_backend() -> int | None:
     return count if isinstance(count, int) and count > 1 else None
 
 
+def leave(code: object) -> None:
+    """End a process whose script failed, at once where it joined a cluster: Python's exit would run JAX's shutdown,
+    which waits (shutdown_timeout_seconds, 300 s by default: jax/_src/distributed.py) at a barrier for peers that are
+    blocked in a collective with this process, and the launch would learn of the failure only then, as a SIGABRT of
+    JAX's own. What the script printed is flushed first; its atexit handlers do not run (the run has failed)."""
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    distributed = sys.modules.get("jax._src.distributed")
+    if status and getattr(getattr(distributed, "global_state", None), "client", None) is not None:
+        for stream in (sys.stdout, sys.stderr):
+            try:  # noqa: SIM105 - contextlib would be one more import before every script
+                stream.flush()
+            except (OSError, ValueError):
+                pass  # a closed or broken stream: nothing more to save
+        os._exit(status)
+    sys.exit(status)
+
+
 def run(channel: int | None, script: str, args: list[str], run_script: Callable[[str, list[str]], None], say: Callable[[str], None]) -> None:
     prepare(channel)
     rehearsed = contract.rehearse(os.environ)
