@@ -39,6 +39,7 @@ from tpuctl.endings import Kind, exit_words
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.inputs.seconds import from_env
 from tpuctl.launch.console.logs import LINE_PIECE
+from tpuctl.launch.console.tf_noise import Fold
 from tpuctl.launch.follow.engine import JobFollower
 from tpuctl.launch.follow.scheduler import JobStatus, Replica, ReplicaRun, Scheduler
 from tpuctl.launch.outcome import JobRef, Outcome
@@ -356,7 +357,7 @@ def _replica(ended: Ended) -> Replica:
 def follow(manifest: Manifest, context: RunContext) -> Outcome:
     """Apply the manifest and follow its pods until the job ends or a signal stops the launch."""
     scheduler = KubeScheduler(manifest, Kubectl(manifest.namespace), notice=context.notice, poll_s=poll_interval())
-    follower = JobFollower(scheduler, context)
+    follower = JobFollower(scheduler, context, Fold(context.verbose, manifest.framework))
     scheduler.refuse_existing()
     outcome = follower.run()
     folded = follower.fold.note()

@@ -98,6 +98,7 @@ class Manifest:
     workers: tuple[str, ...]  # task names (`worker:0`, ...) in display order
     selector: str  # label selector matching the job and its pods
     tpu: GkeSlice | None = None
+    framework: str = contract.TENSORFLOW  # whose start-up log lines the follower folds
 
     @property
     def delete_command(self) -> str:
@@ -370,4 +371,5 @@ def _manifest(
     )
     workers = tuple(w.name for w in plan.workers)
     selector = ",".join(f"{label}={value}" for label, value in _labels(name).items())
-    return Manifest(kind=kind, resource=resource, name=name, namespace=namespace, text=text, workers=workers, selector=selector, tpu=tpu)
+    framework = plan.job.framework
+    return Manifest(kind, resource, name, namespace, text, workers, selector, tpu=tpu, framework=framework)

@@ -146,13 +146,15 @@ def _replica(message: str, label: str) -> Replica | None:
 class VertexRun:
     """The Vertex runner's entry: a CustomJob submitted and followed by the job engine."""
 
-    def __init__(self, jobs: VertexJobs, logs_api: Callable[[str], JobLogs], context: RunContext, region: str, poll_s: float) -> None:
+    def __init__(
+        self, jobs: VertexJobs, logs_api: Callable[[str], JobLogs], context: RunContext, region: str, poll_s: float, framework: str
+    ) -> None:
         self.jobs = jobs
         self.new_logs = logs_api
         self.context = context
         self.region = region
         self.poll_s = poll_s
-        self.fold = Fold(context.verbose)  # the runner says its note at the end
+        self.fold = Fold(context.verbose, framework)  # the runner says its note at the end
 
     def run(self, body: dict[str, Any]) -> Outcome:
         scheduler = VertexScheduler(self.jobs, self.new_logs, body, self.region, notice=self.context.notice, poll_s=self.poll_s)

@@ -98,6 +98,7 @@ class BodyRequest:
     staged_script: str | None  # --staging-bucket: the script whose folder is bundled to the body's package URI
     requirements: Requirements | None = None  # --requirements: installed with the bundle (its install_requires)
     notes: tuple[str, ...] = ()  # what the launch leaves alone (a [launch] setup), said by the dry run and the run
+    framework: str = contract.TENSORFLOW  # whose start-up log lines the follower folds
 
     @property
     def where(self) -> str:
@@ -256,7 +257,7 @@ class VertexRunner(JobRunner[BodyRequest]):
         region = self.options.region or resolved.get("region") or DEFAULT_REGION
         endpoint = resolved.get("vertex-endpoint") or regional_endpoint(region)
         staged = job.script if self.options.staging_bucket else None
-        return BodyRequest(body, endpoint, resolved.get("project"), region, staged, self.requirements, tuple(self.notes))
+        return BodyRequest(body, endpoint, resolved.get("project"), region, staged, self.requirements, tuple(self.notes), job.framework)
 
     def submit(self, request: BodyRequest, context: RunContext) -> Outcome:
         """Stage the script's folder where the body says it is, POST the body and follow the job."""
@@ -281,7 +282,7 @@ class VertexRunner(JobRunner[BodyRequest]):
             context.notice(f"staged {bundle.files} file(s) ({len(bundle.data) // 1024} KiB) at {request.package_uri}")
         logging_endpoint = resolved.require("logging-endpoint")
         jobs = VertexJobs(identity, request.endpoint, project, request.region)
-        run = VertexRun(jobs, lambda name: JobLogs(identity, logging_endpoint, project, name), context, request.region, poll_s)
+        run = VertexRun(jobs, lambda name: JobLogs(identity, logging_endpoint, project, name), context, request.region, poll_s, request.framework)
         outcome = run.run(request.body)
         folded = run.fold.note()
         if folded is not None:
