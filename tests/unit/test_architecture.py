@@ -74,13 +74,13 @@ def test_cli_functions_are_short_and_do_no_machinery() -> None:
     assert not machinery, f"process, HTTP or client machinery belongs in the core, not cli/: {machinery}"
 
 
-def test_only_the_runtime_imports_tensorflow() -> None:
+def test_only_the_runtime_imports_tensorflow_or_jax() -> None:
     offenders = []
     for path in _modules():
         if (PACKAGE / "runtime") in path.parents:
             continue
         names = set(_imported(_tree(path)))
-        if names & {"tensorflow", "tf_keras", "keras"} or any(n.startswith("tensorflow.") for n in names):
+        if names & {"tensorflow", "tf_keras", "keras", "jax", "jaxlib"} or any(n.startswith(("tensorflow.", "jax.", "keras.")) for n in names):
             offenders.append(_rel(path))
     assert not offenders
 

@@ -153,3 +153,16 @@ def test_the_worker_imports_nothing_of_tensorflow_keras_or_jax_before_the_script
     env = {**os.environ, "TPUCTL_FRAMEWORK": "jax", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-m", "tpuctl.runtime", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def test_the_cli_process_of_a_jax_launch_imports_neither_jax_nor_tensorflow(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(KERAS_IO)
+    probe = (
+        "import sys\nsys.argv = ['tpuctl', 'launch', 'train.py', '--workers', '2', '--dry-run']\nfrom tpuctl.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as done:\n    assert done.code in (0, None), done.code\n"
+        "print('heavy:', sorted(m for m in ('tensorflow', 'keras', 'jax', 'jaxlib') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Keras 3 / JAX" in done.stdout, done.stderr
+    assert done.stdout.splitlines()[-1] == "heavy: []"
