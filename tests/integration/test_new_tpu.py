@@ -10,7 +10,6 @@ labelled for another run are in the stand-in before the launch and are still the
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
 
@@ -19,7 +18,15 @@ import pytest
 from tests.conftest import run_tpuctl, wait_for
 from tests.integration.sshd import SshCluster
 from tests.standins import catalog
-from tests.standins.new_tpu_cloud import ZONES, Cloud, Launch, agent_of_worker, preempted_where_no_capacity_is_left, ranked
+from tests.standins.new_tpu_cloud import (
+    ZONES,
+    Cloud,
+    Launch,
+    just_after_a_backup,
+    preempt_the_run_s_vm,
+    preempted_where_no_capacity_is_left,
+    ranked,
+)
 from tpuctl.cloud.nodes.run_nodes import LABEL_KEY, label_value
 from tpuctl.launch.tfpair.here import this_interpreter
 from tpuctl.tpu.software import image_for_tensorflow
@@ -248,22 +255,10 @@ def test_a_preempted_vm_is_recreated_and_tensorflow_resumes_from_its_checkpoint(
             "--", "--steps", "60", "--save-every", "4", "--step-time", "0.2"]  # fmt: skip
     launch = Launch.start(args, env, cloud.tmp)
     timeline = cloud.tmp / "logs" / "timeline.jsonl"
-
-    def saved() -> int:  # backups the worker finished writing (the runtime says each at once, never sampled)
-        return timeline.read_text().count('"checkpoint_save_end"') if timeline.exists() else 0
-
-    wait_for(lambda: saved() >= 2 or launch.proc.poll() is not None, timeout=180)
-    before = saved()
-    wait_for(lambda: saved() > before or launch.proc.poll() is not None, timeout=30)  # just after a backup: none half-written
-    assert launch.proc.poll() is None, launch.stderr
+    just_after_a_backup(launch, timeline)
     backups = [blob.name for blob in bucket.list_blobs(prefix="run/backup/")]
     assert [name for name in backups if not name.endswith("/")], backups  # in the bucket, not on the host that goes down
-    record = cloud.record()
-    run_id, name = record["run_id"], record["created_node"]
-    agent = agent_of_worker(run_id, 1)
-    assert agent is not None
-    cloud.g.preempt(ZONES[0], name)
-    os.kill(agent, signal.SIGKILL)
+    name = preempt_the_run_s_vm(cloud)
     assert launch.finish(timeout=240) == 0, launch.stderr
     notices = [line for line in launch.lines if line.startswith("tpuctl: ")]
     assert any(f"TPU VM {name} is PREEMPTED; recreating it (1/10)" in line for line in notices), launch.stderr

@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 
 import pytest
 
 from tests.conftest import ROOT, run_tpuctl, wait_for
-from tests.standins.new_tpu_cloud import ZONES, Cloud, Launch, agent_of_worker
+from tests.standins.new_tpu_cloud import ZONES, Cloud, Launch, just_after_a_backup, preempt_the_run_s_vm
 
 
 def test_a_preempted_jax_run_is_resumed_on_its_recreated_vm_from_its_last_backup(cloud: Cloud, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,20 +34,8 @@ def test_a_preempted_jax_run_is_resumed_on_its_recreated_vm_from_its_last_backup
             "--", "--steps", "60", "--step-time", "0.2"]  # fmt: skip
     launch = Launch.start(args, env, cloud.tmp)
     timeline = cloud.tmp / "logs" / "timeline.jsonl"
-
-    def saved() -> int:
-        return timeline.read_text().count('"checkpoint_save_end"') if timeline.exists() else 0
-
-    wait_for(lambda: saved() >= 2 or launch.proc.poll() is not None, timeout=180)
-    before = saved()
-    wait_for(lambda: saved() > before or launch.proc.poll() is not None, timeout=30)
-    assert launch.proc.poll() is None, launch.stderr
-    record = cloud.record()
-    run_id, name = record["run_id"], record["created_node"]
-    agent = agent_of_worker(run_id, 1)
-    assert agent is not None
-    cloud.g.preempt(ZONES[0], name)
-    os.kill(agent, signal.SIGKILL)
+    just_after_a_backup(launch, timeline)
+    name = preempt_the_run_s_vm(cloud)
     assert launch.finish(timeout=240) == 0, launch.stderr
     assert any(f"TPU VM {name} is PREEMPTED; recreating it" in line for line in launch.lines), launch.stderr
     assert launch.said("trained on jax", on_stdout=True)

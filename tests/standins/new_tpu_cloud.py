@@ -189,6 +189,31 @@ def agent_of_worker(run_id: str, attempt: int) -> int | None:
     return None
 
 
+def just_after_a_backup(launch: Launch, timeline: Path) -> None:
+    """Once the run's worker has finished two backups, the moment it finishes the next (the runtime tells each save
+    at once, never sampled): a preemption then cuts none half-written. The launch must still be running."""
+
+    def saved() -> int:
+        return timeline.read_text().count('"checkpoint_save_end"') if timeline.exists() else 0
+
+    wait_for(lambda: saved() >= 2 or launch.proc.poll() is not None, timeout=180)
+    before = saved()
+    wait_for(lambda: saved() > before or launch.proc.poll() is not None, timeout=30)
+    assert launch.proc.poll() is None, launch.stderr
+
+
+def preempt_the_run_s_vm(cloud: Cloud) -> str:
+    """The run's node goes PREEMPTED in the stand-in and its host goes down with the worker (the agent is killed, as a
+    preempted Cloud TPU VM's host takes its ssh session and its disk); the node's name."""
+    record = cloud.record()
+    run_id, name = record["run_id"], record["created_node"]
+    agent = agent_of_worker(run_id, 1)
+    assert agent is not None
+    cloud.g.preempt(ZONES[0], name)
+    os.kill(agent, signal.SIGKILL)
+    return str(name)
+
+
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
