@@ -43,10 +43,10 @@ def test_a_keras_data_parallel_fit_rehearses_v4_16_as_two_hosts_of_four_devices_
     assert "tpuctl: rehearsing on this machine's JAX" in stderr and "no TPU image's TensorFlow applies; 2 processes, one per host, 4 CPU devices each" in stderr
 
 
-def test_a_plain_jax_shard_map_loop_rehearses_v2_8_as_eight_devices_and_is_clean(tmp_path: Path) -> None:
-    outcome, stderr = rehearse_jax("jax_shard_map.py", "v2-8", tmp_path)
+def test_a_plain_jax_shard_map_loop_rehearses_a_tpu7x_host_as_eight_devices_and_is_clean(tmp_path: Path) -> None:
+    outcome, stderr = rehearse_jax("jax_shard_map.py", "tpu7x-8", tmp_path)
     assert outcome["exit_code"] == 0, stderr
-    # v2: one JAX device per TensorCore, 2 per chip; and nothing of TensorFlow loaded for a plain JAX script.
+    # TPU7x: one JAX device per TensorCore, 2 per chip, 4 chips a host; nothing of TensorFlow loaded for a plain JAX script.
     assert printed(outcome, "jax_shard_map") == {"script": "jax_shard_map", "devices": 8, "tensorflow": False}
     assert (outcome["rehearsal"]["processes"], outcome["rehearsal"]["global_batch"]) == (1, 32)
     assert verdicts(outcome) == {"batch split": "ok", "float64": "ok", "recompiles": "ok", "host callbacks": "ok"}

@@ -34,6 +34,7 @@ def script(tmp_path: Path) -> Path:
         ("v4-8", 1, 4), ("v4-16", 2, 4), ("v5p-32", 4, 4),  # megacore: one device per chip
         ("v5litepod-8", 1, 8), ("v5e-16", 4, 4), ("v6e-32", 8, 4),  # one core per chip; 4-chip hosts when multi-host
         ("v6e-64", 1, 64),  # 16 hosts: past MAX_HOST_PROCESSES, one process with the whole slice
+        ("tpu7x-8", 1, 8), ("tpu7x-2", 1, 2), ("tpu7x-32", 4, 8),  # TPU7x: two devices a chip, four chips a host
     ],
 )
 def test_each_host_is_one_process_with_the_devices_jax_sees_on_it(accelerator: str, processes: int, devices_each: int) -> None:
@@ -55,6 +56,18 @@ def test_the_dry_run_of_a_multi_host_jax_rehearsal_plans_one_process_per_host(sc
     assert (runtime["image"], runtime["environment"]) == (None, None)
     assert runtime["said"][0].startswith("rehearsing on this machine's JAX")
     assert runtime["said"][0].endswith("a JAX run, so no TPU image's TensorFlow applies; 2 processes, one per host, 4 CPU devices each")
+
+
+@pytest.mark.parametrize("name", ["tpu7x-0", "tpu7x-3", "tpu7x-12", "tpu7x-x"])
+def test_a_tpu7x_name_that_is_no_whole_chips_or_hosts_is_one_line_and_exit_2(script: Path, name: str) -> None:
+    result = run_tpuctl("launch", str(script), "--rehearse", name, "--dry-run")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "TPU7x" in result.stderr, result.stderr
+
+
+def test_a_tensorflow_script_cannot_rehearse_tpu7x_which_runs_no_tensorflow(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import tensorflow as tf\n")
+    result = run_tpuctl("launch", str(tmp_path / "train.py"), "--rehearse", "tpu7x-8", "--dry-run")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "TPU7x (Ironwood)" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(

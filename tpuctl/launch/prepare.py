@@ -49,8 +49,8 @@ def check_rehearsal(job: Job, backend: str) -> Job:
                 hint="a TPU VM's own image is the runtime-version setting (TPUCTL_RUNTIME_VERSION, `tpuctl create --runtime-version`)",
             )
         return job
-    rehearsal_report.replicas_of(job.rehearse)
     jax = job.framework == contract.JAX
+    rehearsal_report.replicas_of(job.rehearse, jax=jax)
     if job.runtime is not None:
         if jax:
             raise TpuctlError("--runtime names a TPU image's TensorFlow; a JAX script rehearses on this machine's JAX", hint="leave --runtime out")

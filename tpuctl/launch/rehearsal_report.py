@@ -24,9 +24,10 @@ FILE_NAME = "rehearsal.json"
 _MAX_BYTES = 1 << 20
 
 
-def replicas_of(accelerator: str) -> int:
-    """The replica count a rehearsal of `accelerator` runs, or a one-line refusal."""
-    count = accelerators.replicas(accelerators.shape_of(accelerator))
+def replicas_of(accelerator: str, *, jax: bool = False) -> int:
+    """The replica count a rehearsal of `accelerator` runs (a JAX script's: the devices JAX sees, TPU7x's included),
+    or a one-line refusal."""
+    count = accelerators.jax_devices(accelerator)[0] if jax else accelerators.replicas(accelerators.shape_of(accelerator))
     if count > MAX_REPLICAS:
         raise TpuctlError(
             f"--rehearse {accelerator}: {count} replicas; tpuctl rehearses at most {MAX_REPLICAS} on one machine",

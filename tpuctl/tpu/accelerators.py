@@ -212,6 +212,31 @@ def is_tpu7x(text: str) -> bool:
     return _TPU7X.match(text.strip()) is not None
 
 
+# What JAX sees of a TPU7x slice, for rehearsals (a JAX script's; TPU7x runs no TensorFlow): each chip has two
+# TensorCores (https://cloud.google.com/tpu/docs/tpu7x) and JAX makes a device of each (jax/_src/pallas/mosaic/
+# tpu_info.py, ChipVersion: two per chip from TPU7x on); each TPU7x VM holds four chips (GKE's "About Ironwood (TPU7x)"
+# page; its machine type tpu7x-standard-4t). The name tpu7x-N counts TensorCores, as MaxText's compile_topology does
+# ("tpu7x-128": 128 devices, 64 chips) and as gcloud's --accelerator-type=tpu7x-8 writes a one-VM slice.
+_TPU7X_TYPE = re.compile(r"tpu7x-([0-9]{1,7})")
+TPU7X_DEVICES_PER_CHIP = 2
+TPU7X_CHIPS_PER_HOST = 4
+
+
+def jax_devices(accelerator_type: str) -> tuple[int, int]:
+    """(devices JAX sees in the whole slice, hosts) of a type name, TPU7x's included; a one-line error otherwise."""
+    match = _TPU7X_TYPE.fullmatch(accelerator_type.strip().lower())
+    if match is None:
+        shape = shape_of(accelerator_type)
+        return replicas(shape), shape.hosts
+    devices, per_host = int(match[1]), TPU7X_DEVICES_PER_CHIP * TPU7X_CHIPS_PER_HOST
+    if devices == 0 or devices % TPU7X_DEVICES_PER_CHIP or (devices > per_host and devices % per_host):
+        raise _refuse(
+            f"{accelerator_type!r}: a TPU7x slice has {TPU7X_DEVICES_PER_CHIP} TensorCores a chip and {per_host} a host",
+            "e.g. tpu7x-8 (one host) or tpu7x-32 (four hosts)",
+        )
+    return devices, max(1, devices // per_host)
+
+
 def generation(word: str) -> Generation:
     """A generation by its name or alias (v5e), any case; an unknown one is a one-line error."""
     found = _BY_WORD.get(word.lower())

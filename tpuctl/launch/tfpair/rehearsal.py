@@ -182,18 +182,17 @@ def target(job: Job, installed: Installed) -> Target:
 
 def jax_processes(job: Job) -> Job:
     """A JAX rehearsal's processes and each one's CPU devices: one process per host of the slice, each with that host's
-    devices as JAX sees them (one per TensorCore on v2/v3, one per chip on v4/v5p's megacore and on v5e/v6e:
-    accelerators.replicas), up to MAX_HOST_PROCESSES hosts; past that one process with the whole slice's devices."""
+    devices as JAX sees them (one per TensorCore on v2/v3 and TPU7x, one per chip on v4/v5p's megacore and on v5e/v6e:
+    accelerators.jax_devices), up to MAX_HOST_PROCESSES hosts; past that one process with the whole slice's devices."""
     refused = "--requirements" if job.requirements else "--index-url" if job.index_url else None
     if refused is not None:
         raise TpuctlError(
             f"{refused} with a JAX rehearsal: it runs on this machine's JAX as it is, in no environment of its own",
             hint="install them into this interpreter (`pip install -r FILE`), or name another with --python",
         )
-    shape = accelerators.shape_of(str(job.rehearse))
-    devices = accelerators.replicas(shape)
-    if shape.hosts <= MAX_HOST_PROCESSES:
-        return replace(job, workers=shape.hosts, simulate_devices=devices // shape.hosts)
+    devices, hosts = accelerators.jax_devices(str(job.rehearse))
+    if hosts <= MAX_HOST_PROCESSES:
+        return replace(job, workers=hosts, simulate_devices=devices // hosts)
     return replace(job, workers=1, simulate_devices=devices)
 
 

@@ -213,12 +213,12 @@ def _rehearsed_as(devices: int, hosts: int, processes: int) -> str:
 def install(accelerator: str, script: str) -> None:
     """Before the script: watch JAX's compiler and its batch entry points as they load, and report at exit (process 0's
     report; the others run the same program)."""
-    shape = accelerators.shape_of(accelerator)
+    devices, hosts = accelerators.jax_devices(accelerator)
     raw = os.environ.get(contract.NUM_WORKERS, "1")
     processes = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 6 else 1
     first = os.environ.get(contract.WORKER_INDEX, "0") == "0"
     report = os.environ.get(contract.REHEARSAL_REPORT) if first else None
-    rehearsal = Rehearsal(accelerator, accelerators.replicas(shape), shape.hosts, processes, script, report)
+    rehearsal = Rehearsal(accelerator, devices, hosts, processes, script, report)
     after_import.when_imported("jax._src.compiler", rehearsal.watch_compiles)
     after_import.when_imported("jax", rehearsal.watch_batches)
     atexit.register(rehearsal.write_report)
