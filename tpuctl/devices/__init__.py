@@ -36,7 +36,8 @@ from tpuctl.tpu.accelerators import Shape, shape_from_config, shape_of
 if TYPE_CHECKING:
     from tpuctl.cloud.nodes.node import Node  # a type only: the worker runtime imports this module
 
-Row = dict[str, Any]
+if TYPE_CHECKING:  # subscripting dict at runtime needs Python 3.9; `tpuctl devices --tpu` runs this on a host's 3.8
+    Row = dict[str, Any]
 
 # Every key a row may carry, in the order tables and JSON show them.
 FIELDS: tuple[str, ...] = (

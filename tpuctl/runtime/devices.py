@@ -17,12 +17,15 @@ import json
 import os
 import sys
 import threading
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tpuctl.cluster import worker_contract as contract
-from tpuctl.devices import Row, tf_row
+from tpuctl.devices import tf_row
 from tpuctl.inputs.errors import FAILED, TpuctlError, one_line
 from tpuctl.runtime import after_import, tpu_connect, worker_env
+
+if TYPE_CHECKING:
+    from tpuctl.devices import Row
 
 
 def _watch_parent() -> None:

@@ -89,7 +89,8 @@ class JaxTracer:
         return profiler.StepTraceAnnotation(STEP_NAME, step_num=number)
 
 
-Tracer = TensorFlowTracer | JaxTracer
+if TYPE_CHECKING:  # a runtime union of classes needs Python 3.10; hosts run the runtime on 3.8 and later
+    Tracer = TensorFlowTracer | JaxTracer
 
 
 def jax_run(environ: Mapping[str, str]) -> bool:
