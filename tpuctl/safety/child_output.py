@@ -66,8 +66,11 @@ class _Kept:
         return True
 
     def value(self) -> tuple[bytes, int]:
+        """One copy of what is kept (a slice of the bytearray would be a second, up to 2 x limit bytes at a time)."""
         extra = max(0, len(self.data) - self.limit)
-        return bytes(self.data[extra:] if self.keep == TAIL else self.data[: self.limit]), self.dropped + extra
+        with memoryview(self.data) as view:
+            kept = bytes(view[extra:] if self.keep == TAIL else view[: self.limit])
+        return kept, self.dropped + extra
 
 
 def run(argv: list[str], *, timeout: float | None, limit: int, keep: str = HEAD, input: bytes | None = None, **popen: Any) -> Output:
