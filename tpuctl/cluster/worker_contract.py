@@ -98,6 +98,12 @@ def strategy(environ: Mapping[str, str]) -> str:
     return environ.get(STRATEGY, "auto")
 
 
+def num_workers(environ: Mapping[str, str]) -> int:
+    """The processes the launch started; 1 where the variable is absent or not a count (a worker started by hand)."""
+    raw = environ.get(NUM_WORKERS, "1")
+    return int(raw) if raw.isascii() and raw.isdigit() and 0 < len(raw) <= 6 else 1
+
+
 def framework(environ: Mapping[str, str]) -> str:
     """The launcher always resolves `auto` before a worker starts; a worker started by hand runs TensorFlow's way."""
     chosen = environ.get(FRAMEWORK, "").strip() or TENSORFLOW

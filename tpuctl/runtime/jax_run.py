@@ -32,7 +32,7 @@ from tpuctl.runtime import after_import, vertex_jax
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see bootstrap.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from types import ModuleType
     from typing import Any
 
@@ -132,10 +132,10 @@ def prepare(channel: int | None) -> None:
     after_import.when_imported("jax._src.clusters", _add_cluster)
 
 
-def not_joined(name: str, environ: dict[str, str] | os._Environ[str]) -> str | None:
+def not_joined(name: str, environ: Mapping[str, str]) -> str | None:
     """Why this process's run is a failure though the script returned: it did not form the cluster it was launched as."""
     found = jax_cluster.cluster_of(environ)
-    count = found[1] if found is not None else int(environ.get(contract.NUM_WORKERS, "1") or "1")
+    count = found[1] if found is not None else contract.num_workers(environ)
     if count <= 1:
         return None
     joined = _joined[-1] if _joined else _formed_by_backend()

@@ -214,8 +214,7 @@ def install(accelerator: str, script: str) -> None:
     """Before the script: watch JAX's compiler and its batch entry points as they load, and report at exit (process 0's
     report; the others run the same program)."""
     devices, hosts = accelerators.jax_devices(accelerator)
-    raw = os.environ.get(contract.NUM_WORKERS, "1")
-    processes = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 6 else 1
+    processes = contract.num_workers(os.environ)
     first = os.environ.get(contract.WORKER_INDEX, "0") == "0"
     report = os.environ.get(contract.REHEARSAL_REPORT) if first else None
     rehearsal = Rehearsal(accelerator, devices, hosts, processes, script, report)
